@@ -1,0 +1,74 @@
+//! The one error type of the library, with a stable machine-readable [`Error::code`].
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong in `rewind`. Each variant names the path or id involved and the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The project directory does not exist or cannot be resolved.
+    #[error("project directory {path}: {source}")]
+    Project { path: PathBuf, source: io::Error },
+    /// The project path exists but is not a directory.
+    #[error("project directory {0} is not a directory")]
+    NotADirectory(PathBuf),
+    /// No data directory could be determined from flags or the environment.
+    #[error("cannot find a data directory: pass --data-dir, or set REWIND_DATA_DIR, XDG_DATA_HOME or HOME")]
+    NoDataDir,
+    /// A filesystem operation failed; `action` says what was being done.
+    #[error("{action} {path}: {}", io_cause(source))]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// The store exists but cannot be used as a git repository.
+    #[error("store {path}: {message}")]
+    Store { path: PathBuf, message: String },
+    /// `REWIND_NOW` is set but is not an RFC 3339 time.
+    #[error("REWIND_NOW={value:?} is not an RFC 3339 time (e.g. 2026-01-31T12:00:00Z)")]
+    BadClock { value: String },
+}
+
+/// `std::io::Error` prints "No space left on device (os error 28)"; say plainly that the disk is full.
+fn io_cause(err: &io::Error) -> String {
+    if err.kind() == io::ErrorKind::StorageFull {
+        format!("disk full ({err})")
+    } else {
+        err.to_string()
+    }
+}
+
+impl Error {
+    /// Wrap an I/O error with what was being done and where.
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Error::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Wrap a gix error that concerns the store at `path`.
+    pub(crate) fn store(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {
+        Error::Store {
+            path: path.into(),
+            message: message.to_string(),
+        }
+    }
+
+    /// A short stable code for programs (`--json` prints it as `error.code`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Project { .. } | Error::NotADirectory(_) => "project",
+            Error::NoDataDir => "data_dir",
+            Error::Io { source, .. } if source.kind() == io::ErrorKind::StorageFull => "disk_full",
+            Error::Io { .. } => "io",
+            Error::Store { .. } => "store",
+            Error::BadClock { .. } => "bad_clock",
+        }
+    }
+}
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,266 @@
+//! Which paths a snapshot leaves out: git's ignore rules, and the project's own tracked files.
+//!
+//! Precedence is git's: the deepest `.gitignore` first, then `.gitignore` files above it up to the
+//! enclosing repository's root, then that repository's `info/exclude`, then the user's global
+//! `core.excludesFile`. Within one file the last matching line wins; a `!` line re-includes.
+//! A file that the project's own git index tracks is never left out for being ignored.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use gix::bstr::{BStr, BString, ByteSlice, ByteVec};
+use gix::glob::pattern::Case;
+use gix::glob::search::pattern::List;
+use gix::ignore::search::{pattern_matching_relative_path, Ignore};
+
+/// The enclosing git repository of a project, if any.
+struct ProjectRepo {
+    /// The project's path relative to the repository's work tree root, `/`-terminated, or empty.
+    prefix: BString,
+    /// The repository's index file (read only, never written).
+    index_path: PathBuf,
+}
+
+/// Rules that hold for the whole walk: those from outside the project, and the tracked set.
+pub(crate) struct Excludes {
+    /// Global excludes, `info/exclude`, then `.gitignore` files above the project: lowest
+    /// priority first. Matched with paths relative to the enclosing repository's root.
+    outer: Vec<List<Ignore>>,
+    repo: Option<ProjectRepo>,
+    /// Paths (project-relative, sorted) that the project's own index tracks; read on first need.
+    tracked: OnceLock<Vec<BString>>,
+}
+
+/// The `.gitignore` rules of one directory inside the project, chained to its parent's.
+pub(crate) struct DirRules {
+    list: Option<List<Ignore>>,
+    parent: Option<Arc<DirRules>>,
+}
+
+impl DirRules {
+    /// The rules of the project root, before its own `.gitignore` is read.
+    pub(crate) fn root() -> Arc<DirRules> {
+        Arc::new(DirRules {
+            list: None,
+            parent: None,
+        })
+    }
+
+    /// Chain the `.gitignore` at `file` (in project directory `dir_rel`) below `parent`.
+    /// An unreadable `.gitignore` is treated as empty, as git does.
+    pub(crate) fn child(parent: &Arc<DirRules>, file: &Path, dir_rel: &BStr) -> Arc<DirRules> {
+        match fs::read(file) {
+            Ok(bytes) => Arc::new(DirRules {
+                list: Some(list_from_bytes(&bytes, file, dir_rel)),
+                parent: Some(parent.clone()),
+            }),
+            Err(_) => parent.clone(),
+        }
+    }
+}
+
+/// Parse ignore rules from `bytes` that apply below `base` (a `/`-separated relative directory).
+fn list_from_bytes(bytes: &[u8], source: &Path, base: &BStr) -> List<Ignore> {
+    let patterns = gix::glob::search::Pattern::bytes_to_patterns(&Ignore::default(), bytes, source);
+    List {
+        patterns,
+        source: Some(source.to_owned()),
+        base: (!base.is_empty()).then(|| {
+            let mut base = BString::from(base);
+            base.push_byte(b'/');
+            base
+        }),
+    }
+}
+
+impl Excludes {
+    /// Collect the rules from outside the project at the canonical `project` directory.
+    pub(crate) fn load(project: &Path) -> Excludes {
+        let mut outer = Vec::new();
+        if let Some(file) = global_excludes_file() {
+            if let Ok(bytes) = fs::read(&file) {
+                outer.push(list_from_bytes(&bytes, &file, BStr::new("")));
+            }
+        }
+        let repo = find_enclosing_repo(project).map(|(work_tree, git_dir, common_dir)| {
+            let exclude = common_dir.join("info/exclude");
+            if let Ok(bytes) = fs::read(&exclude) {
+                outer.push(list_from_bytes(&bytes, &exclude, BStr::new("")));
+            }
+            let relative = project.strip_prefix(&work_tree).unwrap_or(Path::new(""));
+            // `.gitignore` files of the directories between the repository root and the project.
+            let mut dir = work_tree.clone();
+            let mut dir_rel = BString::default();
+            for component in relative.components() {
+                push_rules(&mut outer, &dir, dir_rel.as_ref());
+                dir.push(component);
+                if !dir_rel.is_empty() {
+                    dir_rel.push_byte(b'/');
+                }
+                dir_rel.push_str(component.as_os_str().as_encoded_bytes());
+            }
+            let mut prefix = dir_rel;
+            if !prefix.is_empty() {
+                prefix.push_byte(b'/');
+            }
+            ProjectRepo {
+                prefix,
+                index_path: git_dir.join("index"),
+            }
+        });
+        Excludes {
+            outer,
+            repo,
+            tracked: OnceLock::new(),
+        }
+    }
+
+    /// Whether `rel` (project-relative) is ignored by the rules in `dir` and above. Costs one
+    /// pattern match per rule list until one matches.
+    pub(crate) fn is_ignored(&self, dir: &DirRules, rel: &BStr, is_dir: bool) -> bool {
+        let matching = |list: &List<Ignore>, path: &BStr| {
+            let basename = path.rfind_byte(b'/').map(|pos| pos + 1);
+            pattern_matching_relative_path(list, path, basename, Some(is_dir), Case::Sensitive)
+                .map(|m| !m.pattern.is_negative())
+        };
+        let mut node = Some(dir);
+        while let Some(rules) = node {
+            if let Some(ignored) = rules.list.as_ref().and_then(|list| matching(list, rel)) {
+                return ignored;
+            }
+            node = rules.parent.as_deref();
+        }
+        if self.outer.is_empty() {
+            return false;
+        }
+        let full: BString;
+        let path = match &self.repo {
+            Some(repo) if !repo.prefix.is_empty() => {
+                full = [repo.prefix.as_slice(), rel.as_bytes()].concat().into();
+                full.as_ref()
+            }
+            _ => rel,
+        };
+        self.outer
+            .iter()
+            .rev()
+            .find_map(|list| matching(list, path))
+            .unwrap_or(false)
+    }
+
+    /// Whether the project's own git index tracks the file `rel`.
+    pub(crate) fn is_tracked(&self, rel: &BStr) -> bool {
+        self.tracked()
+            .binary_search_by(|p| p.as_bstr().cmp(rel))
+            .is_ok()
+    }
+
+    /// Whether the project's own git index tracks any file below directory `rel`.
+    pub(crate) fn tracks_below(&self, rel: &BStr) -> bool {
+        let mut prefix = BString::from(rel);
+        prefix.push_byte(b'/');
+        let tracked = self.tracked();
+        let start = tracked.partition_point(|p| p.as_bstr() < prefix.as_bstr());
+        tracked
+            .get(start)
+            .is_some_and(|p| p.starts_with(prefix.as_slice()))
+    }
+
+    fn tracked(&self) -> &[BString] {
+        self.tracked.get_or_init(|| {
+            let Some(repo) = &self.repo else {
+                return Vec::new();
+            };
+            // A missing or unreadable index tracks nothing (a fresh `git init`).
+            let Ok(index) = gix::index::File::at(
+                &repo.index_path,
+                gix::hash::Kind::Sha1,
+                true,
+                Default::default(),
+            ) else {
+                return Vec::new();
+            };
+            let mut paths: Vec<BString> = index
+                .entries()
+                .iter()
+                .filter_map(|entry| {
+                    let path = entry.path(&index);
+                    path.strip_prefix(repo.prefix.as_slice())
+                        .map(BString::from)
+                })
+                .collect();
+            paths.dedup(); // conflict stages repeat a path
+            paths
+        })
+    }
+}
+
+/// Add the `.gitignore` of `dir` (relative `dir_rel`) to `lists` if it is a regular file.
+fn push_rules(lists: &mut Vec<List<Ignore>>, dir: &Path, dir_rel: &BStr) {
+    let file = dir.join(".gitignore");
+    if fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
+        if let Ok(bytes) = fs::read(&file) {
+            lists.push(list_from_bytes(&bytes, &file, dir_rel));
+        }
+    }
+}
+
+/// The user's global excludes file: `core.excludesFile` from `$XDG_CONFIG_HOME/git/config` or
+/// `~/.gitconfig` (the latter wins), else `$XDG_CONFIG_HOME/git/ignore`.
+fn global_excludes_file() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|x| !x.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let configs = [
+        xdg.as_ref().map(|x| x.join("git/config")),
+        home.as_ref().map(|h| h.join(".gitconfig")),
+    ];
+    let configured = configs.into_iter().flatten().fold(None, |found, path| {
+        gix::config::File::from_path_no_includes(path, gix::config::Source::User)
+            .ok()
+            .and_then(|config| config.string("core.excludesFile"))
+            .or(found)
+    });
+    match configured {
+        Some(value) => {
+            let value = PathBuf::from(OsStr::from_bytes(&value));
+            match (value.strip_prefix("~"), &home) {
+                (Ok(rest), Some(home)) => Some(home.join(rest)),
+                _ => Some(value),
+            }
+        }
+        None => xdg.map(|x| x.join("git/ignore")),
+    }
+}
+
+/// Find the git repository that contains `project` (the project itself or an ancestor):
+/// its work tree root, its git dir, and its common dir (they differ for linked worktrees).
+fn find_enclosing_repo(project: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    for dir in project.ancestors() {
+        let dot_git = dir.join(".git");
+        let Ok(meta) = fs::metadata(&dot_git) else {
+            continue;
+        };
+        let git_dir = if meta.is_dir() {
+            dot_git
+        } else {
+            // A `.git` file: "gitdir: <path>", relative to the directory holding it.
+            let content = fs::read(&dot_git).ok()?;
+            let target = content.strip_prefix(b"gitdir:")?.trim();
+            dir.join(OsStr::from_bytes(target))
+        };
+        let common_dir = fs::read(git_dir.join("commondir"))
+            .ok()
+            .map(|c| git_dir.join(OsStr::from_bytes(c.trim())))
+            .unwrap_or_else(|| git_dir.clone());
+        return Some((dir.to_owned(), git_dir, common_dir));
+    }
+    None
+}

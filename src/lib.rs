@@ -1,0 +1,64 @@
+//! # rewind — an undo for AI coding agents that users can trust
+//!
+//! `rewind` keeps a private **bare git repository per project** (the *shadow store*) under a
+//! data directory, and never touches the project's own `.git`. Every snapshot is the git tree
+//! of the project directory — byte-identical to what `git add -A && git write-tree` would write
+//! for the same files — so anyone can inspect the history with stock git:
+//!
+//! ```text
+//! git --git-dir "$(rewind path)" log --all
+//! ```
+//!
+//! ## Taking a snapshot
+//!
+//! ```no_run
+//! use rewind::{Store, TrackOptions};
+//!
+//! let data_dir = rewind::data_dir(None)?;          // --data-dir, $REWIND_DATA_DIR, $XDG_DATA_HOME/rewind, ~/.local/share/rewind
+//! let store = Store::open("/path/to/project".as_ref(), &data_dir)?;
+//! let snapshot = store.track(&TrackOptions::default())?;
+//! println!("{} ({} files)", snapshot.hash, snapshot.files);
+//! for skipped in &snapshot.skipped {
+//!     eprintln!("left out {}: {:?}", skipped.path, skipped.reason);
+//! }
+//! # Ok::<(), rewind::Error>(())
+//! ```
+//!
+//! ## What a snapshot holds
+//!
+//! Every file git would add: `.gitignore` rules at every level, the enclosing repository's
+//! `info/exclude` and the user's `core.excludesFile` apply, but files that the project's own
+//! git index tracks stay in. Bytes are stored raw (no filters, no end-of-line conversion).
+//! Left out and reported in [`Snapshot::skipped`]: nested repositories (never entered), FIFOs,
+//! sockets and devices (never opened), unreadable files, and new files above the size cap
+//! (`rewind.maxFileSize`, 2 MiB by default; a file already in the previous snapshot stays).
+//!
+//! ## Speed and safety
+//!
+//! The store keeps a real git index as a stat cache, with git's racy-timestamp rule and an exact
+//! cache-tree, so an unchanged file is never read again and only trees along changed paths are
+//! rewritten. Commands that change the store take an OS file lock, which dies with its process;
+//! every file in the store is written to a temp file and renamed, so `kill -9` at any moment
+//! leaves a usable store. The library ignores `GIT_DIR`, `GIT_INDEX_FILE` and the other git
+//! environment variables.
+//!
+//! Errors are [`Error`] values naming the path and the cause; the library never prints.
+
+mod error;
+mod ignore;
+mod scan;
+mod store;
+
+pub use error::{Error, Result};
+pub use scan::{SkipReason, Skipped, Snapshot, TrackOptions};
+pub use store::{data_dir, Store, DEFAULT_MAX_FILE_SIZE};
+
+/// The current time: `$REWIND_NOW` (RFC 3339) when set, so that tests can fix the clock.
+pub fn now() -> Result<chrono::DateTime<chrono::Utc>> {
+    match std::env::var("REWIND_NOW") {
+        Ok(value) if !value.is_empty() => chrono::DateTime::parse_from_rfc3339(&value)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .map_err(|_| Error::BadClock { value }),
+        _ => Ok(chrono::Utc::now()),
+    }
+}

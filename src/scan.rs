@@ -1,0 +1,649 @@
+//! `track`: snapshot the project directory as a git tree, fast through a stat cache.
+//!
+//! The loop, after jj's `local_working_copy` and git's own index:
+//! 1. Walk the project in parallel, one rayon task per directory, applying ignore rules as it
+//!    descends; one `fstatat` per file, none per directory.
+//! 2. Compare each file's stat with its entry in the store's index (the previous snapshot). An
+//!    entry is reused, without reading the file, when mode and stat match and the entry is not
+//!    racy (its mtime is not older than the index file itself: git's racy-timestamp rule).
+//!    Other files are read, hashed and written as blobs in the same parallel task.
+//! 3. Rebuild only the trees on changed paths: every other directory's tree id comes from the
+//!    index's cache-tree (git's `TREE` extension), which this module keeps exact.
+//! 4. Write the index back (atomically) only when something changed.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::index::entry::{stat, Mode, Stat};
+use gix::index::extension::Tree as CacheTree;
+use gix::ObjectId;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::ignore::{DirRules, Excludes};
+use crate::store::{ObjectWriter, Store};
+
+/// Options for [`Store::track`].
+#[derive(Debug, Clone, Default)]
+pub struct TrackOptions {
+    /// Files not in the previous snapshot and larger than this are left out. `None`: the store's
+    /// `rewind.maxFileSize` (default 2 MiB).
+    pub max_file_size: Option<u64>,
+}
+
+/// What [`Store::track`] produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    /// The id of the snapshot's root tree.
+    #[serde(serialize_with = "serialize_id")]
+    pub hash: ObjectId,
+    /// How many files (blobs and symlinks) the tree holds.
+    pub files: usize,
+    /// Everything left out for a reason other than ignore rules, in path order.
+    pub skipped: Vec<Skipped>,
+}
+
+/// A path left out of a snapshot, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    /// Project-relative, `/`-separated (lossy only if the name is not UTF-8).
+    #[serde(serialize_with = "serialize_path")]
+    pub path: BString,
+    pub reason: SkipReason,
+    /// The error, for `unreadable`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+fn serialize_id<S: serde::Serializer>(id: &ObjectId, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(id)
+}
+
+fn serialize_path<S: serde::Serializer>(path: &BString, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&path.to_str_lossy())
+}
+
+/// Why a path is not in a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// A new file above the size cap.
+    TooLarge,
+    /// A directory holding a `.git` directory or file: another repository, never entered.
+    NestedRepo,
+    /// A FIFO, socket or device: never opened.
+    SpecialFile,
+    /// A file or directory that could not be read.
+    Unreadable,
+}
+
+/// One file of the new snapshot.
+struct FileEntry {
+    path: BString,
+    stat: Stat,
+    id: ObjectId,
+    mode: Mode,
+    /// The file was read (its stat did not prove it unchanged).
+    hashed: bool,
+}
+
+/// What a directory (and everything below it) contributes.
+#[derive(Default)]
+struct DirScan {
+    files: Vec<FileEntry>,
+    skipped: Vec<Skipped>,
+}
+
+/// Stat comparison as git does it on Linux, plus nanoseconds (stricter, so only safer).
+const STAT_OPTIONS: stat::Options = stat::Options {
+    trust_ctime: true,
+    check_stat: true,
+    use_nsec: true,
+    use_stdev: false,
+};
+
+/// Files up to this size are read whole; larger ones are streamed.
+const READ_WHOLE_LIMIT: u64 = 32 * 1024 * 1024;
+
+impl Store {
+    /// Snapshot the project directory: write its tree (and new blobs) into the store and return
+    /// the tree id with what was left out. Holds the store lock for the whole operation.
+    pub fn track(&self, options: &TrackOptions) -> Result<Snapshot> {
+        let _lock = self.lock()?;
+        let index_path = self.git_dir().join("index");
+        let previous = load_index(&index_path);
+        let walk = Walk {
+            previous: &previous.0,
+            previous_time: previous.1,
+            max_file_size: options
+                .max_file_size
+                .unwrap_or_else(|| self.max_file_size()),
+            excludes: Excludes::load(self.project()),
+            objects: self.objects(),
+        };
+        let scan = walk.dir(
+            BString::default(),
+            self.project().to_owned(),
+            DirRules::root(),
+            false,
+        )?;
+
+        let changes = Changes::between(&previous.0, &scan.files);
+        let tree = match previous.0.tree() {
+            Some(cached)
+                if changes.dirty_dirs.is_empty()
+                    && cached.num_entries == Some(scan.files.len() as u32) =>
+            {
+                cached.clone()
+            }
+            cached => TreeBuilder {
+                files: &scan.files,
+                dirty: &changes.dirty_dirs,
+                objects: self.objects(),
+            }
+            .build(0, b"", cached)?,
+        };
+        if !self.objects().contains(&tree.id) {
+            return Err(Error::store(
+                self.git_dir(),
+                format!("tree {} of the last snapshot is missing", tree.id),
+            ));
+        }
+        if changes.rewrite_index || previous.0.tree().is_none() {
+            write_index(&index_path, &scan.files, tree.clone())?;
+        }
+        Ok(Snapshot {
+            hash: tree.id,
+            files: scan.files.len(),
+            skipped: scan.skipped,
+        })
+    }
+}
+
+/// Read the stat cache and its timestamp; a missing or damaged one is an empty cache (every
+/// file is then hashed again, so the snapshot stays right).
+fn load_index(path: &Path) -> (gix::index::State, gix::index::entry::stat::Time) {
+    match gix::index::File::at(path, gix::hash::Kind::Sha1, false, Default::default()) {
+        Ok(file) => {
+            let time = file.timestamp().into();
+            let (state, _) = file.into_parts();
+            (state, time)
+        }
+        Err(_) => (
+            gix::index::State::new(gix::hash::Kind::Sha1),
+            Default::default(),
+        ),
+    }
+}
+
+/// Everything the parallel walk shares.
+struct Walk<'a> {
+    previous: &'a gix::index::State,
+    previous_time: gix::index::entry::stat::Time,
+    max_file_size: u64,
+    excludes: Excludes,
+    objects: &'a ObjectWriter,
+}
+
+/// A directory entry waiting for its place in the output.
+enum Item {
+    File(BString, fs::DirEntry),
+    Dir(BString, PathBuf, bool),
+}
+
+impl Walk<'_> {
+    /// Snapshot directory `abs` (project-relative `rel`), its subdirectories in parallel.
+    /// `tracked_only`: the directory is ignored, keep only files the project's own index tracks.
+    /// Costs one `readdir` and one `fstatat` per file, plus reading the files that changed.
+    fn dir(
+        &self,
+        rel: BString,
+        abs: PathBuf,
+        rules: Arc<DirRules>,
+        tracked_only: bool,
+    ) -> Result<DirScan> {
+        let mut out = DirScan::default();
+        let entries = match fs::read_dir(&abs) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => {
+                out.skipped.push(unreadable(rel, &e));
+                return Ok(out);
+            }
+        };
+        let mut listed: Vec<(fs::DirEntry, fs::FileType)> = Vec::new();
+        let mut gitignore = false;
+        for entry in entries {
+            let Ok(entry) = entry else { continue };
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
+            let name = entry.file_name();
+            if name.as_bytes() == b".git" {
+                if rel.is_empty() {
+                    continue; // the project's own repository
+                }
+                out.skipped.push(Skipped {
+                    path: rel,
+                    reason: SkipReason::NestedRepo,
+                    detail: None,
+                });
+                return Ok(out);
+            }
+            gitignore |= name.as_bytes() == b".gitignore" && file_type.is_file();
+            listed.push((entry, file_type));
+        }
+        let rules = if gitignore && !tracked_only {
+            DirRules::child(&rules, &abs.join(".gitignore"), rel.as_ref())
+        } else {
+            rules
+        };
+
+        let mut items = Vec::with_capacity(listed.len());
+        for (entry, file_type) in listed {
+            let child = join(rel.as_ref(), entry.file_name().as_bytes());
+            if file_type.is_dir() {
+                let ignored =
+                    tracked_only || self.excludes.is_ignored(&rules, child.as_ref(), true);
+                if ignored && !self.excludes.tracks_below(child.as_ref()) {
+                    continue;
+                }
+                items.push(Item::Dir(child, entry.path(), ignored));
+            } else {
+                let ignored =
+                    tracked_only || self.excludes.is_ignored(&rules, child.as_ref(), false);
+                if ignored && !self.excludes.is_tracked(child.as_ref()) {
+                    continue;
+                }
+                items.push(Item::File(child, entry));
+            }
+        }
+        // Index order: byte order of full paths, in which a directory sorts as "name/".
+        items.sort_unstable_by(|a, b| {
+            let ((a, a_dir), (b, b_dir)) = (sort_key(a), sort_key(b));
+            gix::objs::tree::name_order(a, a_dir, b, b_dir)
+        });
+
+        let results: Vec<Result<DirScan>> = items
+            .into_par_iter()
+            .map(|item| match item {
+                Item::Dir(child, path, ignored) => self.dir(child, path, rules.clone(), ignored),
+                Item::File(child, entry) => {
+                    let mut scan = DirScan::default();
+                    match self.file(child, &entry)? {
+                        Ok(Some(file)) => scan.files.push(file),
+                        Ok(None) => {}
+                        Err(skipped) => scan.skipped.push(skipped),
+                    }
+                    Ok(scan)
+                }
+            })
+            .collect();
+        for result in results {
+            let scan = result?;
+            out.files.extend(scan.files);
+            out.skipped.extend(scan.skipped);
+        }
+        Ok(out)
+    }
+
+    /// One file: reuse its cached id when its stat proves it unchanged, else read and hash it.
+    /// `Ok(Ok(None))`: it vanished. `Ok(Err(_))`: left out, with the reason.
+    fn file(
+        &self,
+        rel: BString,
+        entry: &fs::DirEntry,
+    ) -> Result<Result<Option<FileEntry>, Skipped>> {
+        let meta = match entry.metadata() {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Ok(None)),
+            Err(e) => return Ok(Err(unreadable(rel, &e))),
+        };
+        let file_type = meta.file_type();
+        let mode = if file_type.is_symlink() {
+            Mode::SYMLINK
+        } else if file_type.is_file() {
+            if meta.mode() & 0o100 != 0 {
+                Mode::FILE_EXECUTABLE
+            } else {
+                Mode::FILE
+            }
+        } else {
+            debug_assert!(
+                file_type.is_fifo()
+                    || file_type.is_socket()
+                    || file_type.is_block_device()
+                    || file_type.is_char_device()
+            );
+            return Ok(Err(Skipped {
+                path: rel,
+                reason: SkipReason::SpecialFile,
+                detail: None,
+            }));
+        };
+        let stat = stat_of(&meta);
+        let previous = self.previous.entry_by_path(rel.as_ref());
+        match previous {
+            Some(prev)
+                if prev.mode == mode
+                    && prev.stat.matches(&stat, STAT_OPTIONS)
+                    && !is_racy(&prev.stat, self.previous_time) =>
+            {
+                return Ok(Ok(Some(FileEntry {
+                    path: rel,
+                    stat,
+                    id: prev.id,
+                    mode,
+                    hashed: false,
+                })));
+            }
+            None if mode != Mode::SYMLINK && meta.len() > self.max_file_size => {
+                return Ok(Err(Skipped {
+                    path: rel,
+                    reason: SkipReason::TooLarge,
+                    detail: Some(format!("{} bytes, cap {}", meta.len(), self.max_file_size)),
+                }));
+            }
+            _ => {}
+        }
+        let path = entry.path();
+        let id = if mode == Mode::SYMLINK {
+            match fs::read_link(&path) {
+                Ok(target) => self
+                    .objects
+                    .write(gix::objs::Kind::Blob, target.as_os_str().as_bytes())?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Ok(None)),
+                Err(e) => return Ok(Err(unreadable(rel, &e))),
+            }
+        } else {
+            match self.blob_from_file(&path, meta.len())? {
+                Ok(id) => id,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Ok(None)),
+                Err(e) => return Ok(Err(unreadable(rel, &e))),
+            }
+        };
+        Ok(Ok(Some(FileEntry {
+            path: rel,
+            stat,
+            id,
+            mode,
+            hashed: true,
+        })))
+    }
+
+    /// Read the file at `path` and write it as a blob. The outer error is about writing the
+    /// store, the inner one about reading the project file.
+    fn blob_from_file(&self, path: &Path, size: u64) -> Result<io::Result<ObjectId>> {
+        if size <= READ_WHOLE_LIMIT {
+            return match fs::read(path) {
+                Ok(data) => self.objects.write(gix::objs::Kind::Blob, &data).map(Ok),
+                Err(e) => Ok(Err(e)),
+            };
+        }
+        match fs::File::open(path) {
+            Ok(file) => self.objects.write_blob_stream(file, size),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+}
+
+fn sort_key(item: &Item) -> (&[u8], bool) {
+    match item {
+        Item::File(path, _) => (path.as_slice(), false),
+        Item::Dir(path, ..) => (path.as_slice(), true),
+    }
+}
+
+/// `parent/name`, or `name` at the root.
+fn join(parent: &BStr, name: &[u8]) -> BString {
+    let mut path = BString::from(Vec::with_capacity(parent.len() + 1 + name.len()));
+    if !parent.is_empty() {
+        path.extend_from_slice(parent);
+        path.push(b'/');
+    }
+    path.extend_from_slice(name);
+    path
+}
+
+fn unreadable(path: BString, error: &io::Error) -> Skipped {
+    Skipped {
+        path,
+        reason: SkipReason::Unreadable,
+        detail: Some(error.to_string()),
+    }
+}
+
+/// The index stat of `meta`, truncated to 32 bits as git does.
+fn stat_of(meta: &fs::Metadata) -> Stat {
+    let time = |secs: i64, nsecs: i64| stat::Time {
+        secs: secs as u32,
+        nsecs: nsecs as u32,
+    };
+    Stat {
+        mtime: time(meta.mtime(), meta.mtime_nsec()),
+        ctime: time(meta.ctime(), meta.ctime_nsec()),
+        dev: meta.dev() as u32,
+        ino: meta.ino() as u32,
+        uid: meta.uid(),
+        gid: meta.gid(),
+        size: meta.size() as u32,
+    }
+}
+
+/// git's racy-timestamp rule: an entry whose mtime is not older than the index that recorded it
+/// may have changed within the same tick without changing its stat.
+fn is_racy(entry: &Stat, index_time: stat::Time) -> bool {
+    (entry.mtime.secs, entry.mtime.nsecs) >= (index_time.secs, index_time.nsecs)
+}
+
+/// How the new file list differs from the previous index.
+struct Changes {
+    /// Every directory (`""` for the root) whose tree must be rebuilt.
+    dirty_dirs: HashSet<BString>,
+    /// The index must be written: entries or stats changed, or racy entries need a fresh timestamp.
+    rewrite_index: bool,
+}
+
+impl Changes {
+    /// Merge-join the previous entries and the new files (both in index order). Costs one
+    /// comparison per path.
+    fn between(previous: &gix::index::State, files: &[FileEntry]) -> Changes {
+        let mut dirty_dirs = HashSet::new();
+        let mut rewrite_index = false;
+        let mut mark = |path: &BStr| {
+            let mut end = path.len();
+            while let Some(slash) = path[..end].rfind_byte(b'/') {
+                if !dirty_dirs.insert(BString::from(&path[..slash])) {
+                    return; // its ancestors are marked already
+                }
+                end = slash;
+            }
+            dirty_dirs.insert(BString::default());
+        };
+        let old = previous.entries();
+        let (mut i, mut j) = (0, 0);
+        while i < old.len() || j < files.len() {
+            let old_path = old.get(i).map(|e| e.path(previous));
+            let new_path = files.get(j).map(|f| f.path.as_bstr());
+            match (old_path, new_path) {
+                (Some(o), Some(n)) if o == n => {
+                    let (before, after) = (&old[i], &files[j]);
+                    if before.id != after.id || before.mode != after.mode {
+                        mark(n);
+                    }
+                    if after.hashed || before.stat != after.stat {
+                        rewrite_index = true;
+                    }
+                    i += 1;
+                    j += 1;
+                }
+                (Some(o), Some(n)) if o < n => {
+                    mark(o);
+                    i += 1;
+                }
+                (Some(o), None) => {
+                    mark(o);
+                    i += 1;
+                }
+                (_, Some(n)) => {
+                    mark(n);
+                    j += 1;
+                }
+                (None, None) => unreachable!("loop condition"),
+            }
+        }
+        rewrite_index |= !dirty_dirs.is_empty();
+        Changes {
+            dirty_dirs,
+            rewrite_index,
+        }
+    }
+}
+
+/// Builds trees bottom-up from files in index order, reusing clean subtrees from the cache-tree.
+struct TreeBuilder<'a> {
+    files: &'a [FileEntry],
+    dirty: &'a HashSet<BString>,
+    objects: &'a ObjectWriter,
+}
+
+impl TreeBuilder<'_> {
+    /// The tree of directory `dir` (with `/` appended unless root), made of `self.files[start..]`
+    /// entries under it. Costs one tree write per dirty directory; clean ones are reused.
+    fn build(&self, start: usize, dir: &[u8], cached: Option<&CacheTree>) -> Result<CacheTree> {
+        let mut entries = Vec::new();
+        let mut children = Vec::new();
+        let mut i = start;
+        while let Some(file) = self.files.get(i) {
+            let Some(rest) = file.path.strip_prefix(dir) else {
+                break;
+            };
+            match rest.find_byte(b'/') {
+                None => {
+                    entries.push(gix::objs::tree::Entry {
+                        mode: entry_mode(file.mode),
+                        filename: rest.into(),
+                        oid: file.id,
+                    });
+                    i += 1;
+                }
+                Some(slash) => {
+                    let name = &rest[..slash];
+                    let sub_dir = &file.path[..dir.len() + slash + 1];
+                    let sub_cached =
+                        cached.and_then(|c| c.children.iter().find(|t| t.name.as_slice() == name));
+                    let subtree = match sub_cached {
+                        Some(t)
+                            if !self.dirty.contains(&sub_dir[..sub_dir.len() - 1])
+                                && self.still_valid(t, i, sub_dir) =>
+                        {
+                            t.clone()
+                        }
+                        _ => self.build(i, sub_dir, sub_cached)?,
+                    };
+                    i += subtree.num_entries.expect("built or checked") as usize;
+                    entries.push(gix::objs::tree::Entry {
+                        mode: gix::objs::tree::EntryKind::Tree.into(),
+                        filename: name.into(),
+                        oid: subtree.id,
+                    });
+                    children.push(subtree);
+                }
+            }
+        }
+        let mut data = Vec::new();
+        gix::objs::WriteTo::write_to(&gix::objs::Tree { entries }, &mut data).map_err(|e| {
+            Error::io(
+                "encoding tree",
+                PathBuf::from(dir.to_str_lossy().as_ref()),
+                e,
+            )
+        })?;
+        let id = self.objects.write(gix::objs::Kind::Tree, &data)?;
+        let name = match dir.len() {
+            0 => &[][..],
+            len => dir[..len - 1]
+                .rsplit(|&b| b == b'/')
+                .next()
+                .expect("non-empty"),
+        };
+        Ok(CacheTree {
+            name: name.into(),
+            id,
+            num_entries: Some((i - start) as u32),
+            children,
+        })
+    }
+
+    /// A clean cached subtree still covers exactly its `num_entries` files starting at `start`.
+    fn still_valid(&self, cached: &CacheTree, start: usize, dir: &[u8]) -> bool {
+        let Some(count) = cached.num_entries.map(|n| n as usize) else {
+            return false;
+        };
+        count > 0
+            && self
+                .files
+                .get(start + count - 1)
+                .is_some_and(|f| f.path.starts_with(dir))
+            && self
+                .files
+                .get(start + count)
+                .is_none_or(|f| !f.path.starts_with(dir))
+    }
+}
+
+fn entry_mode(mode: Mode) -> gix::objs::tree::EntryMode {
+    use gix::objs::tree::EntryKind;
+    match mode {
+        Mode::FILE_EXECUTABLE => EntryKind::BlobExecutable,
+        Mode::SYMLINK => EntryKind::Link,
+        _ => EntryKind::Blob,
+    }
+    .into()
+}
+
+/// Write the index (entries + exact cache-tree) atomically: temp file in the store, then rename.
+/// No `index.lock` is involved, so a killed process can leave nothing that blocks the next one.
+fn write_index(path: &Path, files: &[FileEntry], tree: CacheTree) -> Result<()> {
+    let mut state = gix::index::State::new(gix::hash::Kind::Sha1);
+    for file in files {
+        state.dangerously_push_entry(
+            file.stat,
+            file.id,
+            gix::index::entry::Flags::empty(),
+            file.mode,
+            file.path.as_ref(),
+        );
+    }
+    let dir = path.parent().expect("index lives in the store");
+    let temp = tempfile::Builder::new()
+        .prefix("index.tmp")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("writing index", dir, e))?;
+    let mut hashed = gix::hash::io::Write::new(io::BufWriter::new(temp), gix::hash::Kind::Sha1);
+    let options = gix::index::write::Options {
+        extensions: gix::index::write::Extensions::None,
+        skip_hash: false,
+    };
+    state
+        .write_to(&mut hashed, options)
+        .map_err(|e| Error::store(path, e))?;
+    let io_error = |e| Error::io("writing index", path, e);
+    tree.write_to(&mut hashed).map_err(io_error)?;
+    let checksum = hashed
+        .hash
+        .try_finalize()
+        .map_err(|e| Error::store(path, e))?;
+    let mut out = hashed.inner;
+    out.write_all(checksum.as_bytes()).map_err(io_error)?;
+    let temp = out.into_inner().map_err(|e| io_error(e.into_error()))?;
+    temp.persist(path).map_err(|e| io_error(e.error))?;
+    Ok(())
+}

@@ -1,0 +1,372 @@
+//! The shadow store: one private bare git repository per project, its config, its lock and its
+//! object writer.
+//!
+//! Layout of a store (a plain bare repository that stock git can read):
+//! ```text
+//! <data dir>/<project name>-<16 hex of sha1(canonical project path)>.git/
+//!     config        core.bare=true, core.autocrlf=false, gc.auto=0, core.logAllRefUpdates=always,
+//!                   rewind.worktree=<canonical project path>
+//!     index         the stat cache: a real git index of the last snapshot, with a cache-tree
+//!     objects/      loose objects, written as git writes them (zlib level 1, temp file + rename)
+//!     rewind.lock   held with an OS lock (flock) while a command changes the store
+//! ```
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use gix::bstr::ByteSlice;
+use gix::ObjectId;
+
+use crate::error::{Error, Result};
+
+/// Where stores live: `explicit`, else `$REWIND_DATA_DIR`, else `$XDG_DATA_HOME/rewind`, else
+/// `~/.local/share/rewind`.
+pub fn data_dir(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(dir) = explicit {
+        return Ok(dir.to_owned());
+    }
+    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = non_empty("REWIND_DATA_DIR") {
+        return Ok(dir.into());
+    }
+    if let Some(dir) = non_empty("XDG_DATA_HOME") {
+        return Ok(PathBuf::from(dir).join("rewind"));
+    }
+    non_empty("HOME")
+        .map(|home| PathBuf::from(home).join(".local/share/rewind"))
+        .ok_or(Error::NoDataDir)
+}
+
+/// The store's directory name for a canonical project path: readable, and unique per path.
+fn store_name(project: &Path) -> String {
+    let bytes = project.as_os_str().as_encoded_bytes();
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(bytes);
+    let digest = hasher
+        .try_finalize()
+        .expect("sha1 of a path cannot collide-attack");
+    let readable: String = project
+        .file_name()
+        .map(|name| name.as_encoded_bytes())
+        .unwrap_or(b"root")
+        .iter()
+        .take(40)
+        .map(|&b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'_' | b'-' => b as char,
+            _ => '_',
+        })
+        .collect();
+    format!("{readable}-{}.git", &digest.to_hex().to_string()[..16])
+}
+
+/// The settings a store is created with, and which `git config` can change afterwards.
+const STORE_CONFIG: &[(&str, &str)] = &[
+    ("core.bare", "true"),
+    ("core.autocrlf", "false"),
+    ("gc.auto", "0"),
+    ("core.logAllRefUpdates", "always"),
+];
+
+/// Default for `rewind.maxFileSize`: new files above it are left out of snapshots.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 2 * 1024 * 1024;
+
+/// An open shadow store for one project.
+pub struct Store {
+    project: PathBuf,
+    git_dir: PathBuf,
+    repo: gix::Repository,
+    objects: ObjectWriter,
+}
+
+impl Store {
+    /// Open the store of `project` under `data_dir`, creating either when missing.
+    ///
+    /// The project path is canonicalised, so a project reached through a symlink shares its store.
+    pub fn open(project: &Path, data_dir: &Path) -> Result<Store> {
+        let project = fs::canonicalize(project).map_err(|source| Error::Project {
+            path: project.to_owned(),
+            source,
+        })?;
+        if !project.is_dir() {
+            return Err(Error::NotADirectory(project));
+        }
+        fs::create_dir_all(data_dir)
+            .map_err(|e| Error::io("creating data directory", data_dir, e))?;
+        let git_dir = data_dir.join(store_name(&project));
+        if !git_dir.join("objects").is_dir() || !git_dir.join("config").is_file() {
+            create_store(&git_dir, &project, data_dir)?;
+        }
+        let repo = gix::open_opts(&git_dir, gix::open::Options::isolated())
+            .map_err(|e| Error::store(&git_dir, e))?;
+        let objects = ObjectWriter::new(git_dir.join("objects"), Some(repo.objects.clone()));
+        Ok(Store {
+            project,
+            git_dir,
+            repo,
+            objects,
+        })
+    }
+
+    /// The canonical project directory.
+    pub fn project(&self) -> &Path {
+        &self.project
+    }
+
+    /// The store's git directory (a bare repository).
+    pub fn git_dir(&self) -> &Path {
+        &self.git_dir
+    }
+
+    /// The gix repository of the store (isolated from the environment and global git config).
+    pub fn repo(&self) -> &gix::Repository {
+        &self.repo
+    }
+
+    pub(crate) fn objects(&self) -> &ObjectWriter {
+        &self.objects
+    }
+
+    /// `rewind.maxFileSize` from the store config, else [`DEFAULT_MAX_FILE_SIZE`].
+    pub fn max_file_size(&self) -> u64 {
+        self.repo
+            .config_snapshot()
+            .integer("rewind.maxFileSize")
+            .and_then(|v| u64::try_from(v).ok())
+            .unwrap_or(DEFAULT_MAX_FILE_SIZE)
+    }
+
+    /// Take the store's cross-process lock; it is released when the guard drops or the process dies.
+    pub fn lock(&self) -> Result<StoreLock> {
+        let path = self.git_dir.join("rewind.lock");
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io("opening lock file", &path, e))?;
+        file.lock().map_err(|e| Error::io("locking", &path, e))?;
+        Ok(StoreLock { _file: file })
+    }
+}
+
+/// The store's exclusive lock (an OS `flock`: a killed holder never blocks anyone).
+pub struct StoreLock {
+    _file: fs::File,
+}
+
+/// Create a store atomically: build it in a temporary directory beside its final place, then
+/// rename it there. Of two processes creating the same store, one rename wins and the other
+/// process uses the winner's store.
+fn create_store(git_dir: &Path, project: &Path, data_dir: &Path) -> Result<()> {
+    let staging = tempfile::Builder::new()
+        .prefix(".creating-")
+        .tempdir_in(data_dir)
+        .map_err(|e| Error::io("creating store", data_dir, e))?;
+    let staged = staging.path().join("store.git");
+    gix::create::into(&staged, gix::create::Kind::Bare, Default::default())
+        .map_err(|e| Error::store(git_dir, e))?;
+    let config_path = staged.join("config");
+    let mut config =
+        gix::config::File::from_path_no_includes(config_path.clone(), gix::config::Source::Local)
+            .map_err(|e| Error::store(git_dir, e))?;
+    let worktree = gix::path::os_str_into_bstr(project.as_os_str())
+        .map_err(|_| Error::store(git_dir, "the project path is not valid UTF-8"))?;
+    let settings = STORE_CONFIG
+        .iter()
+        .map(|&(key, value)| (key, value.as_bytes().as_bstr()))
+        .chain([("rewind.worktree", worktree)]);
+    for (key, value) in settings {
+        config
+            .set_raw_value(key, value)
+            .map_err(|e| Error::store(git_dir, e))?;
+    }
+    let mut out = Vec::new();
+    config
+        .write_to(&mut out)
+        .map_err(|e| Error::io("writing config", &config_path, e))?;
+    if !out.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    fs::write(&config_path, out).map_err(|e| Error::io("writing config", &config_path, e))?;
+    // The empty tree is implicit for gix but a `bad object` for git until written.
+    ObjectWriter::new(staged.join("objects"), None).write(gix::objs::Kind::Tree, b"")?;
+    match fs::rename(&staged, git_dir) {
+        Ok(()) => Ok(()),
+        Err(_) if git_dir.join("objects").is_dir() => Ok(()), // another process won the race
+        Err(e) => Err(Error::io("creating store", git_dir, e)),
+    }
+}
+
+/// Writes loose objects exactly as git does (zlib level 1, `objects/xx/` fan-out, `tmp_obj_*`
+/// temp file then rename), from several threads at once.
+///
+/// Unlike gix's loose writer it creates each temp file in the object's own fan-out directory and
+/// creates each of the 256 directories at most once per process.
+pub(crate) struct ObjectWriter {
+    objects_dir: PathBuf,
+    fanout_made: [AtomicBool; 256],
+    /// The full object database, asked only about objects that are not loose (e.g. packed ones).
+    odb: Mutex<Option<gix::OdbHandle>>,
+    has_packs: bool,
+}
+
+impl ObjectWriter {
+    fn new(objects_dir: PathBuf, odb: Option<gix::OdbHandle>) -> Self {
+        let has_packs = fs::read_dir(objects_dir.join("pack"))
+            .map(|mut entries| entries.next().is_some())
+            .unwrap_or(false);
+        ObjectWriter {
+            objects_dir,
+            fanout_made: std::array::from_fn(|_| AtomicBool::new(false)),
+            odb: Mutex::new(odb),
+            has_packs,
+        }
+    }
+
+    fn loose_path(&self, id: &gix::oid) -> PathBuf {
+        let hex = id.to_hex().to_string();
+        self.objects_dir.join(&hex[..2]).join(&hex[2..])
+    }
+
+    /// Whether the store has object `id`; one `stat`, plus a pack lookup when packs exist.
+    pub(crate) fn contains(&self, id: &gix::oid) -> bool {
+        if self.loose_path(id).exists() {
+            return true;
+        }
+        if !self.has_packs {
+            return false;
+        }
+        let odb = self
+            .odb
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        odb.as_ref()
+            .is_some_and(|odb| gix::objs::Exists::exists(odb, id))
+    }
+
+    /// Hash `data` as an object of `kind` and write it unless present. Costs a hash of `data`,
+    /// plus zlib and one temp file + rename when the object is new.
+    pub(crate) fn write(&self, kind: gix::objs::Kind, data: &[u8]) -> Result<ObjectId> {
+        let header = gix::objs::encode::loose_header(kind, data.len() as u64);
+        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+        hasher.update(&header);
+        hasher.update(data);
+        let id = hasher
+            .try_finalize()
+            .map_err(|e| Error::store(&self.objects_dir, e))?;
+        if self.contains(&id) {
+            return Ok(id);
+        }
+        let target = self.loose_path(&id);
+        let dir = target.parent().expect("fan-out directory");
+        self.ensure_fanout(id.as_bytes()[0], dir)?;
+        let temp = self.temp_file(dir)?;
+        let mut zlib = gix::zlib::stream::deflate::Write::new(
+            io::BufWriter::new(temp),
+            gix::zlib::Compression::BEST_SPEED,
+        );
+        let written = zlib
+            .write_all(&header)
+            .and_then(|()| zlib.write_all(data))
+            .and_then(|()| zlib.flush());
+        written.map_err(|e| Error::io("writing object", dir, e))?;
+        let temp = zlib
+            .into_inner()
+            .into_inner()
+            .map_err(|e| Error::io("writing object", dir, e.into_error()))?;
+        persist(temp, &target)?;
+        Ok(id)
+    }
+
+    /// Stream `size` bytes of `file` into a blob (for files too large to read whole): hash and
+    /// compress in one pass into a temp file, then move it into place unless already present.
+    /// The outer error is about the store; the inner one about reading `file`, including a
+    /// file whose length changed while it was read.
+    pub(crate) fn write_blob_stream(
+        &self,
+        mut file: fs::File,
+        size: u64,
+    ) -> Result<io::Result<ObjectId>> {
+        let header = gix::objs::encode::loose_header(gix::objs::Kind::Blob, size);
+        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+        hasher.update(&header);
+        let temp = self.temp_file(&self.objects_dir)?;
+        let mut zlib = gix::zlib::stream::deflate::Write::new(
+            io::BufWriter::new(temp),
+            gix::zlib::Compression::BEST_SPEED,
+        );
+        let store_error = |e| Error::io("writing object", &self.objects_dir, e);
+        zlib.write_all(&header).map_err(store_error)?;
+        let mut buf = vec![0; 1 << 20];
+        let mut total = 0u64;
+        loop {
+            let n = match io::Read::read(&mut file, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Ok(Err(e)),
+            };
+            total += n as u64;
+            if total > size {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            zlib.write_all(&buf[..n]).map_err(store_error)?;
+        }
+        if total != size {
+            return Ok(Err(io::Error::other("the file changed while it was read")));
+        }
+        zlib.flush().map_err(store_error)?;
+        let id = hasher
+            .try_finalize()
+            .map_err(|e| Error::store(&self.objects_dir, e))?;
+        if !self.contains(&id) {
+            let temp = zlib
+                .into_inner()
+                .into_inner()
+                .map_err(|e| store_error(e.into_error()))?;
+            let target = self.loose_path(&id);
+            self.ensure_fanout(
+                id.as_bytes()[0],
+                target.parent().expect("fan-out directory"),
+            )?;
+            persist(temp, &target)?;
+        }
+        Ok(Ok(id))
+    }
+
+    /// A `tmp_obj_*` file (the name git's fsck tolerates) in the fan-out directory `dir`.
+    fn temp_file(&self, dir: &Path) -> Result<tempfile::NamedTempFile> {
+        tempfile::Builder::new()
+            .prefix("tmp_obj_")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o444))
+            .tempfile_in(dir)
+            .map_err(|e| Error::io("creating object", dir, e))
+    }
+}
+
+impl ObjectWriter {
+    /// Create fan-out directory `dir` (number `fanout`) unless this process did already.
+    fn ensure_fanout(&self, fanout: u8, dir: &Path) -> Result<()> {
+        let made = &self.fanout_made[fanout as usize];
+        if !made.load(Ordering::Relaxed) {
+            match fs::create_dir(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("creating object directory", dir, e)),
+            }
+            made.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+/// Move a finished temp object to its final name; an identical object already there is fine.
+fn persist(temp: tempfile::NamedTempFile, target: &Path) -> Result<()> {
+    temp.persist(target)
+        .map(drop)
+        .map_err(|e| Error::io("writing object", target, e.error))
+}
