@@ -188,8 +188,7 @@ impl Excludes {
                 .iter()
                 .filter_map(|entry| {
                     let path = entry.path(&index);
-                    path.strip_prefix(repo.prefix.as_slice())
-                        .map(BString::from)
+                    path.strip_prefix(repo.prefix.as_slice()).map(BString::from)
                 })
                 .collect();
             paths.dedup(); // conflict stages repeat a path

@@ -46,6 +46,7 @@
 
 mod error;
 mod ignore;
+mod objects;
 mod scan;
 mod store;
 

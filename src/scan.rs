@@ -14,8 +14,9 @@
 use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Write};
+use std::ops::Range;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -28,7 +29,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::ignore::{DirRules, Excludes};
-use crate::store::{ObjectWriter, Store};
+use crate::objects::ObjectWriter;
+use crate::store::Store;
 
 /// Options for [`Store::track`].
 #[derive(Debug, Clone, Default)]
@@ -94,11 +96,52 @@ struct FileEntry {
     hashed: bool,
 }
 
-/// What a directory (and everything below it) contributes.
+/// What a directory (and everything below it) contributes, in index order.
 #[derive(Default)]
 struct DirScan {
-    files: Vec<FileEntry>,
-    skipped: Vec<Skipped>,
+    parts: Vec<Part>,
+}
+
+enum Part {
+    File(FileEntry),
+    Skipped(Skipped),
+    Dir(DirScan),
+}
+
+impl DirScan {
+    /// Append everything in order; each entry moves once more, whatever its depth.
+    fn flatten_into(self, files: &mut Vec<FileEntry>, skipped: &mut Vec<Skipped>) {
+        for part in self.parts {
+            match part {
+                Part::File(file) => files.push(file),
+                Part::Skipped(skip) => skipped.push(skip),
+                Part::Dir(dir) => dir.flatten_into(files, skipped),
+            }
+        }
+    }
+
+    fn skipped(path: BString, reason: SkipReason, detail: Option<String>) -> DirScan {
+        DirScan {
+            parts: vec![Part::Skipped(Skipped {
+                path,
+                reason,
+                detail,
+            })],
+        }
+    }
+}
+
+/// A file after its `stat`: settled, or to be read.
+enum Looked {
+    Settled(Part),
+    Vanished,
+    Read {
+        path: BString,
+        abs: PathBuf,
+        stat: Stat,
+        mode: Mode,
+        size: u64,
+    },
 }
 
 /// Stat comparison as git does it on Linux, plus nanoseconds (stricter, so only safer).
@@ -118,58 +161,102 @@ impl Store {
     pub fn track(&self, options: &TrackOptions) -> Result<Snapshot> {
         let _lock = self.lock()?;
         let index_path = self.git_dir().join("index");
-        let previous = load_index(&index_path);
-        let walk = Walk {
-            previous: &previous.0,
-            previous_time: previous.1,
-            max_file_size: options
-                .max_file_size
-                .unwrap_or_else(|| self.max_file_size()),
-            excludes: Excludes::load(self.project()),
-            objects: self.objects(),
-        };
-        let scan = walk.dir(
-            BString::default(),
-            self.project().to_owned(),
-            DirRules::root(),
-            false,
-        )?;
-
-        let changes = Changes::between(&previous.0, &scan.files);
-        let tree = match previous.0.tree() {
-            Some(cached)
-                if changes.dirty_dirs.is_empty()
-                    && cached.num_entries == Some(scan.files.len() as u32) =>
-            {
-                cached.clone()
-            }
-            cached => TreeBuilder {
-                files: &scan.files,
-                dirty: &changes.dirty_dirs,
-                objects: self.objects(),
-            }
-            .build(0, b"", cached)?,
-        };
+        let (previous, previous_time) = load_index(&index_path);
+        // With no stat cache, (nearly) every object is new: one pack beats thousands of files.
+        let first = previous.entries().is_empty();
+        if first {
+            self.objects().start_pack()?;
+        }
+        let outcome = self.scan(&previous, previous_time, options);
+        if first {
+            self.objects().finish_pack(outcome.is_ok())?;
+        }
+        let Scanned {
+            files,
+            skipped,
+            tree,
+            rewrite_index,
+        } = outcome?;
         if !self.objects().contains(&tree.id) {
             return Err(Error::store(
                 self.git_dir(),
                 format!("tree {} of the last snapshot is missing", tree.id),
             ));
         }
-        if changes.rewrite_index || previous.0.tree().is_none() {
-            write_index(&index_path, &scan.files, tree.clone())?;
+        let hash = tree.id;
+        if rewrite_index || previous.tree().is_none() {
+            write_index(&index_path, &files, tree)?;
         }
         Ok(Snapshot {
-            hash: tree.id,
-            files: scan.files.len(),
-            skipped: scan.skipped,
+            hash,
+            files: files.len(),
+            skipped,
+        })
+    }
+
+    /// Walk the project against the `previous` stat cache and build the snapshot's trees.
+    fn scan(
+        &self,
+        previous: &gix::index::State,
+        previous_time: stat::Time,
+        options: &TrackOptions,
+    ) -> Result<Scanned> {
+        let walk = Walk {
+            previous,
+            previous_time,
+            max_file_size: options
+                .max_file_size
+                .unwrap_or_else(|| self.max_file_size()),
+            excludes: Excludes::load(self.project()),
+            objects: self.objects(),
+        };
+        let everything = 0..previous.entries().len();
+        let scan = walk.dir(
+            BString::default(),
+            self.project().to_owned(),
+            DirRules::root(),
+            false,
+            everything,
+        )?;
+        let mut files = Vec::with_capacity(previous.entries().len() + 64);
+        let mut skipped = Vec::new();
+        scan.flatten_into(&mut files, &mut skipped);
+
+        let changes = Changes::between(previous, &files);
+        let tree = match previous.tree() {
+            Some(cached)
+                if changes.dirty_dirs.is_empty()
+                    && cached.num_entries == Some(files.len() as u32) =>
+            {
+                cached.clone()
+            }
+            cached => TreeBuilder {
+                files: &files,
+                dirty: &changes.dirty_dirs,
+                objects: self.objects(),
+            }
+            .build(0, b"", cached)?,
+        };
+        Ok(Scanned {
+            files,
+            skipped,
+            tree,
+            rewrite_index: changes.rewrite_index,
         })
     }
 }
 
+/// A walked project: its files in index order, what was left out, and its cache-tree.
+struct Scanned {
+    files: Vec<FileEntry>,
+    skipped: Vec<Skipped>,
+    tree: CacheTree,
+    rewrite_index: bool,
+}
+
 /// Read the stat cache and its timestamp; a missing or damaged one is an empty cache (every
 /// file is then hashed again, so the snapshot stays right).
-fn load_index(path: &Path) -> (gix::index::State, gix::index::entry::stat::Time) {
+fn load_index(path: &Path) -> (gix::index::State, stat::Time) {
     match gix::index::File::at(path, gix::hash::Kind::Sha1, false, Default::default()) {
         Ok(file) => {
             let time = file.timestamp().into();
@@ -192,15 +279,10 @@ struct Walk<'a> {
     objects: &'a ObjectWriter,
 }
 
-/// A directory entry waiting for its place in the output.
-enum Item {
-    File(BString, fs::DirEntry),
-    Dir(BString, PathBuf, bool),
-}
-
 impl Walk<'_> {
     /// Snapshot directory `abs` (project-relative `rel`), its subdirectories in parallel.
-    /// `tracked_only`: the directory is ignored, keep only files the project's own index tracks.
+    /// `cached`: the range of previous index entries below `rel`. `tracked_only`: the directory
+    /// is ignored; keep only files the project's own index tracks.
     /// Costs one `readdir` and one `fstatat` per file, plus reading the files that changed.
     fn dir(
         &self,
@@ -208,14 +290,17 @@ impl Walk<'_> {
         abs: PathBuf,
         rules: Arc<DirRules>,
         tracked_only: bool,
+        cached: Range<usize>,
     ) -> Result<DirScan> {
-        let mut out = DirScan::default();
         let entries = match fs::read_dir(&abs) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(DirScan::default()),
             Err(e) => {
-                out.skipped.push(unreadable(rel, &e));
-                return Ok(out);
+                return Ok(DirScan::skipped(
+                    rel,
+                    SkipReason::Unreadable,
+                    Some(e.to_string()),
+                ))
             }
         };
         let mut listed: Vec<(fs::DirEntry, fs::FileType)> = Vec::new();
@@ -230,12 +315,7 @@ impl Walk<'_> {
                 if rel.is_empty() {
                     continue; // the project's own repository
                 }
-                out.skipped.push(Skipped {
-                    path: rel,
-                    reason: SkipReason::NestedRepo,
-                    detail: None,
-                });
-                return Ok(out);
+                return Ok(DirScan::skipped(rel, SkipReason::NestedRepo, None));
             }
             gitignore |= name.as_bytes() == b".gitignore" && file_type.is_file();
             listed.push((entry, file_type));
@@ -246,65 +326,99 @@ impl Walk<'_> {
             rules
         };
 
-        let mut items = Vec::with_capacity(listed.len());
+        let mut files = Vec::with_capacity(listed.len());
+        let mut dirs = Vec::new();
         for (entry, file_type) in listed {
             let child = join(rel.as_ref(), entry.file_name().as_bytes());
-            if file_type.is_dir() {
-                let ignored =
-                    tracked_only || self.excludes.is_ignored(&rules, child.as_ref(), true);
-                if ignored && !self.excludes.tracks_below(child.as_ref()) {
-                    continue;
+            let is_dir = file_type.is_dir();
+            let ignored = tracked_only || self.excludes.is_ignored(&rules, child.as_ref(), is_dir);
+            if is_dir {
+                if !ignored || self.excludes.tracks_below(child.as_ref()) {
+                    dirs.push((child, entry.path(), ignored));
                 }
-                items.push(Item::Dir(child, entry.path(), ignored));
-            } else {
-                let ignored =
-                    tracked_only || self.excludes.is_ignored(&rules, child.as_ref(), false);
-                if ignored && !self.excludes.is_tracked(child.as_ref()) {
-                    continue;
-                }
-                items.push(Item::File(child, entry));
+            } else if !ignored || self.excludes.is_tracked(child.as_ref()) {
+                files.push((child, entry));
             }
         }
-        // Index order: byte order of full paths, in which a directory sorts as "name/".
-        items.sort_unstable_by(|a, b| {
-            let ((a, a_dir), (b, b_dir)) = (sort_key(a), sort_key(b));
-            gix::objs::tree::name_order(a, a_dir, b, b_dir)
-        });
+        files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // A directory sorts as "name/" (index and tree order).
+        dirs.sort_unstable_by(|a, b| gix::objs::tree::name_order(&a.0, true, &b.0, true));
 
-        let results: Vec<Result<DirScan>> = items
+        let looked: Vec<Looked> = files
             .into_par_iter()
-            .map(|item| match item {
-                Item::Dir(child, path, ignored) => self.dir(child, path, rules.clone(), ignored),
-                Item::File(child, entry) => {
-                    let mut scan = DirScan::default();
-                    match self.file(child, &entry)? {
-                        Ok(Some(file)) => scan.files.push(file),
-                        Ok(None) => {}
-                        Err(skipped) => scan.skipped.push(skipped),
-                    }
-                    Ok(scan)
-                }
-            })
+            .with_min_len(128)
+            .map(|(child, entry)| self.look(child, &entry, cached.clone()))
             .collect();
-        for result in results {
-            let scan = result?;
-            out.files.extend(scan.files);
-            out.skipped.extend(scan.skipped);
+        let read = |looked: Looked| match looked {
+            Looked::Read {
+                path,
+                abs,
+                stat,
+                mode,
+                size,
+            } => self.read(path, &abs, stat, mode, size),
+            Looked::Settled(part) => Ok(Some(part)),
+            Looked::Vanished => Ok(None),
+        };
+        let file_parts: Vec<Part> = if looked.iter().any(|l| matches!(l, Looked::Read { .. })) {
+            let parts: Result<Vec<_>> = looked.into_par_iter().map(read).collect();
+            parts?.into_iter().flatten().collect()
+        } else {
+            let settled = |l| match l {
+                Looked::Settled(part) => Some(part),
+                _ => None,
+            };
+            looked.into_iter().filter_map(settled).collect()
+        };
+        let dir_scans: Vec<(BString, DirScan)> = dirs
+            .into_par_iter()
+            .map(|(child, abs, ignored)| {
+                let below = self.range_below(cached.clone(), child.as_ref());
+                let scan = self.dir(child.clone(), abs, rules.clone(), ignored, below)?;
+                Ok((child, scan))
+            })
+            .collect::<Result<_>>()?;
+
+        // Merge the two sorted lists.
+        let mut parts = Vec::with_capacity(file_parts.len() + dir_scans.len());
+        let mut dir_scans = dir_scans.into_iter().peekable();
+        for part in file_parts {
+            let path = match &part {
+                Part::File(file) => &file.path,
+                Part::Skipped(skip) => &skip.path,
+                Part::Dir(_) => unreachable!("files only"),
+            };
+            while let Some((dir, _)) = dir_scans.peek() {
+                if gix::objs::tree::name_order(dir, true, path, false).is_gt() {
+                    break;
+                }
+                parts.push(Part::Dir(dir_scans.next().expect("peeked").1));
+            }
+            parts.push(part);
         }
-        Ok(out)
+        parts.extend(dir_scans.map(|(_, scan)| Part::Dir(scan)));
+        Ok(DirScan { parts })
     }
 
-    /// One file: reuse its cached id when its stat proves it unchanged, else read and hash it.
-    /// `Ok(Ok(None))`: it vanished. `Ok(Err(_))`: left out, with the reason.
-    fn file(
-        &self,
-        rel: BString,
-        entry: &fs::DirEntry,
-    ) -> Result<Result<Option<FileEntry>, Skipped>> {
+    /// The previous index entries below directory `dir`, found within `range`: two binary searches.
+    fn range_below(&self, range: Range<usize>, dir: &BStr) -> Range<usize> {
+        let entries = &self.previous.entries()[range.clone()];
+        let mut prefix = BString::from(dir);
+        prefix.push(b'/');
+        let below = |e: &gix::index::Entry| e.path(self.previous) < prefix.as_bstr();
+        let start = entries.partition_point(below);
+        let len = entries[start..]
+            .partition_point(|e| e.path(self.previous).starts_with(prefix.as_slice()));
+        range.start + start..range.start + start + len
+    }
+
+    /// Stat one file and settle it from the cache when its stat proves it unchanged.
+    /// Costs one `fstatat` and one binary search within the directory's cached range.
+    fn look(&self, rel: BString, entry: &fs::DirEntry, cached: Range<usize>) -> Looked {
         let meta = match entry.metadata() {
             Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Ok(None)),
-            Err(e) => return Ok(Err(unreadable(rel, &e))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Looked::Vanished,
+            Err(e) => return Looked::Settled(Part::Skipped(unreadable(rel, &e))),
         };
         let file_type = meta.file_type();
         let mode = if file_type.is_symlink() {
@@ -316,66 +430,81 @@ impl Walk<'_> {
                 Mode::FILE
             }
         } else {
-            debug_assert!(
-                file_type.is_fifo()
-                    || file_type.is_socket()
-                    || file_type.is_block_device()
-                    || file_type.is_char_device()
-            );
-            return Ok(Err(Skipped {
+            // FIFOs, sockets, devices: never opened (reading a FIFO would hang).
+            return Looked::Settled(Part::Skipped(Skipped {
                 path: rel,
                 reason: SkipReason::SpecialFile,
                 detail: None,
             }));
         };
         let stat = stat_of(&meta);
-        let previous = self.previous.entry_by_path(rel.as_ref());
+        let entries = &self.previous.entries()[cached];
+        let previous = entries
+            .binary_search_by(|e| e.path(self.previous).cmp(rel.as_bstr()))
+            .ok()
+            .map(|i| &entries[i]);
         match previous {
             Some(prev)
                 if prev.mode == mode
                     && prev.stat.matches(&stat, STAT_OPTIONS)
                     && !is_racy(&prev.stat, self.previous_time) =>
             {
-                return Ok(Ok(Some(FileEntry {
+                Looked::Settled(Part::File(FileEntry {
                     path: rel,
                     stat,
                     id: prev.id,
                     mode,
                     hashed: false,
-                })));
+                }))
             }
             None if mode != Mode::SYMLINK && meta.len() > self.max_file_size => {
-                return Ok(Err(Skipped {
+                Looked::Settled(Part::Skipped(Skipped {
                     path: rel,
                     reason: SkipReason::TooLarge,
                     detail: Some(format!("{} bytes, cap {}", meta.len(), self.max_file_size)),
-                }));
+                }))
             }
-            _ => {}
+            _ => Looked::Read {
+                path: rel,
+                abs: entry.path(),
+                stat,
+                mode,
+                size: meta.len(),
+            },
         }
-        let path = entry.path();
-        let id = if mode == Mode::SYMLINK {
-            match fs::read_link(&path) {
-                Ok(target) => self
+    }
+
+    /// Read a file (or a symlink's target) and write it as a blob. `Ok(None)`: it vanished.
+    /// Costs a read, a hash, and zlib plus a file write when the blob is new.
+    fn read(
+        &self,
+        rel: BString,
+        abs: &Path,
+        stat: Stat,
+        mode: Mode,
+        size: u64,
+    ) -> Result<Option<Part>> {
+        let content = if mode == Mode::SYMLINK {
+            match fs::read_link(abs) {
+                Ok(target) => Ok(self
                     .objects
-                    .write(gix::objs::Kind::Blob, target.as_os_str().as_bytes())?,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Ok(None)),
-                Err(e) => return Ok(Err(unreadable(rel, &e))),
+                    .write(gix::objs::Kind::Blob, target.as_os_str().as_bytes())?),
+                Err(e) => Err(e),
             }
         } else {
-            match self.blob_from_file(&path, meta.len())? {
-                Ok(id) => id,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Ok(None)),
-                Err(e) => return Ok(Err(unreadable(rel, &e))),
-            }
+            self.blob_from_file(abs, size)?
         };
-        Ok(Ok(Some(FileEntry {
-            path: rel,
-            stat,
-            id,
-            mode,
-            hashed: true,
-        })))
+        Ok(match content {
+            Ok(id) => Some(Part::File(FileEntry {
+                path: rel,
+                stat,
+                id,
+                mode,
+                hashed: true,
+            })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => Some(Part::Skipped(unreadable(rel, &e))),
+        })
     }
 
     /// Read the file at `path` and write it as a blob. The outer error is about writing the
@@ -391,13 +520,6 @@ impl Walk<'_> {
             Ok(file) => self.objects.write_blob_stream(file, size),
             Err(e) => Ok(Err(e)),
         }
-    }
-}
-
-fn sort_key(item: &Item) -> (&[u8], bool) {
-    match item {
-        Item::File(path, _) => (path.as_slice(), false),
-        Item::Dir(path, ..) => (path.as_slice(), true),
     }
 }
 

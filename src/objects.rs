@@ -1,0 +1,451 @@
+//! Writing git objects into the store, from several threads at once, exactly as git lays them out.
+//!
+//! * Loose objects: zlib level 1 (git's `core.looseCompression`), a `tmp_obj_*` temp file in the
+//!   object's own fan-out directory, then a rename. Each thread reuses one zlib compressor.
+//! * Pack mode, for a first snapshot: new objects are appended to one pack file instead of
+//!   creating tens of thousands of files (most of a first snapshot's system time). The pack and its
+//!   version-2 index become visible only when [`ObjectWriter::finish_pack`] renames them into
+//!   `objects/pack/`, the pack first, as git does.
+//!
+//! Either way a killed process leaves only `tmp_*` files, which git ignores and prune removes.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::fs;
+use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use gix::zlib::stream::deflate::{Compress, FlushCompress};
+use gix::ObjectId;
+
+use crate::error::{Error, Result};
+
+/// Writes objects into one store's `objects/` directory.
+pub(crate) struct ObjectWriter {
+    objects_dir: PathBuf,
+    fanout_made: [AtomicBool; 256],
+    /// The full object database, asked only about objects that are not loose (e.g. packed ones).
+    odb: Mutex<Option<gix::OdbHandle>>,
+    has_packs: AtomicBool,
+    pack: Mutex<Option<PackBuilder>>,
+}
+
+thread_local! {
+    /// One compressor per thread, reset per object: creating one allocates and zeroes ~300 KB.
+    static DEFLATE: RefCell<Compress> = RefCell::new(Compress::new(gix::zlib::Compression::BEST_SPEED));
+}
+
+impl ObjectWriter {
+    pub(crate) fn new(objects_dir: PathBuf, odb: Option<gix::OdbHandle>) -> Self {
+        let has_packs = fs::read_dir(objects_dir.join("pack"))
+            .map(|mut entries| entries.next().is_some())
+            .unwrap_or(false);
+        ObjectWriter {
+            objects_dir,
+            fanout_made: std::array::from_fn(|_| AtomicBool::new(false)),
+            odb: Mutex::new(odb),
+            has_packs: AtomicBool::new(has_packs),
+            pack: Mutex::new(None),
+        }
+    }
+
+    fn loose_path(&self, id: &gix::oid) -> PathBuf {
+        let hex = id.to_hex().to_string();
+        self.objects_dir.join(&hex[..2]).join(&hex[2..])
+    }
+
+    /// Whether the store has object `id`: one `stat`, plus a pack lookup when packs exist.
+    pub(crate) fn contains(&self, id: &gix::oid) -> bool {
+        if self.loose_path(id).exists() {
+            return true;
+        }
+        if let Some(pack) = lock(&self.pack).as_ref() {
+            if pack.ids.contains(id) {
+                return true;
+            }
+        }
+        if !self.has_packs.load(Ordering::Relaxed) {
+            return false;
+        }
+        lock(&self.odb)
+            .as_ref()
+            .is_some_and(|odb| gix::objs::Exists::exists(odb, id))
+    }
+
+    /// Hash `data` as an object of `kind` and store it unless present. Costs a hash of `data`,
+    /// plus zlib and a file write (or a pack append) when the object is new.
+    pub(crate) fn write(&self, kind: gix::objs::Kind, data: &[u8]) -> Result<ObjectId> {
+        let header = gix::objs::encode::loose_header(kind, data.len() as u64);
+        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+        hasher.update(&header);
+        hasher.update(data);
+        let id = hasher
+            .try_finalize()
+            .map_err(|e| Error::store(&self.objects_dir, e))?;
+        if self.contains(&id) {
+            return Ok(id);
+        }
+        let mut compressed = Vec::with_capacity(data.len() / 2 + 64);
+        if lock(&self.pack).is_some() {
+            push_pack_entry_header(kind, data.len() as u64, &mut compressed);
+            deflate(&[data], &mut compressed).map_err(|e| self.write_error(e))?;
+            let mut pack = lock(&self.pack);
+            let pack = pack
+                .as_mut()
+                .expect("checked above; only finish_pack ends pack mode, after the writers");
+            pack.append(id, &compressed)
+                .map_err(|e| Error::io("writing pack", &pack.path, e))?;
+            return Ok(id);
+        }
+        deflate(&[&header, data], &mut compressed).map_err(|e| self.write_error(e))?;
+        let target = self.loose_path(&id);
+        let dir = target.parent().expect("fan-out directory");
+        self.ensure_fanout(id.as_bytes()[0], dir)?;
+        let mut temp = temp_file(dir, "tmp_obj_")?;
+        temp.write_all(&compressed)
+            .map_err(|e| Error::io("writing object", temp.path(), e))?;
+        persist(temp, &target)?;
+        Ok(id)
+    }
+
+    /// Stream `size` bytes of `file` into a loose blob (for files too large to read whole): hash
+    /// and compress in one pass into a temp file, then move it into place unless present.
+    /// The outer error is about the store; the inner one about reading `file`, including a
+    /// file whose length changed while it was read.
+    pub(crate) fn write_blob_stream(
+        &self,
+        mut file: fs::File,
+        size: u64,
+    ) -> Result<io::Result<ObjectId>> {
+        let header = gix::objs::encode::loose_header(gix::objs::Kind::Blob, size);
+        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+        hasher.update(&header);
+        let temp = temp_file(&self.objects_dir, "tmp_obj_")?;
+        let mut out = BufWriter::new(temp);
+        let mut buf = vec![0; 1 << 20];
+        let mut compressed = Vec::new();
+        let read = DEFLATE.with_borrow_mut(|compress| -> Result<io::Result<()>> {
+            compress.reset();
+            deflate_step(compress, &header, FlushCompress::None, &mut compressed)
+                .map_err(|e| self.write_error(e))?;
+            let mut total = 0u64;
+            loop {
+                let n = match file.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Ok(Err(e)),
+                };
+                total += n as u64;
+                if total > size {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+                deflate_step(compress, &buf[..n], FlushCompress::None, &mut compressed)
+                    .and_then(|()| out.write_all(&compressed))
+                    .map_err(|e| self.write_error(e))?;
+                compressed.clear();
+            }
+            if total != size {
+                return Ok(Err(io::Error::other("the file changed while it was read")));
+            }
+            deflate_step(compress, &[], FlushCompress::Finish, &mut compressed)
+                .and_then(|()| out.write_all(&compressed))
+                .map_err(|e| self.write_error(e))?;
+            Ok(Ok(()))
+        })?;
+        if let Err(e) = read {
+            return Ok(Err(e));
+        }
+        let id = hasher
+            .try_finalize()
+            .map_err(|e| Error::store(&self.objects_dir, e))?;
+        if !self.contains(&id) {
+            let temp = out
+                .into_inner()
+                .map_err(|e| self.write_error(e.into_error()))?;
+            let target = self.loose_path(&id);
+            self.ensure_fanout(id.as_bytes()[0], target.parent().expect("fan-out dir"))?;
+            persist(temp, &target)?;
+        }
+        Ok(Ok(id))
+    }
+
+    /// From now on, append new objects (except streamed blobs) to one new pack.
+    pub(crate) fn start_pack(&self) -> Result<()> {
+        let dir = self.objects_dir.join("pack");
+        fs::create_dir_all(&dir).map_err(|e| Error::io("creating pack directory", &dir, e))?;
+        let temp = temp_file(&dir, "tmp_pack_")?;
+        *lock(&self.pack) = Some(PackBuilder::new(temp)?);
+        Ok(())
+    }
+
+    /// Leave pack mode. With `keep`, complete the pack: header, checksum, index, then rename
+    /// both into place (costs one re-read of the pack). Without, delete it.
+    pub(crate) fn finish_pack(&self, keep: bool) -> Result<()> {
+        let Some(pack) = lock(&self.pack).take() else {
+            return Ok(());
+        };
+        if !keep || pack.entries.is_empty() {
+            return Ok(()); // the temp file is removed on drop
+        }
+        let dir = self.objects_dir.join("pack");
+        pack.finish(&dir)?;
+        self.has_packs.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn write_error(&self, e: io::Error) -> Error {
+        Error::io("writing object", &self.objects_dir, e)
+    }
+
+    /// Create fan-out directory `dir` (number `fanout`) unless this process did already.
+    fn ensure_fanout(&self, fanout: u8, dir: &Path) -> Result<()> {
+        let made = &self.fanout_made[fanout as usize];
+        if !made.load(Ordering::Relaxed) {
+            match fs::create_dir(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("creating object directory", dir, e)),
+            }
+            made.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A read-only temp file named `{prefix}*` (names git tolerates in its object directories).
+fn temp_file(dir: &Path, prefix: &str) -> Result<tempfile::NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(fs::Permissions::from_mode(0o444))
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("creating object", dir, e))
+}
+
+/// Move a finished temp object to its final name; an identical object already there is fine.
+fn persist(temp: tempfile::NamedTempFile, target: &Path) -> Result<()> {
+    temp.persist(target)
+        .map(drop)
+        .map_err(|e| Error::io("writing object", target, e.error))
+}
+
+/// zlib-compress `parts` as one stream onto `out`, with this thread's compressor.
+fn deflate(parts: &[&[u8]], out: &mut Vec<u8>) -> io::Result<()> {
+    DEFLATE.with_borrow_mut(|compress| {
+        compress.reset();
+        for part in parts {
+            deflate_step(compress, part, FlushCompress::None, out)?;
+        }
+        deflate_step(compress, &[], FlushCompress::Finish, out)
+    })
+}
+
+/// Feed `input` to `compress` and append what it produces to `out`; with `Finish`, end the stream.
+fn deflate_step(
+    compress: &mut Compress,
+    mut input: &[u8],
+    flush: FlushCompress,
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
+    loop {
+        let start = out.len();
+        let space = (input.len() / 2).max(1 << 15);
+        out.resize(start + space, 0);
+        let (in_before, out_before) = (compress.total_in(), compress.total_out());
+        let status = compress
+            .compress(input, &mut out[start..], flush)
+            .map_err(io::Error::other)?;
+        let produced = (compress.total_out() - out_before) as usize;
+        input = &input[(compress.total_in() - in_before) as usize..];
+        out.truncate(start + produced);
+        let done = match status {
+            gix::zlib::Status::StreamEnd => true,
+            _ => flush != FlushCompress::Finish && input.is_empty() && produced < space,
+        };
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+/// A pack entry's header: type and size as git's variable-length integer.
+fn push_pack_entry_header(kind: gix::objs::Kind, size: u64, out: &mut Vec<u8>) {
+    let type_id: u8 = match kind {
+        gix::objs::Kind::Commit => 1,
+        gix::objs::Kind::Tree => 2,
+        gix::objs::Kind::Blob => 3,
+        gix::objs::Kind::Tag => 4,
+    };
+    let mut byte = (type_id << 4) | (size & 0x0f) as u8;
+    let mut rest = size >> 4;
+    while rest != 0 {
+        out.push(byte | 0x80);
+        byte = (rest & 0x7f) as u8;
+        rest >>= 7;
+    }
+    out.push(byte);
+}
+
+/// A pack being written: entries are appended after a 12-byte header filled in at the end.
+struct PackBuilder {
+    path: PathBuf,
+    file: BufWriter<tempfile::NamedTempFile>,
+    offset: u64,
+    entries: Vec<(ObjectId, u64, u32)>,
+    ids: HashSet<ObjectId>,
+}
+
+const PACK_HEADER_LEN: u64 = 12;
+
+impl PackBuilder {
+    fn new(temp: tempfile::NamedTempFile) -> Result<PackBuilder> {
+        let path = temp.path().to_owned();
+        let mut file = BufWriter::with_capacity(1 << 20, temp);
+        file.write_all(&[0; PACK_HEADER_LEN as usize])
+            .map_err(|e| Error::io("writing pack", &path, e))?;
+        Ok(PackBuilder {
+            path,
+            file,
+            offset: PACK_HEADER_LEN,
+            entries: Vec::new(),
+            ids: HashSet::new(),
+        })
+    }
+
+    /// Append one entry (header + zlib data); a second copy of an id is dropped.
+    fn append(&mut self, id: ObjectId, entry: &[u8]) -> io::Result<()> {
+        if !self.ids.insert(id) {
+            return Ok(());
+        }
+        self.file.write_all(entry)?;
+        self.entries.push((id, self.offset, crc32(entry)));
+        self.offset += entry.len() as u64;
+        Ok(())
+    }
+
+    /// Fill in the header, append the checksum, write the `.idx`, and rename both into `dir`.
+    fn finish(mut self, dir: &Path) -> Result<()> {
+        let io_error = |e| Error::io("writing pack", &self.path, e);
+        self.file.flush().map_err(io_error)?;
+        let temp = self
+            .file
+            .into_inner()
+            .map_err(|e| io_error(e.into_error()))?;
+        let mut header = Vec::with_capacity(PACK_HEADER_LEN as usize);
+        header.extend_from_slice(b"PACK");
+        header.extend_from_slice(&2u32.to_be_bytes());
+        header.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
+        temp.as_file().write_all_at(&header, 0).map_err(io_error)?;
+        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+        let mut buf = vec![0; 1 << 20];
+        let mut position = 0;
+        while position < self.offset {
+            let n = temp
+                .as_file()
+                .read_at(&mut buf, position)
+                .map_err(io_error)?;
+            if n == 0 {
+                return Err(io_error(io::ErrorKind::UnexpectedEof.into()));
+            }
+            hasher.update(&buf[..n]);
+            position += n as u64;
+        }
+        let checksum = hasher.try_finalize().map_err(|e| Error::store(dir, e))?;
+        temp.as_file()
+            .write_all_at(checksum.as_bytes(), self.offset)
+            .map_err(io_error)?;
+
+        self.entries.sort_unstable_by_key(|entry| entry.0);
+        let index = pack_index(&self.entries, &checksum);
+        let mut index_temp = temp_file(dir, "tmp_idx_")?;
+        index_temp
+            .write_all(&index)
+            .map_err(|e| Error::io("writing pack index", index_temp.path(), e))?;
+        let name = format!("pack-{checksum}");
+        let pack_path = dir.join(format!("{name}.pack"));
+        temp.persist(&pack_path)
+            .map_err(|e| Error::io("writing pack", &pack_path, e.error))?;
+        let index_path = dir.join(format!("{name}.idx"));
+        index_temp
+            .persist(&index_path)
+            .map_err(|e| Error::io("writing pack index", &index_path, e.error))?;
+        Ok(())
+    }
+}
+
+/// A version-2 pack index for `entries` (sorted by id): fan-out, ids, CRCs, offsets, checksums.
+fn pack_index(entries: &[(ObjectId, u64, u32)], pack_checksum: &ObjectId) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + 1024 + entries.len() * 28 + 40);
+    out.extend_from_slice(b"\xfftOc");
+    out.extend_from_slice(&2u32.to_be_bytes());
+    let mut fanout = [0u32; 256];
+    for (id, ..) in entries {
+        fanout[id.as_bytes()[0] as usize] += 1;
+    }
+    let mut total = 0;
+    for count in fanout {
+        total += count;
+        out.extend_from_slice(&total.to_be_bytes());
+    }
+    for (id, ..) in entries {
+        out.extend_from_slice(id.as_bytes());
+    }
+    for (_, _, crc) in entries {
+        out.extend_from_slice(&crc.to_be_bytes());
+    }
+    let mut large = Vec::new();
+    for &(_, offset, _) in entries {
+        let small = if offset < 0x8000_0000 {
+            offset as u32
+        } else {
+            large.push(offset);
+            0x8000_0000 | (large.len() as u32 - 1)
+        };
+        out.extend_from_slice(&small.to_be_bytes());
+    }
+    for offset in large {
+        out.extend_from_slice(&offset.to_be_bytes());
+    }
+    out.extend_from_slice(pack_checksum.as_bytes());
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(&out);
+    let checksum = hasher.try_finalize().expect("sha1 of an index");
+    out.extend_from_slice(checksum.as_bytes());
+    out
+}
+
+/// CRC-32 (IEEE), as pack indexes record it for each entry.
+fn crc32(data: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut table = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut crc = i as u32;
+            let mut bit = 0;
+            while bit < 8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+                bit += 1;
+            }
+            table[i] = crc;
+            i += 1;
+        }
+        table
+    };
+    !data.iter().fold(!0u32, |crc, &b| {
+        TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8)
+    })
+}
