@@ -25,6 +25,35 @@ pub enum Error {
     /// The store exists but cannot be used as a git repository.
     #[error("store {path}: {message}")]
     Store { path: PathBuf, message: String },
+    /// The text given as an object id is not one (hex, 4 to 40 digits).
+    #[error("invalid id {0:?}: expected 4 to 40 hexadecimal digits")]
+    InvalidId(String),
+    /// No object in the store has this id (or id prefix).
+    #[error("no snapshot {0} in the store")]
+    NotFound(String),
+    /// An abbreviated id matches several objects.
+    #[error("id {0} is ambiguous: give more digits")]
+    Ambiguous(String),
+    /// The id names an object of the wrong kind, e.g. a blob where a tree is needed.
+    #[error("{id} is a {actual}, not a {expected}")]
+    WrongType {
+        id: String,
+        actual: &'static str,
+        expected: &'static str,
+    },
+    /// An object the store should have is missing or cannot be read.
+    #[error("cannot read object {id} ({path}) from the store: {message}")]
+    Object {
+        id: String,
+        path: String,
+        message: String,
+    },
+    /// A path given to `revert` is not inside the project.
+    #[error("path {path}: {reason}")]
+    BadPath { path: PathBuf, reason: &'static str },
+    /// A restore or revert changed some files but not all (the outcome lists them).
+    #[error("{failed} file(s) could not be restored; the others were; `rewind restore {undo}` puts everything back")]
+    Incomplete { failed: usize, undo: String },
     /// `REWIND_NOW` is set but is not an RFC 3339 time.
     #[error("REWIND_NOW={value:?} is not an RFC 3339 time (e.g. 2026-01-31T12:00:00Z)")]
     BadClock { value: String },
@@ -66,6 +95,13 @@ impl Error {
             Error::Io { .. } => "io",
             Error::Store { .. } => "store",
             Error::BadClock { .. } => "bad_clock",
+            Error::InvalidId(_) => "invalid_id",
+            Error::NotFound(_) => "not_found",
+            Error::Ambiguous(_) => "ambiguous_id",
+            Error::WrongType { .. } => "wrong_type",
+            Error::Object { .. } => "object",
+            Error::BadPath { .. } => "bad_path",
+            Error::Incomplete { .. } => "incomplete",
         }
     }
 }

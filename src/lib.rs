@@ -44,13 +44,18 @@
 //!
 //! Errors are [`Error`] values naming the path and the cause; the library never prints.
 
+mod diff;
 mod error;
 mod ignore;
 mod objects;
+mod restore;
 mod scan;
 mod store;
+mod xdiff;
 
+pub use diff::{DiffOptions, FileChange, Patch, Status};
 pub use error::{Error, Result};
+pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 pub use scan::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use store::{data_dir, Store, DEFAULT_MAX_FILE_SIZE};
 

@@ -3,10 +3,12 @@
 //! Exit codes: 0 success, 1 an operation failed (one line on stderr; with `--json` also
 //! `{"error": {"code", "message"}}` on stdout), 2 a usage error.
 
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde::Serialize;
 use serde_json::json;
 
 /// An undo for AI coding agents: snapshots of a project as git trees in a private bare repository.
@@ -40,6 +42,61 @@ enum Command {
     ///
     /// Example: git --git-dir "$(rewind path)" log --all
     Path,
+    /// List the files that differ between a snapshot and the project now
+    ///
+    /// Example: rewind patch 4b825dc6
+    Patch {
+        /// A snapshot's tree id (full, or an unambiguous abbreviation)
+        hash: String,
+    },
+    /// Show the unified diff from a snapshot to another one or to the project now
+    ///
+    /// Example: rewind diff "$before" "$after" --color=always | less -R
+    Diff {
+        from: String,
+        /// [default: the project now]
+        to: Option<String>,
+        /// Colour the output as git does
+        #[arg(long, value_enum, default_value_t = Color::Auto)]
+        color: Color,
+    },
+    /// Print per-file changes with contents and +/- counts as JSON
+    ///
+    /// Example: rewind diff-full "$before" | jq '.[] | {file, additions, deletions}'
+    DiffFull {
+        from: String,
+        /// [default: the project now]
+        to: Option<String>,
+    },
+    /// Say whether the project differs from a snapshot ("true"/"false"; exit code 0 either way)
+    ///
+    /// Example: rewind has-changes "$before" && echo offer undo
+    HasChanges { hash: String },
+    /// Make the project's files exactly a snapshot (prints an undo id that puts them back)
+    ///
+    /// Example: undo=$(rewind --json restore "$before" | jq -r .undo); rewind restore "$undo"
+    Restore {
+        hash: String,
+        /// Also overwrite files outside the current snapshot (ignored, too large), saving them first
+        #[arg(long)]
+        force: bool,
+    },
+    /// Bring only some paths back to their state in a snapshot
+    ///
+    /// Example: rewind revert "$before" -- src/main.rs docs/
+    Revert {
+        hash: String,
+        /// Files or directories, project-relative or absolute inside the project
+        #[arg(required = true, num_args = 1..)]
+        paths: Vec<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Color {
+    Auto,
+    Always,
+    Never,
 }
 
 fn main() -> ExitCode {
@@ -48,7 +105,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("rewind: {err}");
-            if cli.json {
+            // A partial restore already printed its outcome, which lists the failures.
+            if cli.json && !matches!(err, rewind::Error::Incomplete { .. }) {
                 let error = json!({"error": {"code": err.code(), "message": err.to_string()}});
                 println!("{error}");
             }
@@ -69,10 +127,7 @@ fn run(cli: &Cli) -> rewind::Result<()> {
             };
             let snapshot = store.track(&options)?;
             if cli.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&snapshot).expect("serializable")
-                );
+                print_json(&snapshot);
             } else {
                 println!("{}", snapshot.hash);
                 for skipped in &snapshot.skipped {
@@ -82,13 +137,101 @@ fn run(cli: &Cli) -> rewind::Result<()> {
         }
         Command::Path => {
             if cli.json {
-                println!("{}", json!({"path": store.git_dir()}));
+                print_json(&json!({"path": store.git_dir()}));
             } else {
                 println!("{}", store.git_dir().display());
             }
         }
+        Command::Patch { hash } => {
+            let patch = store.patch(hash)?;
+            if cli.json {
+                print_json(&patch);
+            } else {
+                patch.files.iter().for_each(|file| println!("{file}"));
+            }
+        }
+        Command::Diff { from, to, color } => {
+            let text = store.diff(from, to.as_deref())?;
+            if cli.json {
+                print_json(&json!({"diff": String::from_utf8_lossy(&text)}));
+            } else {
+                let colored = match color {
+                    Color::Always => true,
+                    Color::Never => false,
+                    Color::Auto => std::io::stdout().is_terminal(),
+                };
+                let text = if colored { colorize(&text) } else { text };
+                write_stdout(&text);
+            }
+        }
+        Command::DiffFull { from, to } => {
+            print_json(&store.diff_full(from, to.as_deref(), &Default::default())?);
+        }
+        Command::HasChanges { hash } => {
+            let changed = store.has_changes(hash)?;
+            if cli.json {
+                print_json(&json!({"hash": hash, "changed": changed}));
+            } else {
+                println!("{changed}");
+            }
+        }
+        Command::Restore { hash, force } => {
+            let options = rewind::RestoreOptions { force: *force };
+            return report_restore(cli, store.restore(hash, &options)?);
+        }
+        Command::Revert { hash, paths } => return report_restore(cli, store.revert(hash, paths)?),
     }
     Ok(())
+}
+
+/// Print what a restore or revert did; a partial one is an error (exit 1).
+fn report_restore(cli: &Cli, outcome: rewind::RestoreOutcome) -> rewind::Result<()> {
+    if cli.json {
+        print_json(&outcome);
+    } else {
+        for path in &outcome.written {
+            println!("written {path}");
+        }
+        for path in &outcome.deleted {
+            println!("deleted {path}");
+        }
+        for path in &outcome.conflicts {
+            eprintln!(
+                "rewind: left alone {path}: it exists outside the current snapshot (use --force)"
+            );
+        }
+        for failure in &outcome.failed {
+            eprintln!(
+                "rewind: could not restore {}: {}",
+                failure.path, failure.error
+            );
+        }
+        println!("undo: rewind restore {}", outcome.undo);
+    }
+    if outcome.is_complete() {
+        Ok(())
+    } else {
+        Err(rewind::Error::Incomplete {
+            failed: outcome.failed.len(),
+            undo: outcome.undo,
+        })
+    }
+}
+
+fn print_json(value: &impl Serialize) {
+    write_stdout(
+        serde_json::to_string(value)
+            .expect("results serialize")
+            .as_bytes(),
+    );
+    write_stdout(b"\n");
+}
+
+/// Write to stdout; a closed pipe (`rewind diff | head`) ends the program quietly.
+fn write_stdout(bytes: &[u8]) {
+    if std::io::stdout().lock().write_all(bytes).is_err() {
+        std::process::exit(0);
+    }
 }
 
 fn reason(skipped: &rewind::Skipped) -> String {
@@ -98,4 +241,43 @@ fn reason(skipped: &rewind::Skipped) -> String {
         Some(detail) => format!("{reason} ({detail})"),
         None => reason,
     }
+}
+
+/// git's default diff colours: bold headers, cyan hunk ranges, red deletions, green additions.
+fn colorize(text: &[u8]) -> Vec<u8> {
+    const BOLD: &[u8] = b"\x1b[1m";
+    const CYAN: &[u8] = b"\x1b[36m";
+    const RED: &[u8] = b"\x1b[31m";
+    const GREEN: &[u8] = b"\x1b[32m";
+    const RESET: &[u8] = b"\x1b[m";
+    let mut out = Vec::with_capacity(text.len() * 2);
+    let mut in_hunk = false;
+    for line in text.split_inclusive(|&b| b == b'\n') {
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        in_hunk = (in_hunk || line.starts_with(b"@@")) && !line.starts_with(b"diff --git ");
+        let paint = |out: &mut Vec<u8>, color: &[u8], part: &[u8]| {
+            out.extend_from_slice(color);
+            out.extend_from_slice(part);
+            out.extend_from_slice(RESET);
+        };
+        match body.first() {
+            Some(b'@') if in_hunk => {
+                // "@@ -a,b +c,d @@" in cyan, the function context after it plain.
+                let end = body[2..]
+                    .windows(2)
+                    .position(|w| w == b"@@")
+                    .map_or(body.len(), |p| p + 4);
+                paint(&mut out, CYAN, &body[..end]);
+                out.extend_from_slice(&body[end..]);
+            }
+            Some(b'-') if in_hunk => paint(&mut out, RED, body),
+            Some(b'+') if in_hunk => paint(&mut out, GREEN, body),
+            _ if !in_hunk && !body.starts_with(b"Binary files ") => paint(&mut out, BOLD, body),
+            _ => out.extend_from_slice(body),
+        }
+        if line.ends_with(b"\n") {
+            out.push(b'\n');
+        }
+    }
+    out
 }

@@ -160,6 +160,11 @@ impl Store {
     /// the tree id with what was left out. Holds the store lock for the whole operation.
     pub fn track(&self, options: &TrackOptions) -> Result<Snapshot> {
         let _lock = self.lock()?;
+        self.track_locked(options)
+    }
+
+    /// [`track`](Self::track) for a caller that holds the store lock already.
+    pub(crate) fn track_locked(&self, options: &TrackOptions) -> Result<Snapshot> {
         let index_path = self.git_dir().join("index");
         let (previous, previous_time) = load_index(&index_path);
         // With no stat cache, (nearly) every object is new: one pack beats thousands of files.

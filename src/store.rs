@@ -75,7 +75,7 @@ pub const DEFAULT_MAX_FILE_SIZE: u64 = 2 * 1024 * 1024;
 pub struct Store {
     project: PathBuf,
     git_dir: PathBuf,
-    repo: gix::Repository,
+    repo: gix::ThreadSafeRepository,
     objects: ObjectWriter,
 }
 
@@ -97,9 +97,12 @@ impl Store {
         if !git_dir.join("objects").is_dir() || !git_dir.join("config").is_file() {
             create_store(&git_dir, &project, data_dir)?;
         }
-        let repo = gix::open_opts(&git_dir, gix::open::Options::isolated())
+        let repo = gix::ThreadSafeRepository::open_opts(&git_dir, gix::open::Options::isolated())
             .map_err(|e| Error::store(&git_dir, e))?;
-        let objects = ObjectWriter::new(git_dir.join("objects"), Some(repo.objects.clone()));
+        let objects = ObjectWriter::new(
+            git_dir.join("objects"),
+            Some(repo.to_thread_local().objects.clone()),
+        );
         Ok(Store {
             project,
             git_dir,
@@ -118,9 +121,10 @@ impl Store {
         &self.git_dir
     }
 
-    /// The gix repository of the store (isolated from the environment and global git config).
-    pub fn repo(&self) -> &gix::Repository {
-        &self.repo
+    /// A handle on the store's repository for this thread (isolated from the environment and the
+    /// global git config). Cheap: it shares the object database and config.
+    pub fn repo(&self) -> gix::Repository {
+        self.repo.to_thread_local()
     }
 
     pub(crate) fn objects(&self) -> &ObjectWriter {
@@ -129,7 +133,7 @@ impl Store {
 
     /// `rewind.maxFileSize` from the store config, else [`DEFAULT_MAX_FILE_SIZE`].
     pub fn max_file_size(&self) -> u64 {
-        self.repo
+        self.repo()
             .config_snapshot()
             .integer("rewind.maxFileSize")
             .and_then(|v| u64::try_from(v).ok())
@@ -149,6 +153,12 @@ impl Store {
         Ok(StoreLock { _file: file })
     }
 }
+
+// Runtimes share one `Store` between threads.
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<Store>();
+};
 
 /// The store's exclusive lock (an OS `flock`: a killed holder never blocks anyone).
 pub struct StoreLock {

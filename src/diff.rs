@@ -1,0 +1,539 @@
+//! What changed between two snapshots, or between a snapshot and the project now: `patch`
+//! (paths), `diff` (git's unified text), `diff_full` (per-file rows with `--numstat` counts) and
+//! `has_changes`. git is the oracle for every byte and every number here.
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::objs::tree::Entry as TreeEntry;
+use gix::ObjectId;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::scan::TrackOptions;
+use crate::store::Store;
+use crate::xdiff::LineDiff;
+
+/// git decides a side is binary when a NUL byte appears in its first 8,000 bytes.
+const BINARY_PROBE: usize = 8000;
+
+/// How much [`Store::diff_full`] may load.
+#[derive(Debug, Clone)]
+pub struct DiffOptions {
+    /// Rows whose sides are larger than this carry no `before`/`after` text (`truncated`).
+    pub max_content_bytes: u64,
+    /// Sides larger than this are not even counted (`truncated`, 0/0).
+    pub max_counted_bytes: u64,
+}
+
+impl Default for DiffOptions {
+    fn default() -> Self {
+        DiffOptions {
+            max_content_bytes: 4 << 20,
+            max_counted_bytes: 64 << 20,
+        }
+    }
+}
+
+/// The paths that differ between a snapshot and the project now.
+#[derive(Debug, Clone, Serialize)]
+pub struct Patch {
+    /// The snapshot compared against (full id).
+    pub hash: String,
+    /// Project-relative paths, `/`-separated, in git's order.
+    pub files: Vec<String>,
+}
+
+/// How a file changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Added,
+    Deleted,
+    Modified,
+}
+
+/// One changed file, counted as `git diff --numstat --no-renames` counts it.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileChange {
+    pub file: String,
+    pub status: Status,
+    /// The old text (empty when added, binary or truncated).
+    pub before: String,
+    /// The new text (empty when deleted, binary or truncated).
+    pub after: String,
+    pub additions: usize,
+    pub deletions: usize,
+    pub binary: bool,
+    /// A side was too large to return (see [`DiffOptions`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    /// A side is not valid UTF-8: `before`/`after` carry it with U+FFFD replacements.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lossy: bool,
+}
+
+/// One side of a changed path: mode (as git prints it, e.g. `0o100644`) and object id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Side {
+    pub(crate) mode: u32,
+    pub(crate) id: ObjectId,
+}
+
+impl Side {
+    fn of(entry: &TreeEntry) -> Side {
+        Side {
+            mode: u32::from(entry.mode.value()),
+            id: entry.oid,
+        }
+    }
+
+    pub(crate) fn is_link(&self) -> bool {
+        self.mode & 0o170000 == 0o120000
+    }
+}
+
+/// A path whose blob differs between two trees.
+pub(crate) struct Change {
+    pub(crate) path: BString,
+    pub(crate) before: Option<Side>,
+    pub(crate) after: Option<Side>,
+}
+
+impl Store {
+    /// Resolve `spec` (a full or unambiguous abbreviated id) to the id of a tree in the store.
+    pub fn resolve_tree(&self, spec: &str) -> Result<ObjectId> {
+        let repo = self.repo();
+        let valid = (4..=40).contains(&spec.len()) && spec.bytes().all(|b| b.is_ascii_hexdigit());
+        if !valid {
+            return Err(Error::InvalidId(spec.to_owned()));
+        }
+        let id = if spec.len() == 40 {
+            ObjectId::from_hex(spec.as_bytes()).map_err(|_| Error::InvalidId(spec.to_owned()))?
+        } else {
+            let prefix =
+                gix::hash::Prefix::from_hex(spec).map_err(|_| Error::InvalidId(spec.to_owned()))?;
+            match repo.objects.lookup_prefix(prefix, None) {
+                Ok(Some(Ok(id))) => id,
+                Ok(Some(Err(()))) => return Err(Error::Ambiguous(spec.to_owned())),
+                Ok(None) => return Err(Error::NotFound(spec.to_owned())),
+                Err(e) => return Err(Error::store(self.git_dir(), e)),
+            }
+        };
+        let header = repo
+            .try_find_header(id)
+            .map_err(|e| object_error(&id, BStr::new(""), e))?
+            .ok_or_else(|| Error::NotFound(spec.to_owned()))?;
+        match header.kind() {
+            gix::objs::Kind::Tree => Ok(id),
+            other => Err(Error::WrongType {
+                id: id.to_string(),
+                actual: kind_name(other),
+                expected: "tree",
+            }),
+        }
+    }
+
+    /// Resolve `from`, and `to` or a fresh snapshot of the project when `to` is `None`.
+    fn resolve_pair(&self, from: &str, to: Option<&str>) -> Result<(ObjectId, ObjectId)> {
+        let from = self.resolve_tree(from)?;
+        let to = match to {
+            Some(to) => self.resolve_tree(to)?,
+            None => self.track(&TrackOptions::default())?.hash,
+        };
+        Ok((from, to))
+    }
+
+    /// The paths that differ between snapshot `hash` and the project now (a fresh snapshot).
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let before = store.track(&Default::default())?.hash.to_string();
+    /// // ... the agent edits files ...
+    /// for path in store.patch(&before)?.files {
+    ///     println!("changed: {path}");
+    /// }
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn patch(&self, hash: &str) -> Result<Patch> {
+        let (from, to) = self.resolve_pair(hash, None)?;
+        let changes = tree_changes(&self.repo(), from, to)?;
+        Ok(Patch {
+            hash: from.to_string(),
+            files: changes
+                .iter()
+                .map(|c| c.path.to_str_lossy().into_owned())
+                .collect(),
+        })
+    }
+
+    /// Whether the project now differs from snapshot `hash`. Costs one snapshot (cheap when
+    /// little changed, thanks to the stat cache) and an id comparison.
+    pub fn has_changes(&self, hash: &str) -> Result<bool> {
+        let (from, to) = self.resolve_pair(hash, None)?;
+        Ok(from != to)
+    }
+
+    /// Per-file rows between `from` and `to` (default: the project now), with the counts of
+    /// `git diff --numstat --no-renames`, in git's order.
+    pub fn diff_full(
+        &self,
+        from: &str,
+        to: Option<&str>,
+        options: &DiffOptions,
+    ) -> Result<Vec<FileChange>> {
+        let (from, to) = self.resolve_pair(from, to)?;
+        let repo = self.repo();
+        tree_changes(&repo, from, to)?
+            .into_iter()
+            .map(|change| file_change(&repo, change, options))
+            .collect()
+    }
+
+    /// The unified diff from `from` to `to` (default: the project now), byte for byte as
+    /// `git diff --no-ext-diff` prints it with `core.quotePath=false`, without colour.
+    pub fn diff(&self, from: &str, to: Option<&str>) -> Result<Vec<u8>> {
+        let (from, to) = self.resolve_pair(from, to)?;
+        let repo = self.repo();
+        let mut out = Vec::new();
+        for change in tree_changes(&repo, from, to)? {
+            match (change.before, change.after) {
+                // A file <-> symlink change prints as a deletion and a creation, as git does.
+                (Some(before), Some(after)) if before.is_link() != after.is_link() => {
+                    write_patch(&repo, &mut out, change.path.as_ref(), Some(before), None)?;
+                    write_patch(&repo, &mut out, change.path.as_ref(), None, Some(after))?;
+                }
+                (before, after) => {
+                    write_patch(&repo, &mut out, change.path.as_ref(), before, after)?
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Every blob path that differs between trees `from` and `to`, in git's order (a file sorts
+/// before a directory of the same name). Costs one tree read per differing directory.
+pub(crate) fn tree_changes(
+    repo: &gix::Repository,
+    from: ObjectId,
+    to: ObjectId,
+) -> Result<Vec<Change>> {
+    let mut changes = Vec::new();
+    diff_trees(
+        repo,
+        Some(from),
+        Some(to),
+        &mut BString::default(),
+        &mut changes,
+    )?;
+    Ok(changes)
+}
+
+fn diff_trees(
+    repo: &gix::Repository,
+    from: Option<ObjectId>,
+    to: Option<ObjectId>,
+    dir: &mut BString,
+    changes: &mut Vec<Change>,
+) -> Result<()> {
+    if from == to {
+        return Ok(());
+    }
+    let old = from
+        .map(|id| read_tree(repo, id, dir.as_ref()))
+        .transpose()?
+        .unwrap_or_default();
+    let new = to
+        .map(|id| read_tree(repo, id, dir.as_ref()))
+        .transpose()?
+        .unwrap_or_default();
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() || j < new.len() {
+        let order = match (old.get(i), new.get(j)) {
+            (Some(a), Some(b)) => gix::objs::tree::name_order(
+                &a.filename,
+                a.mode.is_tree(),
+                &b.filename,
+                b.mode.is_tree(),
+            ),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            _ => std::cmp::Ordering::Greater,
+        };
+        let (a, b) = match order {
+            std::cmp::Ordering::Less => (old.get(i), None),
+            std::cmp::Ordering::Greater => (None, new.get(j)),
+            std::cmp::Ordering::Equal => (old.get(i), new.get(j)),
+        };
+        i += usize::from(a.is_some());
+        j += usize::from(b.is_some());
+        let name = &a.or(b).expect("one side").filename;
+        let len = dir.len();
+        if len > 0 {
+            dir.push(b'/');
+        }
+        dir.extend_from_slice(name);
+        diff_entry(repo, a, b, dir, changes)?;
+        dir.truncate(len);
+    }
+    Ok(())
+}
+
+/// The changes at `path`, given its entries `a` (before) and `b` (after), of the same kind.
+fn diff_entry(
+    repo: &gix::Repository,
+    a: Option<&TreeEntry>,
+    b: Option<&TreeEntry>,
+    path: &mut BString,
+    changes: &mut Vec<Change>,
+) -> Result<()> {
+    if a.or(b).is_some_and(|e| e.mode.is_tree()) {
+        return diff_trees(repo, a.map(|e| e.oid), b.map(|e| e.oid), path, changes);
+    }
+    let (before, after) = (a.map(Side::of), b.map(Side::of));
+    if before != after {
+        changes.push(Change {
+            path: path.clone(),
+            before,
+            after,
+        });
+    }
+    Ok(())
+}
+
+/// The entries of tree `id` (read while diffing directory `dir`).
+fn read_tree(
+    repo: &gix::Repository,
+    id: ObjectId,
+    dir: &BStr,
+) -> Result<Vec<gix::objs::tree::Entry>> {
+    let tree = repo.find_tree(id).map_err(|e| object_error(&id, dir, e))?;
+    let decoded = tree.decode().map_err(|e| object_error(&id, dir, e))?;
+    Ok(decoded.entries.iter().map(|e| (*e).into()).collect())
+}
+
+fn kind_name(kind: gix::objs::Kind) -> &'static str {
+    match kind {
+        gix::objs::Kind::Blob => "blob",
+        gix::objs::Kind::Tree => "tree",
+        gix::objs::Kind::Commit => "commit",
+        gix::objs::Kind::Tag => "tag",
+    }
+}
+
+fn object_error(id: &ObjectId, path: &BStr, e: impl std::fmt::Display) -> Error {
+    Error::Object {
+        id: id.to_string(),
+        path: if path.is_empty() {
+            "/".into()
+        } else {
+            path.to_string()
+        },
+        message: e.to_string(),
+    }
+}
+
+/// The bytes of blob `id` at `path`.
+pub(crate) fn read_blob(repo: &gix::Repository, id: ObjectId, path: &BStr) -> Result<Vec<u8>> {
+    let object = repo
+        .find_object(id)
+        .map_err(|e| object_error(&id, path, e))?;
+    if object.kind != gix::objs::Kind::Blob {
+        return Err(object_error(
+            &id,
+            path,
+            format!("a {} where a blob belongs", object.kind),
+        ));
+    }
+    Ok(object.detach().data)
+}
+
+/// The size of object `id` at `path`, without loading it.
+fn blob_size(repo: &gix::Repository, id: ObjectId, path: &BStr) -> Result<u64> {
+    repo.find_header(id)
+        .map(|h| h.size())
+        .map_err(|e| object_error(&id, path, e))
+}
+
+fn is_binary(data: &[u8]) -> bool {
+    data[..data.len().min(BINARY_PROBE)].contains(&0)
+}
+
+/// A `diff_full` row for one change. Costs reading both blobs and one line diff.
+fn file_change(
+    repo: &gix::Repository,
+    change: Change,
+    options: &DiffOptions,
+) -> Result<FileChange> {
+    let status = match (&change.before, &change.after) {
+        (None, _) => Status::Added,
+        (_, None) => Status::Deleted,
+        _ => Status::Modified,
+    };
+    let path = change.path.as_bstr();
+    let size = |side: Option<Side>| side.map_or(Ok(0), |s| blob_size(repo, s.id, path));
+    let largest = size(change.before)?.max(size(change.after)?);
+    let mut row = FileChange {
+        file: path.to_str_lossy().into_owned(),
+        status,
+        before: String::new(),
+        after: String::new(),
+        additions: 0,
+        deletions: 0,
+        binary: false,
+        truncated: largest > options.max_content_bytes,
+        lossy: false,
+    };
+    if largest > options.max_counted_bytes {
+        return Ok(row);
+    }
+    let load = |side: Option<Side>| side.map_or(Ok(Vec::new()), |s| read_blob(repo, s.id, path));
+    let (old, new) = (load(change.before)?, load(change.after)?);
+    if is_binary(&old) || is_binary(&new) {
+        row.binary = true;
+        return Ok(row);
+    }
+    let lines = LineDiff::new(&old, &new);
+    row.additions = lines.additions();
+    row.deletions = lines.deletions();
+    if !row.truncated {
+        row.lossy = old.to_str().is_err() || new.to_str().is_err();
+        row.before = old.to_str_lossy().into_owned();
+        row.after = new.to_str_lossy().into_owned();
+    }
+    Ok(row)
+}
+
+/// Append git's patch for one path: headers, then hunks or the binary notice.
+fn write_patch(
+    repo: &gix::Repository,
+    out: &mut Vec<u8>,
+    path: &BStr,
+    before: Option<Side>,
+    after: Option<Side>,
+) -> Result<()> {
+    let (a, b) = (quote_two(b"a/", path), quote_two(b"b/", path));
+    out.extend_from_slice(b"diff --git ");
+    out.extend_from_slice(&a);
+    out.push(b' ');
+    out.extend_from_slice(&b);
+    out.push(b'\n');
+    let null = ObjectId::null(gix::hash::Kind::Sha1);
+    let (old_id, new_id) = (before.map_or(null, |s| s.id), after.map_or(null, |s| s.id));
+    match (before, after) {
+        (None, Some(after)) => {
+            out.extend_from_slice(format!("new file mode {:06o}\n", after.mode).as_bytes())
+        }
+        (Some(before), None) => {
+            out.extend_from_slice(format!("deleted file mode {:06o}\n", before.mode).as_bytes())
+        }
+        (Some(before), Some(after)) if before.mode != after.mode => out.extend_from_slice(
+            format!(
+                "old mode {:06o}\nnew mode {:06o}\n",
+                before.mode, after.mode
+            )
+            .as_bytes(),
+        ),
+        _ => {}
+    }
+    if old_id == new_id {
+        return Ok(()); // a mode-only change
+    }
+    let hex_len = abbrev_len(repo);
+    out.extend_from_slice(b"index ");
+    out.extend_from_slice(abbrev(repo, old_id, hex_len).as_bytes());
+    out.extend_from_slice(b"..");
+    out.extend_from_slice(abbrev(repo, new_id, hex_len).as_bytes());
+    if let (Some(before), Some(after)) = (before, after) {
+        if before.mode == after.mode {
+            out.extend_from_slice(format!(" {:06o}", before.mode).as_bytes());
+        }
+    }
+    out.push(b'\n');
+
+    let load = |side: Option<Side>| side.map_or(Ok(Vec::new()), |s| read_blob(repo, s.id, path));
+    let (old, new) = (load(before)?, load(after)?);
+    let label_a = if before.is_some() {
+        a
+    } else {
+        b"/dev/null".to_vec()
+    };
+    let label_b = if after.is_some() {
+        b
+    } else {
+        b"/dev/null".to_vec()
+    };
+    if is_binary(&old) || is_binary(&new) {
+        out.extend_from_slice(b"Binary files ");
+        out.extend_from_slice(&label_a);
+        out.extend_from_slice(b" and ");
+        out.extend_from_slice(&label_b);
+        out.extend_from_slice(b" differ\n");
+        return Ok(());
+    }
+    let mut hunks = Vec::new();
+    LineDiff::new(&old, &new).write_hunks(&mut hunks);
+    if hunks.is_empty() {
+        return Ok(());
+    }
+    for (marker, label) in [(b"--- ", label_a), (b"+++ ", label_b)] {
+        out.extend_from_slice(marker);
+        out.extend_from_slice(&label);
+        if label.contains(&b' ') {
+            out.push(b'\t'); // git's marker for a name with a space
+        }
+        out.push(b'\n');
+    }
+    out.extend_from_slice(&hunks);
+    Ok(())
+}
+
+/// git's automatic abbreviation length: 7, or more for stores with many packed objects.
+fn abbrev_len(repo: &gix::Repository) -> usize {
+    let count = repo.objects.packed_object_count().unwrap_or(0);
+    let bits = u64::BITS - count.leading_zeros() + 1;
+    (bits.div_ceil(2) as usize).max(7)
+}
+
+/// `id` abbreviated as git does in `index` lines: `hex_len` digits, more if ambiguous.
+fn abbrev(repo: &gix::Repository, id: ObjectId, hex_len: usize) -> String {
+    if id.is_null() {
+        return "0".repeat(hex_len);
+    }
+    match gix::prelude::ObjectIdExt::attach(id, repo).shorten() {
+        Ok(prefix) if prefix.hex_len() >= hex_len => prefix.to_string(),
+        _ => id.to_hex_with_len(hex_len).to_string(),
+    }
+}
+
+/// `prefix` + `path`, C-quoted as git quotes names when either needs it (`core.quotePath=false`:
+/// control characters, `"` and `\` only).
+fn quote_two(prefix: &[u8], path: &[u8]) -> Vec<u8> {
+    let needs_quote = |b: u8| b < 0x20 || b == b'"' || b == b'\\' || b == 0x7f;
+    let mut out = Vec::with_capacity(prefix.len() + path.len() + 2);
+    if !path.iter().copied().any(needs_quote) {
+        out.extend_from_slice(prefix);
+        out.extend_from_slice(path);
+        return out;
+    }
+    out.push(b'"');
+    out.extend_from_slice(prefix);
+    for &b in path {
+        let escape = match b {
+            0x07 => Some(b'a'),
+            0x08 => Some(b'b'),
+            b'\t' => Some(b't'),
+            b'\n' => Some(b'n'),
+            0x0b => Some(b'v'),
+            0x0c => Some(b'f'),
+            b'\r' => Some(b'r'),
+            b'"' | b'\\' => Some(b),
+            _ => None,
+        };
+        match escape {
+            Some(e) => out.extend_from_slice(&[b'\\', e]),
+            None if needs_quote(b) => out.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+            None => out.push(b),
+        }
+    }
+    out.push(b'"');
+    out
+}
