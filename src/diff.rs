@@ -489,7 +489,7 @@ fn write_patch(
 /// git's automatic abbreviation length: 7, or more for stores with many packed objects.
 fn abbrev_len(repo: &gix::Repository) -> usize {
     let count = repo.objects.packed_object_count().unwrap_or(0);
-    let bits = u64::BITS - count.leading_zeros() + 1;
+    let bits = u64::BITS - count.leading_zeros(); // git: msb(count) + 1
     (bits.div_ceil(2) as usize).max(7)
 }
 

@@ -168,7 +168,8 @@ fn run(cli: &Cli) -> rewind::Result<()> {
             print_json(&store.diff_full(from, to.as_deref(), &Default::default())?);
         }
         Command::HasChanges { hash } => {
-            let changed = store.has_changes(hash)?;
+            let hash = store.resolve_tree(hash)?.to_string();
+            let changed = store.has_changes(&hash)?;
             if cli.json {
                 print_json(&json!({"hash": hash, "changed": changed}));
             } else {

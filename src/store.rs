@@ -66,6 +66,9 @@ const STORE_CONFIG: &[(&str, &str)] = &[
     ("core.autocrlf", "false"),
     ("gc.auto", "0"),
     ("core.logAllRefUpdates", "always"),
+    // Snapshot diffs list a rename as a deletion and an addition (`--no-renames`), so that
+    // `git diff` in the store prints what `rewind diff` prints.
+    ("diff.renames", "false"),
 ];
 
 /// Default for `rewind.maxFileSize`: new files above it are left out of snapshots.
