@@ -165,13 +165,6 @@ impl Store {
         })
     }
 
-    /// Whether the project now differs from snapshot `hash`. Costs one snapshot (cheap when
-    /// little changed, thanks to the stat cache) and an id comparison.
-    pub fn has_changes(&self, hash: &str) -> Result<bool> {
-        let (from, to) = self.resolve_pair(hash, None)?;
-        Ok(from != to)
-    }
-
     /// Per-file rows between `from` and `to` (default: the project now), with the counts of
     /// `git diff --numstat --no-renames`, in git's order.
     pub fn diff_full(

@@ -18,6 +18,7 @@ use std::ops::Range;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use gix::bstr::{BStr, BString, ByteSlice};
@@ -141,6 +142,8 @@ enum Looked {
         stat: Stat,
         mode: Mode,
         size: u64,
+        /// The cached entry's id and mode, if the file was in the previous snapshot.
+        previous: Option<(ObjectId, Mode)>,
     },
 }
 
@@ -165,6 +168,40 @@ impl Store {
 
     /// [`track`](Self::track) for a caller that holds the store lock already.
     pub(crate) fn track_locked(&self, options: &TrackOptions) -> Result<Snapshot> {
+        Ok(self
+            .snapshot_locked(options, None)?
+            .expect("runs to the end without a probe"))
+    }
+
+    /// Whether the project differs from snapshot `hash` now. When `hash` is the last snapshot,
+    /// the walk stops at the first file that differs; otherwise it costs a full [`track`](Self::track).
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let before = store.track(&Default::default())?.hash.to_string();
+    /// if store.has_changes(&before)? {
+    ///     println!("offer undo");
+    /// }
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn has_changes(&self, hash: &str) -> Result<bool> {
+        let hash = self.resolve_tree(hash)?;
+        let _lock = self.lock()?;
+        Ok(
+            match self.snapshot_locked(&TrackOptions::default(), Some(hash))? {
+                Some(snapshot) => snapshot.hash != hash,
+                None => true,
+            },
+        )
+    }
+
+    /// Snapshot the project. With `probe` equal to the last snapshot's tree, stop as soon as a
+    /// file differs from it and return `None` (the index is then left as it was).
+    fn snapshot_locked(
+        &self,
+        options: &TrackOptions,
+        probe: Option<ObjectId>,
+    ) -> Result<Option<Snapshot>> {
         let index_path = self.git_dir().join("index");
         let (previous, previous_time) = load_index(&index_path);
         // With no stat cache, (nearly) every object is new: one pack beats thousands of files.
@@ -172,16 +209,22 @@ impl Store {
         if first {
             self.objects().start_pack()?;
         }
-        let outcome = self.scan(&previous, previous_time, options);
+        let cached_root = previous.tree().and_then(|t| t.num_entries.map(|_| t.id));
+        let stop_at_change =
+            (probe.is_some() && probe == cached_root).then(|| AtomicBool::new(false));
+        let outcome = self.scan(&previous, previous_time, options, stop_at_change);
         if first {
             self.objects().finish_pack(outcome.is_ok())?;
         }
-        let Scanned {
+        let Some(Scanned {
             files,
             skipped,
             tree,
             rewrite_index,
-        } = outcome?;
+        }) = outcome?
+        else {
+            return Ok(None);
+        };
         if !self.objects().contains(&tree.id) {
             return Err(Error::store(
                 self.git_dir(),
@@ -192,21 +235,24 @@ impl Store {
         if rewrite_index || previous.tree().is_none() {
             write_index(&index_path, &files, tree)?;
         }
-        Ok(Snapshot {
+        Ok(Some(Snapshot {
             hash,
             files: files.len(),
             skipped,
-        })
+        }))
     }
 
-    /// Walk the project against the `previous` stat cache and build the snapshot's trees.
+    /// Walk the project against the `previous` stat cache and build the snapshot's trees;
+    /// `None` when `stop_at_change` was given and a change stopped the walk.
     fn scan(
         &self,
         previous: &gix::index::State,
         previous_time: stat::Time,
         options: &TrackOptions,
-    ) -> Result<Scanned> {
+        stop_at_change: Option<AtomicBool>,
+    ) -> Result<Option<Scanned>> {
         let walk = Walk {
+            stop_at_change,
             previous,
             previous_time,
             max_file_size: options
@@ -223,6 +269,9 @@ impl Store {
             false,
             everything,
         )?;
+        if walk.stop_at_change.is_some_and(|stop| stop.into_inner()) {
+            return Ok(None);
+        }
         let mut files = Vec::with_capacity(previous.entries().len() + 64);
         let mut skipped = Vec::new();
         scan.flatten_into(&mut files, &mut skipped);
@@ -242,12 +291,12 @@ impl Store {
             }
             .build(0, b"", cached)?,
         };
-        Ok(Scanned {
+        Ok(Some(Scanned {
             files,
             skipped,
             tree,
             rewrite_index: changes.rewrite_index,
-        })
+        }))
     }
 }
 
@@ -277,6 +326,9 @@ fn load_index(path: &Path) -> (gix::index::State, stat::Time) {
 
 /// Everything the parallel walk shares.
 struct Walk<'a> {
+    /// Set when a file differs from the previous snapshot, if the caller only needs a yes/no:
+    /// the walk then skips the directories it has not started.
+    stop_at_change: Option<AtomicBool>,
     previous: &'a gix::index::State,
     previous_time: gix::index::entry::stat::Time,
     max_file_size: u64,
@@ -297,6 +349,13 @@ impl Walk<'_> {
         tracked_only: bool,
         cached: Range<usize>,
     ) -> Result<DirScan> {
+        if self
+            .stop_at_change
+            .as_ref()
+            .is_some_and(|stop| stop.load(Ordering::Relaxed))
+        {
+            return Ok(DirScan::default());
+        }
         let entries = match fs::read_dir(&abs) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(DirScan::default()),
@@ -361,7 +420,16 @@ impl Walk<'_> {
                 stat,
                 mode,
                 size,
-            } => self.read(path, &abs, stat, mode, size),
+                previous,
+            } => {
+                let part = self.read(path, &abs, stat, mode, size)?;
+                if let (Some(stop), Some(Part::File(file))) = (&self.stop_at_change, &part) {
+                    if previous != Some((file.id, file.mode)) {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                Ok(part)
+            }
             Looked::Settled(part) => Ok(Some(part)),
             Looked::Vanished => Ok(None),
         };
@@ -475,6 +543,7 @@ impl Walk<'_> {
                 stat,
                 mode,
                 size: meta.len(),
+                previous: previous.map(|prev| (prev.id, prev.mode)),
             },
         }
     }
