@@ -351,7 +351,7 @@ fn is_binary(data: &[u8]) -> bool {
 }
 
 /// A `diff_full` row for one change. Costs reading both blobs and one line diff.
-fn file_change(
+pub(crate) fn file_change(
     repo: &gix::Repository,
     change: Change,
     options: &DiffOptions,

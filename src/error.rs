@@ -54,6 +54,16 @@ pub enum Error {
     /// A restore or revert changed some files but not all (the outcome lists them).
     #[error("{failed} file(s) could not be restored; the others were; `rewind restore {undo}` puts everything back")]
     Incomplete { failed: usize, undo: String },
+    /// A session or turn id that cannot be used.
+    #[error("{what} id {reason}")]
+    BadName { what: &'static str, reason: String },
+    /// A turn is not in the state the operation needs.
+    #[error("turn {turn:?} of session {session:?} {reason}")]
+    Turn {
+        session: String,
+        turn: String,
+        reason: &'static str,
+    },
     /// `REWIND_NOW` is set but is not an RFC 3339 time.
     #[error("REWIND_NOW={value:?} is not an RFC 3339 time (e.g. 2026-01-31T12:00:00Z)")]
     BadClock { value: String },
@@ -102,6 +112,8 @@ impl Error {
             Error::Object { .. } => "object",
             Error::BadPath { .. } => "bad_path",
             Error::Incomplete { .. } => "incomplete",
+            Error::BadName { .. } => "invalid_name",
+            Error::Turn { .. } => "turn_state",
         }
     }
 }

@@ -51,6 +51,7 @@ mod objects;
 mod restore;
 mod scan;
 mod store;
+mod turns;
 mod xdiff;
 
 pub use diff::{DiffOptions, FileChange, Patch, Status};
@@ -58,6 +59,7 @@ pub use error::{Error, Result};
 pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 pub use scan::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use store::{data_dir, Store, DEFAULT_MAX_FILE_SIZE};
+pub use turns::{SessionChanges, Turn, TurnFile, UndoOutcome};
 
 /// The current time: `$REWIND_NOW` (RFC 3339) when set, so that tests can fix the clock.
 pub fn now() -> Result<chrono::DateTime<chrono::Utc>> {

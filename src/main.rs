@@ -90,6 +90,71 @@ enum Command {
         #[arg(required = true, num_args = 1..)]
         paths: Vec<PathBuf>,
     },
+    /// Record an agent's turn: begin, note a file about to change, end
+    #[command(subcommand)]
+    Turn(TurnCommand),
+    /// List turns, oldest first (all sessions, or one)
+    ///
+    /// Example: rewind turns --session chat-42
+    Turns {
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Undo what a session did from a turn on (default: its first turn), or one file of it
+    ///
+    /// Example: rewind undo --session chat-42 --turn 3 --file src/lib.rs
+    Undo {
+        #[arg(long)]
+        session: String,
+        /// The first turn to undo; later turns are undone too
+        #[arg(long)]
+        turn: Option<String>,
+        /// Only this path
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// Also undo files edited by someone else since the last turn (their bytes are kept in the undo snapshot)
+        #[arg(long)]
+        force: bool,
+    },
+    /// Per-file totals across a session
+    ///
+    /// Example: rewind changes --session chat-42
+    Changes {
+        #[arg(long)]
+        session: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum TurnCommand {
+    /// Snapshot the project as the turn's "before"
+    ///
+    /// Example: rewind turn begin --session chat-42 --turn 3
+    Begin {
+        #[arg(long)]
+        session: String,
+        #[arg(long)]
+        turn: String,
+    },
+    /// Note a file the agent is about to edit (begins the turn if needed)
+    ///
+    /// Example: rewind turn track-file --session chat-42 --turn 3 src/lib.rs
+    TrackFile {
+        #[arg(long)]
+        session: String,
+        #[arg(long)]
+        turn: String,
+        path: PathBuf,
+    },
+    /// Snapshot the "after", record the turn, print what it changed
+    ///
+    /// Example: rewind turn end --session chat-42 --turn 3
+    End {
+        #[arg(long)]
+        session: String,
+        #[arg(long)]
+        turn: String,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -181,6 +246,96 @@ fn run(cli: &Cli) -> rewind::Result<()> {
             return report_restore(cli, store.restore(hash, &options)?);
         }
         Command::Revert { hash, paths } => return report_restore(cli, store.revert(hash, paths)?),
+        Command::Turn(TurnCommand::Begin { session, turn }) => {
+            store.begin_turn(session, turn)?;
+            if cli.json {
+                print_json(&json!({"session": session, "turn": turn}));
+            }
+        }
+        Command::Turn(TurnCommand::TrackFile {
+            session,
+            turn,
+            path,
+        }) => {
+            store.track_file(session, turn, path)?;
+            if cli.json {
+                print_json(&json!({"session": session, "turn": turn, "path": path}));
+            }
+        }
+        Command::Turn(TurnCommand::End { session, turn }) => {
+            let files = store.end_turn(session, turn)?;
+            if cli.json {
+                print_json(&files);
+            } else {
+                for file in files {
+                    println!(
+                        "{:<8} +{:<5} -{:<5} {}",
+                        format!("{:?}", file.status).to_lowercase(),
+                        file.additions,
+                        file.deletions,
+                        file.file
+                    );
+                }
+            }
+        }
+        Command::Turns { session } => {
+            let turns = store.turns(session.as_deref())?;
+            if cli.json {
+                print_json(&turns);
+            } else {
+                print_turns(&turns, rewind::now()?);
+            }
+        }
+        Command::Undo {
+            session,
+            turn,
+            file,
+            force,
+        } => {
+            let outcome = store.undo(session, turn.as_deref(), file.as_deref(), *force)?;
+            if cli.json {
+                print_json(&outcome);
+            } else {
+                outcome
+                    .restored
+                    .iter()
+                    .for_each(|p| println!("restored {p}"));
+                outcome.deleted.iter().for_each(|p| println!("deleted {p}"));
+                for path in &outcome.conflicts {
+                    eprintln!("rewind: left alone {path}: edited since the agent's last turn (use --force)");
+                }
+                for failure in &outcome.failed {
+                    eprintln!(
+                        "rewind: could not restore {}: {}",
+                        failure.path, failure.error
+                    );
+                }
+                println!("redo: rewind restore {}", outcome.undo);
+            }
+            if !outcome.failed.is_empty() {
+                return Err(rewind::Error::Incomplete {
+                    failed: outcome.failed.len(),
+                    undo: outcome.undo,
+                });
+            }
+        }
+        Command::Changes { session } => {
+            let changes = store.changes(session)?;
+            if cli.json {
+                print_json(&changes);
+            } else {
+                for file in &changes.files {
+                    println!(
+                        "+{:<5} -{:<5} {}",
+                        file.additions, file.deletions, file.file
+                    );
+                }
+                println!(
+                    "{} files, +{} -{}",
+                    changes.total_files, changes.total_additions, changes.total_deletions
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -217,6 +372,50 @@ fn report_restore(cli: &Cli, outcome: rewind::RestoreOutcome) -> rewind::Result<
             undo: outcome.undo,
         })
     }
+}
+
+/// A table of turns: age, session, turn, files and +/- (coloured when stdout is a terminal).
+fn print_turns(turns: &[rewind::Turn], now: chrono::DateTime<chrono::Utc>) {
+    let color = std::io::stdout().is_terminal();
+    let paint = |code: &str, text: String| {
+        if color {
+            format!("\x1b[{code}m{text}\x1b[m")
+        } else {
+            text
+        }
+    };
+    println!(
+        "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  state",
+        "age", "session", "turn", "files", "+", "-"
+    );
+    for turn in turns {
+        let state = match (turn.rolled_back, turn.ended_at) {
+            (true, _) => "rolled back",
+            (false, None) => "open",
+            (false, Some(_)) => "done",
+        };
+        println!(
+            "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  {state}",
+            age(now, turn.started_at),
+            turn.session,
+            turn.turn,
+            turn.files,
+            paint("32", format!("+{}", turn.additions)),
+            paint("31", format!("-{}", turn.deletions)),
+        );
+    }
+}
+
+/// "5 minutes ago", "just now", "3 days ago".
+fn age(now: chrono::DateTime<chrono::Utc>, then: chrono::DateTime<chrono::Utc>) -> String {
+    let seconds = (now - then).num_seconds().max(0);
+    let (count, unit) = match seconds {
+        0..=59 => return "just now".into(),
+        60..=3599 => (seconds / 60, "minute"),
+        3600..=86399 => (seconds / 3600, "hour"),
+        _ => (seconds / 86400, "day"),
+    };
+    format!("{count} {unit}{} ago", if count == 1 { "" } else { "s" })
 }
 
 fn print_json(value: &impl Serialize) {

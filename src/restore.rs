@@ -69,7 +69,7 @@ impl RestoreOutcome {
 }
 
 /// One path to bring to `target` (`None`: delete), currently `current`.
-struct Step {
+pub(crate) struct Step {
     path: BString,
     current: Option<Side>,
     target: Option<Side>,
@@ -155,7 +155,7 @@ impl Store {
     }
 
     /// Check, then carry out `steps` (see the module docs). `target` names the outcome.
-    fn apply(
+    pub(crate) fn apply(
         &self,
         target: ObjectId,
         current: ObjectId,
@@ -278,31 +278,14 @@ impl Store {
 
     /// Record `undo` as a commit on `refs/rewind/undo` (with the previous undo as parent), so
     /// the way back is in the store before any file changes.
-    fn record_undo(&self, undo: ObjectId, target: ObjectId) -> Result<()> {
-        let repo = self.repo();
+    pub(crate) fn record_undo(&self, undo: ObjectId, target: ObjectId) -> Result<()> {
         let reference = "refs/rewind/undo";
-        let parent = repo
-            .try_find_reference(reference)
-            .map_err(|e| Error::store(self.git_dir(), e))?
-            .and_then(|mut r| r.peel_to_id().ok().map(|id| id.detach()));
-        let now = crate::now()?;
-        let time = gix::date::Time::new(now.timestamp(), 0);
-        let mut time_buf = gix::date::parse::TimeBuf::default();
-        let signature = gix::actor::SignatureRef {
-            name: "rewind".into(),
-            email: "rewind@localhost".into(),
-            time: time.to_str(&mut time_buf),
-        };
-        self.remove_stale_ref_lock(reference);
-        let message = format!("undo point before restoring {target}\n\nrestore this tree to go back: rewind restore {undo}\n");
-        repo.commit_as(signature, signature, reference, message, undo, parent)
-            .map_err(|e| Error::store(self.git_dir(), e))?;
+        let parent = self.ref_target(reference)?;
+        let message = format!(
+            "undo point before restoring {target}\n\nrestore this tree to go back: rewind restore {undo}\n"
+        );
+        self.commit(reference, &message, undo, parent)?;
         Ok(())
-    }
-
-    /// Under the store lock, a `<ref>.lock` file can only be left over from a killed process.
-    pub(crate) fn remove_stale_ref_lock(&self, reference: &str) {
-        let _ = fs::remove_file(self.git_dir().join(format!("{reference}.lock")));
     }
 
     fn abs(&self, path: &BStr) -> PathBuf {
@@ -435,7 +418,7 @@ impl Store {
     }
 }
 
-fn step_of(change: &Change) -> Step {
+pub(crate) fn step_of(change: &Change) -> Step {
     Step {
         path: change.path.clone(),
         current: change.before,

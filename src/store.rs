@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 
 use gix::bstr::ByteSlice;
 
+use gix::ObjectId;
+
 use crate::error::{Error, Result};
 use crate::objects::ObjectWriter;
 
@@ -100,7 +102,10 @@ impl Store {
         if !git_dir.join("objects").is_dir() || !git_dir.join("config").is_file() {
             create_store(&git_dir, &project, data_dir)?;
         }
-        let repo = gix::ThreadSafeRepository::open_opts(&git_dir, gix::open::Options::isolated())
+        // The identity of reflog entries (commits name theirs explicitly).
+        let identity = ["user.name=rewind", "user.email=rewind@localhost"];
+        let options = gix::open::Options::isolated().config_overrides(identity);
+        let repo = gix::ThreadSafeRepository::open_opts(&git_dir, options)
             .map_err(|e| Error::store(&git_dir, e))?;
         let objects = ObjectWriter::new(
             git_dir.join("objects"),
@@ -141,6 +146,58 @@ impl Store {
             .integer("rewind.maxFileSize")
             .and_then(|v| u64::try_from(v).ok())
             .unwrap_or(DEFAULT_MAX_FILE_SIZE)
+    }
+
+    /// The commit a reference points to, if it exists.
+    pub(crate) fn ref_target(&self, reference: &str) -> Result<Option<ObjectId>> {
+        Ok(self
+            .repo()
+            .try_find_reference(reference)
+            .map_err(|e| Error::store(&self.git_dir, e))?
+            .and_then(|mut r| r.peel_to_id().ok().map(|id| id.detach())))
+    }
+
+    /// Write a commit of `tree` with `parents` and point `reference` at it (with a reflog
+    /// entry). Authored by "rewind" at [`crate::now`]. The caller holds the store lock.
+    pub(crate) fn commit(
+        &self,
+        reference: &str,
+        message: &str,
+        tree: ObjectId,
+        parents: impl IntoIterator<Item = ObjectId>,
+    ) -> Result<ObjectId> {
+        let time = gix::date::Time::new(crate::now()?.timestamp(), 0);
+        let mut time_buf = gix::date::parse::TimeBuf::default();
+        let signature = gix::actor::SignatureRef {
+            name: "rewind".into(),
+            email: "rewind@localhost".into(),
+            time: time.to_str(&mut time_buf),
+        };
+        self.remove_stale_ref_lock(reference);
+        let repo = self.repo();
+        let id = repo
+            .commit_as(signature, signature, reference, message, tree, parents)
+            .map_err(|e| Error::store(&self.git_dir, e))?;
+        Ok(id.detach())
+    }
+
+    /// Point `reference` at `target`, creating or moving it. The caller holds the store lock.
+    pub(crate) fn set_ref(&self, reference: &str, target: ObjectId, log: &str) -> Result<()> {
+        self.remove_stale_ref_lock(reference);
+        self.repo()
+            .reference(
+                reference,
+                target,
+                gix::refs::transaction::PreviousValue::Any,
+                log,
+            )
+            .map_err(|e| Error::store(&self.git_dir, e))?;
+        Ok(())
+    }
+
+    /// Under the store lock, a `<ref>.lock` file can only be left over from a killed process.
+    fn remove_stale_ref_lock(&self, reference: &str) {
+        let _ = fs::remove_file(self.git_dir.join(format!("{reference}.lock")));
     }
 
     /// Take the store's cross-process lock; it is released when the guard drops or the process dies.

@@ -1,0 +1,590 @@
+//! Sessions and turns: what an agent did in each turn, recorded as commits in the store.
+//!
+//! A turn is two commits, both on the session's chain:
+//! ```text
+//! refs/rewind/sessions/<S>/head          -> the session's last commit
+//! refs/rewind/sessions/<S>/turns/<T>     -> the turn's end commit (its begin commit while open)
+//! refs/rewind/sessions/<S>/rolled-back/<T> -> present once the turn was undone
+//!
+//!   ... <- end(T-1) <- begin(T) <- end(T)          tree of begin = before, of end = after
+//! ```
+//! Session and turn ids are percent-encoded into ref names (see [`encode_id`]) and stored in the
+//! commit messages' trailers, so `git log --all` in the store shows every turn, and a new process
+//! finds everything there: nothing lives only in memory.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use gix::bstr::{BString, ByteSlice};
+use gix::ObjectId;
+use serde::Serialize;
+
+use crate::diff::{file_change, tree_changes, Change, DiffOptions, Status};
+use crate::error::{Error, Result};
+use crate::restore::{step_of, RestoreOutcome};
+use crate::scan::TrackOptions;
+use crate::store::Store;
+
+/// One file a turn (or a session) changed.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnFile {
+    pub file: String,
+    pub status: Status,
+    pub additions: usize,
+    pub deletions: usize,
+}
+
+/// A turn as [`Store::turns`] lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Turn {
+    pub session: String,
+    pub turn: String,
+    pub started_at: DateTime<Utc>,
+    /// `None` while the turn is open (or its runtime crashed before ending it).
+    pub ended_at: Option<DateTime<Utc>>,
+    /// The snapshot taken when the turn began.
+    pub before: String,
+    /// The snapshot taken when it ended (`None` while open).
+    pub after: Option<String>,
+    pub files: usize,
+    pub additions: usize,
+    pub deletions: usize,
+    pub rolled_back: bool,
+}
+
+/// Per-file totals of a session, from [`Store::changes`].
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionChanges {
+    pub session: String,
+    pub files: Vec<TurnFile>,
+    pub total_files: usize,
+    pub total_additions: usize,
+    pub total_deletions: usize,
+}
+
+/// What [`Store::undo`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct UndoOutcome {
+    /// Files brought back to their state before the turn (written).
+    pub restored: Vec<String>,
+    /// Files deleted (the turns had created them).
+    pub deleted: Vec<String>,
+    /// Files left alone: edited after the agent's last turn (use `force`), or in the way.
+    pub conflicts: Vec<String>,
+    /// Files that could not be changed, with the reason.
+    pub failed: Vec<crate::Failure>,
+    /// `restore(undo)` redoes.
+    pub undo: String,
+}
+
+/// A turn's commit, parsed.
+struct Record {
+    session: String,
+    turn: String,
+    started_at: DateTime<Utc>,
+    ended_at: Option<DateTime<Utc>>,
+    before: ObjectId,
+    /// The turn's ref target: its end commit, or its begin commit while open.
+    commit: ObjectId,
+    after: Option<ObjectId>,
+    files: usize,
+    additions: usize,
+    deletions: usize,
+}
+
+const SESSIONS: &str = "refs/rewind/sessions";
+/// Ids longer than this (in bytes) are refused: encoded, they must fit in a file name.
+const MAX_ID_LEN: usize = 200;
+
+/// Encode a session or turn id as one ref-name component: `[A-Za-z0-9_-]` stay, every other
+/// byte becomes `%XX`. The result is a valid ref component for any input, and decodes exactly.
+pub(crate) fn encode_id(what: &'static str, id: &str) -> Result<String> {
+    if id.is_empty() {
+        return Err(Error::BadName {
+            what,
+            reason: "is empty".into(),
+        });
+    }
+    if id.len() > MAX_ID_LEN {
+        return Err(Error::BadName {
+            what,
+            reason: format!(
+                "is {} bytes long; at most {MAX_ID_LEN} are allowed",
+                id.len()
+            ),
+        });
+    }
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    Ok(out)
+}
+
+/// The inverse of [`encode_id`]; `None` for a name `encode_id` cannot have made.
+pub(crate) fn decode_id(encoded: &str) -> Option<String> {
+    let bytes = encoded.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = encoded.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn session_ref(session: &str, rest: &str) -> Result<String> {
+    Ok(format!(
+        "{SESSIONS}/{}/{rest}",
+        encode_id("session", session)?
+    ))
+}
+
+fn turn_ref(session: &str, kind: &str, turn: &str) -> Result<String> {
+    session_ref(session, &format!("{kind}/{}", encode_id("turn", turn)?))
+}
+
+impl Store {
+    /// Begin a turn: snapshot the project as the turn's "before". Beginning an open turn again
+    /// is a no-op; beginning an ended turn is an error.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// store.begin_turn("chat-42", "1")?;
+    /// // ... the agent works: edits, shell commands, formatters ...
+    /// for file in store.end_turn("chat-42", "1")? {
+    ///     println!("{} +{} -{}", file.file, file.additions, file.deletions);
+    /// }
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn begin_turn(&self, session: &str, turn: &str) -> Result<()> {
+        let reference = turn_ref(session, "turns", turn)?;
+        let _lock = self.lock()?;
+        self.begin_locked(session, turn, &reference)
+    }
+
+    /// Record that the agent is about to edit `path` in this turn: its current content is the
+    /// "before" for the turn. Begins the turn if needed (a snapshot of the whole project, so
+    /// every later first edit of another file is covered as well); afterwards a no-op.
+    /// Safe from several threads and processes at once.
+    pub fn track_file(&self, session: &str, turn: &str, path: impl AsRef<Path>) -> Result<()> {
+        self.project_path(path.as_ref())?;
+        self.begin_turn(session, turn)
+    }
+
+    fn begin_locked(&self, session: &str, turn: &str, reference: &str) -> Result<()> {
+        if let Some(commit) = self.ref_target(reference)? {
+            return match self.record(commit)?.ended_at {
+                None => Ok(()),
+                Some(_) => Err(Error::Turn {
+                    session: session.into(),
+                    turn: turn.into(),
+                    reason: "has ended already",
+                }),
+            };
+        }
+        let before = self.track_locked(&TrackOptions::default())?.hash;
+        let head = session_ref(session, "head")?;
+        let parent = self.ref_target(&head)?;
+        let message = format!(
+            "rewind: begin turn {turn:?} of session {session:?}\n\n{}",
+            trailers(session, turn, crate::now()?, None, None)?
+        );
+        let commit = self.commit(&head, &message, before, parent)?;
+        self.set_ref(reference, commit, "rewind: begin turn")
+    }
+
+    /// End a turn: snapshot the "after", record the turn as a commit, and return what changed in
+    /// it (everything, including edits by shell commands, formatters and generators).
+    pub fn end_turn(&self, session: &str, turn: &str) -> Result<Vec<TurnFile>> {
+        let reference = turn_ref(session, "turns", turn)?;
+        let _lock = self.lock()?;
+        let begin = self.ref_target(&reference)?.ok_or_else(|| Error::Turn {
+            session: session.into(),
+            turn: turn.into(),
+            reason: "was never begun",
+        })?;
+        let record = self.record(begin)?;
+        if record.ended_at.is_some() {
+            return Err(Error::Turn {
+                session: session.into(),
+                turn: turn.into(),
+                reason: "has ended already",
+            });
+        }
+        let after = self.track_locked(&TrackOptions::default())?.hash;
+        let files = self.files_between(record.before, after)?;
+        let (additions, deletions) = totals(&files);
+        let mut message = format!(
+            "rewind: turn {turn:?} of session {session:?}: {} files, +{additions} -{deletions}\n\n",
+            files.len()
+        );
+        for file in &files {
+            message.push_str(&format!(
+                "{:?} +{} -{} {:?}\n",
+                file.status, file.additions, file.deletions, file.file
+            ));
+        }
+        message.push('\n');
+        message.push_str(&trailers(
+            session,
+            turn,
+            record.started_at,
+            Some((crate::now()?, record.before)),
+            Some((files.len(), additions, deletions)),
+        )?);
+        let head = session_ref(session, "head")?;
+        let commit = self.commit(&head, &message, after, [begin])?;
+        self.set_ref(&reference, commit, "rewind: end turn")?;
+        Ok(files)
+    }
+
+    /// Every turn of `session` (or of every session), oldest first.
+    pub fn turns(&self, session: Option<&str>) -> Result<Vec<Turn>> {
+        let mut turns = Vec::new();
+        for (session, records) in self.sessions(session)? {
+            for record in records {
+                let rolled_back = self
+                    .ref_target(&turn_ref(&session, "rolled-back", &record.turn)?)?
+                    .is_some();
+                turns.push(Turn {
+                    session: record.session,
+                    turn: record.turn,
+                    started_at: record.started_at,
+                    ended_at: record.ended_at,
+                    before: record.before.to_string(),
+                    after: record.after.map(|a| a.to_string()),
+                    files: record.files,
+                    additions: record.additions,
+                    deletions: record.deletions,
+                    rolled_back,
+                });
+            }
+        }
+        turns.sort_by_key(|t| t.started_at); // stable: each session's own order is kept
+        Ok(turns)
+    }
+
+    /// Undo what `session` did from `from_turn` (default: its first turn) on: the paths those
+    /// turns changed go back to their state before `from_turn`. With `file`, only that path.
+    /// A path edited by someone else after the last turn is a conflict unless `force` (its
+    /// bytes are in the `undo` snapshot either way). Marks the undone turns rolled back.
+    pub fn undo(
+        &self,
+        session: &str,
+        from_turn: Option<&str>,
+        file: Option<&Path>,
+        force: bool,
+    ) -> Result<UndoOutcome> {
+        let only = file.map(|f| self.project_path(f)).transpose()?;
+        let _lock = self.lock()?;
+        let records = self
+            .sessions(Some(session))?
+            .into_iter()
+            .next()
+            .map(|(_, records)| records)
+            .unwrap_or_default();
+        let start = match from_turn {
+            Some(turn) => records.iter().position(|r| r.turn == turn),
+            None => (!records.is_empty()).then_some(0),
+        }
+        .ok_or_else(|| Error::Turn {
+            session: session.into(),
+            turn: from_turn.unwrap_or_default().into(),
+            reason: "is not a turn of this session",
+        })?;
+        let undone = &records[start..];
+        let current = self.track_locked(&TrackOptions::default())?.hash;
+        let repo = self.repo();
+        let mut touched: Vec<BString> = Vec::new();
+        for record in undone {
+            let after = record.after.unwrap_or(current);
+            touched.extend(
+                tree_changes(&repo, record.before, after)?
+                    .into_iter()
+                    .map(|c| c.path),
+            );
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        if let Some(only) = &only {
+            touched.retain(|p| p == only);
+        }
+        // What the agent's last turn left: turns already rolled back left nothing.
+        let mut rolled_back = Vec::with_capacity(undone.len());
+        for record in undone {
+            let marker = turn_ref(session, "rolled-back", &record.turn)?;
+            rolled_back.push(self.ref_target(&marker)?.is_some());
+        }
+        let last_after = undone
+            .iter()
+            .zip(&rolled_back)
+            .rev()
+            .find(|(_, rolled_back)| !**rolled_back)
+            .map_or(Some(current), |(record, _)| record.after)
+            .unwrap_or(current);
+        let edited_since: Vec<BString> = tree_changes(&repo, last_after, current)?
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        let target = undone[0].before;
+        let mut conflicts = Vec::new();
+        let mut steps = Vec::new();
+        for change in tree_changes(&repo, current, target)? {
+            if touched.binary_search(&change.path).is_err() {
+                continue; // not the agent's: edits between turns by someone else stay
+            }
+            if !force && edited_since.contains(&change.path) {
+                conflicts.push(change.path.to_str_lossy().into_owned());
+                continue;
+            }
+            steps.push(step_of(&change));
+        }
+        let RestoreOutcome {
+            written,
+            deleted,
+            failed,
+            conflicts: in_the_way,
+            undo,
+            ..
+        } = self.apply(target, current, steps, force)?;
+        conflicts.extend(in_the_way);
+        if only.is_none() {
+            for record in undone {
+                self.set_ref(
+                    &turn_ref(session, "rolled-back", &record.turn)?,
+                    record.commit,
+                    "rewind: undo",
+                )?;
+            }
+        }
+        Ok(UndoOutcome {
+            restored: written,
+            deleted,
+            conflicts,
+            failed,
+            undo,
+        })
+    }
+
+    /// Per-file totals across `session`: each file once, from its state before the first turn
+    /// that touched it to its state after the last one.
+    pub fn changes(&self, session: &str) -> Result<SessionChanges> {
+        let records = self
+            .sessions(Some(session))?
+            .into_iter()
+            .next()
+            .map(|(_, records)| records)
+            .unwrap_or_default();
+        let current = || self.track(&TrackOptions::default()).map(|s| s.hash);
+        let repo = self.repo();
+        let mut net: BTreeMap<BString, Change> = BTreeMap::new();
+        for record in &records {
+            let after = match record.after {
+                Some(after) => after,
+                None => current()?,
+            };
+            for change in tree_changes(&repo, record.before, after)? {
+                match net.get_mut(&change.path) {
+                    Some(first) => first.after = change.after,
+                    None => {
+                        net.insert(change.path.clone(), change);
+                    }
+                }
+            }
+        }
+        let files = net
+            .into_values()
+            .filter(|c| c.before != c.after)
+            .map(|c| turn_file(&repo, c))
+            .collect::<Result<Vec<_>>>()?;
+        let (total_additions, total_deletions) = totals(&files);
+        Ok(SessionChanges {
+            session: session.into(),
+            total_files: files.len(),
+            total_additions,
+            total_deletions,
+            files,
+        })
+    }
+
+    /// Per-file stats of the changes from tree `before` to tree `after`.
+    fn files_between(&self, before: ObjectId, after: ObjectId) -> Result<Vec<TurnFile>> {
+        let repo = self.repo();
+        tree_changes(&repo, before, after)?
+            .into_iter()
+            .map(|c| turn_file(&repo, c))
+            .collect()
+    }
+
+    /// The turns of `session` (or of all sessions), each session's in chain order.
+    fn sessions(&self, only: Option<&str>) -> Result<Vec<(String, Vec<Record>)>> {
+        let prefix = match only {
+            Some(session) => session_ref(session, "")?,
+            None => format!("{SESSIONS}/"),
+        };
+        let repo = self.repo();
+        let mut heads: Vec<(String, ObjectId)> = Vec::new();
+        let platform = repo
+            .references()
+            .map_err(|e| Error::store(self.git_dir(), e))?;
+        let refs = platform
+            .prefixed(prefix.as_str())
+            .map_err(|e| Error::store(self.git_dir(), e))?;
+        for reference in refs {
+            let mut reference = reference.map_err(|e| Error::store(self.git_dir(), e))?;
+            let name = reference.name().as_bstr().to_string();
+            let Some(encoded) = name
+                .strip_prefix(&format!("{SESSIONS}/"))
+                .and_then(|rest| rest.strip_suffix("/head"))
+            else {
+                continue;
+            };
+            let Some(session) = decode_id(encoded) else {
+                continue;
+            };
+            let id = reference
+                .peel_to_id()
+                .map_err(|e| Error::store(self.git_dir(), e))?
+                .detach();
+            heads.push((session, id));
+        }
+        let mut sessions = Vec::new();
+        for (session, head) in heads {
+            // Walk the chain back from the head; each turn appears as its end, then its begin.
+            let mut records: Vec<Record> = Vec::new();
+            let mut next = Some(head);
+            while let Some(commit) = next {
+                let record = self.record(commit)?;
+                next = self.parent(commit)?;
+                if record.ended_at.is_some() {
+                    next = next.and_then(|begin| self.parent(begin).ok().flatten());
+                }
+                records.push(record);
+            }
+            records.reverse();
+            sessions.push((session, records));
+        }
+        Ok(sessions)
+    }
+
+    fn parent(&self, commit: ObjectId) -> Result<Option<ObjectId>> {
+        let repo = self.repo();
+        let object = repo
+            .find_commit(commit)
+            .map_err(|e| Error::store(self.git_dir(), e))?;
+        let id = object.parent_ids().next().map(|id| id.detach());
+        Ok(id)
+    }
+
+    /// Parse a turn commit's trailers.
+    fn record(&self, commit: ObjectId) -> Result<Record> {
+        let repo = self.repo();
+        let object = repo
+            .find_commit(commit)
+            .map_err(|e| Error::store(self.git_dir(), e))?;
+        let tree = object
+            .tree_id()
+            .map_err(|e| Error::store(self.git_dir(), e))?
+            .detach();
+        let message = object.message_raw_sloppy().to_owned();
+        let field = |key: &str| -> Option<String> {
+            message
+                .lines()
+                .rev()
+                .find_map(|line| line.strip_prefix(format!("{key}: ").as_bytes()))
+                .map(|v| v.to_str_lossy().into_owned())
+        };
+        let bad = || {
+            Error::store(
+                self.git_dir(),
+                format!("commit {commit} is not a rewind turn"),
+            )
+        };
+        let id = |key| field(key).and_then(|v| decode_id(&v)).ok_or_else(bad);
+        let time = |key| {
+            field(key).map(|v| {
+                DateTime::parse_from_rfc3339(&v)
+                    .map(|t| t.with_timezone(&Utc))
+                    .map_err(|_| bad())
+            })
+        };
+        let number = |key| field(key).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let ended_at = time("Rewind-Ended").transpose()?;
+        let before = match field("Rewind-Before") {
+            Some(hex) => ObjectId::from_hex(hex.as_bytes()).map_err(|_| bad())?,
+            None => tree,
+        };
+        Ok(Record {
+            session: id("Rewind-Session")?,
+            turn: id("Rewind-Turn")?,
+            started_at: time("Rewind-Started").ok_or_else(bad)??,
+            after: ended_at.map(|_| tree),
+            ended_at,
+            before,
+            commit,
+            files: number("Rewind-Files"),
+            additions: number("Rewind-Additions"),
+            deletions: number("Rewind-Deletions"),
+        })
+    }
+}
+
+/// The trailers that identify a turn commit (ids percent-encoded, so one line each).
+fn trailers(
+    session: &str,
+    turn: &str,
+    started: DateTime<Utc>,
+    ended: Option<(DateTime<Utc>, ObjectId)>,
+    stats: Option<(usize, usize, usize)>,
+) -> Result<String> {
+    let mut out = format!(
+        "Rewind-Session: {}\nRewind-Turn: {}\nRewind-Started: {}\n",
+        encode_id("session", session)?,
+        encode_id("turn", turn)?,
+        started.to_rfc3339()
+    );
+    if let Some((ended, before)) = ended {
+        out.push_str(&format!(
+            "Rewind-Ended: {}\nRewind-Before: {before}\n",
+            ended.to_rfc3339()
+        ));
+    }
+    if let Some((files, additions, deletions)) = stats {
+        out.push_str(&format!(
+            "Rewind-Files: {files}\nRewind-Additions: {additions}\nRewind-Deletions: {deletions}\n"
+        ));
+    }
+    Ok(out)
+}
+
+/// Counts for one change (no contents).
+fn turn_file(repo: &gix::Repository, change: Change) -> Result<TurnFile> {
+    let options = DiffOptions {
+        max_content_bytes: 0,
+        ..DiffOptions::default()
+    };
+    let row = file_change(repo, change, &options)?;
+    Ok(TurnFile {
+        file: row.file,
+        status: row.status,
+        additions: row.additions,
+        deletions: row.deletions,
+    })
+}
+
+fn totals(files: &[TurnFile]) -> (usize, usize) {
+    files
+        .iter()
+        .fold((0, 0), |(a, d), f| (a + f.additions, d + f.deletions))
+}
