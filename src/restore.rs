@@ -14,6 +14,7 @@
 //!    renamed over the old one, so a `kill -9` leaves every file old or new. A path that cannot
 //!    be written goes into `failed`, and the others continue.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -66,6 +67,49 @@ impl RestoreOutcome {
     pub fn is_complete(&self) -> bool {
         self.failed.is_empty()
     }
+}
+
+/// What is in the way of writing a path.
+enum Obstacle {
+    None,
+    /// A file or symlink outside the current snapshot: saved and replaced with `force`.
+    File(PathBuf, fs::Metadata),
+    /// Something never replaced: a nested repository, a directory with files outside the
+    /// snapshot, a file in place of a parent directory.
+    Kept,
+}
+
+/// Whether directory `abs` (project path `rel`) holds nothing but directories and files in
+/// `deleting`. Costs a walk of the directory.
+fn holds_only(abs: &Path, rel: &BStr, deleting: &HashSet<&BStr>) -> bool {
+    let Ok(entries) = fs::read_dir(abs) else {
+        return false;
+    };
+    entries.flatten().all(|entry| {
+        let mut child = BString::from(rel);
+        child.push(b'/');
+        child.extend_from_slice(entry.file_name().as_bytes());
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => holds_only(&entry.path(), child.as_ref(), deleting),
+            Ok(_) => deleting.contains(child.as_bstr()),
+            Err(_) => false,
+        }
+    })
+}
+
+/// Remove directory `dir` if it holds only (empty) directories; fails otherwise.
+fn remove_empty_tree(dir: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if !entry.file_type()?.is_dir() {
+            return Err(io::Error::other(format!(
+                "{} is in the way",
+                entry.path().display()
+            )));
+        }
+        remove_empty_tree(&entry.path())?;
+    }
+    fs::remove_dir(dir)
 }
 
 /// One path to bring to `target` (`None`: delete), currently `current`.
@@ -180,23 +224,27 @@ impl Store {
             conflicts: Vec::new(),
             undo: current.to_string(),
         };
-        // Paths the target adds that exist on disk outside the current snapshot.
+        // Paths the target adds where something outside the current snapshot is in the way.
+        let deleting: HashSet<&BStr> = steps
+            .iter()
+            .filter(|s| s.current.is_some() && s.target.is_none())
+            .map(|s| s.path.as_bstr())
+            .collect();
         let mut saved = Vec::new();
         let mut skip = vec![false; steps.len()];
         for (i, step) in steps.iter().enumerate() {
             if step.current.is_some() || step.target.is_none() {
                 continue;
             }
-            let abs = self.abs(step.path.as_ref());
-            let Ok(meta) = fs::symlink_metadata(&abs) else {
-                continue;
-            };
-            let savable = meta.is_file() || meta.file_type().is_symlink();
-            if force && savable {
-                saved.push((step.path.clone(), self.save_on_disk(&abs, &meta)?));
-            } else {
-                outcome.conflicts.push(lossy(&step.path));
-                skip[i] = true;
+            match self.obstacle(step.path.as_ref(), &deleting) {
+                Obstacle::None => {}
+                Obstacle::File(abs, meta) if force => {
+                    saved.push((step.path.clone(), self.save_on_disk(&abs, &meta)?));
+                }
+                Obstacle::File(..) | Obstacle::Kept => {
+                    outcome.conflicts.push(lossy(&step.path));
+                    skip[i] = true;
+                }
             }
         }
         let undo = if saved.is_empty() {
@@ -250,6 +298,44 @@ impl Store {
             }
         }
         Ok(outcome)
+    }
+
+    /// What stands on disk where the target puts `path`, which the current snapshot lacks.
+    /// `deleting`: the current snapshot's paths this run deletes (they are not obstacles).
+    /// Never looks through a symlink or a file on the way: those end the search.
+    fn obstacle(&self, path: &BStr, deleting: &HashSet<&BStr>) -> Obstacle {
+        let mut at = self.project().to_owned();
+        let mut walked = BString::default();
+        for name in path.split(|&b| b == b'/') {
+            at.push(std::ffi::OsStr::from_bytes(name));
+            if !walked.is_empty() {
+                walked.push(b'/');
+            }
+            walked.extend_from_slice(name);
+            let Ok(meta) = fs::symlink_metadata(&at) else {
+                return Obstacle::None; // nothing there, nor below
+            };
+            let is_target = walked.len() == path.len();
+            if meta.is_dir() {
+                if at.join(".git").symlink_metadata().is_ok() {
+                    return Obstacle::Kept; // a nested repository: never written into
+                }
+                if is_target {
+                    // Only empty directories and files this run deletes may be replaced.
+                    return match holds_only(&at, walked.as_ref(), deleting) {
+                        true => Obstacle::None,
+                        false => Obstacle::Kept,
+                    };
+                }
+            } else if deleting.contains(walked.as_bstr()) {
+                return Obstacle::None; // a file or symlink of the snapshot, deleted first
+            } else if is_target {
+                return Obstacle::File(at, meta);
+            } else {
+                return Obstacle::Kept; // a file or symlink outside the snapshot on the way
+            }
+        }
+        Obstacle::None
     }
 
     /// The project file at `path`, saved as a blob: (tree entry kind, id).
@@ -316,6 +402,9 @@ impl Store {
         let abs = self.abs(path);
         let parent = abs.parent().expect("a project path has a parent");
         self.ensure_real_dirs(parent)?;
+        if fs::symlink_metadata(&abs).is_ok_and(|m| m.is_dir()) {
+            remove_empty_tree(&abs)?; // checked: only empty directories are left there
+        }
         if side.is_link() {
             let temp = temp_name(parent);
             std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(data), &temp)?;
