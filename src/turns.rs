@@ -87,6 +87,8 @@ struct Record {
     before: ObjectId,
     /// The turn's ref target: its end commit, or its begin commit while open.
     commit: ObjectId,
+    /// The turn's begin commit.
+    begin: ObjectId,
     after: Option<ObjectId>,
     files: usize,
     additions: usize,
@@ -143,15 +145,29 @@ pub(crate) fn decode_id(encoded: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// An id as a ref-name component: [`encode_id`], or for a long id (whose encoding would not fit
+/// in a file name) `%H` and the SHA-1 of the id, which no encoding produces. The exact id is
+/// always in the commit's trailers.
+fn ref_component(what: &'static str, id: &str) -> Result<String> {
+    let encoded = encode_id(what, id)?;
+    if encoded.len() <= 120 {
+        return Ok(encoded);
+    }
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(id.as_bytes());
+    let digest = hasher.try_finalize().expect("sha1 of an id");
+    Ok(format!("%H{digest}"))
+}
+
 fn session_ref(session: &str, rest: &str) -> Result<String> {
     Ok(format!(
         "{SESSIONS}/{}/{rest}",
-        encode_id("session", session)?
+        ref_component("session", session)?
     ))
 }
 
 fn turn_ref(session: &str, kind: &str, turn: &str) -> Result<String> {
-    session_ref(session, &format!("{kind}/{}", encode_id("turn", turn)?))
+    session_ref(session, &format!("{kind}/{}", ref_component("turn", turn)?))
 }
 
 impl Store {
@@ -243,9 +259,16 @@ impl Store {
             Some((crate::now()?, record.before)),
             Some((files.len(), additions, deletions)),
         )?);
+        let commit = self.commit(&reference, &message, after, [begin])?;
         let head = session_ref(session, "head")?;
-        let commit = self.commit(&head, &message, after, [begin])?;
-        self.set_ref(&reference, commit, "rewind: end turn")?;
+        if self.ref_target(&head)? == Some(begin) {
+            self.set_ref(&head, commit, "rewind: end turn")?;
+        }
+        self.set_ref(
+            &session_ref(session, "expected")?,
+            commit,
+            "rewind: end turn",
+        )?;
         Ok(files)
     }
 
@@ -320,22 +343,32 @@ impl Store {
         if let Some(only) = &only {
             touched.retain(|p| p == only);
         }
-        // What the agent's last turn left: turns already rolled back left nothing.
-        let mut rolled_back = Vec::with_capacity(undone.len());
-        for record in undone {
-            let marker = turn_ref(session, "rolled-back", &record.turn)?;
-            rolled_back.push(self.ref_target(&marker)?.is_some());
-        }
-        let last_after = undone
-            .iter()
-            .zip(&rolled_back)
-            .rev()
-            .find(|(_, rolled_back)| !**rolled_back)
-            .map_or(Some(current), |(record, _)| record.after)
-            .unwrap_or(current);
-        let edited_since: Vec<BString> = tree_changes(&repo, last_after, current)?
+        // What the agent left: the session's expected state (its last turn's after, minus what
+        // undo restored since), or the project now while its last turn is still open.
+        let expected_ref = session_ref(session, "expected")?;
+        let last_open = records.last().is_some_and(|r| r.ended_at.is_none());
+        let expected_commit = self.ref_target(&expected_ref)?;
+        let expected = match expected_commit {
+            Some(commit) if !last_open => repo
+                .find_commit(commit)
+                .and_then(|c| c.tree_id())
+                .map_err(|e| Error::store(self.git_dir(), e))?
+                .detach(),
+            _ => current,
+        };
+        // Someone else's edit: the content is neither what the agent's last turn wrote nor what
+        // an undo since put there.
+        let last_after = records.last().and_then(|r| r.after).unwrap_or(current);
+        let not_the_agents = |tree| -> Result<Vec<BString>> {
+            Ok(tree_changes(&repo, tree, current)?
+                .into_iter()
+                .map(|c| c.path)
+                .collect())
+        };
+        let unlike_last_turn = not_the_agents(last_after)?;
+        let edited_since: Vec<BString> = not_the_agents(expected)?
             .into_iter()
-            .map(|c| c.path)
+            .filter(|path| unlike_last_turn.contains(path))
             .collect();
         let target = undone[0].before;
         let mut conflicts = Vec::new();
@@ -348,7 +381,41 @@ impl Store {
                 conflicts.push(change.path.to_str_lossy().into_owned());
                 continue;
             }
-            steps.push(step_of(&change));
+            steps.push(change);
+        }
+        let outcome = self.apply(target, current, steps.iter().map(step_of).collect(), force)?;
+        // The agent's expected state now has the restored paths as undo left them; paths left
+        // alone (conflicts, failures) keep the agent's version, so they stay conflicts.
+        let done: Vec<&Change> = steps
+            .iter()
+            .filter(|c| {
+                let path = c.path.to_str_lossy();
+                outcome
+                    .written
+                    .iter()
+                    .chain(&outcome.deleted)
+                    .any(|p| *p == path)
+            })
+            .collect();
+        if !done.is_empty() && !last_open {
+            let mut editor = repo
+                .edit_tree(expected)
+                .map_err(|e| Error::store(self.git_dir(), e))?;
+            for change in done {
+                let edited = match change.after {
+                    Some(side) => {
+                        editor.upsert(change.path.as_bstr(), entry_kind(side.mode), side.id)
+                    }
+                    None => editor.remove(change.path.as_bstr()),
+                };
+                edited.map_err(|e| Error::store(self.git_dir(), e))?;
+            }
+            let tree = editor
+                .write()
+                .map_err(|e| Error::store(self.git_dir(), e))?
+                .detach();
+            let message = format!("rewind: undo of session {session:?}: the agent's files now\n");
+            self.commit(&expected_ref, &message, tree, expected_commit)?;
         }
         let RestoreOutcome {
             written,
@@ -357,7 +424,7 @@ impl Store {
             conflicts: in_the_way,
             undo,
             ..
-        } = self.apply(target, current, steps, force)?;
+        } = outcome;
         conflicts.extend(in_the_way);
         if only.is_none() {
             for record in undone {
@@ -427,52 +494,55 @@ impl Store {
             .collect()
     }
 
-    /// The turns of `session` (or of all sessions), each session's in chain order.
+    /// The turns of `session` (or of all sessions), each session's oldest first: by start
+    /// time, then by position on the session's chain (times can be equal under `REWIND_NOW`).
     fn sessions(&self, only: Option<&str>) -> Result<Vec<(String, Vec<Record>)>> {
         let prefix = match only {
             Some(session) => session_ref(session, "")?,
             None => format!("{SESSIONS}/"),
         };
         let repo = self.repo();
-        let mut heads: Vec<(String, ObjectId)> = Vec::new();
-        let platform = repo
-            .references()
-            .map_err(|e| Error::store(self.git_dir(), e))?;
-        let refs = platform
+        let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
+        let platform = repo.references().map_err(|e| store_error(&e))?;
+        let mut by_session: BTreeMap<String, (Option<ObjectId>, Vec<Record>)> = BTreeMap::new();
+        for reference in platform
             .prefixed(prefix.as_str())
-            .map_err(|e| Error::store(self.git_dir(), e))?;
-        for reference in refs {
-            let mut reference = reference.map_err(|e| Error::store(self.git_dir(), e))?;
+            .map_err(|e| store_error(&e))?
+        {
+            let mut reference = reference.map_err(|e| store_error(&e))?;
             let name = reference.name().as_bstr().to_string();
-            let Some(encoded) = name
-                .strip_prefix(&format!("{SESSIONS}/"))
-                .and_then(|rest| rest.strip_suffix("/head"))
-            else {
-                continue;
-            };
-            let Some(session) = decode_id(encoded) else {
-                continue;
-            };
-            let id = reference
+            // <SESSIONS>/<session>/head or <SESSIONS>/<session>/turns/<turn>
+            let parts: Vec<&str> = name[SESSIONS.len() + 1..].split('/').collect();
+            let commit = reference
                 .peel_to_id()
-                .map_err(|e| Error::store(self.git_dir(), e))?
+                .map_err(|e| store_error(&e))?
                 .detach();
-            heads.push((session, id));
+            match parts[..] {
+                [_, "head"] => {
+                    let session = self.record(commit)?.session;
+                    by_session.entry(session).or_default().0 = Some(commit);
+                }
+                [_, "turns", _] => {
+                    let record = self.record(commit)?;
+                    by_session
+                        .entry(record.session.clone())
+                        .or_default()
+                        .1
+                        .push(record);
+                }
+                _ => {}
+            }
         }
         let mut sessions = Vec::new();
-        for (session, head) in heads {
-            // Walk the chain back from the head; each turn appears as its end, then its begin.
-            let mut records: Vec<Record> = Vec::new();
-            let mut next = Some(head);
+        for (session, (head, mut records)) in by_session {
+            let mut chain = Vec::new();
+            let mut next = head;
             while let Some(commit) = next {
-                let record = self.record(commit)?;
+                chain.push(commit);
                 next = self.parent(commit)?;
-                if record.ended_at.is_some() {
-                    next = next.and_then(|begin| self.parent(begin).ok().flatten());
-                }
-                records.push(record);
             }
-            records.reverse();
+            let position = |begin: &ObjectId| chain.iter().rev().position(|c| c == begin);
+            records.sort_by_key(|r| (r.started_at, position(&r.begin)));
             sessions.push((session, records));
         }
         Ok(sessions)
@@ -533,6 +603,10 @@ impl Store {
             ended_at,
             before,
             commit,
+            begin: match ended_at {
+                Some(_) => object.parent_ids().next().map_or(commit, |id| id.detach()),
+                None => commit,
+            },
             files: number("Rewind-Files"),
             additions: number("Rewind-Additions"),
             deletions: number("Rewind-Deletions"),
@@ -566,6 +640,15 @@ fn trailers(
         ));
     }
     Ok(out)
+}
+
+fn entry_kind(mode: u32) -> gix::objs::tree::EntryKind {
+    use gix::objs::tree::EntryKind;
+    match mode {
+        0o100755 => EntryKind::BlobExecutable,
+        0o120000 => EntryKind::Link,
+        _ => EntryKind::Blob,
+    }
 }
 
 /// Counts for one change (no contents).

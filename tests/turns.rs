@@ -1,0 +1,1972 @@
+//! Integration tests for sessions and turns ("Turns and sessions"): `rewind turn begin`,
+//! `turn track-file`, `turn end`, `turns`, `undo` and `changes`.
+//!
+//! Every number is checked against git itself: per-file statuses and +/- counts against
+//! `git diff --numstat --no-renames` / `--name-status` between the `before` and `after` trees that
+//! `turns --json` reports, and the state after an undo against an oracle computed from
+//! `git ls-tree` of those trees (paths changed by the undone turns take their entry from the
+//! first undone turn's `before`, every other path keeps what it had).
+//!
+//! Helpers shared with the other test files live in tests/common/mod.rs; the ones below are
+//! specific to turns.
+
+mod common;
+
+use common::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+// ---------------------------------------------------------------------------
+// Running rewind
+// ---------------------------------------------------------------------------
+
+/// `rewind -C <project> ARGS` with `REWIND_NOW=now` when given; fails the test on a panic.
+fn rw_at(p: &TestProject, now: Option<&str>, args: &[&str]) -> Run {
+    let mut cmd = p.rewind_command(args);
+    if let Some(now) = now {
+        cmd.env("REWIND_NOW", now);
+    }
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert_no_panic(&run);
+    run
+}
+
+fn rw(p: &TestProject, args: &[&str]) -> Run {
+    rw_at(p, None, args)
+}
+
+/// The single JSON value on stdout.
+fn parse_json(run: &Run) -> Value {
+    let lines: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected exactly one JSON line on stdout: {run}"
+    );
+    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("invalid JSON ({e}): {run}"))
+}
+
+/// `rewind -C <project> --json ARGS` (with `REWIND_NOW=now` when given): must succeed.
+fn rwj_at(p: &TestProject, now: Option<&str>, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let run = rw_at(p, now, &all);
+    run.assert_success();
+    parse_json(&run)
+}
+
+fn rwj(p: &TestProject, args: &[&str]) -> Value {
+    rwj_at(p, None, args)
+}
+
+/// `--session=<id>`: the `=` form, so that ids starting with `-` are values, not flags.
+fn sess(id: &str) -> String {
+    format!("--session={id}")
+}
+
+fn turn_arg(id: &str) -> String {
+    format!("--turn={id}")
+}
+
+fn begin_at(p: &TestProject, now: Option<&str>, s: &str, t: &str) {
+    rwj_at(p, now, &["turn", "begin", &sess(s), &turn_arg(t)]);
+}
+
+fn begin(p: &TestProject, s: &str, t: &str) {
+    begin_at(p, None, s, t)
+}
+
+/// `turn end`: the per-file list it prints.
+fn end_at(p: &TestProject, now: Option<&str>, s: &str, t: &str) -> Vec<Value> {
+    let v = rwj_at(p, now, &["turn", "end", &sess(s), &turn_arg(t)]);
+    v.as_array()
+        .unwrap_or_else(|| panic!("`turn end --json` must print an array, got {v}"))
+        .clone()
+}
+
+fn end(p: &TestProject, s: &str, t: &str) -> Vec<Value> {
+    end_at(p, None, s, t)
+}
+
+fn track_file(p: &TestProject, s: &str, t: &str, path: &str) {
+    rwj(p, &["turn", "track-file", &sess(s), &turn_arg(t), path]);
+}
+
+/// One row of `turns --json`, parsed strictly.
+#[derive(Debug, Clone)]
+struct TurnRec {
+    session: String,
+    turn: String,
+    started_at: String,
+    ended_at: Option<String>,
+    before: String,
+    after: Option<String>,
+    files: u64,
+    additions: u64,
+    deletions: u64,
+    rolled_back: bool,
+    json: Value,
+}
+
+impl TurnRec {
+    fn parse(v: &Value) -> TurnRec {
+        let s = |k: &str| -> String {
+            v[k].as_str()
+                .unwrap_or_else(|| panic!("turn without string {k:?}: {v}"))
+                .to_string()
+        };
+        let opt = |k: &str| -> Option<String> {
+            assert!(
+                v.get(k).is_some(),
+                "turn without {k:?} (null while open): {v}"
+            );
+            if v[k].is_null() {
+                None
+            } else {
+                Some(s(k))
+            }
+        };
+        let n = |k: &str| {
+            v[k].as_u64()
+                .unwrap_or_else(|| panic!("turn without number {k:?}: {v}"))
+        };
+        let rec = TurnRec {
+            session: s("session"),
+            turn: s("turn"),
+            started_at: s("started_at"),
+            ended_at: opt("ended_at"),
+            before: s("before"),
+            after: opt("after"),
+            files: n("files"),
+            additions: n("additions"),
+            deletions: n("deletions"),
+            rolled_back: v["rolled_back"]
+                .as_bool()
+                .unwrap_or_else(|| panic!("turn without bool \"rolled_back\": {v}")),
+            json: v.clone(),
+        };
+        assert_oid(&rec.before, "turns --json before");
+        if let Some(after) = &rec.after {
+            assert_oid(after, "turns --json after");
+        }
+        assert_eq!(
+            rec.ended_at.is_none(),
+            rec.after.is_none(),
+            "ended_at and after are null together (open turn) or set together: {v}"
+        );
+        rec
+    }
+
+    /// The turn's "after", or the project now for an open turn.
+    fn after_or(&self, current: &str) -> String {
+        self.after.clone().unwrap_or_else(|| current.to_string())
+    }
+}
+
+/// `turns --json [--session=S]`, oldest first.
+fn turns_at(p: &TestProject, now: Option<&str>, session: Option<&str>) -> Vec<TurnRec> {
+    let filter = session.map(sess);
+    let mut args = vec!["turns"];
+    if let Some(f) = &filter {
+        args.push(f);
+    }
+    let v = rwj_at(p, now, &args);
+    v.as_array()
+        .unwrap_or_else(|| panic!("`turns --json` must print an array, got {v}"))
+        .iter()
+        .map(TurnRec::parse)
+        .collect()
+}
+
+fn turns(p: &TestProject, session: Option<&str>) -> Vec<TurnRec> {
+    turns_at(p, None, session)
+}
+
+/// The parsed `undo --json` outcome.
+#[derive(Debug)]
+struct Undo {
+    restored: BTreeSet<String>,
+    deleted: BTreeSet<String>,
+    conflicts: BTreeSet<String>,
+    failed: Vec<Value>,
+    undo: String,
+    json: Value,
+}
+
+fn string_set(v: &Value, key: &str) -> BTreeSet<String> {
+    v[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key:?} array in {v}"))
+        .iter()
+        .map(|e| {
+            e.as_str()
+                .unwrap_or_else(|| panic!("non-string in {key:?}: {v}"))
+                .to_string()
+        })
+        .collect()
+}
+
+/// `undo --json --session=S EXTRA...`: must exit 0.
+fn undo(p: &TestProject, s: &str, extra: &[&str]) -> Undo {
+    let session = sess(s);
+    let mut args = vec!["undo", session.as_str()];
+    args.extend_from_slice(extra);
+    let v = rwj(p, &args);
+    let u = Undo {
+        restored: string_set(&v, "restored"),
+        deleted: string_set(&v, "deleted"),
+        conflicts: string_set(&v, "conflicts"),
+        failed: v["failed"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no \"failed\" array in {v}"))
+            .clone(),
+        undo: v["undo"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no \"undo\" id in {v}"))
+            .to_string(),
+        json: v.clone(),
+    };
+    assert_oid(&u.undo, "undo --json undo");
+    assert!(u.failed.is_empty(), "undo failed for some files: {v}");
+    u
+}
+
+/// Runs `rewind --json ARGS` expecting exit 1 with a JSON error; returns its code. Also checks
+/// the plain (non-JSON) form exits 1 with a message on stderr.
+fn expect_error_at(p: &TestProject, now: Option<&str>, args: &[&str]) -> String {
+    let plain = rw_at(p, now, args);
+    plain.assert_code(1);
+    assert!(
+        plain.stderr.trim_start().starts_with("rewind:"),
+        "an error must be reported on stderr: {plain}"
+    );
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let run = rw_at(p, now, &all);
+    run.assert_code(1);
+    let v = parse_json(&run);
+    let code = v["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error.code in {v}: {run}"))
+        .to_string();
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "no error.message in {v}"
+    );
+    code
+}
+
+fn expect_error(p: &TestProject, args: &[&str]) -> String {
+    expect_error_at(p, None, args)
+}
+
+// ---------------------------------------------------------------------------
+// Git oracles on the store
+// ---------------------------------------------------------------------------
+
+/// `git ls-tree -r -z TREE`: path -> "mode type oid".
+fn tree_entries(p: &TestProject, store: &std::path::Path, tree: &str) -> BTreeMap<String, String> {
+    let run = p.sb.git_in_run(store, ["ls-tree", "-r", "-z", tree]);
+    run.assert_success();
+    run.stdout_bytes
+        .split(|b| *b == 0)
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let e = String::from_utf8_lossy(e);
+            let (meta, path) = e.split_once('\t').expect("ls-tree entry");
+            (path.to_string(), meta.to_string())
+        })
+        .collect()
+}
+
+/// `git diff --numstat --no-renames -z A B`: path -> (additions, deletions).
+fn numstat(
+    p: &TestProject,
+    store: &std::path::Path,
+    a: &str,
+    b: &str,
+) -> BTreeMap<String, (u64, u64)> {
+    let run =
+        p.sb.git_in_run(store, ["diff", "--numstat", "--no-renames", "-z", a, b]);
+    run.assert_success();
+    run.stdout_bytes
+        .split(|b| *b == 0)
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let e = String::from_utf8_lossy(e);
+            let mut parts = e.splitn(3, '\t');
+            let add = parts.next().unwrap();
+            let del = parts.next().unwrap();
+            let path = parts.next().expect("numstat path").to_string();
+            let n = |s: &str| {
+                s.parse::<u64>()
+                    .unwrap_or_else(|_| panic!("binary file in test data: {e}"))
+            };
+            (path, (n(add), n(del)))
+        })
+        .collect()
+}
+
+/// `git diff --name-status --no-renames -z A B`: path -> added|deleted|modified.
+fn name_status(
+    p: &TestProject,
+    store: &std::path::Path,
+    a: &str,
+    b: &str,
+) -> BTreeMap<String, String> {
+    let run =
+        p.sb.git_in_run(store, ["diff", "--name-status", "--no-renames", "-z", a, b]);
+    run.assert_success();
+    let fields: Vec<String> = run
+        .stdout_bytes
+        .split(|b| *b == 0)
+        .filter(|e| !e.is_empty())
+        .map(|e| String::from_utf8_lossy(e).into_owned())
+        .collect();
+    fields
+        .chunks(2)
+        .map(|c| {
+            let status = match c[0].as_str() {
+                "A" => "added",
+                "D" => "deleted",
+                "M" | "T" => "modified",
+                other => panic!("unexpected name-status {other:?}"),
+            };
+            (c[1].clone(), status.to_string())
+        })
+        .collect()
+}
+
+/// The paths that differ between two trees.
+fn changed_paths(p: &TestProject, store: &std::path::Path, a: &str, b: &str) -> BTreeSet<String> {
+    name_status(p, store, a, b).into_keys().collect()
+}
+
+/// A `[{file, status, additions, deletions}]` list as a map, each file once.
+fn file_rows(files: &[Value], what: &str) -> BTreeMap<String, (String, u64, u64)> {
+    let mut out = BTreeMap::new();
+    for f in files {
+        let file = f["file"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: no file in {f}"));
+        let status = f["status"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: no status in {f}"));
+        let add = f["additions"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{what}: no additions in {f}"));
+        let del = f["deletions"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{what}: no deletions in {f}"));
+        let prev = out.insert(file.to_string(), (status.to_string(), add, del));
+        assert!(prev.is_none(), "{what}: {file:?} listed twice");
+    }
+    out
+}
+
+/// What git says changed from `a` to `b`, in the same shape as [`file_rows`].
+fn git_rows(
+    p: &TestProject,
+    store: &std::path::Path,
+    a: &str,
+    b: &str,
+) -> BTreeMap<String, (String, u64, u64)> {
+    let ns = numstat(p, store, a, b);
+    let st = name_status(p, store, a, b);
+    assert_eq!(
+        ns.keys().collect::<Vec<_>>(),
+        st.keys().collect::<Vec<_>>(),
+        "numstat and name-status disagree"
+    );
+    st.into_iter()
+        .map(|(path, status)| {
+            let (a, d) = ns[&path];
+            (path, (status, a, d))
+        })
+        .collect()
+}
+
+/// A turn's `turn end` output and its `turns` row agree with git's diff of before/after.
+fn assert_turn_matches_git(
+    p: &TestProject,
+    store: &std::path::Path,
+    rec: &TurnRec,
+    end_output: Option<&[Value]>,
+) {
+    let after = rec.after.as_deref().expect("an ended turn");
+    let want = git_rows(p, store, &rec.before, after);
+    if let Some(files) = end_output {
+        assert_eq!(
+            file_rows(files, "turn end"),
+            want,
+            "`turn end` of {:?}/{:?} differs from `git diff --numstat {} {after}`",
+            rec.session,
+            rec.turn,
+            rec.before
+        );
+    }
+    let adds: u64 = want.values().map(|r| r.1).sum();
+    let dels: u64 = want.values().map(|r| r.2).sum();
+    assert_eq!(
+        (rec.files, rec.additions, rec.deletions),
+        (want.len() as u64, adds, dels),
+        "files/additions/deletions of {} disagree with git: {want:?}",
+        rec.json
+    );
+}
+
+/// The project as a tree map, via `rewind track` (which changes no file).
+fn project_entries(p: &TestProject, store: &std::path::Path) -> (String, BTreeMap<String, String>) {
+    let t = p.track();
+    let entries = tree_entries(p, store, &t);
+    (t, entries)
+}
+
+/// The oracle for `undo`: starting from `current`, every path that one of `undone` changed
+/// (before -> after, or -> `current` while open) takes its entry in `undone[0].before`.
+/// Returns (expected entries, expected `restored`, expected `deleted`).
+fn undo_oracle(
+    p: &TestProject,
+    store: &std::path::Path,
+    undone: &[TurnRec],
+    current: &str,
+) -> (BTreeMap<String, String>, BTreeSet<String>, BTreeSet<String>) {
+    let now = tree_entries(p, store, current);
+    let target = tree_entries(p, store, &undone[0].before);
+    let mut touched = BTreeSet::new();
+    for rec in undone {
+        touched.extend(changed_paths(p, store, &rec.before, &rec.after_or(current)));
+    }
+    let mut want = now.clone();
+    let mut restored = BTreeSet::new();
+    let mut deleted = BTreeSet::new();
+    for path in &touched {
+        match (now.get(path), target.get(path)) {
+            (a, b) if a == b => {}
+            (_, Some(entry)) => {
+                restored.insert(path.clone());
+                want.insert(path.clone(), entry.clone());
+            }
+            (Some(_), None) => {
+                deleted.insert(path.clone());
+                want.remove(path);
+            }
+            (None, None) => unreachable!(),
+        }
+    }
+    (want, restored, deleted)
+}
+
+fn assert_entries_eq(got: &BTreeMap<String, String>, want: &BTreeMap<String, String>, what: &str) {
+    if got != want {
+        let mut diffs = Vec::new();
+        for (k, v) in want {
+            match got.get(k) {
+                None => diffs.push(format!("missing {k} (want {v})")),
+                Some(g) if g != v => diffs.push(format!("{k}: got {g}, want {v}")),
+                _ => {}
+            }
+        }
+        for k in got.keys().filter(|k| !want.contains_key(*k)) {
+            diffs.push(format!("unexpected {k}"));
+        }
+        panic!(
+            "{what}: the project differs from the expected state:\n{}",
+            diffs.join("\n")
+        );
+    }
+}
+
+/// Refs of the store below `prefix`.
+fn refs_under(p: &TestProject, store: &std::path::Path, prefix: &str) -> BTreeSet<String> {
+    p.sb.git_in(store, ["for-each-ref", "--format=%(refname)", prefix])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Tree ids of every commit `git log --all` shows.
+fn logged_trees(p: &TestProject, store: &std::path::Path) -> BTreeSet<String> {
+    p.sb.git_in(store, ["log", "--all", "--format=%T"])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Runs a shell script in the project (as an agent's tool call would).
+fn shell(p: &TestProject, script: &str) {
+    let mut cmd = p.sb.isolated("sh");
+    cmd.current_dir(&p.path).args(["-c", script]);
+    run_with_deadline(&mut cmd, DEFAULT_DEADLINE).assert_success();
+}
+
+fn lines(prefix: &str, n: usize) -> String {
+    (1..=n).map(|i| format!("{prefix} {i}\n")).collect()
+}
+
+/// `text` with line `at` (1-based) replaced by `with` lines.
+fn splice(text: &str, at: usize, remove: usize, with: &[&str]) -> String {
+    let mut v: Vec<String> = text.lines().map(str::to_string).collect();
+    let tail = v.split_off((at - 1).min(v.len()));
+    v.extend(with.iter().map(|s| s.to_string()));
+    v.extend(tail.into_iter().skip(remove));
+    v.iter().map(|l| format!("{l}\n")).collect()
+}
+
+fn mode_of(p: &TestProject, rel: &str) -> u32 {
+    fs::symlink_metadata(p.join(rel))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+// ---------------------------------------------------------------------------
+// Clock helpers (REWIND_NOW)
+// ---------------------------------------------------------------------------
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+/// Seconds since the epoch of an RFC 3339 UTC time ("...Z" or "...+00:00"), fraction dropped.
+fn epoch_secs(s: &str) -> i64 {
+    let bad = || panic!("not an RFC 3339 UTC time: {s:?}");
+    if s.len() < 20 {
+        bad();
+    }
+    let num = |r: std::ops::Range<usize>| s[r].parse::<i64>().unwrap_or_else(|_| bad());
+    let rest = &s[19..];
+    let rest = rest
+        .strip_prefix('.')
+        .map_or(rest, |r| r.trim_start_matches(|c: char| c.is_ascii_digit()));
+    if rest != "Z" && rest != "+00:00" {
+        bad();
+    }
+    days_from_civil(num(0..4), num(5..7), num(8..10)) * 86400
+        + num(11..13) * 3600
+        + num(14..16) * 60
+        + num(17..19)
+}
+
+/// The base time of the clock tests, shifted by `offset` seconds (|offset| < 9 days).
+fn at(offset: i64) -> String {
+    let total = 9 * 86400 + offset;
+    assert!((0..20 * 86400).contains(&total));
+    let (d, r) = (total / 86400, total % 86400);
+    format!(
+        "2030-01-{:02}T{:02}:{:02}:{:02}Z",
+        1 + d,
+        r / 3600,
+        r % 3600 / 60,
+        r % 60
+    )
+}
+
+// ---------------------------------------------------------------------------
+// The full cycle
+// ---------------------------------------------------------------------------
+
+#[test]
+fn full_cycle_three_turns_undo_all_then_redo() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let a0 = lines("alpha", 20);
+    p.file("a.txt", &a0)
+        .file("b.txt", lines("beta", 5))
+        .file("c.txt", "to be deleted\n")
+        .file("dir/d.txt", lines("delta", 8))
+        .file("keep.txt", "never touched\n")
+        .file("script.sh", "#!/bin/sh\necho hi\n");
+    let store = p.store();
+    let t0 = p.track();
+    let s = "chat-42";
+
+    // Turn 1: edit a, create new1, delete c.
+    begin(&p, s, "1");
+    p.file("a.txt", splice(&a0, 3, 2, &["ALPHA three", "ALPHA four"]));
+    let a1 = String::from_utf8(p.read("a.txt")).unwrap();
+    p.file("a.txt", splice(&a1, 11, 0, &["inserted 1", "inserted 2"]));
+    p.file("new1.txt", lines("new one", 4));
+    p.remove("c.txt");
+    let end1 = end(&p, s, "1");
+
+    // Turn 2: edit a again, edit b, create a file in a new directory, chmod +x.
+    begin(&p, s, "2");
+    let a2 = String::from_utf8(p.read("a.txt")).unwrap();
+    p.file("a.txt", splice(&a2, 15, 3, &[]));
+    p.file("b.txt", lines("BETA", 5));
+    p.file("dir/sub/new2.txt", lines("new two", 3));
+    p.chmod("script.sh", 0o755);
+    let end2 = end(&p, s, "2");
+
+    // Turn 3: delete what turn 1 created, edit d, add a symlink.
+    begin(&p, s, "3");
+    p.remove("new1.txt");
+    p.file(
+        "dir/d.txt",
+        splice(&lines("delta", 8), 8, 1, &["DELTA eight", "delta nine"]),
+    );
+    p.symlink("link", "a.txt");
+    let end3 = end(&p, s, "3");
+    let after3_files = fs_snapshot(&p.path);
+
+    let list = turns(&p, Some(s));
+    assert_eq!(list.len(), 3, "three turns: {list:#?}");
+    for (i, (rec, out)) in list.iter().zip([&end1, &end2, &end3]).enumerate() {
+        assert_eq!(rec.session, s);
+        assert_eq!(rec.turn, (i + 1).to_string(), "oldest first");
+        assert!(rec.ended_at.is_some() && !rec.rolled_back, "{}", rec.json);
+        assert_turn_matches_git(&p, &store, rec, Some(out));
+        assert_tree_complete(&sb, &store, &rec.before);
+    }
+    assert_eq!(
+        list[0].before, t0,
+        "turn 1's before is the project before it"
+    );
+    assert_eq!(
+        list[0].after.as_ref(),
+        Some(&list[1].before),
+        "nothing changed between turns"
+    );
+    assert_eq!(list[1].after.as_ref(), Some(&list[2].before));
+    assert!(
+        list[0].files == 3 && list[1].files == 4 && list[2].files == 3,
+        "{list:#?}"
+    );
+    let after3 = list[2].after.clone().unwrap();
+    assert_eq!(p.track(), after3, "turn 3's after is the project now");
+    // The same list without --session (only one session exists).
+    let all: Vec<_> = turns(&p, None).into_iter().map(|t| t.json).collect();
+    assert_eq!(all, list.iter().map(|t| t.json.clone()).collect::<Vec<_>>());
+
+    // The records are plain git: refs and commits that stock git shows.
+    let refs = refs_under(&p, &store, "refs/rewind/sessions/");
+    for r in ["head", "turns/1", "turns/2", "turns/3"] {
+        assert!(
+            refs.contains(&format!("refs/rewind/sessions/chat-42/{r}")),
+            "{refs:?}"
+        );
+    }
+    assert!(
+        !refs.iter().any(|r| r.contains("/rolled-back/")),
+        "{refs:?}"
+    );
+    let logged = logged_trees(&p, &store);
+    for rec in &list {
+        assert!(logged.contains(&rec.before) && logged.contains(rec.after.as_ref().unwrap()));
+    }
+
+    // Undo the whole session.
+    let (want, restored, deleted) = undo_oracle(&p, &store, &list, &after3);
+    let u = undo(&p, s, &[]);
+    assert!(u.conflicts.is_empty(), "{}", u.json);
+    assert_eq!(u.restored, restored, "restored: {}", u.json);
+    assert_eq!(u.deleted, deleted, "deleted: {}", u.json);
+    assert_eq!(
+        u.restored,
+        ["a.txt", "b.txt", "c.txt", "dir/d.txt", "script.sh"]
+            .map(String::from)
+            .into(),
+    );
+    assert_eq!(
+        u.deleted,
+        ["dir/sub/new2.txt", "link"].map(String::from).into()
+    );
+    let (now, entries) = project_entries(&p, &store);
+    assert_entries_eq(&entries, &want, "after undo");
+    assert_eq!(
+        now, t0,
+        "every change was made in a turn: undo brings back turn 1's before"
+    );
+    assert_eq!(p.read("a.txt"), a0.as_bytes());
+    assert_eq!(p.read("c.txt"), b"to be deleted\n");
+    assert!(!p.join("new1.txt").exists() && !p.join("link").exists());
+    assert_eq!(mode_of(&p, "script.sh"), 0o644);
+    assert!(
+        turns(&p, Some(s)).iter().all(|t| t.rolled_back),
+        "all turns rolled back"
+    );
+    let refs = refs_under(&p, &store, "refs/rewind/sessions/chat-42/rolled-back/");
+    assert_eq!(refs.len(), 3, "{refs:?}");
+
+    // Redo.
+    let run = rw(&p, &["--json", "restore", &u.undo]);
+    run.assert_success();
+    assert_eq!(
+        p.track(),
+        after3,
+        "`restore <undo>` brings back the state after turn 3"
+    );
+    let redone = fs_snapshot(&p.path);
+    for (path, e) in &after3_files {
+        let r = redone
+            .get(path)
+            .unwrap_or_else(|| panic!("{} missing after redo", path.display()));
+        assert_eq!(
+            (e.kind, e.mode & 0o777, &e.content, &e.link),
+            (r.kind, r.mode & 0o777, &r.content, &r.link)
+        );
+    }
+    assert_fsck_clean(&sb, &store);
+}
+
+#[test]
+fn undo_of_a_middle_turn_takes_later_turns_too() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", lines("a", 6))
+        .file("b.txt", lines("b", 6))
+        .file("c.txt", lines("c", 6))
+        .file("shared.txt", lines("shared", 10));
+    let store = p.store();
+    let t0 = p.track();
+    let s = "middle";
+
+    begin(&p, s, "1");
+    p.file("a.txt", lines("A", 6)).file("x.txt", "x\n");
+    end(&p, s, "1");
+    let after1_a = p.read("a.txt");
+    begin(&p, s, "2");
+    p.file("b.txt", lines("B", 7));
+    p.file(
+        "shared.txt",
+        splice(&lines("shared", 10), 2, 1, &["SHARED two"]),
+    );
+    end(&p, s, "2");
+    begin(&p, s, "3");
+    p.remove("c.txt");
+    p.file(
+        "shared.txt",
+        splice(&String::from_utf8(p.read("shared.txt")).unwrap(), 9, 2, &[]),
+    );
+    p.file("y.txt", "y\n");
+    end(&p, s, "3");
+
+    let list = turns(&p, Some(s));
+    assert_eq!(list.len(), 3);
+    let current = p.track();
+    let (want, restored, deleted) = undo_oracle(&p, &store, &list[1..], &current);
+    let u = undo(&p, s, &["--turn=2"]);
+    assert!(u.conflicts.is_empty(), "{}", u.json);
+    assert_eq!(
+        (&u.restored, &u.deleted),
+        (&restored, &deleted),
+        "{}",
+        u.json
+    );
+    let (_, entries) = project_entries(&p, &store);
+    assert_entries_eq(&entries, &want, "after undo --turn 2");
+    // Turn 1's work stays; turns 2 and 3 are gone.
+    assert_eq!(p.read("a.txt"), after1_a);
+    assert!(p.join("x.txt").exists());
+    assert_eq!(p.read("b.txt"), lines("b", 6).as_bytes());
+    assert_eq!(p.read("c.txt"), lines("c", 6).as_bytes());
+    assert_eq!(p.read("shared.txt"), lines("shared", 10).as_bytes());
+    assert!(!p.join("y.txt").exists());
+    let flags: Vec<bool> = turns(&p, Some(s)).iter().map(|t| t.rolled_back).collect();
+    assert_eq!(flags, [false, true, true]);
+
+    // Undoing the rest (from the first turn) brings back the start.
+    let u = undo(&p, s, &[]);
+    assert!(u.conflicts.is_empty(), "{}", u.json);
+    assert_eq!(
+        u.restored,
+        BTreeSet::from(["a.txt".to_string()]),
+        "{}",
+        u.json
+    );
+    assert_eq!(
+        u.deleted,
+        BTreeSet::from(["x.txt".to_string()]),
+        "{}",
+        u.json
+    );
+    assert_eq!(p.track(), t0);
+    assert!(turns(&p, Some(s)).iter().all(|t| t.rolled_back));
+}
+
+#[test]
+fn edits_made_between_turns_by_the_user_survive_undo() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("agent1.txt", lines("one", 5))
+        .file("agent2.txt", lines("two", 5))
+        .file("user.txt", lines("user", 5))
+        .file("user-deletes.txt", "bye\n");
+    let store = p.store();
+    let s = "between";
+
+    begin(&p, s, "1");
+    p.file("agent1.txt", lines("ONE", 5));
+    end(&p, s, "1");
+    // The user, between turns.
+    p.file("user.txt", lines("user edited", 6));
+    p.file("user-new.txt", "made by the user\n");
+    p.remove("user-deletes.txt");
+    begin(&p, s, "2");
+    p.file("agent2.txt", lines("TWO", 3));
+    p.file("agent-new.txt", "made by the agent\n");
+    let end2 = end(&p, s, "2");
+    assert_eq!(
+        file_rows(&end2, "turn 2").into_keys().collect::<Vec<_>>(),
+        ["agent-new.txt", "agent2.txt"],
+        "edits between turns are in no turn"
+    );
+
+    let list = turns(&p, Some(s));
+    let current = p.track();
+    let (want, restored, deleted) = undo_oracle(&p, &store, &list, &current);
+    let u = undo(&p, s, &[]);
+    assert!(u.conflicts.is_empty(), "{}", u.json);
+    assert_eq!(
+        (&u.restored, &u.deleted),
+        (&restored, &deleted),
+        "{}",
+        u.json
+    );
+    let (_, entries) = project_entries(&p, &store);
+    assert_entries_eq(&entries, &want, "after undo");
+    assert_eq!(p.read("agent1.txt"), lines("one", 5).as_bytes());
+    assert_eq!(p.read("agent2.txt"), lines("two", 5).as_bytes());
+    assert!(!p.join("agent-new.txt").exists());
+    assert_eq!(
+        p.read("user.txt"),
+        lines("user edited", 6).as_bytes(),
+        "the user's edit stays"
+    );
+    assert_eq!(p.read("user-new.txt"), b"made by the user\n");
+    assert!(
+        !p.join("user-deletes.txt").exists(),
+        "the user's deletion stays"
+    );
+}
+
+#[test]
+fn conflict_is_left_alone_then_force_overwrites_and_keeps_the_bytes() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f.txt", lines("f", 4))
+        .file("g.txt", lines("g", 4))
+        .file("h.txt", lines("h", 4));
+    let store = p.store();
+    let s = "conflict";
+    begin(&p, s, "1");
+    p.file("f.txt", lines("F", 4)).file("g.txt", lines("G", 4));
+    end(&p, s, "1");
+    begin(&p, s, "2");
+    p.file("h.txt", lines("H", 4));
+    end(&p, s, "2");
+    // The user edits a file the agent changed, after the last turn.
+    let user_bytes = b"the user's own work\n\x00\xffbinary tail".to_vec();
+    p.file("f.txt", &user_bytes);
+
+    let u = undo(&p, s, &[]);
+    assert_eq!(
+        u.conflicts,
+        BTreeSet::from(["f.txt".to_string()]),
+        "{}",
+        u.json
+    );
+    assert_eq!(
+        u.restored,
+        BTreeSet::from(["g.txt".to_string(), "h.txt".to_string()]),
+        "{}",
+        u.json
+    );
+    assert!(u.deleted.is_empty());
+    assert_eq!(p.read("f.txt"), user_bytes, "a conflict is left alone");
+    assert_eq!(p.read("g.txt"), lines("g", 4).as_bytes());
+    assert_eq!(p.read("h.txt"), lines("h", 4).as_bytes());
+    assert_eq!(
+        p.store_blob(&u.undo, "f.txt"),
+        user_bytes,
+        "the undo snapshot has the project as it was"
+    );
+
+    let forced = undo(&p, s, &["--force"]);
+    assert!(forced.conflicts.is_empty(), "{}", forced.json);
+    assert!(forced.restored.contains("f.txt"), "{}", forced.json);
+    assert_eq!(
+        p.read("f.txt"),
+        lines("f", 4).as_bytes(),
+        "--force overwrites"
+    );
+    let blob = sb.git_in_run(
+        &store,
+        ["cat-file", "blob", &format!("{}:f.txt", forced.undo)],
+    );
+    blob.assert_success();
+    assert_eq!(
+        blob.stdout_bytes, user_bytes,
+        "the overwritten bytes are in the undo snapshot"
+    );
+
+    // And `restore <undo>` gives them back.
+    rw(&p, &["--json", "restore", &forced.undo]).assert_success();
+    assert_eq!(p.read("f.txt"), user_bytes);
+    assert_eq!(p.read("g.txt"), lines("g", 4).as_bytes());
+}
+
+/// Undo is a button a user may press twice. The first press leaves the user's file alone (a
+/// conflict); the second press without --force must not overwrite it either: the file is still
+/// not what the agent left there (the agent's turns are all rolled back now, so what the agent
+/// left is the state from before them).
+#[test]
+fn undo_pressed_twice_still_leaves_a_conflict_alone() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f.txt", "f0\n").file("g.txt", "g0\n");
+    let s = "twice";
+    begin(&p, s, "1");
+    p.file("f.txt", "f1\n").file("g.txt", "g1\n");
+    end(&p, s, "1");
+    p.file("f.txt", "USER\n");
+
+    let first = undo(&p, s, &[]);
+    assert_eq!(
+        first.conflicts,
+        BTreeSet::from(["f.txt".to_string()]),
+        "{}",
+        first.json
+    );
+    assert_eq!(p.read("f.txt"), b"USER\n");
+    let second = undo(&p, s, &[]);
+    assert_eq!(
+        p.read("f.txt"),
+        b"USER\n",
+        "a second undo without --force overwrote the user's edit: {}",
+        second.json
+    );
+    assert_eq!(
+        second.conflicts,
+        BTreeSet::from(["f.txt".to_string()]),
+        "{}",
+        second.json
+    );
+}
+
+#[test]
+fn single_file_undo() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", lines("a", 5))
+        .file("b.txt", lines("b", 5))
+        .file("keep.txt", "keep\n")
+        .file("sub/d.txt", lines("d", 3));
+    let store = p.store();
+    let t0 = p.track();
+    let s = "one-file";
+    begin(&p, s, "1");
+    p.file("a.txt", lines("A", 5))
+        .file("b.txt", lines("B", 5))
+        .file("c.txt", "new\n");
+    p.file("sub/d.txt", lines("D", 3));
+    end(&p, s, "1");
+    begin(&p, s, "2");
+    p.file("a.txt", lines("AA", 2));
+    end(&p, s, "2");
+    let b_after = p.read("b.txt");
+
+    let u = undo(&p, s, &["--file=a.txt"]);
+    assert_eq!(
+        u.restored,
+        BTreeSet::from(["a.txt".to_string()]),
+        "{}",
+        u.json
+    );
+    assert!(u.deleted.is_empty() && u.conflicts.is_empty(), "{}", u.json);
+    assert_eq!(
+        p.read("a.txt"),
+        lines("a", 5).as_bytes(),
+        "back to before the first turn"
+    );
+    assert_eq!(p.read("b.txt"), b_after, "other files stay");
+    assert_eq!(p.read("c.txt"), b"new\n");
+    assert!(
+        turns(&p, Some(s)).iter().all(|t| !t.rolled_back),
+        "--file marks no turn rolled back"
+    );
+    assert!(refs_under(&p, &store, "refs/rewind/sessions/one-file/rolled-back/").is_empty());
+
+    // A file the turns created is deleted; a nested path works.
+    let u = undo(&p, s, &["--file=c.txt"]);
+    assert_eq!(
+        u.deleted,
+        BTreeSet::from(["c.txt".to_string()]),
+        "{}",
+        u.json
+    );
+    assert!(u.restored.is_empty(), "{}", u.json);
+    assert!(!p.join("c.txt").exists());
+    let u = undo(&p, s, &["--turn=1", "--file=sub/d.txt"]);
+    assert_eq!(
+        u.restored,
+        BTreeSet::from(["sub/d.txt".to_string()]),
+        "{}",
+        u.json
+    );
+    assert_eq!(p.read("sub/d.txt"), lines("d", 3).as_bytes());
+    assert_eq!(p.read("b.txt"), b_after);
+
+    // Paths are project-relative, "./x" and absolute paths inside the project work too.
+    let u = undo(&p, s, &["--file=./b.txt"]);
+    assert_eq!(
+        u.restored,
+        BTreeSet::from(["b.txt".to_string()]),
+        "{}",
+        u.json
+    );
+    assert_eq!(p.read("b.txt"), lines("b", 5).as_bytes());
+    p.file("b.txt", &b_after);
+    let abs = format!("--file={}", p.join("b.txt").display());
+    let u = undo(&p, s, &[&abs]);
+    assert_eq!(
+        u.restored,
+        BTreeSet::from(["b.txt".to_string()]),
+        "{}",
+        u.json
+    );
+    p.file("b.txt", &b_after);
+    // Outside the project: an error, nothing changes.
+    let before = fs_snapshot(&p.path);
+    let outside = format!("--file={}", sb.root.join("elsewhere.txt").display());
+    for args in [
+        ["undo", "--session=one-file", outside.as_str()],
+        ["undo", "--session=one-file", "--file=../x"],
+    ] {
+        let code = expect_error(&p, &args);
+        assert!(!code.is_empty());
+    }
+    assert_same_snapshot(&before, &fs_snapshot(&p.path), "the project");
+
+    // A path no turn touched: nothing to do.
+    let before = fs_snapshot(&p.path);
+    let u = undo(&p, s, &["--file=keep.txt"]);
+    assert!(
+        u.restored.is_empty() && u.deleted.is_empty() && u.conflicts.is_empty(),
+        "{}",
+        u.json
+    );
+    assert_same_snapshot(&before, &fs_snapshot(&p.path), "the project");
+
+    // The rest of the session.
+    let u = undo(&p, s, &[]);
+    assert_eq!(
+        u.restored,
+        BTreeSet::from(["b.txt".to_string()]),
+        "{}",
+        u.json
+    );
+    assert!(u.conflicts.is_empty(), "{}", u.json);
+    assert_eq!(p.track(), t0);
+}
+
+#[test]
+fn shell_made_changes_are_part_of_the_turn() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("old.txt", "old\n")
+        .file("edit.txt", "x marks the spot\nsecond line\n")
+        .file("mv-src.txt", lines("moved", 3))
+        .file("keep.txt", "keep\n");
+    let store = p.store();
+    let t0 = p.track();
+    let s = "shell";
+    begin(&p, s, "1");
+    shell(
+        &p,
+        "printf 'generated\\n' > gen.txt && rm old.txt && mkdir -p build/out && \
+         seq 1 50 > build/out/nums.txt && sed -i 's/x/y/' edit.txt && mv mv-src.txt mv-dst.txt",
+    );
+    let out = end(&p, s, "1");
+    let rows = file_rows(&out, "turn end");
+    let status: BTreeMap<&str, &str> = rows
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.0.as_str()))
+        .collect();
+    assert_eq!(
+        status,
+        BTreeMap::from([
+            ("build/out/nums.txt", "added"),
+            ("edit.txt", "modified"),
+            ("gen.txt", "added"),
+            ("mv-dst.txt", "added"),
+            ("mv-src.txt", "deleted"),
+            ("old.txt", "deleted"),
+        ]),
+        "{out:?}"
+    );
+    let list = turns(&p, Some(s));
+    assert_turn_matches_git(&p, &store, &list[0], Some(&out));
+
+    let u = undo(&p, s, &[]);
+    assert!(u.conflicts.is_empty(), "{}", u.json);
+    assert_eq!(p.track(), t0, "the shell's work is undone");
+    assert!(!p.join("gen.txt").exists() && !p.join("build/out/nums.txt").exists());
+    assert_eq!(p.read("old.txt"), b"old\n");
+    assert_eq!(p.read("edit.txt"), b"x marks the spot\nsecond line\n");
+}
+
+// ---------------------------------------------------------------------------
+// track-file
+// ---------------------------------------------------------------------------
+
+#[test]
+fn track_file_keeps_the_first_version() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "version 1\n").file("b.txt", "b\n");
+    let store = p.store();
+    let t0 = p.track();
+    let s = "tf";
+
+    // No `turn begin`: track-file starts the turn.
+    track_file(&p, s, "1", "a.txt");
+    let list = turns(&p, Some(s));
+    assert_eq!(list.len(), 1);
+    assert!(
+        list[0].ended_at.is_none() && list[0].after.is_none(),
+        "{}",
+        list[0].json
+    );
+    assert_eq!(
+        list[0].before, t0,
+        "the implicit begin snapshots the whole project"
+    );
+    p.file("a.txt", "version 2\n");
+    track_file(&p, s, "1", "a.txt"); // later calls are no-ops
+    p.file("a.txt", "version 3\nmore\n");
+    track_file(&p, s, "1", "c.txt"); // a file about to be created
+    p.file("c.txt", "c\n");
+    begin(&p, s, "1"); // beginning an open turn again is a no-op too
+    let out = end(&p, s, "1");
+
+    let list = turns(&p, Some(s));
+    assert_eq!(list.len(), 1, "one turn: {list:#?}");
+    let rec = &list[0];
+    assert_eq!(rec.before, t0);
+    assert_eq!(
+        p.store_blob(&rec.before, "a.txt"),
+        b"version 1\n",
+        "the first version wins"
+    );
+    assert_eq!(
+        p.store_blob(rec.after.as_ref().unwrap(), "a.txt"),
+        b"version 3\nmore\n"
+    );
+    assert_turn_matches_git(&p, &store, rec, Some(&out));
+    assert_eq!(
+        file_rows(&out, "end").into_keys().collect::<Vec<_>>(),
+        ["a.txt", "c.txt"]
+    );
+    // One begin commit and one end commit on the session's chain.
+    let count = sb.git_in(
+        &store,
+        ["rev-list", "--count", "refs/rewind/sessions/tf/head"],
+    );
+    assert_eq!(count.trim(), "2");
+
+    undo(&p, s, &[]);
+    assert_eq!(p.read("a.txt"), b"version 1\n");
+    assert!(!p.join("c.txt").exists());
+
+    // The turn has ended: track-file and begin are refused.
+    assert_eq!(
+        expect_error(&p, &["turn", "track-file", &sess(s), "--turn=1", "a.txt"]),
+        "turn_state"
+    );
+    assert_eq!(
+        expect_error(&p, &["turn", "begin", &sess(s), "--turn=1"]),
+        "turn_state"
+    );
+}
+
+/// Eight processes call `track-file` for the same new turn at the same moment: all succeed and
+/// the turn is begun exactly once. Run twice: on a store that does not exist yet, then on an
+/// existing one.
+#[test]
+fn concurrent_track_file_begins_the_turn_once() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    for i in 0..8 {
+        p.file(format!("f{i}.txt"), format!("file {i}\n"));
+    }
+    let project = p.path.to_str().unwrap().to_string();
+    let s = "race";
+    let mut expected_commits = 0;
+    for (round, turn) in ["t1", "t2"].into_iter().enumerate() {
+        let before_files = fs_snapshot(&p.path);
+        let mut gate = StartGate::new(&sb, &format!("gate-{round}"));
+        let children: Vec<_> = (0..8)
+            .map(|i| {
+                let file = if i % 2 == 0 {
+                    "f0.txt".to_string()
+                } else {
+                    format!("f{i}.txt")
+                };
+                let args: Vec<OsString> = [
+                    "-C",
+                    &project,
+                    "--json",
+                    "turn",
+                    "track-file",
+                    &sess(s),
+                    &turn_arg(turn),
+                    &file,
+                ]
+                .iter()
+                .map(OsString::from)
+                .collect();
+                spawn_piped(&mut sb.rewind_command_gated(&gate, args))
+            })
+            .collect();
+        gate.open(8, Duration::from_millis(300));
+        for (i, child) in children.into_iter().enumerate() {
+            let run = finish(
+                child,
+                DEFAULT_DEADLINE,
+                &format!("track-file #{i} ({turn})"),
+            );
+            assert_no_panic(&run);
+            run.assert_success();
+        }
+        let store = p.store();
+        expected_commits += 1;
+        let count = sb.git_in(
+            &store,
+            ["rev-list", "--count", "refs/rewind/sessions/race/head"],
+        );
+        assert_eq!(
+            count.trim(),
+            expected_commits.to_string(),
+            "exactly one begin for {turn}"
+        );
+        let list = turns(&p, Some(s));
+        assert_eq!(list.len(), round + 1, "{list:#?}");
+        let rec = list.last().unwrap();
+        assert_eq!(rec.turn, turn);
+        assert!(rec.ended_at.is_none());
+        assert_same_snapshot(
+            &before_files,
+            &fs_snapshot(&p.path),
+            "the project (track-file)",
+        );
+        assert_eq!(rec.before, p.track());
+
+        for i in 0..8 {
+            p.file(format!("f{i}.txt"), format!("file {i} after {turn}\n"));
+        }
+        let out = end(&p, s, turn);
+        expected_commits += 1;
+        assert_eq!(out.len(), 8, "{out:?}");
+        let list = turns(&p, Some(s));
+        assert_turn_matches_git(&p, &store, list.last().unwrap(), Some(&out));
+    }
+    assert_fsck_clean(&sb, &p.store());
+}
+
+// ---------------------------------------------------------------------------
+// Ids
+// ---------------------------------------------------------------------------
+
+fn odd_ids() -> Vec<String> {
+    [
+        "with/slash",
+        "a/b/c/",
+        "/",
+        "a b  c",
+        " ",
+        "\t",
+        "ünïcødé ✓ 日本語",
+        "..",
+        "../..",
+        ".",
+        ".hidden",
+        "a..b",
+        "~^:?*[\\",
+        "%",
+        "%41%2F",
+        "50%",
+        "@{u}",
+        "@",
+        "x.lock",
+        "refs/heads/main",
+        "HEAD",
+        "-x",
+        "--session",
+        "line\nbreak",
+        "trailing\n",
+        "quote\"'`$(true)",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(["x".repeat(200)])
+    .collect()
+}
+
+#[test]
+fn odd_ids_round_trip() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let ids = odd_ids();
+    for i in 0..ids.len() {
+        p.file(format!("f{i}.txt"), "0\n");
+    }
+    p.file("shared.txt", "0\n");
+    let store = p.store();
+    // Session i has turns ids[i] and ids[i+1]: every id is used as a session and as a turn.
+    let mut want = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let next = &ids[(i + 1) % ids.len()];
+        begin(&p, id, id);
+        p.file(format!("f{i}.txt"), "1\n");
+        end(&p, id, id);
+        track_file(&p, id, next, &format!("f{i}.txt"));
+        p.file(format!("f{i}.txt"), "2\n");
+        end(&p, id, next);
+        want.push((id.clone(), id.clone()));
+        want.push((id.clone(), next.clone()));
+    }
+    let all = turns(&p, None);
+    let got: Vec<(String, String)> = all
+        .iter()
+        .map(|t| (t.session.clone(), t.turn.clone()))
+        .collect();
+    assert_eq!(
+        got, want,
+        "ids must round-trip exactly through `turns --json`, oldest first"
+    );
+    for (i, id) in ids.iter().enumerate() {
+        let mine = turns(&p, Some(id));
+        let got: Vec<&str> = mine.iter().map(|t| t.turn.as_str()).collect();
+        assert_eq!(
+            got,
+            [id.as_str(), ids[(i + 1) % ids.len()].as_str()],
+            "turns --session={id:?}"
+        );
+        assert!(mine.iter().all(|t| &t.session == id));
+        for rec in &mine {
+            assert_turn_matches_git(&p, &store, rec, None);
+        }
+        let ch = rwj(&p, &["changes", &sess(id)]);
+        assert_eq!(ch["session"].as_str(), Some(id.as_str()), "{ch}");
+        let files: Vec<&str> = ch["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["file"].as_str().unwrap())
+            .collect();
+        assert_eq!(files, [format!("f{i}.txt")], "{ch}");
+    }
+    // Undo a few of them; each touches only its own file.
+    for (i, id) in ids.iter().enumerate().step_by(5) {
+        let f = format!("f{i}.txt");
+        let later = undo(&p, id, &[&turn_arg(&ids[(i + 1) % ids.len()])]);
+        assert_eq!(
+            later.restored,
+            BTreeSet::from([f.clone()]),
+            "undo of {id:?}'s second turn: {}",
+            later.json
+        );
+        assert_eq!(p.read(&f), b"1\n");
+        let u = undo(&p, id, &[]);
+        assert_eq!(
+            u.restored,
+            BTreeSet::from([f.clone()]),
+            "undo --session={id:?}: {}",
+            u.json
+        );
+        assert!(u.conflicts.is_empty(), "{}", u.json);
+        assert_eq!(p.read(&f), b"0\n");
+        let flags: Vec<bool> = turns(&p, Some(id)).iter().map(|t| t.rolled_back).collect();
+        assert_eq!(flags, [true, true], "{id:?}");
+    }
+    // Refs: one directory per session below refs/rewind/sessions, valid for stock git.
+    let refs = refs_under(&p, &store, "refs/rewind/sessions/");
+    let heads = refs
+        .iter()
+        .filter(|r| r.ends_with("/head") && r.matches('/').count() == 4)
+        .count();
+    assert_eq!(heads, ids.len(), "{refs:#?}");
+    for r in &refs {
+        sb.git(None, ["check-ref-format", r.as_str()]);
+    }
+    assert_fsck_clean(&sb, &store);
+    let log = sb.git_in_run(&store, ["log", "--all", "--oneline"]);
+    log.assert_success();
+    assert!(log.stdout.lines().count() >= 4 * ids.len(), "{log}");
+    let logged = logged_trees(&p, &store);
+    assert!(all
+        .iter()
+        .all(|t| logged.contains(t.after.as_ref().unwrap())));
+}
+
+/// A turn may be called "head" (or "turns", "rolled-back"): nothing in an id is special.
+#[test]
+fn turn_ids_that_look_like_ref_parts_are_listed_once() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "0\n");
+    let s = "S";
+    for (i, t) in ["head", "turns", "rolled-back"].iter().enumerate() {
+        begin(&p, s, t);
+        p.file("a.txt", format!("{}\n", i + 1));
+        end(&p, s, t);
+    }
+    undo(&p, s, &["--turn=rolled-back"]);
+    let list = turns(&p, Some(s));
+    let got: Vec<(&str, &str)> = list
+        .iter()
+        .map(|t| (t.session.as_str(), t.turn.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [("S", "head"), ("S", "turns"), ("S", "rolled-back")],
+        "{list:#?}"
+    );
+    let all = turns(&p, None);
+    let got: Vec<(&str, &str)> = all
+        .iter()
+        .map(|t| (t.session.as_str(), t.turn.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [("S", "head"), ("S", "turns"), ("S", "rolled-back")],
+        "{all:#?}"
+    );
+}
+
+/// Ids up to 200 bytes are valid, whatever bytes they are made of.
+#[test]
+fn ids_of_200_bytes_work_whatever_their_characters() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "0\n");
+    let ids = [
+        "é".repeat(100),
+        " ".repeat(200),
+        "/".repeat(200),
+        "日本".repeat(33) + "xx",
+    ];
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(id.len(), 200);
+        let begun = rw(&p, &["--json", "turn", "begin", &sess(id), &turn_arg(id)]);
+        assert!(
+            begun.status.success(),
+            "a 200-byte id ({:?}...) was refused: {begun}",
+            id.chars().take(4).collect::<String>()
+        );
+        p.file("a.txt", format!("{}\n", i + 1));
+        end(&p, id, id);
+        let list = turns(&p, Some(id));
+        assert_eq!(list.len(), 1);
+        assert_eq!((&list[0].session, &list[0].turn), (id, id));
+    }
+    assert_fsck_clean(&sb, &p.store());
+}
+
+#[test]
+fn invalid_ids_and_turn_states_are_errors() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let store = p.store();
+    let long = "x".repeat(201);
+    let long_utf8 = "€".repeat(67); // 201 bytes, 67 characters
+    for bad in ["", long.as_str(), long_utf8.as_str()] {
+        let cases: Vec<Vec<String>> = vec![
+            vec!["turn".into(), "begin".into(), sess(bad), "--turn=1".into()],
+            vec![
+                "turn".into(),
+                "begin".into(),
+                "--session=s".into(),
+                turn_arg(bad),
+            ],
+            vec![
+                "turn".into(),
+                "track-file".into(),
+                sess(bad),
+                "--turn=1".into(),
+                "a.txt".into(),
+            ],
+            vec![
+                "turn".into(),
+                "track-file".into(),
+                "--session=s".into(),
+                turn_arg(bad),
+                "a.txt".into(),
+            ],
+            vec!["turn".into(), "end".into(), sess(bad), "--turn=1".into()],
+            vec![
+                "turn".into(),
+                "end".into(),
+                "--session=s".into(),
+                turn_arg(bad),
+            ],
+            vec!["turns".into(), sess(bad)],
+            vec!["undo".into(), sess(bad)],
+            vec!["changes".into(), sess(bad)],
+        ];
+        for args in cases {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            assert_eq!(expect_error(&p, &args), "invalid_name", "{args:?}");
+        }
+    }
+    assert!(
+        refs_under(&p, &store, "refs/rewind/").is_empty(),
+        "refused ids leave no record"
+    );
+    assert_eq!(p.read("a.txt"), b"a\n");
+
+    // track-file of a path outside the project is refused and begins nothing.
+    let code = expect_error(
+        &p,
+        &[
+            "turn",
+            "track-file",
+            "--session=s",
+            "--turn=1",
+            "../outside.txt",
+        ],
+    );
+    assert!(!code.is_empty());
+    assert!(
+        refs_under(&p, &store, "refs/rewind/").is_empty(),
+        "a refused track-file begins no turn"
+    );
+
+    // Turn states.
+    assert_eq!(
+        expect_error(&p, &["turn", "end", "--session=s", "--turn=never"]),
+        "turn_state"
+    );
+    begin(&p, "s", "1");
+    begin(&p, "s", "1");
+    p.file("a.txt", "b\n");
+    let out = end(&p, "s", "1");
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(
+        expect_error(&p, &["turn", "begin", "--session=s", "--turn=1"]),
+        "turn_state"
+    );
+    assert_eq!(
+        expect_error(&p, &["turn", "end", "--session=s", "--turn=1"]),
+        "turn_state"
+    );
+    assert_eq!(
+        expect_error(&p, &["turn", "end", "--session=s", "--turn=2"]),
+        "turn_state"
+    );
+    assert_eq!(
+        expect_error(&p, &["turn", "end", "--session=other", "--turn=1"]),
+        "turn_state"
+    );
+    let count = sb.git_in(
+        &store,
+        ["rev-list", "--count", "refs/rewind/sessions/s/head"],
+    );
+    assert_eq!(
+        count.trim(),
+        "2",
+        "begin twice is one begin; refused commands record nothing"
+    );
+    // A turn that changed nothing is still a turn.
+    begin(&p, "s", "empty");
+    assert!(end(&p, "s", "empty").is_empty());
+    let list = turns(&p, Some("s"));
+    assert_eq!(list.len(), 2);
+    assert_eq!(
+        (list[1].files, list[1].additions, list[1].deletions),
+        (0, 0, 0)
+    );
+    assert_eq!(Some(&list[1].before), list[1].after.as_ref());
+
+    // Undo of an unknown session or turn.
+    for args in [
+        vec!["undo", "--session=nobody"],
+        vec!["undo", "--session=nobody", "--turn=1"],
+        vec!["undo", "--session=s", "--turn=2"],
+        vec!["undo", "--session=s", "--turn=2", "--file=a.txt"],
+    ] {
+        let code = expect_error(&p, &args);
+        assert!(
+            code == "turn_state" || code == "not_found",
+            "{args:?}: code {code}"
+        );
+    }
+    assert_eq!(p.read("a.txt"), b"b\n", "failed undos change nothing");
+    assert!(!turns(&p, Some("s"))[0].rolled_back);
+    // A malformed clock is an error for every command.
+    assert_eq!(
+        expect_error_at(&p, Some("yesterday"), &["turns"]),
+        "bad_clock"
+    );
+    assert_eq!(
+        expect_error_at(
+            &p,
+            Some("2030-13-01T00:00:00Z"),
+            &["turn", "begin", "--session=s", "--turn=9"]
+        ),
+        "bad_clock"
+    );
+    // 200 ASCII bytes are fine.
+    let max = "y".repeat(200);
+    begin(&p, &max, &max);
+    assert_eq!(turns(&p, Some(&max))[0].turn, max);
+}
+
+// ---------------------------------------------------------------------------
+// Sessions side by side, unfinished turns
+// ---------------------------------------------------------------------------
+
+#[test]
+fn two_interleaved_sessions_undo_independently() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("alpha.txt", lines("alpha", 4))
+        .file("beta.txt", lines("beta", 4))
+        .file("beta-old.txt", "old\n");
+    let store = p.store();
+    let t0 = p.track();
+
+    begin(&p, "alpha", "1");
+    p.file("alpha.txt", lines("ALPHA", 4))
+        .file("alpha-new.txt", "a\n");
+    end(&p, "alpha", "1");
+    begin(&p, "beta", "1");
+    p.file("beta.txt", lines("BETA", 2));
+    end(&p, "beta", "1");
+    begin(&p, "alpha", "2");
+    p.file("alpha.txt", lines("ALPHA!", 5));
+    end(&p, "alpha", "2");
+    begin(&p, "beta", "2");
+    p.file("beta-new.txt", "b\n");
+    p.remove("beta-old.txt");
+    end(&p, "beta", "2");
+    let beta_state: Vec<_> = ["beta.txt", "beta-new.txt"]
+        .iter()
+        .map(|f| p.read(f))
+        .collect();
+
+    let all = turns(&p, None);
+    let order: Vec<(&str, &str)> = all
+        .iter()
+        .map(|t| (t.session.as_str(), t.turn.as_str()))
+        .collect();
+    assert_eq!(
+        order,
+        [("alpha", "1"), ("beta", "1"), ("alpha", "2"), ("beta", "2")],
+        "oldest first"
+    );
+    for rec in &all {
+        assert_turn_matches_git(&p, &store, rec, None);
+    }
+    let alpha = turns(&p, Some("alpha"));
+    assert_eq!(alpha.len(), 2);
+    assert!(alpha.iter().all(|t| t.session == "alpha"));
+
+    let current = p.track();
+    let (want, restored, deleted) = undo_oracle(&p, &store, &alpha, &current);
+    let u = undo(&p, "alpha", &[]);
+    assert!(u.conflicts.is_empty(), "{}", u.json);
+    assert_eq!(
+        (&u.restored, &u.deleted),
+        (&restored, &deleted),
+        "{}",
+        u.json
+    );
+    assert_eq!(u.restored, BTreeSet::from(["alpha.txt".to_string()]));
+    assert_eq!(u.deleted, BTreeSet::from(["alpha-new.txt".to_string()]));
+    let (_, entries) = project_entries(&p, &store);
+    assert_entries_eq(&entries, &want, "after undo of alpha");
+    let now: Vec<_> = ["beta.txt", "beta-new.txt"]
+        .iter()
+        .map(|f| p.read(f))
+        .collect();
+    assert_eq!(now, beta_state, "beta's files stay");
+    assert!(!p.join("beta-old.txt").exists());
+    let flags: Vec<(String, bool)> = turns(&p, None)
+        .iter()
+        .map(|t| (t.session.clone(), t.rolled_back))
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            ("alpha", true),
+            ("beta", false),
+            ("alpha", true),
+            ("beta", false)
+        ]
+        .map(|(s, b)| (s.to_string(), b))
+    );
+
+    undo(&p, "beta", &[]);
+    assert_eq!(p.track(), t0);
+}
+
+#[test]
+fn unfinished_turns_are_listed_and_undoable() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", lines("a", 3)).file("b.txt", lines("b", 3));
+    let store = p.store();
+    let t0 = p.track();
+    let s = "crashy";
+
+    begin(&p, s, "1");
+    p.file("a.txt", lines("A", 3));
+    end(&p, s, "1");
+    begin(&p, s, "2");
+    p.file("b.txt", lines("B", 4)).file("c.txt", "c\n");
+    // ... and the agent's runtime dies: turn 2 never ends.
+    let list = turns(&p, Some(s));
+    assert_eq!(list.len(), 2);
+    assert!(list[0].ended_at.is_some());
+    assert!(
+        list[1].ended_at.is_none() && list[1].after.is_none(),
+        "{}",
+        list[1].json
+    );
+    assert_eq!(list[1].json["ended_at"], Value::Null);
+    assert_eq!(list[1].json["after"], Value::Null);
+    assert_eq!(list[1].before, list[0].after.clone().unwrap());
+
+    // changes counts the open turn up to now.
+    let ch = rwj(&p, &["changes", &sess(s)]);
+    let rows = file_rows(ch["files"].as_array().unwrap(), "changes");
+    assert_eq!(rows, git_rows(&p, &store, &t0, &p.track()), "{ch}");
+
+    let current = p.track();
+    let (want, _, _) = undo_oracle(&p, &store, &list, &current);
+    let u = undo(&p, s, &[]);
+    assert!(u.conflicts.is_empty(), "{}", u.json);
+    assert_eq!(
+        u.deleted,
+        BTreeSet::from(["c.txt".to_string()]),
+        "{}",
+        u.json
+    );
+    let (now, entries) = project_entries(&p, &store);
+    assert_entries_eq(&entries, &want, "after undo");
+    assert_eq!(now, t0);
+    assert!(turns(&p, Some(s)).iter().all(|t| t.rolled_back));
+
+    // A crashed turn followed by a new one: both listed, both undone.
+    let s = "crash-then-go-on";
+    begin(&p, s, "x");
+    p.file("a.txt", "crash edit\n");
+    begin(&p, s, "y");
+    p.file("b.txt", "y edit\n");
+    end(&p, s, "y");
+    let list = turns(&p, Some(s));
+    let got: Vec<(&str, bool)> = list
+        .iter()
+        .map(|t| (t.turn.as_str(), t.ended_at.is_some()))
+        .collect();
+    assert_eq!(got, [("x", false), ("y", true)], "{list:#?}");
+    undo(&p, s, &[]);
+    assert_eq!(p.track(), t0);
+}
+
+// ---------------------------------------------------------------------------
+// changes
+// ---------------------------------------------------------------------------
+
+#[test]
+fn changes_totals_match_git_numstat() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let a0 = lines("a", 30);
+    p.file("a.txt", &a0)
+        .file("c.txt", lines("c", 7))
+        .file("d.txt", lines("d", 5))
+        .file("u.txt", "user\n")
+        .file("m.txt", "mode\n");
+    let store = p.store();
+    let s = "totals";
+
+    begin(&p, s, "1");
+    p.file("a.txt", splice(&a0, 5, 3, &["five", "six"]));
+    p.file("d.txt", lines("D", 5));
+    p.file("e.txt", lines("e", 4));
+    end(&p, s, "1");
+    p.file("u.txt", "user edited between turns\n"); // not the agent's
+    begin(&p, s, "2");
+    p.file("b.txt", lines("b", 9));
+    p.remove("c.txt");
+    p.file("d.txt", lines("d", 5)); // back to the original: no net change
+    let a1 = String::from_utf8(p.read("a.txt")).unwrap();
+    p.file("a.txt", splice(&a1, 20, 0, &["x", "y", "z"]));
+    end(&p, s, "2");
+    begin(&p, s, "3");
+    let b = String::from_utf8(p.read("b.txt")).unwrap();
+    p.file("b.txt", splice(&b, 2, 2, &["B2"]));
+    p.remove("e.txt"); // created in turn 1: no net change
+    p.file("f.txt", "f\n");
+    p.chmod("m.txt", 0o755);
+    end(&p, s, "3");
+
+    let list = turns(&p, Some(s));
+    assert_eq!(list.len(), 3);
+    // Oracle: per path, git's numstat from the before of the first turn that touched it to the
+    // after of the last one; paths with no net change are not listed.
+    let mut want = BTreeMap::new();
+    let mut touched: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for (i, rec) in list.iter().enumerate() {
+        assert_turn_matches_git(&p, &store, rec, None);
+        for path in changed_paths(&p, &store, &rec.before, rec.after.as_ref().unwrap()) {
+            touched
+                .entry(path)
+                .and_modify(|e| e.1 = i)
+                .or_insert((i, i));
+        }
+    }
+    for (path, (first, last)) in &touched {
+        let rows = git_rows(
+            &p,
+            &store,
+            &list[*first].before,
+            list[*last].after.as_ref().unwrap(),
+        );
+        if let Some(row) = rows.get(path) {
+            want.insert(path.clone(), row.clone());
+        }
+    }
+    assert_eq!(
+        want.keys().collect::<Vec<_>>(),
+        ["a.txt", "b.txt", "c.txt", "f.txt", "m.txt"],
+        "test setup"
+    );
+
+    let ch = rwj(&p, &["changes", &sess(s)]);
+    assert_eq!(ch["session"].as_str(), Some(s));
+    let got = file_rows(ch["files"].as_array().expect("files array"), "changes");
+    assert_eq!(got, want, "per-file totals: {ch}");
+    let adds: u64 = want.values().map(|r| r.1).sum();
+    let dels: u64 = want.values().map(|r| r.2).sum();
+    assert_eq!(ch["total_files"].as_u64(), Some(want.len() as u64), "{ch}");
+    assert_eq!(ch["total_additions"].as_u64(), Some(adds), "{ch}");
+    assert_eq!(ch["total_deletions"].as_u64(), Some(dels), "{ch}");
+    // No edit was made between turns on an agent's path, so the whole session is also
+    // git's diff from the first before to the last after, minus the user's file.
+    let mut whole = git_rows(&p, &store, &list[0].before, list[2].after.as_ref().unwrap());
+    whole.remove("u.txt");
+    assert_eq!(got, whole);
+
+    // Human output ends with the totals line.
+    let run = rw(&p, &["changes", &sess(s)]);
+    run.assert_success();
+    let last = run.stdout.lines().last().unwrap_or_default().to_string();
+    assert!(
+        last.contains(&format!("+{adds}"))
+            && last.contains(&format!("-{dels}"))
+            && last.contains(&want.len().to_string()),
+        "{run}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The human table and the fixed clock
+// ---------------------------------------------------------------------------
+
+#[test]
+fn turns_table_shows_relative_age_with_a_fixed_clock() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", lines("a", 4));
+    let s = "clock";
+    // "early" starts an hour before "late"; every command sees REWIND_NOW.
+    begin_at(&p, Some(&at(-3600)), s, "early");
+    p.file("a.txt", lines("A", 4));
+    end_at(&p, Some(&at(-3500)), s, "early");
+    begin_at(&p, Some(&at(0)), s, "late");
+    p.file("a.txt", lines("A", 2)).file("b.txt", lines("b", 3));
+    end_at(&p, Some(&at(20)), s, "late");
+
+    let list = turns_at(&p, Some(&at(30)), Some(s));
+    assert_eq!(list.len(), 2);
+    assert_eq!(
+        epoch_secs(&list[0].started_at),
+        epoch_secs(&at(-3600)),
+        "{}",
+        list[0].json
+    );
+    assert_eq!(
+        epoch_secs(list[0].ended_at.as_deref().unwrap()),
+        epoch_secs(&at(-3500))
+    );
+    assert_eq!(
+        epoch_secs(&list[1].started_at),
+        epoch_secs(&at(0)),
+        "{}",
+        list[1].json
+    );
+    assert_eq!(
+        epoch_secs(list[1].ended_at.as_deref().unwrap()),
+        epoch_secs(&at(20))
+    );
+
+    // (seconds after "late" started, its age, the age of "early" (3600 s older))
+    let cases = [
+        (30, "just now", "1 hour ago"),
+        (300, "5 minutes ago", "1 hour ago"),
+        (3 * 3600, "3 hours ago", "4 hours ago"),
+        (2 * 86400, "2 days ago", "2 days ago"),
+    ];
+    for (offset, late_age, early_age) in cases {
+        let now = at(offset);
+        let run = rw_at(&p, Some(&now), &["turns", &sess(s)]);
+        run.assert_success();
+        assert!(
+            !run.stdout.contains('\x1b'),
+            "no colours when stdout is not a terminal: {run}"
+        );
+        let row = |turn: &str| -> (usize, String) {
+            let found: Vec<(usize, &str)> = run
+                .stdout
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| l.split_whitespace().any(|w| w == turn))
+                .collect();
+            assert_eq!(found.len(), 1, "one row for {turn}: {run}");
+            (found[0].0, found[0].1.to_string())
+        };
+        for (rec, age) in [(&list[0], early_age), (&list[1], late_age)] {
+            let (_, line) = row(&rec.turn);
+            assert!(
+                line.trim_start().starts_with(age),
+                "REWIND_NOW={now}: expected {age:?} in {line:?}\n{run}"
+            );
+            let words: Vec<&str> = line.split_whitespace().collect();
+            for want in [
+                s.to_string(),
+                rec.files.to_string(),
+                format!("+{}", rec.additions),
+                format!("-{}", rec.deletions),
+            ] {
+                assert!(
+                    words.contains(&want.as_str()),
+                    "{want:?} missing from {line:?}\n{run}"
+                );
+            }
+        }
+        assert!(row("early").0 < row("late").0, "oldest first: {run}");
+    }
+}
