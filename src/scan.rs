@@ -212,7 +212,16 @@ impl Store {
         let cached_root = previous.tree().and_then(|t| t.num_entries.map(|_| t.id));
         let stop_at_change =
             (probe.is_some() && probe == cached_root).then(|| AtomicBool::new(false));
-        let outcome = self.scan(&previous, previous_time, options, stop_at_change);
+        // The index's checksum is verified while the walk runs: a damaged cache is never trusted.
+        let (intact, outcome) = rayon::join(
+            || first || index_is_intact(&index_path),
+            || self.scan(&previous, previous_time, options, stop_at_change),
+        );
+        if !intact {
+            fs::remove_file(&index_path)
+                .map_err(|e| Error::io("removing damaged index", &index_path, e))?;
+            return self.snapshot_locked(options, probe);
+        }
         if first {
             self.objects().finish_pack(outcome.is_ok())?;
         }
@@ -220,7 +229,7 @@ impl Store {
             files,
             skipped,
             tree,
-            rewrite_index,
+            index_entries,
         }) = outcome?
         else {
             return Ok(None);
@@ -232,12 +241,12 @@ impl Store {
             ));
         }
         let hash = tree.id;
-        if rewrite_index || previous.tree().is_none() {
-            write_index(&index_path, &files, tree)?;
+        if let Some(entries) = index_entries {
+            write_index(&index_path, entries, &tree)?;
         }
         Ok(Some(Snapshot {
             hash,
-            files: files.len(),
+            files,
             skipped,
         }))
     }
@@ -277,41 +286,48 @@ impl Store {
         scan.flatten_into(&mut files, &mut skipped);
 
         let changes = Changes::between(previous, &files);
-        let tree = match previous.tree() {
-            Some(cached)
-                if changes.dirty_dirs.is_empty()
-                    && cached.num_entries == Some(files.len() as u32) =>
-            {
-                cached.clone()
-            }
-            cached => TreeBuilder {
-                files: &files,
-                dirty: &changes.dirty_dirs,
-                objects: self.objects(),
-            }
-            .build(0, b"", cached)?,
-        };
+        let rewrite_index = changes.rewrite_index || previous.tree().is_none();
+        // Trees and the index's entries are independent: build one while serialising the other.
+        let (tree, index_entries) = rayon::join(
+            || match previous.tree() {
+                Some(cached)
+                    if changes.dirty_dirs.is_empty()
+                        && cached.num_entries == Some(files.len() as u32) =>
+                {
+                    Ok(cached.clone())
+                }
+                cached => TreeBuilder {
+                    files: &files,
+                    dirty: &changes.dirty_dirs,
+                    objects: self.objects(),
+                }
+                .build(0, b"", cached),
+            },
+            || rewrite_index.then(|| index_entries(&files)),
+        );
         Ok(Some(Scanned {
-            files,
+            files: files.len(),
             skipped,
-            tree,
-            rewrite_index: changes.rewrite_index,
+            tree: tree?,
+            index_entries: index_entries.transpose()?,
         }))
     }
 }
 
 /// A walked project: its files in index order, what was left out, and its cache-tree.
 struct Scanned {
-    files: Vec<FileEntry>,
+    files: usize,
     skipped: Vec<Skipped>,
     tree: CacheTree,
-    rewrite_index: bool,
+    /// The serialised index entries, when the index must be rewritten.
+    index_entries: Option<Vec<u8>>,
 }
 
-/// Read the stat cache and its timestamp; a missing or damaged one is an empty cache (every
-/// file is then hashed again, so the snapshot stays right).
+/// Read the stat cache and its timestamp; a missing or unreadable one is an empty cache (every
+/// file is then hashed again, so the snapshot stays right). Its checksum is checked apart, by
+/// [`index_is_intact`], concurrently with the walk.
 fn load_index(path: &Path) -> (gix::index::State, stat::Time) {
-    match gix::index::File::at(path, gix::hash::Kind::Sha1, false, Default::default()) {
+    match gix::index::File::at(path, gix::hash::Kind::Sha1, true, Default::default()) {
         Ok(file) => {
             let time = file.timestamp().into();
             let (state, _) = file.into_parts();
@@ -322,6 +338,32 @@ fn load_index(path: &Path) -> (gix::index::State, stat::Time) {
             Default::default(),
         ),
     }
+}
+
+/// Whether the index file's trailing SHA-1 matches its content. Costs one read and one hash
+/// of the file, in 256 KiB pieces.
+fn index_is_intact(path: &Path) -> bool {
+    let check = || -> io::Result<bool> {
+        let mut file = fs::File::open(path)?;
+        let Some(content_len) = file.metadata()?.len().checked_sub(20) else {
+            return Ok(false);
+        };
+        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+        let mut buf = vec![0; 256 << 10];
+        let mut left = content_len;
+        while left > 0 {
+            let piece = &mut buf[..left.min(256 << 10) as usize];
+            io::Read::read_exact(&mut file, piece)?;
+            hasher.update(piece);
+            left -= piece.len() as u64;
+        }
+        let mut trailer = [0; 20];
+        io::Read::read_exact(&mut file, &mut trailer)?;
+        Ok(hasher
+            .try_finalize()
+            .is_ok_and(|id| id.as_bytes() == trailer))
+    };
+    check().unwrap_or(false)
 }
 
 /// Everything the parallel walk shares.
@@ -367,7 +409,7 @@ impl Walk<'_> {
                 ))
             }
         };
-        let mut listed: Vec<(fs::DirEntry, fs::FileType)> = Vec::new();
+        let mut listed: Vec<(BString, fs::DirEntry, fs::FileType)> = Vec::new();
         let mut gitignore = false;
         for entry in entries {
             let Ok(entry) = entry else { continue };
@@ -382,7 +424,7 @@ impl Walk<'_> {
                 return Ok(DirScan::skipped(rel, SkipReason::NestedRepo, None));
             }
             gitignore |= name.as_bytes() == b".gitignore" && file_type.is_file();
-            listed.push((entry, file_type));
+            listed.push((join(rel.as_ref(), name.as_bytes()), entry, file_type));
         }
         let rules = if gitignore && !tracked_only {
             DirRules::child(&rules, &abs.join(".gitignore"), rel.as_ref())
@@ -392,8 +434,7 @@ impl Walk<'_> {
 
         let mut files = Vec::with_capacity(listed.len());
         let mut dirs = Vec::new();
-        for (entry, file_type) in listed {
-            let child = join(rel.as_ref(), entry.file_name().as_bytes());
+        for (child, entry, file_type) in listed {
             let is_dir = file_type.is_dir();
             let ignored = tracked_only || self.excludes.is_ignored(&rules, child.as_ref(), is_dir);
             if is_dir {
@@ -404,14 +445,18 @@ impl Walk<'_> {
                 files.push((child, entry));
             }
         }
+        // Files sort by bytes, directories as "name/": the index's order for both.
         files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        // A directory sorts as "name/" (index and tree order).
         dirs.sort_unstable_by(|a, b| gix::objs::tree::name_order(&a.0, true, &b.0, true));
 
+        let (cached_files, cached_dirs) = self.split_cached(cached, rel.len());
+        let as_dirs = |a: &[u8], b: &[u8]| gix::objs::tree::name_order(a, true, b, true);
+        let files = pair_sorted(files, &cached_files, |(p, _)| p.as_slice(), <[u8]>::cmp);
+        let dirs = pair_sorted(dirs, &cached_dirs, |(p, ..)| p.as_slice(), as_dirs);
         let looked: Vec<Looked> = files
             .into_par_iter()
             .with_min_len(128)
-            .map(|(child, entry)| self.look(child, &entry, cached.clone()))
+            .map(|((child, entry), cached)| self.look(child, &entry, cached))
             .collect();
         let read = |looked: Looked| match looked {
             Looked::Read {
@@ -445,8 +490,8 @@ impl Walk<'_> {
         };
         let dir_scans: Vec<(BString, DirScan)> = dirs
             .into_par_iter()
-            .map(|(child, abs, ignored)| {
-                let below = self.range_below(cached.clone(), child.as_ref());
+            .map(|((child, abs, ignored), cached)| {
+                let below = cached.unwrap_or(0..0);
                 let scan = self.dir(child.clone(), abs, rules.clone(), ignored, below)?;
                 Ok((child, scan))
             })
@@ -473,21 +518,41 @@ impl Walk<'_> {
         Ok(DirScan { parts })
     }
 
-    /// The previous index entries below directory `dir`, found within `range`: two binary searches.
-    fn range_below(&self, range: Range<usize>, dir: &BStr) -> Range<usize> {
-        let entries = &self.previous.entries()[range.clone()];
-        let mut prefix = BString::from(dir);
-        prefix.push(b'/');
-        let below = |e: &gix::index::Entry| e.path(self.previous) < prefix.as_bstr();
-        let start = entries.partition_point(below);
-        let len = entries[start..]
-            .partition_point(|e| e.path(self.previous).starts_with(prefix.as_slice()));
-        range.start + start..range.start + start + len
+    /// Split `range`, the previous index entries below a directory whose path is `dir_len`
+    /// bytes long, into its files `(path, index)` and its subdirectories `(path, range)`, both in
+    /// index order. Costs one step per file plus a binary search per subdirectory.
+    #[allow(clippy::type_complexity)]
+    fn split_cached(
+        &self,
+        range: Range<usize>,
+        dir_len: usize,
+    ) -> (Vec<(&BStr, usize)>, Vec<(&BStr, Range<usize>)>) {
+        let entries = self.previous.entries();
+        let prefix_len = if dir_len == 0 { 0 } else { dir_len + 1 };
+        let (mut files, mut dirs) = (Vec::new(), Vec::new());
+        let mut i = range.start;
+        while i < range.end {
+            let path = entries[i].path(self.previous);
+            match path[prefix_len..].find_byte(b'/') {
+                None => {
+                    files.push((path, i));
+                    i += 1;
+                }
+                Some(slash) => {
+                    let block = &path[..prefix_len + slash + 1];
+                    let len = entries[i..range.end]
+                        .partition_point(|e| e.path(self.previous).starts_with(block));
+                    dirs.push((&path[..prefix_len + slash], i..i + len));
+                    i += len;
+                }
+            }
+        }
+        (files, dirs)
     }
 
-    /// Stat one file and settle it from the cache when its stat proves it unchanged.
-    /// Costs one `fstatat` and one binary search within the directory's cached range.
-    fn look(&self, rel: BString, entry: &fs::DirEntry, cached: Range<usize>) -> Looked {
+    /// Stat one file and settle it from its previous index entry (`cached`, an index into the
+    /// entries) when its stat proves it unchanged. Costs one `fstatat`.
+    fn look(&self, rel: BString, entry: &fs::DirEntry, cached: Option<usize>) -> Looked {
         let meta = match entry.metadata() {
             Ok(meta) => meta,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Looked::Vanished,
@@ -511,11 +576,7 @@ impl Walk<'_> {
             }));
         };
         let stat = stat_of(&meta);
-        let entries = &self.previous.entries()[cached];
-        let previous = entries
-            .binary_search_by(|e| e.path(self.previous).cmp(rel.as_bstr()))
-            .ok()
-            .map(|i| &entries[i]);
+        let previous = cached.map(|i| &self.previous.entries()[i]);
         match previous {
             Some(prev)
                 if prev.mode == mode
@@ -595,6 +656,28 @@ impl Walk<'_> {
             Err(e) => Ok(Err(e)),
         }
     }
+}
+
+/// Pair each of `items` with the entry of `cached` that has the same path, in one merge pass;
+/// both are sorted by `order`.
+fn pair_sorted<T, C: Clone>(
+    items: Vec<T>,
+    cached: &[(&BStr, C)],
+    path: impl Fn(&T) -> &[u8],
+    order: impl Fn(&[u8], &[u8]) -> std::cmp::Ordering,
+) -> Vec<(T, Option<C>)> {
+    let mut next = 0;
+    items
+        .into_iter()
+        .map(|item| {
+            let key = path(&item);
+            while next < cached.len() && order(cached[next].0, key).is_lt() {
+                next += 1;
+            }
+            let found = cached.get(next).filter(|c| c.0 == key).map(|c| c.1.clone());
+            (item, found)
+        })
+        .collect()
 }
 
 /// `parent/name`, or `name` at the root.
@@ -805,41 +888,41 @@ fn entry_mode(mode: Mode) -> gix::objs::tree::EntryMode {
     .into()
 }
 
-/// Write the index (entries + exact cache-tree) atomically: temp file in the store, then rename.
-/// No `index.lock` is involved, so a killed process can leave nothing that blocks the next one.
-fn write_index(path: &Path, files: &[FileEntry], tree: CacheTree) -> Result<()> {
+/// The index's header and entries (version 2, no extensions yet), serialised.
+/// Costs one pass over the files and a copy of their paths.
+fn index_entries(files: &[FileEntry]) -> Result<Vec<u8>> {
     let mut state = gix::index::State::new(gix::hash::Kind::Sha1);
     for file in files {
-        state.dangerously_push_entry(
-            file.stat,
-            file.id,
-            gix::index::entry::Flags::empty(),
-            file.mode,
-            file.path.as_ref(),
-        );
+        let flags = gix::index::entry::Flags::empty();
+        state.dangerously_push_entry(file.stat, file.id, flags, file.mode, file.path.as_ref());
     }
-    let dir = path.parent().expect("index lives in the store");
-    let temp = tempfile::Builder::new()
-        .prefix("index.tmp")
-        .tempfile_in(dir)
-        .map_err(|e| Error::io("writing index", dir, e))?;
-    let mut hashed = gix::hash::io::Write::new(io::BufWriter::new(temp), gix::hash::Kind::Sha1);
+    let mut data = Vec::with_capacity(files.len() * 96 + 4096);
     let options = gix::index::write::Options {
         extensions: gix::index::write::Extensions::None,
         skip_hash: false,
     };
     state
-        .write_to(&mut hashed, options)
-        .map_err(|e| Error::store(path, e))?;
+        .write_to(&mut data, options)
+        .map_err(|e| Error::store("index", e))?;
+    Ok(data)
+}
+
+/// Complete the index (`entries` + the exact cache-tree + checksum) and write it atomically:
+/// a temp file in the store, then a rename. No `index.lock` is involved, so a killed process
+/// leaves nothing that blocks the next one.
+fn write_index(path: &Path, mut data: Vec<u8>, tree: &CacheTree) -> Result<()> {
     let io_error = |e| Error::io("writing index", path, e);
-    tree.write_to(&mut hashed).map_err(io_error)?;
-    let checksum = hashed
-        .hash
-        .try_finalize()
-        .map_err(|e| Error::store(path, e))?;
-    let mut out = hashed.inner;
-    out.write_all(checksum.as_bytes()).map_err(io_error)?;
-    let temp = out.into_inner().map_err(|e| io_error(e.into_error()))?;
+    tree.write_to(&mut data).map_err(io_error)?;
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(&data);
+    let checksum = hasher.try_finalize().map_err(|e| Error::store(path, e))?;
+    data.extend_from_slice(checksum.as_bytes());
+    let dir = path.parent().expect("index lives in the store");
+    let mut temp = tempfile::Builder::new()
+        .prefix("index.tmp")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io("writing index", dir, e))?;
+    temp.write_all(&data).map_err(io_error)?;
     temp.persist(path).map_err(|e| io_error(e.error))?;
     Ok(())
 }

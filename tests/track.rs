@@ -1260,3 +1260,39 @@ fn project_defaults_to_the_current_directory() {
     run.assert_success();
     assert_eq!(Path::new(run.stdout.trim_end()), p.store());
 }
+
+/// A damaged stat cache is never trusted: a flipped byte in an entry's cached object id (the
+/// checksum catches it), a truncated file and garbage are all rebuilt, and the snapshot still
+/// equals git's tree.
+#[test]
+fn damaged_index_is_rebuilt_and_the_snapshot_stays_right() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    for i in 0..50 {
+        p.file(format!("d{}/f{i}.txt", i % 5), format!("file {i}\n"));
+    }
+    p.track_matches_git();
+    let index = p.store().join("index");
+    let pristine = fs::read(&index).unwrap();
+
+    // Flip a byte inside the first entry's object id (header 12 bytes + 40 bytes of stat):
+    // the cache would then claim a wrong blob for an unchanged file.
+    let mut flipped = pristine.clone();
+    flipped[12 + 40 + 5] ^= 0x55;
+    let damaged: [(&str, Vec<u8>); 3] = [
+        ("flipped id byte", flipped),
+        ("truncated", pristine[..pristine.len() / 2].to_vec()),
+        ("garbage", b"this is not an index at all".repeat(100)),
+    ];
+    for (what, bytes) in damaged {
+        fs::write(&index, &bytes).unwrap();
+        let tracked = p.track_matches_git();
+        assert!(!tracked.hash.is_empty(), "{what}");
+        assert_ne!(
+            fs::read(&index).unwrap(),
+            bytes,
+            "{what}: the index was rewritten"
+        );
+        p.assert_fsck_clean();
+    }
+}
