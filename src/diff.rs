@@ -100,6 +100,13 @@ pub(crate) struct Change {
 
 impl Store {
     /// Resolve `spec` (a full or unambiguous abbreviated id) to the id of a tree in the store.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let full = store.resolve_tree("4b825dc6")?; // abbreviations work when unambiguous
+    /// assert_eq!(full.to_string().len(), 40);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn resolve_tree(&self, spec: &str) -> Result<ObjectId> {
         let repo = self.repo();
         let valid = (4..=40).contains(&spec.len()) && spec.bytes().all(|b| b.is_ascii_hexdigit());
@@ -167,6 +174,16 @@ impl Store {
 
     /// Per-file rows between `from` and `to` (default: the project now), with the counts of
     /// `git diff --numstat --no-renames`, in git's order.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let before = store.track(&Default::default())?.hash.to_string();
+    /// // ... the agent edits files ...
+    /// for row in store.diff_full(&before, None, &rewind::DiffOptions::default())? {
+    ///     println!("{} {:?} +{} -{}", row.file, row.status, row.additions, row.deletions);
+    /// }
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn diff_full(
         &self,
         from: &str,
@@ -183,6 +200,15 @@ impl Store {
 
     /// The unified diff from `from` to `to` (default: the project now), byte for byte as
     /// `git diff --no-ext-diff` prints it with `core.quotePath=false`, without colour.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let before = store.track(&Default::default())?.hash.to_string();
+    /// // ... the agent edits files ...
+    /// let text = store.diff(&before, None)?;
+    /// print!("{}", String::from_utf8_lossy(&text));
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn diff(&self, from: &str, to: Option<&str>) -> Result<Vec<u8>> {
         let (from, to) = self.resolve_pair(from, to)?;
         let repo = self.repo();

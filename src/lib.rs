@@ -62,6 +62,13 @@ pub use store::{data_dir, Store, DEFAULT_MAX_FILE_SIZE};
 pub use turns::{SessionChanges, Turn, TurnFile, UndoOutcome};
 
 /// The current time: `$REWIND_NOW` (RFC 3339) when set, so that tests can fix the clock.
+///
+/// ```no_run
+/// // REWIND_NOW=2026-01-31T12:00:00Z rewind turns   -> every age is computed from that time
+/// let now = rewind::now()?;
+/// println!("{now}");
+/// # Ok::<(), rewind::Error>(())
+/// ```
 pub fn now() -> Result<chrono::DateTime<chrono::Utc>> {
     match std::env::var("REWIND_NOW") {
         Ok(value) if !value.is_empty() => chrono::DateTime::parse_from_rfc3339(&value)

@@ -146,12 +146,31 @@ impl Store {
 
     /// Bring only `paths` (files or directories; project-relative, or absolute inside the
     /// project) back to their state in snapshot `hash`; a path absent from `hash` is deleted.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let before = store.track(&Default::default())?.hash.to_string();
+    /// // ... the agent edits src/main.rs and more ...
+    /// let outcome = store.revert(&before, &["src/main.rs"])?;
+    /// println!("written: {:?}, undo: {}", outcome.written, outcome.undo);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn revert(&self, hash: &str, paths: &[impl AsRef<Path>]) -> Result<RestoreOutcome> {
         self.revert_patches(&[(hash, paths)])
     }
 
     /// Revert several `(hash, paths)` patches at once: for a path named in several, the first
     /// patch that names it wins (OpenCode's semantics).
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let (a, b) = ("4b825dc6", "9d1dcfdf"); // two snapshots
+    /// // "f" comes back from `a` (named first); "g" from `b`.
+    /// let a_paths: &[&str] = &["f"];
+    /// let b_paths: &[&str] = &["f", "g"];
+    /// store.revert_patches(&[(a, a_paths), (b, b_paths)])?;
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn revert_patches<H: AsRef<str>, P: AsRef<Path>>(
         &self,
         patches: &[(H, &[P])],

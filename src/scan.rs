@@ -161,6 +161,16 @@ const READ_WHOLE_LIMIT: u64 = 32 * 1024 * 1024;
 impl Store {
     /// Snapshot the project directory: write its tree (and new blobs) into the store and return
     /// the tree id with what was left out. Holds the store lock for the whole operation.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let snapshot = store.track(&rewind::TrackOptions::default())?;
+    /// println!("{} holds {} files", snapshot.hash, snapshot.files);
+    /// for skipped in &snapshot.skipped {
+    ///     println!("left out {} ({:?})", skipped.path, skipped.reason);
+    /// }
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn track(&self, options: &TrackOptions) -> Result<Snapshot> {
         let _lock = self.lock()?;
         self.track_locked(options)

@@ -24,6 +24,12 @@ use crate::objects::ObjectWriter;
 
 /// Where stores live: `explicit`, else `$REWIND_DATA_DIR`, else `$XDG_DATA_HOME/rewind`, else
 /// `~/.local/share/rewind`.
+///
+/// ```no_run
+/// let dir = rewind::data_dir(None)?; // $REWIND_DATA_DIR, $XDG_DATA_HOME/rewind or ~/.local/share/rewind
+/// let store = rewind::Store::open("/path/to/project".as_ref(), &dir)?;
+/// # Ok::<(), rewind::Error>(())
+/// ```
 pub fn data_dir(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(dir) = explicit {
         return Ok(dir.to_owned());
@@ -88,6 +94,12 @@ impl Store {
     /// Open the store of `project` under `data_dir`, creating either when missing.
     ///
     /// The project path is canonicalised, so a project reached through a symlink shares its store.
+    ///
+    /// ```no_run
+    /// let store = rewind::Store::open("/path/to/project".as_ref(), &rewind::data_dir(None)?)?;
+    /// let shared = std::sync::Arc::new(store); // Send + Sync: share one handle between threads
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn open(project: &Path, data_dir: &Path) -> Result<Store> {
         let project = fs::canonicalize(project).map_err(|source| Error::Project {
             path: project.to_owned(),
@@ -120,18 +132,30 @@ impl Store {
     }
 
     /// The canonical project directory.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// println!("snapshots of {}", store.project().display());
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn project(&self) -> &Path {
         &self.project
     }
 
     /// The store's git directory (a bare repository).
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// println!("inspect with: git --git-dir {} log --all", store.git_dir().display());
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn git_dir(&self) -> &Path {
         &self.git_dir
     }
 
     /// A handle on the store's repository for this thread (isolated from the environment and the
     /// global git config). Cheap: it shares the object database and config.
-    pub fn repo(&self) -> gix::Repository {
+    pub(crate) fn repo(&self) -> gix::Repository {
         self.repo.to_thread_local()
     }
 
@@ -140,6 +164,12 @@ impl Store {
     }
 
     /// `rewind.maxFileSize` from the store config, else [`DEFAULT_MAX_FILE_SIZE`].
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// println!("new files over {} bytes are left out", store.max_file_size());
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn max_file_size(&self) -> u64 {
         self.repo()
             .config_snapshot()
@@ -201,7 +231,7 @@ impl Store {
     }
 
     /// Take the store's cross-process lock; it is released when the guard drops or the process dies.
-    pub fn lock(&self) -> Result<StoreLock> {
+    pub(crate) fn lock(&self) -> Result<StoreLock> {
         let path = self.git_dir.join("rewind.lock");
         let file = fs::OpenOptions::new()
             .create(true)
@@ -221,7 +251,7 @@ const _: () = {
 };
 
 /// The store's exclusive lock (an OS `flock`: a killed holder never blocks anyone).
-pub struct StoreLock {
+pub(crate) struct StoreLock {
     _file: fs::File,
 }
 

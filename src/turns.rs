@@ -193,6 +193,14 @@ impl Store {
     /// "before" for the turn. Begins the turn if needed (a snapshot of the whole project, so
     /// every later first edit of another file is covered as well); afterwards a no-op.
     /// Safe from several threads and processes at once.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// store.track_file("chat-42", "3", "src/lib.rs")?; // before the agent's first edit of it
+    /// // ... edit src/lib.rs ...
+    /// store.end_turn("chat-42", "3")?;
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn track_file(&self, session: &str, turn: &str, path: impl AsRef<Path>) -> Result<()> {
         self.project_path(path.as_ref())?;
         self.begin_turn(session, turn)
@@ -222,6 +230,15 @@ impl Store {
 
     /// End a turn: snapshot the "after", record the turn as a commit, and return what changed in
     /// it (everything, including edits by shell commands, formatters and generators).
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// store.begin_turn("chat-42", "3")?;
+    /// // ... the agent works ...
+    /// let files = store.end_turn("chat-42", "3")?;
+    /// println!("{} files changed", files.len());
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn end_turn(&self, session: &str, turn: &str) -> Result<Vec<TurnFile>> {
         let reference = turn_ref(session, "turns", turn)?;
         let _lock = self.lock()?;
@@ -273,6 +290,14 @@ impl Store {
     }
 
     /// Every turn of `session` (or of every session), oldest first.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// for turn in store.turns(Some("chat-42"))? {
+    ///     println!("{} {} +{} -{} rolled back: {}", turn.turn, turn.files, turn.additions, turn.deletions, turn.rolled_back);
+    /// }
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn turns(&self, session: Option<&str>) -> Result<Vec<Turn>> {
         let mut turns = Vec::new();
         for (session, records) in self.sessions(session)? {
@@ -302,6 +327,14 @@ impl Store {
     /// turns changed go back to their state before `from_turn`. With `file`, only that path.
     /// A path edited by someone else after the last turn is a conflict unless `force` (its
     /// bytes are in the `undo` snapshot either way). Marks the undone turns rolled back.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// // Undo turn 3 and everything after it; files edited since by the user are left alone.
+    /// let outcome = store.undo("chat-42", Some("3"), None, false)?;
+    /// println!("conflicts: {:?}; redo with restore({})", outcome.conflicts, outcome.undo);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn undo(
         &self,
         session: &str,
@@ -446,6 +479,13 @@ impl Store {
 
     /// Per-file totals across `session`: each file once, from its state before the first turn
     /// that touched it to its state after the last one.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let totals = store.changes("chat-42")?;
+    /// println!("{} files, +{} -{}", totals.total_files, totals.total_additions, totals.total_deletions);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
     pub fn changes(&self, session: &str) -> Result<SessionChanges> {
         let records = self
             .sessions(Some(session))?

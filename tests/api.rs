@@ -1,0 +1,116 @@
+//! The Rust API as a runtime embeds it: one `Store` shared between threads, typed outcomes.
+//! git (on the store) is the oracle for contents.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+/// Keep the user's global git config (and its excludes) out of these tests.
+fn isolate() {
+    static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let home = HOME.get_or_init(|| tempfile::tempdir().unwrap());
+    std::env::set_var("HOME", home.path());
+    std::env::set_var("XDG_CONFIG_HOME", home.path().join(".config"));
+}
+
+fn git_blob(store: &rewind::Store, spec: &str) -> Vec<u8> {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(store.git_dir())
+        .args(["cat-file", "blob", spec])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git cat-file blob {spec}");
+    out.stdout
+}
+
+fn write(dir: &Path, rel: &str, content: &str) {
+    let path = dir.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, content).unwrap();
+}
+
+#[test]
+fn revert_patches_first_patch_naming_a_path_wins() {
+    isolate();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let p = project.path();
+    write(p, "f", "f in a\n");
+    write(p, "g", "g in a\n");
+    write(p, "dir/h", "h in a\n");
+    let store = rewind::Store::open(p, data.path()).unwrap();
+    let a = store.track(&Default::default()).unwrap().hash.to_string();
+    write(p, "f", "f in b\n");
+    write(p, "g", "g in b\n");
+    write(p, "dir/h", "h in b\n");
+    let b = store.track(&Default::default()).unwrap().hash.to_string();
+    write(p, "f", "f now\n");
+    write(p, "g", "g now\n");
+    write(p, "dir/h", "h now\n");
+
+    // `f` is named by both patches: the first (a) wins. `g` only by b; `dir` only by a.
+    let first: &[&str] = &["f", "dir"];
+    let second: &[&str] = &["f", "g"];
+    let outcome = store
+        .revert_patches(&[(a.as_str(), first), (b.as_str(), second)])
+        .unwrap();
+    assert!(outcome.is_complete(), "{outcome:?}");
+    assert_eq!(
+        fs::read(p.join("f")).unwrap(),
+        git_blob(&store, &format!("{a}:f"))
+    );
+    assert_eq!(
+        fs::read(p.join("g")).unwrap(),
+        git_blob(&store, &format!("{b}:g"))
+    );
+    assert_eq!(
+        fs::read(p.join("dir/h")).unwrap(),
+        git_blob(&store, &format!("{a}:dir/h"))
+    );
+    // Everything it overwrote is in the undo snapshot.
+    assert_eq!(git_blob(&store, &format!("{}:f", outcome.undo)), b"f now\n");
+    assert_eq!(git_blob(&store, &format!("{}:g", outcome.undo)), b"g now\n");
+}
+
+#[test]
+fn one_store_shared_between_threads() {
+    isolate();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let p = project.path().to_owned();
+    write(&p, "a.txt", "one\n");
+    let store = Arc::new(rewind::Store::open(&p, data.path()).unwrap());
+    // Several threads announce edits in the same turn at once: the turn begins once.
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || store.track_file("s", "1", format!("f{i}.txt")))
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap().unwrap();
+    }
+    write(&p, "a.txt", "two\n");
+    let files = store.end_turn("s", "1").unwrap();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!((files[0].additions, files[0].deletions), (1, 1));
+    let turns = store.turns(Some("s")).unwrap();
+    assert_eq!(turns.len(), 1);
+    assert_eq!(
+        git_blob(&store, &format!("{}:a.txt", turns[0].before)),
+        b"one\n",
+        "the turn's before is the state when the first thread began it"
+    );
+    // A snapshot from several threads at once: all equal.
+    let hashes: Vec<String> = (0..4)
+        .map(|_| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || store.track(&Default::default()).unwrap().hash.to_string())
+        })
+        .map(|t| t.join().unwrap())
+        .collect();
+    assert!(hashes.iter().all(|h| *h == hashes[0]), "{hashes:?}");
+}
