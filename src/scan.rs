@@ -15,8 +15,8 @@ use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Write};
 use std::ops::Range;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,6 +26,7 @@ use gix::index::entry::{stat, Mode, Stat};
 use gix::index::extension::Tree as CacheTree;
 use gix::ObjectId;
 use rayon::prelude::*;
+use rustix::fs::{statat, AtFlags, FileType, OFlags};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -271,6 +272,7 @@ impl Store {
         stop_at_change: Option<AtomicBool>,
     ) -> Result<Option<Scanned>> {
         let walk = Walk {
+            root: self.project(),
             stop_at_change,
             previous,
             previous_time,
@@ -281,9 +283,11 @@ impl Store {
             objects: self.objects(),
         };
         let everything = 0..previous.entries().len();
+        let root = open_dir(rustix::fs::CWD, self.project().as_os_str().as_bytes())
+            .map_err(|e| Error::io("reading", self.project(), e))?;
         let scan = walk.dir(
             BString::default(),
-            self.project().to_owned(),
+            root,
             DirRules::root(),
             false,
             everything,
@@ -378,6 +382,7 @@ fn index_is_intact(path: &Path) -> bool {
 
 /// Everything the parallel walk shares.
 struct Walk<'a> {
+    root: &'a Path,
     /// Set when a file differs from the previous snapshot, if the caller only needs a yes/no:
     /// the walk then skips the directories it has not started.
     stop_at_change: Option<AtomicBool>,
@@ -396,7 +401,7 @@ impl Walk<'_> {
     fn dir(
         &self,
         rel: BString,
-        abs: PathBuf,
+        fd: OwnedFd,
         rules: Arc<DirRules>,
         tracked_only: bool,
         cached: Range<usize>,
@@ -408,9 +413,8 @@ impl Walk<'_> {
         {
             return Ok(DirScan::default());
         }
-        let entries = match fs::read_dir(&abs) {
+        let mut entries = match rustix::fs::Dir::new(fd) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(DirScan::default()),
             Err(e) => {
                 return Ok(DirScan::skipped(
                     rel,
@@ -419,40 +423,52 @@ impl Walk<'_> {
                 ))
             }
         };
-        let mut listed: Vec<(BString, fs::DirEntry, fs::FileType)> = Vec::new();
+        // (path, where its name starts, its type if the directory entry says)
+        let mut listed: Vec<(BString, usize, FileType)> = Vec::new();
         let mut gitignore = false;
-        for entry in entries {
+        let name_start = if rel.is_empty() { 0 } else { rel.len() + 1 };
+        for entry in entries.by_ref() {
             let Ok(entry) = entry else { continue };
-            let Ok(file_type) = entry.file_type() else {
-                continue;
-            };
-            let name = entry.file_name();
-            if name.as_bytes() == b".git" {
-                if rel.is_empty() {
-                    continue; // the project's own repository
-                }
-                return Ok(DirScan::skipped(rel, SkipReason::NestedRepo, None));
+            let name = entry.file_name().to_bytes();
+            match name {
+                b"." | b".." => continue,
+                b".git" if rel.is_empty() => continue, // the project's own repository
+                b".git" => return Ok(DirScan::skipped(rel, SkipReason::NestedRepo, None)),
+                _ => {}
             }
-            gitignore |= name.as_bytes() == b".gitignore" && file_type.is_file();
-            listed.push((join(rel.as_ref(), name.as_bytes()), entry, file_type));
+            let file_type = entry.file_type();
+            gitignore |= name == b".gitignore" && file_type == FileType::RegularFile;
+            listed.push((join(rel.as_ref(), name), name_start, file_type));
         }
+        let dir_fd = entries.fd().expect("an open directory has a descriptor");
         let rules = if gitignore && !tracked_only {
-            DirRules::child(&rules, &abs.join(".gitignore"), rel.as_ref())
+            let file = self.abs(rel.as_ref()).join(".gitignore");
+            DirRules::child(&rules, &file, rel.as_ref())
         } else {
             rules
         };
 
         let mut files = Vec::with_capacity(listed.len());
         let mut dirs = Vec::new();
-        for (child, entry, file_type) in listed {
-            let is_dir = file_type.is_dir();
+        for (child, name_start, file_type) in listed {
+            let file_type = match file_type {
+                // Some filesystems leave the type out of directory entries.
+                FileType::Unknown => {
+                    match statat(dir_fd, &child[name_start..], AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) => FileType::from_raw_mode(st.st_mode),
+                        Err(_) => continue, // vanished; an unreadable file is reported by `look`
+                    }
+                }
+                known => known,
+            };
+            let is_dir = file_type == FileType::Directory;
             let ignored = tracked_only || self.excludes.is_ignored(&rules, child.as_ref(), is_dir);
             if is_dir {
                 if !ignored || self.excludes.tracks_below(child.as_ref()) {
-                    dirs.push((child, entry.path(), ignored));
+                    dirs.push((child, name_start, ignored));
                 }
             } else if !ignored || self.excludes.is_tracked(child.as_ref()) {
-                files.push((child, entry));
+                files.push((child, name_start));
             }
         }
         // Files sort by bytes, directories as "name/": the index's order for both.
@@ -466,7 +482,7 @@ impl Walk<'_> {
         let looked: Vec<Looked> = files
             .into_par_iter()
             .with_min_len(128)
-            .map(|((child, entry), cached)| self.look(child, &entry, cached))
+            .map(|((child, name_start), cached)| self.look(child, name_start, dir_fd, cached))
             .collect();
         let read = |looked: Looked| match looked {
             Looked::Read {
@@ -500,9 +516,17 @@ impl Walk<'_> {
         };
         let dir_scans: Vec<(BString, DirScan)> = dirs
             .into_par_iter()
-            .map(|((child, abs, ignored), cached)| {
-                let below = cached.unwrap_or(0..0);
-                let scan = self.dir(child.clone(), abs, rules.clone(), ignored, below)?;
+            .map(|((child, name_start, ignored), cached)| {
+                let scan = match open_dir(dir_fd, &child[name_start..]) {
+                    Ok(fd) => {
+                        let below = cached.unwrap_or(0..0);
+                        self.dir(child.clone(), fd, rules.clone(), ignored, below)?
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => DirScan::default(),
+                    Err(e) => {
+                        DirScan::skipped(child.clone(), SkipReason::Unreadable, Some(e.to_string()))
+                    }
+                };
                 Ok((child, scan))
             })
             .collect::<Result<_>>()?;
@@ -526,6 +550,11 @@ impl Walk<'_> {
         }
         parts.extend(dir_scans.map(|(_, scan)| Part::Dir(scan)));
         Ok(DirScan { parts })
+    }
+
+    /// The absolute path of project path `rel`.
+    fn abs(&self, rel: &BStr) -> PathBuf {
+        self.root.join(std::ffi::OsStr::from_bytes(rel))
     }
 
     /// Split `range`, the previous index entries below a directory whose path is `dir_len`
@@ -561,30 +590,33 @@ impl Walk<'_> {
     }
 
     /// Stat one file and settle it from its previous index entry (`cached`, an index into the
-    /// entries) when its stat proves it unchanged. Costs one `fstatat`.
-    fn look(&self, rel: BString, entry: &fs::DirEntry, cached: Option<usize>) -> Looked {
-        let meta = match entry.metadata() {
+    /// entries) when its stat proves it unchanged. Costs one `fstatat` relative to `dir`.
+    fn look(
+        &self,
+        rel: BString,
+        name_start: usize,
+        dir: BorrowedFd<'_>,
+        cached: Option<usize>,
+    ) -> Looked {
+        let meta = match statat(dir, &rel[name_start..], AtFlags::SYMLINK_NOFOLLOW) {
             Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Looked::Vanished,
-            Err(e) => return Looked::Settled(Part::Skipped(unreadable(rel, &e))),
+            Err(rustix::io::Errno::NOENT) => return Looked::Vanished,
+            Err(e) => return Looked::Settled(Part::Skipped(unreadable(rel, &e.into()))),
         };
-        let file_type = meta.file_type();
-        let mode = if file_type.is_symlink() {
-            Mode::SYMLINK
-        } else if file_type.is_file() {
-            if meta.mode() & 0o100 != 0 {
-                Mode::FILE_EXECUTABLE
-            } else {
-                Mode::FILE
-            }
-        } else {
+        let mode = match FileType::from_raw_mode(meta.st_mode) {
+            FileType::Symlink => Mode::SYMLINK,
+            FileType::RegularFile if meta.st_mode & 0o100 != 0 => Mode::FILE_EXECUTABLE,
+            FileType::RegularFile => Mode::FILE,
             // FIFOs, sockets, devices: never opened (reading a FIFO would hang).
-            return Looked::Settled(Part::Skipped(Skipped {
-                path: rel,
-                reason: SkipReason::SpecialFile,
-                detail: None,
-            }));
+            _ => {
+                return Looked::Settled(Part::Skipped(Skipped {
+                    path: rel,
+                    reason: SkipReason::SpecialFile,
+                    detail: None,
+                }))
+            }
         };
+        let size = meta.st_size as u64;
         let stat = stat_of(&meta);
         let previous = cached.map(|i| &self.previous.entries()[i]);
         match previous {
@@ -601,19 +633,19 @@ impl Walk<'_> {
                     hashed: false,
                 }))
             }
-            None if mode != Mode::SYMLINK && meta.len() > self.max_file_size => {
+            None if mode != Mode::SYMLINK && size > self.max_file_size => {
                 Looked::Settled(Part::Skipped(Skipped {
                     path: rel,
                     reason: SkipReason::TooLarge,
-                    detail: Some(format!("{} bytes, cap {}", meta.len(), self.max_file_size)),
+                    detail: Some(format!("{size} bytes, cap {}", self.max_file_size)),
                 }))
             }
             _ => Looked::Read {
+                abs: self.abs(rel.as_ref()),
                 path: rel,
-                abs: entry.path(),
                 stat,
                 mode,
-                size: meta.len(),
+                size,
                 previous: previous.map(|prev| (prev.id, prev.mode)),
             },
         }
@@ -710,20 +742,32 @@ fn unreadable(path: BString, error: &io::Error) -> Skipped {
 }
 
 /// The index stat of `meta`, truncated to 32 bits as git does.
-fn stat_of(meta: &fs::Metadata) -> Stat {
-    let time = |secs: i64, nsecs: i64| stat::Time {
+#[allow(clippy::unnecessary_cast)] // the field types differ between targets
+fn stat_of(meta: &rustix::fs::Stat) -> Stat {
+    let time = |secs: i64, nsecs: u64| stat::Time {
         secs: secs as u32,
         nsecs: nsecs as u32,
     };
     Stat {
-        mtime: time(meta.mtime(), meta.mtime_nsec()),
-        ctime: time(meta.ctime(), meta.ctime_nsec()),
-        dev: meta.dev() as u32,
-        ino: meta.ino() as u32,
-        uid: meta.uid(),
-        gid: meta.gid(),
-        size: meta.size() as u32,
+        mtime: time(meta.st_mtime as i64, meta.st_mtime_nsec as u64),
+        ctime: time(meta.st_ctime as i64, meta.st_ctime_nsec as u64),
+        dev: meta.st_dev as u32,
+        ino: meta.st_ino as u32,
+        uid: meta.st_uid,
+        gid: meta.st_gid,
+        size: meta.st_size as u32,
     }
+}
+
+/// Open directory `name` below `parent` without following a symlink.
+fn open_dir(parent: BorrowedFd<'_>, name: &[u8]) -> io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(rustix::fs::openat(
+        parent,
+        name,
+        flags,
+        rustix::fs::Mode::empty(),
+    )?)
 }
 
 /// git's racy-timestamp rule: an entry whose mtime is not older than the index that recorded it
