@@ -57,6 +57,9 @@ pub enum Error {
     /// A session or turn id that cannot be used.
     #[error("{what} id {reason}")]
     BadName { what: &'static str, reason: String },
+    /// No turn of this session is in the store.
+    #[error("no session {0:?} in the store")]
+    NoSession(String),
     /// A turn is not in the state the operation needs.
     #[error("turn {turn:?} of session {session:?} {reason}")]
     Turn {
@@ -114,6 +117,7 @@ impl Error {
             Error::Incomplete { .. } => "incomplete",
             Error::BadName { .. } => "invalid_name",
             Error::Turn { .. } => "turn_state",
+            Error::NoSession(_) => "not_found",
         }
     }
 }

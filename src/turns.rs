@@ -344,12 +344,7 @@ impl Store {
     ) -> Result<UndoOutcome> {
         let only = file.map(|f| self.project_path(f)).transpose()?;
         let _lock = self.lock()?;
-        let records = self
-            .sessions(Some(session))?
-            .into_iter()
-            .next()
-            .map(|(_, records)| records)
-            .unwrap_or_default();
+        let records = self.session_records(session)?;
         let start = match from_turn {
             Some(turn) => records.iter().position(|r| r.turn == turn),
             None => (!records.is_empty()).then_some(0),
@@ -487,12 +482,7 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn changes(&self, session: &str) -> Result<SessionChanges> {
-        let records = self
-            .sessions(Some(session))?
-            .into_iter()
-            .next()
-            .map(|(_, records)| records)
-            .unwrap_or_default();
+        let records = self.session_records(session)?;
         let current = || self.track(&TrackOptions::default()).map(|s| s.hash);
         let repo = self.repo();
         let mut net: BTreeMap<BString, Change> = BTreeMap::new();
@@ -532,6 +522,14 @@ impl Store {
             .into_iter()
             .map(|c| turn_file(&repo, c))
             .collect()
+    }
+
+    /// The turns of `session`, oldest first; a session without turns does not exist.
+    fn session_records(&self, session: &str) -> Result<Vec<Record>> {
+        match self.sessions(Some(session))?.into_iter().next() {
+            Some((_, records)) if !records.is_empty() => Ok(records),
+            _ => Err(Error::NoSession(session.into())),
+        }
     }
 
     /// The turns of `session` (or of all sessions), each session's oldest first: by start
