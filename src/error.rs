@@ -57,6 +57,9 @@ pub enum Error {
     /// A session or turn id that cannot be used.
     #[error("{what} id {reason}")]
     BadName { what: &'static str, reason: String },
+    /// `prune --all` could not prune some stores (each was reported).
+    #[error("{0} store(s) could not be pruned")]
+    PruneFailed(usize),
     /// No turn of this session is in the store.
     #[error("no session {0:?} in the store")]
     NoSession(String),
@@ -118,6 +121,7 @@ impl Error {
             Error::BadName { .. } => "invalid_name",
             Error::Turn { .. } => "turn_state",
             Error::NoSession(_) => "not_found",
+            Error::PruneFailed(_) => "prune_failed",
         }
     }
 }

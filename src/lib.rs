@@ -48,6 +48,7 @@ mod diff;
 mod error;
 mod ignore;
 mod objects;
+mod prune;
 mod restore;
 mod scan;
 mod store;
@@ -56,6 +57,7 @@ mod xdiff;
 
 pub use diff::{DiffOptions, FileChange, Patch, Status};
 pub use error::{Error, Result};
+pub use prune::{parse_duration, PruneOptions, PruneOutcome, DEFAULT_RETENTION};
 pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 pub use scan::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use store::{data_dir, Store, DEFAULT_MAX_FILE_SIZE};

@@ -90,6 +90,17 @@ enum Command {
         #[arg(required = true, num_args = 1..)]
         paths: Vec<PathBuf>,
     },
+    /// Delete expired snapshots and sessions and the objects only they used
+    ///
+    /// Example (hourly, from cron): 0 * * * * rewind prune --all
+    Prune {
+        /// Every store under the data directory, not only this project's
+        #[arg(long)]
+        all: bool,
+        /// How long records live, e.g. 7d, 12h, 30m [default: rewind.retention, 7d]
+        #[arg(long, value_name = "DURATION", value_parser = parse_retention)]
+        retention: Option<std::time::Duration>,
+    },
     /// Record an agent's turn: begin, note a file about to change, end
     #[command(subcommand)]
     Turn(TurnCommand),
@@ -180,9 +191,41 @@ fn main() -> ExitCode {
     }
 }
 
+fn parse_retention(text: &str) -> Result<std::time::Duration, String> {
+    rewind::parse_duration(text)
+        .ok_or_else(|| format!("{text:?} is not a duration such as 7d, 12h, 30m or 45s"))
+}
+
 fn run(cli: &Cli) -> rewind::Result<()> {
     rewind::now()?; // a malformed REWIND_NOW is an error for every command
     let data_dir = rewind::data_dir(cli.data_dir.as_deref())?;
+    if let Command::Prune {
+        all: true,
+        retention,
+    } = &cli.command
+    {
+        let options = rewind::PruneOptions {
+            retention: *retention,
+        };
+        let mut failures = 0;
+        let mut outcomes = Vec::new();
+        for store in rewind::Store::all(&data_dir)? {
+            match store.and_then(|store| Ok((store.project().to_owned(), store.prune(&options)?))) {
+                Ok((project, outcome)) => outcomes.push(report_prune(cli, &project, outcome)),
+                Err(err) => {
+                    eprintln!("rewind: {err}");
+                    failures += 1;
+                }
+            }
+        }
+        if cli.json {
+            print_json(&outcomes);
+        }
+        return match failures {
+            0 => Ok(()),
+            n => Err(rewind::Error::PruneFailed(n)),
+        };
+    }
     let project = cli.project.clone().unwrap_or_else(|| PathBuf::from("."));
     let store = rewind::Store::open(&project, &data_dir)?;
     match &cli.command {
@@ -246,6 +289,15 @@ fn run(cli: &Cli) -> rewind::Result<()> {
             return report_restore(cli, store.restore(hash, &options)?);
         }
         Command::Revert { hash, paths } => return report_restore(cli, store.revert(hash, paths)?),
+        Command::Prune { retention, .. } => {
+            let options = rewind::PruneOptions {
+                retention: *retention,
+            };
+            let outcome = report_prune(cli, store.project(), store.prune(&options)?);
+            if cli.json {
+                print_json(&outcome);
+            }
+        }
         Command::Turn(TurnCommand::Begin { session, turn }) => {
             store.begin_turn(session, turn)?;
             if cli.json {
@@ -338,6 +390,34 @@ fn run(cli: &Cli) -> rewind::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Say what a prune removed: a line per removed session on stderr, a summary on stdout
+/// (unless `--json`). Returns the JSON row for the project.
+fn report_prune(
+    cli: &Cli,
+    project: &std::path::Path,
+    outcome: rewind::PruneOutcome,
+) -> serde_json::Value {
+    for session in &outcome.sessions_removed {
+        eprintln!(
+            "rewind: {}: removed expired session {session}",
+            project.display()
+        );
+    }
+    if !cli.json {
+        println!(
+            "{}: removed {} snapshots, {} turns, {} objects ({} bytes)",
+            project.display(),
+            outcome.snapshots_removed,
+            outcome.turns_removed,
+            outcome.objects_removed,
+            outcome.bytes_freed
+        );
+    }
+    let mut row = json!(outcome);
+    row["project"] = json!(project);
+    row
 }
 
 /// Print what a restore or revert did; a partial one is an error (exit 1).

@@ -88,18 +88,11 @@ impl ObjectWriter {
         if self.contains(&id) {
             return Ok(id);
         }
-        let mut compressed = Vec::with_capacity(data.len() / 2 + 64);
         if lock(&self.pack).is_some() {
-            push_pack_entry_header(kind, data.len() as u64, &mut compressed);
-            deflate(&[data], &mut compressed).map_err(|e| self.write_error(e))?;
-            let mut pack = lock(&self.pack);
-            let pack = pack
-                .as_mut()
-                .expect("checked above; only finish_pack ends pack mode, after the writers");
-            pack.append(id, &compressed)
-                .map_err(|e| Error::io("writing pack", &pack.path, e))?;
+            self.pack_object(id, kind, data)?;
             return Ok(id);
         }
+        let mut compressed = Vec::with_capacity(data.len() / 2 + 64);
         deflate(&[&header, data], &mut compressed).map_err(|e| self.write_error(e))?;
         let target = self.loose_path(&id);
         let dir = target.parent().expect("fan-out directory");
@@ -109,6 +102,25 @@ impl ObjectWriter {
             .map_err(|e| Error::io("writing object", temp.path(), e))?;
         persist(temp, &target)?;
         Ok(id)
+    }
+
+    /// Append object `id` to the pack being written, whether or not the store has it elsewhere
+    /// (repacking). Costs zlib of `data`, then an append under the pack's lock.
+    pub(crate) fn pack_object(
+        &self,
+        id: ObjectId,
+        kind: gix::objs::Kind,
+        data: &[u8],
+    ) -> Result<()> {
+        let mut compressed = Vec::with_capacity(data.len() / 2 + 64);
+        push_pack_entry_header(kind, data.len() as u64, &mut compressed);
+        deflate(&[data], &mut compressed).map_err(|e| self.write_error(e))?;
+        let mut pack = lock(&self.pack);
+        let pack = pack
+            .as_mut()
+            .ok_or_else(|| Error::store(&self.objects_dir, "no pack is being written"))?;
+        pack.append(id, &compressed)
+            .map_err(|e| Error::io("writing pack", &pack.path, e))
     }
 
     /// Stream `size` bytes of `file` into a loose blob (for files too large to read whole): hash
@@ -185,17 +197,18 @@ impl ObjectWriter {
 
     /// Leave pack mode. With `keep`, complete the pack: header, checksum, index, then rename
     /// both into place (costs one re-read of the pack). Without, delete it.
-    pub(crate) fn finish_pack(&self, keep: bool) -> Result<()> {
+    /// Returns the new pack's `.idx` path.
+    pub(crate) fn finish_pack(&self, keep: bool) -> Result<Option<PathBuf>> {
         let Some(pack) = lock(&self.pack).take() else {
-            return Ok(());
+            return Ok(None);
         };
         if !keep || pack.entries.is_empty() {
-            return Ok(()); // the temp file is removed on drop
+            return Ok(None); // the temp file is removed on drop
         }
         let dir = self.objects_dir.join("pack");
-        pack.finish(&dir)?;
+        let index = pack.finish(&dir)?;
         self.has_packs.store(true, Ordering::Relaxed);
-        Ok(())
+        Ok(Some(index))
     }
 
     fn write_error(&self, e: io::Error) -> Error {
@@ -333,8 +346,9 @@ impl PackBuilder {
         Ok(())
     }
 
-    /// Fill in the header, append the checksum, write the `.idx`, and rename both into `dir`.
-    fn finish(mut self, dir: &Path) -> Result<()> {
+    /// Fill in the header, append the checksum, write the `.idx`, and rename both into `dir`;
+    /// returns the `.idx` path.
+    fn finish(mut self, dir: &Path) -> Result<PathBuf> {
         let io_error = |e| Error::io("writing pack", &self.path, e);
         self.file.flush().map_err(io_error)?;
         let temp = self
@@ -379,7 +393,7 @@ impl PackBuilder {
         index_temp
             .persist(&index_path)
             .map_err(|e| Error::io("writing pack index", &index_path, e.error))?;
-        Ok(())
+        Ok(index_path)
     }
 }
 

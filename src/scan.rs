@@ -255,6 +255,7 @@ impl Store {
         if let Some(entries) = index_entries {
             write_index(&index_path, entries, &tree)?;
         }
+        self.record_snapshot(hash)?;
         Ok(Some(Snapshot {
             hash,
             files,

@@ -13,6 +13,7 @@
 
 use std::fs;
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use gix::bstr::ByteSlice;
@@ -114,6 +115,49 @@ impl Store {
         if !git_dir.join("objects").is_dir() || !git_dir.join("config").is_file() {
             create_store(&git_dir, &project, data_dir)?;
         }
+        Self::at(git_dir, project)
+    }
+
+    /// Every store under `data_dir` (for `prune --all`), whether or not its project still exists.
+    ///
+    /// ```no_run
+    /// for store in rewind::Store::all(&rewind::data_dir(None)?)? {
+    ///     let store = store?;
+    ///     println!("{} -> {}", store.git_dir().display(), store.project().display());
+    /// }
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn all(data_dir: &Path) -> Result<Vec<Result<Store>>> {
+        let entries = match fs::read_dir(data_dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("reading data directory", data_dir, e)),
+        };
+        let mut stores = Vec::new();
+        for entry in entries.flatten() {
+            let git_dir = entry.path();
+            let is_store =
+                git_dir.extension().is_some_and(|e| e == "git") && git_dir.join("config").is_file();
+            if !is_store {
+                continue;
+            }
+            let project = gix::config::File::from_path_no_includes(
+                git_dir.join("config"),
+                gix::config::Source::Local,
+            )
+            .ok()
+            .and_then(|config| config.string("rewind.worktree"))
+            .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)));
+            stores.push(match project {
+                Some(project) => Self::at(git_dir, project),
+                None => Err(Error::store(&git_dir, "no rewind.worktree in its config")),
+            });
+        }
+        Ok(stores)
+    }
+
+    /// Open the existing store at `git_dir` for `project`.
+    fn at(git_dir: PathBuf, project: PathBuf) -> Result<Store> {
         // The identity of reflog entries (commits name theirs explicitly).
         let identity = ["user.name=rewind", "user.email=rewind@localhost"];
         let options = gix::open::Options::isolated().config_overrides(identity);
@@ -196,19 +240,26 @@ impl Store {
         tree: ObjectId,
         parents: impl IntoIterator<Item = ObjectId>,
     ) -> Result<ObjectId> {
-        let time = gix::date::Time::new(crate::now()?.timestamp(), 0);
-        let mut time_buf = gix::date::parse::TimeBuf::default();
-        let signature = gix::actor::SignatureRef {
+        let signature = gix::actor::Signature {
             name: "rewind".into(),
             email: "rewind@localhost".into(),
-            time: time.to_str(&mut time_buf),
+            time: gix::date::Time::new(crate::now()?.timestamp(), 0),
         };
-        self.remove_stale_ref_lock(reference);
-        let repo = self.repo();
-        let id = repo
-            .commit_as(signature, signature, reference, message, tree, parents)
-            .map_err(|e| Error::store(&self.git_dir, e))?;
-        Ok(id.detach())
+        let commit = gix::objs::Commit {
+            tree,
+            parents: parents.into_iter().collect(),
+            author: signature.clone(),
+            committer: signature,
+            encoding: None,
+            message: message.into(),
+            extra_headers: Vec::new(),
+        };
+        let mut data = Vec::new();
+        gix::objs::WriteTo::write_to(&commit, &mut data)
+            .map_err(|e| Error::io("encoding commit", &self.git_dir, e))?;
+        let id = self.objects.write(gix::objs::Kind::Commit, &data)?;
+        self.set_ref(reference, id, message.lines().next().unwrap_or("rewind"))?;
+        Ok(id)
     }
 
     /// Point `reference` at `target`, creating or moving it. The caller holds the store lock.

@@ -159,7 +159,7 @@ fn ref_component(what: &'static str, id: &str) -> Result<String> {
     Ok(format!("%H{digest}"))
 }
 
-fn session_ref(session: &str, rest: &str) -> Result<String> {
+pub(crate) fn session_ref(session: &str, rest: &str) -> Result<String> {
     Ok(format!(
         "{SESSIONS}/{}/{rest}",
         ref_component("session", session)?

@@ -1,0 +1,533 @@
+//! Retention: forget expired records, then delete the objects nothing live reaches.
+//!
+//! What expires (the clock is [`crate::now`], so `REWIND_NOW` decides in tests):
+//! * a snapshot `track` returned, `retention` after it was last taken (each one is recorded as
+//!   `refs/rewind/snapshots/<tree>`, a commit of the tree at the time it was taken);
+//! * a session, with all its turns, `retention` after its last turn began or ended;
+//! * undo points older than `retention` (the `refs/rewind/undo` chain is cut there);
+//! * reflog entries older than `retention`.
+//!
+//! Then git's rule: refs, reflogs and the index are roots; loose objects newer than the expiry
+//! are roots too; everything they reach is kept, and other loose objects are deleted. Leftover
+//! temp files older than an hour go as well. The whole run holds the store lock, so no `track`
+//! can be writing objects that nothing references yet.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use chrono::{DateTime, Utc};
+use gix::ObjectId;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::store::Store;
+use crate::turns::session_ref;
+
+/// Default for `rewind.retention`.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Temp files younger than this may belong to a running process.
+const TEMP_GRACE: Duration = Duration::from_secs(3600);
+
+/// Options for [`Store::prune`].
+#[derive(Debug, Clone, Default)]
+pub struct PruneOptions {
+    /// How long records live. `None`: the store's `rewind.retention` (default 7 days).
+    pub retention: Option<Duration>,
+}
+
+/// What [`Store::prune`] removed.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PruneOutcome {
+    pub snapshots_removed: usize,
+    pub turns_removed: usize,
+    pub objects_removed: usize,
+    pub bytes_freed: u64,
+    /// Sessions removed whole, because their last turn expired.
+    pub sessions_removed: Vec<String>,
+}
+
+/// Parse a duration such as `7d`, `12h`, `30m`, `45s`, `2w` (a bare number is days).
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "" | "d" => 86400,
+        "w" => 7 * 86400,
+        _ => return None,
+    };
+    number.checked_mul(seconds).map(Duration::from_secs)
+}
+
+impl Store {
+    /// `rewind.retention` from the store config, else [`DEFAULT_RETENTION`].
+    pub fn retention(&self) -> Duration {
+        self.repo()
+            .config_snapshot()
+            .string("rewind.retention")
+            .and_then(|v| parse_duration(&v.to_string()))
+            .unwrap_or(DEFAULT_RETENTION)
+    }
+
+    /// Delete expired records and the objects nothing live reaches (see the module docs).
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let outcome = store.prune(&rewind::PruneOptions::default())?;
+    /// println!("freed {} bytes", outcome.bytes_freed);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn prune(&self, options: &PruneOptions) -> Result<PruneOutcome> {
+        let retention = options.retention.unwrap_or_else(|| self.retention());
+        let now = crate::now()?;
+        let cutoff = now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+        let _lock = self.lock()?;
+        let mut outcome = PruneOutcome::default();
+        self.expire_snapshots(cutoff, &mut outcome)?;
+        self.expire_sessions(cutoff, &mut outcome)?;
+        self.expire_undo(cutoff)?;
+        let reflog_roots = self.expire_reflogs(cutoff)?;
+        let size_before = dir_size(&self.git_dir().join("objects"));
+        let reachable = self.sweep(cutoff, reflog_roots, &mut outcome)?;
+        self.repack(&reachable, &mut outcome)?;
+        self.remove_temp_files(now);
+        let size_after = dir_size(&self.git_dir().join("objects"));
+        outcome.bytes_freed = size_before.saturating_sub(size_after);
+        Ok(outcome)
+    }
+
+    /// Record `tree`, which `track` just returned, with the time it was taken (refreshed at
+    /// most hourly, so a no-change snapshot costs one ref read).
+    pub(crate) fn record_snapshot(&self, tree: ObjectId) -> Result<()> {
+        let reference = format!("refs/rewind/snapshots/{tree}");
+        if let Some(commit) = self.ref_target(&reference)? {
+            let taken = self.commit_time(commit)?;
+            if crate::now()? - taken < chrono::Duration::hours(1) {
+                return Ok(());
+            }
+        }
+        self.commit(&reference, "rewind: snapshot\n", tree, None)?;
+        Ok(())
+    }
+
+    fn commit_time(&self, commit: ObjectId) -> Result<DateTime<Utc>> {
+        let repo = self.repo();
+        let seconds = repo
+            .find_commit(commit)
+            .and_then(|c| c.time())
+            .map_err(|e| Error::store(self.git_dir(), e))?
+            .seconds;
+        Ok(DateTime::from_timestamp(seconds, 0).unwrap_or_default())
+    }
+
+    /// Every reference under `prefix`, with the commit (or object) it points to.
+    fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+        let repo = self.repo();
+        let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
+        let platform = repo.references().map_err(|e| store_error(&e))?;
+        let mut refs = Vec::new();
+        for reference in platform.prefixed(prefix).map_err(|e| store_error(&e))? {
+            let reference = reference.map_err(|e| store_error(&e))?;
+            if let Some(id) = reference.target().try_id() {
+                refs.push((reference.name().as_bstr().to_string(), id.to_owned()));
+            }
+        }
+        Ok(refs)
+    }
+
+    fn expire_snapshots(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
+        for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
+            if self.commit_time(commit)? < cutoff {
+                self.delete_ref(&name)?;
+                outcome.snapshots_removed += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn expire_sessions(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
+        let mut sessions: BTreeMap<String, (usize, DateTime<Utc>)> = BTreeMap::new();
+        for turn in self.turns(None)? {
+            let at = turn.ended_at.unwrap_or(turn.started_at);
+            let entry = sessions.entry(turn.session).or_insert((0, at));
+            *entry = (entry.0 + 1, entry.1.max(at));
+        }
+        for (session, (turns, last)) in sessions {
+            if last < cutoff {
+                for (name, _) in self.refs_under(&session_ref(&session, "")?)? {
+                    self.delete_ref(&name)?;
+                }
+                outcome.turns_removed += turns;
+                outcome.sessions_removed.push(session);
+            }
+        }
+        Ok(())
+    }
+
+    /// Keep only the undo points newer than `cutoff`: the chain is rewritten without the older
+    /// ones (same trees, messages and times).
+    fn expire_undo(&self, cutoff: DateTime<Utc>) -> Result<()> {
+        let reference = "refs/rewind/undo";
+        let mut kept = Vec::new();
+        let mut next = self.ref_target(reference)?;
+        let repo = self.repo();
+        while let Some(id) = next {
+            let commit = repo
+                .find_commit(id)
+                .map_err(|e| Error::store(self.git_dir(), e))?;
+            if self.commit_time(id)? < cutoff {
+                break;
+            }
+            next = commit.parent_ids().next().map(|p| p.detach());
+            kept.push(id);
+        }
+        if next.is_none() {
+            return Ok(()); // nothing expired
+        }
+        if kept.is_empty() {
+            return self.delete_ref(reference);
+        }
+        let mut parent: Option<ObjectId> = None;
+        for id in kept.into_iter().rev() {
+            let mut commit = repo
+                .find_commit(id)
+                .map_err(|e| Error::store(self.git_dir(), e))?
+                .decode()
+                .map_err(|e| Error::store(self.git_dir(), e))?
+                .to_owned()
+                .map_err(|e| Error::store(self.git_dir(), e))?;
+            commit.parents = parent.into_iter().collect();
+            let mut data = Vec::new();
+            gix::objs::WriteTo::write_to(&commit, &mut data)
+                .map_err(|e| Error::io("encoding commit", self.git_dir(), e))?;
+            parent = Some(self.objects().write(gix::objs::Kind::Commit, &data)?);
+        }
+        self.set_ref(
+            reference,
+            parent.expect("kept is not empty"),
+            "rewind: prune",
+        )
+    }
+
+    /// Drop reflog entries older than `cutoff`; return the ids the remaining entries name.
+    fn expire_reflogs(&self, cutoff: DateTime<Utc>) -> Result<Vec<ObjectId>> {
+        let mut roots = Vec::new();
+        let logs = self.git_dir().join("logs");
+        for file in files_below(&logs) {
+            let Ok(content) = fs::read(&file) else {
+                continue;
+            };
+            let mut kept = Vec::with_capacity(content.len());
+            for line in content.split_inclusive(|&b| b == b'\n') {
+                let Some((ids, time)) = reflog_entry(line) else {
+                    continue; // not a reflog line: dropped
+                };
+                if time >= cutoff.timestamp() {
+                    roots.extend(ids);
+                    kept.extend_from_slice(line);
+                }
+            }
+            if kept.is_empty() {
+                let _ = fs::remove_file(&file);
+            } else if kept.len() != content.len() {
+                write_atomically(&file, &kept)?;
+            }
+        }
+        Ok(roots)
+    }
+
+    /// Mark everything reachable from the roots, then delete unreachable loose objects.
+    /// Returns the reachable set.
+    fn sweep(
+        &self,
+        cutoff: DateTime<Utc>,
+        mut roots: Vec<ObjectId>,
+        outcome: &mut PruneOutcome,
+    ) -> Result<HashSet<ObjectId>> {
+        roots.extend(self.refs_under("refs/")?.into_iter().map(|(_, id)| id));
+        roots.extend(self.index_roots());
+        let loose = self.loose_objects();
+        let expiry = SystemTime::UNIX_EPOCH + Duration::from_secs(cutoff.timestamp().max(0) as u64);
+        // Objects newer than the expiry, and all they reach, are kept (git's rule).
+        roots.extend(loose.iter().filter(|o| o.modified >= expiry).map(|o| o.id));
+        let reachable = self.reachable(roots);
+        for object in loose {
+            if reachable.contains(&object.id) {
+                continue;
+            }
+            match fs::remove_file(&object.path) {
+                Ok(()) => outcome.objects_removed += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("removing object", &object.path, e)),
+            }
+        }
+        Ok(reachable)
+    }
+
+    /// When packs hold unreachable objects, or many loose objects remain, write every reachable
+    /// object into one new pack, then delete the old packs and the loose copies. Costs reading
+    /// and compressing every reachable object, so it runs only then.
+    fn repack(&self, reachable: &HashSet<ObjectId>, outcome: &mut PruneOutcome) -> Result<()> {
+        const LOOSE_LIMIT: usize = 2000;
+        let pack_dir = self.git_dir().join("objects/pack");
+        let mut packed = Vec::new();
+        let mut old_packs = Vec::new();
+        for file in files_below(&pack_dir) {
+            if file.extension().is_none_or(|e| e != "idx") {
+                continue;
+            }
+            let index = gix::odb::pack::index::File::at(&file, gix::hash::Kind::Sha1)
+                .map_err(|e| Error::store(&file, e))?;
+            packed.extend(index.iter().map(|entry| entry.oid));
+            old_packs.push(file);
+        }
+        let unreachable_packed = packed.iter().filter(|id| !reachable.contains(*id)).count();
+        let loose: Vec<LooseObject> = self.loose_objects();
+        if unreachable_packed == 0 && loose.len() < LOOSE_LIMIT {
+            return Ok(());
+        }
+        let keep: Vec<ObjectId> = packed
+            .into_iter()
+            .chain(loose.iter().map(|o| o.id))
+            .filter(|id| reachable.contains(id))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        self.objects().start_pack()?;
+        let written = keep.par_iter().map_init(
+            || self.repo(),
+            |repo, id| -> Result<()> {
+                let object = repo
+                    .find_object(*id)
+                    .map_err(|e| Error::store(self.git_dir(), format!("object {id}: {e}")))?;
+                self.objects().pack_object(*id, object.kind, &object.data)
+            },
+        );
+        let written: Result<()> = written.collect();
+        let new_pack = self.objects().finish_pack(written.is_ok())?;
+        written?;
+        // The new pack is complete and in place: the old ones can go (one with the same name
+        // had exactly the same content and was just replaced).
+        for idx in old_packs
+            .iter()
+            .filter(|idx| Some(*idx) != new_pack.as_ref())
+        {
+            for ext in ["pack", "idx", "rev", "bitmap"] {
+                let _ = fs::remove_file(idx.with_extension(ext));
+            }
+        }
+        outcome.objects_removed += unreachable_packed;
+        for object in loose.iter().filter(|o| reachable.contains(&o.id)) {
+            let _ = fs::remove_file(&object.path); // now in the new pack
+        }
+        Ok(())
+    }
+
+    /// The ids the stat cache names: its entries and its cache-tree.
+    fn index_roots(&self) -> Vec<ObjectId> {
+        let Ok(index) = gix::index::File::at(
+            self.git_dir().join("index"),
+            gix::hash::Kind::Sha1,
+            true,
+            Default::default(),
+        ) else {
+            return Vec::new();
+        };
+        let mut roots: Vec<ObjectId> = index.entries().iter().map(|e| e.id).collect();
+        let mut trees: Vec<&gix::index::extension::Tree> = index.tree().into_iter().collect();
+        while let Some(tree) = trees.pop() {
+            if tree.num_entries.is_some() {
+                roots.push(tree.id);
+            }
+            trees.extend(&tree.children);
+        }
+        roots
+    }
+
+    /// Every object reachable from `roots`. Blobs are named by their trees, never read;
+    /// each tree and commit is read once. A missing object ends its branch of the walk.
+    fn reachable(&self, roots: Vec<ObjectId>) -> HashSet<ObjectId> {
+        let repo = self.repo();
+        let mut seen = HashSet::new();
+        let mut stack = roots;
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let Ok(object) = repo.find_object(id) else {
+                continue;
+            };
+            match object.kind {
+                gix::objs::Kind::Commit => {
+                    if let Ok(commit) = object.try_into_commit() {
+                        stack.extend(commit.tree_id().ok().map(|t| t.detach()));
+                        stack.extend(commit.parent_ids().map(|p| p.detach()));
+                    }
+                }
+                gix::objs::Kind::Tree => {
+                    let tree = object.into_tree();
+                    let Ok(decoded) = tree.decode() else { continue };
+                    for entry in &decoded.entries {
+                        if entry.mode.is_tree() {
+                            stack.push(entry.oid.to_owned());
+                        } else if !entry.mode.is_commit() {
+                            seen.insert(entry.oid.to_owned());
+                        }
+                    }
+                }
+                gix::objs::Kind::Tag => {
+                    if let Ok(tag) = object.try_into_tag() {
+                        stack.extend(tag.target_id().ok().map(|t| t.detach()));
+                    }
+                }
+                gix::objs::Kind::Blob => {}
+            }
+        }
+        seen
+    }
+
+    /// Every loose object file, with its id and modification time.
+    fn loose_objects(&self) -> Vec<LooseObject> {
+        let objects = self.git_dir().join("objects");
+        let mut found = Vec::new();
+        for fanout in 0..=255u8 {
+            let dir = objects.join(format!("{fanout:02x}"));
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let hex = format!("{fanout:02x}{}", name.to_string_lossy());
+                // Anything else in a fan-out directory (temp files, strays) is not an object.
+                let Ok(id) = ObjectId::from_hex(hex.as_bytes()) else {
+                    continue;
+                };
+                let Ok(meta) = entry.metadata() else { continue };
+                found.push(LooseObject {
+                    id,
+                    path: entry.path(),
+                    modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                });
+            }
+        }
+        found
+    }
+
+    /// Remove temp files that killed processes left behind (older than an hour).
+    fn remove_temp_files(&self, now: DateTime<Utc>) {
+        let objects = self.git_dir().join("objects");
+        let dirs = (0..=255u8)
+            .map(|f| objects.join(format!("{f:02x}")))
+            .chain([
+                objects.clone(),
+                objects.join("pack"),
+                self.git_dir().to_owned(),
+            ]);
+        let limit = SystemTime::UNIX_EPOCH
+            + Duration::from_secs((now.timestamp() - TEMP_GRACE.as_secs() as i64).max(0) as u64);
+        for dir in dirs {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                let temp = ["tmp_obj_", "tmp_pack_", "tmp_idx_", "index.tmp"]
+                    .iter()
+                    .any(|prefix| name.starts_with(prefix));
+                let old = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|modified| modified < limit);
+                if temp && old {
+                    let _ = fs::remove_file(entry.path());
+                }
+            }
+        }
+    }
+
+    /// Delete `reference` and its reflog.
+    fn delete_ref(&self, reference: &str) -> Result<()> {
+        let repo = self.repo();
+        if let Some(found) = repo
+            .try_find_reference(reference)
+            .map_err(|e| Error::store(self.git_dir(), e))?
+        {
+            found
+                .delete()
+                .map_err(|e| Error::store(self.git_dir(), e))?;
+        }
+        let _ = fs::remove_file(self.git_dir().join("logs").join(reference));
+        Ok(())
+    }
+}
+
+struct LooseObject {
+    id: ObjectId,
+    path: PathBuf,
+    modified: SystemTime,
+}
+
+/// The old and new ids and the time of one reflog line:
+/// `<old> <new> <name> <<email>> <seconds> <zone>\t<message>`.
+fn reflog_entry(line: &[u8]) -> Option<([ObjectId; 2], i64)> {
+    let old = ObjectId::from_hex(line.get(..40)?).ok()?;
+    let new = ObjectId::from_hex(line.get(41..81)?).ok()?;
+    let after_email = &line[line.iter().position(|&b| b == b'>')? + 1..];
+    let seconds = std::str::from_utf8(after_email)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(([old, new], seconds))
+}
+
+/// The bytes of all files below `dir`.
+fn dir_size(dir: &Path) -> u64 {
+    files_below(dir)
+        .iter()
+        .filter_map(|f| fs::symlink_metadata(f).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Every file below `dir`, recursively.
+fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            match entry.file_type() {
+                Ok(t) if t.is_dir() => dirs.push(entry.path()),
+                Ok(_) => files.push(entry.path()),
+                Err(_) => {}
+            }
+        }
+    }
+    files
+}
+
+fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
+    let dir = path.parent().expect("a reflog lives in a directory");
+    let mut temp =
+        tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io("writing", dir, e))?;
+    io::Write::write_all(&mut temp, data).map_err(|e| Error::io("writing", path, e))?;
+    temp.persist(path)
+        .map(drop)
+        .map_err(|e| Error::io("writing", path, e.error))
+}
