@@ -57,7 +57,10 @@ mod xdiff;
 
 pub use diff::{DiffOptions, FileChange, Patch, Status};
 pub use error::{Error, Result};
-pub use prune::{parse_duration, PruneOptions, PruneOutcome, DEFAULT_RETENTION};
+pub use prune::{
+    parse_duration, parse_size, PruneOptions, PruneOutcome, Pruner, DEFAULT_MAX_SIZE,
+    DEFAULT_MAX_TURNS_PER_SESSION, DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,
+};
 pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 pub use scan::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use store::{data_dir, Store, DEFAULT_MAX_FILE_SIZE};

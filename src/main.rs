@@ -100,6 +100,15 @@ enum Command {
         /// How long records live, e.g. 7d, 12h, 30m [default: rewind.retention, 7d]
         #[arg(long, value_name = "DURATION", value_parser = parse_retention)]
         retention: Option<std::time::Duration>,
+        /// Turns kept per session, oldest dropped first [default: rewind.maxTurnsPerSession, 100]
+        #[arg(long, value_name = "N")]
+        max_turns: Option<usize>,
+        /// Store size above which the oldest records go, e.g. 500M [default: rewind.maxSize]
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        max_size: Option<u64>,
+        /// Size to get under once over --max-size, e.g. 300M [default: rewind.targetSize]
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        target_size: Option<u64>,
     },
     /// Record an agent's turn: begin, note a file about to change, end
     #[command(subcommand)]
@@ -191,6 +200,30 @@ fn main() -> ExitCode {
     }
 }
 
+fn parse_size(text: &str) -> Result<u64, String> {
+    rewind::parse_size(text)
+        .ok_or_else(|| format!("{text:?} is not a size such as 500M, 2G or 4096"))
+}
+
+/// The prune options the command line gives (the rest comes from each store's config).
+fn prune_options(command: &Command) -> rewind::PruneOptions {
+    match command {
+        Command::Prune {
+            retention,
+            max_turns,
+            max_size,
+            target_size,
+            ..
+        } => rewind::PruneOptions {
+            retention: *retention,
+            max_turns_per_session: *max_turns,
+            max_size: *max_size,
+            target_size: *target_size,
+        },
+        _ => rewind::PruneOptions::default(),
+    }
+}
+
 fn parse_retention(text: &str) -> Result<std::time::Duration, String> {
     rewind::parse_duration(text)
         .ok_or_else(|| format!("{text:?} is not a duration such as 7d, 12h, 30m or 45s"))
@@ -199,14 +232,8 @@ fn parse_retention(text: &str) -> Result<std::time::Duration, String> {
 fn run(cli: &Cli) -> rewind::Result<()> {
     rewind::now()?; // a malformed REWIND_NOW is an error for every command
     let data_dir = rewind::data_dir(cli.data_dir.as_deref())?;
-    if let Command::Prune {
-        all: true,
-        retention,
-    } = &cli.command
-    {
-        let options = rewind::PruneOptions {
-            retention: *retention,
-        };
+    if let Command::Prune { all: true, .. } = &cli.command {
+        let options = prune_options(&cli.command);
         let mut failures = 0;
         let mut outcomes = Vec::new();
         for store in rewind::Store::all(&data_dir)? {
@@ -289,10 +316,8 @@ fn run(cli: &Cli) -> rewind::Result<()> {
             return report_restore(cli, store.restore(hash, &options)?);
         }
         Command::Revert { hash, paths } => return report_restore(cli, store.revert(hash, paths)?),
-        Command::Prune { retention, .. } => {
-            let options = rewind::PruneOptions {
-                retention: *retention,
-            };
+        Command::Prune { .. } => {
+            let options = prune_options(&cli.command);
             let outcome = report_prune(cli, store.project(), store.prune(&options)?);
             if cli.json {
                 print_json(&outcome);

@@ -33,11 +33,25 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Temp files younger than this may belong to a running process.
 const TEMP_GRACE: Duration = Duration::from_secs(3600);
 
-/// Options for [`Store::prune`].
+/// Default for `rewind.maxTurnsPerSession`.
+pub const DEFAULT_MAX_TURNS_PER_SESSION: usize = 100;
+/// Default for `rewind.maxSize`: above it, the oldest records go...
+pub const DEFAULT_MAX_SIZE: u64 = 500 << 20;
+/// ...until the store is under `rewind.targetSize`.
+pub const DEFAULT_TARGET_SIZE: u64 = 300 << 20;
+
+/// Options for [`Store::prune`]; each `None` falls back to the store's git config, then to
+/// the default.
 #[derive(Debug, Clone, Default)]
 pub struct PruneOptions {
-    /// How long records live. `None`: the store's `rewind.retention` (default 7 days).
+    /// How long records live (`rewind.retention`, default 7 days).
     pub retention: Option<Duration>,
+    /// Turns kept per session (`rewind.maxTurnsPerSession`, default 100).
+    pub max_turns_per_session: Option<usize>,
+    /// Store size that triggers dropping the oldest records (`rewind.maxSize`, 500 MB).
+    pub max_size: Option<u64>,
+    /// Size to get under once triggered (`rewind.targetSize`, 300 MB).
+    pub target_size: Option<u64>,
 }
 
 /// What [`Store::prune`] removed.
@@ -49,6 +63,24 @@ pub struct PruneOutcome {
     pub bytes_freed: u64,
     /// Sessions removed whole, because their last turn expired.
     pub sessions_removed: Vec<String>,
+}
+
+/// Parse a size such as `500M`, `300MB`, `2G`, `64k` or a number of bytes.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return None,
+    };
+    number.checked_mul(factor)
 }
 
 /// Parse a duration such as `7d`, `12h`, `30m`, `45s`, `2w` (a bare number is days).
@@ -71,13 +103,29 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 }
 
 impl Store {
-    /// `rewind.retention` from the store config, else [`DEFAULT_RETENTION`].
-    pub fn retention(&self) -> Duration {
-        self.repo()
-            .config_snapshot()
-            .string("rewind.retention")
-            .and_then(|v| parse_duration(&v.to_string()))
-            .unwrap_or(DEFAULT_RETENTION)
+    /// `options` completed from the store's git config and the defaults.
+    fn prune_settings(&self, options: &PruneOptions) -> (Duration, usize, u64, u64) {
+        let repo = self.repo();
+        let config = repo.config_snapshot();
+        let value = |key: &str| config.string(key).map(|v| v.to_string());
+        (
+            options
+                .retention
+                .or_else(|| value("rewind.retention").and_then(|v| parse_duration(&v)))
+                .unwrap_or(DEFAULT_RETENTION),
+            options
+                .max_turns_per_session
+                .or_else(|| value("rewind.maxTurnsPerSession").and_then(|v| v.trim().parse().ok()))
+                .unwrap_or(DEFAULT_MAX_TURNS_PER_SESSION),
+            options
+                .max_size
+                .or_else(|| value("rewind.maxSize").and_then(|v| parse_size(&v)))
+                .unwrap_or(DEFAULT_MAX_SIZE),
+            options
+                .target_size
+                .or_else(|| value("rewind.targetSize").and_then(|v| parse_size(&v)))
+                .unwrap_or(DEFAULT_TARGET_SIZE),
+        )
     }
 
     /// Delete expired records and the objects nothing live reaches (see the module docs).
@@ -89,22 +137,95 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn prune(&self, options: &PruneOptions) -> Result<PruneOutcome> {
-        let retention = options.retention.unwrap_or_else(|| self.retention());
+        let (retention, max_turns, max_size, target_size) = self.prune_settings(options);
         let now = crate::now()?;
         let cutoff = now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
         let _lock = self.lock()?;
         let mut outcome = PruneOutcome::default();
+        let objects = self.git_dir().join("objects");
+        let size_before = dir_size(&objects);
         self.expire_snapshots(cutoff, &mut outcome)?;
         self.expire_sessions(cutoff, &mut outcome)?;
+        for session in self.session_names()? {
+            outcome.turns_removed += self.trim_session(&session, max_turns)?;
+        }
         self.expire_undo(cutoff)?;
-        let reflog_roots = self.expire_reflogs(cutoff)?;
-        let size_before = dir_size(&self.git_dir().join("objects"));
-        let reachable = self.sweep(cutoff, reflog_roots, &mut outcome)?;
-        self.repack(&reachable, &mut outcome)?;
+        self.collect(cutoff, cutoff, &mut outcome)?;
+        // Over the quota: drop the oldest records, a quarter at a time, until under the target.
+        if dir_size(&objects) > max_size {
+            let mut candidates = self.quota_candidates(now)?;
+            while dir_size(&objects) > target_size && !candidates.is_empty() {
+                let batch = candidates.len().div_ceil(4);
+                for candidate in candidates.drain(..batch) {
+                    match candidate {
+                        Record::Snapshot(name) => {
+                            self.delete_ref(&name)?;
+                            outcome.snapshots_removed += 1;
+                        }
+                        Record::Session(session, turns) => {
+                            self.delete_session(&session)?;
+                            outcome.turns_removed += turns;
+                            outcome.sessions_removed.push(session);
+                        }
+                    }
+                }
+                self.collect(cutoff, now, &mut outcome)?;
+            }
+        }
         self.remove_temp_files(now);
-        let size_after = dir_size(&self.git_dir().join("objects"));
-        outcome.bytes_freed = size_before.saturating_sub(size_after);
+        outcome.bytes_freed = size_before.saturating_sub(dir_size(&objects));
         Ok(outcome)
+    }
+
+    /// Expire reflog entries older than `cutoff`, delete unreachable loose objects older than
+    /// `object_expiry`, and repack if worthwhile.
+    fn collect(
+        &self,
+        cutoff: DateTime<Utc>,
+        object_expiry: DateTime<Utc>,
+        outcome: &mut PruneOutcome,
+    ) -> Result<()> {
+        let reflog_roots = self.expire_reflogs(cutoff)?;
+        let reachable = self.sweep(object_expiry, reflog_roots, outcome)?;
+        self.repack(&reachable, outcome)
+    }
+
+    /// What the size quota may drop, oldest first: snapshot records, and whole sessions that
+    /// were not active in the last hour and hold no rolled-back turn (those wait for their age).
+    fn quota_candidates(&self, now: DateTime<Utc>) -> Result<Vec<Record>> {
+        let mut timed: Vec<(DateTime<Utc>, Record)> = Vec::new();
+        for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
+            timed.push((self.commit_time(commit)?, Record::Snapshot(name)));
+        }
+        let mut sessions: BTreeMap<String, (usize, DateTime<Utc>, bool)> = BTreeMap::new();
+        for turn in self.turns(None)? {
+            let at = turn.ended_at.unwrap_or(turn.started_at);
+            let entry = sessions.entry(turn.session).or_insert((0, at, false));
+            *entry = (entry.0 + 1, entry.1.max(at), entry.2 || turn.rolled_back);
+        }
+        for (session, (turns, last, rolled_back)) in sessions {
+            if !rolled_back && now - last > chrono::Duration::hours(1) {
+                timed.push((last, Record::Session(session, turns)));
+            }
+        }
+        timed.sort_by_key(|(time, _)| *time);
+        Ok(timed.into_iter().map(|(_, record)| record).collect())
+    }
+
+    /// Every session with a turn in the store.
+    fn session_names(&self) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self.turns(None)?.into_iter().map(|t| t.session).collect();
+        names.sort_unstable();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// Delete every ref of `session`.
+    fn delete_session(&self, session: &str) -> Result<()> {
+        for (name, _) in self.refs_under(&session_ref(session, "")?)? {
+            self.delete_ref(&name)?;
+        }
+        Ok(())
     }
 
     /// Record `tree`, which `track` just returned, with the time it was taken (refreshed at
@@ -165,9 +286,7 @@ impl Store {
         }
         for (session, (turns, last)) in sessions {
             if last < cutoff {
-                for (name, _) in self.refs_under(&session_ref(&session, "")?)? {
-                    self.delete_ref(&name)?;
-                }
+                self.delete_session(&session)?;
                 outcome.turns_removed += turns;
                 outcome.sessions_removed.push(session);
             }
@@ -200,18 +319,7 @@ impl Store {
         }
         let mut parent: Option<ObjectId> = None;
         for id in kept.into_iter().rev() {
-            let mut commit = repo
-                .find_commit(id)
-                .map_err(|e| Error::store(self.git_dir(), e))?
-                .decode()
-                .map_err(|e| Error::store(self.git_dir(), e))?
-                .to_owned()
-                .map_err(|e| Error::store(self.git_dir(), e))?;
-            commit.parents = parent.into_iter().collect();
-            let mut data = Vec::new();
-            gix::objs::WriteTo::write_to(&commit, &mut data)
-                .map_err(|e| Error::io("encoding commit", self.git_dir(), e))?;
-            parent = Some(self.objects().write(gix::objs::Kind::Commit, &data)?);
+            parent = Some(self.rewrite_commit(id, parent)?);
         }
         self.set_ref(
             reference,
@@ -458,7 +566,7 @@ impl Store {
     }
 
     /// Delete `reference` and its reflog.
-    fn delete_ref(&self, reference: &str) -> Result<()> {
+    pub(crate) fn delete_ref(&self, reference: &str) -> Result<()> {
         let repo = self.repo();
         if let Some(found) = repo
             .try_find_reference(reference)
@@ -471,6 +579,14 @@ impl Store {
         let _ = fs::remove_file(self.git_dir().join("logs").join(reference));
         Ok(())
     }
+}
+
+/// A record the size quota can drop.
+enum Record {
+    /// A snapshot record's ref name.
+    Snapshot(String),
+    /// A session, with its number of turns.
+    Session(String, usize),
 }
 
 struct LooseObject {
@@ -530,4 +646,64 @@ fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
     temp.persist(path)
         .map(drop)
         .map_err(|e| Error::io("writing", path, e.error))
+}
+
+/// A background pruner for an embedding runtime: prunes `store` shortly after it starts, then
+/// every `interval`; stops (and joins its thread) when dropped.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// let store = Arc::new(rewind::Store::open(".".as_ref(), &rewind::data_dir(None)?)?);
+/// let pruner = rewind::Pruner::start(store.clone(), std::time::Duration::from_secs(3600));
+/// // ... the runtime works; `pruner.last()` tells how the last run went ...
+/// drop(pruner); // stops it
+/// # Ok::<(), rewind::Error>(())
+/// ```
+pub struct Pruner {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    last: std::sync::Arc<std::sync::Mutex<Option<Result<PruneOutcome>>>>,
+}
+
+/// How long after [`Pruner::start`] the first run happens.
+const FIRST_RUN_AFTER: Duration = Duration::from_secs(30);
+
+impl Pruner {
+    /// Start pruning `store` every `interval` (the first run after 30 seconds, or `interval`
+    /// if that is shorter), with the store's own settings.
+    pub fn start(store: std::sync::Arc<Store>, interval: Duration) -> Pruner {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let last = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let report = last.clone();
+        let thread = std::thread::spawn(move || {
+            let mut wait = FIRST_RUN_AFTER.min(interval);
+            // Runs until the sender is dropped (or sends).
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
+                let outcome = store.prune(&PruneOptions::default());
+                *report.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+                wait = interval;
+            }
+        });
+        Pruner {
+            stop: Some(stop),
+            thread: Some(thread),
+            last,
+        }
+    }
+
+    /// The outcome of the last run, if any ran yet (errors are kept here, never printed).
+    pub fn last(&self) -> Option<std::result::Result<PruneOutcome, String>> {
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        last.as_ref()
+            .map(|r| r.as_ref().map(Clone::clone).map_err(|e| e.to_string()))
+    }
+}
+
+impl Drop for Pruner {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }

@@ -262,6 +262,29 @@ impl Store {
         Ok(id)
     }
 
+    /// Write a copy of `commit` (same tree, message, author and times) with other `parents`;
+    /// used when prune cuts a chain.
+    pub(crate) fn rewrite_commit(
+        &self,
+        commit: ObjectId,
+        parents: impl IntoIterator<Item = ObjectId>,
+    ) -> Result<ObjectId> {
+        let repo = self.repo();
+        let store_error = |e: &dyn std::fmt::Display| Error::store(&self.git_dir, e);
+        let mut copy = repo
+            .find_commit(commit)
+            .map_err(|e| store_error(&e))?
+            .decode()
+            .map_err(|e| store_error(&e))?
+            .to_owned()
+            .map_err(|e| store_error(&e))?;
+        copy.parents = parents.into_iter().collect();
+        let mut data = Vec::new();
+        gix::objs::WriteTo::write_to(&copy, &mut data)
+            .map_err(|e| Error::io("encoding commit", &self.git_dir, e))?;
+        self.objects.write(gix::objs::Kind::Commit, &data)
+    }
+
     /// Point `reference` at `target`, creating or moving it. The caller holds the store lock.
     pub(crate) fn set_ref(&self, reference: &str, target: ObjectId, log: &str) -> Result<()> {
         self.remove_stale_ref_lock(reference);

@@ -524,6 +524,61 @@ impl Store {
             .collect()
     }
 
+    /// Keep at most `max` turns of `session`: the oldest others go (rolled-back turns stay
+    /// until they expire, since the user may redo them), and the session's chain is rewritten
+    /// without them. Returns how many turns went. The caller holds the store lock.
+    pub(crate) fn trim_session(&self, session: &str, max: usize) -> Result<usize> {
+        let records = self.session_records(session)?;
+        let excess = records.len().saturating_sub(max);
+        let mut dropped = Vec::new();
+        for record in &records {
+            if dropped.len() == excess {
+                break;
+            }
+            let marker = turn_ref(session, "rolled-back", &record.turn)?;
+            if self.ref_target(&marker)?.is_none() {
+                dropped.push(record.turn.clone());
+            }
+        }
+        if dropped.is_empty() {
+            return Ok(0);
+        }
+        let mut parent: Option<ObjectId> = None;
+        for record in records.iter().filter(|r| !dropped.contains(&r.turn)) {
+            let begin = self.rewrite_commit(record.begin, parent)?;
+            let last = match record.ended_at {
+                Some(_) => self.rewrite_commit(record.commit, [begin])?,
+                None => begin,
+            };
+            self.set_ref(
+                &turn_ref(session, "turns", &record.turn)?,
+                last,
+                "rewind: prune",
+            )?;
+            let marker = turn_ref(session, "rolled-back", &record.turn)?;
+            if self.ref_target(&marker)?.is_some() {
+                self.set_ref(&marker, last, "rewind: prune")?;
+            }
+            parent = Some(last);
+        }
+        self.set_ref(
+            &session_ref(session, "head")?,
+            parent.expect("kept turns"),
+            "rewind: prune",
+        )?;
+        let expected = session_ref(session, "expected")?;
+        if let Some(commit) = self.ref_target(&expected)? {
+            let alone = self.rewrite_commit(commit, None)?; // only its tree matters
+            self.set_ref(&expected, alone, "rewind: prune")?;
+        }
+        for turn in &dropped {
+            for kind in ["turns", "rolled-back"] {
+                self.delete_ref(&turn_ref(session, kind, turn)?)?;
+            }
+        }
+        Ok(dropped.len())
+    }
+
     /// The turns of `session`, oldest first; a session without turns does not exist.
     fn session_records(&self, session: &str) -> Result<Vec<Record>> {
         match self.sessions(Some(session))?.into_iter().next() {

@@ -114,3 +114,32 @@ fn one_store_shared_between_threads() {
         .collect();
     assert!(hashes.iter().all(|h| *h == hashes[0]), "{hashes:?}");
 }
+
+#[test]
+fn background_pruner_runs_and_stops_when_dropped() {
+    isolate();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    write(project.path(), "a.txt", "one\n");
+    let store = Arc::new(rewind::Store::open(project.path(), data.path()).unwrap());
+    store.track(&Default::default()).unwrap();
+    let pruner = rewind::Pruner::start(store.clone(), std::time::Duration::from_millis(50));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while pruner.last().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the pruner never ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let outcome = pruner.last().unwrap().expect("prune succeeded");
+    assert_eq!(
+        outcome.snapshots_removed, 0,
+        "a fresh snapshot does not expire"
+    );
+    let started = std::time::Instant::now();
+    drop(pruner);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "drop stops it"
+    );
+    // The store still works.
+    store.track(&Default::default()).unwrap();
+}
