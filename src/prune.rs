@@ -694,8 +694,10 @@ impl Pruner {
     /// The outcome of the last run, if any ran yet (errors are kept here, never printed).
     pub fn last(&self) -> Option<std::result::Result<PruneOutcome, String>> {
         let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        last.as_ref()
-            .map(|r| r.as_ref().map(Clone::clone).map_err(|e| e.to_string()))
+        last.as_ref().map(|run| match run {
+            Ok(outcome) => Ok(outcome.clone()),
+            Err(e) => Err(e.to_string()),
+        })
     }
 }
 
