@@ -610,12 +610,13 @@ fn reflog_entry(line: &[u8]) -> Option<([ObjectId; 2], i64)> {
     Some(([old, new], seconds))
 }
 
-/// The bytes of all files below `dir`.
+/// The disk space (allocated blocks, as `du` counts) of all files below `dir`.
 fn dir_size(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
     files_below(dir)
         .iter()
         .filter_map(|f| fs::symlink_metadata(f).ok())
-        .map(|m| m.len())
+        .map(|m| m.blocks() * 512)
         .sum()
 }
 
