@@ -1,0 +1,172 @@
+//! Retention limits beyond age: the per-session turn count and the size quota.
+//! git (on the store) is the oracle for what is still there.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{finish, spawn_piped, Run, Sandbox, TestProject};
+
+/// `rewind ARGS` in project `p` with `REWIND_NOW=now`; asserts success.
+fn at(p: &TestProject, now: &str, args: &[&str]) -> Run {
+    let mut command: Command = p.rewind_command(args);
+    command.env("REWIND_NOW", now);
+    let run = finish(spawn_piped(&mut command), Duration::from_secs(60), "rewind");
+    run.assert_success();
+    run
+}
+
+fn json(run: &Run) -> serde_json::Value {
+    serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {run}"))
+}
+
+fn turn_ids(p: &TestProject, now: &str) -> Vec<String> {
+    let turns = json(&at(p, now, &["--json", "turns", "--session", "s"]));
+    turns
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["turn"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn has_object(p: &TestProject, id: &str) -> bool {
+    Command::new("git")
+        .arg("--git-dir")
+        .arg(p.store())
+        .args(["cat-file", "-e", id])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .status()
+        .unwrap()
+        .success()
+}
+
+fn hour(h: u32) -> String {
+    format!("2026-12-01T{h:02}:00:00Z")
+}
+
+#[test]
+fn sessions_keep_their_newest_turns_and_rolled_back_ones() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("base.txt", "base\n");
+    for t in 1..=5u32 {
+        let turn = t.to_string();
+        at(
+            &p,
+            &hour(t),
+            &["turn", "begin", "--session", "s", "--turn", &turn],
+        );
+        p.file(format!("f{t}.txt"), format!("turn {t}\n"));
+        at(
+            &p,
+            &hour(t),
+            &["turn", "end", "--session", "s", "--turn", &turn],
+        );
+    }
+    // Turn 5 undone: a rolled-back turn waits for its age, whatever the count limit.
+    at(&p, &hour(6), &["undo", "--session", "s", "--turn", "5"]);
+    let outcome = json(&at(&p, &hour(7), &["--json", "prune", "--max-turns", "2"]));
+    assert_eq!(outcome["turns_removed"], 3, "{outcome}");
+    assert_eq!(turn_ids(&p, &hour(7)), ["4", "5"]);
+    // The chain holds only the kept turns (a begin and an end commit each).
+    let log = p.store_git(["log", "--format=%s", "refs/rewind/sessions/s/head"]);
+    assert_eq!(log.lines().count(), 4, "{log}");
+    for gone in ["1", "2", "3"] {
+        let listed = p.store_git([
+            "for-each-ref",
+            &format!("refs/rewind/sessions/s/turns/{gone}"),
+        ]);
+        assert!(
+            listed.trim().is_empty(),
+            "turn {gone} still has a ref: {listed}"
+        );
+    }
+    p.assert_fsck_clean();
+    // What is left still undoes: back to before turn 4.
+    at(&p, &hour(8), &["undo", "--session", "s", "--turn", "4"]);
+    assert!(!p.join("f4.txt").exists());
+    assert!(
+        p.join("f3.txt").exists(),
+        "turn 3's file is not the kept turns' to undo"
+    );
+
+    // The config key sets the limit too.
+    p.store_git(["config", "rewind.maxTurnsPerSession", "1"]);
+    let outcome = json(&at(&p, &hour(9), &["--json", "prune"]));
+    assert_eq!(
+        outcome["turns_removed"], 0,
+        "both remaining turns are rolled back: {outcome}"
+    );
+    p.assert_fsck_clean();
+}
+
+#[test]
+fn over_the_size_quota_the_oldest_snapshots_go_but_not_the_current_one() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    // Snapshot A: 2 MB of incompressible files (the first snapshot, written as a pack).
+    let mut rng = common::XorShift::from_time();
+    for i in 0..100 {
+        let bytes: Vec<u8> = (0..20_000).map(|_| rng.next_u64() as u8).collect();
+        p.file(format!("big/{i}.bin"), bytes);
+    }
+    let a = at(&p, &hour(1), &["track"]).stdout.trim().to_string();
+    let big_blob = p.store_git(["rev-parse", &format!("{a}:big/0.bin")]);
+    // Snapshot B, an hour later: small.
+    p.remove("big");
+    p.file("small.txt", "small\n");
+    let b = at(&p, &hour(2), &["track"]).stdout.trim().to_string();
+    // A session active just now is never dropped for size.
+    at(
+        &p,
+        &hour(3),
+        &["turn", "begin", "--session", "live", "--turn", "1"],
+    );
+    at(
+        &p,
+        &hour(3),
+        &["turn", "end", "--session", "live", "--turn", "1"],
+    );
+
+    let outcome = json(&at(
+        &p,
+        &hour(3),
+        &[
+            "--json",
+            "prune",
+            "--max-size",
+            "1M",
+            "--target-size",
+            "500k",
+        ],
+    ));
+    assert!(
+        outcome["snapshots_removed"].as_u64().unwrap() >= 1,
+        "{outcome}"
+    );
+    assert!(
+        outcome["bytes_freed"].as_u64().unwrap() > 1_000_000,
+        "{outcome}"
+    );
+    assert!(!has_object(&p, big_blob.trim()), "A's blobs are gone");
+    assert!(!has_object(&p, &a), "A's tree is gone");
+    assert!(has_object(&p, &b), "B (the current snapshot) stays");
+    assert_eq!(turn_ids_of(&p, "live"), ["1"]);
+    p.assert_fsck_clean();
+
+    // Under the quota nothing goes.
+    let outcome = json(&at(&p, &hour(4), &["--json", "prune"]));
+    assert_eq!(outcome["snapshots_removed"], 0, "{outcome}");
+}
+
+fn turn_ids_of(p: &TestProject, session: &str) -> Vec<String> {
+    let turns = json(&at(p, &hour(3), &["--json", "turns", "--session", session]));
+    turns
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["turn"].as_str().unwrap().to_string())
+        .collect()
+}
