@@ -190,8 +190,12 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("rewind: {err}");
-            // A partial restore already printed its outcome, which lists the failures.
-            if cli.json && !matches!(err, rewind::Error::Incomplete { .. }) {
+            // A partial restore or prune --all already printed its outcome, listing failures.
+            let printed = matches!(
+                err,
+                rewind::Error::Incomplete { .. } | rewind::Error::PruneFailed(_)
+            );
+            if cli.json && !printed {
                 let error = json!({"error": {"code": err.code(), "message": err.to_string()}});
                 println!("{error}");
             }

@@ -139,7 +139,11 @@ impl Store {
     pub fn prune(&self, options: &PruneOptions) -> Result<PruneOutcome> {
         let (retention, max_turns, max_size, target_size) = self.prune_settings(options);
         let now = crate::now()?;
-        let cutoff = now - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+        // A retention longer than the calendar reaches back expires nothing.
+        let cutoff = chrono::TimeDelta::from_std(retention)
+            .ok()
+            .and_then(|retention| now.checked_sub_signed(retention))
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
         let _lock = self.lock()?;
         let mut outcome = PruneOutcome::default();
         let objects = self.git_dir().join("objects");
@@ -187,7 +191,15 @@ impl Store {
     ) -> Result<()> {
         let reflog_roots = self.expire_reflogs(cutoff)?;
         let reachable = self.sweep(object_expiry, reflog_roots, outcome)?;
-        self.repack(&reachable, outcome)
+        self.repack(&reachable, outcome)?;
+        // A commit-graph (from a `git gc` someone ran) may name deleted commits: it is only a
+        // cache, so drop it whenever objects went.
+        if outcome.objects_removed > 0 {
+            let info = self.git_dir().join("objects/info");
+            let _ = fs::remove_file(info.join("commit-graph"));
+            let _ = fs::remove_dir_all(info.join("commit-graphs"));
+        }
+        Ok(())
     }
 
     /// What the size quota may drop, oldest first: snapshot records, and whole sessions that
@@ -365,6 +377,8 @@ impl Store {
     ) -> Result<HashSet<ObjectId>> {
         roots.extend(self.refs_under("refs/")?.into_iter().map(|(_, id)| id));
         roots.extend(self.index_roots());
+        // The empty tree, written when the store was created: stock git needs it stored.
+        roots.push(ObjectId::empty_tree(gix::hash::Kind::Sha1));
         let loose = self.loose_objects();
         let expiry = SystemTime::UNIX_EPOCH + Duration::from_secs(cutoff.timestamp().max(0) as u64);
         // Objects newer than the expiry, and all they reach, are kept (git's rule).
@@ -431,7 +445,8 @@ impl Store {
             .iter()
             .filter(|idx| Some(*idx) != new_pack.as_ref())
         {
-            for ext in ["pack", "idx", "rev", "bitmap"] {
+            // The index first, as git does: a pack without one is invisible.
+            for ext in ["idx", "pack", "rev", "bitmap", "mtimes", "promisor"] {
                 let _ = fs::remove_file(idx.with_extension(ext));
             }
         }

@@ -148,10 +148,10 @@ impl Store {
             .ok()
             .and_then(|config| config.string("rewind.worktree"))
             .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)));
-            stores.push(match project {
-                Some(project) => Self::at(git_dir, project),
-                None => Err(Error::store(&git_dir, "no rewind.worktree in its config")),
-            });
+            // A repository without rewind.worktree is not a store of ours: not touched.
+            if let Some(project) = project {
+                stores.push(Self::at(git_dir, project));
+            }
         }
         Ok(stores)
     }

@@ -1,0 +1,1788 @@
+//! Integration tests for retention ("Retention: 7-day prune, ... scheduled hourly"):
+//! `rewind prune [--all] [--retention DURATION]`.
+//!
+//! Git is the oracle throughout: whether an object is in the store is asked of
+//! `git cat-file`, connectivity of every record of `git fsck --strict --no-dangling`, and
+//! the history of `git log --all` / `git rev-list`.
+//!
+//! The clock: `REWIND_NOW` decides what expires and stamps the commits rewind writes, but
+//! object files get real modification times, and git's rule keeps loose objects newer than the
+//! expiry. So the clock tests start at `T0` = the real time now (see [`Clock`]): a prune at
+//! `T0 + 8d` with 7 days of retention then has its expiry at `T0 + 1d`, after every object
+//! file the test wrote, and only reachability decides what stays.
+//!
+//! Helpers shared with the other test files live in tests/common/mod.rs; the ones below are
+//! specific to pruning.
+
+mod common;
+
+use common::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const MINUTE: i64 = 60;
+const HOUR: i64 = 3600;
+const DAY: i64 = 86400;
+
+// ---------------------------------------------------------------------------
+// Clock
+// ---------------------------------------------------------------------------
+
+/// RFC 3339 (UTC, whole seconds) of `secs` since the epoch.
+fn rfc3339(secs: i64) -> String {
+    // Howard Hinnant's civil_from_days.
+    let days = secs.div_euclid(DAY);
+    let rem = secs.rem_euclid(DAY);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn real_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// `T0` (the real time when the test started) and times relative to it.
+#[derive(Clone, Copy)]
+struct Clock {
+    t0: i64,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        Clock { t0: real_now() }
+    }
+
+    /// `REWIND_NOW` for `T0 + offset` seconds.
+    fn at(&self, offset: i64) -> String {
+        rfc3339(self.t0 + offset)
+    }
+}
+
+#[test]
+fn rfc3339_helper_is_right() {
+    assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+    assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    assert_eq!(rfc3339(1_796_002_889), "2026-11-30T01:41:29Z");
+    assert_eq!(rfc3339(4_102_444_799), "2099-12-31T23:59:59Z");
+}
+
+// ---------------------------------------------------------------------------
+// Running rewind
+// ---------------------------------------------------------------------------
+
+/// `rewind -C <project> ARGS` with `REWIND_NOW=now` when given; fails the test on a panic.
+fn rw_at<S: AsRef<std::ffi::OsStr>>(p: &TestProject, now: Option<&str>, args: &[S]) -> Run {
+    let mut cmd = p.rewind_command(args);
+    if let Some(now) = now {
+        cmd.env("REWIND_NOW", now);
+    }
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert_no_panic(&run);
+    run
+}
+
+/// The single JSON value on stdout.
+fn parse_json(run: &Run) -> Value {
+    let lines: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected exactly one JSON line on stdout: {run}"
+    );
+    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("invalid JSON ({e}): {run}"))
+}
+
+/// `rewind -C <project> --json ARGS` at `now`: must succeed; returns the JSON.
+fn rwj_at(p: &TestProject, now: Option<&str>, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let run = rw_at(p, now, &all);
+    run.assert_success();
+    parse_json(&run)
+}
+
+/// `track` at `now`: the tree id.
+fn track_at(p: &TestProject, now: &str) -> String {
+    let run = rw_at(p, Some(now), &["track"]);
+    run.assert_success();
+    let id = run.stdout.trim().to_string();
+    assert_oid(&id, "`rewind track`");
+    id
+}
+
+/// What `prune --json` reports for one store.
+#[derive(Debug, Clone)]
+struct Pruned {
+    snapshots_removed: u64,
+    turns_removed: u64,
+    objects_removed: u64,
+    bytes_freed: u64,
+    sessions_removed: Vec<String>,
+    project: String,
+    json: Value,
+}
+
+impl Pruned {
+    fn parse(v: &Value) -> Pruned {
+        let n = |k: &str| {
+            v[k].as_u64()
+                .unwrap_or_else(|| panic!("prune outcome without number {k:?}: {v}"))
+        };
+        Pruned {
+            snapshots_removed: n("snapshots_removed"),
+            turns_removed: n("turns_removed"),
+            objects_removed: n("objects_removed"),
+            bytes_freed: n("bytes_freed"),
+            sessions_removed: v["sessions_removed"]
+                .as_array()
+                .unwrap_or_else(|| panic!("prune outcome without \"sessions_removed\" array: {v}"))
+                .iter()
+                .map(|s| {
+                    s.as_str()
+                        .unwrap_or_else(|| panic!("session id must be a string: {v}"))
+                        .to_string()
+                })
+                .collect(),
+            project: v["project"]
+                .as_str()
+                .unwrap_or_else(|| panic!("prune outcome without \"project\" string: {v}"))
+                .to_string(),
+            json: v.clone(),
+        }
+    }
+}
+
+/// `prune --json EXTRA` at `now` (or the real clock): must succeed.
+fn prune_at(p: &TestProject, now: Option<&str>, extra: &[&str]) -> Pruned {
+    let mut args = vec!["prune"];
+    args.extend_from_slice(extra);
+    let v = rwj_at(p, now, &args);
+    assert!(
+        v.is_object(),
+        "`prune --json` (one project) must print an object: {v}"
+    );
+    let pruned = Pruned::parse(&v);
+    assert_eq!(
+        Path::new(&pruned.project),
+        p.path.as_path(),
+        "\"project\" must be the canonical project path: {v}"
+    );
+    pruned
+}
+
+// ---------------------------------------------------------------------------
+// The store, seen by git
+// ---------------------------------------------------------------------------
+
+/// Whether `git cat-file -e id` succeeds in the store.
+fn has_object(sb: &Sandbox, store: &Path, id: &str) -> bool {
+    sb.git_in_run(store, ["cat-file", "-e", id])
+        .status
+        .success()
+}
+
+/// `refs/rewind/snapshots/<tree>` -> commit.
+fn snapshot_records(sb: &Sandbox, store: &Path) -> BTreeMap<String, String> {
+    sb.git_in(
+        store,
+        [
+            "for-each-ref",
+            "--format=%(refname) %(objectname)",
+            "refs/rewind/snapshots/",
+        ],
+    )
+    .lines()
+    .map(|l| {
+        let (name, id) = l.split_once(' ').expect("for-each-ref line");
+        let tree = name
+            .strip_prefix("refs/rewind/snapshots/")
+            .expect("under refs/rewind/snapshots/");
+        (tree.to_string(), id.to_string())
+    })
+    .collect()
+}
+
+/// Every ref under `prefix`.
+fn refs_under(sb: &Sandbox, store: &Path, prefix: &str) -> Vec<String> {
+    sb.git_in(store, ["for-each-ref", "--format=%(refname)", prefix])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `(mode type id path)` entries of `tree` (recursively, blobs and links only).
+fn blobs_of(sb: &Sandbox, store: &Path, tree: &str) -> BTreeMap<String, String> {
+    sb.git_in(store, ["ls-tree", "-r", tree])
+        .lines()
+        .map(|l| {
+            let (meta, path) = l.split_once('\t').expect("ls-tree line");
+            let id = meta.split(' ').nth(2).expect("ls-tree id");
+            (path.to_string(), id.to_string())
+        })
+        .collect()
+}
+
+/// Every object (tree or blob) reachable from `tree`, and `tree` itself.
+fn objects_of(sb: &Sandbox, store: &Path, tree: &str) -> BTreeSet<String> {
+    let mut all: BTreeSet<String> = sb
+        .git_in(store, ["ls-tree", "-r", "-t", tree])
+        .lines()
+        .map(|l| {
+            l.split(' ')
+                .nth(2)
+                .unwrap()
+                .split('\t')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    all.insert(tree.to_string());
+    all
+}
+
+/// `git fsck --strict --no-dangling`: clean, every ref's history complete.
+fn assert_fsck_no_dangling(sb: &Sandbox, store: &Path, what: &str) {
+    let run = sb.git_in_run(
+        store,
+        ["fsck", "--strict", "--no-dangling", "--no-progress"],
+    );
+    let all = format!("{}\n{}", run.stdout, run.stderr).to_lowercase();
+    assert!(
+        run.status.success()
+            && !all.contains("error")
+            && !all.contains("missing")
+            && !all.contains("broken")
+            && !all.contains("bad "),
+        "{what}: fsck of the store is not clean: {run}"
+    );
+}
+
+/// `git log --all` works and prints `n` commits or more.
+fn assert_log_all_works(sb: &Sandbox, store: &Path) -> usize {
+    let run = sb.git_in_run(store, ["log", "--all", "--format=%H %ct %s"]);
+    run.assert_success();
+    run.stdout.lines().count()
+}
+
+/// The whole store is consistent: fsck (strict, no dangling), `log --all`, every recorded
+/// snapshot's tree complete.
+fn assert_store_sound(sb: &Sandbox, store: &Path, what: &str) {
+    assert_fsck_clean(sb, store);
+    assert_fsck_no_dangling(sb, store, what);
+    assert_log_all_works(sb, store);
+    for tree in snapshot_records(sb, store).keys() {
+        assert_tree_complete(sb, store, tree);
+    }
+}
+
+/// Sets the mtime of `path` to `secs_ago` seconds before now (like `touch -d`).
+fn age_file(path: &Path, secs_ago: u64) {
+    let t = SystemTime::now() - Duration::from_secs(secs_ago);
+    let f = fs::File::options()
+        .write(true)
+        .open(path)
+        .or_else(|_| fs::File::open(path))
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    f.set_modified(t)
+        .unwrap_or_else(|e| panic!("set mtime of {}: {e}", path.display()));
+}
+
+// ---------------------------------------------------------------------------
+// Sessions
+// ---------------------------------------------------------------------------
+
+fn begin_at(p: &TestProject, now: &str, s: &str, t: &str) {
+    rwj_at(
+        p,
+        Some(now),
+        &[
+            "turn",
+            "begin",
+            &format!("--session={s}"),
+            &format!("--turn={t}"),
+        ],
+    );
+}
+
+fn end_at(p: &TestProject, now: &str, s: &str, t: &str) {
+    rwj_at(
+        p,
+        Some(now),
+        &[
+            "turn",
+            "end",
+            &format!("--session={s}"),
+            &format!("--turn={t}"),
+        ],
+    );
+}
+
+/// One row of `turns --json`: (session, turn, before, after).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct TurnRow {
+    session: String,
+    turn: String,
+    before: String,
+    after: Option<String>,
+}
+
+fn turns_at(p: &TestProject, now: &str) -> Vec<TurnRow> {
+    let v = rwj_at(p, Some(now), &["turns"]);
+    v.as_array()
+        .unwrap_or_else(|| panic!("`turns --json` must print an array: {v}"))
+        .iter()
+        .map(|t| TurnRow {
+            session: t["session"].as_str().expect("session").to_string(),
+            turn: t["turn"].as_str().expect("turn").to_string(),
+            before: t["before"].as_str().expect("before").to_string(),
+            after: t["after"].as_str().map(str::to_string),
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Expiry of snapshots
+// ---------------------------------------------------------------------------
+
+#[test]
+fn expired_snapshot_objects_go_live_ones_stay() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "content A\n")
+        .file("shared.txt", "shared by every snapshot\n")
+        .file("dir/a-only.txt", "only in A\n")
+        .exec("bin/tool", "#!/bin/sh\necho A\n");
+    // The first snapshot is written as a pack...
+    let a = track_at(&p, &clock.at(0));
+    // ...a second one, also to expire, as loose objects.
+    p.file("a2-only.txt", "only in A2\n")
+        .file("dir/a-only.txt", "only in A2, too\n");
+    let a2 = track_at(&p, &clock.at(HOUR));
+    // B, six days later: the one to keep.
+    p.file("a.txt", "content B\n")
+        .remove("dir/a-only.txt")
+        .remove("a2-only.txt")
+        .file("b.txt", "only in B\n")
+        .exec("bin/tool", "#!/bin/sh\necho B\n");
+    let b = track_at(&p, &clock.at(6 * DAY));
+    let store = p.store();
+    assert_store_sound(&sb, &store, "before prune");
+    let records = snapshot_records(&sb, &store);
+    for t in [&a, &a2, &b] {
+        assert!(
+            records.contains_key(t),
+            "track must record {t}: {records:?}"
+        );
+    }
+
+    let objs_a = objects_of(&sb, &store, &a);
+    let objs_a2 = objects_of(&sb, &store, &a2);
+    let objs_b = objects_of(&sb, &store, &b);
+    let gone: BTreeSet<String> = objs_a
+        .union(&objs_a2)
+        .filter(|o| !objs_b.contains(*o))
+        .cloned()
+        .collect();
+    assert!(gone.contains(&a) && gone.contains(&a2));
+    assert!(gone.len() >= 6, "A and A2 have their own objects: {gone:?}");
+
+    // Before expiry (A is 6 days and 23 hours old) nothing goes.
+    let early = prune_at(&p, Some(&clock.at(7 * DAY - HOUR)), &[]);
+    assert_eq!(early.snapshots_removed, 0, "{}", early.json);
+    assert_eq!(early.turns_removed, 0, "{}", early.json);
+    assert!(early.sessions_removed.is_empty(), "{}", early.json);
+    for o in gone.iter().chain(&objs_b) {
+        assert!(
+            has_object(&sb, &store, o),
+            "{o} must survive an early prune"
+        );
+    }
+    assert_eq!(snapshot_records(&sb, &store).len(), 3);
+
+    // At T0 + 8d, A and A2 expired; B (taken at T0 + 6d) did not.
+    let pruned = prune_at(&p, Some(&clock.at(8 * DAY)), &[]);
+    assert_eq!(pruned.snapshots_removed, 2, "{}", pruned.json);
+    assert!(pruned.bytes_freed > 0, "{}", pruned.json);
+    assert!(pruned.objects_removed >= 1, "{}", pruned.json);
+    assert!(pruned.sessions_removed.is_empty(), "{}", pruned.json);
+    let records = snapshot_records(&sb, &store);
+    assert_eq!(
+        records.keys().collect::<Vec<_>>(),
+        vec![&b],
+        "only B's record may remain"
+    );
+    for o in &gone {
+        assert!(
+            !has_object(&sb, &store, o),
+            "{o} (used only by expired snapshots) must be deleted"
+        );
+    }
+    assert_tree_complete(&sb, &store, &b);
+    assert_store_sound(&sb, &store, "after prune");
+    let log = sb.git_in(&store, ["log", "--all", "--format=%T"]);
+    assert!(
+        log.lines().any(|t| t == b),
+        "git log --all must show B:\n{log}"
+    );
+    assert!(!log.lines().any(|t| t == a || t == a2), "{log}");
+
+    // B is fully usable: diff against the project (unchanged, then changed).
+    let now = clock.at(8 * DAY);
+    let d = rw_at(&p, Some(&now), &["diff", &b]);
+    d.assert_success();
+    assert_eq!(d.stdout, "", "nothing changed since B: {d}");
+    p.file("b.txt", "only in B\nand more\n");
+    let d = rw_at(&p, Some(&now), &["diff", &b]);
+    d.assert_success();
+    assert!(d.stdout.contains("+and more"), "{d}");
+    // The expired ones are unknown now.
+    let d = rw_at(&p, Some(&now), &["diff", &a]);
+    assert_eq!(d.code(), Some(1), "diff from a pruned snapshot: {d}");
+
+    // A second prune finds nothing more to do, and the project still snapshots like git.
+    let again = prune_at(&p, Some(&clock.at(8 * DAY)), &[]);
+    assert_eq!(again.snapshots_removed, 0, "{}", again.json);
+    p.track_matches_git();
+    assert_store_sound(&sb, &store, "after a second prune");
+}
+
+#[test]
+fn last_snapshot_stays_usable_after_its_record_expires() {
+    // The stat cache (the store's index) names the last snapshot's objects: they are roots.
+    // A track after the prune reuses cached ids without reading the files again, so the tree
+    // it returns must still be complete.
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    for i in 0..40 {
+        p.file(format!("d{}/f{i}.txt", i % 4), format!("file {i}\n"));
+    }
+    let a = track_at(&p, &clock.at(0));
+    p.file("d0/f0.txt", "changed\n");
+    let b = track_at(&p, &clock.at(HOUR));
+    let store = p.store();
+    let pruned = prune_at(&p, Some(&clock.at(9 * DAY)), &[]);
+    assert_eq!(pruned.snapshots_removed, 2, "{}", pruned.json);
+    assert!(snapshot_records(&sb, &store).is_empty());
+    assert!(!has_object(&sb, &store, &a), "A is referenced by nothing");
+    assert_tree_complete(&sb, &store, &b);
+    assert_eq!(track_at(&p, &clock.at(9 * DAY)), b);
+    assert_tree_complete(&sb, &store, &b);
+    let t = p.track_matches_git();
+    assert_eq!(t.hash, b);
+    assert_store_sound(&sb, &store, "after prune and track");
+}
+
+#[test]
+fn retaking_a_snapshot_refreshes_its_record_at_most_hourly() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    p.file("x", "x\n");
+    let store = p.store();
+    let commit_time = |tree: &str| -> i64 {
+        sb.git_in(
+            &store,
+            [
+                "log",
+                "-1",
+                "--format=%ct",
+                &format!("refs/rewind/snapshots/{tree}"),
+            ],
+        )
+        .trim()
+        .parse()
+        .unwrap()
+    };
+
+    // Re-taken 30 minutes later: the record keeps T0...
+    let a = track_at(&p, &clock.at(0));
+    assert_eq!(commit_time(&a), clock.t0);
+    assert_eq!(track_at(&p, &clock.at(30 * MINUTE)), a);
+    assert_eq!(commit_time(&a), clock.t0, "refreshed within the hour");
+    // ...so it expired at T0 + 7d (though less than 7 days after the second track).
+    let pruned = prune_at(&p, Some(&clock.at(7 * DAY + 15 * MINUTE)), &[]);
+    assert_eq!(pruned.snapshots_removed, 1, "{}", pruned.json);
+    assert!(snapshot_records(&sb, &store).is_empty());
+
+    // Re-taken two hours later: the record moves to T0 + 2h and outlives T0 + 7d.
+    let q = sb.project("other");
+    q.file("y", "y\n");
+    let qstore = q.store();
+    let b = track_at(&q, &clock.at(0));
+    assert_eq!(track_at(&q, &clock.at(2 * HOUR)), b);
+    let t: i64 = sb
+        .git_in(
+            &qstore,
+            [
+                "log",
+                "-1",
+                "--format=%ct",
+                &format!("refs/rewind/snapshots/{b}"),
+            ],
+        )
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(t, clock.t0 + 2 * HOUR, "re-taken after an hour: refreshed");
+    let pruned = prune_at(&q, Some(&clock.at(7 * DAY + HOUR)), &[]);
+    assert_eq!(pruned.snapshots_removed, 0, "{}", pruned.json);
+    assert!(snapshot_records(&sb, &qstore).contains_key(&b));
+    let pruned = prune_at(&q, Some(&clock.at(7 * DAY + 3 * HOUR)), &[]);
+    assert_eq!(pruned.snapshots_removed, 1, "{}", pruned.json);
+    assert_store_sound(&sb, &qstore, "after prune");
+}
+
+// ---------------------------------------------------------------------------
+// Sessions
+// ---------------------------------------------------------------------------
+
+#[test]
+fn recent_session_keeps_its_old_turns() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    p.file("notes.txt", "v0\n").file("keep.txt", "keep\n");
+    let s = "chat-1";
+    // Turn 1 at T0: its trees are nothing but turn 1's.
+    begin_at(&p, &clock.at(0), s, "1");
+    p.file("notes.txt", "v1: turn one\n")
+        .file("turn1-only.txt", "written by turn 1\n");
+    end_at(&p, &clock.at(10 * MINUTE), s, "1");
+    // Turn 2 six days later.
+    p.file("between.txt", "edited by the user between turns\n");
+    begin_at(&p, &clock.at(6 * DAY), s, "2");
+    p.file("notes.txt", "v2: turn two\n")
+        .remove("turn1-only.txt");
+    end_at(&p, &clock.at(6 * DAY + 10 * MINUTE), s, "2");
+    let store = p.store();
+    let before = turns_at(&p, &clock.at(6 * DAY + HOUR));
+    assert_eq!(before.len(), 2, "{before:?}");
+    let t1 = before[0].clone();
+    assert_eq!(t1.turn, "1");
+    let t1_after = t1.after.clone().expect("turn 1 ended");
+
+    // T0 + 7d + 1h: turn 1 is more than 7 days old, the session's last turn is not.
+    let now = clock.at(7 * DAY + HOUR);
+    let pruned = prune_at(&p, Some(&now), &[]);
+    assert!(pruned.sessions_removed.is_empty(), "{}", pruned.json);
+    assert_eq!(pruned.turns_removed, 0, "{}", pruned.json);
+    // The records of turn 1's snapshots expired, the session keeps their trees.
+    assert!(pruned.snapshots_removed >= 2, "{}", pruned.json);
+    let records = snapshot_records(&sb, &store);
+    assert!(
+        !records.contains_key(&t1.before) && !records.contains_key(&t1_after),
+        "turn 1's snapshot records expired: {records:?}"
+    );
+    let after = turns_at(&p, &now);
+    assert_eq!(after, before, "`turns` must list both turns as before");
+    for tree in [&t1.before, &t1_after] {
+        assert_tree_complete(&sb, &store, tree);
+    }
+    for row in &after {
+        assert_tree_complete(&sb, &store, &row.before);
+        assert_tree_complete(&sb, &store, row.after.as_ref().unwrap());
+    }
+    assert_eq!(
+        p.store_blob(&t1_after, "turn1-only.txt"),
+        b"written by turn 1\n"
+    );
+    assert_store_sound(&sb, &store, "after prune");
+
+    // The old turn is still usable: `changes` and `diff` between its trees.
+    let changes = rwj_at(&p, Some(&now), &["changes", &format!("--session={s}")]);
+    assert!(changes["total_files"].as_u64().unwrap() >= 1, "{changes}");
+    let d = rw_at(&p, Some(&now), &["diff", &t1.before, &t1_after]);
+    d.assert_success();
+    assert!(d.stdout.contains("+written by turn 1"), "{d}");
+}
+
+#[test]
+fn expired_session_is_removed_whole() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    p.file("shared.txt", "s0\n").file("old.txt", "o0\n");
+    // Percent-encoded in ref names: the report must give the real id.
+    let old = "old/chat 1";
+    let recent = "recent";
+    begin_at(&p, &clock.at(0), old, "1");
+    p.file("old.txt", "written only by the old session\n");
+    end_at(&p, &clock.at(5 * MINUTE), old, "1");
+    begin_at(&p, &clock.at(HOUR), old, "2");
+    p.file("shared.txt", "s1\n");
+    end_at(&p, &clock.at(HOUR + 5 * MINUTE), old, "2");
+    p.file("old.txt", "edited by the user later\n");
+    begin_at(&p, &clock.at(5 * DAY), recent, "a");
+    p.file("old.txt", "rewritten by the recent session\n");
+    end_at(&p, &clock.at(5 * DAY + 5 * MINUTE), recent, "a");
+    let store = p.store();
+    let rows = turns_at(&p, &clock.at(5 * DAY + HOUR));
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let old_after = rows[0].after.clone().unwrap();
+    let old_blob = blobs_of(&sb, &store, &old_after)["old.txt"].clone();
+    let old_refs = refs_under(&sb, &store, "refs/rewind/sessions/");
+    assert!(old_refs.len() >= 4, "{old_refs:?}");
+
+    let now = clock.at(8 * DAY);
+    let pruned = prune_at(&p, Some(&now), &[]);
+    assert_eq!(
+        pruned.sessions_removed,
+        vec![old.to_string()],
+        "{}",
+        pruned.json
+    );
+    assert_eq!(pruned.turns_removed, 2, "{}", pruned.json);
+    let rows = turns_at(&p, &now);
+    assert!(
+        rows.iter().all(|r| r.session == recent) && rows.len() == 1,
+        "`turns` must list only the recent session: {rows:?}"
+    );
+    let listed = rw_at(
+        &p,
+        Some(&now),
+        &["--json", "turns", &format!("--session={old}")],
+    );
+    assert!(
+        listed.code() == Some(1) || parse_json(&listed) == Value::Array(vec![]),
+        "the removed session has no turns: {listed}"
+    );
+    let left = refs_under(&sb, &store, "refs/rewind/sessions/");
+    assert!(
+        left.iter()
+            .all(|r| r.starts_with("refs/rewind/sessions/recent/")),
+        "every ref of the expired session must go: {left:?}"
+    );
+    assert!(!left.is_empty());
+    assert!(
+        !has_object(&sb, &store, &old_blob),
+        "a blob only the expired session had must be deleted"
+    );
+    assert_store_sound(&sb, &store, "after prune");
+
+    // Human mode: a summary on stdout, a line per removed session on stderr.
+    let q = sb.project("human");
+    q.file("f", "0\n");
+    begin_at(&q, &clock.at(0), "gone-1", "1");
+    q.file("f", "1\n");
+    end_at(&q, &clock.at(MINUTE), "gone-1", "1");
+    begin_at(&q, &clock.at(2 * MINUTE), "gone-2", "1");
+    q.file("f", "2\n");
+    end_at(&q, &clock.at(3 * MINUTE), "gone-2", "1");
+    let run = rw_at(&q, Some(&clock.at(8 * DAY)), &["prune"]);
+    run.assert_success();
+    let stderr_lines: Vec<&str> = run.stderr.lines().collect();
+    for s in ["gone-1", "gone-2"] {
+        assert!(
+            stderr_lines
+                .iter()
+                .any(|l| l.contains(&format!("removed expired session {s}"))),
+            "stderr must name {s}: {run}"
+        );
+    }
+    assert_eq!(stderr_lines.len(), 2, "one line per removed session: {run}");
+    assert_eq!(
+        run.stdout.lines().filter(|l| !l.is_empty()).count(),
+        1,
+        "one summary line on stdout: {run}"
+    );
+    assert!(run.stdout.contains("2 turns"), "{run}");
+    assert!(refs_under(&sb, &q.store(), "refs/rewind/sessions/").is_empty());
+    assert!(turns_at(&q, &clock.at(8 * DAY)).is_empty());
+    assert_store_sound(&sb, &q.store(), "human-mode prune");
+}
+
+// ---------------------------------------------------------------------------
+// Configuring retention
+// ---------------------------------------------------------------------------
+
+/// A project with snapshot A at T0 and B at T0 + 1d; returns (A, B).
+fn two_snapshots(p: &TestProject, clock: &Clock) -> (String, String) {
+    p.file("f", "A\n");
+    let a = track_at(p, &clock.at(0));
+    p.file("f", "B\n");
+    let b = track_at(p, &clock.at(DAY));
+    (a, b)
+}
+
+#[test]
+fn retention_flag_changes_what_expires() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    let (a, b) = two_snapshots(&p, &clock);
+    let store = p.store();
+    let now = clock.at(DAY + 2 * HOUR); // A is 26 hours old, B 2 hours
+    for keep_both in ["7d", "1w", "2", "27h", "1600m", "93660s"] {
+        let pruned = prune_at(&p, Some(&now), &["--retention", keep_both]);
+        assert_eq!(
+            pruned.snapshots_removed, 0,
+            "--retention {keep_both}: {}",
+            pruned.json
+        );
+    }
+    let pruned = prune_at(&p, Some(&now), &[]);
+    assert_eq!(pruned.snapshots_removed, 0, "default 7d: {}", pruned.json);
+    assert_eq!(snapshot_records(&sb, &store).len(), 2);
+    // 25h: A (26h old) goes, B stays.
+    let pruned = prune_at(&p, Some(&now), &["--retention=25h"]);
+    assert_eq!(pruned.snapshots_removed, 1, "{}", pruned.json);
+    let records = snapshot_records(&sb, &store);
+    assert!(
+        records.contains_key(&b) && !records.contains_key(&a),
+        "{records:?}"
+    );
+    assert!(!has_object(&sb, &store, &a), "A's tree must be deleted");
+    // 90m: B (2h old) goes as well; the stat cache keeps its objects.
+    let pruned = prune_at(&p, Some(&now), &["--retention", "90m"]);
+    assert_eq!(pruned.snapshots_removed, 1, "{}", pruned.json);
+    assert!(snapshot_records(&sb, &store).is_empty());
+    assert_tree_complete(&sb, &store, &b);
+    assert_store_sound(&sb, &store, "after prunes");
+}
+
+#[test]
+fn retention_config_changes_what_expires_and_the_flag_wins() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    let (a, b) = two_snapshots(&p, &clock);
+    let store = p.store();
+    let now = clock.at(3 * DAY);
+    sb.git_in(&store, ["config", "rewind.retention", "60h"]);
+    // The flag overrides the config.
+    let pruned = prune_at(&p, Some(&now), &["--retention", "30d"]);
+    assert_eq!(pruned.snapshots_removed, 0, "{}", pruned.json);
+    assert_eq!(snapshot_records(&sb, &store).len(), 2);
+    // The config: A (72h old) goes, B (48h old) stays.
+    let pruned = prune_at(&p, Some(&now), &[]);
+    assert_eq!(pruned.snapshots_removed, 1, "{}", pruned.json);
+    let records = snapshot_records(&sb, &store);
+    assert!(
+        records.contains_key(&b) && !records.contains_key(&a),
+        "{records:?}"
+    );
+    assert!(!has_object(&sb, &store, &a));
+
+    // Another store, other units in the config.
+    let q = sb.project("other");
+    let (qa, qb) = two_snapshots(&q, &clock);
+    let qstore = q.store();
+    sb.git_in(&qstore, ["config", "rewind.retention", "30h"]);
+    let pruned = prune_at(&q, Some(&clock.at(DAY + 5 * HOUR)), &[]);
+    assert_eq!(pruned.snapshots_removed, 0, "{}", pruned.json);
+    let pruned = prune_at(&q, Some(&clock.at(DAY + 7 * HOUR)), &[]);
+    assert_eq!(pruned.snapshots_removed, 1, "{}", pruned.json);
+    let records = snapshot_records(&sb, &qstore);
+    assert!(
+        records.contains_key(&qb) && !records.contains_key(&qa),
+        "{records:?}"
+    );
+    assert_store_sound(&sb, &store, "store 1");
+    assert_store_sound(&sb, &qstore, "store 2");
+}
+
+#[test]
+fn nonsense_retention_config_never_removes_more_than_the_default() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    for (i, value) in ["abc", "-3d", "5x", "1.5d", ""].iter().enumerate() {
+        let p = sb.project(&format!("proj{i}"));
+        let (a, b) = two_snapshots(&p, &clock);
+        let store = p.store();
+        sb.git_in(&store, ["config", "rewind.retention", value]);
+        let run = rw_at(&p, Some(&clock.at(3 * DAY)), &["--json", "prune"]);
+        assert!(
+            matches!(run.code(), Some(0) | Some(1)),
+            "rewind.retention={value:?}: {run}"
+        );
+        let records = snapshot_records(&sb, &store);
+        assert!(
+            records.contains_key(&a) && records.contains_key(&b),
+            "rewind.retention={value:?} must not expire a 3-day-old snapshot: {records:?}\n{run}"
+        );
+        assert_store_sound(&sb, &store, value);
+    }
+}
+
+#[test]
+fn nonsense_durations_are_usage_errors() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    let (_a, _b) = two_snapshots(&p, &clock);
+    let store = p.store();
+    let before = fs_snapshot(&store);
+    let now = clock.at(30 * DAY);
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["prune", "--retention", "-3d"],
+        vec!["prune", "--retention=-3d"],
+        vec!["prune", "--retention", "abc"],
+        vec!["prune", "--retention", "5x"],
+        vec!["prune", "--retention", "3.5d"],
+        vec!["prune", "--retention", ""],
+        vec!["prune", "--retention", "d"],
+        vec!["prune", "--retention", "99999999999999999999d"],
+        vec!["prune", "--all", "--retention", "-3d"],
+        vec!["prune", "--all", "--retention", "abc"],
+        vec!["prune", "--retention"],
+    ];
+    for args in &cases {
+        let run = rw_at(&p, Some(&now), &args[..]);
+        assert_eq!(run.code(), Some(2), "{args:?} must be a usage error: {run}");
+        assert!(run.stdout.is_empty(), "{args:?}: nothing on stdout: {run}");
+        let mut json = vec!["--json"];
+        json.extend_from_slice(args);
+        let run = rw_at(&p, Some(&now), &json);
+        assert_eq!(run.code(), Some(2), "{json:?} must be a usage error: {run}");
+    }
+    assert_same_snapshot(&before, &fs_snapshot(&store), "the store");
+    // A malformed clock is an error (exit 1) and changes nothing either.
+    let run = rw_at(&p, Some("yesterday"), &["prune"]);
+    assert_eq!(run.code(), Some(1), "{run}");
+    assert_same_snapshot(&before, &fs_snapshot(&store), "the store");
+}
+
+#[test]
+fn huge_retention_flag_does_not_panic() {
+    // Durations that parse but reach before the calendar's start must not crash prune; they
+    // expire nothing (or are refused as usage errors).
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    let (a, b) = two_snapshots(&p, &clock);
+    let store = p.store();
+    for huge in ["100000000d", "18446744073709551615s", "1000000000w"] {
+        let run = rw_at(
+            &p,
+            Some(&clock.at(3 * DAY)),
+            &["--json", "prune", "--retention", huge],
+        );
+        assert!(
+            matches!(run.code(), Some(0) | Some(2)),
+            "--retention {huge}: {run}"
+        );
+    }
+    let records = snapshot_records(&sb, &store);
+    assert!(
+        records.contains_key(&a) && records.contains_key(&b),
+        "{records:?}"
+    );
+}
+
+#[test]
+fn huge_retention_config_does_not_panic() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    let (a, b) = two_snapshots(&p, &clock);
+    let store = p.store();
+    sb.git_in(&store, ["config", "rewind.retention", "100000000d"]);
+    let run = rw_at(&p, Some(&clock.at(3 * DAY)), &["--json", "prune"]);
+    assert!(
+        matches!(run.code(), Some(0) | Some(1)),
+        "rewind.retention=100000000d: {run}"
+    );
+    let records = snapshot_records(&sb, &store);
+    assert!(
+        records.contains_key(&a) && records.contains_key(&b),
+        "{records:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Reflogs
+// ---------------------------------------------------------------------------
+
+#[test]
+fn reflog_entries_are_roots_until_they_expire() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    let (a, b) = two_snapshots(&p, &clock);
+    let store = p.store();
+    let records = snapshot_records(&sb, &store);
+    let (a_commit, b_commit) = (records[&a].clone(), records[&b].clone());
+    // An entry of B's reflog, dated T0 + 7d, names A's commit (as a ref update would).
+    let log = store.join(format!("logs/refs/rewind/snapshots/{b}"));
+    fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let mut content = fs::read(&log).unwrap_or_default();
+    content.extend_from_slice(
+        format!(
+            "{a_commit} {b_commit} Rewind Test <test@example.invalid> {} +0000\tby hand\n",
+            clock.t0 + 7 * DAY
+        )
+        .as_bytes(),
+    );
+    fs::write(&log, &content).unwrap();
+    assert_fsck_no_dangling(&sb, &store, "with the hand-made entry");
+
+    // T0 + 8d: A's record expired, but the entry (one day old) keeps A's commit and tree.
+    let pruned = prune_at(&p, Some(&clock.at(8 * DAY)), &[]);
+    assert_eq!(pruned.snapshots_removed, 1, "{}", pruned.json);
+    assert!(!snapshot_records(&sb, &store).contains_key(&a));
+    let kept = fs::read_to_string(&log).expect("B's reflog keeps its recent entry");
+    assert!(kept.contains("by hand"), "{kept}");
+    assert_tree_complete(&sb, &store, &a);
+    assert_fsck_no_dangling(&sb, &store, "after the first prune");
+
+    // T0 + 15d: the entry expired as well (and B's record): A goes.
+    let pruned = prune_at(&p, Some(&clock.at(15 * DAY)), &[]);
+    assert_eq!(pruned.snapshots_removed, 1, "{}", pruned.json);
+    let left = fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !left.contains("by hand"),
+        "the expired entry must be dropped: {left}"
+    );
+    assert!(
+        !has_object(&sb, &store, &a),
+        "A's tree is reachable from nothing now"
+    );
+    assert!(!has_object(&sb, &store, &a_commit));
+    assert_tree_complete(&sb, &store, &b);
+    assert_store_sound(&sb, &store, "after the second prune");
+}
+
+// ---------------------------------------------------------------------------
+// Undo points
+// ---------------------------------------------------------------------------
+
+/// `restore --json HASH` at `now`: the undo id.
+fn restore_at(p: &TestProject, now: &str, hash: &str) -> String {
+    let v = rwj_at(p, Some(now), &["restore", hash]);
+    let undo = v["undo"]
+        .as_str()
+        .unwrap_or_else(|| panic!("restore without \"undo\": {v}"))
+        .to_string();
+    assert_oid(&undo, "restore --json undo");
+    undo
+}
+
+/// (commit, tree, commit time) of each undo point, newest first.
+fn undo_chain(sb: &Sandbox, store: &Path) -> Vec<(String, String, i64)> {
+    let run = sb.git_in_run(
+        store,
+        [
+            "rev-list",
+            "--format=%H %T %ct",
+            "--no-commit-header",
+            "refs/rewind/undo",
+        ],
+    );
+    if !run.status.success() {
+        return Vec::new();
+    }
+    run.stdout
+        .lines()
+        .map(|l| {
+            let mut it = l.split(' ');
+            (
+                it.next().unwrap().to_string(),
+                it.next().unwrap().to_string(),
+                it.next().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn old_undo_points_expire_recent_ones_stay() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    p.file("f.txt", "original\n").file("g.txt", "g\n");
+    let s0 = track_at(&p, &clock.at(0));
+    // Undo point 1 at T0 + 1m.
+    p.file("f.txt", "edit one\n").file("one.txt", "1\n");
+    let u1 = restore_at(&p, &clock.at(MINUTE), &s0);
+    // Undo point 2 at T0 + 6d.
+    p.file("f.txt", "edit two\n").file("two.txt", "2\n");
+    let u2 = restore_at(&p, &clock.at(6 * DAY), &s0);
+    assert_ne!(u1, u2);
+    let store = p.store();
+    let chain = undo_chain(&sb, &store);
+    assert_eq!(
+        chain.iter().map(|c| c.1.clone()).collect::<Vec<_>>(),
+        vec![u2.clone(), u1.clone()],
+        "two undo points, newest first"
+    );
+
+    let message = sb.git_in(&store, ["log", "-1", "--format=%B", "refs/rewind/undo"]);
+    let now = clock.at(8 * DAY);
+    prune_at(&p, Some(&now), &[]);
+    let chain_after = undo_chain(&sb, &store);
+    assert_eq!(
+        chain_after.len(),
+        1,
+        "the undo point of T0 must be dropped: {chain_after:?}"
+    );
+    assert_eq!(chain_after[0].1, u2, "the recent undo point stays");
+    assert_eq!(chain_after[0].2, clock.t0 + 6 * DAY, "with its time");
+    assert_eq!(
+        sb.git_in(&store, ["log", "-1", "--format=%B", "refs/rewind/undo"]),
+        message,
+        "the kept undo point keeps its message"
+    );
+    assert_tree_complete(&sb, &store, &u2);
+    assert_store_sound(&sb, &store, "after prune");
+
+    // The recent undo point still puts the project back.
+    let undo_of_redo = restore_at(&p, &now, &u2);
+    assert_eq!(p.read("f.txt"), b"edit two\n");
+    assert_eq!(p.read("two.txt"), b"2\n");
+    assert!(!p.join("one.txt").exists());
+    assert_eq!(undo_of_redo, s0);
+    assert_eq!(p.track_matches_git().hash, u2);
+
+    // A store whose only undo point expired has no refs/rewind/undo left.
+    let q = sb.project("other");
+    q.file("x", "x0\n");
+    let x0 = track_at(&q, &clock.at(0));
+    q.file("x", "x1\n");
+    let ux = restore_at(&q, &clock.at(MINUTE), &x0);
+    assert_eq!(track_at(&q, &clock.at(2 * MINUTE)), x0);
+    let qstore = q.store();
+    assert_eq!(undo_chain(&sb, &qstore).len(), 1);
+    prune_at(&q, Some(&clock.at(8 * DAY)), &[]);
+    let run = sb.git_in_run(&qstore, ["rev-parse", "--verify", "-q", "refs/rewind/undo"]);
+    assert!(
+        !run.status.success(),
+        "refs/rewind/undo must be gone: {run}"
+    );
+    assert!(!has_object(&sb, &qstore, &ux), "the expired undo tree goes");
+    assert_store_sound(&sb, &qstore, "after prune");
+}
+
+// ---------------------------------------------------------------------------
+// prune --all
+// ---------------------------------------------------------------------------
+
+#[test]
+fn prune_all_prunes_every_store_even_of_deleted_projects() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let mut stores = Vec::new();
+    let mut expired = Vec::new();
+    let mut projects = BTreeSet::new();
+    for name in ["one", "two", "three"] {
+        let p = sb.project(name);
+        p.file("f", format!("{name} at T0\n"));
+        expired.push(track_at(&p, &clock.at(0)));
+        p.file("f", format!("{name} at T0 + 6d\n"));
+        track_at(&p, &clock.at(6 * DAY));
+        stores.push(p.store());
+        projects.insert(p.path.to_string_lossy().into_owned());
+    }
+    // The third project disappears; its store stays.
+    fs::remove_dir_all(sb.root.join("three")).unwrap();
+    // Each store's own rewind.retention applies: "two" keeps 30 days.
+    sb.git_in(&stores[1], ["config", "rewind.retention", "30d"]);
+
+    let mut cmd = sb.rewind_command(["--json", "prune", "--all"]);
+    cmd.env("REWIND_NOW", clock.at(8 * DAY));
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert_no_panic(&run);
+    run.assert_success();
+    let v = parse_json(&run);
+    let rows = v
+        .as_array()
+        .unwrap_or_else(|| panic!("`prune --all --json` must print an array: {run}"));
+    assert_eq!(rows.len(), 3, "one row per store: {run}");
+    let pruned: Vec<Pruned> = rows.iter().map(Pruned::parse).collect();
+    let got: BTreeSet<String> = pruned.iter().map(|p| p.project.clone()).collect();
+    assert_eq!(got, projects, "each store's project: {run}");
+    for p in &pruned {
+        let two = p.project.ends_with("/two");
+        assert_eq!(p.snapshots_removed, if two { 0 } else { 1 }, "{}", p.json);
+        if !two {
+            assert!(p.bytes_freed > 0, "{}", p.json);
+        }
+    }
+    for (i, (store, a)) in stores.iter().zip(&expired).enumerate() {
+        let two = i == 1;
+        assert_eq!(
+            snapshot_records(&sb, store).len(),
+            if two { 2 } else { 1 },
+            "{}",
+            store.display()
+        );
+        assert_eq!(has_object(&sb, store, a), two, "{a} in {}", store.display());
+        assert_store_sound(&sb, store, &store.display().to_string());
+    }
+
+    // Human mode: a summary line per store, exit 0.
+    let mut cmd = sb.rewind_command(["prune", "--all"]);
+    cmd.env("REWIND_NOW", clock.at(8 * DAY));
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert_no_panic(&run);
+    run.assert_success();
+    assert_eq!(run.stdout.lines().count(), 3, "{run}");
+    for project in &projects {
+        assert!(run.stdout.contains(project.as_str()), "{run}");
+    }
+
+    // --retention applies to every store, over their config: 1h expires the T0 + 6d records.
+    let mut cmd = sb.rewind_command(["--json", "prune", "--all", "--retention", "1h"]);
+    cmd.env("REWIND_NOW", clock.at(8 * DAY));
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert_no_panic(&run);
+    run.assert_success();
+    let rows = parse_json(&run);
+    let rows = rows.as_array().expect("an array");
+    assert_eq!(rows.len(), 3, "{run}");
+    for row in rows.iter().map(Pruned::parse) {
+        let two = row.project.ends_with("/two");
+        assert_eq!(
+            row.snapshots_removed,
+            if two { 2 } else { 1 },
+            "{}",
+            row.json
+        );
+    }
+    for store in &stores {
+        assert!(snapshot_records(&sb, store).is_empty());
+        assert_store_sound(&sb, store, &store.display().to_string());
+    }
+}
+
+#[test]
+fn prune_all_with_no_stores_prints_an_empty_array() {
+    let sb = Sandbox::new();
+    let run = sb.run_rewind(["--json", "prune", "--all"]);
+    run.assert_success();
+    assert_eq!(parse_json(&run), Value::Array(vec![]), "{run}");
+}
+
+#[test]
+fn prune_all_skips_what_is_not_a_store() {
+    // Stores are `<data dir>/*.git` with `rewind.worktree` in their config; anything else in
+    // the data directory is not rewind's and must not fail the run.
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f", "f\n");
+    p.track();
+    fs::write(sb.data_dir.join("notes.txt"), "mine\n").unwrap();
+    fs::create_dir_all(sb.data_dir.join("not-a-store")).unwrap();
+    fs::create_dir_all(sb.data_dir.join("empty.git")).unwrap();
+    let bare = sb.data_dir.join("someone-elses.git");
+    sb.git(
+        None,
+        [
+            OsString::from("init"),
+            "-q".into(),
+            "--bare".into(),
+            bare.clone().into(),
+        ],
+    );
+    let run = sb.run_rewind(["--json", "prune", "--all"]);
+    assert_eq!(
+        run.code(),
+        Some(0),
+        "a bare git repository without rewind.worktree is not a store (skip it): {run}"
+    );
+    let rows = parse_json(&run);
+    assert_eq!(
+        rows.as_array().map(Vec::len),
+        Some(1),
+        "only the one store is pruned: {run}"
+    );
+    assert_eq!(fs::read(sb.data_dir.join("notes.txt")).unwrap(), b"mine\n");
+}
+
+// ---------------------------------------------------------------------------
+// Concurrency: prune while tracks run
+// ---------------------------------------------------------------------------
+
+/// A gated command: waits at `gate`, writes `content` to `file`, then runs rewind with `args`.
+fn gated_edit_then(
+    sb: &Sandbox,
+    gate: &StartGate,
+    file: &Path,
+    content: &str,
+    args: &[&str],
+) -> Command {
+    let mut cmd = sb.isolated("sh");
+    cmd.env("RUST_BACKTRACE", "1")
+        .current_dir(&sb.root)
+        .args([
+            "-c",
+            "read line <>\"$0\" && printf '%s\\n' \"$1\" > \"$2\" && shift 2 && exec \"$@\"",
+        ])
+        .arg(&gate.fifo)
+        .arg(content)
+        .arg(file)
+        .arg(rewind_bin())
+        .arg("--data-dir")
+        .arg(&sb.data_dir)
+        .args(args);
+    cmd
+}
+
+#[test]
+fn prune_while_tracks_run_concurrently() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    for i in 0..60 {
+        p.file(
+            format!("src/m{}/f{i}.rs", i % 6),
+            format!("fn f{i}() {{}}\n"),
+        );
+    }
+    let store = p.store();
+    let proj = p.path.to_str().unwrap().to_string();
+    let mut rng = XorShift::from_time();
+    let mut printed: BTreeSet<String> = BTreeSet::new();
+    printed.insert(p.track());
+    for round in 0..4 {
+        let mut gate = StartGate::new(&sb, &format!("gate-{round}"));
+        let mut children = Vec::new();
+        for k in 0..4 {
+            let n = rng.below(60);
+            let file = p.join(format!("src/m{}/f{n}.rs", n % 6));
+            let content = format!("// round {round} track {k} {}\n", rng.next_u64());
+            let cmd = &mut gated_edit_then(
+                &sb,
+                &gate,
+                &file,
+                &content,
+                &["-C", &proj, "--json", "track"],
+            );
+            children.push(("track", spawn_piped(cmd)));
+        }
+        // Prunes with the default retention: nothing expires, but everything is swept and
+        // (when packs or loose objects call for it) repacked while tracks wait for the lock.
+        for _ in 0..2 {
+            let cmd = &mut sb.rewind_command_gated(&gate, ["-C", proj.as_str(), "--json", "prune"]);
+            children.push(("prune", spawn_piped(cmd)));
+        }
+        gate.open(children.len(), Duration::from_millis(100));
+        for (what, child) in children {
+            let run = finish(child, DEFAULT_DEADLINE, what);
+            assert_no_panic(&run);
+            run.assert_success();
+            if what == "track" {
+                printed.insert(Tracked::parse(&run.stdout).hash);
+            } else {
+                let pruned = Pruned::parse(&parse_json(&run));
+                assert_eq!(pruned.snapshots_removed, 0, "{}", pruned.json);
+            }
+        }
+        assert_fsck_clean(&sb, &store);
+    }
+    assert!(
+        printed.len() >= 5,
+        "the edits made new snapshots: {printed:?}"
+    );
+    assert_store_sound(&sb, &store, "after the concurrent rounds");
+    let records = snapshot_records(&sb, &store);
+    for id in &printed {
+        assert!(
+            has_object(&sb, &store, id),
+            "snapshot {id} a track printed is gone"
+        );
+        assert!(records.contains_key(id), "snapshot {id} lost its record");
+        assert_tree_complete(&sb, &store, id);
+    }
+    p.track_matches_git();
+    // One more round where everything expires at once (0s): the last snapshot, the one in the
+    // stat cache, must stay complete whatever order the processes ran in.
+    let mut gate = StartGate::new(&sb, "gate-final");
+    let mut children = Vec::new();
+    for k in 0..4 {
+        let file = p.join(format!("src/m{k}/f{k}.rs"));
+        let cmd = &mut gated_edit_then(
+            &sb,
+            &gate,
+            &file,
+            &format!("// final {k}\n"),
+            &["-C", &proj, "--json", "track"],
+        );
+        children.push(("track", spawn_piped(cmd)));
+    }
+    for _ in 0..2 {
+        let cmd = &mut sb.rewind_command_gated(
+            &gate,
+            ["-C", proj.as_str(), "--json", "prune", "--retention", "0s"],
+        );
+        children.push(("prune", spawn_piped(cmd)));
+    }
+    gate.open(children.len(), Duration::from_millis(100));
+    for (what, child) in children {
+        let run = finish(child, DEFAULT_DEADLINE, what);
+        assert_no_panic(&run);
+        run.assert_success();
+    }
+    assert_store_sound(&sb, &store, "after prunes with 0s retention");
+    p.track_matches_git();
+    assert_store_sound(&sb, &store, "after the final track");
+}
+
+#[test]
+fn prune_waits_for_the_store_lock() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    let (a, _b) = two_snapshots(&p, &clock);
+    let store = p.store();
+    let lock = fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(store.join("rewind.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    let mut cmd = p.rewind_command(["--json", "prune"]);
+    cmd.env("REWIND_NOW", clock.at(9 * DAY));
+    let mut child = spawn_piped(&mut cmd);
+    thread::sleep(Duration::from_millis(700));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "prune must wait while another process holds the store lock"
+    );
+    assert!(
+        snapshot_records(&sb, &store).contains_key(&a),
+        "nothing may change before the lock is taken"
+    );
+    lock.unlock().unwrap();
+    let run = finish(child, DEFAULT_DEADLINE, "prune");
+    run.assert_success();
+    assert_eq!(Pruned::parse(&parse_json(&run)).snapshots_removed, 2);
+    assert_store_sound(&sb, &store, "after prune");
+}
+
+// ---------------------------------------------------------------------------
+// Strays in the object directory, temp files
+// ---------------------------------------------------------------------------
+
+#[test]
+fn unrelated_files_in_objects_do_not_break_prune() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    let (a, b) = two_snapshots(&p, &clock);
+    let store = p.store();
+    let objects = store.join("objects");
+    let strays = [
+        "ab/not-an-object",
+        "zz/whatever",
+        "zz-file",
+        "pack/README",
+        "info/mine",
+    ];
+    for stray in strays {
+        let path = objects.join(stray);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, "not git's\n").unwrap();
+    }
+    // Old strays too: age is no reason to delete what is not an object.
+    age_file(&objects.join("ab/not-an-object"), 30 * DAY as u64);
+
+    let run = rw_at(&p, Some(&clock.at(DAY + HOUR)), &["--json", "prune"]);
+    assert_eq!(run.code(), Some(0), "strays must not fail prune: {run}");
+    let run = rw_at(&p, Some(&clock.at(9 * DAY)), &["--json", "prune"]);
+    assert_eq!(run.code(), Some(0), "strays must not fail prune: {run}");
+    let pruned = Pruned::parse(&parse_json(&run));
+    assert_eq!(pruned.snapshots_removed, 2, "{}", pruned.json);
+    assert!(!has_object(&sb, &store, &a));
+    assert_tree_complete(&sb, &store, &b);
+    for stray in strays {
+        assert!(
+            objects.join(stray).exists(),
+            "{stray} is not rewind's to delete"
+        );
+    }
+    let t = p.track_matches_git();
+    assert_eq!(t.hash, b);
+    assert_tree_complete(&sb, &store, &b);
+    // (fsck reports the planted "bad sha1 file" ab/not-an-object, nothing else.)
+    assert_fsck_clean(&sb, &store);
+}
+
+#[test]
+fn corrupt_loose_objects_do_not_crash_prune() {
+    // Files named like loose objects but holding garbage: an old one (unreachable, so git's
+    // rule deletes it) and a fresh one (a root by its age, unreadable). Prune must not panic;
+    // it may finish (exit 0) or stop with an error that names the object (exit 1).
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    let (_a, b) = two_snapshots(&p, &clock);
+    let store = p.store();
+    let objects = store.join("objects");
+    fs::create_dir_all(objects.join("13")).unwrap();
+    let old_garbage = objects.join(format!("13/{}", "4".repeat(38)));
+    fs::write(&old_garbage, "not zlib at all").unwrap();
+    age_file(&old_garbage, 30 * DAY as u64);
+    let run = rw_at(&p, Some(&clock.at(8 * DAY)), &["--json", "prune"]);
+    assert_eq!(
+        run.code(),
+        Some(0),
+        "an old corrupt unreachable object: {run}"
+    );
+    assert!(!old_garbage.exists(), "unreachable and old: deleted");
+    assert_tree_complete(&sb, &store, &b);
+
+    // A fresh corrupt one (a root by git's rule: newer than the expiry), with a repack due:
+    // the first snapshot, in the pack, expired. Real clock for the prune, so that the file's
+    // age counts.
+    let q = sb.project("other");
+    q.file("f", "A\n");
+    let real = Clock::new();
+    track_at(&q, &real.at(-3 * HOUR));
+    q.file("f", "B\n");
+    let qb = track_at(&q, &real.at(-2 * HOUR));
+    let qstore = q.store();
+    let qobjects = qstore.join("objects");
+    // The loose objects are as old as their snapshots (else A's commit would be a root).
+    for dir in fs::read_dir(&qobjects).unwrap().flatten() {
+        if dir.file_name().len() == 2 {
+            for file in fs::read_dir(dir.path()).unwrap().flatten() {
+                age_file(&file.path(), 2 * HOUR as u64);
+            }
+        }
+    }
+    fs::create_dir_all(qobjects.join("12")).unwrap();
+    let fresh_id = format!("12{}", "3".repeat(38));
+    let fresh_garbage = qobjects.join(format!("12/{}", "3".repeat(38)));
+    fs::write(&fresh_garbage, "not zlib either").unwrap();
+    let run = q.rewind(["--json", "prune", "--retention", "1h"]);
+    match run.code() {
+        Some(0) => eprintln!(
+            "fresh corrupt loose object: prune exited 0: {}",
+            run.stdout.trim()
+        ),
+        Some(1) => {
+            assert!(
+                run.stderr.contains(&fresh_id) || run.stderr.contains("12/3333"),
+                "the error must name the object: {run}"
+            );
+            eprintln!(
+                "fresh corrupt loose object: prune exited 1: {}",
+                run.stderr.trim()
+            );
+        }
+        _ => panic!("prune with a corrupt loose object: {run}"),
+    }
+    assert!(
+        fresh_garbage.exists(),
+        "a fresh loose file is a root by git's rule"
+    );
+    assert_tree_complete(&sb, &qstore, &qb);
+    assert_eq!(q.track_matches_git().hash, qb);
+    fs::remove_file(&fresh_garbage).unwrap();
+    let run = q.rewind(["--json", "prune", "--retention", "1h"]);
+    run.assert_success();
+    assert_store_sound(&sb, &qstore, "after removing the garbage");
+}
+
+#[test]
+fn garbage_pack_index_is_reported_not_a_crash() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    let (_a, b) = two_snapshots(&p, &clock);
+    let store = p.store();
+    let idx = store.join("objects/pack/pack-x.idx");
+    fs::write(&idx, "garbage, not a pack index\n").unwrap();
+    let run = rw_at(&p, Some(&clock.at(8 * DAY)), &["--json", "prune"]);
+    match run.code() {
+        Some(0) => {}
+        Some(1) => {
+            assert!(
+                run.stderr.contains("pack-x.idx"),
+                "the error must name the file: {run}"
+            );
+            let v = parse_json(&run);
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("pack-x.idx"),
+                "{run}"
+            );
+        }
+        _ => panic!("prune with a garbage pack index: {run}"),
+    }
+    eprintln!("garbage pack index: prune exited {:?}", run.code());
+    // The store is still usable, and once the garbage is gone prune works.
+    assert_tree_complete(&sb, &store, &b);
+    p.track_matches_git();
+    fs::remove_file(&idx).unwrap();
+    let pruned = prune_at(&p, Some(&clock.at(8 * DAY)), &[]);
+    assert!(pruned.snapshots_removed <= 2, "{}", pruned.json);
+    assert_store_sound(&sb, &store, "after prune");
+}
+
+#[test]
+fn stale_temp_files_go_fresh_ones_stay() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f", "f\n");
+    let t = p.track();
+    p.file("f", "g\n");
+    p.track();
+    let store = p.store();
+    let objects = store.join("objects");
+    let fanout = objects.join(&t[..2]);
+    fs::create_dir_all(&fanout).unwrap();
+    let stale = [
+        fanout.join("tmp_obj_stale1"),
+        objects.join("tmp_obj_stale2"),
+        objects.join("pack/tmp_pack_stale"),
+        objects.join("pack/tmp_idx_stale"),
+        store.join("index.tmpstale"),
+    ];
+    let fresh = [
+        fanout.join("tmp_obj_fresh1"),
+        objects.join("tmp_obj_fresh2"),
+        objects.join("pack/tmp_pack_fresh"),
+        objects.join("pack/tmp_idx_fresh"),
+        store.join("index.tmpfresh"),
+    ];
+    for f in stale.iter().chain(&fresh) {
+        fs::write(f, "partial").unwrap();
+    }
+    for f in &stale {
+        age_file(f, 2 * HOUR as u64);
+    }
+    // Just under the hour: still possibly someone's.
+    age_file(&fresh[0], (HOUR - 5 * MINUTE) as u64);
+    let run = p.rewind(["--json", "prune"]);
+    run.assert_success();
+    for f in &stale {
+        assert!(!f.exists(), "{} (2 hours old) must be removed", f.display());
+    }
+    for f in &fresh {
+        assert!(f.exists(), "{} (under an hour old) must stay", f.display());
+    }
+    assert_store_sound(&sb, &store, "after prune");
+}
+
+// ---------------------------------------------------------------------------
+// A store that stock git maintained
+// ---------------------------------------------------------------------------
+
+#[test]
+fn prune_after_git_gc_on_the_store_leaves_git_consistent() {
+    // The store is a plain bare repository "that stock git can read"; a user may well run
+    // `git gc` in it (packed-refs, a commit-graph, a cruft pack with a .mtimes file, bitmaps).
+    // Deleting objects afterwards must not leave git's side files pointing at them.
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    let (a, b) = two_snapshots(&p, &clock);
+    let store = p.store();
+    let a_commit = snapshot_records(&sb, &store)[&a].clone();
+    sb.git_in(&store, ["gc", "-q"]);
+    assert!(
+        store.join("packed-refs").exists(),
+        "git gc packs the refs: {:?}",
+        fs::read_dir(&store)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect::<Vec<_>>()
+    );
+    assert_store_sound(&sb, &store, "after git gc");
+
+    let pruned = prune_at(&p, Some(&clock.at(7 * DAY + HOUR)), &[]);
+    assert_eq!(pruned.snapshots_removed, 1, "{}", pruned.json);
+    assert!(
+        !has_object(&sb, &store, &a_commit),
+        "A's commit is unreachable: deleted"
+    );
+    let records = snapshot_records(&sb, &store);
+    assert!(
+        records.contains_key(&b) && !records.contains_key(&a),
+        "{records:?}"
+    );
+    assert_tree_complete(&sb, &store, &b);
+    // Every pack side file (.rev, .bitmap, .mtimes, ...) belongs to a pack that still exists,
+    // git's commit-graph names no deleted commit, and fsck is clean.
+    let mut problems = Vec::new();
+    let pack_dir = store.join("objects/pack");
+    let names: BTreeSet<String> = fs::read_dir(&pack_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    for name in &names {
+        if let Some((stem, ext)) = name.rsplit_once('.') {
+            if stem.starts_with("pack-")
+                && ext != "pack"
+                && !names.contains(&format!("{stem}.pack"))
+            {
+                problems.push(format!("{name} is left without its pack: {names:?}"));
+            }
+        }
+    }
+    let verify = sb.git_in_run(&store, ["commit-graph", "verify"]);
+    if !verify.status.success() {
+        problems.push(format!(
+            "git's commit-graph names deleted commits: {verify}"
+        ));
+    }
+    let fsck = sb.git_in_run(
+        &store,
+        ["fsck", "--strict", "--no-dangling", "--no-progress"],
+    );
+    if !fsck.status.success() || fsck.stderr.contains("error") {
+        problems.push(format!("fsck: {fsck}"));
+    }
+    assert!(problems.is_empty(), "after prune:\n{}", problems.join("\n"));
+    p.file("f", "C\n");
+    p.track_matches_git();
+}
+
+// ---------------------------------------------------------------------------
+// kill -9
+// ---------------------------------------------------------------------------
+
+/// Rewrites every file of the many-files project (new content, so new blobs).
+fn rewrite_many(p: &TestProject, n: usize, generation: usize) {
+    for i in 0..n {
+        p.file(
+            format!("d{:02}/f{i}.txt", i % 40),
+            format!("file {i} generation {generation}\n"),
+        );
+    }
+}
+
+fn loose_count(sb: &Sandbox, store: &Path) -> u64 {
+    let out = sb.git_in(store, ["count-objects", "-v"]);
+    out.lines()
+        .find_map(|l| l.strip_prefix("count: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn kill_9_during_prune_leaves_a_sound_store() {
+    const N: usize = 2100;
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    rewrite_many(&p, N, 0);
+    p.track(); // a pack
+    let store = p.store();
+    let mut rng = XorShift::from_time();
+
+    // How long an uninterrupted prune that repacks takes here.
+    rewrite_many(&p, N, 1);
+    p.track();
+    assert!(loose_count(&sb, &store) >= 2000);
+    let start = Instant::now();
+    let run = p.rewind(["--json", "prune"]);
+    run.assert_success();
+    let full = start.elapsed();
+    assert!(
+        loose_count(&sb, &store) < 100,
+        "with 2000+ loose objects prune repacks: {}",
+        sb.git_in(&store, ["count-objects", "-v"])
+    );
+    let window = (full.as_millis() as u64).max(20) * 6 / 5;
+
+    let mut killed = 0;
+    for generation in 2..10 {
+        rewrite_many(&p, N, generation);
+        let tree = p.track();
+        // Every other run also expires everything but the stat cache's snapshot.
+        let mut args = vec!["-C", p.path.to_str().unwrap(), "prune"];
+        if generation % 2 == 0 {
+            args.extend(["--retention", "0s"]);
+        }
+        let mut cmd = sb.rewind_command(&args);
+        let mut child = spawn_piped(&mut cmd);
+        let delay = rng.below(window);
+        thread::sleep(Duration::from_millis(delay));
+        let done = child.try_wait().unwrap().is_some();
+        let _ = child.kill(); // SIGKILL
+        let run = finish(child, DEFAULT_DEADLINE, "prune");
+        if !done && !run.status.success() {
+            killed += 1;
+        }
+        let what = format!("generation {generation}, killed after {delay} ms");
+        assert_fsck_clean(&sb, &store);
+        assert_store_sound(&sb, &store, &what);
+        if generation % 2 == 1 {
+            assert!(
+                snapshot_records(&sb, &store).contains_key(&tree),
+                "{what}: the snapshot just taken keeps its record"
+            );
+        }
+        assert_tree_complete(&sb, &store, &tree);
+    }
+    eprintln!("prune killed mid-run {killed} of 8 times (window {window} ms)");
+
+    // Afterwards prune and track work, and the result is what git would write.
+    let pruned = prune_at(&p, None, &[]);
+    assert_eq!(pruned.snapshots_removed, 0, "{}", pruned.json);
+    rewrite_many(&p, 50, 99);
+    p.track_matches_git();
+    let run = p.rewind(["--json", "prune", "--retention", "0s"]);
+    run.assert_success();
+    assert_store_sound(&sb, &store, "after the final prune");
+    p.track_matches_git();
+    eprintln!("{}", sb.git_in(&store, ["count-objects", "-v"]));
+}
+
+// ---------------------------------------------------------------------------
+// The empty tree
+// ---------------------------------------------------------------------------
+
+#[test]
+fn prune_keeps_the_empty_tree_the_store_was_created_with() {
+    // A new store holds the empty tree (store.rs: "a `bad object` for git until written"), and
+    // `rewind patch --help` gives `rewind patch 4b825dc6` as its example. Expiring old records
+    // must not take that away.
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    let empty = empty_tree(&sb);
+    p.file("x", "x\n");
+    track_at(&p, &clock.at(0));
+    let store = p.store();
+    let run = rw_at(&p, Some(&clock.at(0)), &["patch", &empty[..8]]);
+    run.assert_success();
+    prune_at(&p, Some(&clock.at(8 * DAY)), &[]);
+    let run = rw_at(&p, Some(&clock.at(8 * DAY)), &["patch", &empty[..8]]);
+    assert_eq!(
+        run.code(),
+        Some(0),
+        "`rewind patch 4b825dc6` after prune: {run}"
+    );
+    let listed = sb.git_in(&store, ["cat-file", "--batch-all-objects", "--batch-check"]);
+    assert!(
+        listed.contains(&empty),
+        "the empty tree must still be in the store:\n{listed}"
+    );
+}
