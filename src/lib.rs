@@ -51,6 +51,7 @@ mod objects;
 mod prune;
 mod restore;
 mod scan;
+mod serve;
 mod store;
 mod turns;
 mod xdiff;
@@ -63,6 +64,7 @@ pub use prune::{
 };
 pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 pub use scan::{SkipReason, Skipped, Snapshot, TrackOptions};
+pub use serve::serve;
 pub use store::{data_dir, Store, DEFAULT_MAX_FILE_SIZE};
 pub use turns::{SessionChanges, Turn, TurnFile, UndoOutcome};
 

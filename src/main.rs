@@ -110,6 +110,10 @@ enum Command {
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         target_size: Option<u64>,
     },
+    /// Answer JSON-RPC 2.0 requests on stdin, one per line, until stdin closes
+    ///
+    /// Example: echo '{"jsonrpc":"2.0","id":1,"method":"track"}' | rewind serve
+    Serve,
     /// Record an agent's turn: begin, note a file about to change, end
     #[command(subcommand)]
     Turn(TurnCommand),
@@ -326,6 +330,14 @@ fn run(cli: &Cli) -> rewind::Result<()> {
             if cli.json {
                 print_json(&outcome);
             }
+        }
+        Command::Serve => {
+            let (input, output) = (std::io::stdin().lock(), std::io::stdout().lock());
+            rewind::serve(&store, input, output).map_err(|source| rewind::Error::Io {
+                action: "serving on",
+                path: "stdio".into(),
+                source,
+            })?;
         }
         Command::Turn(TurnCommand::Begin { session, turn }) => {
             store.begin_turn(session, turn)?;
