@@ -40,7 +40,7 @@ pub fn serve(store: &Store, input: impl BufRead, mut output: impl Write) -> io::
             Ok(Value::Array(batch)) if !batch.is_empty() => {
                 let responses: Vec<Value> =
                     batch.into_iter().filter_map(|r| handle(store, r)).collect();
-                (!responses.is_empty()).then(|| Value::Array(responses))
+                (!responses.is_empty()).then_some(Value::Array(responses))
             }
             Ok(request) => handle(store, request),
         };
