@@ -60,6 +60,9 @@ pub enum Error {
     /// `prune --all` could not prune some stores (each was reported).
     #[error("{0} store(s) could not be pruned")]
     PruneFailed(usize),
+    /// `doctor` found objects missing.
+    #[error("the store lacks {0} object(s) its records need (see `rewind doctor`)")]
+    Unhealthy(usize),
     /// No turn of this session is in the store.
     #[error("no session {0:?} in the store")]
     NoSession(String),
@@ -122,6 +125,7 @@ impl Error {
             Error::Turn { .. } => "turn_state",
             Error::NoSession(_) => "not_found",
             Error::PruneFailed(_) => "prune_failed",
+            Error::Unhealthy(_) => "unhealthy",
         }
     }
 }

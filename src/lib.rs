@@ -47,6 +47,7 @@
 mod diff;
 mod error;
 mod ignore;
+mod inspect;
 mod objects;
 mod prune;
 mod restore;
@@ -58,6 +59,7 @@ mod xdiff;
 
 pub use diff::{DiffOptions, FileChange, Patch, Status};
 pub use error::{Error, Result};
+pub use inspect::{Doctor, LogEntry};
 pub use prune::{
     parse_duration, parse_size, PruneOptions, PruneOutcome, Pruner, DEFAULT_MAX_SIZE,
     DEFAULT_MAX_TURNS_PER_SESSION, DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,
@@ -65,7 +67,7 @@ pub use prune::{
 pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 pub use scan::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use serve::serve;
-pub use store::{data_dir, Store, DEFAULT_MAX_FILE_SIZE};
+pub use store::{data_dir, Progress, Store, DEFAULT_MAX_FILE_SIZE};
 pub use turns::{SessionChanges, Turn, TurnFile, UndoOutcome};
 
 /// The current time: `$REWIND_NOW` (RFC 3339) when set, so that tests can fix the clock.

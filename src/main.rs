@@ -24,6 +24,9 @@ struct Cli {
     /// Print results (and errors) as JSON on stdout
     #[arg(long, global = true)]
     json: bool,
+    /// No progress display on stderr
+    #[arg(long, short, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -110,6 +113,30 @@ enum Command {
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         target_size: Option<u64>,
     },
+    /// Show a turn (or a snapshot) with its diff, coloured as git colours it
+    ///
+    /// Example: rewind show --session chat-42 3      (or: rewind show <snapshot id>)
+    Show {
+        /// A turn id, or a snapshot's tree id
+        what: String,
+        /// The session of the turn (needed when several sessions have a turn of that name)
+        #[arg(long)]
+        session: Option<String>,
+        #[arg(long, value_enum, default_value_t = Color::Auto)]
+        color: Color,
+    },
+    /// List the store's records, newest first: snapshots, turns, undo points
+    ///
+    /// Example: rewind log
+    Log,
+    /// Check the store: location, size, lock, counts, last prune, missing objects
+    ///
+    /// Example: rewind doctor
+    Doctor,
+    /// Print a shell completion script
+    ///
+    /// Example: rewind completions bash > ~/.local/share/bash-completion/completions/rewind
+    Completions { shell: clap_complete::Shell },
     /// Answer JSON-RPC 2.0 requests on stdin, one per line, until stdin closes
     ///
     /// Example: echo '{"jsonrpc":"2.0","id":1,"method":"track"}' | rewind serve
@@ -190,6 +217,17 @@ enum Color {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(level) = std::env::var("REWIND_LOG")
+        .ok()
+        .and_then(|l| l.parse().ok())
+    {
+        let level: tracing::Level = level;
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_max_level(level)
+            .init();
+    }
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -261,8 +299,52 @@ fn run(cli: &Cli) -> rewind::Result<()> {
             n => Err(rewind::Error::PruneFailed(n)),
         };
     }
+    if let Command::Completions { shell } = &cli.command {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        clap_complete::generate(*shell, &mut command, "rewind", &mut std::io::stdout());
+        return Ok(());
+    }
     let project = cli.project.clone().unwrap_or_else(|| PathBuf::from("."));
     let store = rewind::Store::open(&project, &data_dir)?;
+    let show_progress = !cli.json && !cli.quiet && std::io::stderr().is_terminal();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        if show_progress {
+            scope.spawn(|| draw_progress(&store, &done));
+        }
+        let result = command(cli, &store);
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        result
+    })
+}
+
+/// Draw `store`'s progress on stderr, from half a second in, until `done`; then clear it.
+fn draw_progress(store: &rewind::Store, done: &std::sync::atomic::AtomicBool) {
+    let start = std::time::Instant::now();
+    let mut drawn = false;
+    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (phase, count, total) = store.progress().get();
+        if phase.is_empty() || start.elapsed() < std::time::Duration::from_millis(500) {
+            continue;
+        }
+        let line = match total {
+            0 => format!("{phase}: {count}"),
+            total => format!(
+                "{phase}: {count}/{total} ({}%)",
+                count.min(total) * 100 / total
+            ),
+        };
+        eprint!("\r\x1b[K{line}");
+        drawn = true;
+    }
+    if drawn {
+        eprint!("\r\x1b[K");
+    }
+}
+
+/// Run one command on an open store.
+fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
     match &cli.command {
         Command::Track { max_file_size } => {
             let options = rewind::TrackOptions {
@@ -298,12 +380,11 @@ fn run(cli: &Cli) -> rewind::Result<()> {
             if cli.json {
                 print_json(&json!({"diff": String::from_utf8_lossy(&text)}));
             } else {
-                let colored = match color {
-                    Color::Always => true,
-                    Color::Never => false,
-                    Color::Auto => std::io::stdout().is_terminal(),
+                let text = if colored(*color) {
+                    colorize(&text)
+                } else {
+                    text
                 };
-                let text = if colored { colorize(&text) } else { text };
                 write_stdout(&text);
             }
         }
@@ -333,12 +414,60 @@ fn run(cli: &Cli) -> rewind::Result<()> {
         }
         Command::Serve => {
             let (input, output) = (std::io::stdin().lock(), std::io::stdout().lock());
-            rewind::serve(&store, input, output).map_err(|source| rewind::Error::Io {
+            rewind::serve(store, input, output).map_err(|source| rewind::Error::Io {
                 action: "serving on",
                 path: "stdio".into(),
                 source,
             })?;
         }
+        Command::Show {
+            what,
+            session,
+            color,
+        } => {
+            let (header, text) = show(store, what, session.as_deref())?;
+            if cli.json {
+                print_json(&json!({"what": header, "diff": String::from_utf8_lossy(&text)}));
+            } else {
+                let colored = colored(*color);
+                let title = if colored {
+                    format!("\x1b[33m{header}\x1b[m\n")
+                } else {
+                    format!("{header}\n")
+                };
+                write_stdout(title.as_bytes());
+                write_stdout(&if colored { colorize(&text) } else { text });
+            }
+        }
+        Command::Log => {
+            let entries = store.log()?;
+            if cli.json {
+                print_json(&entries);
+            } else {
+                let now = rewind::now()?;
+                for entry in entries {
+                    println!(
+                        "{:<16} {:<9} {:.12}  {}",
+                        age(now, entry.time),
+                        entry.kind,
+                        entry.tree,
+                        entry.what
+                    );
+                }
+            }
+        }
+        Command::Doctor => {
+            let report = store.doctor()?;
+            if cli.json {
+                print_json(&report);
+            } else {
+                print_doctor(&report, rewind::now()?);
+            }
+            if !report.is_healthy() {
+                return Err(rewind::Error::Unhealthy(report.missing.len()));
+            }
+        }
+        Command::Completions { .. } => unreachable!("handled before the store opens"),
         Command::Turn(TurnCommand::Begin { session, turn }) => {
             store.begin_turn(session, turn)?;
             if cli.json {
@@ -537,6 +666,121 @@ fn age(now: chrono::DateTime<chrono::Utc>, then: chrono::DateTime<chrono::Utc>) 
         _ => (seconds / 86400, "day"),
     };
     format!("{count} {unit}{} ago", if count == 1 { "" } else { "s" })
+}
+
+fn colored(color: Color) -> bool {
+    match color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => std::io::stdout().is_terminal(),
+    }
+}
+
+/// A turn's (or a snapshot's) title and diff text. `what` is a turn id (of `session`, or of the
+/// one session that has it) or a snapshot id (diffed from the snapshot recorded before it).
+fn show(
+    store: &rewind::Store,
+    what: &str,
+    session: Option<&str>,
+) -> rewind::Result<(String, Vec<u8>)> {
+    let turns = store.turns(session)?;
+    let matching: Vec<&rewind::Turn> = turns.iter().filter(|t| t.turn == what).collect();
+    if let [turn] = matching[..] {
+        let to = turn.after.as_deref();
+        let title = format!(
+            "turn {} of session {} — started {}{}: {} files, +{} -{}",
+            turn.turn,
+            turn.session,
+            turn.started_at.to_rfc3339(),
+            turn.ended_at.map_or(" (open)".to_string(), |e| format!(
+                ", ended {}",
+                e.to_rfc3339()
+            )),
+            turn.files,
+            turn.additions,
+            turn.deletions
+        );
+        return Ok((title, store.diff(&turn.before, to)?));
+    }
+    if matching.len() > 1 {
+        return Err(rewind::Error::Turn {
+            session: String::new(),
+            turn: what.into(),
+            reason: "exists in several sessions: give --session",
+        });
+    }
+    if let Some(session) = session {
+        return Err(rewind::Error::Turn {
+            session: session.into(),
+            turn: what.into(),
+            reason: "is not a turn of this session",
+        });
+    }
+    let tree = store.resolve_tree(what)?.to_string();
+    let snapshots: Vec<rewind::LogEntry> = store
+        .log()?
+        .into_iter()
+        .filter(|e| e.kind == "snapshot")
+        .collect();
+    let taken = snapshots.iter().find(|e| e.tree == tree).map(|e| e.time);
+    let previous = taken.and_then(|t| snapshots.iter().find(|e| e.time < t));
+    let from = previous.map_or(
+        "4b825dc642cb6eb9a060e54bf8d69288fbee4904".to_string(),
+        |e| e.tree.clone(),
+    );
+    let title = format!(
+        "snapshot {tree}{}, against {}",
+        taken.map_or(String::new(), |t| format!(" taken {}", t.to_rfc3339())),
+        previous.map_or("the empty tree".to_string(), |e| format!(
+            "the snapshot before it ({:.12})",
+            e.tree
+        ))
+    );
+    Ok((title, store.diff(&from, Some(&tree))?))
+}
+
+fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono::Utc>) {
+    let mib = |bytes: u64| format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0));
+    println!("store         {}", report.git_dir);
+    println!(
+        "project       {}{}",
+        report.project,
+        if report.project_exists {
+            ""
+        } else {
+            " (missing)"
+        }
+    );
+    println!("size          {}", mib(report.size));
+    println!(
+        "lock          {}",
+        if report.locked {
+            "held by another process"
+        } else {
+            "free"
+        }
+    );
+    println!(
+        "objects       {} loose, {} pack(s)",
+        report.loose_objects, report.packs
+    );
+    println!(
+        "records       {} snapshots, {} sessions, {} turns, {} undo points",
+        report.snapshots, report.sessions, report.turns, report.undo_points
+    );
+    println!(
+        "last prune    {}",
+        report
+            .last_prune
+            .map_or("never".to_string(), |t| age(now, t))
+    );
+    match report.missing.len() {
+        0 => println!("check         every object the records reach is present"),
+        n => println!(
+            "check         {n} object(s) missing: {}",
+            report.missing.join(" ")
+        ),
+    }
 }
 
 fn print_json(value: &impl Serialize) {

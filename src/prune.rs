@@ -30,6 +30,9 @@ use crate::turns::session_ref;
 /// Default for `rewind.retention`.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// The file in the store that holds the time of the last prune.
+pub(crate) const LAST_PRUNE: &str = "rewind-last-prune";
+
 /// Temp files younger than this may belong to a running process.
 const TEMP_GRACE: Duration = Duration::from_secs(3600);
 
@@ -178,6 +181,9 @@ impl Store {
         }
         self.remove_temp_files(now);
         outcome.bytes_freed = size_before.saturating_sub(dir_size(&objects));
+        tracing::debug!(?outcome, "pruned");
+        // For `rewind doctor`: when the last prune ran.
+        let _ = fs::write(self.git_dir().join(LAST_PRUNE), now.to_rfc3339());
         Ok(outcome)
     }
 
@@ -254,7 +260,7 @@ impl Store {
         Ok(())
     }
 
-    fn commit_time(&self, commit: ObjectId) -> Result<DateTime<Utc>> {
+    pub(crate) fn commit_time(&self, commit: ObjectId) -> Result<DateTime<Utc>> {
         let repo = self.repo();
         let seconds = repo
             .find_commit(commit)
@@ -265,7 +271,7 @@ impl Store {
     }
 
     /// Every reference under `prefix`, with the commit (or object) it points to.
-    fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+    pub(crate) fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
         let repo = self.repo();
         let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
         let platform = repo.references().map_err(|e| store_error(&e))?;
@@ -458,7 +464,7 @@ impl Store {
     }
 
     /// The ids the stat cache names: its entries and its cache-tree.
-    fn index_roots(&self) -> Vec<ObjectId> {
+    pub(crate) fn index_roots(&self) -> Vec<ObjectId> {
         let Ok(index) = gix::index::File::at(
             self.git_dir().join("index"),
             gix::hash::Kind::Sha1,
@@ -480,7 +486,7 @@ impl Store {
 
     /// Every object reachable from `roots`. Blobs are named by their trees, never read;
     /// each tree and commit is read once. A missing object ends its branch of the walk.
-    fn reachable(&self, roots: Vec<ObjectId>) -> HashSet<ObjectId> {
+    pub(crate) fn reachable(&self, roots: Vec<ObjectId>) -> HashSet<ObjectId> {
         let repo = self.repo();
         let mut seen = HashSet::new();
         let mut stack = roots;
@@ -521,7 +527,7 @@ impl Store {
     }
 
     /// Every loose object file, with its id and modification time.
-    fn loose_objects(&self) -> Vec<LooseObject> {
+    pub(crate) fn loose_objects(&self) -> Vec<LooseObject> {
         let objects = self.git_dir().join("objects");
         let mut found = Vec::new();
         for fanout in 0..=255u8 {
@@ -604,7 +610,7 @@ enum Record {
     Session(String, usize),
 }
 
-struct LooseObject {
+pub(crate) struct LooseObject {
     id: ObjectId,
     path: PathBuf,
     modified: SystemTime,
@@ -626,7 +632,7 @@ fn reflog_entry(line: &[u8]) -> Option<([ObjectId; 2], i64)> {
 }
 
 /// The disk space (allocated blocks, as `du` counts) of all files below `dir`.
-fn dir_size(dir: &Path) -> u64 {
+pub(crate) fn dir_size(dir: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
     files_below(dir)
         .iter()
@@ -636,7 +642,7 @@ fn dir_size(dir: &Path) -> u64 {
 }
 
 /// Every file below `dir`, recursively.
-fn files_below(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files_below(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let mut dirs = vec![dir.to_owned()];
     while let Some(dir) = dirs.pop() {

@@ -285,6 +285,8 @@ impl Store {
         outcome.undo = undo.to_string();
         self.record_undo(undo, target)?;
 
+        self.progress().start("restoring", steps.len() as u64);
+        tracing::debug!(%target, %undo, steps = steps.len(), conflicts = outcome.conflicts.len(), "restoring");
         // Deletions first, so that a directory can replace a file and the reverse.
         let mut emptied = Vec::new();
         for (step, _) in steps
@@ -292,6 +294,7 @@ impl Store {
             .zip(&skip)
             .filter(|(s, skip)| s.target.is_none() && !**skip)
         {
+            self.progress().step();
             let abs = self.abs(step.path.as_ref());
             match remove_file(&abs) {
                 Ok(()) => {
@@ -311,6 +314,7 @@ impl Store {
             let (Some(side), Some(data)) = (step.target, data) else {
                 continue;
             };
+            self.progress().step();
             match self.write_file(step.path.as_ref(), side, &data) {
                 Ok(()) => outcome.written.push(lossy(&step.path)),
                 Err(e) => outcome.failed.push(failure(&step.path, &e)),

@@ -220,6 +220,8 @@ impl Store {
         if first {
             self.objects().start_pack()?;
         }
+        self.progress()
+            .start("snapshotting", previous.entries().len() as u64);
         let cached_root = previous.tree().and_then(|t| t.num_entries.map(|_| t.id));
         let stop_at_change =
             (probe.is_some() && probe == cached_root).then(|| AtomicBool::new(false));
@@ -256,6 +258,7 @@ impl Store {
             write_index(&index_path, entries, &tree)?;
         }
         self.record_snapshot(hash)?;
+        tracing::debug!(%hash, files, skipped = skipped.len(), "snapshot taken");
         Ok(Some(Snapshot {
             hash,
             files,
@@ -274,6 +277,7 @@ impl Store {
     ) -> Result<Option<Scanned>> {
         let walk = Walk {
             root: self.project(),
+            progress: self.progress(),
             stop_at_change,
             previous,
             previous_time,
@@ -384,6 +388,7 @@ fn index_is_intact(path: &Path) -> bool {
 /// Everything the parallel walk shares.
 struct Walk<'a> {
     root: &'a Path,
+    progress: &'a crate::store::Progress,
     /// Set when a file differs from the previous snapshot, if the caller only needs a yes/no:
     /// the walk then skips the directories it has not started.
     stop_at_change: Option<AtomicBool>,
@@ -604,6 +609,7 @@ impl Walk<'_> {
             Err(rustix::io::Errno::NOENT) => return Looked::Vanished,
             Err(e) => return Looked::Settled(Part::Skipped(unreadable(rel, &e.into()))),
         };
+        self.progress.step();
         let mode = match FileType::from_raw_mode(meta.st_mode) {
             FileType::Symlink => Mode::SYMLINK,
             FileType::RegularFile if meta.st_mode & 0o100 != 0 => Mode::FILE_EXECUTABLE,

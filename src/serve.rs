@@ -66,6 +66,7 @@ fn handle(store: &Store, request: Value) -> Option<Value> {
         return (!is_notification).then(|| error_response(id, -32600, "invalid request", None));
     };
     let params = request.get("params").cloned().unwrap_or(json!({}));
+    tracing::debug!(method, "request");
     let result = call(store, method, params);
     if is_notification {
         return None;

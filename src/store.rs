@@ -89,6 +89,37 @@ pub struct Store {
     git_dir: PathBuf,
     repo: gix::ThreadSafeRepository,
     objects: ObjectWriter,
+    progress: Progress,
+}
+
+/// Counters that long operations (a first snapshot, a large restore, prune) update, for a
+/// progress display; the library itself never prints.
+#[derive(Debug, Default)]
+pub struct Progress {
+    phase: std::sync::Mutex<&'static str>,
+    done: std::sync::atomic::AtomicU64,
+    total: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    /// The current phase (`""` when idle), items done, and items expected (0: unknown).
+    pub fn get(&self) -> (&'static str, u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let phase = *self.phase.lock().unwrap_or_else(|p| p.into_inner());
+        (phase, self.done.load(Relaxed), self.total.load(Relaxed))
+    }
+
+    pub(crate) fn start(&self, phase: &'static str, total: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        *self.phase.lock().unwrap_or_else(|p| p.into_inner()) = phase;
+        self.done.store(0, Relaxed);
+        self.total.store(total, Relaxed);
+    }
+
+    /// Count one item done: one relaxed atomic add.
+    pub(crate) fn step(&self) {
+        self.done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Store {
@@ -172,7 +203,20 @@ impl Store {
             git_dir,
             repo,
             objects,
+            progress: Progress::default(),
         })
+    }
+
+    /// What the operation running on this handle has done so far (for a progress display).
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let (phase, done, total) = store.progress().get();
+    /// eprintln!("{phase}: {done}/{total}");
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn progress(&self) -> &Progress {
+        &self.progress
     }
 
     /// The canonical project directory.
@@ -302,6 +346,21 @@ impl Store {
     /// Under the store lock, a `<ref>.lock` file can only be left over from a killed process.
     fn remove_stale_ref_lock(&self, reference: &str) {
         let _ = fs::remove_file(self.git_dir.join(format!("{reference}.lock")));
+    }
+
+    /// Whether another process holds the store's lock now (a probe: takes and drops it).
+    pub(crate) fn is_locked(&self) -> Result<bool> {
+        let path = self.git_dir.join("rewind.lock");
+        let file = match fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(Error::io("opening lock file", &path, e)),
+        };
+        match file.try_lock() {
+            Ok(()) => Ok(false),
+            Err(fs::TryLockError::WouldBlock) => Ok(true),
+            Err(fs::TryLockError::Error(e)) => Err(Error::io("probing lock", &path, e)),
+        }
     }
 
     /// Take the store's cross-process lock; it is released when the guard drops or the process dies.

@@ -1,0 +1,169 @@
+//! Looking at a store: `doctor` (its health) and `log` (its records, newest first).
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::prune::{dir_size, files_below, LAST_PRUNE};
+use crate::store::Store;
+
+/// What [`Store::doctor`] found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Doctor {
+    pub git_dir: String,
+    pub project: String,
+    pub project_exists: bool,
+    /// Disk space used by the store, in bytes.
+    pub size: u64,
+    /// Whether another process holds the store's lock right now.
+    pub locked: bool,
+    pub loose_objects: usize,
+    pub packs: usize,
+    pub snapshots: usize,
+    pub sessions: usize,
+    pub turns: usize,
+    pub undo_points: usize,
+    pub last_prune: Option<DateTime<Utc>>,
+    /// Objects that a record needs but the store lacks (or cannot read).
+    pub missing: Vec<String>,
+}
+
+impl Doctor {
+    /// Whether every object the records need is there.
+    pub fn is_healthy(&self) -> bool {
+        self.missing.is_empty()
+    }
+}
+
+/// One record of the store, as [`Store::log`] lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogEntry {
+    pub time: DateTime<Utc>,
+    /// `snapshot`, `turn` or `undo`.
+    pub kind: &'static str,
+    /// The tree: the snapshot, the turn's after (its before while open), or the undo tree.
+    pub tree: String,
+    pub what: String,
+}
+
+impl Store {
+    /// Check the store: sizes and counts, lock state, last prune, and that every object the
+    /// records reach is present (a walk like `git fsck --connectivity-only`).
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let report = store.doctor()?;
+    /// println!("{} bytes, healthy: {}", report.size, report.is_healthy());
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn doctor(&self) -> Result<Doctor> {
+        let refs = self.refs_under("refs/")?;
+        let mut roots: Vec<_> = refs.iter().map(|(_, id)| *id).collect();
+        roots.extend(self.index_roots());
+        let mut missing: Vec<String> = self
+            .reachable(roots)
+            .into_iter()
+            .filter(|id| !self.objects().contains(id) && !id.is_empty_tree())
+            .map(|id| id.to_string())
+            .collect();
+        missing.sort();
+        let turns = self.turns(None)?;
+        let mut sessions: Vec<&str> = turns.iter().map(|t| t.session.as_str()).collect();
+        sessions.sort_unstable();
+        sessions.dedup();
+        let last_prune = std::fs::read_to_string(self.git_dir().join(LAST_PRUNE))
+            .ok()
+            .and_then(|t| DateTime::parse_from_rfc3339(t.trim()).ok())
+            .map(|t| t.with_timezone(&Utc));
+        let undo_points = self.undo_chain()?.len();
+        Ok(Doctor {
+            git_dir: self.git_dir().display().to_string(),
+            project: self.project().display().to_string(),
+            project_exists: self.project().is_dir(),
+            size: dir_size(self.git_dir()),
+            locked: self.is_locked()?,
+            loose_objects: self.loose_objects().len(),
+            packs: files_below(&self.git_dir().join("objects/pack"))
+                .iter()
+                .filter(|f| f.extension().is_some_and(|e| e == "pack"))
+                .count(),
+            snapshots: refs
+                .iter()
+                .filter(|(n, _)| n.starts_with("refs/rewind/snapshots/"))
+                .count(),
+            sessions: sessions.len(),
+            turns: turns.len(),
+            undo_points,
+            last_prune,
+            missing,
+        })
+    }
+
+    /// Every record of the store, newest first: snapshots, turns and undo points.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// for entry in store.log()? {
+    ///     println!("{} {} {} {}", entry.time, entry.kind, entry.tree, entry.what);
+    /// }
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn log(&self) -> Result<Vec<LogEntry>> {
+        let mut entries = Vec::new();
+        for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
+            entries.push(LogEntry {
+                time: self.commit_time(commit)?,
+                kind: "snapshot",
+                tree: name
+                    .trim_start_matches("refs/rewind/snapshots/")
+                    .to_string(),
+                what: "track".into(),
+            });
+        }
+        for turn in self.turns(None)? {
+            let state = match (turn.rolled_back, turn.ended_at) {
+                (true, _) => "rolled back",
+                (false, None) => "open",
+                (false, Some(_)) => "done",
+            };
+            entries.push(LogEntry {
+                time: turn.ended_at.unwrap_or(turn.started_at),
+                kind: "turn",
+                tree: turn.after.clone().unwrap_or_else(|| turn.before.clone()),
+                what: format!(
+                    "session {} turn {}: {} files +{} -{} ({state})",
+                    turn.session, turn.turn, turn.files, turn.additions, turn.deletions
+                ),
+            });
+        }
+        for (time, tree) in self.undo_chain()? {
+            entries.push(LogEntry {
+                time,
+                kind: "undo",
+                tree: tree.to_string(),
+                what: "the project before a restore, revert or undo".into(),
+            });
+        }
+        entries.sort_by_key(|entry| std::cmp::Reverse(entry.time));
+        Ok(entries)
+    }
+
+    /// The undo points, newest first: (time, tree).
+    fn undo_chain(&self) -> Result<Vec<(DateTime<Utc>, gix::ObjectId)>> {
+        let repo = self.repo();
+        let mut chain = Vec::new();
+        let mut next = self.ref_target("refs/rewind/undo")?;
+        while let Some(id) = next {
+            let commit = repo
+                .find_commit(id)
+                .map_err(|e| crate::Error::store(self.git_dir(), e))?;
+            let tree = commit
+                .tree_id()
+                .map_err(|e| crate::Error::store(self.git_dir(), e))?
+                .detach();
+            chain.push((self.commit_time(id)?, tree));
+            next = commit.parent_ids().next().map(|p| p.detach());
+        }
+        Ok(chain)
+    }
+}
