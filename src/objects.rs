@@ -27,8 +27,9 @@ use crate::error::{Error, Result};
 pub(crate) struct ObjectWriter {
     objects_dir: PathBuf,
     fanout_made: [AtomicBool; 256],
-    /// The full object database, asked only about objects that are not loose (e.g. packed ones).
-    odb: Mutex<Option<gix::OdbHandle>>,
+    /// The packs, asked only about objects that are not loose; reopened by [`Self::refresh`]
+    /// when `objects/pack` changed (another process's prune may have replaced them).
+    odb: Mutex<Option<(Vec<PathBuf>, gix::odb::Handle)>>,
     has_packs: AtomicBool,
     pack: Mutex<Option<PackBuilder>>,
 }
@@ -39,17 +40,39 @@ thread_local! {
 }
 
 impl ObjectWriter {
-    pub(crate) fn new(objects_dir: PathBuf, odb: Option<gix::OdbHandle>) -> Self {
-        let has_packs = fs::read_dir(objects_dir.join("pack"))
-            .map(|mut entries| entries.next().is_some())
-            .unwrap_or(false);
-        ObjectWriter {
+    pub(crate) fn new(objects_dir: PathBuf) -> Self {
+        let writer = ObjectWriter {
             objects_dir,
             fanout_made: std::array::from_fn(|_| AtomicBool::new(false)),
-            odb: Mutex::new(odb),
-            has_packs: AtomicBool::new(has_packs),
+            odb: Mutex::new(None),
+            has_packs: AtomicBool::new(false),
             pack: Mutex::new(None),
+        };
+        writer.refresh();
+        writer
+    }
+
+    /// Look at the packs again if they changed since the last look. Called under the store
+    /// lock before writing, so that an object another process pruned is written again.
+    /// Costs one `readdir` of `objects/pack` when nothing changed.
+    pub(crate) fn refresh(&self) {
+        let mut packs: Vec<PathBuf> = fs::read_dir(self.objects_dir.join("pack"))
+            .map(|entries| {
+                let paths = entries.flatten().map(|e| e.path());
+                paths
+                    .filter(|p| p.extension().is_some_and(|x| x == "idx"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        packs.sort();
+        let mut odb = lock(&self.odb);
+        if odb.as_ref().is_some_and(|(seen, _)| *seen == packs) {
+            return;
         }
+        self.has_packs.store(!packs.is_empty(), Ordering::Relaxed);
+        *odb = gix::odb::at(&self.objects_dir, gix::hash::Kind::Sha1)
+            .ok()
+            .map(|handle| (packs, handle));
     }
 
     fn loose_path(&self, id: &gix::oid) -> PathBuf {
@@ -72,7 +95,7 @@ impl ObjectWriter {
         }
         lock(&self.odb)
             .as_ref()
-            .is_some_and(|odb| gix::objs::Exists::exists(odb, id))
+            .is_some_and(|(_, odb)| gix::objs::Exists::exists(odb, id))
     }
 
     /// Hash `data` as an object of `kind` and store it unless present. Costs a hash of `data`,

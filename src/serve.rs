@@ -24,13 +24,18 @@ use crate::store::Store;
 /// rewind::serve(&store, std::io::stdin().lock(), std::io::stdout().lock())?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn serve(store: &Store, input: impl BufRead, mut output: impl Write) -> io::Result<()> {
-    for line in input.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
+pub fn serve(store: &Store, mut input: impl BufRead, mut output: impl Write) -> io::Result<()> {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            return Ok(());
+        }
+        if line.trim_ascii().is_empty() {
             continue;
         }
-        let response = match serde_json::from_str::<Value>(&line) {
+        // Bytes that are not UTF-8 are a parse error like any other malformed line.
+        let response = match serde_json::from_slice::<Value>(&line) {
             Err(e) => Some(error_response(
                 Value::Null,
                 -32700,
@@ -49,22 +54,26 @@ pub fn serve(store: &Store, input: impl BufRead, mut output: impl Write) -> io::
             output.flush()?;
         }
     }
-    Ok(())
 }
 
 /// Answer one request; `None` for a notification.
 fn handle(store: &Store, request: Value) -> Option<Value> {
     let id = request.get("id").cloned();
-    let is_notification = request.is_object() && id.is_none();
-    let id = id.unwrap_or(Value::Null);
-    let valid_id = matches!(id, Value::Null | Value::Number(_) | Value::String(_));
+    let valid_id = matches!(
+        id,
+        None | Some(Value::Null | Value::Number(_) | Value::String(_))
+    );
     let (Some(method), true, true) = (
         request.get("method").and_then(Value::as_str),
         request.get("jsonrpc").and_then(Value::as_str) == Some("2.0"),
         valid_id,
     ) else {
-        return (!is_notification).then(|| error_response(id, -32600, "invalid request", None));
+        // An invalid request is answered even without an id (then with id null).
+        let id = id.filter(|_| valid_id).unwrap_or(Value::Null);
+        return Some(error_response(id, -32600, "invalid request", None));
     };
+    let is_notification = id.is_none();
+    let id = id.unwrap_or(Value::Null);
     let params = request.get("params").cloned().unwrap_or(json!({}));
     tracing::debug!(method, "request");
     let result = call(store, method, params);
@@ -105,6 +114,11 @@ impl From<crate::Error> for Failure {
 
 fn params<T: DeserializeOwned>(params: Value) -> Result<T, Failure> {
     // Absent params are an empty object; positional (array) params are not supported.
+    if !params.is_object() {
+        return Err(Failure::BadParams(
+            "bad params: expected an object of named params".into(),
+        ));
+    }
     serde_json::from_value(params).map_err(|e| Failure::BadParams(format!("bad params: {e}")))
 }
 

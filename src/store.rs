@@ -194,10 +194,7 @@ impl Store {
         let options = gix::open::Options::isolated().config_overrides(identity);
         let repo = gix::ThreadSafeRepository::open_opts(&git_dir, options)
             .map_err(|e| Error::store(&git_dir, e))?;
-        let objects = ObjectWriter::new(
-            git_dir.join("objects"),
-            Some(repo.to_thread_local().objects.clone()),
-        );
+        let objects = ObjectWriter::new(git_dir.join("objects"));
         Ok(Store {
             project,
             git_dir,
@@ -373,6 +370,8 @@ impl Store {
             .open(&path)
             .map_err(|e| Error::io("opening lock file", &path, e))?;
         file.lock().map_err(|e| Error::io("locking", &path, e))?;
+        // Another process may have pruned while we waited: see its packs before writing.
+        self.objects.refresh();
         Ok(StoreLock { _file: file })
     }
 }
@@ -423,7 +422,7 @@ fn create_store(git_dir: &Path, project: &Path, data_dir: &Path) -> Result<()> {
     }
     fs::write(&config_path, out).map_err(|e| Error::io("writing config", &config_path, e))?;
     // The empty tree is implicit for gix but a `bad object` for git until written.
-    ObjectWriter::new(staged.join("objects"), None).write(gix::objs::Kind::Tree, b"")?;
+    ObjectWriter::new(staged.join("objects")).write(gix::objs::Kind::Tree, b"")?;
     match fs::rename(&staged, git_dir) {
         Ok(()) => Ok(()),
         Err(_) if git_dir.join("objects").is_dir() => Ok(()), // another process won the race

@@ -1,0 +1,1711 @@
+//! Integration tests for `rewind serve`: JSON-RPC 2.0 over stdio, driven the way a runtime
+//! drives it — one long-lived process, requests written to its stdin one per line, responses
+//! read from its stdout by a reader thread, every wait bounded by a deadline.
+//!
+//! Oracles: git on the store for contents and counts (`git diff --numstat --no-renames`,
+//! `--name-status`, `cat-file`, and the tree `git add -A && git write-tree` writes for the
+//! project); the CLI's `--json` output for result shapes and error codes (a server answer
+//! must equal the CLI's answer to the same question).
+//!
+//! Helpers shared with the other test files live in tests/common/mod.rs.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// Longest wait for any one response, and for the server to exit once its stdin closes.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+// ---------------------------------------------------------------------------
+// Driving a server
+// ---------------------------------------------------------------------------
+
+/// A running `rewind serve`: stdin is ours to write, stdout is read line by line by a thread.
+struct Server {
+    what: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    /// Raw response lines (with their `\n`); the channel closes when stdout ends.
+    lines: Receiver<Vec<u8>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_thread: Option<JoinHandle<()>>,
+    next_id: u64,
+}
+
+impl Server {
+    /// `rewind --data-dir <sandbox> -C <project> serve`.
+    fn start(p: &TestProject) -> Server {
+        let what = format!("rewind -C {} serve", p.path.display());
+        Server::spawn(p.rewind_command(["serve"]), what)
+    }
+
+    fn spawn(mut cmd: Command, what: String) -> Server {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot spawn `{what}`: {e}"));
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let mut line = Vec::new();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let sink = stderr.clone();
+        let mut err = child.stderr.take().unwrap();
+        let stderr_thread = thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            loop {
+                match err.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => sink.lock().unwrap().extend_from_slice(&buf[..n]),
+                }
+            }
+        });
+        Server {
+            what,
+            child,
+            stdin,
+            lines,
+            stderr,
+            stderr_thread: Some(stderr_thread),
+            next_id: 0,
+        }
+    }
+
+    fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// Fails the test, saying how the server ended (if it did) and what it wrote on stderr.
+    fn fail(&mut self, message: &str) -> ! {
+        let mut status = None;
+        for _ in 0..200 {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                status = Some(st);
+                break;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        let status = match status {
+            Some(st) => format!("exited: {st}"),
+            None => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                "still running (killed)".to_string()
+            }
+        };
+        thread::sleep(Duration::from_millis(50));
+        panic!(
+            "`{}`: {message}\nserver {status}\n--- server stderr ---\n{}",
+            self.what,
+            self.stderr_text()
+        );
+    }
+
+    /// Writes bytes to the server's stdin as they are (no newline added).
+    fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        let written = stdin.write_all(bytes).and_then(|()| stdin.flush());
+        if let Err(e) = written {
+            let shown = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
+            self.fail(&format!("cannot write {shown:?} to its stdin: {e}"));
+        }
+    }
+
+    /// Writes one line.
+    fn send_line(&mut self, line: &[u8]) {
+        let mut bytes = line.to_vec();
+        bytes.push(b'\n');
+        self.send_raw(&bytes);
+    }
+
+    fn send(&mut self, message: &Value) {
+        self.send_line(message.to_string().as_bytes());
+    }
+
+    /// The next response: one line, UTF-8, one JSON value shaped as JSON-RPC 2.0 responses
+    /// are (or an array of them). Fails after [`DEADLINE`] or when stdout ends.
+    fn recv(&mut self) -> Value {
+        let line = match self.lines.recv_timeout(DEADLINE) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) => {
+                self.fail(&format!("no response within {DEADLINE:?}"))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                self.fail("its stdout ended while a response was expected")
+            }
+        };
+        let shown = String::from_utf8_lossy(&line[..line.len().min(400)]).into_owned();
+        if line.last() != Some(&b'\n') {
+            self.fail(&format!("response not terminated by a newline: {shown:?}"));
+        }
+        let Ok(text) = std::str::from_utf8(&line) else {
+            self.fail(&format!("response is not UTF-8: {shown:?}"))
+        };
+        let value: Value = match serde_json::from_str(text) {
+            Ok(value) => value,
+            Err(e) => self.fail(&format!("response is not one JSON value ({e}): {shown:?}")),
+        };
+        if let Err(problem) = check_response(&value) {
+            self.fail(&format!("malformed response ({problem}): {shown}"));
+        }
+        value
+    }
+
+    fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Sends a request with a fresh id and returns the whole response, which must carry that id.
+    fn request(&mut self, method: &str, params: Option<Value>) -> Value {
+        let id = self.next_id();
+        let mut request = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(params) = params {
+            request["params"] = params;
+        }
+        self.send(&request);
+        let response = self.recv();
+        if response.get("id") != Some(&json!(id)) {
+            self.fail(&format!("{response} does not answer {request}"));
+        }
+        response
+    }
+
+    /// `result` of a request that must succeed.
+    fn ok(&mut self, method: &str, params: Value) -> Value {
+        let params = (!params.is_null()).then_some(params);
+        let response = self.request(method, params.clone());
+        match response.get("result") {
+            Some(result) => result.clone(),
+            None => self.fail(&format!("{method} {params:?} failed: {response}")),
+        }
+    }
+
+    /// `error` of a request that must fail.
+    fn err(&mut self, method: &str, params: Option<Value>) -> Value {
+        let response = self.request(method, params.clone());
+        match response.get("error") {
+            Some(error) => error.clone(),
+            None => self.fail(&format!("{method} {params:?} must fail: {response}")),
+        }
+    }
+
+    /// Sends `raw` (a line) and returns the one response it must get.
+    fn answer_to(&mut self, raw: &[u8]) -> Value {
+        self.send_line(raw);
+        self.recv()
+    }
+
+    /// Asks something harmless and checks that its answer is the very next line: whatever was
+    /// sent before got no response, and the server still works.
+    fn assert_silent(&mut self, after: &str) {
+        let id = format!("sentinel-{}", self.next_id());
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "turns"}));
+        let response = self.recv();
+        if response["id"] != json!(id) {
+            self.fail(&format!(
+                "{after} must get no response, but the next line was {response}"
+            ));
+        }
+        if !response["result"].is_array() {
+            self.fail(&format!("`turns` after {after} failed: {response}"));
+        }
+    }
+
+    /// Closes stdin: the server must exit 0 within [`DEADLINE`] without writing anything else.
+    /// Returns its stderr.
+    fn close(mut self) -> String {
+        drop(self.stdin.take());
+        let start = Instant::now();
+        let status: ExitStatus = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if start.elapsed() > DEADLINE => self.fail(&format!(
+                    "did not exit within {DEADLINE:?} of stdin closing"
+                )),
+                Ok(None) => thread::sleep(Duration::from_millis(5)),
+                Err(e) => self.fail(&format!("wait: {e}")),
+            }
+        };
+        let mut extra = Vec::new();
+        loop {
+            match self.lines.recv_timeout(DEADLINE) {
+                Ok(line) => extra.push(String::from_utf8_lossy(&line).into_owned()),
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => self.fail("stdout still open after exit"),
+            }
+        }
+        if let Some(t) = self.stderr_thread.take() {
+            t.join().unwrap();
+        }
+        let stderr = self.stderr_text();
+        assert!(
+            status.success(),
+            "`{}` must exit 0 when stdin closes, got {status}\n--- stderr ---\n{stderr}",
+            self.what
+        );
+        assert!(
+            extra.is_empty(),
+            "`{}` wrote unexpected lines before exiting: {extra:?}",
+            self.what
+        );
+        assert!(!stderr.contains("panicked"), "server panicked:\n{stderr}");
+        stderr
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // A failed test must not leave a server behind.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A JSON-RPC 2.0 response (or a batch of them): `jsonrpc: "2.0"`, an `id`, exactly one of
+/// `result` and `error`; an error has an integer `code` and a message, and an operation
+/// failure (-32000) a string `data.code`.
+fn check_response(value: &Value) -> Result<(), String> {
+    if let Some(batch) = value.as_array() {
+        if batch.is_empty() {
+            return Err("an empty array is never a response".into());
+        }
+        return batch.iter().try_for_each(check_response);
+    }
+    let object = value.as_object().ok_or("not an object")?;
+    for key in object.keys() {
+        if !["jsonrpc", "id", "result", "error"].contains(&key.as_str()) {
+            return Err(format!("unexpected member {key:?}"));
+        }
+    }
+    if object.get("jsonrpc") != Some(&json!("2.0")) {
+        return Err("jsonrpc must be \"2.0\"".into());
+    }
+    if !object.contains_key("id") {
+        return Err("no id".into());
+    }
+    match (object.get("result"), object.get("error")) {
+        (Some(_), None) => Ok(()),
+        (None, Some(error)) => {
+            let code = error["code"]
+                .as_i64()
+                .ok_or("error.code is not an integer")?;
+            let message = error["message"]
+                .as_str()
+                .ok_or("error.message is not a string")?;
+            if message.trim().is_empty() {
+                return Err("empty error.message".into());
+            }
+            if code == -32000 && error["data"]["code"].as_str().is_none() {
+                return Err("an operation failure must carry data.code".into());
+            }
+            Ok(())
+        }
+        _ => Err("exactly one of result and error".into()),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Oracles
+// ---------------------------------------------------------------------------
+
+/// `rewind --json ARGS` (the CLI answer to compare with); must succeed with one JSON line.
+fn cli(p: &TestProject, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let run = p.rewind(&all);
+    run.assert_success();
+    serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("`rewind --json {args:?}` printed no JSON ({e}): {run}"))
+}
+
+/// `rewind --json ARGS` that must fail: exit 1 and `{"error": {"code", "message"}}`.
+fn cli_error(p: &TestProject, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let run = p.rewind(&all);
+    run.assert_code(1);
+    let json: Value = serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("`rewind --json {args:?}` printed no JSON ({e}): {run}"));
+    json["error"].clone()
+}
+
+fn git_lines(sb: &Sandbox, store: &Path, args: &[&str]) -> Vec<String> {
+    sb.git_in(store, args)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Rows with `file`, `status`, `additions`, `deletions` (diff_full rows, a turn's files) must
+/// be `git diff --numstat --no-renames FROM TO`'s, in its order, with `--name-status`'s
+/// statuses; a binary file counts 0/0.
+fn assert_rows_match_git(
+    sb: &Sandbox,
+    store: &Path,
+    rows: &Value,
+    from: &str,
+    to: &str,
+    what: &str,
+) {
+    let rows = rows
+        .as_array()
+        .unwrap_or_else(|| panic!("{what}: not an array: {rows}"));
+    let numstat = git_lines(sb, store, &["diff", "--numstat", "--no-renames", from, to]);
+    let status = git_lines(
+        sb,
+        store,
+        &["diff", "--name-status", "--no-renames", from, to],
+    );
+    let files: Vec<&str> = rows
+        .iter()
+        .map(|r| r["file"].as_str().unwrap_or("?"))
+        .collect();
+    let want: Vec<&str> = numstat
+        .iter()
+        .map(|l| l.splitn(3, '\t').nth(2).unwrap())
+        .collect();
+    assert_eq!(files, want, "{what}: files (and order) must be numstat's");
+    for ((row, n), s) in rows.iter().zip(&numstat).zip(&status) {
+        let mut parts = n.splitn(3, '\t');
+        let (add, del) = (parts.next().unwrap(), parts.next().unwrap());
+        let binary = add == "-";
+        let count = |c: &str| if binary { 0 } else { c.parse::<u64>().unwrap() };
+        assert_eq!(
+            row["additions"],
+            count(add),
+            "{what}: additions of {row} (git: {n})"
+        );
+        assert_eq!(
+            row["deletions"],
+            count(del),
+            "{what}: deletions of {row} (git: {n})"
+        );
+        if let Some(flag) = row.get("binary") {
+            assert_eq!(
+                flag,
+                &json!(binary),
+                "{what}: binary flag of {row} (git: {n})"
+            );
+        }
+        let want_status = match s.split('\t').next().unwrap() {
+            "A" => "added",
+            "D" => "deleted",
+            "M" | "T" => "modified",
+            other => panic!("git status {other}"),
+        };
+        assert_eq!(
+            row["status"], want_status,
+            "{what}: status of {row} (git: {s})"
+        );
+    }
+}
+
+fn oid(value: &Value, what: &str) -> String {
+    let s = value
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: not a string: {value}"));
+    assert_oid(s, what);
+    s.to_string()
+}
+
+fn strings(value: &Value) -> BTreeSet<String> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {value}"))
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+// ---------------------------------------------------------------------------
+// The whole cycle through one server
+// ---------------------------------------------------------------------------
+
+#[test]
+fn full_cycle_through_one_server_matches_git() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "one\ntwo\nthree\n")
+        .file("src/lib.rs", "pub fn f() -> u32 {\n    1\n}\n")
+        .file("gone.txt", "to be deleted\n")
+        .file("bin.dat", b"\0\x01\x02 binary\n")
+        .exec("run.sh", "#!/bin/sh\necho hi\n")
+        .file(".gitignore", "*.log\n")
+        .file("debug.log", "ignored\n");
+    let mut s = Server::start(&p);
+
+    // track: the tree git writes for the project.
+    let t0 = s.ok("track", Value::Null);
+    let h0 = oid(&t0["hash"], "track");
+    let oracle = p.git_tree();
+    assert_eq!(h0, oracle.id, "track must write git's tree: {t0}");
+    assert_eq!(t0["files"], oracle.files as u64, "{t0}");
+    assert_eq!(t0["skipped"], json!([]), "{t0}");
+    assert_eq!(
+        s.ok("track", json!({})),
+        t0,
+        "params {{}} is the same as none"
+    );
+    let store = p.store();
+
+    // An agent edits: modify, add in a new directory, delete, binary change, mode change.
+    p.file("a.txt", "one\nTWO\nthree\nfour\n")
+        .file("new/dir/n.txt", "new\n")
+        .remove("gone.txt")
+        .file("bin.dat", b"\0\x03 binary, changed\n")
+        .chmod("run.sh", 0o644);
+
+    // patch (with an abbreviated id): the paths git lists, in git's order.
+    let patch = s.ok("patch", json!({"hash": &h0[..10]}));
+    assert_eq!(patch["hash"], h0, "patch names the full id: {patch}");
+    let h1 = oid(&s.ok("track", Value::Null)["hash"], "track");
+    assert_eq!(h1, p.git_tree().id, "the second snapshot is git's tree");
+    let names = git_lines(
+        &sb,
+        &store,
+        &["diff", "--name-only", "--no-renames", &h0, &h1],
+    );
+    assert_eq!(patch["files"], json!(names), "patch files vs git: {patch}");
+    assert_eq!(
+        patch,
+        cli(&p, &["patch", &h0]),
+        "patch: the same answer as the CLI's"
+    );
+
+    // has_changes.
+    let changed = s.ok("has_changes", json!({"hash": &h0[..8]}));
+    assert_eq!(changed, json!({"hash": h0, "changed": true}));
+    assert_eq!(
+        s.ok("has_changes", json!({"hash": h1})),
+        json!({"hash": h1, "changed": false})
+    );
+
+    // diff_full against the project now and between snapshots: numstat's rows.
+    let rows = s.ok("diff_full", json!({"from": h0}));
+    assert_rows_match_git(&sb, &store, &rows, &h0, &h1, "diff_full {from}");
+    let between = s.ok("diff_full", json!({"from": h0, "to": h1}));
+    assert_eq!(
+        rows, between,
+        "to = the project now, or its snapshot: same rows"
+    );
+    assert_eq!(
+        between,
+        cli(&p, &["diff-full", &h0, &h1]),
+        "diff_full vs the CLI's"
+    );
+    let a_row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["file"] == "a.txt")
+        .expect("a.txt row");
+    assert_eq!(a_row["before"], "one\ntwo\nthree\n");
+    assert_eq!(a_row["after"], "one\nTWO\nthree\nfour\n");
+    assert_eq!(
+        (a_row["additions"].as_u64(), a_row["deletions"].as_u64()),
+        (Some(2), Some(1))
+    );
+
+    // diff: git's text.
+    let text = s.ok("diff", json!({"from": h0, "to": h1}));
+    let git_text = sb.git_in(
+        &store,
+        [
+            "-c",
+            "core.quotePath=false",
+            "diff",
+            "--no-ext-diff",
+            &h0,
+            &h1,
+        ],
+    );
+    assert_eq!(text, json!({"diff": git_text}), "diff text vs git");
+    assert_eq!(
+        s.ok("diff", json!({"from": h0})),
+        text,
+        "diff to the project now"
+    );
+    assert_eq!(text, cli(&p, &["diff", &h0, &h1]), "diff vs the CLI's");
+
+    // restore: the exact bytes and modes of h0 come back, new files go, ignored ones stay.
+    let restored = s.ok("restore", json!({"hash": h0}));
+    assert_eq!(restored["hash"], h0, "{restored}");
+    assert_eq!(
+        strings(&restored["written"]),
+        set(&["a.txt", "bin.dat", "gone.txt", "run.sh"]),
+        "{restored}"
+    );
+    assert_eq!(
+        strings(&restored["deleted"]),
+        set(&["new/dir/n.txt"]),
+        "{restored}"
+    );
+    assert_eq!(restored["conflicts"], json!([]), "{restored}");
+    assert_eq!(restored["failed"], json!([]), "{restored}");
+    assert_eq!(p.git_tree().id, h0, "after restore the project is h0 again");
+    for path in ["a.txt", "bin.dat", "gone.txt", "run.sh", "src/lib.rs"] {
+        assert_eq!(p.read(path), p.store_blob(&h0, path), "bytes of {path}");
+    }
+    assert!(
+        !p.join("new").exists(),
+        "directories left empty are removed"
+    );
+    assert_eq!(
+        p.read("debug.log"),
+        b"ignored\n",
+        "ignored files are never touched"
+    );
+    // Its undo point is the project as it was just before: restoring it is a redo.
+    let undo = oid(&restored["undo"], "restore undo");
+    assert_eq!(
+        undo, h1,
+        "the undo tree is the snapshot taken before restoring"
+    );
+    let redo = s.ok("restore", json!({"hash": undo, "force": false}));
+    assert_eq!(redo["failed"], json!([]), "{redo}");
+    assert_eq!(
+        p.git_tree().id,
+        h1,
+        "restoring the undo point brings the edits back"
+    );
+
+    // revert: only the given paths.
+    let reverted = s.ok("revert", json!({"hash": h0, "paths": ["a.txt", "new"]}));
+    assert_eq!(strings(&reverted["written"]), set(&["a.txt"]), "{reverted}");
+    assert_eq!(
+        strings(&reverted["deleted"]),
+        set(&["new/dir/n.txt"]),
+        "{reverted}"
+    );
+    assert_eq!(p.read("a.txt"), p.store_blob(&h0, "a.txt"));
+    assert_eq!(
+        p.read("bin.dat"),
+        p.store_blob(&h1, "bin.dat"),
+        "not reverted"
+    );
+    assert!(!p.join("gone.txt").exists(), "not reverted");
+
+    // Turns: begin, edit, end; track_file begins turn 2 implicitly.
+    let begun = s.ok("turn_begin", json!({"session": "chat-42", "turn": "1"}));
+    assert_eq!(begun, json!({"session": "chat-42", "turn": "1"}));
+    assert_eq!(
+        s.ok("turn_begin", json!({"session": "chat-42", "turn": "1"})),
+        begun,
+        "beginning an open turn again is a no-op"
+    );
+    p.file(
+        "src/lib.rs",
+        "pub fn f() -> u32 {\n    2\n}\n\npub fn g() {}\n",
+    )
+    .file("t1.txt", "made in turn 1\n");
+    let ended1 = s.ok("turn_end", json!({"session": "chat-42", "turn": "1"}));
+    let tracked = s.ok(
+        "track_file",
+        json!({"session": "chat-42", "turn": "2", "path": "a.txt"}),
+    );
+    assert_eq!(
+        tracked,
+        json!({"session": "chat-42", "turn": "2", "path": "a.txt"})
+    );
+    p.file("a.txt", "rewritten by turn 2\n").remove("t1.txt");
+    let ended2 = s.ok("turn_end", json!({"session": "chat-42", "turn": "2"}));
+    // Someone else edits a file no turn touched.
+    p.file("notes.md", "the user's own notes\n");
+
+    let turns = s.ok("turns", json!({"session": "chat-42"}));
+    let list = turns.as_array().expect("turns is an array");
+    assert_eq!(list.len(), 2, "{turns}");
+    for (turn, (name, ended)) in list.iter().zip([("1", &ended1), ("2", &ended2)]) {
+        assert_eq!(turn["session"], "chat-42", "{turn}");
+        assert_eq!(turn["turn"], name, "{turn}");
+        assert_eq!(turn["rolled_back"], false, "{turn}");
+        assert!(turn["ended_at"].is_string(), "{turn}");
+        let before = oid(&turn["before"], "turn before");
+        let after = oid(&turn["after"], "turn after");
+        assert_rows_match_git(
+            &sb,
+            &store,
+            ended,
+            &before,
+            &after,
+            &format!("turn_end {name}"),
+        );
+        let n = ended.as_array().unwrap();
+        assert_eq!(turn["files"], n.len(), "{turn}");
+        let sum = |key: &str| n.iter().map(|r| r[key].as_u64().unwrap()).sum::<u64>();
+        assert_eq!(turn["additions"], sum("additions"), "{turn}");
+        assert_eq!(turn["deletions"], sum("deletions"), "{turn}");
+    }
+    assert_eq!(
+        strings(&json!(ended1
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["file"].clone())
+            .collect::<Vec<_>>())),
+        set(&["src/lib.rs", "t1.txt"])
+    );
+    assert_eq!(
+        turns,
+        cli(&p, &["turns", "--session", "chat-42"]),
+        "turns vs the CLI's"
+    );
+    assert_eq!(s.ok("turns", json!({})), turns, "turns of every session");
+    assert_eq!(
+        s.ok("turns", json!({"session": null})),
+        turns,
+        "session: null is none"
+    );
+
+    let changes = s.ok("changes", json!({"session": "chat-42"}));
+    assert_eq!(
+        changes,
+        cli(&p, &["changes", "--session", "chat-42"]),
+        "changes vs the CLI's"
+    );
+    assert_eq!(changes["session"], "chat-42");
+    let files = changes["files"].as_array().unwrap();
+    assert_eq!(changes["total_files"], files.len());
+    let sum = |key: &str| files.iter().map(|r| r[key].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(changes["total_additions"], sum("additions"));
+    assert_eq!(changes["total_deletions"], sum("deletions"));
+    // Net per file across the session: from before turn 1 to after turn 2 (t1.txt came and went).
+    let first_before = oid(&list[0]["before"], "before");
+    let last_after = oid(&list[1]["after"], "after");
+    assert_rows_match_git(
+        &sb,
+        &store,
+        &changes["files"],
+        &first_before,
+        &last_after,
+        "changes",
+    );
+
+    // undo turn 2: its files go back to turn 2's "before"; the user's file stays.
+    let turn2_before = oid(&list[1]["before"], "before");
+    let undone = s.ok("undo", json!({"session": "chat-42", "turn": "2"}));
+    assert_eq!(
+        strings(&undone["restored"]),
+        set(&["a.txt", "t1.txt"]),
+        "{undone}"
+    );
+    assert_eq!(undone["deleted"], json!([]), "{undone}");
+    assert_eq!(undone["conflicts"], json!([]), "{undone}");
+    assert_eq!(undone["failed"], json!([]), "{undone}");
+    oid(&undone["undo"], "undo's undo point");
+    assert_eq!(p.read("a.txt"), p.store_blob(&turn2_before, "a.txt"));
+    assert_eq!(p.read("t1.txt"), p.store_blob(&turn2_before, "t1.txt"));
+    assert_eq!(
+        p.read("notes.md"),
+        b"the user's own notes\n",
+        "not the agent's: stays"
+    );
+    let turns = s.ok("turns", json!({"session": "chat-42"}));
+    assert_eq!(turns[0]["rolled_back"], false, "{turns}");
+    assert_eq!(turns[1]["rolled_back"], true, "{turns}");
+
+    // undo one file of turn 1.
+    let one = s.ok(
+        "undo",
+        json!({"session": "chat-42", "turn": "1", "file": "src/lib.rs", "force": false}),
+    );
+    assert_eq!(strings(&one["restored"]), set(&["src/lib.rs"]), "{one}");
+    assert_eq!(
+        p.read("src/lib.rs"),
+        p.store_blob(&first_before, "src/lib.rs")
+    );
+    assert!(p.join("t1.txt").exists(), "only the one file is undone");
+
+    // prune: nothing has expired; the shape is the CLI's.
+    let pruned = s.ok("prune", Value::Null);
+    for key in [
+        "snapshots_removed",
+        "turns_removed",
+        "objects_removed",
+        "bytes_freed",
+    ] {
+        assert!(pruned[key].is_u64(), "{key} in {pruned}");
+    }
+    assert_eq!(pruned["turns_removed"], 0, "{pruned}");
+    assert_eq!(pruned["sessions_removed"], json!([]), "{pruned}");
+    assert_eq!(
+        s.ok("turns", json!({"session": "chat-42"})),
+        turns,
+        "prune kept the turns"
+    );
+
+    s.close();
+    p.assert_fsck_clean();
+}
+
+// ---------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------
+
+/// Collects mismatches so that one run reports every deviation, not only the first.
+#[derive(Default)]
+struct Problems(Vec<String>);
+
+impl Problems {
+    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok {
+            self.0.push(what());
+        }
+    }
+
+    fn assert_none(self, what: &str) {
+        assert!(
+            self.0.is_empty(),
+            "{what}: {} problem(s):\n  {}",
+            self.0.len(),
+            self.0.join("\n  ")
+        );
+    }
+}
+
+#[test]
+fn parse_errors_and_invalid_requests() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let mut s = Server::start(&p);
+    let mut problems = Problems::default();
+
+    // -32700, id null: not JSON at all.
+    let parse_errors: &[&[u8]] = &[
+        b"garbage",
+        b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"track\"",
+        b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"track\"}}",
+        b"{'jsonrpc': '2.0', 'id': 1, 'method': 'track'}",
+        b"[{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"track\"}, {\"jsonrpc\"]",
+        b"\0\0\0",
+    ];
+    for line in parse_errors {
+        let response = s.answer_to(line);
+        problems.check(
+            response["error"]["code"] == -32700 && response["id"].is_null(),
+            || {
+                format!(
+                    "{:?} -> {response} (want -32700, id null)",
+                    String::from_utf8_lossy(line)
+                )
+            },
+        );
+    }
+
+    // -32600: JSON, but not a request. The id is echoed when it could be read.
+    let cases: Vec<(Value, Value)> = vec![
+        (json!({"id": 1, "method": "turns"}), json!(1)),
+        (
+            json!({"jsonrpc": "1.0", "id": 2, "method": "turns"}),
+            json!(2),
+        ),
+        (
+            json!({"jsonrpc": 2.0, "id": 3, "method": "turns"}),
+            json!(3),
+        ),
+        (json!({"jsonrpc": "2.0", "id": 4}), json!(4)),
+        (json!({"jsonrpc": "2.0", "id": 5, "method": 5}), json!(5)),
+        (
+            json!({"jsonrpc": "2.0", "id": "six", "method": null}),
+            json!("six"),
+        ),
+        (json!(42), Value::Null),
+        (json!("turns"), Value::Null),
+        (json!(null), Value::Null),
+        (json!(true), Value::Null),
+        (json!([]), Value::Null),
+        // An invalid request object is not a notification, even without an id (the spec's
+        // own example: `{"jsonrpc": "2.0", "method": 1, "params": "bar"}` -> -32600, id null).
+        (json!({}), Value::Null),
+        (
+            json!({"jsonrpc": "2.0", "method": 1, "params": "bar"}),
+            Value::Null,
+        ),
+        (json!({"foo": "boo"}), Value::Null),
+    ];
+    for (request, id) in &cases {
+        s.send(request);
+        // Read the answer if there is one: a missing answer must not hang the test.
+        let sentinel = format!("after-{}", s.next_id());
+        s.send(&json!({"jsonrpc": "2.0", "id": sentinel, "method": "turns"}));
+        let first = s.recv();
+        if first["id"] == json!(sentinel) {
+            problems.check(false, || {
+                format!("{request} got no response (want -32600, id {id})")
+            });
+            continue;
+        }
+        let second = s.recv();
+        assert_eq!(second["id"], json!(sentinel), "one response per line");
+        problems.check(
+            first["error"]["code"] == -32600 && &first["id"] == id,
+            || format!("{request} -> {first} (want -32600, id {id})"),
+        );
+    }
+
+    // An id that is neither a string, a number nor null is invalid; the request is not run.
+    for id in [json!({"a": 1}), json!([1]), json!(true)] {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "turn_begin",
+                             "params": {"session": "bad-id", "turn": "1"}});
+        let response = s.answer_to(request.to_string().as_bytes());
+        problems.check(
+            response["error"]["code"] == -32600
+                && (response["id"].is_null() || response["id"] == id),
+            || format!("{request} -> {response} (want -32600)"),
+        );
+    }
+    let turns = s.ok("turns", Value::Null);
+    problems.check(turns == json!([]), || {
+        format!("an invalid request was run: turns = {turns}")
+    });
+
+    // String and negative ids are echoed as given.
+    for id in [json!("abc"), json!(-7), json!(0), json!("")] {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "turns"});
+        let response = s.answer_to(request.to_string().as_bytes());
+        problems.check(
+            response["id"] == id && response["result"].is_array(),
+            || format!("{request} -> {response}"),
+        );
+    }
+
+    problems.assert_none("parse errors and invalid requests");
+    s.close();
+}
+
+#[test]
+fn unknown_methods_and_bad_params() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let mut s = Server::start(&p);
+    let h = oid(&s.ok("track", Value::Null)["hash"], "track");
+    let mut problems = Problems::default();
+
+    for method in [
+        "nope",
+        "Track",
+        "turn-begin",
+        "diff-full",
+        "serve",
+        "",
+        "rpc.discover",
+    ] {
+        let error = s.err(method, None);
+        problems.check(error["code"] == -32601, || {
+            format!("method {method:?} -> {error}")
+        });
+    }
+
+    p.file("a.txt", "changed\n");
+    let cases: Vec<(&str, Value)> = vec![
+        // missing fields
+        ("patch", json!({})),
+        ("diff", json!({})),
+        ("diff_full", json!({"to": h})),
+        ("has_changes", json!({})),
+        ("restore", json!({})),
+        ("revert", json!({"hash": h})),
+        ("revert", json!({"paths": ["a.txt"]})),
+        ("turn_begin", json!({"session": "s"})),
+        ("turn_end", json!({"turn": "1"})),
+        ("track_file", json!({"session": "s", "turn": "1"})),
+        ("undo", json!({})),
+        ("undo", json!({"turn": "1"})),
+        ("changes", json!({})),
+        // extra fields
+        ("track", json!({"max_file_size": 10})),
+        ("patch", json!({"hash": h, "extra": 1})),
+        ("restore", json!({"hash": h, "dry_run": true})),
+        ("turns", json!({"session": "s", "limit": 3})),
+        ("prune", json!({"retention": "1s"})),
+        // mistyped fields
+        ("patch", json!({"hash": 5})),
+        ("diff", json!({"from": h, "to": 7})),
+        ("restore", json!({"hash": h, "force": "yes"})),
+        ("revert", json!({"hash": h, "paths": "a.txt"})),
+        ("revert", json!({"hash": h, "paths": [1]})),
+        ("turn_begin", json!({"session": 1, "turn": 2})),
+        ("undo", json!({"session": "s", "force": 1})),
+        ("turns", json!({"session": ["s"]})),
+        // params that are not an object: positional params are not supported
+        ("patch", json!([h])),
+        ("restore", json!([h])),
+        ("turn_begin", json!(["positional", "1"])),
+        ("track", json!([])),
+        ("patch", json!("abcd")),
+        ("track", json!(1)),
+    ];
+    for (method, params) in &cases {
+        let response = s.request(method, Some(params.clone()));
+        problems.check(response["error"]["code"] == -32602, || {
+            format!("{method} {params} -> {response} (want -32602)")
+        });
+    }
+    // params: null is not a structured value either (-32602 or -32600 are both fair).
+    let response = s.request("track", Some(Value::Null));
+    problems.check(
+        [json!(-32602), json!(-32600)].contains(&response["error"]["code"]),
+        || format!("track with params null -> {response}"),
+    );
+
+    // A rejected request did nothing: a.txt is still changed, no turn was begun.
+    problems.check(p.read("a.txt") == b"changed\n", || {
+        "a request with bad params restored a.txt".to_string()
+    });
+    let turns = s.ok("turns", Value::Null);
+    problems.check(turns == json!([]), || {
+        format!("a request with bad params began a turn: {turns}")
+    });
+
+    problems.assert_none("unknown methods and bad params");
+    s.close();
+    p.assert_fsck_clean();
+}
+
+#[test]
+fn operation_failures_carry_the_cli_error_code() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n").file("dir/b.txt", "b\n");
+    let mut s = Server::start(&p);
+    let h = oid(&s.ok("track", Value::Null)["hash"], "track");
+    s.ok("turn_begin", json!({"session": "s", "turn": "done"}));
+    s.ok("turn_end", json!({"session": "s", "turn": "done"}));
+    let store = p.store();
+    let blob = sb
+        .git_in(&store, ["rev-parse", &format!("{h}:a.txt")])
+        .trim()
+        .to_string();
+    let commit = sb
+        .git_in(&store, ["rev-parse", "refs/rewind/sessions/s/head"])
+        .trim()
+        .to_string();
+    let ids = sb.git_in(
+        &store,
+        [
+            "cat-file",
+            "--batch-all-objects",
+            "--batch-check=%(objectname)",
+        ],
+    );
+    let unknown = (0u32..)
+        .map(|i| format!("{i:08x}0123456789abcdef0123456789abcdef"))
+        .find(|c| !ids.contains(c.as_str()))
+        .unwrap();
+    let unknown_short = (0u32..)
+        .map(|i| format!("{i:06x}"))
+        .find(|c| !ids.lines().any(|id| id.starts_with(c.as_str())))
+        .unwrap();
+    let long = "x".repeat(201);
+
+    // (method, params, the same operation on the command line, code)
+    let cases: Vec<(&str, Value, Vec<&str>, &str)> = vec![
+        (
+            "patch",
+            json!({"hash": "xyz"}),
+            vec!["patch", "xyz"],
+            "invalid_id",
+        ),
+        (
+            "patch",
+            json!({"hash": "HEAD"}),
+            vec!["patch", "HEAD"],
+            "invalid_id",
+        ),
+        (
+            "patch",
+            json!({"hash": unknown}),
+            vec!["patch", &unknown],
+            "not_found",
+        ),
+        (
+            "diff",
+            json!({"from": h, "to": unknown_short}),
+            vec!["diff", &h, &unknown_short],
+            "not_found",
+        ),
+        (
+            "diff",
+            json!({"from": blob}),
+            vec!["diff", &blob],
+            "wrong_type",
+        ),
+        (
+            "diff_full",
+            json!({"from": h, "to": "g".repeat(40)}),
+            vec!["diff-full", &h, "gggggggggggggggggggggggggggggggggggggggg"],
+            "invalid_id",
+        ),
+        (
+            "has_changes",
+            json!({"hash": commit}),
+            vec!["has-changes", &commit],
+            "wrong_type",
+        ),
+        (
+            "restore",
+            json!({"hash": unknown_short}),
+            vec!["restore", &unknown_short],
+            "not_found",
+        ),
+        (
+            "revert",
+            json!({"hash": blob, "paths": ["a.txt"]}),
+            vec!["revert", &blob, "--", "a.txt"],
+            "wrong_type",
+        ),
+        (
+            "revert",
+            json!({"hash": h, "paths": ["/etc/passwd"]}),
+            vec!["revert", &h, "--", "/etc/passwd"],
+            "bad_path",
+        ),
+        (
+            "revert",
+            json!({"hash": h, "paths": ["../outside"]}),
+            vec!["revert", &h, "--", "../outside"],
+            "bad_path",
+        ),
+        (
+            "track_file",
+            json!({"session": "s", "turn": "t", "path": "/etc/passwd"}),
+            vec![
+                "turn",
+                "track-file",
+                "--session",
+                "s",
+                "--turn",
+                "t",
+                "/etc/passwd",
+            ],
+            "bad_path",
+        ),
+        (
+            "turn_end",
+            json!({"session": "s", "turn": "never"}),
+            vec!["turn", "end", "--session", "s", "--turn", "never"],
+            "turn_state",
+        ),
+        (
+            "turn_end",
+            json!({"session": "s", "turn": "done"}),
+            vec!["turn", "end", "--session", "s", "--turn", "done"],
+            "turn_state",
+        ),
+        (
+            "turn_begin",
+            json!({"session": "s", "turn": "done"}),
+            vec!["turn", "begin", "--session", "s", "--turn", "done"],
+            "turn_state",
+        ),
+        (
+            "undo",
+            json!({"session": "s", "turn": "nope"}),
+            vec!["undo", "--session", "s", "--turn", "nope"],
+            "turn_state",
+        ),
+        (
+            "turn_begin",
+            json!({"session": "", "turn": "1"}),
+            vec!["turn", "begin", "--session", "", "--turn", "1"],
+            "invalid_name",
+        ),
+        (
+            "turn_begin",
+            json!({"session": long, "turn": "1"}),
+            vec!["turn", "begin", "--session", &long, "--turn", "1"],
+            "invalid_name",
+        ),
+        (
+            "turn_end",
+            json!({"session": "s", "turn": ""}),
+            vec!["turn", "end", "--session", "s", "--turn", ""],
+            "invalid_name",
+        ),
+        (
+            "turns",
+            json!({"session": ""}),
+            vec!["turns", "--session", ""],
+            "invalid_name",
+        ),
+        (
+            "undo",
+            json!({"session": "nobody"}),
+            vec!["undo", "--session", "nobody"],
+            "not_found",
+        ),
+        (
+            "undo",
+            json!({"session": "s", "file": "/etc/passwd"}),
+            vec!["undo", "--session", "s", "--file", "/etc/passwd"],
+            "bad_path",
+        ),
+        (
+            "changes",
+            json!({"session": "nobody"}),
+            vec!["changes", "--session", "nobody"],
+            "not_found",
+        ),
+    ];
+    let mut problems = Problems::default();
+    for (method, params, args, code) in &cases {
+        let response = s.request(method, Some(params.clone()));
+        let error = &response["error"];
+        let want = cli_error(&p, args);
+        problems.check(
+            error["code"] == -32000
+                && error["data"]["code"] == *code
+                && error["data"]["code"] == want["code"]
+                && error["message"] == want["message"],
+            || format!("{method} {params} -> {response}\n    (want -32000 with data.code {code}; the CLI says {want})"),
+        );
+    }
+    problems.assert_none("operation failures");
+
+    // After all these failures the server still works, and the store is intact.
+    assert_eq!(s.ok("patch", json!({"hash": h}))["files"], json!([]));
+    s.close();
+    p.assert_fsck_clean();
+}
+
+#[test]
+fn notifications_get_no_response_but_are_run() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let mut s = Server::start(&p);
+
+    let notifications = [
+        json!({"jsonrpc": "2.0", "method": "nope"}),
+        json!({"jsonrpc": "2.0", "method": "nope", "params": {"x": 1}}),
+        json!({"jsonrpc": "2.0", "method": "patch", "params": {"hash": "zz"}}),
+        json!({"jsonrpc": "2.0", "method": "patch", "params": {}}),
+        json!({"jsonrpc": "2.0", "method": "turn_end", "params": {"session": "s", "turn": "x"}}),
+        json!({"jsonrpc": "2.0", "method": "track"}),
+    ];
+    for n in &notifications {
+        s.send(n);
+        s.assert_silent(&format!("the notification {n}"));
+    }
+
+    // A notification is still run: it begins the turn.
+    s.send(
+        &json!({"jsonrpc": "2.0", "method": "turn_begin", "params": {"session": "n", "turn": "1"}}),
+    );
+    s.assert_silent("a turn_begin notification");
+    let turns = s.ok("turns", json!({"session": "n"}));
+    assert_eq!(turns.as_array().map(Vec::len), Some(1), "{turns}");
+    assert!(turns[0]["ended_at"].is_null(), "{turns}");
+
+    // Several in a row, then a request: the request's is the only answer.
+    for _ in 0..20 {
+        s.send(&json!({"jsonrpc": "2.0", "method": "nope"}));
+    }
+    s.assert_silent("20 notifications");
+    s.close();
+}
+
+#[test]
+fn batches_are_answered_with_an_array() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let mut s = Server::start(&p);
+    let h = oid(&s.ok("track", Value::Null)["hash"], "track");
+
+    // Requests, a notification (run, unanswered), an unknown method, a non-request, a failure.
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 10, "method": "has_changes", "params": {"hash": h}},
+        {"jsonrpc": "2.0", "method": "turn_begin", "params": {"session": "b", "turn": "1"}},
+        {"jsonrpc": "2.0", "id": 11, "method": "nope"},
+        1,
+        {"jsonrpc": "2.0", "id": "twelve", "method": "patch", "params": {"hash": "zz"}},
+        {"jsonrpc": "2.0", "id": 13, "method": "patch", "params": {"hash": h, "x": 1}}
+    ]);
+    let response = s.answer_to(batch.to_string().as_bytes());
+    let answers = response
+        .as_array()
+        .unwrap_or_else(|| panic!("a batch gets an array: {response}"));
+    assert_eq!(
+        answers.len(),
+        5,
+        "one answer per request, none for the notification: {response}"
+    );
+    let by_id = |id: Value| -> Value {
+        let found: Vec<&Value> = answers.iter().filter(|a| a["id"] == id).collect();
+        assert_eq!(found.len(), 1, "one answer with id {id}: {response}");
+        found[0].clone()
+    };
+    assert_eq!(
+        by_id(json!(10))["result"],
+        json!({"hash": h, "changed": false})
+    );
+    assert_eq!(by_id(json!(11))["error"]["code"], -32601);
+    assert_eq!(by_id(Value::Null)["error"]["code"], -32600);
+    let twelve = by_id(json!("twelve"));
+    assert_eq!(twelve["error"]["code"], -32000);
+    assert_eq!(twelve["error"]["data"]["code"], "invalid_id");
+    assert_eq!(by_id(json!(13))["error"]["code"], -32602);
+    let turns = s.ok("turns", json!({"session": "b"}));
+    assert_eq!(
+        turns.as_array().map(Vec::len),
+        Some(1),
+        "the batch's notification ran: {turns}"
+    );
+
+    // A batch of notifications only: no response at all.
+    let quiet = json!([
+        {"jsonrpc": "2.0", "method": "track"},
+        {"jsonrpc": "2.0", "method": "nope"}
+    ]);
+    s.send(&quiet);
+    s.assert_silent("a batch of notifications");
+
+    // The spec's examples: [1,2,3] -> three invalid requests; [] -> one, not in an array.
+    let response = s.answer_to(b"[1,2,3]");
+    let answers = response.as_array().unwrap_or_else(|| panic!("{response}"));
+    assert_eq!(answers.len(), 3, "{response}");
+    for a in answers {
+        assert_eq!(a["error"]["code"], -32600, "{response}");
+        assert!(a["id"].is_null(), "{response}");
+    }
+    let response = s.answer_to(b"[]");
+    assert_eq!(
+        response["error"]["code"], -32600,
+        "[] -> one invalid request: {response}"
+    );
+    assert!(response["id"].is_null(), "{response}");
+
+    // Batches run in order: begin then end of the same turn in one batch.
+    let ordered = json!([
+        {"jsonrpc": "2.0", "id": "begin", "method": "turn_begin", "params": {"session": "o", "turn": "1"}},
+        {"jsonrpc": "2.0", "id": "end", "method": "turn_end", "params": {"session": "o", "turn": "1"}},
+        {"jsonrpc": "2.0", "id": "list", "method": "turns", "params": {"session": "o"}}
+    ]);
+    let response = s.answer_to(ordered.to_string().as_bytes());
+    let answers = response.as_array().unwrap_or_else(|| panic!("{response}"));
+    assert_eq!(answers.len(), 3, "{response}");
+    for a in answers {
+        assert!(
+            a.get("result").is_some(),
+            "every step succeeds in order: {response}"
+        );
+    }
+    s.close();
+    p.assert_fsck_clean();
+}
+
+// ---------------------------------------------------------------------------
+// Robustness
+// ---------------------------------------------------------------------------
+
+#[test]
+fn server_survives_garbage_empty_objects_and_huge_lines() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let mut s = Server::start(&p);
+    let h = oid(&s.ok("track", Value::Null)["hash"], "track");
+
+    let parse_error = |s: &mut Server, line: &[u8], what: &str| {
+        let response = s.answer_to(line);
+        assert_eq!(response["error"]["code"], -32700, "{what}: {response}");
+        assert!(response["id"].is_null(), "{what}: {response}");
+        assert_eq!(
+            s.ok("has_changes", json!({"hash": h}))["changed"],
+            false,
+            "after {what}"
+        );
+    };
+    parse_error(&mut s, b"garbage", "garbage");
+    parse_error(&mut s, b"}{", "}{");
+    parse_error(&mut s, &vec![b'x'; 1 << 20], "a 1 MB garbage line");
+    parse_error(&mut s, &[b'['; 100_000], "100,000 nested arrays");
+    parse_error(&mut s, &[b'{'; 100_000], "100,000 opening braces");
+
+    // An empty object: whatever it gets (it should be -32600), the server goes on.
+    s.send_line(b"{}");
+    let sentinel = json!({"jsonrpc": "2.0", "id": "after-empty", "method": "turns"});
+    s.send(&sentinel);
+    let first = s.recv();
+    if first["id"] != "after-empty" {
+        assert_eq!(first["error"]["code"], -32600, "{{}} -> {first}");
+        assert_eq!(s.recv()["id"], "after-empty");
+    }
+
+    // Blank lines and CRLF endings.
+    s.send_raw(b"\n   \n\t\n");
+    s.assert_silent("blank lines");
+    s.send_raw(
+        format!(
+            "{}\r\n",
+            json!({"jsonrpc": "2.0", "id": "crlf", "method": "turns"})
+        )
+        .as_bytes(),
+    );
+    let response = s.recv();
+    assert_eq!(
+        response["id"], "crlf",
+        "a CRLF-terminated request is answered: {response}"
+    );
+
+    // A 1 MB valid request: an id far too long, a session id far too long.
+    let huge = "a".repeat(1 << 20);
+    let error = s.err("patch", Some(json!({"hash": huge})));
+    assert_eq!(
+        error["data"]["code"],
+        "invalid_id",
+        "{}",
+        &error.to_string()[..200]
+    );
+    let error = s.err("turn_begin", Some(json!({"session": huge, "turn": "1"})));
+    assert_eq!(
+        error["data"]["code"],
+        "invalid_name",
+        "{}",
+        &error.to_string()[..200]
+    );
+    // A 1 MB string id is echoed.
+    let request = json!({"jsonrpc": "2.0", "id": huge, "method": "turns"});
+    let response = s.answer_to(request.to_string().as_bytes());
+    assert!(response["id"] == json!(huge), "a 1 MB id is echoed");
+
+    // Many requests written before any answer is read: all answered, in order.
+    let mut burst = Vec::new();
+    for i in 0..300 {
+        let method = if i % 3 == 0 { "nope" } else { "turns" };
+        burst.extend_from_slice(
+            json!({"jsonrpc": "2.0", "id": i, "method": method})
+                .to_string()
+                .as_bytes(),
+        );
+        burst.push(b'\n');
+    }
+    s.send_raw(&burst);
+    for i in 0..300 {
+        assert_eq!(s.recv()["id"], i, "pipelined answers come in order");
+    }
+
+    assert_eq!(s.ok("patch", json!({"hash": h}))["files"], json!([]));
+    s.close();
+    p.assert_fsck_clean();
+}
+
+#[test]
+fn server_survives_invalid_utf8() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let mut s = Server::start(&p);
+    s.ok("track", Value::Null);
+
+    let lines: &[&[u8]] = &[
+        b"\xff\xfe\xfd",
+        b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"tr\xffack\"}",
+        b"{\"jsonrpc\": \"2.0\", \"id\": 2, \"method\": \"turns\", \"params\": {\"session\": \"\xc3\x28\"}}",
+        b"\xc0\x80",
+    ];
+    for line in lines {
+        let what = format!("the line {:?}", String::from_utf8_lossy(line));
+        s.send_line(line);
+        // The line is not text: a parse error, id null (the server cannot read the id).
+        let response = s.recv();
+        assert_eq!(response["error"]["code"], -32700, "{what} -> {response}");
+        assert!(response["id"].is_null(), "{what} -> {response}");
+        s.assert_silent(&format!("the answer to {what}"));
+    }
+    s.close();
+}
+
+#[test]
+fn stdin_closing_ends_the_server_with_exit_0() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+
+    // Nothing sent at all.
+    let s = Server::start(&p);
+    assert!(!s.close().contains("rewind:"), "no error on a plain close");
+
+    // Requests still in the pipe when stdin closes are answered first; a last line without
+    // its newline is a line.
+    let mut s = Server::start(&p);
+    let mut input = Vec::new();
+    for i in 1..=3 {
+        input.extend_from_slice(
+            json!({"jsonrpc": "2.0", "id": i, "method": "track"})
+                .to_string()
+                .as_bytes(),
+        );
+        input.push(b'\n');
+    }
+    input.extend_from_slice(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "turns"})
+            .to_string()
+            .as_bytes(),
+    );
+    s.send_raw(&input);
+    drop(s.stdin.take());
+    for i in 1..=4 {
+        let response = s.recv();
+        assert_eq!(response["id"], i, "{response}");
+        assert!(response.get("result").is_some(), "{response}");
+    }
+    s.close();
+
+    // A project that cannot be opened: the server does not start (exit 1, one line on stderr).
+    let missing = sb.root.join("no-such-project");
+    let mut cmd = sb.rewind_command([
+        std::ffi::OsStr::new("-C"),
+        missing.as_os_str(),
+        std::ffi::OsStr::new("serve"),
+    ]);
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert_no_panic(&run);
+    run.assert_code(1);
+    assert!(run.stdout.is_empty(), "{run}");
+    assert_eq!(run.stderr.lines().count(), 1, "{run}");
+    p.assert_fsck_clean();
+}
+
+// ---------------------------------------------------------------------------
+// Concurrency
+// ---------------------------------------------------------------------------
+
+/// The lock is held only during a call: while a server sits idle, other processes work, and
+/// the server sees what they did (nothing is cached between calls).
+#[test]
+fn an_idle_server_does_not_block_the_cli() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let mut s = Server::start(&p);
+    let h = oid(&s.ok("track", Value::Null)["hash"], "track");
+    s.ok("turn_begin", json!({"session": "srv", "turn": "1"}));
+
+    let quick = Duration::from_secs(20);
+    for args in [
+        vec!["turn", "begin", "--session", "cli", "--turn", "1"],
+        vec!["track"],
+        vec!["prune"],
+        vec!["turn", "end", "--session", "cli", "--turn", "1"],
+        vec!["turn", "end", "--session", "srv", "--turn", "1"],
+    ] {
+        let mut cmd = p.rewind_command(&args);
+        let run = run_with_deadline(&mut cmd, quick);
+        run.assert_success();
+    }
+    let turns = s.ok("turns", Value::Null);
+    let seen: BTreeSet<(String, bool)> = turns
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["session"].as_str().unwrap().to_string(),
+                t["ended_at"].is_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("cli".to_string(), true), ("srv".to_string(), true)]
+            .into_iter()
+            .collect(),
+        "the server sees turns begun and ended by other processes: {turns}"
+    );
+    let error = s.err("turn_end", Some(json!({"session": "srv", "turn": "1"})));
+    assert_eq!(
+        error["data"]["code"], "turn_state",
+        "ended by the CLI already: {error}"
+    );
+    p.file("a.txt", "changed by the user\n");
+    assert_eq!(s.ok("patch", json!({"hash": h}))["files"], json!(["a.txt"]));
+    s.close();
+    p.assert_fsck_clean();
+}
+
+#[test]
+fn two_servers_and_the_cli_at_once() {
+    const ROUNDS: usize = 20;
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    for i in 0..40 {
+        p.file(format!("shared/{i}.txt"), format!("shared file {i}\n"));
+    }
+    p.track();
+    let store = p.store();
+    let started = Instant::now();
+
+    let mut servers = [Server::start(&p), Server::start(&p)];
+    let (hashes, cli_runs) = thread::scope(|scope| {
+        let p = &p;
+        let mut workers = Vec::new();
+        for (k, server) in servers.iter_mut().enumerate() {
+            workers.push(scope.spawn(move || {
+                let session = format!("server-{k}");
+                let mut hashes = Vec::new();
+                for round in 0..ROUNDS {
+                    let turn = round.to_string();
+                    let begun = server.ok("turn_begin", json!({"session": session, "turn": turn}));
+                    assert_eq!(begun, json!({"session": session, "turn": turn}));
+                    p.file(format!("{session}/{round}.txt"), format!("round {round}\n"));
+                    p.file(format!("{session}/log.txt"), "x\n".repeat(round + 1));
+                    let track = server.ok("track", Value::Null);
+                    hashes.push(oid(&track["hash"], "track under load"));
+                    assert!(track["files"].as_u64().unwrap() >= 40, "{track}");
+                    let ended = server.ok("turn_end", json!({"session": session, "turn": turn}));
+                    let files: BTreeSet<String> = ended
+                        .as_array()
+                        .unwrap_or_else(|| panic!("turn_end: {ended}"))
+                        .iter()
+                        .map(|f| f["file"].as_str().unwrap().to_string())
+                        .collect();
+                    // Its own edits are in its turn (the other server's may be too: a turn is
+                    // everything that changed in the project meanwhile).
+                    assert!(files.contains(&format!("{session}/{round}.txt")), "{ended}");
+                    let turns = server.ok("turns", Value::Null);
+                    for t in turns.as_array().unwrap_or_else(|| panic!("turns: {turns}")) {
+                        assert!(t["session"].is_string() && t["turn"].is_string(), "{t}");
+                        oid(&t["before"], "a turn's before");
+                    }
+                    let mine = server.ok("turns", json!({"session": session}));
+                    let mine = mine.as_array().unwrap();
+                    assert!(!mine.is_empty() && mine.len() <= ROUNDS, "{mine:?}");
+                    assert_eq!(mine.last().unwrap()["turn"], turn.as_str(), "{mine:?}");
+                }
+                hashes
+            }));
+        }
+        let pruner = scope.spawn(move || {
+            (0..ROUNDS / 2)
+                .map(|_| {
+                    let run = p.rewind(["--json", "prune", "--max-turns", "3"]);
+                    run.assert_success();
+                    serde_json::from_str::<Value>(run.stdout.trim()).expect("prune --json");
+                    thread::sleep(Duration::from_millis(50));
+                })
+                .count()
+        });
+        let tracker = scope.spawn(move || {
+            (0..ROUNDS)
+                .map(|_| {
+                    let t = p.track_json();
+                    assert_oid(&t.hash, "CLI track under load");
+                })
+                .count()
+        });
+        let hashes: Vec<Vec<String>> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        let cli_runs = pruner.join().unwrap() + tracker.join().unwrap();
+        (hashes, cli_runs)
+    });
+    assert_eq!(cli_runs, ROUNDS / 2 + ROUNDS);
+    let [a, b] = servers;
+    a.close();
+    b.close();
+    assert!(
+        started.elapsed() < Duration::from_secs(300),
+        "took {:?}",
+        started.elapsed()
+    );
+
+    for hash in hashes.iter().flatten() {
+        assert_tree_complete(&sb, &store, hash);
+    }
+    p.assert_fsck_clean();
+    // A last prune leaves each session's 3 newest turns.
+    p.rewind(["prune", "--max-turns", "3"]).assert_success();
+    for k in 0..2 {
+        let turns = cli(&p, &["turns", "--session", &format!("server-{k}")]);
+        let names: Vec<&str> = turns
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["turn"].as_str().unwrap())
+            .collect();
+        let want: Vec<String> = (ROUNDS - 3..ROUNDS).map(|r| r.to_string()).collect();
+        assert_eq!(names, want, "server-{k}: {turns}");
+    }
+    p.track_matches_git();
+    p.assert_fsck_clean();
+}
+
+/// A server keeps its store open for hours while cron runs `rewind prune`. When a prune
+/// repacks and deletes objects that expired, the server must not believe it still has them:
+/// a later snapshot that needs the same content again must write it again.
+#[test]
+fn server_writes_again_what_a_cron_prune_deleted() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "version one\n").file("keep.txt", "kept\n");
+    let mut s = Server::start(&p);
+    let first = oid(&s.ok("track", Value::Null)["hash"], "track"); // the first snapshot: a pack
+    p.file("a.txt", "version two\n");
+    s.ok("track", Value::Null); // reads the pack's index into the server's object database
+    let store = p.store();
+
+    // Cron, much later: the first snapshot has expired; its objects are dropped and the pack
+    // rewritten without them.
+    let mut cmd = p.rewind_command(["--json", "prune", "--retention", "1d"]);
+    cmd.env("REWIND_NOW", "2099-01-01T00:00:00Z");
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    run.assert_success();
+    let gone = sb.git_in_run(&store, ["cat-file", "-e", &first]);
+    assert!(
+        !gone.status.success(),
+        "the prune removed the first snapshot's tree: {run}"
+    );
+
+    // The project goes back to the first version (say, `git checkout` of an old branch).
+    p.file("a.txt", "version one\n");
+    let again = oid(&s.ok("track", Value::Null)["hash"], "track");
+    assert_eq!(again, first, "the same files make the same tree");
+    let present = sb.git_in_run(&store, ["cat-file", "-e", &again]);
+    assert!(
+        present.status.success(),
+        "the server returned snapshot {again}, but the store does not have that tree: the \
+         server still believed it had the objects the prune deleted, and did not write them"
+    );
+    assert_tree_complete(&sb, &store, &again);
+    let patch = s.ok("patch", json!({"hash": again}));
+    assert_eq!(patch["files"], json!([]), "{patch}");
+    s.close();
+    p.assert_fsck_clean();
+    // A fresh process can read the snapshot the server returned.
+    let run = p.rewind(["diff", &again]);
+    run.assert_success();
+}
