@@ -11,6 +11,25 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 use serde_json::json;
 
+/// Whether the progress line is on screen (`Some(true)`), not (`Some(false)`), or ended (`None`).
+static PROGRESS: std::sync::Mutex<Option<bool>> = std::sync::Mutex::new(Some(false));
+
+/// Print to stdout, after ending the progress line.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        end_progress();
+        println!($($arg)*);
+    }};
+}
+
+/// Print to stderr, after ending the progress line.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        end_progress();
+        eprintln!($($arg)*);
+    }};
+}
+
 /// An undo for AI coding agents: snapshots of a project as git trees in a private bare repository.
 #[derive(Parser)]
 #[command(name = "rewind", version, about)]
@@ -231,7 +250,7 @@ fn main() -> ExitCode {
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("rewind: {err}");
+            errln!("rewind: {err}");
             // A partial restore or prune --all already printed its outcome, listing failures.
             let printed = matches!(
                 err,
@@ -239,7 +258,7 @@ fn main() -> ExitCode {
             );
             if cli.json && !printed {
                 let error = json!({"error": {"code": err.code(), "message": err.to_string()}});
-                println!("{error}");
+                outln!("{error}");
             }
             ExitCode::from(1)
         }
@@ -286,7 +305,7 @@ fn run(cli: &Cli) -> rewind::Result<()> {
             match store.and_then(|store| Ok((store.project().to_owned(), store.prune(&options)?))) {
                 Ok((project, outcome)) => outcomes.push(report_prune(cli, &project, outcome)),
                 Err(err) => {
-                    eprintln!("rewind: {err}");
+                    errln!("rewind: {err}");
                     failures += 1;
                 }
             }
@@ -318,10 +337,18 @@ fn run(cli: &Cli) -> rewind::Result<()> {
     })
 }
 
-/// Draw `store`'s progress on stderr, from half a second in, until `done`; then clear it.
+/// Clear the progress line, if drawn, and draw no more: output follows.
+fn end_progress() {
+    let mut state = PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
+    if *state == Some(true) {
+        eprint!("\r\x1b[K");
+    }
+    *state = None;
+}
+
+/// Draw `store`'s progress on stderr, from half a second in, until output starts or `done`.
 fn draw_progress(store: &rewind::Store, done: &std::sync::atomic::AtomicBool) {
     let start = std::time::Instant::now();
-    let mut drawn = false;
     while !done.load(std::sync::atomic::Ordering::Relaxed) {
         std::thread::sleep(std::time::Duration::from_millis(100));
         let (phase, count, total) = store.progress().get();
@@ -335,12 +362,14 @@ fn draw_progress(store: &rewind::Store, done: &std::sync::atomic::AtomicBool) {
                 count.min(total) * 100 / total
             ),
         };
+        let mut state = PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
+        if state.is_none() {
+            return;
+        }
         eprint!("\r\x1b[K{line}");
-        drawn = true;
+        *state = Some(true);
     }
-    if drawn {
-        eprint!("\r\x1b[K");
-    }
+    end_progress();
 }
 
 /// Run one command on an open store.
@@ -354,9 +383,9 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
             if cli.json {
                 print_json(&snapshot);
             } else {
-                println!("{}", snapshot.hash);
+                outln!("{}", snapshot.hash);
                 for skipped in &snapshot.skipped {
-                    eprintln!("rewind: left out {}: {}", skipped.path, reason(skipped));
+                    errln!("rewind: left out {}: {}", skipped.path, reason(skipped));
                 }
             }
         }
@@ -364,7 +393,7 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
             if cli.json {
                 print_json(&json!({"path": store.git_dir()}));
             } else {
-                println!("{}", store.git_dir().display());
+                outln!("{}", store.git_dir().display());
             }
         }
         Command::Patch { hash } => {
@@ -372,7 +401,7 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
             if cli.json {
                 print_json(&patch);
             } else {
-                patch.files.iter().for_each(|file| println!("{file}"));
+                patch.files.iter().for_each(|file| outln!("{file}"));
             }
         }
         Command::Diff { from, to, color } => {
@@ -397,7 +426,7 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
             if cli.json {
                 print_json(&json!({"hash": hash, "changed": changed}));
             } else {
-                println!("{changed}");
+                outln!("{changed}");
             }
         }
         Command::Restore { hash, force } => {
@@ -446,7 +475,7 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
             } else {
                 let now = rewind::now()?;
                 for entry in entries {
-                    println!(
+                    outln!(
                         "{:<16} {:<9} {:.12}  {}",
                         age(now, entry.time),
                         entry.kind,
@@ -490,7 +519,7 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
                 print_json(&files);
             } else {
                 for file in files {
-                    println!(
+                    outln!(
                         "{:<8} +{:<5} -{:<5} {}",
                         format!("{:?}", file.status).to_lowercase(),
                         file.additions,
@@ -518,21 +547,19 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
             if cli.json {
                 print_json(&outcome);
             } else {
-                outcome
-                    .restored
-                    .iter()
-                    .for_each(|p| println!("restored {p}"));
-                outcome.deleted.iter().for_each(|p| println!("deleted {p}"));
+                outcome.restored.iter().for_each(|p| outln!("restored {p}"));
+                outcome.deleted.iter().for_each(|p| outln!("deleted {p}"));
                 for path in &outcome.conflicts {
-                    eprintln!("rewind: left alone {path}: edited since the agent's last turn (use --force)");
+                    errln!("rewind: left alone {path}: edited since the agent's last turn (use --force)");
                 }
                 for failure in &outcome.failed {
-                    eprintln!(
+                    errln!(
                         "rewind: could not restore {}: {}",
-                        failure.path, failure.error
+                        failure.path,
+                        failure.error
                     );
                 }
-                println!("redo: rewind restore {}", outcome.undo);
+                outln!("redo: rewind restore {}", outcome.undo);
             }
             if !outcome.failed.is_empty() {
                 return Err(rewind::Error::Incomplete {
@@ -547,14 +574,18 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
                 print_json(&changes);
             } else {
                 for file in &changes.files {
-                    println!(
+                    outln!(
                         "+{:<5} -{:<5} {}",
-                        file.additions, file.deletions, file.file
+                        file.additions,
+                        file.deletions,
+                        file.file
                     );
                 }
-                println!(
+                outln!(
                     "{} files, +{} -{}",
-                    changes.total_files, changes.total_additions, changes.total_deletions
+                    changes.total_files,
+                    changes.total_additions,
+                    changes.total_deletions
                 );
             }
         }
@@ -570,13 +601,13 @@ fn report_prune(
     outcome: rewind::PruneOutcome,
 ) -> serde_json::Value {
     for session in &outcome.sessions_removed {
-        eprintln!(
+        errln!(
             "rewind: {}: removed expired session {session}",
             project.display()
         );
     }
     if !cli.json {
-        println!(
+        outln!(
             "{}: removed {} snapshots, {} turns, {} objects ({} bytes)",
             project.display(),
             outcome.snapshots_removed,
@@ -596,23 +627,24 @@ fn report_restore(cli: &Cli, outcome: rewind::RestoreOutcome) -> rewind::Result<
         print_json(&outcome);
     } else {
         for path in &outcome.written {
-            println!("written {path}");
+            outln!("written {path}");
         }
         for path in &outcome.deleted {
-            println!("deleted {path}");
+            outln!("deleted {path}");
         }
         for path in &outcome.conflicts {
-            eprintln!(
+            errln!(
                 "rewind: left alone {path}: it exists outside the current snapshot (use --force)"
             );
         }
         for failure in &outcome.failed {
-            eprintln!(
+            errln!(
                 "rewind: could not restore {}: {}",
-                failure.path, failure.error
+                failure.path,
+                failure.error
             );
         }
-        println!("undo: rewind restore {}", outcome.undo);
+        outln!("undo: rewind restore {}", outcome.undo);
     }
     if outcome.is_complete() {
         Ok(())
@@ -634,9 +666,14 @@ fn print_turns(turns: &[rewind::Turn], now: chrono::DateTime<chrono::Utc>) {
             text
         }
     };
-    println!(
+    outln!(
         "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  state",
-        "age", "session", "turn", "files", "+", "-"
+        "age",
+        "session",
+        "turn",
+        "files",
+        "+",
+        "-"
     );
     for turn in turns {
         let state = match (turn.rolled_back, turn.ended_at) {
@@ -644,7 +681,7 @@ fn print_turns(turns: &[rewind::Turn], now: chrono::DateTime<chrono::Utc>) {
             (false, None) => "open",
             (false, Some(_)) => "done",
         };
-        println!(
+        outln!(
             "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  {state}",
             age(now, turn.started_at),
             turn.session,
@@ -741,8 +778,8 @@ fn show(
 
 fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono::Utc>) {
     let mib = |bytes: u64| format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0));
-    println!("store         {}", report.git_dir);
-    println!(
+    outln!("store         {}", report.git_dir);
+    outln!(
         "project       {}{}",
         report.project,
         if report.project_exists {
@@ -751,8 +788,8 @@ fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono::Utc>) {
             " (missing)"
         }
     );
-    println!("size          {}", mib(report.size));
-    println!(
+    outln!("size          {}", mib(report.size));
+    outln!(
         "lock          {}",
         if report.locked {
             "held by another process"
@@ -760,23 +797,27 @@ fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono::Utc>) {
             "free"
         }
     );
-    println!(
+    outln!(
         "objects       {} loose, {} pack(s)",
-        report.loose_objects, report.packs
+        report.loose_objects,
+        report.packs
     );
-    println!(
+    outln!(
         "records       {} snapshots, {} sessions, {} turns, {} undo points",
-        report.snapshots, report.sessions, report.turns, report.undo_points
+        report.snapshots,
+        report.sessions,
+        report.turns,
+        report.undo_points
     );
-    println!(
+    outln!(
         "last prune    {}",
         report
             .last_prune
             .map_or("never".to_string(), |t| age(now, t))
     );
     match report.missing.len() {
-        0 => println!("check         every object the records reach is present"),
-        n => println!(
+        0 => outln!("check         every object the records reach is present"),
+        n => outln!(
             "check         {n} object(s) missing: {}",
             report.missing.join(" ")
         ),
@@ -794,6 +835,7 @@ fn print_json(value: &impl Serialize) {
 
 /// Write to stdout; a closed pipe (`rewind diff | head`) ends the program quietly.
 fn write_stdout(bytes: &[u8]) {
+    end_progress();
     if std::io::stdout().lock().write_all(bytes).is_err() {
         std::process::exit(0);
     }
