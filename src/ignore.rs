@@ -52,7 +52,7 @@ impl DirRules {
     /// Chain the `.gitignore` at `file` (in project directory `dir_rel`) below `parent`.
     /// An unreadable `.gitignore` is treated as empty, as git does.
     pub(crate) fn child(parent: &Arc<DirRules>, file: &Path, dir_rel: &BStr) -> Arc<DirRules> {
-        match fs::read(file) {
+        match read_small(file, false) {
             Ok(bytes) => Arc::new(DirRules {
                 list: Some(list_from_bytes(&bytes, file, dir_rel)),
                 parent: Some(parent.clone()),
@@ -81,13 +81,13 @@ impl Excludes {
     pub(crate) fn load(project: &Path) -> Excludes {
         let mut outer = Vec::new();
         if let Some(file) = global_excludes_file() {
-            if let Ok(bytes) = fs::read(&file) {
+            if let Ok(bytes) = read_small(&file, true) {
                 outer.push(list_from_bytes(&bytes, &file, BStr::new("")));
             }
         }
         let repo = find_enclosing_repo(project).map(|(work_tree, git_dir, common_dir)| {
             let exclude = common_dir.join("info/exclude");
-            if let Ok(bytes) = fs::read(&exclude) {
+            if let Ok(bytes) = read_small(&exclude, true) {
                 outer.push(list_from_bytes(&bytes, &exclude, BStr::new("")));
             }
             let relative = project.strip_prefix(&work_tree).unwrap_or(Path::new(""));
@@ -197,11 +197,20 @@ impl Excludes {
     }
 }
 
+/// Read a rules or repository file (at most 64 MiB) only if it is a regular file: a FIFO or a
+/// device standing in its place would block or never end.
+fn read_small(path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
+    let file = crate::scan::open_regular(path, follow)?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, 64 << 20), &mut bytes)?;
+    Ok(bytes)
+}
+
 /// Add the `.gitignore` of `dir` (relative `dir_rel`) to `lists` if it is a regular file.
 fn push_rules(lists: &mut Vec<List<Ignore>>, dir: &Path, dir_rel: &BStr) {
     let file = dir.join(".gitignore");
     if fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
-        if let Ok(bytes) = fs::read(&file) {
+        if let Ok(bytes) = read_small(&file, false) {
             lists.push(list_from_bytes(&bytes, &file, dir_rel));
         }
     }
@@ -251,11 +260,11 @@ fn find_enclosing_repo(project: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
             dot_git
         } else {
             // A `.git` file: "gitdir: <path>", relative to the directory holding it.
-            let content = fs::read(&dot_git).ok()?;
+            let content = read_small(&dot_git, true).ok()?;
             let target = content.strip_prefix(b"gitdir:")?.trim();
             dir.join(OsStr::from_bytes(target))
         };
-        let common_dir = fs::read(git_dir.join("commondir"))
+        let common_dir = read_small(&git_dir.join("commondir"), true)
             .ok()
             .map(|c| git_dir.join(OsStr::from_bytes(c.trim())))
             .unwrap_or_else(|| git_dir.clone());

@@ -391,7 +391,7 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
         }
         Command::Path => {
             if cli.json {
-                print_json(&json!({"path": store.git_dir()}));
+                print_json(&json!({"path": store.git_dir().to_string_lossy()}));
             } else {
                 outln!("{}", store.git_dir().display());
             }
@@ -510,7 +510,9 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
         }) => {
             store.track_file(session, turn, path)?;
             if cli.json {
-                print_json(&json!({"session": session, "turn": turn, "path": path}));
+                print_json(
+                    &json!({"session": session, "turn": turn, "path": path.to_string_lossy()}),
+                );
             }
         }
         Command::Turn(TurnCommand::End { session, turn }) => {
@@ -617,7 +619,7 @@ fn report_prune(
         );
     }
     let mut row = json!(outcome);
-    row["project"] = json!(project);
+    row["project"] = json!(project.to_string_lossy());
     row
 }
 

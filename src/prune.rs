@@ -588,6 +588,9 @@ impl Store {
 
     /// Delete `reference` and its reflog.
     pub(crate) fn delete_ref(&self, reference: &str) -> Result<()> {
+        // Under the store lock, lock files can only be left over from killed processes.
+        self.remove_stale_ref_lock(reference);
+        let _ = fs::remove_file(self.git_dir().join("packed-refs.lock"));
         let repo = self.repo();
         if let Some(found) = repo
             .try_find_reference(reference)

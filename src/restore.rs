@@ -320,6 +320,7 @@ impl Store {
                 Err(e) => outcome.failed.push(failure(&step.path, &e)),
             }
         }
+        self.remove_stale_temp_files(&steps);
         Ok(outcome)
     }
 
@@ -399,6 +400,27 @@ impl Store {
 
     fn abs(&self, path: &BStr) -> PathBuf {
         self.project().join(std::ffi::OsStr::from_bytes(path))
+    }
+
+    /// Remove the temp files a killed restore left in the directories of `steps` (ours by
+    /// name; under the store lock no other restore is writing). Costs a `readdir` per directory.
+    fn remove_stale_temp_files(&self, steps: &[Step]) {
+        let mut dirs: Vec<PathBuf> = steps
+            .iter()
+            .filter_map(|s| self.abs(s.path.as_ref()).parent().map(Path::to_owned))
+            .collect();
+        dirs.sort_unstable();
+        dirs.dedup();
+        for dir in dirs {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if is_temp_name(entry.file_name().as_bytes()) {
+                    let _ = fs::remove_file(entry.path());
+                }
+            }
+        }
     }
 
     /// Remove each directory in `dirs` and its parents while they are empty, up to the project.
@@ -543,6 +565,16 @@ fn remove_file(abs: &Path) -> io::Result<()> {
     match fs::remove_file(abs) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
+    }
+}
+
+/// The names of restore's temp files: `.rewind-` and 6 letters or digits (a file's), or
+/// `.rewind-link-<pid>-<nanos>` (a symlink's).
+fn is_temp_name(name: &[u8]) -> bool {
+    match name.strip_prefix(b".rewind-") {
+        Some(rest) if rest.starts_with(b"link-") => true,
+        Some(rest) => rest.len() == 6 && rest.iter().all(u8::is_ascii_alphanumeric),
+        None => false,
     }
 }
 

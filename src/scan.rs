@@ -614,6 +614,8 @@ impl Walk<'_> {
             FileType::Symlink => Mode::SYMLINK,
             FileType::RegularFile if meta.st_mode & 0o100 != 0 => Mode::FILE_EXECUTABLE,
             FileType::RegularFile => Mode::FILE,
+            // Listed as a file, a directory by now: this snapshot leaves it out.
+            FileType::Directory => return Looked::Vanished,
             // FIFOs, sockets, devices: never opened (reading a FIFO would hang).
             _ => {
                 return Looked::Settled(Part::Skipped(Skipped {
@@ -694,14 +696,16 @@ impl Walk<'_> {
     /// Read the file at `path` and write it as a blob. The outer error is about writing the
     /// store, the inner one about reading the project file.
     fn blob_from_file(&self, path: &Path, size: u64) -> Result<io::Result<ObjectId>> {
-        if size <= READ_WHOLE_LIMIT {
-            return match fs::read(path) {
-                Ok(data) => self.objects.write(gix::objs::Kind::Blob, &data).map(Ok),
-                Err(e) => Ok(Err(e)),
-            };
+        let mut file = match open_regular(path, false) {
+            Ok(file) => file,
+            Err(e) => return Ok(Err(e)),
+        };
+        if size > READ_WHOLE_LIMIT {
+            return self.objects.write_blob_stream(file, size);
         }
-        match fs::File::open(path) {
-            Ok(file) => self.objects.write_blob_stream(file, size),
+        let mut data = Vec::with_capacity(size as usize);
+        match io::Read::read_to_end(&mut file, &mut data) {
+            Ok(_) => self.objects.write(gix::objs::Kind::Blob, &data).map(Ok),
             Err(e) => Ok(Err(e)),
         }
     }
@@ -764,6 +768,27 @@ fn stat_of(meta: &rustix::fs::Stat) -> Stat {
         gid: meta.st_gid,
         size: meta.st_size as u32,
     }
+}
+
+/// Open `path` for reading only if it is a regular file: never blocks on a FIFO, never reads a
+/// device, and with `follow == false` never follows a symlink (a file swapped for any of these
+/// since it was stat'ed is an error, "changed while being read").
+pub(crate) fn open_regular(path: &Path, follow: bool) -> io::Result<fs::File> {
+    let mut flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    if !follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let fd = rustix::fs::open(path, flags, rustix::fs::Mode::empty()).map_err(|e| match e {
+        rustix::io::Errno::LOOP => io::Error::other("changed while being read (now a symlink)"),
+        e => e.into(),
+    })?;
+    let stat = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err(io::Error::other(
+            "changed while being read (no longer a regular file)",
+        ));
+    }
+    Ok(fs::File::from(fd))
 }
 
 /// Open directory `name` below `parent` without following a symlink.

@@ -235,7 +235,7 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
                 path,
             } = params(raw)?;
             store.track_file(&session, &turn, &path)?;
-            value(json!({"session": session, "turn": turn, "path": path}))
+            value(json!({"session": session, "turn": turn, "path": path.to_string_lossy()}))
         }
         "turn_end" => {
             let TurnId { session, turn } = params(raw)?;

@@ -143,8 +143,17 @@ impl Store {
         fs::create_dir_all(data_dir)
             .map_err(|e| Error::io("creating data directory", data_dir, e))?;
         let git_dir = data_dir.join(store_name(&project));
-        if !git_dir.join("objects").is_dir() || !git_dir.join("config").is_file() {
+        if git_dir.is_dir() && !git_dir.join("objects").is_dir() {
+            // Its records point at objects that are gone: keep it aside, start a new one.
+            let aside = git_dir.with_extension(format!("git.damaged-{}", std::process::id()));
+            fs::rename(&git_dir, &aside)
+                .map_err(|e| Error::io("moving aside damaged store", &git_dir, e))?;
+            tracing::warn!(store = %git_dir.display(), aside = %aside.display(), "store without objects moved aside");
+        }
+        if fs::symlink_metadata(&git_dir).is_err() {
             create_store(&git_dir, &project, data_dir)?;
+        } else {
+            repair_store(&git_dir, &project)?;
         }
         Self::at(git_dir, project)
     }
@@ -341,7 +350,7 @@ impl Store {
     }
 
     /// Under the store lock, a `<ref>.lock` file can only be left over from a killed process.
-    fn remove_stale_ref_lock(&self, reference: &str) {
+    pub(crate) fn remove_stale_ref_lock(&self, reference: &str) {
         let _ = fs::remove_file(self.git_dir.join(format!("{reference}.lock")));
     }
 
@@ -387,6 +396,69 @@ pub(crate) struct StoreLock {
     _file: fs::File,
 }
 
+/// The text of a store's config: the fixed settings and `rewind.worktree`.
+fn store_config(git_dir: &Path, project: &Path) -> Result<Vec<u8>> {
+    let mut config = gix::config::File::new(gix::config::file::Metadata::from(
+        gix::config::Source::Local,
+    ));
+    let worktree = gix::path::os_str_into_bstr(project.as_os_str())
+        .map_err(|_| Error::store(git_dir, "the project path is not valid UTF-8"))?;
+    let settings = STORE_CONFIG
+        .iter()
+        .map(|&(key, value)| (key, value.as_bytes().as_bstr()))
+        .chain([("rewind.worktree", worktree)]);
+    for (key, value) in settings {
+        config
+            .set_raw_value(key, value)
+            .map_err(|e| Error::store(git_dir, e))?;
+    }
+    config
+        .set_raw_value("core.repositoryformatversion", "0")
+        .map_err(|e| Error::store(git_dir, e))?;
+    let mut out = Vec::new();
+    config
+        .write_to(&mut out)
+        .map_err(|e| Error::io("writing config", git_dir, e))?;
+    if !out.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// Put back what a damaged store lacks (its config, `HEAD`, `objects/`, `refs/`), so that it
+/// works again with whatever records survived. Costs four `stat`s when nothing is missing.
+fn repair_store(git_dir: &Path, project: &Path) -> Result<()> {
+    if !git_dir.is_dir() {
+        return Err(Error::store(
+            git_dir,
+            "is not a directory; move it away to start a new store",
+        ));
+    }
+    for dir in [
+        "objects/pack",
+        "objects/info",
+        "refs/heads",
+        "refs/tags",
+        "refs/rewind",
+    ] {
+        let path = git_dir.join(dir);
+        if !path.is_dir() {
+            fs::create_dir_all(&path).map_err(|e| Error::io("repairing store", &path, e))?;
+        }
+    }
+    let head = git_dir.join("HEAD");
+    if !head.is_file() {
+        fs::write(&head, "ref: refs/heads/main\n")
+            .map_err(|e| Error::io("repairing store", &head, e))?;
+    }
+    let config = git_dir.join("config");
+    if !config.is_file() {
+        fs::write(&config, store_config(git_dir, project)?)
+            .map_err(|e| Error::io("repairing store", &config, e))?;
+    }
+    Ok(())
+}
+
 /// Create a store atomically: build it in a temporary directory beside its final place, then
 /// rename it there. Of two processes creating the same store, one rename wins and the other
 /// process uses the winner's store.
@@ -399,28 +471,8 @@ fn create_store(git_dir: &Path, project: &Path, data_dir: &Path) -> Result<()> {
     gix::create::into(&staged, gix::create::Kind::Bare, Default::default())
         .map_err(|e| Error::store(git_dir, e))?;
     let config_path = staged.join("config");
-    let mut config =
-        gix::config::File::from_path_no_includes(config_path.clone(), gix::config::Source::Local)
-            .map_err(|e| Error::store(git_dir, e))?;
-    let worktree = gix::path::os_str_into_bstr(project.as_os_str())
-        .map_err(|_| Error::store(git_dir, "the project path is not valid UTF-8"))?;
-    let settings = STORE_CONFIG
-        .iter()
-        .map(|&(key, value)| (key, value.as_bytes().as_bstr()))
-        .chain([("rewind.worktree", worktree)]);
-    for (key, value) in settings {
-        config
-            .set_raw_value(key, value)
-            .map_err(|e| Error::store(git_dir, e))?;
-    }
-    let mut out = Vec::new();
-    config
-        .write_to(&mut out)
+    fs::write(&config_path, store_config(git_dir, project)?)
         .map_err(|e| Error::io("writing config", &config_path, e))?;
-    if !out.ends_with(b"\n") {
-        out.push(b'\n');
-    }
-    fs::write(&config_path, out).map_err(|e| Error::io("writing config", &config_path, e))?;
     // The empty tree is implicit for gix but a `bad object` for git until written.
     ObjectWriter::new(staged.join("objects")).write(gix::objs::Kind::Tree, b"")?;
     match fs::rename(&staged, git_dir) {

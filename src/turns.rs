@@ -561,15 +561,21 @@ impl Store {
             }
             parent = Some(last);
         }
-        self.set_ref(
-            &session_ref(session, "head")?,
-            parent.expect("kept turns"),
-            "rewind: prune",
-        )?;
+        let head = session_ref(session, "head")?;
         let expected = session_ref(session, "expected")?;
-        if let Some(commit) = self.ref_target(&expected)? {
-            let alone = self.rewrite_commit(commit, None)?; // only its tree matters
-            self.set_ref(&expected, alone, "rewind: prune")?;
+        match parent {
+            Some(last) => {
+                self.set_ref(&head, last, "rewind: prune")?;
+                if let Some(commit) = self.ref_target(&expected)? {
+                    let alone = self.rewrite_commit(commit, None)?; // only its tree matters
+                    self.set_ref(&expected, alone, "rewind: prune")?;
+                }
+            }
+            // No turn kept (a limit of 0): the session goes.
+            None => {
+                self.delete_ref(&head)?;
+                self.delete_ref(&expected)?;
+            }
         }
         for turn in &dropped {
             for kind in ["turns", "rolled-back"] {
