@@ -154,3 +154,48 @@ fn strip_ansi(text: &str) -> String {
     }
     out
 }
+
+/// On a terminal, a long snapshot shows a progress line on stderr, cleared before the result;
+/// `--quiet` and pipes show none. (`script` provides the terminal; skipped where it is missing.)
+#[test]
+fn progress_line_on_a_terminal_only() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("NOTE: no `script` here; progress test skipped");
+        return;
+    }
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    for i in 0..20_000 {
+        p.file(format!("d{}/f{i}.txt", i % 100), format!("{i}\n"));
+    }
+    let typescript = p.join("../typescript");
+    let data = p.join("../data");
+    let run = |extra: &str| {
+        let command = format!(
+            "{} --data-dir {} -C {} {extra} track",
+            common::rewind_bin().display(),
+            data.display(),
+            p.join("").display()
+        );
+        let status = Command::new("script")
+            .args(["-qec", &command])
+            .arg(&typescript)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        String::from_utf8_lossy(&std::fs::read(&typescript).unwrap()).into_owned()
+    };
+    let shown = run("");
+    assert!(shown.contains("snapshotting: "), "{shown}");
+    // The line is cleared ("\r\x1b[K") before the tree id is printed at its start.
+    let after_clear = &shown[shown.rfind("\x1b[K").expect("cleared") + 3..];
+    let hash: String = after_clear.chars().take(40).collect();
+    assert!(
+        hash.len() == 40 && hash.chars().all(|c| c.is_ascii_hexdigit()),
+        "{shown:?}"
+    );
+    std::fs::remove_dir_all(&data).unwrap();
+    let quiet = run("--quiet");
+    assert!(!quiet.contains("snapshotting"), "{quiet}");
+}
