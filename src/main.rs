@@ -549,19 +549,13 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
             if cli.json {
                 print_json(&outcome);
             } else {
-                outcome.restored.iter().for_each(|p| outln!("restored {p}"));
-                outcome.deleted.iter().for_each(|p| outln!("deleted {p}"));
-                for path in &outcome.conflicts {
-                    errln!("rewind: left alone {path}: edited since the agent's last turn (use --force)");
-                }
-                for failure in &outcome.failed {
-                    errln!(
-                        "rewind: could not restore {}: {}",
-                        failure.path,
-                        failure.error
-                    );
-                }
-                outln!("redo: rewind restore {}", outcome.undo);
+                print_changes(
+                    ("restored", &outcome.restored),
+                    &outcome.deleted,
+                    (&outcome.conflicts, "edited since the agent's last turn"),
+                    &outcome.failed,
+                    ("redo", &outcome.undo),
+                );
             }
             if !outcome.failed.is_empty() {
                 return Err(rewind::Error::Incomplete {
@@ -623,30 +617,44 @@ fn report_prune(
     row
 }
 
+/// Print a restore's, revert's or undo's changes: files on stdout, conflicts and failures on
+/// stderr, then the command that goes back.
+fn print_changes(
+    (written_label, written): (&str, &[String]),
+    deleted: &[String],
+    (conflicts, why): (&[String], &str),
+    failed: &[rewind::Failure],
+    (undo_label, undo): (&str, &str),
+) {
+    written
+        .iter()
+        .for_each(|path| outln!("{written_label} {path}"));
+    deleted.iter().for_each(|path| outln!("deleted {path}"));
+    for path in conflicts {
+        errln!("rewind: left alone {path}: {why} (use --force)");
+    }
+    for failure in failed {
+        errln!(
+            "rewind: could not restore {}: {}",
+            failure.path,
+            failure.error
+        );
+    }
+    outln!("{undo_label}: rewind restore {undo}");
+}
+
 /// Print what a restore or revert did; a partial one is an error (exit 1).
 fn report_restore(cli: &Cli, outcome: rewind::RestoreOutcome) -> rewind::Result<()> {
     if cli.json {
         print_json(&outcome);
     } else {
-        for path in &outcome.written {
-            outln!("written {path}");
-        }
-        for path in &outcome.deleted {
-            outln!("deleted {path}");
-        }
-        for path in &outcome.conflicts {
-            errln!(
-                "rewind: left alone {path}: it exists outside the current snapshot (use --force)"
-            );
-        }
-        for failure in &outcome.failed {
-            errln!(
-                "rewind: could not restore {}: {}",
-                failure.path,
-                failure.error
-            );
-        }
-        outln!("undo: rewind restore {}", outcome.undo);
+        print_changes(
+            ("written", &outcome.written),
+            &outcome.deleted,
+            (&outcome.conflicts, "it exists outside the current snapshot"),
+            &outcome.failed,
+            ("undo", &outcome.undo),
+        );
     }
     if outcome.is_complete() {
         Ok(())

@@ -68,14 +68,19 @@ pub struct PruneOutcome {
     pub sessions_removed: Vec<String>,
 }
 
-/// Parse a size such as `500M`, `300MB`, `2G`, `64k` or a number of bytes.
-pub fn parse_size(text: &str) -> Option<u64> {
+/// `"12h"` → `(12, "h")`: leading digits and the rest.
+fn number_and_unit(text: &str) -> Option<(u64, &str)> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().ok()?;
+    Some((number.parse().ok()?, unit))
+}
+
+/// Parse a size such as `500M`, `300MB`, `2G`, `64k` or a number of bytes.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let (number, unit) = number_and_unit(text)?;
     let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
@@ -88,12 +93,7 @@ pub fn parse_size(text: &str) -> Option<u64> {
 
 /// Parse a duration such as `7d`, `12h`, `30m`, `45s`, `2w` (a bare number is days).
 pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number.parse().ok()?;
+    let (number, unit) = number_and_unit(text)?;
     let seconds = match unit {
         "s" => 1,
         "m" => 60,
