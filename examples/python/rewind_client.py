@@ -277,7 +277,7 @@ def _drop_none(params: dict) -> dict:
 
 
 def selftest(rewind: str) -> int:
-    """A short cycle against a real binary. Prints 'python client: N passed, M failed'."""
+    """A short cycle against a real binary. Prints 'python: N passed, M failed'."""
     import tempfile
     from pathlib import Path
 
@@ -309,7 +309,7 @@ def selftest(rewind: str) -> int:
             rw = RewindClient(project, rewind=binary, data_dir=data, env=env, timeout=60)
         except OSError as e:
             print(f"FAIL start {binary}: {e}", file=sys.stderr)
-            print(f"python client: {passed} passed, 1 failed")
+            print(f"python: {passed} passed, 1 failed")
             return 1
         steps = []
 
@@ -422,7 +422,7 @@ def selftest(rewind: str) -> int:
         except RewindClosed:
             check("closed client raises", True)
 
-    print(f"python client: {passed} passed, {failed} failed")
+    print(f"python: {passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
 
 
