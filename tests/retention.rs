@@ -170,3 +170,22 @@ fn turn_ids_of(p: &TestProject, session: &str) -> Vec<String> {
         .map(|t| t["turn"].as_str().unwrap().to_string())
         .collect()
 }
+
+#[test]
+fn prune_heals_a_stat_cache_that_names_a_lost_object() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "first\n");
+    at(&p, &hour(1), &["track"]);
+    p.file("a.txt", "second, now loose\n");
+    let tree = at(&p, &hour(1), &["track"]).stdout.trim().to_string();
+    let blob = p.store_git(["rev-parse", &format!("{tree}:a.txt")]);
+    let blob = blob.trim();
+    let loose = p.store().join("objects").join(&blob[..2]).join(&blob[2..]);
+    std::fs::remove_file(&loose).unwrap();
+    at(&p, &hour(2), &["prune"]);
+    let again = at(&p, &hour(2), &["track"]).stdout.trim().to_string();
+    assert_eq!(again, tree);
+    assert!(has_object(&p, blob), "the next track wrote the blob again");
+    p.assert_fsck_clean();
+}
