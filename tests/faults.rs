@@ -482,7 +482,7 @@ fn hostile_names_symlink_loops_and_special_files_round_trip() {
     p.assert_fsck_clean();
 }
 
-/// BUG (found by this suite): paths that are not UTF-8 outside the snapshot itself — the
+/// Found by this suite (see docs/faults.md for what happens now): paths that are not UTF-8 outside the snapshot itself — the
 /// project directory, the data directory, a path given to `turn track-file` — reach
 /// `json!(path)` in main.rs, which panics ("path contains invalid UTF-8 characters"): `--json
 /// path` (main.rs:365), `--json turn track-file` (main.rs:484), `--json prune` and `prune --all`
@@ -629,7 +629,7 @@ fn run_capped(sb: &Sandbox, args: &[&OsStr], limit: Duration) -> (Option<Run>, u
     }
 }
 
-/// BUG (found by this suite): files of the project's git repository and the user's git config
+/// Found by this suite (see docs/faults.md for what happens now): files of the project's git repository and the user's git config
 /// that rewind reads for ignore rules are read by path, whatever they are: a FIFO blocks `track`
 /// forever, a symlink to /dev/zero reads without end (about 0.7 GB/s until memory runs out; here
 /// capped by `ulimit -v`). Seen with the project's `.git` (a FIFO, or a link to /dev/zero:
@@ -1011,7 +1011,7 @@ fn files_changing_and_vanishing_during_track() {
     p.assert_fsck_clean();
 }
 
-/// BUG (found by this suite): a file replaced by a directory between the directory listing and
+/// Found by this suite (see docs/faults.md for what happens now): a file replaced by a directory between the directory listing and
 /// the stat is reported as `special_file` ("FIFOs, sockets, devices") — `look()` sends every
 /// type other than a file or symlink there — and is left out of the snapshot. No special file
 /// ever exists in this test.
@@ -1075,7 +1075,7 @@ fn file_replaced_by_a_directory_mid_track_is_not_reported_as_a_special_file() {
     );
 }
 
-/// BUG (found by this suite): a file that stops being a regular file between the walk's stat
+/// Found by this suite (see docs/faults.md for what happens now): a file that stops being a regular file between the walk's stat
 /// and the read is opened by path, following whatever is there now. Swapped for a FIFO, `track`
 /// blocks forever in open(2); swapped for a symlink to a file outside the project, the outside
 /// file's bytes are recorded as the regular file's content.
@@ -1222,7 +1222,7 @@ fn deleted_store_is_recreated_by_the_next_command() {
     p.assert_fsck_clean();
 }
 
-/// BUG (found by this suite) for several rows: a store missing one of its parts either recovers
+/// Found by this suite (see docs/faults.md for what happens now) for several rows: a store missing one of its parts either recovers
 /// (the next command succeeds and the store is whole again: config with rewind.worktree, bare,
 /// fsck clean, listed by `prune --all`) or fails with a message that names the store and what
 /// is wrong with it.
@@ -1450,7 +1450,7 @@ fn lost_or_damaged_object_stops_diff_and_undo_before_touching_anything() {
     p.assert_fsck_clean();
 }
 
-/// BUG (found by this suite): the stat cache keeps naming a blob whose loose object was deleted
+/// Found by this suite (see docs/faults.md for what happens now): the stat cache keeps naming a blob whose loose object was deleted
 /// or damaged, so every later `track` exits 0 with a snapshot that cannot be restored, although
 /// the file is on disk and could be hashed again.
 #[test]
@@ -1643,7 +1643,7 @@ fn stale_lock_files_block_nothing() {
     assert_fsck_clean(&sb, &store);
 }
 
-/// BUG (found by this suite): `prune` deletes refs without removing a stale `<ref>.lock` (left by
+/// Found by this suite (see docs/faults.md for what happens now): `prune` deletes refs without removing a stale `<ref>.lock` (left by
 /// a process killed during a ref update, e.g. a `kill -9` of a prune) or a stale
 /// `packed-refs.lock`, so it fails — and keeps failing on every later run — with
 /// "Could not prepare reference edit" / "Could not lock packed refs". `set_ref` already
@@ -2234,7 +2234,7 @@ fn malformed_arguments_are_clear_errors_never_panics() {
     p.assert_fsck_clean();
 }
 
-/// BUG (found by this suite): a turn limit of 0 (`prune --max-turns 0`, or
+/// Found by this suite (see docs/faults.md for what happens now): a turn limit of 0 (`prune --max-turns 0`, or
 /// `rewind.maxTurnsPerSession = 0` in the store's config) drops every turn of a session and then
 /// panics at `parent.expect("kept turns")` (turns.rs, session rewrite). With the config key set,
 /// every `prune` and the hourly `prune --all` panic. Expected: a usage error for the flag (the
@@ -2498,7 +2498,7 @@ fn kill_9_during_turn_end_and_undo_leaves_a_usable_store() {
     );
 }
 
-/// BUG (found by this suite), the deterministic half of the undo rounds above: a writer killed
+/// Found by this suite (see docs/faults.md for what happens now), the deterministic half of the undo rounds above: a writer killed
 /// mid-write leaves its temp file (`.rewind-XXXXXX`, what `tempfile_in(parent)` names it) in a
 /// project directory. Nothing removes it: a re-run `undo` (or `revert`) completes and the stray
 /// file stays, and every later snapshot records it as a project file. (A full `restore` only
@@ -2554,31 +2554,6 @@ fn temp_file_left_by_a_killed_writer_does_not_stay_in_the_project() {
 // ---------------------------------------------------------------------------
 // 6. Concurrency
 // ---------------------------------------------------------------------------
-
-/// A gated `sh` that writes `content` to `file`, then execs rewind with `args`.
-fn gated_edit_then(
-    sb: &Sandbox,
-    gate: &StartGate,
-    file: &Path,
-    content: &str,
-    args: &[&str],
-) -> Command {
-    let mut cmd = sb.isolated("sh");
-    cmd.env("RUST_BACKTRACE", "1")
-        .current_dir(&sb.root)
-        .args([
-            "-c",
-            "read line <>\"$0\" && printf '%s\\n' \"$1\" > \"$2\" && shift 2 && exec \"$@\"",
-        ])
-        .arg(&gate.fifo)
-        .arg(content)
-        .arg(file)
-        .arg(rewind_bin())
-        .arg("--data-dir")
-        .arg(&sb.data_dir)
-        .args(args);
-    cmd
-}
 
 /// Exit 0, or a clean exit-1 error (a JSON error object, or a restore outcome listing what
 /// failed) with a one-line message.

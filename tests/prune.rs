@@ -21,7 +21,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -1220,31 +1219,6 @@ fn prune_all_skips_what_is_not_a_store() {
 // ---------------------------------------------------------------------------
 // Concurrency: prune while tracks run
 // ---------------------------------------------------------------------------
-
-/// A gated command: waits at `gate`, writes `content` to `file`, then runs rewind with `args`.
-fn gated_edit_then(
-    sb: &Sandbox,
-    gate: &StartGate,
-    file: &Path,
-    content: &str,
-    args: &[&str],
-) -> Command {
-    let mut cmd = sb.isolated("sh");
-    cmd.env("RUST_BACKTRACE", "1")
-        .current_dir(&sb.root)
-        .args([
-            "-c",
-            "read line <>\"$0\" && printf '%s\\n' \"$1\" > \"$2\" && shift 2 && exec \"$@\"",
-        ])
-        .arg(&gate.fifo)
-        .arg(content)
-        .arg(file)
-        .arg(rewind_bin())
-        .arg("--data-dir")
-        .arg(&sb.data_dir)
-        .args(args);
-    cmd
-}
 
 #[test]
 fn prune_while_tracks_run_concurrently() {

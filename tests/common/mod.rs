@@ -1238,3 +1238,28 @@ pub fn filler(len: usize, seed: u8) -> Vec<u8> {
         .map(|i| b'a' + ((i as u32 * 7 + seed as u32) % 26) as u8)
         .collect()
 }
+
+/// A gated `sh` that writes `content` to `file`, then execs rewind with `args`.
+pub fn gated_edit_then(
+    sb: &Sandbox,
+    gate: &StartGate,
+    file: &Path,
+    content: &str,
+    args: &[&str],
+) -> Command {
+    let mut cmd = sb.isolated("sh");
+    cmd.env("RUST_BACKTRACE", "1")
+        .current_dir(&sb.root)
+        .args([
+            "-c",
+            "read line <>\"$0\" && printf '%s\\n' \"$1\" > \"$2\" && shift 2 && exec \"$@\"",
+        ])
+        .arg(&gate.fifo)
+        .arg(content)
+        .arg(file)
+        .arg(rewind_bin())
+        .arg("--data-dir")
+        .arg(&sb.data_dir)
+        .args(args);
+    cmd
+}
