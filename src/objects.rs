@@ -16,7 +16,7 @@ use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use gix::zlib::stream::deflate::{Compress, FlushCompress};
 use gix::ObjectId;
@@ -27,11 +27,33 @@ use crate::error::{Error, Result};
 pub(crate) struct ObjectWriter {
     objects_dir: PathBuf,
     fanout_made: [AtomicBool; 256],
-    /// The packs, asked only about objects that are not loose; reopened by [`Self::refresh`]
-    /// when `objects/pack` changed (another process's prune may have replaced them).
-    odb: Mutex<Option<(Vec<PathBuf>, gix::odb::Handle)>>,
-    has_packs: AtomicBool,
+    /// The packs' indices, asked only about objects that are not loose; reopened by
+    /// [`Self::refresh`] when `objects/pack` changed (another process's prune may have replaced them).
+    packs: Mutex<Arc<Packs>>,
     pack: Mutex<Option<PackBuilder>>,
+}
+
+/// `objects/pack` at one moment: every name in it, and each `.idx` opened (memory-mapped).
+#[derive(Default)]
+struct Packs {
+    listing: Vec<String>,
+    indices: Vec<gix::odb::pack::index::File>,
+}
+
+impl Packs {
+    /// Costs a binary search of each pack index.
+    fn contain(&self, id: &gix::oid) -> bool {
+        self.indices.iter().any(|index| index.lookup(id).is_some())
+    }
+}
+
+/// What [`ObjectWriter::verify_loose`] found.
+#[derive(Default)]
+pub(crate) struct LooseCheck {
+    /// Sound loose objects.
+    pub(crate) loose: Vec<ObjectId>,
+    /// Objects neither loose nor packed, or loose files that no longer hold their object.
+    pub(crate) lost: Vec<ObjectId>,
 }
 
 thread_local! {
@@ -44,8 +66,7 @@ impl ObjectWriter {
         let writer = ObjectWriter {
             objects_dir,
             fanout_made: std::array::from_fn(|_| AtomicBool::new(false)),
-            odb: Mutex::new(None),
-            has_packs: AtomicBool::new(false),
+            packs: Mutex::default(),
             pack: Mutex::new(None),
         };
         writer.refresh();
@@ -54,25 +75,43 @@ impl ObjectWriter {
 
     /// Look at the packs again if they changed since the last look. Called under the store
     /// lock before writing, so that an object another process pruned is written again.
-    /// Costs one `readdir` of `objects/pack` when nothing changed.
+    /// Costs one `readdir` of `objects/pack` when nothing changed. An index that cannot be
+    /// opened is left out (its objects count as missing and are written again).
     pub(crate) fn refresh(&self) {
-        let mut packs: Vec<PathBuf> = fs::read_dir(self.objects_dir.join("pack"))
+        let dir = self.objects_dir.join("pack");
+        let mut listing: Vec<String> = fs::read_dir(&dir)
             .map(|entries| {
-                let paths = entries.flatten().map(|e| e.path());
-                paths
-                    .filter(|p| p.extension().is_some_and(|x| x == "idx"))
+                let names = entries.flatten().map(|e| e.file_name());
+                names
+                    .map(|name| name.to_string_lossy().into_owned())
                     .collect()
             })
             .unwrap_or_default();
-        packs.sort();
-        let mut odb = lock(&self.odb);
-        if odb.as_ref().is_some_and(|(seen, _)| *seen == packs) {
+        listing.sort();
+        let mut packs = lock(&self.packs);
+        if packs.listing == listing {
             return;
         }
-        self.has_packs.store(!packs.is_empty(), Ordering::Relaxed);
-        *odb = gix::odb::at(&self.objects_dir, gix::hash::Kind::Sha1)
-            .ok()
-            .map(|handle| (packs, handle));
+        let indices = listing
+            .iter()
+            .filter(|name| name.ends_with(".idx"))
+            .filter_map(|name| {
+                gix::odb::pack::index::File::at(dir.join(name), gix::hash::Kind::Sha1).ok()
+            })
+            .collect();
+        *packs = Arc::new(Packs { listing, indices });
+    }
+
+    /// The names in `objects/pack` at the last [`refresh`](Self::refresh), sorted. Packs are
+    /// never changed in place, so while this stays the same, so do the packed objects.
+    pub(crate) fn pack_listing(&self) -> Vec<String> {
+        lock(&self.packs).listing.clone()
+    }
+
+    /// Whether a pack holds `id`. Costs a binary search of each pack index.
+    pub(crate) fn in_packs(&self, id: &gix::oid) -> bool {
+        let packs = Arc::clone(&lock(&self.packs));
+        packs.contain(id)
     }
 
     fn loose_path(&self, id: &gix::oid) -> PathBuf {
@@ -90,12 +129,48 @@ impl ObjectWriter {
                 return true;
             }
         }
-        if !self.has_packs.load(Ordering::Relaxed) {
-            return false;
+        self.in_packs(id)
+    }
+
+    /// Sort `ids`, which were all in the store at `since`, into sound loose objects and lost ones:
+    /// in no pack and not a loose file, or a loose file changed after `since` (rewind never
+    /// changes one) that no longer inflates to its object. Costs a `stat` per id, and reading
+    /// the files changed after `since` (normally none).
+    pub(crate) fn verify_loose(
+        &self,
+        ids: &[ObjectId],
+        since: gix::index::entry::stat::Time,
+    ) -> LooseCheck {
+        let store = gix::odb::loose::Store::at(&self.objects_dir, gix::hash::Kind::Sha1);
+        let since = (i64::from(since.secs), i64::from(since.nsecs));
+        let mut buf = Vec::new();
+        let mut check = LooseCheck::default();
+        for &id in ids {
+            let sound = match rustix::fs::stat(self.loose_path(&id)) {
+                Err(_) if self.in_packs(&id) => continue, // packed since
+                Err(_) => false,
+                Ok(st) if (st.st_ctime, st.st_ctime_nsec as i64) <= since => true,
+                Ok(_) => matches!(store.try_find(&id, &mut buf),
+                    Ok(Some(data)) if data.verify_checksum(&id).is_ok()),
+            };
+            match sound {
+                true => check.loose.push(id),
+                false => check.lost.push(id),
+            }
         }
-        lock(&self.odb)
-            .as_ref()
-            .is_some_and(|(_, odb)| gix::objs::Exists::exists(odb, id))
+        check
+    }
+
+    /// Delete the loose file of object `id`, if there is one (a damaged copy, so that the next
+    /// write puts the object back).
+    pub(crate) fn remove_loose(&self, id: &gix::oid) -> Result<()> {
+        let path = self.loose_path(id);
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                Err(Error::io("removing damaged object", &path, e))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Hash `data` as an object of `kind` and store it unless present. Costs a hash of `data`,
@@ -230,7 +305,7 @@ impl ObjectWriter {
         }
         let dir = self.objects_dir.join("pack");
         let index = pack.finish(&dir)?;
-        self.has_packs.store(true, Ordering::Relaxed);
+        self.refresh();
         Ok(Some(index))
     }
 

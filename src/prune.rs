@@ -196,17 +196,6 @@ impl Store {
         outcome: &mut PruneOutcome,
     ) -> Result<()> {
         let reflog_roots = self.expire_reflogs(cutoff)?;
-        // A stat cache naming an object the store lost would make every later snapshot name it
-        // too: drop the cache, so the next `track` reads those files again.
-        if self
-            .index_roots()
-            .iter()
-            .any(|id| !self.objects().contains(id) && !id.is_empty_tree())
-        {
-            let index = self.git_dir().join("index");
-            fs::remove_file(&index).map_err(|e| Error::io("removing stale index", &index, e))?;
-            tracing::warn!("the stat cache named missing objects: dropped");
-        }
         let reachable = self.sweep(object_expiry, reflog_roots, outcome)?;
         self.repack(&reachable, outcome)?;
         // A commit-graph (from a `git gc` someone ran) may name deleted commits: it is only a

@@ -214,27 +214,70 @@ impl Store {
         probe: Option<ObjectId>,
     ) -> Result<Option<Snapshot>> {
         let index_path = self.git_dir().join("index");
-        let (previous, previous_time) = load_index(&index_path);
+        self.snapshot_with(&index_path, load_index(&index_path), None, options, probe)
+    }
+
+    /// [`snapshot_locked`](Self::snapshot_locked) from stat cache `cache`, read from
+    /// `index_path`. The cache is verified while the walk runs (unless `verified` gives the loose
+    /// objects a verification found), and a snapshot that relied on a damaged cache is taken again.
+    fn snapshot_with(
+        &self,
+        index_path: &Path,
+        mut cache: Cache,
+        verified: Option<LooseSet>,
+        options: &TrackOptions,
+        probe: Option<ObjectId>,
+    ) -> Result<Option<Snapshot>> {
         // With no stat cache, (nearly) every object is new: one pack beats thousands of files.
-        let first = previous.entries().is_empty();
+        let first = cache.state.entries().is_empty();
         if first {
             self.objects().start_pack()?;
         }
         self.progress()
-            .start("snapshotting", previous.entries().len() as u64);
-        let cached_root = previous.tree().and_then(|t| t.num_entries.map(|_| t.id));
+            .start("snapshotting", cache.state.entries().len() as u64);
+        let cached_root = cache.state.tree().and_then(|t| t.num_entries.map(|_| t.id));
         let stop_at_change =
             (probe.is_some() && probe == cached_root).then(|| AtomicBool::new(false));
-        // The index's checksum is verified while the walk runs: a damaged cache is never trusted.
-        let (intact, outcome) = rayon::join(
-            || first || index_is_intact(&index_path),
-            || self.scan(&previous, previous_time, options, stop_at_change),
+        let check_needed = !first && verified.is_none();
+        let (check, outcome) = rayon::join(
+            || match check_needed {
+                true => self.check_cache(index_path, &cache),
+                false => CacheCheck::Checked {
+                    loose: verified.unwrap_or_default(),
+                    lost: Vec::new(),
+                    record_stale: false,
+                },
+            },
+            || self.scan(&cache.state, cache.time, options, stop_at_change),
         );
-        if !intact {
-            fs::remove_file(&index_path)
-                .map_err(|e| Error::io("removing damaged index", &index_path, e))?;
-            return self.snapshot_locked(options, probe);
-        }
+        let (loose, record_stale) = match check {
+            CacheCheck::Damaged => {
+                tracing::warn!(path = %index_path.display(), "stat cache damaged; snapshot taken again");
+                fs::remove_file(index_path)
+                    .map_err(|e| Error::io("removing damaged index", index_path, e))?;
+                return self.snapshot_locked(options, probe);
+            }
+            CacheCheck::Checked { loose, lost, .. } if !lost.is_empty() => {
+                tracing::warn!(
+                    objects = lost.len(),
+                    "stat cache names lost or damaged objects; snapshot taken again"
+                );
+                for id in &lost {
+                    self.objects().remove_loose(id)?;
+                }
+                let lost: HashSet<ObjectId> = lost.into_iter().collect();
+                cache
+                    .state
+                    .remove_entries(|_, _, entry| lost.contains(&entry.id));
+                cache.state.remove_tree();
+                return self.snapshot_with(index_path, cache, Some(loose), options, probe);
+            }
+            CacheCheck::Checked {
+                loose,
+                record_stale,
+                ..
+            } => (loose, record_stale),
+        };
         if first {
             self.objects().finish_pack(outcome.is_ok())?;
         }
@@ -242,7 +285,7 @@ impl Store {
             files,
             skipped,
             tree,
-            index_entries,
+            new_index,
         }) = outcome?
         else {
             return Ok(None);
@@ -253,10 +296,14 @@ impl Store {
                 format!("tree {} of the last snapshot is missing", tree.id),
             ));
         }
-        let hash = tree.id;
-        if let Some(entries) = index_entries {
-            write_index(&index_path, entries, &tree)?;
+        if let Some(NewIndex { entries, ids }) = new_index {
+            let checksum = write_index(index_path, entries, &tree)?;
+            let loose = self.loose_ids(&ids, &tree, &loose);
+            self.write_loose_record(checksum, loose);
+        } else if let Some(checksum) = cache.checksum.filter(|_| record_stale) {
+            self.write_loose_record(checksum, loose.into_iter().collect());
         }
+        let hash = tree.id;
         self.record_snapshot(hash)?;
         tracing::debug!(%hash, files, skipped = skipped.len(), "snapshot taken");
         Ok(Some(Snapshot {
@@ -307,7 +354,7 @@ impl Store {
         let changes = Changes::between(previous, &files);
         let rewrite_index = changes.rewrite_index || previous.tree().is_none();
         // Trees and the index's entries are independent: build one while serialising the other.
-        let (tree, index_entries) = rayon::join(
+        let (tree, new_index) = rayon::join(
             || match previous.tree() {
                 Some(cached)
                     if changes.dirty_dirs.is_empty()
@@ -322,41 +369,203 @@ impl Store {
                 }
                 .build(0, b"", cached),
             },
-            || rewrite_index.then(|| index_entries(&files)),
+            || {
+                rewrite_index.then(|| {
+                    Ok(NewIndex {
+                        entries: index_entries(&files)?,
+                        ids: files.iter().map(|f| (f.id, f.hashed)).collect(),
+                    })
+                })
+            },
         );
         Ok(Some(Scanned {
             files: files.len(),
             skipped,
             tree: tree?,
-            index_entries: index_entries.transpose()?,
+            new_index: new_index.transpose()?,
         }))
     }
 }
 
-/// A walked project: its files in index order, what was left out, and its cache-tree.
+/// A walked project: how many files, what was left out, and its cache-tree.
 struct Scanned {
     files: usize,
     skipped: Vec<Skipped>,
     tree: CacheTree,
-    /// The serialised index entries, when the index must be rewritten.
-    index_entries: Option<Vec<u8>>,
+    /// The index to write, when it must be rewritten.
+    new_index: Option<NewIndex>,
 }
 
-/// Read the stat cache and its timestamp; a missing or unreadable one is an empty cache (every
-/// file is then hashed again, so the snapshot stays right). Its checksum is checked apart, by
-/// [`index_is_intact`], concurrently with the walk.
-fn load_index(path: &Path) -> (gix::index::State, stat::Time) {
+/// An index to write: its serialised entries, and each file's id with whether it was hashed.
+struct NewIndex {
+    entries: Vec<u8>,
+    ids: Vec<(ObjectId, bool)>,
+}
+
+/// Object ids, hashed by their first bytes (they are SHA-1 already).
+type LooseSet = gix::hashtable::HashSet<ObjectId>;
+
+/// The stat cache a snapshot starts from.
+struct Cache {
+    state: gix::index::State,
+    /// When the index file was written: for git's racy-timestamp rule, and the time after
+    /// which a change to a loose object it names is someone else's.
+    time: stat::Time,
+    /// The index file's trailing checksum, naming this version of it.
+    checksum: Option<ObjectId>,
+}
+
+/// Read the stat cache; a missing or unreadable one is an empty cache (every file is then hashed
+/// again, so the snapshot stays right). Its checksum is checked apart, by [`index_is_intact`],
+/// concurrently with the walk.
+fn load_index(path: &Path) -> Cache {
     match gix::index::File::at(path, gix::hash::Kind::Sha1, true, Default::default()) {
         Ok(file) => {
             let time = file.timestamp().into();
+            let checksum = file.checksum();
             let (state, _) = file.into_parts();
-            (state, time)
+            Cache {
+                state,
+                time,
+                checksum,
+            }
         }
-        Err(_) => (
-            gix::index::State::new(gix::hash::Kind::Sha1),
-            Default::default(),
-        ),
+        Err(_) => Cache {
+            state: gix::index::State::new(gix::hash::Kind::Sha1),
+            time: Default::default(),
+            checksum: None,
+        },
     }
+}
+
+/// What [`Store::check_cache`] found.
+enum CacheCheck {
+    /// The index file's checksum does not match: drop it.
+    Damaged,
+    Checked {
+        /// The objects the cache names that are sound loose files (all others are packed).
+        loose: LooseSet,
+        /// Objects the cache names that are lost, or loose files someone damaged.
+        lost: Vec<ObjectId>,
+        /// The loose record did not describe this index and these packs.
+        record_stale: bool,
+    },
+}
+
+/// The file beside the index that says which objects it names are loose files, so that `track`
+/// verifies those with one `stat` each instead of looking every object up in the packs. Text:
+/// a header line, `index <checksum>`, `pack <name>` for each name in `objects/pack`, and
+/// `loose <id>` lines; it holds only while both the index and `objects/pack` are unchanged.
+const LOOSE_RECORD: &str = "rewind-index-objects";
+const LOOSE_RECORD_HEADER: &str = "rewind index objects 1";
+
+impl Store {
+    /// Verify the stat cache: its checksum, and that the store still holds every object it
+    /// names (blobs, and the trees of its cache-tree). Costs one read and hash of the index, then
+    /// [`ObjectWriter::verify_loose`] of the loose objects the record names, or, without a
+    /// record that holds, a pack lookup per named object first.
+    fn check_cache(&self, index_path: &Path, cache: &Cache) -> CacheCheck {
+        if !index_is_intact(index_path) {
+            return CacheCheck::Damaged;
+        }
+        let objects = self.objects();
+        let recorded = cache
+            .checksum
+            .and_then(|checksum| self.read_loose_record(checksum));
+        let record_stale = recorded.is_none();
+        let candidates = recorded.unwrap_or_else(|| {
+            let mut ids: Vec<ObjectId> = cache.state.entries().iter().map(|e| e.id).collect();
+            ids.extend(cache.state.tree().map(tree_ids).unwrap_or_default());
+            ids.retain(|id| !objects.in_packs(id));
+            ids.sort_unstable();
+            ids.dedup();
+            ids
+        });
+        let check = objects.verify_loose(&candidates, cache.time);
+        CacheCheck::Checked {
+            loose: check.loose.into_iter().collect(),
+            lost: check.lost,
+            record_stale,
+        }
+    }
+
+    /// Which objects of a new index (its files' `(id, hashed)` and cache-tree `tree`) are
+    /// loose, given the `loose` ones among the previous index's. Costs a set lookup per file and
+    /// a pack lookup per hashed file and per tree.
+    fn loose_ids(
+        &self,
+        files: &[(ObjectId, bool)],
+        tree: &CacheTree,
+        loose: &LooseSet,
+    ) -> Vec<ObjectId> {
+        let objects = self.objects();
+        let is_loose = |id: &ObjectId| loose.contains(id) || !objects.in_packs(id);
+        let candidates = files
+            .iter()
+            .filter(|(id, hashed)| *hashed || loose.contains(id));
+        let mut ids: Vec<ObjectId> = candidates.map(|(id, _)| *id).filter(is_loose).collect();
+        ids.extend(tree_ids(tree).into_iter().filter(is_loose));
+        ids
+    }
+
+    /// The loose ids the record names, if it describes index `checksum` and the packs as they
+    /// are now. Costs reading one small file.
+    fn read_loose_record(&self, checksum: ObjectId) -> Option<Vec<ObjectId>> {
+        let text = fs::read_to_string(self.git_dir().join(LOOSE_RECORD)).ok()?;
+        let mut lines = text.lines();
+        if lines.next() != Some(LOOSE_RECORD_HEADER) || lines.next()? != format!("index {checksum}")
+        {
+            return None;
+        }
+        let mut packs = Vec::new();
+        let mut loose = Vec::new();
+        for line in lines {
+            match line.split_once(' ')? {
+                ("pack", name) if loose.is_empty() => packs.push(name),
+                ("loose", id) => loose.push(ObjectId::from_hex(id.as_bytes()).ok()?),
+                _ => return None,
+            }
+        }
+        (packs == self.objects().pack_listing()).then_some(loose)
+    }
+
+    /// Record that `loose` are the loose objects of index `checksum`. A record that cannot be
+    /// written only costs the next `track` a full check, so failure is logged, not returned.
+    fn write_loose_record(&self, checksum: ObjectId, mut loose: Vec<ObjectId>) {
+        loose.sort_unstable();
+        loose.dedup();
+        let mut text = format!("{LOOSE_RECORD_HEADER}\nindex {checksum}\n");
+        for name in self.objects().pack_listing() {
+            text.push_str(&format!("pack {name}\n"));
+        }
+        for id in loose {
+            text.push_str(&format!("loose {id}\n"));
+        }
+        let write = || -> io::Result<()> {
+            let mut temp = tempfile::Builder::new()
+                .prefix("index.tmp")
+                .tempfile_in(self.git_dir())?;
+            temp.write_all(text.as_bytes())?;
+            temp.persist(self.git_dir().join(LOOSE_RECORD))?;
+            Ok(())
+        };
+        if let Err(e) = write() {
+            tracing::warn!(error = %e, "could not write {LOOSE_RECORD}");
+        }
+    }
+}
+
+/// The ids of every valid tree in cache-tree `tree`.
+fn tree_ids(tree: &CacheTree) -> Vec<ObjectId> {
+    let mut ids = Vec::new();
+    let mut pending = vec![tree];
+    while let Some(tree) = pending.pop() {
+        if tree.num_entries.is_some() {
+            ids.push(tree.id);
+        }
+        pending.extend(&tree.children);
+    }
+    ids
 }
 
 /// Whether the index file's trailing SHA-1 matches its content. Costs one read and one hash
@@ -996,7 +1205,7 @@ fn index_entries(files: &[FileEntry]) -> Result<Vec<u8>> {
 /// Complete the index (`entries` + the exact cache-tree + checksum) and write it atomically:
 /// a temp file in the store, then a rename. No `index.lock` is involved, so a killed process
 /// leaves nothing that blocks the next one.
-fn write_index(path: &Path, mut data: Vec<u8>, tree: &CacheTree) -> Result<()> {
+fn write_index(path: &Path, mut data: Vec<u8>, tree: &CacheTree) -> Result<ObjectId> {
     let io_error = |e| Error::io("writing index", path, e);
     tree.write_to(&mut data).map_err(io_error)?;
     let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
@@ -1010,5 +1219,5 @@ fn write_index(path: &Path, mut data: Vec<u8>, tree: &CacheTree) -> Result<()> {
         .map_err(|e| Error::io("writing index", dir, e))?;
     temp.write_all(&data).map_err(io_error)?;
     temp.persist(path).map_err(|e| io_error(e.error))?;
-    Ok(())
+    Ok(checksum)
 }

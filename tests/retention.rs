@@ -171,8 +171,10 @@ fn turn_ids_of(p: &TestProject, session: &str) -> Vec<String> {
         .collect()
 }
 
+/// An object the stat cache names is lost: prune neither fails nor hides it, and the next track
+/// writes it again from the file.
 #[test]
-fn prune_heals_a_stat_cache_that_names_a_lost_object() {
+fn prune_and_track_survive_a_stat_cache_that_names_a_lost_object() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
     p.file("a.txt", "first\n");
