@@ -134,24 +134,24 @@ impl ObjectWriter {
 
     /// Sort `ids`, which were all in the store at `since`, into sound loose objects and lost ones:
     /// in no pack and not a loose file, or a loose file changed after `since` (rewind never
-    /// changes one) that no longer inflates to its object. Costs a `stat` per id, and reading
-    /// the files changed after `since` (normally none).
+    /// changes one) that no longer inflates to its object. A file that cannot be read proves
+    /// nothing and counts as sound. Costs a `stat` per id, and inflating and hashing the files
+    /// changed after `since` (normally none).
     pub(crate) fn verify_loose(
         &self,
         ids: &[ObjectId],
         since: gix::index::entry::stat::Time,
     ) -> LooseCheck {
-        let store = gix::odb::loose::Store::at(&self.objects_dir, gix::hash::Kind::Sha1);
         let since = (i64::from(since.secs), i64::from(since.nsecs));
-        let mut buf = Vec::new();
         let mut check = LooseCheck::default();
         for &id in ids {
-            let sound = match rustix::fs::stat(self.loose_path(&id)) {
-                Err(_) if self.in_packs(&id) => continue, // packed since
-                Err(_) => false,
+            let path = self.loose_path(&id);
+            let sound = match rustix::fs::stat(&path) {
+                Err(rustix::io::Errno::NOENT) if self.in_packs(&id) => continue, // packed since
+                Err(rustix::io::Errno::NOENT) => false,
+                Err(_) => true,
                 Ok(st) if (st.st_ctime, st.st_ctime_nsec as i64) <= since => true,
-                Ok(_) => matches!(store.try_find(&id, &mut buf),
-                    Ok(Some(data)) if data.verify_checksum(&id).is_ok()),
+                Ok(_) => fs::read(&path).map_or(true, |bytes| holds_object(&bytes, &id)),
             };
             match sound {
                 true => check.loose.push(id),
@@ -326,6 +326,32 @@ impl ObjectWriter {
         }
         Ok(())
     }
+}
+
+/// Whether `compressed`, the bytes of a loose file, are exactly one complete zlib stream that
+/// inflates to object `id` (header included). Costs zlib and SHA-1 over the object.
+fn holds_object(compressed: &[u8], id: &gix::oid) -> bool {
+    use gix::zlib::{FlushDecompress, Status};
+    let mut input = compressed;
+    let mut state = gix::zlib::Decompress::new();
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    let mut buf = vec![0; 64 << 10];
+    loop {
+        let (before_in, before_out) = (state.total_in(), state.total_out());
+        let Ok(status) = state.decompress(input, &mut buf, FlushDecompress::None) else {
+            return false;
+        };
+        let consumed = (state.total_in() - before_in) as usize;
+        let written = (state.total_out() - before_out) as usize;
+        hasher.update(&buf[..written]);
+        input = &input[consumed..];
+        match status {
+            Status::StreamEnd => break,
+            _ if consumed == 0 && written == 0 => return false, // the stream is cut short
+            _ => {}
+        }
+    }
+    input.is_empty() && hasher.try_finalize().is_ok_and(|actual| actual == id)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -560,4 +586,47 @@ fn crc32(data: &[u8]) -> u32 {
     !data.iter().fold(!0u32, |crc, &b| {
         TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loose file for a blob of `data`, and the blob's id (as git computes it).
+    fn loose_blob(data: &[u8]) -> (Vec<u8>, ObjectId) {
+        let header = gix::objs::encode::loose_header(gix::objs::Kind::Blob, data.len() as u64);
+        let mut compressed = Vec::new();
+        deflate(&[&header, data], &mut compressed).unwrap();
+        let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, data);
+        (compressed, id.unwrap())
+    }
+
+    #[test]
+    fn holds_object_accepts_only_the_exact_object() {
+        let data: Vec<u8> = (0..200_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
+        let (good, id) = loose_blob(&data);
+        assert!(holds_object(&good, &id));
+        let (other, other_id) = loose_blob(b"other\n");
+        assert!(!holds_object(&other, &id), "another object");
+        assert!(holds_object(&other, &other_id));
+        assert!(!holds_object(&good[..good.len() / 2], &id), "truncated");
+        assert!(
+            !holds_object(&good[..good.len() - 1], &id),
+            "last byte missing"
+        );
+        assert!(!holds_object(b"", &id), "empty");
+        assert!(!holds_object(b"garbage", &id), "garbage");
+        let mut trailing = good.clone();
+        trailing.extend_from_slice(b"junk");
+        assert!(
+            !holds_object(&trailing, &id),
+            "garbage after the stream (git fsck rejects it)"
+        );
+        let mut flipped = good;
+        let middle = flipped.len() / 2;
+        flipped[middle] ^= 0x40;
+        assert!(!holds_object(&flipped, &id), "a flipped bit");
+    }
 }
