@@ -1543,6 +1543,87 @@ fn track_after_a_lost_or_damaged_object_still_writes_complete_snapshots() {
     }
 }
 
+/// The record of which cached objects are loose files (`rewind-index-objects`) follows the
+/// store: after a prune repacks them, `track` raises no false alarm (no snapshot taken again),
+/// rewrites the record for the new pack, and still notices when that pack is lost.
+#[test]
+fn cache_check_follows_a_repack() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let at = |now: &str, args: &[&str]| {
+        let run = run_with_deadline(
+            p.rewind_command(args)
+                .env("REWIND_NOW", now)
+                .env("REWIND_LOG", "warn"),
+            Duration::from_secs(60),
+        );
+        run.assert_success();
+        assert!(
+            !run.stderr.contains("taken again"),
+            "{args:?}: a needless second snapshot: {}",
+            run.stderr
+        );
+        run
+    };
+    let (day1, day30) = ("2026-12-01T10:00:00Z", "2026-12-30T10:00:00Z");
+    p.file("a.txt", "one\n").file("sub/b.txt", "b\n");
+    at(day1, &["track"]); // packed
+    p.file("a.txt", "two\n").file("sub/b.txt", "b two\n");
+    age(&p.join("a.txt"), 60);
+    age(&p.join("sub/b.txt"), 60);
+    at(day1, &["track"]); // loose
+    let store = p.store();
+    let record = || fs::read_to_string(store.join("rewind-index-objects")).unwrap();
+    assert!(
+        record().contains("\nloose "),
+        "loose objects recorded:\n{}",
+        record()
+    );
+    let listing = || {
+        let mut names: Vec<String> = fs::read_dir(store.join("objects/pack"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let packs_before = listing();
+
+    // The first snapshot expires: its objects are unreachable, so prune repacks.
+    at(day30, &["prune"]);
+    assert_eq!(
+        listing().len(),
+        2,
+        "one pack and its index: {:?}",
+        listing()
+    );
+    assert_ne!(listing(), packs_before, "prune repacked");
+    let tree = at(day30, &["track"]).stdout.trim().to_string();
+    assert_eq!(tree, p.git_tree().id);
+    let expected: String = listing().iter().map(|n| format!("pack {n}\n")).collect();
+    assert!(
+        record().contains(&expected) && !record().contains("loose "),
+        "after the repack the record names the new pack and no loose object:\n{}",
+        record()
+    );
+
+    // The new pack is lost: the next track writes everything again.
+    for name in listing() {
+        fs::remove_file(store.join("objects/pack").join(name)).unwrap();
+    }
+    let run = run_with_deadline(
+        p.rewind_command(["track"]).env("REWIND_NOW", day30),
+        Duration::from_secs(60),
+    );
+    run.assert_success();
+    assert_eq!(run.stdout.trim(), tree);
+    let archive = sb.git_run(
+        None,
+        ["--git-dir", store.to_str().unwrap(), "archive", &tree],
+    );
+    assert!(archive.status.success(), "{}", archive.stderr);
+}
+
 /// Every lock file a crashed process could leave: the flock file of a killed holder (with
 /// junk in it), `<ref>.lock` for every ref (and for refs about to be created), `index.lock`,
 /// `HEAD.lock`, `config.lock`. No command may be blocked by any of them.
