@@ -10,6 +10,10 @@
 //! 3. Rebuild only the trees on changed paths: every other directory's tree id comes from the
 //!    index's cache-tree (git's `TREE` extension), which this module keeps exact.
 //! 4. Write the index back (atomically) only when something changed.
+//!
+//! Meanwhile, on the other core, the cache itself is verified: the index's checksum, and that
+//! the store still holds every object it names. A snapshot that relied on a damaged cache is
+//! taken again without it (see `docs/design.md`, "The snapshot loop").
 
 use std::collections::HashSet;
 use std::fs;
@@ -500,10 +504,11 @@ impl Store {
     ) -> Vec<ObjectId> {
         let objects = self.objects();
         let is_loose = |id: &ObjectId| loose.contains(id) || !objects.in_packs(id);
-        let candidates = files
+        let mut ids: Vec<ObjectId> = files
             .iter()
-            .filter(|(id, hashed)| *hashed || loose.contains(id));
-        let mut ids: Vec<ObjectId> = candidates.map(|(id, _)| *id).filter(is_loose).collect();
+            .filter(|(id, hashed)| loose.contains(id) || (*hashed && !objects.in_packs(id)))
+            .map(|(id, _)| *id)
+            .collect();
         ids.extend(tree_ids(tree).into_iter().filter(is_loose));
         ids
     }
