@@ -33,17 +33,6 @@ fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// The single JSON value on stdout.
-fn json_of(run: &Run) -> Value {
-    let lines: Vec<&str> = run
-        .stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .collect();
-    assert_eq!(lines.len(), 1, "expected one JSON line on stdout: {run}");
-    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("invalid JSON ({e}): {run}"))
-}
-
 /// A clean failure of a `--json` run: exit 1, one line on stderr starting with `rewind:`, and
 /// `{"error": {"code", "message"}}` on stdout. Returns (code, message).
 fn failure(run: &Run) -> (String, String) {
@@ -62,7 +51,7 @@ fn failure(run: &Run) -> (String, String) {
         lines.len() == 1 && lines[0].starts_with("rewind: "),
         "a failure must be one line on stderr starting with `rewind: `: {run}"
     );
-    let v = json_of(run);
+    let v = one_json(run);
     let code = v["error"]["code"]
         .as_str()
         .unwrap_or_else(|| panic!("no error.code: {run}"))
@@ -93,7 +82,7 @@ fn rwj<S: AsRef<OsStr>>(p: &TestProject, args: &[S]) -> Value {
     all.extend(args.iter().map(|a| a.as_ref().to_owned()));
     let run = p.rewind(&all);
     run.assert_success();
-    json_of(&run)
+    one_json(&run)
 }
 
 /// `git ls-tree -r -z TREE` in the store: path -> (mode, oid).
@@ -162,7 +151,7 @@ fn diff_full_counts(p: &TestProject, args: &[&str]) -> BTreeMap<String, Option<(
     all.extend_from_slice(args);
     let run = p.rewind(&all);
     run.assert_success();
-    let v = json_of(&run);
+    let v = one_json(&run);
     let rows = v
         .as_array()
         .unwrap_or_else(|| panic!("diff-full prints an array: {run}"));
@@ -1307,7 +1296,7 @@ fn partially_deleted_store_recovers_or_says_what_is_missing() {
                 // (Exit 1 is expected here when other, damaged stores of this data dir fail;
                 // the rows of the stores it pruned are printed all the same.)
                 let all = sb.run_rewind(["--json", "prune", "--all"]);
-                let listed = json_of(&all).as_array().is_some_and(|rows| {
+                let listed = one_json(&all).as_array().is_some_and(|rows| {
                     rows.iter()
                         .any(|r| r["project"] == p.path.to_str().unwrap())
                 });
@@ -2081,7 +2070,7 @@ fn unreadable_files_are_reported_and_the_rest_is_snapshotted() {
     // A restore to A must not overwrite what it could not save; --force fails cleanly.
     let run = as_nobody(&["--json", "restore", &a]);
     assert!(run.code() == Some(0) || run.code() == Some(1), "{run}");
-    let o = json_of(&run);
+    let o = one_json(&run);
     let conflicts: Vec<&str> = o["conflicts"]
         .as_array()
         .map(|c| c.iter().filter_map(|v| v.as_str()).collect())
@@ -2101,7 +2090,7 @@ fn unreadable_files_are_reported_and_the_rest_is_snapshotted() {
         "never overwritten unsaved"
     );
     if !run.status.success() {
-        let v = json_of(&run);
+        let v = one_json(&run);
         let text = v.to_string();
         assert!(
             text.contains("secret.txt") || text.contains("locked"),
@@ -2673,7 +2662,7 @@ fn ok_or_clean_error(run: &Run, what: &str) -> bool {
                 lines.len() == 1 && lines[0].starts_with("rewind: "),
                 "{what}: one line on stderr: {run}"
             );
-            let v = json_of(run);
+            let v = one_json(run);
             assert!(
                 v["error"]["code"].is_string()
                     || v["failed"].as_array().is_some_and(|f| !f.is_empty()),
@@ -3038,7 +3027,7 @@ fn fuzz_revert_paths_never_touch_anything_outside_the_project() {
                 let inside = lexical.unwrap_or_else(|| {
                     panic!("{what}: a path outside the project was accepted: {run}")
                 });
-                let o = json_of(&run);
+                let o = one_json(&run);
                 let via_link = inside
                     .iter()
                     .take(inside.len().saturating_sub(1))

@@ -102,28 +102,13 @@ fn rw_at<S: AsRef<std::ffi::OsStr>>(p: &TestProject, now: Option<&str>, args: &[
     run
 }
 
-/// The single JSON value on stdout.
-fn parse_json(run: &Run) -> Value {
-    let lines: Vec<&str> = run
-        .stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "expected exactly one JSON line on stdout: {run}"
-    );
-    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("invalid JSON ({e}): {run}"))
-}
-
 /// `rewind -C <project> --json ARGS` at `now`: must succeed; returns the JSON.
 fn rwj_at(p: &TestProject, now: Option<&str>, args: &[&str]) -> Value {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     let run = rw_at(p, now, &all);
     run.assert_success();
-    parse_json(&run)
+    one_json(&run)
 }
 
 /// `track` at `now`: the tree id.
@@ -671,7 +656,7 @@ fn expired_session_is_removed_whole() {
         &["--json", "turns", &format!("--session={old}")],
     );
     assert!(
-        listed.code() == Some(1) || parse_json(&listed) == Value::Array(vec![]),
+        listed.code() == Some(1) || one_json(&listed) == Value::Array(vec![]),
         "the removed session has no turns: {listed}"
     );
     let left = refs_under(&sb, &store, "refs/rewind/sessions/");
@@ -1110,7 +1095,7 @@ fn prune_all_prunes_every_store_even_of_deleted_projects() {
     let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
     assert_no_panic(&run);
     run.assert_success();
-    let v = parse_json(&run);
+    let v = one_json(&run);
     let rows = v
         .as_array()
         .unwrap_or_else(|| panic!("`prune --all --json` must print an array: {run}"));
@@ -1154,7 +1139,7 @@ fn prune_all_prunes_every_store_even_of_deleted_projects() {
     let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
     assert_no_panic(&run);
     run.assert_success();
-    let rows = parse_json(&run);
+    let rows = one_json(&run);
     let rows = rows.as_array().expect("an array");
     assert_eq!(rows.len(), 3, "{run}");
     for row in rows.iter().map(Pruned::parse) {
@@ -1177,7 +1162,7 @@ fn prune_all_with_no_stores_prints_an_empty_array() {
     let sb = Sandbox::new();
     let run = sb.run_rewind(["--json", "prune", "--all"]);
     run.assert_success();
-    assert_eq!(parse_json(&run), Value::Array(vec![]), "{run}");
+    assert_eq!(one_json(&run), Value::Array(vec![]), "{run}");
 }
 
 #[test]
@@ -1207,7 +1192,7 @@ fn prune_all_skips_what_is_not_a_store() {
         Some(0),
         "a bare git repository without rewind.worktree is not a store (skip it): {run}"
     );
-    let rows = parse_json(&run);
+    let rows = one_json(&run);
     assert_eq!(
         rows.as_array().map(Vec::len),
         Some(1),
@@ -1265,7 +1250,7 @@ fn prune_while_tracks_run_concurrently() {
             if what == "track" {
                 printed.insert(Tracked::parse(&run.stdout).hash);
             } else {
-                let pruned = Pruned::parse(&parse_json(&run));
+                let pruned = Pruned::parse(&one_json(&run));
                 assert_eq!(pruned.snapshots_removed, 0, "{}", pruned.json);
             }
         }
@@ -1348,7 +1333,7 @@ fn prune_waits_for_the_store_lock() {
     lock.unlock().unwrap();
     let run = finish(child, DEFAULT_DEADLINE, "prune");
     run.assert_success();
-    assert_eq!(Pruned::parse(&parse_json(&run)).snapshots_removed, 2);
+    assert_eq!(Pruned::parse(&one_json(&run)).snapshots_removed, 2);
     assert_store_sound(&sb, &store, "after prune");
 }
 
@@ -1383,7 +1368,7 @@ fn unrelated_files_in_objects_do_not_break_prune() {
     assert_eq!(run.code(), Some(0), "strays must not fail prune: {run}");
     let run = rw_at(&p, Some(&clock.at(9 * DAY)), &["--json", "prune"]);
     assert_eq!(run.code(), Some(0), "strays must not fail prune: {run}");
-    let pruned = Pruned::parse(&parse_json(&run));
+    let pruned = Pruned::parse(&one_json(&run));
     assert_eq!(pruned.snapshots_removed, 2, "{}", pruned.json);
     assert!(!has_object(&sb, &store, &a));
     assert_tree_complete(&sb, &store, &b);
@@ -1494,7 +1479,7 @@ fn garbage_pack_index_is_reported_not_a_crash() {
                 run.stderr.contains("pack-x.idx"),
                 "the error must name the file: {run}"
             );
-            let v = parse_json(&run);
+            let v = one_json(&run);
             assert!(
                 v["error"]["message"]
                     .as_str()

@@ -55,20 +55,6 @@ impl Outcome {
     }
 }
 
-fn one_json_line(run: &Run) -> Value {
-    let lines: Vec<&str> = run
-        .stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "expected exactly one JSON line on stdout: {run}"
-    );
-    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("invalid JSON ({e}): {run}"))
-}
-
 fn assert_one_line_stderr(run: &Run) {
     let lines: Vec<&str> = run
         .stderr
@@ -95,7 +81,7 @@ fn string_set(json: &Value, key: &str, run: &Run) -> BTreeSet<String> {
 /// 1 otherwise (then stdout still holds the outcome and stderr a one-line message).
 fn parse_outcome(run: Run) -> Outcome {
     assert_no_panic(&run);
-    let json = one_json_line(&run);
+    let json = one_json(&run);
     assert!(json.get("error").is_none(), "restore/revert failed: {run}");
     let failed: Vec<(String, String)> = json["failed"]
         .as_array()
@@ -164,7 +150,7 @@ fn revert<S: AsRef<OsStr>>(p: &TestProject, hash: &str, paths: &[S]) -> Outcome 
 fn expect_error(run: &Run, code: &str) -> Value {
     assert_no_panic(run);
     run.assert_code(1);
-    let json = one_json_line(run);
+    let json = one_json(run);
     assert_eq!(
         json["error"]["code"].as_str(),
         Some(code),

@@ -6,7 +6,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{finish, spawn_piped, Run, Sandbox, TestProject};
+use common::{finish, one_json, spawn_piped, Run, Sandbox, TestProject};
 
 /// `rewind ARGS` in project `p` with `REWIND_NOW=now`; asserts success.
 fn at(p: &TestProject, now: &str, args: &[&str]) -> Run {
@@ -17,12 +17,8 @@ fn at(p: &TestProject, now: &str, args: &[&str]) -> Run {
     run
 }
 
-fn json(run: &Run) -> serde_json::Value {
-    serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {run}"))
-}
-
 fn turn_ids(p: &TestProject, now: &str) -> Vec<String> {
-    let turns = json(&at(p, now, &["--json", "turns", "--session", "s"]));
+    let turns = one_json(&at(p, now, &["--json", "turns", "--session", "s"]));
     turns
         .as_array()
         .unwrap()
@@ -67,7 +63,7 @@ fn sessions_keep_their_newest_turns_and_rolled_back_ones() {
     }
     // Turn 5 undone: a rolled-back turn waits for its age, whatever the count limit.
     at(&p, &hour(6), &["undo", "--session", "s", "--turn", "5"]);
-    let outcome = json(&at(&p, &hour(7), &["--json", "prune", "--max-turns", "2"]));
+    let outcome = one_json(&at(&p, &hour(7), &["--json", "prune", "--max-turns", "2"]));
     assert_eq!(outcome["turns_removed"], 3, "{outcome}");
     assert_eq!(turn_ids(&p, &hour(7)), ["4", "5"]);
     // The chain holds only the kept turns (a begin and an end commit each).
@@ -94,7 +90,7 @@ fn sessions_keep_their_newest_turns_and_rolled_back_ones() {
 
     // The config key sets the limit too.
     p.store_git(["config", "rewind.maxTurnsPerSession", "1"]);
-    let outcome = json(&at(&p, &hour(9), &["--json", "prune"]));
+    let outcome = one_json(&at(&p, &hour(9), &["--json", "prune"]));
     assert_eq!(
         outcome["turns_removed"], 0,
         "both remaining turns are rolled back: {outcome}"
@@ -130,7 +126,7 @@ fn over_the_size_quota_the_oldest_snapshots_go_but_not_the_current_one() {
         &["turn", "end", "--session", "live", "--turn", "1"],
     );
 
-    let outcome = json(&at(
+    let outcome = one_json(&at(
         &p,
         &hour(3),
         &[
@@ -157,12 +153,12 @@ fn over_the_size_quota_the_oldest_snapshots_go_but_not_the_current_one() {
     p.assert_fsck_clean();
 
     // Under the quota nothing goes.
-    let outcome = json(&at(&p, &hour(4), &["--json", "prune"]));
+    let outcome = one_json(&at(&p, &hour(4), &["--json", "prune"]));
     assert_eq!(outcome["snapshots_removed"], 0, "{outcome}");
 }
 
 fn turn_ids_of(p: &TestProject, session: &str) -> Vec<String> {
-    let turns = json(&at(p, &hour(3), &["--json", "turns", "--session", session]));
+    let turns = one_json(&at(p, &hour(3), &["--json", "turns", "--session", session]));
     turns
         .as_array()
         .unwrap()

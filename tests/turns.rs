@@ -38,28 +38,13 @@ fn rw(p: &TestProject, args: &[&str]) -> Run {
     rw_at(p, None, args)
 }
 
-/// The single JSON value on stdout.
-fn parse_json(run: &Run) -> Value {
-    let lines: Vec<&str> = run
-        .stdout
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .collect();
-    assert_eq!(
-        lines.len(),
-        1,
-        "expected exactly one JSON line on stdout: {run}"
-    );
-    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("invalid JSON ({e}): {run}"))
-}
-
 /// `rewind -C <project> --json ARGS` (with `REWIND_NOW=now` when given): must succeed.
 fn rwj_at(p: &TestProject, now: Option<&str>, args: &[&str]) -> Value {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     let run = rw_at(p, now, &all);
     run.assert_success();
-    parse_json(&run)
+    one_json(&run)
 }
 
 fn rwj(p: &TestProject, args: &[&str]) -> Value {
@@ -251,7 +236,7 @@ fn expect_error_at(p: &TestProject, now: Option<&str>, args: &[&str]) -> String 
     all.extend_from_slice(args);
     let run = rw_at(p, now, &all);
     run.assert_code(1);
-    let v = parse_json(&run);
+    let v = one_json(&run);
     let code = v["error"]["code"]
         .as_str()
         .unwrap_or_else(|| panic!("no error.code in {v}: {run}"))

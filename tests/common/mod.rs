@@ -177,6 +177,21 @@ pub fn run_with_stdin(cmd: &mut Command, input: &[u8]) -> Run {
     run
 }
 
+/// The single JSON value on stdout (blank lines aside); panics naming the run otherwise.
+pub fn one_json(run: &Run) -> serde_json::Value {
+    let lines: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected exactly one JSON line on stdout: {run}"
+    );
+    serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("invalid JSON ({e}): {run}"))
+}
+
 /// rewind must never panic, whatever it is asked.
 pub fn assert_no_panic(run: &Run) {
     assert_ne!(run.code(), Some(101), "rewind panicked: {run}");
