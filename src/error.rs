@@ -12,6 +12,12 @@ pub enum Error {
     /// The project path exists but is not a directory.
     #[error("project directory {0} is not a directory")]
     NotADirectory(PathBuf),
+    /// The project is the home directory or `/`, refused unless explicitly allowed.
+    #[error("refusing to snapshot {0}: it is the home directory or / (pass --allow-home to do it anyway)")]
+    BroadProject(PathBuf),
+    /// The project lies inside rewind's data directory.
+    #[error("project {project} is inside rewind's data directory {data_dir}")]
+    ProjectInData { project: PathBuf, data_dir: PathBuf },
     /// No data directory could be determined from flags or the environment.
     #[error("cannot find a data directory: pass --data-dir, or set REWIND_DATA_DIR, XDG_DATA_HOME or HOME")]
     NoDataDir,
@@ -63,6 +69,9 @@ pub enum Error {
     /// `doctor` found objects missing.
     #[error("the store lacks {0} object(s) its records need (see `rewind doctor`)")]
     Unhealthy(usize),
+    /// `undo --file` named a path that the undone turns did not change.
+    #[error("the turns of session {session:?} did not change {path:?}")]
+    PathNotChanged { path: String, session: String },
     /// No turn of this session is in the store.
     #[error("no session {0:?} in the store")]
     NoSession(String),
@@ -108,7 +117,10 @@ impl Error {
     /// A short stable code for programs (`--json` prints it as `error.code`).
     pub fn code(&self) -> &'static str {
         match self {
-            Error::Project { .. } | Error::NotADirectory(_) => "project",
+            Error::Project { .. } | Error::NotADirectory(_) | Error::ProjectInData { .. } => {
+                "project"
+            }
+            Error::BroadProject(_) => "broad_project",
             Error::NoDataDir => "data_dir",
             Error::Io { source, .. } if source.kind() == io::ErrorKind::StorageFull => "disk_full",
             Error::Io { .. } => "io",
@@ -123,7 +135,7 @@ impl Error {
             Error::Incomplete { .. } => "incomplete",
             Error::BadName { .. } => "invalid_name",
             Error::Turn { .. } => "turn_state",
-            Error::NoSession(_) => "not_found",
+            Error::NoSession(_) | Error::PathNotChanged { .. } => "not_found",
             Error::PruneFailed(_) => "prune_failed",
             Error::Unhealthy(_) => "unhealthy",
         }

@@ -60,6 +60,19 @@ impl DirRules {
             Err(_) => parent.clone(),
         }
     }
+
+    /// Chain the rules in `bytes` (a `.gitignore` blob of directory `dir_rel`) below `parent`.
+    pub(crate) fn from_bytes(
+        parent: &Arc<DirRules>,
+        bytes: &[u8],
+        dir_rel: &BStr,
+    ) -> Arc<DirRules> {
+        let source = Path::new(".gitignore");
+        Arc::new(DirRules {
+            list: Some(list_from_bytes(bytes, source, dir_rel)),
+            parent: Some(parent.clone()),
+        })
+    }
 }
 
 /// Parse ignore rules from `bytes` that apply below `base` (a `/`-separated relative directory).

@@ -46,6 +46,7 @@
 
 mod diff;
 mod error;
+mod fs;
 mod ignore;
 mod inspect;
 mod objects;
@@ -55,6 +56,7 @@ mod scan;
 mod serve;
 mod store;
 mod turns;
+mod visibility;
 mod xdiff;
 
 pub use diff::{DiffOptions, FileChange, Patch, Status};
@@ -67,8 +69,8 @@ pub use prune::{
 pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 pub use scan::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use serve::serve;
-pub use store::{data_dir, Progress, Store, DEFAULT_MAX_FILE_SIZE};
-pub use turns::{SessionChanges, Turn, TurnFile, UndoOutcome};
+pub use store::{data_dir, OpenOptions, Progress, Store, DEFAULT_MAX_FILE_SIZE};
+pub use turns::{SessionChanges, Turn, TurnEnd, TurnFile, TurnStart, UndoOutcome};
 
 /// The current time: `$REWIND_NOW` (RFC 3339) when set, so that tests can fix the clock.
 ///

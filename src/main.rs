@@ -46,6 +46,9 @@ struct Cli {
     /// No progress display on stderr
     #[arg(long, short, global = true)]
     quiet: bool,
+    /// Allow the home directory or / itself as the project (refused by default)
+    #[arg(long, global = true)]
+    allow_home: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -324,7 +327,10 @@ fn run(cli: &Cli) -> rewind::Result<()> {
         return Ok(());
     }
     let project = cli.project.clone().unwrap_or_else(|| PathBuf::from("."));
-    let store = rewind::Store::open(&project, &data_dir)?;
+    let options = rewind::OpenOptions {
+        allow_home: cli.allow_home,
+    };
+    let store = rewind::Store::open_with(&project, &data_dir, &options)?;
     let show_progress = !cli.json && !cli.quiet && std::io::stderr().is_terminal();
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -498,9 +504,13 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
         }
         Command::Completions { .. } => unreachable!("handled before the store opens"),
         Command::Turn(TurnCommand::Begin { session, turn }) => {
-            store.begin_turn(session, turn)?;
+            let start = store.begin_turn(session, turn)?;
             if cli.json {
-                print_json(&json!({"session": session, "turn": turn}));
+                print_json(
+                    &json!({"session": session, "turn": turn, "before": start.before, "skipped": start.skipped}),
+                );
+            } else {
+                print_left_out(&start.skipped);
             }
         }
         Command::Turn(TurnCommand::TrackFile {
@@ -516,11 +526,15 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
             }
         }
         Command::Turn(TurnCommand::End { session, turn }) => {
-            let files = store.end_turn(session, turn)?;
+            let end = store.end_turn(session, turn)?;
             if cli.json {
-                print_json(&files);
+                let mut row = json!(end);
+                row["session"] = json!(session);
+                row["turn"] = json!(turn);
+                print_json(&row);
             } else {
-                for file in files {
+                print_left_out(&end.skipped);
+                for file in end.files {
                     outln!(
                         "{:<8} +{:<5} -{:<5} {}",
                         format!("{:?}", file.status).to_lowercase(),
@@ -552,7 +566,11 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
                 print_changes(
                     ("restored", &outcome.restored),
                     &outcome.deleted,
-                    (&outcome.conflicts, "edited since the agent's last turn"),
+                    (
+                        &outcome.conflicts,
+                        "changed by someone else since, or in the way",
+                    ),
+                    &outcome.kept,
                     &outcome.failed,
                     ("redo", &outcome.undo),
                 );
@@ -623,6 +641,7 @@ fn print_changes(
     (written_label, written): (&str, &[String]),
     deleted: &[String],
     (conflicts, why): (&[String], &str),
+    kept: &[String],
     failed: &[rewind::Failure],
     (undo_label, undo): (&str, &str),
 ) {
@@ -632,6 +651,9 @@ fn print_changes(
     deleted.iter().for_each(|path| outln!("deleted {path}"));
     for path in conflicts {
         errln!("rewind: left alone {path}: {why} (use --force)");
+    }
+    for path in kept {
+        errln!("rewind: kept {path}: the snapshot could not see it (ignored, in a nested repository, or left out for size or type)");
     }
     for failure in failed {
         errln!(
@@ -651,7 +673,11 @@ fn report_restore(cli: &Cli, outcome: rewind::RestoreOutcome) -> rewind::Result<
         print_changes(
             ("written", &outcome.written),
             &outcome.deleted,
-            (&outcome.conflicts, "it exists outside the current snapshot"),
+            (
+                &outcome.conflicts,
+                "something outside the current snapshot is in the way",
+            ),
+            &outcome.kept,
             &outcome.failed,
             ("undo", &outcome.undo),
         );
@@ -848,6 +874,17 @@ fn write_stdout(bytes: &[u8]) {
     end_progress();
     if std::io::stdout().lock().write_all(bytes).is_err() {
         std::process::exit(0);
+    }
+}
+
+/// Say on stderr what a turn's snapshot left out: an undo cannot bring those files back.
+fn print_left_out(skipped: &[rewind::Skipped]) {
+    for skipped in skipped {
+        errln!(
+            "rewind: left out {}: {} (an undo cannot bring it back)",
+            skipped.path,
+            reason(skipped)
+        );
     }
 }
 

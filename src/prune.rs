@@ -248,15 +248,32 @@ impl Store {
 
     /// Record `tree`, which `track` just returned, with the time it was taken (refreshed at
     /// most hourly, so a no-change snapshot costs one ref read).
-    pub(crate) fn record_snapshot(&self, tree: ObjectId) -> Result<()> {
+    /// The record also names every path that snapshot left out (`skipped`), the union over
+    /// every time it was taken (see [`crate::visibility`]); a newly left-out path rewrites it.
+    pub(crate) fn record_snapshot(&self, tree: ObjectId, skipped: &[crate::Skipped]) -> Result<()> {
         let reference = format!("refs/rewind/snapshots/{tree}");
+        let mut lines = crate::visibility::left_out_lines(skipped);
         if let Some(commit) = self.ref_target(&reference)? {
             let taken = self.commit_time(commit)?;
-            if crate::now()? - taken < chrono::Duration::hours(1) {
+            let recorded = self.recorded_left_out_lines(commit)?;
+            let new_paths = lines
+                .lines()
+                .any(|line| !recorded.lines().any(|r| r == line));
+            if !new_paths && crate::now()? - taken < chrono::Duration::hours(1) {
                 return Ok(());
             }
+            for line in recorded.lines() {
+                if !lines.lines().any(|l| l == line) {
+                    lines.push_str(line);
+                    lines.push('\n');
+                }
+            }
         }
-        self.commit(&reference, "rewind: snapshot\n", tree, None)?;
+        let message = match lines.is_empty() {
+            true => "rewind: snapshot\n".to_owned(),
+            false => format!("rewind: snapshot\n\n{lines}"),
+        };
+        self.commit(&reference, &message, tree, None)?;
         Ok(())
     }
 

@@ -1,25 +1,29 @@
 //! `restore` and `revert`: put the project's files back to a snapshot without ever losing a byte.
 //!
 //! Every run follows the same steps, under the store lock:
-//! 1. Snapshot the project as it is now: that tree is the `undo` (recorded under
-//!    `refs/rewind/undo` before anything changes, so it survives a crash of this process).
+//! 1. Snapshot the project as it is now: that tree is the `undo`.
 //! 2. Plan: the paths whose snapshot entry differs from the target's. Only paths in the current
-//!    snapshot or in the target are ever touched; ignored files, files left out for size, nested
-//!    repositories and the project's `.git` are not in either, so they are never written.
+//!    snapshot or in the target are ever touched. A path the target lacks is deleted only if
+//!    the target could have seen it (see [`crate::visibility`]): a file that was ignored, too
+//!    large, special or inside a nested repository when the target was taken is `kept`.
 //! 3. Check: every blob the plan writes is read from the store first; a missing or corrupt
-//!    object stops the run before any file changes. A path the target has but the current
-//!    snapshot lacks, and which exists on disk, is a conflict (unless `force`: then its bytes
-//!    are saved into the undo tree first).
-//! 4. Apply: deletions, then writes. Each file is written to a temp file in its directory and
-//!    renamed over the old one, so a `kill -9` leaves every file old or new. A path that cannot
-//!    be written goes into `failed`, and the others continue.
+//!    object stops the run before any file changes. What stands on disk is looked at through
+//!    directory descriptors: a path the target adds where something outside the current
+//!    snapshot stands (an ignored file, a nested repository, a FIFO) is a conflict (with
+//!    `force`, a file or symlink there is saved into the undo tree first and replaced).
+//! 4. Record the undo point (`refs/rewind/undo`) and make it durable (`syncfs`) before any
+//!    project file changes.
+//! 5. Apply: deletions, then writes. Each file is written to a temp file in its directory, all
+//!    temp files are made durable at once, then each is renamed over the old file, so a
+//!    `kill -9` or a power cut leaves every file old or new. A path that cannot be written goes
+//!    into `failed`, and the others continue. Temp files are named with a random token that is
+//!    recorded in the store first, so only files this restore made are ever swept.
 
 use std::collections::HashSet;
-use std::fs;
-use std::io::{self, Write};
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
@@ -27,8 +31,10 @@ use serde::Serialize;
 
 use crate::diff::{read_blob, tree_changes, Change, Side};
 use crate::error::{Error, Result};
+use crate::fs::{Kind, Perm, ProjectRoot};
 use crate::scan::TrackOptions;
 use crate::store::Store;
+use crate::visibility::Visibility;
 
 /// Options for [`Store::restore`].
 #[derive(Debug, Clone, Default)]
@@ -49,8 +55,13 @@ pub struct RestoreOutcome {
     pub deleted: Vec<String>,
     /// Files that could not be written or deleted, with the reason; the others were done.
     pub failed: Vec<Failure>,
-    /// Paths left alone because they exist on disk outside the current snapshot.
+    /// Paths left alone because something outside the current snapshot stands there (an
+    /// ignored or too-large file, a nested repository, a special file), or because they changed
+    /// on disk while the restore ran.
     pub conflicts: Vec<String>,
+    /// Files the target lacks but could not see (ignored under its rules, inside a nested
+    /// repository then, or left out for size or type): not deleted.
+    pub kept: Vec<String>,
     /// A snapshot of the project from just before: `restore(undo)` puts everything back.
     pub undo: String,
 }
@@ -69,55 +80,52 @@ impl RestoreOutcome {
     }
 }
 
-/// What is in the way of writing a path.
+/// One path to bring to `target` (`None`: delete), currently `current`, taken from snapshot
+/// number `snapshot` of the plan.
+pub(crate) struct Step {
+    pub(crate) path: BString,
+    current: Option<Side>,
+    target: Option<Side>,
+    snapshot: usize,
+}
+
+/// What a run restores: `steps`, each from one of the snapshots `sights` describe.
+pub(crate) struct Plan {
+    /// Names the outcome.
+    pub(crate) target: ObjectId,
+    /// The snapshot of the project just taken (the undo point).
+    pub(crate) current: ObjectId,
+    pub(crate) steps: Vec<Step>,
+    /// What each snapshot of the plan could see.
+    pub(crate) sights: Vec<Visibility>,
+    pub(crate) force: bool,
+}
+
+/// What stands where the target adds a path the current snapshot lacks.
 enum Obstacle {
     None,
     /// A file or symlink outside the current snapshot: saved and replaced with `force`.
-    File(PathBuf, fs::Metadata),
-    /// Something never replaced: a nested repository, a directory with files outside the
-    /// snapshot, a file in place of a parent directory.
+    File(Kind),
+    /// Something never replaced: a nested repository, rewind's data, a special file, a
+    /// directory with files outside the snapshot, a file in place of a parent directory.
     Kept,
 }
 
-/// Whether directory `abs` (project path `rel`) holds nothing but directories and files in
-/// `deleting`. Costs a walk of the directory.
-fn holds_only(abs: &Path, rel: &BStr, deleting: &HashSet<&BStr>) -> bool {
-    let Ok(entries) = fs::read_dir(abs) else {
-        return false;
-    };
-    entries.flatten().all(|entry| {
-        let mut child = BString::from(rel);
-        child.push(b'/');
-        child.extend_from_slice(entry.file_name().as_bytes());
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => holds_only(&entry.path(), child.as_ref(), deleting),
-            Ok(_) => deleting.contains(child.as_bstr()),
-            Err(_) => false,
-        }
-    })
+/// What the run does at one step's path.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Delete,
+    Write,
+    /// Save what is on disk into the undo tree, then write.
+    SaveAndWrite(Kind),
+    Conflict,
+    Kept,
+    /// Nothing to do (the file is already gone).
+    Nothing,
 }
 
-/// Remove directory `dir` if it holds only (empty) directories; fails otherwise.
-fn remove_empty_tree(dir: &Path) -> io::Result<()> {
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        if !entry.file_type()?.is_dir() {
-            return Err(io::Error::other(format!(
-                "{} is in the way",
-                entry.path().display()
-            )));
-        }
-        remove_empty_tree(&entry.path())?;
-    }
-    fs::remove_dir(dir)
-}
-
-/// One path to bring to `target` (`None`: delete), currently `current`.
-pub(crate) struct Step {
-    path: BString,
-    current: Option<Side>,
-    target: Option<Side>,
-}
+/// The store file naming the temp-file token of a restore in progress and its directories.
+const JOURNAL: &str = "rewind-restore-journal";
 
 impl Store {
     /// Make the project's snapshotted files exactly snapshot `hash`.
@@ -136,12 +144,13 @@ impl Store {
         let _lock = self.lock()?;
         let current = self.track_locked(&TrackOptions::default())?.hash;
         let changes = tree_changes(&self.repo(), current, target)?;
-        self.apply(
+        self.apply(Plan {
             target,
             current,
-            changes.iter().map(step_of).collect(),
-            options.force,
-        )
+            steps: changes.iter().map(|c| step_of(c, 0)).collect(),
+            sights: vec![self.visibility(target, None)?],
+            force: options.force,
+        })
     }
 
     /// Bring only `paths` (files or directories; project-relative, or absolute inside the
@@ -187,19 +196,19 @@ impl Store {
         let current = self.track_locked(&TrackOptions::default())?.hash;
         let repo = self.repo();
         // One tree diff per distinct target, filtered by each request's path.
-        let mut diffs: Vec<(ObjectId, Vec<Change>)> = Vec::new();
+        let mut targets: Vec<(ObjectId, Vec<Change>)> = Vec::new();
         let mut steps: Vec<Step> = Vec::new();
         let mut claimed: Vec<BString> = Vec::new();
         for (target, path) in requests {
-            if !diffs.iter().any(|(id, _)| *id == target) {
-                diffs.push((target, tree_changes(&repo, current, target)?));
-            }
-            let changes = &diffs
-                .iter()
-                .find(|(id, _)| *id == target)
-                .expect("just added")
-                .1;
-            for change in changes
+            let index = match targets.iter().position(|(id, _)| *id == target) {
+                Some(index) => index,
+                None => {
+                    targets.push((target, tree_changes(&repo, current, target)?));
+                    targets.len() - 1
+                }
+            };
+            for change in targets[index]
+                .1
                 .iter()
                 .filter(|c| is_within(c.path.as_ref(), path.as_ref()))
             {
@@ -208,69 +217,87 @@ impl Store {
                     .iter()
                     .any(|c| is_within(change.path.as_ref(), c.as_ref()))
                 {
-                    steps.push(step_of(change));
+                    steps.push(step_of(change, index));
                 }
             }
             claimed.push(path);
         }
-        let target = first.unwrap_or(current);
-        self.apply(target, current, steps, false)
+        let sights = targets
+            .iter()
+            .map(|(id, _)| self.visibility(*id, None))
+            .collect::<Result<_>>()?;
+        self.apply(Plan {
+            target: first.unwrap_or(current),
+            current,
+            steps,
+            sights,
+            force: false,
+        })
     }
 
-    /// Check, then carry out `steps` (see the module docs). `target` names the outcome.
-    pub(crate) fn apply(
-        &self,
-        target: ObjectId,
-        current: ObjectId,
-        steps: Vec<Step>,
-        force: bool,
-    ) -> Result<RestoreOutcome> {
+    /// Check, then carry out `plan` (see the module docs).
+    pub(crate) fn apply(&self, mut plan: Plan) -> Result<RestoreOutcome> {
         let repo = self.repo();
         // Read every blob to be written first: a missing or corrupt object stops everything here.
-        let mut contents = Vec::with_capacity(steps.len());
-        for step in &steps {
+        let mut contents = Vec::with_capacity(plan.steps.len());
+        for step in &plan.steps {
             contents.push(match step.target {
                 Some(side) => Some(read_blob(&repo, side.id, step.path.as_ref())?),
                 None => None,
             });
         }
+        let root = ProjectRoot::open(self.project())
+            .map_err(|e| Error::io("opening project", self.project(), e))?;
 
         let mut outcome = RestoreOutcome {
-            hash: target.to_string(),
+            hash: plan.target.to_string(),
             written: Vec::new(),
             deleted: Vec::new(),
             failed: Vec::new(),
             conflicts: Vec::new(),
-            undo: current.to_string(),
+            kept: Vec::new(),
+            undo: plan.current.to_string(),
         };
-        // Paths the target adds where something outside the current snapshot is in the way.
-        let deleting: HashSet<&BStr> = steps
+        let deleting: HashSet<&BStr> = plan
+            .steps
             .iter()
             .filter(|s| s.current.is_some() && s.target.is_none())
             .map(|s| s.path.as_bstr())
             .collect();
-        let mut saved = Vec::new();
-        let mut skip = vec![false; steps.len()];
-        for (i, step) in steps.iter().enumerate() {
-            if step.current.is_some() || step.target.is_none() {
-                continue;
+        let mut actions = Vec::with_capacity(plan.steps.len());
+        for step in &plan.steps {
+            let action = match self.action(&root, &repo, step, &deleting, &mut plan.sights) {
+                Ok(Action::SaveAndWrite(_)) if !plan.force => Action::Conflict,
+                Ok(action) => action,
+                Err(e) => {
+                    outcome.failed.push(failure(&step.path, &e));
+                    Action::Nothing
+                }
+            };
+            match action {
+                Action::Conflict => outcome.conflicts.push(lossy(&step.path)),
+                Action::Kept => outcome.kept.push(lossy(&step.path)),
+                _ => {}
             }
-            match self.obstacle(step.path.as_ref(), &deleting) {
-                Obstacle::None => {}
-                Obstacle::File(abs, meta) if force => {
-                    saved.push((step.path.clone(), self.save_on_disk(&abs, &meta)?));
-                }
-                Obstacle::File(..) | Obstacle::Kept => {
-                    outcome.conflicts.push(lossy(&step.path));
-                    skip[i] = true;
-                }
+            actions.push(action);
+        }
+        drop(deleting);
+
+        // The undo tree: the current snapshot, plus what `force` replaces outside it.
+        let mut saved = Vec::new();
+        for (step, action) in plan.steps.iter().zip(&actions) {
+            if let Action::SaveAndWrite(kind) = action {
+                saved.push((
+                    step.path.clone(),
+                    self.save_on_disk(&root, step.path.as_ref(), *kind)?,
+                ));
             }
         }
         let undo = if saved.is_empty() {
-            current
+            plan.current
         } else {
             let mut editor = repo
-                .edit_tree(current)
+                .edit_tree(plan.current)
                 .map_err(|e| Error::store(self.git_dir(), e))?;
             for (path, (kind, id)) in &saved {
                 editor
@@ -283,105 +310,141 @@ impl Store {
                 .detach()
         };
         outcome.undo = undo.to_string();
-        self.record_undo(undo, target)?;
+        self.record_undo(undo, plan.target)?;
+        let token = self.write_journal(&plan.steps)?;
+        // The undo point and the journal are durable before the first project file changes.
+        crate::fs::sync_path(self.git_dir())
+            .map_err(|e| Error::io("syncing", self.git_dir(), e))?;
 
-        self.progress().start("restoring", steps.len() as u64);
-        tracing::debug!(%target, %undo, steps = steps.len(), conflicts = outcome.conflicts.len(), "restoring");
+        let total = actions.iter().filter(|a| is_change(**a)).count();
+        self.progress().start("restoring", total as u64);
+        tracing::debug!(target = %plan.target, %undo, total, conflicts = outcome.conflicts.len(), "restoring");
         // Deletions first, so that a directory can replace a file and the reverse.
         let mut emptied = Vec::new();
-        for (step, _) in steps
+        for (step, _) in plan
+            .steps
             .iter()
-            .zip(&skip)
-            .filter(|(s, skip)| s.target.is_none() && !**skip)
+            .zip(&actions)
+            .filter(|(_, a)| **a == Action::Delete)
         {
             self.progress().step();
-            let abs = self.abs(step.path.as_ref());
-            match remove_file(&abs) {
+            match root.remove_file(step.path.as_ref()) {
                 Ok(()) => {
                     outcome.deleted.push(lossy(&step.path));
-                    emptied.extend(abs.parent().map(Path::to_owned));
+                    if let Some(slash) = step.path.rfind_byte(b'/') {
+                        emptied.push(BString::from(&step.path[..slash]));
+                    }
                 }
                 Err(e) => outcome.failed.push(failure(&step.path, &e)),
             }
         }
-        self.remove_empty_dirs(emptied);
-        for ((step, data), _) in steps
-            .iter()
-            .zip(contents)
-            .zip(&skip)
-            .filter(|(_, skip)| !**skip)
+        remove_empty_dirs(&root, emptied);
+
+        // Writes: every temp file first, one sync, then the renames.
+        let mut staged: Vec<(usize, OwnedFd, Vec<u8>)> = Vec::new();
+        for (n, ((step, data), action)) in
+            plan.steps.iter().zip(&contents).zip(&actions).enumerate()
         {
             let (Some(side), Some(data)) = (step.target, data) else {
                 continue;
             };
-            self.progress().step();
-            match self.write_file(step.path.as_ref(), side, &data) {
-                Ok(()) => outcome.written.push(lossy(&step.path)),
+            if !matches!(action, Action::Write | Action::SaveAndWrite(_)) {
+                continue;
+            }
+            let temp = format!(".rewind-{token}-{n}").into_bytes();
+            match stage(&root, step.path.as_ref(), side, data, &temp) {
+                Ok(dir) => staged.push((n, dir, temp)),
                 Err(e) => outcome.failed.push(failure(&step.path, &e)),
             }
         }
-        self.remove_stale_temp_files(&steps);
+        let dirs = staged.iter().map(|(_, dir, _)| dir.as_fd());
+        if let Err(e) = crate::fs::sync_filesystems(dirs) {
+            // Nothing was replaced yet: undo the staging and stop.
+            for (_, dir, temp) in &staged {
+                let _ = ProjectRoot::unlink_in(dir, temp);
+            }
+            return Err(Error::io("syncing", self.project(), e));
+        }
+        for (n, dir, temp) in staged {
+            self.progress().step();
+            let step = &plan.steps[n];
+            let name = step.path.rsplit_str(b"/").next().unwrap_or_default();
+            match replace(&root, step.path.as_ref(), &dir, &temp, name) {
+                Ok(()) => outcome.written.push(lossy(&step.path)),
+                Err(e) => {
+                    let _ = ProjectRoot::unlink_in(&dir, &temp);
+                    outcome.failed.push(failure(&step.path, &e));
+                }
+            }
+        }
+        self.remove_journal();
         Ok(outcome)
     }
 
-    /// What stands on disk where the target puts `path`, which the current snapshot lacks.
-    /// `deleting`: the current snapshot's paths this run deletes (they are not obstacles).
-    /// Never looks through a symlink or a file on the way: those end the search.
-    fn obstacle(&self, path: &BStr, deleting: &HashSet<&BStr>) -> Obstacle {
-        let mut at = self.project().to_owned();
-        let mut walked = BString::default();
-        for name in path.split(|&b| b == b'/') {
-            at.push(std::ffi::OsStr::from_bytes(name));
-            if !walked.is_empty() {
-                walked.push(b'/');
-            }
-            walked.extend_from_slice(name);
-            let Ok(meta) = fs::symlink_metadata(&at) else {
-                return Obstacle::None; // nothing there, nor below
-            };
-            let is_target = walked.len() == path.len();
-            if meta.is_dir() {
-                if at.join(".git").symlink_metadata().is_ok() {
-                    return Obstacle::Kept; // a nested repository: never written into
+    /// Decide what to do at `step`'s path, looking at what stands on disk now.
+    fn action(
+        &self,
+        root: &ProjectRoot,
+        repo: &gix::Repository,
+        step: &Step,
+        deleting: &HashSet<&BStr>,
+        sights: &mut [Visibility],
+    ) -> io::Result<Action> {
+        let path = step.path.as_bstr();
+        let on_disk = || root.lstat(path).map(|found| found.map(|f| f.kind));
+        Ok(match (step.current, step.target) {
+            (_, None) => {
+                let sight = &mut sights[step.snapshot];
+                if !sight.can_see(repo, path).map_err(io::Error::other)? {
+                    return Ok(Action::Kept);
                 }
-                if is_target {
-                    // Only empty directories and files this run deletes may be replaced.
-                    return match holds_only(&at, walked.as_ref(), deleting) {
-                        true => Obstacle::None,
-                        false => Obstacle::Kept,
-                    };
+                match on_disk()? {
+                    None => Action::Nothing,
+                    Some(Kind::File | Kind::Symlink) => Action::Delete,
+                    // Changed since the snapshot a moment ago: not ours to delete.
+                    Some(Kind::Dir | Kind::Special) => Action::Conflict,
                 }
-            } else if deleting.contains(walked.as_bstr()) {
-                return Obstacle::None; // a file or symlink of the snapshot, deleted first
-            } else if is_target {
-                return Obstacle::File(at, meta);
-            } else {
-                return Obstacle::Kept; // a file or symlink outside the snapshot on the way
             }
-        }
-        Obstacle::None
+            (Some(_), Some(_)) => match on_disk()? {
+                None | Some(Kind::File | Kind::Symlink) => Action::Write,
+                Some(Kind::Dir | Kind::Special) => Action::Conflict,
+            },
+            (None, Some(_)) => match obstacle(root, path, deleting)? {
+                Obstacle::None => Action::Write,
+                Obstacle::File(kind) => Action::SaveAndWrite(kind),
+                Obstacle::Kept => Action::Conflict,
+            },
+        })
     }
 
-    /// The project file at `path`, saved as a blob: (tree entry kind, id).
+    /// The project file or symlink at `path`, saved as a blob: (tree entry kind, id). Never
+    /// opens a special file (an error, not a hang).
     fn save_on_disk(
         &self,
-        abs: &Path,
-        meta: &fs::Metadata,
+        root: &ProjectRoot,
+        path: &BStr,
+        kind: Kind,
     ) -> Result<(gix::objs::tree::EntryKind, ObjectId)> {
         use gix::objs::tree::EntryKind;
-        if meta.file_type().is_symlink() {
-            let target = fs::read_link(abs).map_err(|e| Error::io("reading", abs, e))?;
-            let id = self
-                .objects()
-                .write(gix::objs::Kind::Blob, target.as_os_str().as_bytes())?;
+        let abs = root.display(path);
+        if kind == Kind::Symlink {
+            let target = root
+                .read_link(path)
+                .map_err(|e| Error::io("reading", &abs, e))?;
+            let id = self.objects().write(gix::objs::Kind::Blob, &target)?;
             return Ok((EntryKind::Link, id));
         }
-        let data = fs::read(abs).map_err(|e| Error::io("reading", abs, e))?;
+        let data = root
+            .read_file(path)
+            .map_err(|e| Error::io("reading", &abs, e))?;
         let id = self.objects().write(gix::objs::Kind::Blob, &data)?;
-        let kind = if meta.permissions().mode() & 0o100 != 0 {
-            EntryKind::BlobExecutable
-        } else {
-            EntryKind::Blob
+        let mode = root
+            .lstat(path)
+            .map_err(|e| Error::io("reading", &abs, e))?
+            .map_or(0o644, |f| f.mode);
+        let kind = match mode & 0o100 {
+            0 => EntryKind::Blob,
+            _ => EntryKind::BlobExecutable,
         };
         Ok((kind, id))
     }
@@ -398,107 +461,77 @@ impl Store {
         Ok(())
     }
 
-    fn abs(&self, path: &BStr) -> PathBuf {
-        self.project().join(std::ffi::OsStr::from_bytes(path))
-    }
-
-    /// Remove the temp files a killed restore left in the directories of `steps` (ours by
-    /// name; under the store lock no other restore is writing). Costs a `readdir` per directory.
-    fn remove_stale_temp_files(&self, steps: &[Step]) {
-        let mut dirs: Vec<PathBuf> = steps
+    /// Record the token this run's temp files carry and the directories they go in, so that
+    /// after a crash the next run removes exactly those files (and never a user's). Returns the
+    /// token: 16 hex digits from the clock, the process and the plan.
+    fn write_journal(&self, steps: &[Step]) -> Result<String> {
+        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        hasher.update(format!("{nanos} {} {}", std::process::id(), steps.len()).as_bytes());
+        let token = hasher
+            .try_finalize()
+            .map_err(|e| Error::store(self.git_dir(), e))?
+            .to_hex_with_len(16)
+            .to_string();
+        let mut text = format!("token {token}\n");
+        let mut dirs: Vec<&[u8]> = steps
             .iter()
-            .filter_map(|s| self.abs(s.path.as_ref()).parent().map(Path::to_owned))
+            .filter(|s| s.target.is_some())
+            .map(|s| {
+                s.path
+                    .rfind_byte(b'/')
+                    .map_or(&b""[..], |slash| &s.path[..slash])
+            })
             .collect();
         dirs.sort_unstable();
         dirs.dedup();
         for dir in dirs {
-            let Ok(entries) = fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                if is_temp_name(entry.file_name().as_bytes()) {
-                    let _ = fs::remove_file(entry.path());
-                }
-            }
+            text.push_str("dir ");
+            text.extend(dir.iter().map(|b| format!("{b:02x}")));
+            text.push('\n');
         }
+        crate::fs::write_atomically(&self.git_dir().join(JOURNAL), text.as_bytes())?;
+        Ok(token)
     }
 
-    /// Remove each directory in `dirs` and its parents while they are empty, up to the project.
-    fn remove_empty_dirs(&self, mut dirs: Vec<PathBuf>) {
-        dirs.sort_unstable();
-        dirs.dedup();
-        for dir in dirs.into_iter().rev() {
-            let mut dir = dir.as_path();
-            while dir.starts_with(self.project())
-                && dir != self.project()
-                && fs::remove_dir(dir).is_ok()
-            {
-                match dir.parent() {
-                    Some(parent) => dir = parent,
-                    None => break,
-                }
-            }
-        }
+    fn remove_journal(&self) {
+        let _ = std::fs::remove_file(self.git_dir().join(JOURNAL));
     }
 
-    /// Write `data` as the file (or symlink) at project path `path`, atomically: a temp file in
-    /// the same directory, mode set, then a rename. Never writes through a symlinked directory.
-    fn write_file(&self, path: &BStr, side: Side, data: &[u8]) -> io::Result<()> {
-        let abs = self.abs(path);
-        let parent = abs.parent().expect("a project path has a parent");
-        self.ensure_real_dirs(parent)?;
-        if fs::symlink_metadata(&abs).is_ok_and(|m| m.is_dir()) {
-            remove_empty_tree(&abs)?; // checked: only empty directories are left there
-        }
-        if side.is_link() {
-            let temp = temp_name(parent);
-            std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(data), &temp)?;
-            return fs::rename(&temp, &abs).inspect_err(|_| {
-                let _ = fs::remove_file(&temp);
-            });
-        }
-        let executable = side.mode & 0o111 != 0;
-        let mode = match fs::symlink_metadata(&abs) {
-            // Keep the file's permissions, changing only the exec bits as git does.
-            Ok(meta) if meta.is_file() => {
-                let mode = meta.permissions().mode() & 0o777;
-                if executable {
-                    mode | (mode & 0o444) >> 2
-                } else {
-                    mode & !0o111
-                }
-            }
-            _ if executable => 0o755,
-            _ => 0o644,
+    /// Remove the temp files a killed restore left: only names carrying the token its journal
+    /// recorded, in the directories it recorded. Every snapshot taken under the store lock
+    /// calls it first, so no snapshot records such a file. Costs one failed `open` when no
+    /// restore was killed, else a `readdir` per recorded directory.
+    pub(crate) fn sweep_temp_files(&self) {
+        let Ok(text) = std::fs::read_to_string(self.git_dir().join(JOURNAL)) else {
+            return;
         };
-        let mut temp = tempfile::Builder::new()
-            .prefix(".rewind-")
-            .permissions(fs::Permissions::from_mode(mode))
-            .tempfile_in(parent)?;
-        temp.write_all(data)?;
-        temp.persist(&abs).map(drop).map_err(|e| e.error)
-    }
-
-    /// Create the directories of `dir` below the project; each existing one must be a real
-    /// directory (a symlink or a file in the way is an error, never followed).
-    fn ensure_real_dirs(&self, dir: &Path) -> io::Result<()> {
-        let relative = dir.strip_prefix(self.project()).map_err(io::Error::other)?;
-        let mut at = self.project().to_owned();
-        for component in relative.components() {
-            at.push(component);
-            match fs::symlink_metadata(&at) {
-                Ok(meta) if meta.is_dir() => {}
-                Ok(_) => {
-                    return Err(io::Error::other(format!(
-                        "{} is in the way (not a directory)",
-                        at.display()
-                    )))
+        let Ok(root) = ProjectRoot::open(self.project()) else {
+            return;
+        };
+        let mut token = None;
+        for line in text.lines() {
+            match line.split_once(' ') {
+                Some(("token", t)) if t.len() == 16 => token = Some(format!(".rewind-{t}-")),
+                Some(("dir", hex)) => {
+                    let (Some(prefix), Some(dir)) = (&token, decode_hex(hex)) else {
+                        continue;
+                    };
+                    let Ok(names) = root.names_with_prefix(&dir, prefix.as_bytes()) else {
+                        continue;
+                    };
+                    if let Ok(fd) = root.open_dir(&dir, false) {
+                        for name in names {
+                            let _ = ProjectRoot::unlink_in(&fd, &name);
+                        }
+                    }
                 }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir(&at)?,
-                Err(e) => return Err(e),
+                _ => {}
             }
         }
-        Ok(())
+        self.remove_journal();
     }
 
     /// `path` as a project-relative `/`-separated path. Rejects paths that leave the project:
@@ -510,7 +543,7 @@ impl Store {
         };
         let relative = if path.is_absolute() {
             let lexical = path.strip_prefix(self.project());
-            let canonical_parent = path.parent().and_then(|p| fs::canonicalize(p).ok());
+            let canonical_parent = path.parent().and_then(|p| std::fs::canonicalize(p).ok());
             match (lexical, canonical_parent) {
                 (Ok(rest), _) => rest.to_owned(),
                 (Err(_), Some(parent)) if parent.starts_with(self.project()) => {
@@ -544,7 +577,7 @@ impl Store {
         let mut at = self.project().to_owned();
         for name in parts.iter().take(parts.len().saturating_sub(1)) {
             at.push(std::ffi::OsStr::from_bytes(name));
-            if fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+            if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
                 return Err(bad("goes through a symlink"));
             }
         }
@@ -552,46 +585,149 @@ impl Store {
     }
 }
 
-pub(crate) fn step_of(change: &Change) -> Step {
+pub(crate) fn step_of(change: &Change, snapshot: usize) -> Step {
     Step {
         path: change.path.clone(),
         current: change.before,
         target: change.after,
+        snapshot,
     }
 }
 
-/// Remove a file or symlink; one already gone is fine.
-fn remove_file(abs: &Path) -> io::Result<()> {
-    match fs::remove_file(abs) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        other => other,
+fn is_change(action: Action) -> bool {
+    matches!(
+        action,
+        Action::Delete | Action::Write | Action::SaveAndWrite(_)
+    )
+}
+
+/// What stands on disk where the target puts `path`, which the current snapshot lacks.
+/// `deleting`: the current snapshot's paths this run deletes (they are not obstacles).
+/// Descends through directory descriptors, one component at a time; a symlink, file or special
+/// file on the way ends the search.
+fn obstacle(root: &ProjectRoot, path: &BStr, deleting: &HashSet<&BStr>) -> io::Result<Obstacle> {
+    let mut dir = root.open_dir(b"", false)?;
+    let names: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
+    for (i, name) in names.iter().enumerate() {
+        let walked = path[..names[..=i].iter().map(|n| n.len() + 1).sum::<usize>() - 1].as_bstr();
+        let is_target = i + 1 == names.len();
+        let Some(found) = crate::fs::stat_in(dir.as_fd(), name)? else {
+            return Ok(Obstacle::None); // nothing there, nor below
+        };
+        match found.kind {
+            Kind::Dir => {
+                let child = crate::fs::open_child(dir.as_fd(), name)?;
+                let nested = crate::fs::stat_in(child.as_fd(), b".git")?.is_some();
+                let ours = crate::fs::stat_in(child.as_fd(), crate::store::DATA_MARKER.as_bytes())?
+                    .is_some();
+                if nested || ours {
+                    return Ok(Obstacle::Kept); // never written into
+                }
+                if is_target {
+                    // Only empty directories and files this run deletes may be replaced.
+                    return Ok(match holds_only(root, walked, deleting)? {
+                        true => Obstacle::None,
+                        false => Obstacle::Kept,
+                    });
+                }
+                dir = child;
+            }
+            Kind::Special => return Ok(Obstacle::Kept),
+            Kind::File | Kind::Symlink if deleting.contains(walked) => return Ok(Obstacle::None),
+            kind if is_target => return Ok(Obstacle::File(kind)),
+            _ => return Ok(Obstacle::Kept), // a file or symlink outside the snapshot on the way
+        }
+    }
+    Ok(Obstacle::None)
+}
+
+/// Whether directory `dir` holds nothing but directories and files in `deleting`. Costs a walk
+/// of the directory (iterative: no stack per level).
+fn holds_only(root: &ProjectRoot, dir: &BStr, deleting: &HashSet<&BStr>) -> io::Result<bool> {
+    let mut pending: Vec<BString> = vec![dir.to_owned()];
+    while let Some(dir) = pending.pop() {
+        for (child, kind) in root.list(dir.as_ref())? {
+            match kind {
+                Kind::Dir => pending.push(child),
+                _ if deleting.contains(child.as_bstr()) => {}
+                _ => return Ok(false),
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Write `data` for `path` (a file, or a symlink's target) to temp name `temp` in its
+/// directory, creating missing directories; returns the directory. A file that exists keeps
+/// its permission bits (only the exec bits follow the snapshot, as in git); a new one gets
+/// 0666 or 0777 less the umask.
+fn stage(
+    root: &ProjectRoot,
+    path: &BStr,
+    side: Side,
+    data: &[u8],
+    temp: &[u8],
+) -> io::Result<OwnedFd> {
+    let (dir, name) = root.parent(path, true)?;
+    if side.is_link() {
+        ProjectRoot::symlink_temp(&dir, temp, data)?;
+        return Ok(dir);
+    }
+    let executable = side.mode & 0o111 != 0;
+    let perm = match crate::fs::stat_in(dir.as_fd(), name)? {
+        Some(found) if found.kind == Kind::File => {
+            let mode = found.mode & 0o7777;
+            Perm::Exact(match executable {
+                true => mode | (mode & 0o444) >> 2,
+                false => mode & !0o111,
+            })
+        }
+        _ if executable => Perm::LessUmask(0o777),
+        _ => Perm::LessUmask(0o666),
+    };
+    ProjectRoot::write_temp(&dir, temp, data, perm)?;
+    Ok(dir)
+}
+
+/// Rename the staged `temp` over `name` in `dir` (project path `path`). An empty directory
+/// tree standing there (checked while planning) is removed first.
+fn replace(
+    root: &ProjectRoot,
+    path: &BStr,
+    dir: &OwnedFd,
+    temp: &[u8],
+    name: &[u8],
+) -> io::Result<()> {
+    if crate::fs::stat_in(dir.as_fd(), name)?.is_some_and(|f| f.kind == Kind::Dir) {
+        root.remove_empty_tree(path)?;
+    }
+    ProjectRoot::rename_in(dir, temp, name)
+}
+
+/// Remove each directory in `dirs` and its parents while they are empty, up to the project.
+fn remove_empty_dirs(root: &ProjectRoot, mut dirs: Vec<BString>) {
+    dirs.sort_unstable();
+    dirs.dedup();
+    for dir in dirs.into_iter().rev() {
+        let mut dir = dir.as_bstr();
+        while !dir.is_empty() && root.remove_dir_if_empty(dir) {
+            dir = match dir.rfind_byte(b'/') {
+                Some(slash) => dir[..slash].as_bstr(),
+                None => break,
+            };
+        }
     }
 }
 
-/// The names of restore's temp files: `.rewind-` and 6 letters or digits (a file's), or
-/// `.rewind-link-<pid>-<nanos>` (a symlink's).
-fn is_temp_name(name: &[u8]) -> bool {
-    match name.strip_prefix(b".rewind-") {
-        Some(rest) if rest.starts_with(b"link-") => true,
-        Some(rest) => rest.len() == 6 && rest.iter().all(u8::is_ascii_alphanumeric),
-        None => false,
-    }
-}
-
-/// A fresh name for a temporary symlink in `dir`.
-fn temp_name(dir: &Path) -> PathBuf {
-    let unique = format!(
-        ".rewind-link-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    );
-    dir.join(unique)
+fn decode_hex(hex: &str) -> Option<Vec<u8>> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// Whether `path` is `dir` or below it (`dir` empty: the whole project).
-fn is_within(path: &BStr, dir: &BStr) -> bool {
+pub(crate) fn is_within(path: &BStr, dir: &BStr) -> bool {
     dir.is_empty()
         || path == dir
         || (path.starts_with(dir.as_bytes()) && path.get(dir.len()) == Some(&b'/'))

@@ -90,6 +90,21 @@ pub enum SkipReason {
     SpecialFile,
     /// A file or directory that could not be read.
     Unreadable,
+    /// rewind's own data: a data directory or a store (it holds the data marker file).
+    RewindData,
+}
+
+impl SkipReason {
+    /// The reason as `--json` and the store's records spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::TooLarge => "too_large",
+            SkipReason::NestedRepo => "nested_repo",
+            SkipReason::SpecialFile => "special_file",
+            SkipReason::Unreadable => "unreadable",
+            SkipReason::RewindData => "rewind_data",
+        }
+    }
 }
 
 /// One file of the new snapshot.
@@ -183,6 +198,7 @@ impl Store {
 
     /// [`track`](Self::track) for a caller that holds the store lock already.
     pub(crate) fn track_locked(&self, options: &TrackOptions) -> Result<Snapshot> {
+        self.sweep_temp_files();
         Ok(self
             .snapshot_locked(options, None)?
             .expect("runs to the end without a probe"))
@@ -308,7 +324,7 @@ impl Store {
             self.write_loose_record(checksum, loose.into_iter().collect());
         }
         let hash = tree.id;
-        self.record_snapshot(hash)?;
+        self.record_snapshot(hash, &skipped)?;
         tracing::debug!(%hash, files, skipped = skipped.len(), "snapshot taken");
         Ok(Some(Snapshot {
             hash,
@@ -654,6 +670,9 @@ impl Walk<'_> {
                 b"." | b".." => continue,
                 b".git" if rel.is_empty() => continue, // the project's own repository
                 b".git" => return Ok(DirScan::skipped(rel, SkipReason::NestedRepo, None)),
+                _ if name == crate::store::DATA_MARKER.as_bytes() => {
+                    return Ok(DirScan::skipped(rel, SkipReason::RewindData, None))
+                }
                 _ => {}
             }
             let file_type = entry.file_type();

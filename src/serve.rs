@@ -225,8 +225,10 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
         }
         "turn_begin" => {
             let TurnId { session, turn } = params(raw)?;
-            store.begin_turn(&session, &turn)?;
-            value(json!({"session": session, "turn": turn}))
+            let start = store.begin_turn(&session, &turn)?;
+            value(
+                json!({"session": session, "turn": turn, "before": start.before, "skipped": start.skipped}),
+            )
         }
         "track_file" => {
             let TrackFile {
@@ -239,7 +241,10 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
         }
         "turn_end" => {
             let TurnId { session, turn } = params(raw)?;
-            value(store.end_turn(&session, &turn)?)
+            let mut row = json!(store.end_turn(&session, &turn)?);
+            row["session"] = json!(session);
+            row["turn"] = json!(turn);
+            Ok(row)
         }
         "turns" => {
             let Session { session } = params(raw)?;

@@ -80,8 +80,35 @@ const STORE_CONFIG: &[(&str, &str)] = &[
     ("diff.renames", "false"),
 ];
 
+/// The file that marks a directory as rewind's own data (a data directory, a store): a
+/// snapshot leaves such a directory out, and restore never writes into it.
+pub(crate) const DATA_MARKER: &str = "rewind-data.tag";
+
 /// Default for `rewind.maxFileSize`: new files above it are left out of snapshots.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 2 * 1024 * 1024;
+
+/// How [`Store::open_with`] opens a store.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// Allow the home directory or `/` itself as the project (refused by default: snapshots
+    /// of a whole home directory fill disks).
+    pub allow_home: bool,
+}
+
+/// Put the data marker in `dir` (a data directory or a store), so that a snapshot of a project
+/// that contains it leaves it out and restore never writes into it. Costs one `stat` when it
+/// is there.
+pub(crate) fn mark_as_data(dir: &Path) -> Result<()> {
+    let marker = dir.join(DATA_MARKER);
+    if marker.is_file() {
+        return Ok(());
+    }
+    fs::write(
+        &marker,
+        "rewind's data: snapshots leave this directory out, and restores never write into it.\n",
+    )
+    .map_err(|e| Error::io("writing", &marker, e))
+}
 
 /// An open shadow store for one project.
 pub struct Store {
@@ -133,6 +160,19 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn open(project: &Path, data_dir: &Path) -> Result<Store> {
+        Self::open_with(project, data_dir, &OpenOptions::default())
+    }
+
+    /// [`open`](Self::open) with `options`: the home directory and `/` are refused as projects
+    /// (`broad_project`) unless [`OpenOptions::allow_home`] says otherwise.
+    ///
+    /// ```no_run
+    /// let options = rewind::OpenOptions { allow_home: true, ..Default::default() };
+    /// let home = std::env::var_os("HOME").unwrap();
+    /// let store = rewind::Store::open_with(home.as_ref(), &rewind::data_dir(None)?, &options)?;
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn open_with(project: &Path, data_dir: &Path, options: &OpenOptions) -> Result<Store> {
         let project = fs::canonicalize(project).map_err(|source| Error::Project {
             path: project.to_owned(),
             source,
@@ -140,8 +180,21 @@ impl Store {
         if !project.is_dir() {
             return Err(Error::NotADirectory(project));
         }
+        let home = std::env::var_os("HOME").and_then(|h| fs::canonicalize(h).ok());
+        if !options.allow_home && (project == Path::new("/") || Some(&project) == home.as_ref()) {
+            return Err(Error::BroadProject(project));
+        }
         fs::create_dir_all(data_dir)
             .map_err(|e| Error::io("creating data directory", data_dir, e))?;
+        let canonical_data = fs::canonicalize(data_dir)
+            .map_err(|e| Error::io("resolving data directory", data_dir, e))?;
+        if project.starts_with(&canonical_data) {
+            return Err(Error::ProjectInData {
+                project,
+                data_dir: canonical_data,
+            });
+        }
+        mark_as_data(&canonical_data)?;
         let git_dir = data_dir.join(store_name(&project));
         if git_dir.is_dir() && !git_dir.join("objects").is_dir() {
             // Its records point at objects that are gone: keep it aside, start a new one.
@@ -473,6 +526,7 @@ fn create_store(git_dir: &Path, project: &Path, data_dir: &Path) -> Result<()> {
     let config_path = staged.join("config");
     fs::write(&config_path, store_config(git_dir, project)?)
         .map_err(|e| Error::io("writing config", &config_path, e))?;
+    mark_as_data(&staged)?;
     // The empty tree is implicit for gix but a `bad object` for git until written.
     ObjectWriter::new(staged.join("objects")).write(gix::objs::Kind::Tree, b"")?;
     match fs::rename(&staged, git_dir) {

@@ -12,17 +12,18 @@
 //! commit messages' trailers, so `git log --all` in the store shows every turn, and a new process
 //! finds everything there: nothing lives only in memory.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
-use gix::bstr::{BString, ByteSlice};
+use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
 use serde::Serialize;
+use std::os::unix::ffi::OsStrExt;
 
-use crate::diff::{file_change, tree_changes, Change, DiffOptions, Status};
+use crate::diff::{file_change, tree_changes, Change, DiffOptions, Side, Status};
 use crate::error::{Error, Result};
-use crate::restore::{step_of, RestoreOutcome};
+use crate::restore::{is_within, step_of, Plan, RestoreOutcome};
 use crate::scan::TrackOptions;
 use crate::store::Store;
 
@@ -63,6 +64,28 @@ pub struct SessionChanges {
     pub total_deletions: usize,
 }
 
+/// What [`Store::begin_turn`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnStart {
+    /// The snapshot taken as the turn's "before".
+    pub before: String,
+    /// What that snapshot left out: an undo of the turn cannot bring these back.
+    pub skipped: Vec<crate::Skipped>,
+}
+
+/// What [`Store::end_turn`] did.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnEnd {
+    /// The turn's "before" snapshot.
+    pub before: String,
+    /// The turn's "after" snapshot.
+    pub after: String,
+    /// What changed in the turn.
+    pub files: Vec<TurnFile>,
+    /// What the "after" snapshot left out.
+    pub skipped: Vec<crate::Skipped>,
+}
+
 /// What [`Store::undo`] did.
 #[derive(Debug, Clone, Serialize)]
 pub struct UndoOutcome {
@@ -70,8 +93,12 @@ pub struct UndoOutcome {
     pub restored: Vec<String>,
     /// Files deleted (the turns had created them).
     pub deleted: Vec<String>,
-    /// Files left alone: edited after the agent's last turn (use `force`), or in the way.
+    /// Files left alone: changed by someone else since or between the undone turns (use
+    /// `force`), or something outside the snapshots is in the way.
     pub conflicts: Vec<String>,
+    /// Files the turns created as far as the snapshots show, but which the "before" snapshot
+    /// could not see (ignored then, inside a nested repository, too large): not deleted.
+    pub kept: Vec<String>,
     /// Files that could not be changed, with the reason.
     pub failed: Vec<crate::Failure>,
     /// `restore(undo)` redoes.
@@ -96,6 +123,31 @@ struct Record {
 }
 
 const SESSIONS: &str = "refs/rewind/sessions";
+/// The trailer that marks an undo's commit on a session's chain.
+const UNDO_TRAILER: &str = "Rewind-Undo: yes";
+
+/// What a commit on a session's chain records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChainKind {
+    /// A turn's begin: its tree is the "before".
+    Begin,
+    /// A turn's end: its tree is the "after".
+    End,
+    /// An undo: its tree is the project as the undo left it.
+    Undo,
+}
+
+impl ChainKind {
+    fn of(message: &[u8]) -> ChainKind {
+        if message.lines().any(|l| l == UNDO_TRAILER.as_bytes()) {
+            ChainKind::Undo
+        } else if message.lines().any(|l| l.starts_with(b"Rewind-Ended: ")) {
+            ChainKind::End
+        } else {
+            ChainKind::Begin
+        }
+    }
+}
 /// Ids longer than this (in bytes) are refused: encoded, they must fit in a file name.
 const MAX_ID_LEN: usize = 200;
 
@@ -183,7 +235,7 @@ impl Store {
     /// }
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn begin_turn(&self, session: &str, turn: &str) -> Result<()> {
+    pub fn begin_turn(&self, session: &str, turn: &str) -> Result<TurnStart> {
         let reference = turn_ref(session, "turns", turn)?;
         let _lock = self.lock()?;
         self.begin_locked(session, turn, &reference)
@@ -203,13 +255,17 @@ impl Store {
     /// ```
     pub fn track_file(&self, session: &str, turn: &str, path: impl AsRef<Path>) -> Result<()> {
         self.project_path(path.as_ref())?;
-        self.begin_turn(session, turn)
+        self.begin_turn(session, turn).map(drop)
     }
 
-    fn begin_locked(&self, session: &str, turn: &str, reference: &str) -> Result<()> {
+    fn begin_locked(&self, session: &str, turn: &str, reference: &str) -> Result<TurnStart> {
         if let Some(commit) = self.ref_target(reference)? {
-            return match self.record(commit)?.ended_at {
-                None => Ok(()),
+            let record = self.record(commit)?;
+            return match record.ended_at {
+                None => Ok(TurnStart {
+                    before: record.before.to_string(),
+                    skipped: Vec::new(),
+                }),
                 Some(_) => Err(Error::Turn {
                     session: session.into(),
                     turn: turn.into(),
@@ -217,15 +273,21 @@ impl Store {
                 }),
             };
         }
-        let before = self.track_locked(&TrackOptions::default())?.hash;
+        let snapshot = self.track_locked(&TrackOptions::default())?;
         let head = session_ref(session, "head")?;
         let parent = self.ref_target(&head)?;
+        // What the "before" left out is recorded with it: undo never deletes those paths.
         let message = format!(
-            "rewind: begin turn {turn:?} of session {session:?}\n\n{}",
+            "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}",
+            crate::visibility::left_out_lines(&snapshot.skipped),
             trailers(session, turn, crate::now()?, None, None)?
         );
-        let commit = self.commit(&head, &message, before, parent)?;
-        self.set_ref(reference, commit, "rewind: begin turn")
+        let commit = self.commit(&head, &message, snapshot.hash, parent)?;
+        self.set_ref(reference, commit, "rewind: begin turn")?;
+        Ok(TurnStart {
+            before: snapshot.hash.to_string(),
+            skipped: snapshot.skipped,
+        })
     }
 
     /// End a turn: snapshot the "after", record the turn as a commit, and return what changed in
@@ -239,7 +301,7 @@ impl Store {
     /// println!("{} files changed", files.len());
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn end_turn(&self, session: &str, turn: &str) -> Result<Vec<TurnFile>> {
+    pub fn end_turn(&self, session: &str, turn: &str) -> Result<TurnEnd> {
         let reference = turn_ref(session, "turns", turn)?;
         let _lock = self.lock()?;
         let begin = self.ref_target(&reference)?.ok_or_else(|| Error::Turn {
@@ -255,7 +317,8 @@ impl Store {
                 reason: "has ended already",
             });
         }
-        let after = self.track_locked(&TrackOptions::default())?.hash;
+        let snapshot = self.track_locked(&TrackOptions::default())?;
+        let after = snapshot.hash;
         let files = self.files_between(record.before, after)?;
         let (additions, deletions) = totals(&files);
         let mut message = format!(
@@ -281,12 +344,12 @@ impl Store {
         if self.ref_target(&head)? == Some(begin) {
             self.set_ref(&head, commit, "rewind: end turn")?;
         }
-        self.set_ref(
-            &session_ref(session, "expected")?,
-            commit,
-            "rewind: end turn",
-        )?;
-        Ok(files)
+        Ok(TurnEnd {
+            before: record.before.to_string(),
+            after: after.to_string(),
+            files,
+            skipped: snapshot.skipped,
+        })
     }
 
     /// Every turn of `session` (or of every session), oldest first.
@@ -324,9 +387,16 @@ impl Store {
     }
 
     /// Undo what `session` did from `from_turn` (default: its first turn) on: the paths those
-    /// turns changed go back to their state before `from_turn`. With `file`, only that path.
-    /// A path edited by someone else after the last turn is a conflict unless `force` (its
-    /// bytes are in the `undo` snapshot either way). Marks the undone turns rolled back.
+    /// turns changed go back to their state before `from_turn`. With `file`, only that path (a
+    /// directory: every path below it that the turns changed; a path they did not change is a
+    /// `not_found` error).
+    ///
+    /// A path someone else changed is a conflict, left alone unless `force` (its bytes are in
+    /// the `undo` snapshot either way): one whose content now differs from what the session's
+    /// turns (and undos) left there, or that changed between two turns of the range. A path
+    /// the turns created but the "before" snapshot could not see (ignored then, inside a
+    /// nested repository, left out for size or type) is `kept`, never deleted. Marks the
+    /// undone turns rolled back, and records the undo on the session's chain.
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
@@ -357,99 +427,58 @@ impl Store {
         let undone = &records[start..];
         let current = self.track_locked(&TrackOptions::default())?.hash;
         let repo = self.repo();
-        let mut touched: Vec<BString> = Vec::new();
+        // Each path the turns changed, with the "after" of the last turn that changed it.
+        let mut agents: HashMap<BString, ObjectId> = HashMap::new();
         for record in undone {
             let after = record.after.unwrap_or(current);
-            touched.extend(
-                tree_changes(&repo, record.before, after)?
-                    .into_iter()
-                    .map(|c| c.path),
-            );
+            for change in tree_changes(&repo, record.before, after)? {
+                agents.insert(change.path, after);
+            }
         }
+        let mut touched: Vec<BString> = agents.keys().cloned().collect();
         touched.sort_unstable();
-        touched.dedup();
         if let Some(only) = &only {
-            touched.retain(|p| p == only);
+            touched.retain(|p| is_within(p.as_ref(), only.as_ref()));
+            if touched.is_empty() {
+                return Err(Error::PathNotChanged {
+                    path: only.to_str_lossy().into_owned(),
+                    session: session.into(),
+                });
+            }
         }
-        // What the agent left: the session's expected state (its last turn's after, minus what
-        // undo restored since), or the project now while its last turn is still open.
-        let expected_ref = session_ref(session, "expected")?;
-        let last_open = records.last().is_some_and(|r| r.ended_at.is_none());
-        let expected_commit = self.ref_target(&expected_ref)?;
-        let expected = match expected_commit {
-            Some(commit) if !last_open => repo
-                .find_commit(commit)
-                .and_then(|c| c.tree_id())
-                .map_err(|e| Error::store(self.git_dir(), e))?
-                .detach(),
-            _ => current,
-        };
-        // Someone else's edit: the content is neither what the agent's last turn wrote nor what
-        // an undo since put there.
-        let last_after = records.last().and_then(|r| r.after).unwrap_or(current);
-        let not_the_agents = |tree| -> Result<Vec<BString>> {
-            Ok(tree_changes(&repo, tree, current)?
-                .into_iter()
-                .map(|c| c.path)
-                .collect())
-        };
-        let unlike_last_turn = not_the_agents(last_after)?;
-        let edited_since: Vec<BString> = not_the_agents(expected)?
-            .into_iter()
-            .filter(|path| unlike_last_turn.contains(path))
-            .collect();
+        let chain = self.chain_since(session, undone[0].begin)?;
+        let others = self.changed_by_others(&chain, current, &agents)?;
         let target = undone[0].before;
         let mut conflicts = Vec::new();
-        let mut steps = Vec::new();
+        let mut changes = Vec::new();
         for change in tree_changes(&repo, current, target)? {
             if touched.binary_search(&change.path).is_err() {
                 continue; // not the agent's: edits between turns by someone else stay
             }
-            if !force && edited_since.contains(&change.path) {
+            if !force && others.contains(&change.path) {
                 conflicts.push(change.path.to_str_lossy().into_owned());
                 continue;
             }
-            steps.push(change);
+            changes.push(change);
         }
-        let outcome = self.apply(target, current, steps.iter().map(step_of).collect(), force)?;
-        // The agent's expected state now has the restored paths as undo left them; paths left
-        // alone (conflicts, failures) keep the agent's version, so they stay conflicts.
-        let done: Vec<&Change> = steps
-            .iter()
-            .filter(|c| {
-                let path = c.path.to_str_lossy();
-                outcome
-                    .written
-                    .iter()
-                    .chain(&outcome.deleted)
-                    .any(|p| *p == path)
-            })
-            .collect();
-        if !done.is_empty() && !last_open {
-            let mut editor = repo
-                .edit_tree(expected)
-                .map_err(|e| Error::store(self.git_dir(), e))?;
-            for change in done {
-                let edited = match change.after {
-                    Some(side) => {
-                        editor.upsert(change.path.as_bstr(), entry_kind(side.mode), side.id)
-                    }
-                    None => editor.remove(change.path.as_bstr()),
-                };
-                edited.map_err(|e| Error::store(self.git_dir(), e))?;
-            }
-            let tree = editor
-                .write()
-                .map_err(|e| Error::store(self.git_dir(), e))?
-                .detach();
-            let message = format!("rewind: undo of session {session:?}: the agent's files now\n");
-            self.commit(&expected_ref, &message, tree, expected_commit)?;
-        }
+        let outcome = self.apply(Plan {
+            target,
+            current,
+            steps: changes.iter().map(|c| step_of(c, 0)).collect(),
+            sights: vec![self.visibility(target, Some(undone[0].begin))?],
+            force,
+        })?;
+        let base = match chain.last() {
+            Some((tree, ChainKind::End | ChainKind::Undo)) => *tree,
+            _ => current,
+        };
+        self.record_undo_on_chain(session, &undone[0].turn, base, &changes, &outcome)?;
         let RestoreOutcome {
             written,
             deleted,
             failed,
             conflicts: in_the_way,
+            kept,
             undo,
             ..
         } = outcome;
@@ -467,9 +496,113 @@ impl Store {
             restored: written,
             deleted,
             conflicts,
+            kept,
             failed,
             undo,
         })
+    }
+
+    /// The session's chain from commit `begin` to its head, oldest first: each commit's tree
+    /// and kind. Costs one commit read per commit.
+    fn chain_since(&self, session: &str, begin: ObjectId) -> Result<Vec<(ObjectId, ChainKind)>> {
+        let repo = self.repo();
+        let mut chain = Vec::new();
+        let mut next = self.ref_target(&session_ref(session, "head")?)?;
+        while let Some(commit) = next {
+            let object = repo
+                .find_commit(commit)
+                .map_err(|e| Error::store(self.git_dir(), e))?;
+            let tree = object
+                .tree_id()
+                .map_err(|e| Error::store(self.git_dir(), e))?
+                .detach();
+            chain.push((tree, ChainKind::of(object.message_raw_sloppy())));
+            if commit == begin {
+                break;
+            }
+            next = object.parent_ids().next().map(|id| id.detach());
+        }
+        chain.reverse();
+        Ok(chain)
+    }
+
+    /// The paths someone other than the session changed along `chain`: between an end (or
+    /// undo) commit and the next turn's begin, and after the last end (or undo) until
+    /// `current`, unless the content is again what the agent's last turn touching it left
+    /// there (`agents`: path -> that turn's "after" tree). An open turn's changes are its own.
+    /// Costs one tree diff per gap.
+    fn changed_by_others(
+        &self,
+        chain: &[(ObjectId, ChainKind)],
+        current: ObjectId,
+        agents: &HashMap<BString, ObjectId>,
+    ) -> Result<HashSet<BString>> {
+        let repo = self.repo();
+        let mut others = HashSet::new();
+        let pairs = chain.windows(2).map(|w| (w[0], Some(w[1])));
+        let last = chain.last().map(|l| (*l, None));
+        for ((from, from_kind), to) in pairs.chain(last) {
+            let to = match to {
+                Some((tree, ChainKind::Begin)) => tree,
+                None => current,
+                Some(_) => continue, // a turn's own changes, or an undo's
+            };
+            if from_kind == ChainKind::Begin {
+                continue; // a turn left open: what follows is its own
+            }
+            for change in tree_changes(&repo, from, to)? {
+                let agents_content = match agents.get(&change.path) {
+                    Some(after) if to == current => side_at(&repo, *after, change.path.as_ref())?,
+                    _ => None,
+                };
+                if agents_content.is_none() || agents_content != change.after {
+                    others.insert(change.path);
+                }
+            }
+        }
+        Ok(others)
+    }
+
+    /// Append the undo to the session's chain: a commit of what the session left, `base` (its
+    /// last end or undo, or the project now while a turn is open) with the `changes` the undo
+    /// made. So edits by someone else, made before or after the undo, stay told apart from the
+    /// session's own, and a path the undo left alone stays a conflict.
+    fn record_undo_on_chain(
+        &self,
+        session: &str,
+        from_turn: &str,
+        base: ObjectId,
+        changes: &[Change],
+        outcome: &RestoreOutcome,
+    ) -> Result<()> {
+        let repo = self.repo();
+        let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
+        let mut editor = repo.edit_tree(base).map_err(|e| store_error(&e))?;
+        for change in changes {
+            let path = change.path.to_str_lossy();
+            let done = outcome
+                .written
+                .iter()
+                .chain(&outcome.deleted)
+                .any(|p| *p == path);
+            if !done {
+                continue;
+            }
+            let edited = match change.after {
+                Some(side) => editor.upsert(change.path.as_bstr(), entry_kind(side.mode), side.id),
+                None => editor.remove(change.path.as_bstr()),
+            };
+            edited.map_err(|e| store_error(&e))?;
+        }
+        let tree = editor.write().map_err(|e| store_error(&e))?.detach();
+        let head = session_ref(session, "head")?;
+        let parent = self.ref_target(&head)?;
+        let message = format!(
+            "rewind: undo of session {session:?} from turn {from_turn:?}\n\n{}{UNDO_TRAILER}\n",
+            trailers(session, from_turn, crate::now()?, None, None)?
+        );
+        self.commit(&head, &message, tree, parent)?;
+        Ok(())
     }
 
     /// Per-file totals across `session`: each file once, from its state before the first turn
@@ -748,6 +881,21 @@ fn entry_kind(mode: u32) -> gix::objs::tree::EntryKind {
         0o120000 => EntryKind::Link,
         _ => EntryKind::Blob,
     }
+}
+
+/// The entry at `path` in `tree`, if it is a blob or symlink.
+fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option<Side>> {
+    let store_error = |e: &dyn std::fmt::Display| Error::store(repo.git_dir(), e);
+    let tree = repo.find_tree(tree).map_err(|e| store_error(&e))?;
+    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path));
+    Ok(tree
+        .lookup_entry_by_path(path)
+        .map_err(|e| store_error(&e))?
+        .filter(|entry| !entry.mode().is_tree())
+        .map(|entry| Side {
+            mode: u32::from(entry.mode().value()),
+            id: entry.oid().to_owned(),
+        }))
 }
 
 /// Counts for one change (no contents).

@@ -94,7 +94,7 @@ fn one_store_shared_between_threads() {
         thread.join().unwrap().unwrap();
     }
     write(&p, "a.txt", "two\n");
-    let files = store.end_turn("s", "1").unwrap();
+    let files = store.end_turn("s", "1").unwrap().files;
     assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!((files[0].additions, files[0].deletions), (1, 1));
     let turns = store.turns(Some("s")).unwrap();

@@ -619,7 +619,11 @@ fn full_cycle_through_one_server_matches_git() {
 
     // Turns: begin, edit, end; track_file begins turn 2 implicitly.
     let begun = s.ok("turn_begin", json!({"session": "chat-42", "turn": "1"}));
-    assert_eq!(begun, json!({"session": "chat-42", "turn": "1"}));
+    assert_eq!(
+        (&begun["session"], &begun["turn"], &begun["skipped"]),
+        (&json!("chat-42"), &json!("1"), &json!([]))
+    );
+    let begun_before = oid(&begun["before"], "turn_begin before");
     assert_eq!(
         s.ok("turn_begin", json!({"session": "chat-42", "turn": "1"})),
         begun,
@@ -631,6 +635,8 @@ fn full_cycle_through_one_server_matches_git() {
     )
     .file("t1.txt", "made in turn 1\n");
     let ended1 = s.ok("turn_end", json!({"session": "chat-42", "turn": "1"}));
+    assert_eq!(oid(&ended1["before"], "turn_end before"), begun_before);
+    let ended1 = ended1["files"].clone();
     let tracked = s.ok(
         "track_file",
         json!({"session": "chat-42", "turn": "2", "path": "a.txt"}),
@@ -640,7 +646,7 @@ fn full_cycle_through_one_server_matches_git() {
         json!({"session": "chat-42", "turn": "2", "path": "a.txt"})
     );
     p.file("a.txt", "rewritten by turn 2\n").remove("t1.txt");
-    let ended2 = s.ok("turn_end", json!({"session": "chat-42", "turn": "2"}));
+    let ended2 = s.ok("turn_end", json!({"session": "chat-42", "turn": "2"}))["files"].clone();
     // Someone else edits a file no turn touched.
     p.file("notes.md", "the user's own notes\n");
 
@@ -1582,14 +1588,17 @@ fn two_servers_and_the_cli_at_once() {
                 for round in 0..ROUNDS {
                     let turn = round.to_string();
                     let begun = server.ok("turn_begin", json!({"session": session, "turn": turn}));
-                    assert_eq!(begun, json!({"session": session, "turn": turn}));
+                    assert_eq!(
+                        (&begun["session"], &begun["turn"]),
+                        (&json!(session), &json!(turn))
+                    );
                     p.file(format!("{session}/{round}.txt"), format!("round {round}\n"));
                     p.file(format!("{session}/log.txt"), "x\n".repeat(round + 1));
                     let track = server.ok("track", Value::Null);
                     hashes.push(oid(&track["hash"], "track under load"));
                     assert!(track["files"].as_u64().unwrap() >= 40, "{track}");
                     let ended = server.ok("turn_end", json!({"session": session, "turn": turn}));
-                    let files: BTreeSet<String> = ended
+                    let files: BTreeSet<String> = ended["files"]
                         .as_array()
                         .unwrap_or_else(|| panic!("turn_end: {ended}"))
                         .iter()

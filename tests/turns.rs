@@ -68,11 +68,12 @@ fn begin(p: &TestProject, s: &str, t: &str) {
     begin_at(p, None, s, t)
 }
 
-/// `turn end`: the per-file list it prints.
+/// `turn end`: the per-file list it prints (its `files`).
 fn end_at(p: &TestProject, now: Option<&str>, s: &str, t: &str) -> Vec<Value> {
     let v = rwj_at(p, now, &["turn", "end", &sess(s), &turn_arg(t)]);
-    v.as_array()
-        .unwrap_or_else(|| panic!("`turn end --json` must print an array, got {v}"))
+    v["files"]
+        .as_array()
+        .unwrap_or_else(|| panic!("`turn end --json` must print the files, got {v}"))
         .clone()
 }
 
@@ -1041,13 +1042,11 @@ fn single_file_undo() {
     }
     assert_same_snapshot(&before, &fs_snapshot(&p.path), "the project");
 
-    // A path no turn touched: nothing to do.
+    // A path no turn touched: not_found, and nothing changes.
     let before = fs_snapshot(&p.path);
-    let u = undo(&p, s, &["--file=keep.txt"]);
-    assert!(
-        u.restored.is_empty() && u.deleted.is_empty() && u.conflicts.is_empty(),
-        "{}",
-        u.json
+    assert_eq!(
+        expect_error(&p, &["undo", &sess(s), "--file=keep.txt"]),
+        "not_found"
     );
     assert_same_snapshot(&before, &fs_snapshot(&p.path), "the project");
 

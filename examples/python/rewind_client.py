@@ -243,8 +243,9 @@ class RewindClient:
     def track_file(self, session: str, turn: str, path: str) -> dict:
         return self.call("track_file", {"session": session, "turn": turn, "path": path})
 
-    def turn_end(self, session: str, turn: str) -> list[dict]:
-        """The turn's files: [{"file", "status", "additions", "deletions"}]."""
+    def turn_end(self, session: str, turn: str) -> dict:
+        """{"session", "turn", "before", "after", "files": [{"file", "status", "additions",
+        "deletions"}], "skipped": [{"path", "reason"}]} (skipped: left out of the "after")."""
         return self.call("turn_end", {"session": session, "turn": turn})
 
     def turns(self, session: str | None = None) -> list[dict]:
@@ -349,9 +350,12 @@ def selftest(rewind: str) -> int:
 
         @step
         def turn_and_undo():
-            check("turn_begin", rw.turn_begin("py", "1") == {"session": "py", "turn": "1"})
+            begun = rw.turn_begin("py", "1")
+            check("turn_begin", begun["session"] == "py" and begun["turn"] == "1" and len(begun["before"]) == 40, begun)
             (project / "b.txt").write_text("changed by the agent\n")
-            files = rw.turn_end("py", "1")
+            ended = rw.turn_end("py", "1")
+            check("turn_end ids", ended["before"] == begun["before"] and len(ended["after"]) == 40, ended)
+            files = ended["files"]
             check(
                 "turn_end",
                 files == [{"file": "b.txt", "status": "modified", "additions": 1, "deletions": 1}],

@@ -59,16 +59,19 @@ export interface FileChange {
 }
 export interface Failure { path: string; error: string }
 export interface RestoreOutcome {
-  hash: string; written: string[]; deleted: string[]; failed: Failure[]; conflicts: string[]; undo: string;
+  hash: string; written: string[]; deleted: string[]; failed: Failure[]; conflicts: string[]; kept: string[]; undo: string;
 }
 export interface TurnFile { file: string; status: Status; additions: number; deletions: number }
+export interface Skipped { path: string; reason: string; detail?: string }
+export interface TurnStart { session: string; turn: string; before: string; skipped: Skipped[] }
+export interface TurnEnd { session: string; turn: string; before: string; after: string; files: TurnFile[]; skipped: Skipped[] }
 export interface Turn {
   session: string; turn: string; started_at: string; ended_at: string | null;
   before: string; after: string | null; files: number; additions: number; deletions: number;
   rolled_back: boolean;
 }
 export interface UndoOutcome {
-  restored: string[]; deleted: string[]; conflicts: string[]; failed: Failure[]; undo: string;
+  restored: string[]; deleted: string[]; conflicts: string[]; kept: string[]; failed: Failure[]; undo: string;
 }
 export interface SessionChanges {
   session: string; files: TurnFile[]; total_files: number; total_additions: number; total_deletions: number;
@@ -190,13 +193,13 @@ export class RewindClient {
   }
   restore(hash: string, force = false): Promise<RestoreOutcome> { return this.call("restore", { hash, force }); }
   revert(hash: string, paths: string[]): Promise<RestoreOutcome> { return this.call("revert", { hash, paths }); }
-  turnBegin(session: string, turn: string): Promise<{ session: string; turn: string }> {
+  turnBegin(session: string, turn: string): Promise<TurnStart> {
     return this.call("turn_begin", { session, turn });
   }
   trackFile(session: string, turn: string, path: string): Promise<{ session: string; turn: string; path: string }> {
     return this.call("track_file", { session, turn, path });
   }
-  turnEnd(session: string, turn: string): Promise<TurnFile[]> { return this.call("turn_end", { session, turn }); }
+  turnEnd(session: string, turn: string): Promise<TurnEnd> { return this.call("turn_end", { session, turn }); }
   turns(session?: string): Promise<Turn[]> { return this.call("turns", session === undefined ? {} : { session }); }
   undo(session: string, options: { turn?: string; file?: string; force?: boolean } = {}): Promise<UndoOutcome> {
     return this.call("undo", { session, ...options });
@@ -236,7 +239,7 @@ async function selftest(rewind: string): Promise<number> {
     check("diff", (await rw.diff(before)).includes("\n-two\n+TWO\n"));
     await rw.turnBegin("ts", "1");
     fs.writeFileSync(path.join(project, "a.txt"), "agent\n");
-    const files = await rw.turnEnd("ts", "1");
+    const files = (await rw.turnEnd("ts", "1")).files;
     check("turnEnd", files.length === 1 && files[0].file === "a.txt", files);
     const undone = await rw.undo("ts", { turn: "1" });
     check("undo", undone.restored.join() === "a.txt", undone);

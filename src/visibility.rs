@@ -1,0 +1,234 @@
+//! What a snapshot could see: the rule that keeps restore, revert and undo from deleting a file
+//! that was on disk when the snapshot was taken but left out of it.
+//!
+//! A snapshot does not hold every file of the project: ignored files, nested repositories,
+//! files over the size cap and special files are left out. Restoring it must not read "absent
+//! from the snapshot" as "did not exist then". A path the target snapshot could not see is
+//! never deleted or overwritten; deleting is allowed only for a path the target's rules would
+//! have included and that the target does not hold. The target could not see a path when
+//! - it is ignored under the target's own rules: the `.gitignore` blobs in the target tree,
+//!   plus the rules from outside the project (global excludes, the enclosing repository's
+//!   `info/exclude`), or
+//! - the snapshot recorded it (or a directory above it) as left out: a nested repository,
+//!   too large, a special file, unreadable, rewind's own data.
+//!
+//! What a snapshot left out is recorded with it: as `Rewind-Left-Out:` lines in the snapshot
+//! record (`refs/rewind/snapshots/<tree>`, the union over every time that tree was taken) and
+//! in a turn's begin commit.
+
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::ObjectId;
+
+use crate::error::{Error, Result};
+use crate::ignore::{DirRules, Excludes};
+use crate::scan::Skipped;
+use crate::store::Store;
+
+/// The trailer key of a left-out path in snapshot and turn commits.
+const LEFT_OUT: &str = "Rewind-Left-Out: ";
+
+/// `Rewind-Left-Out:` lines for `skipped`, one per path: the reason, then the path with every
+/// byte outside `!`..`~` (and `%`) written `%XX`, so any name fits on one line and decodes exactly.
+pub(crate) fn left_out_lines<'a>(skipped: impl IntoIterator<Item = &'a Skipped>) -> String {
+    let mut out = String::new();
+    for skip in skipped {
+        out.push_str(LEFT_OUT);
+        out.push_str(skip.reason.as_str());
+        out.push(' ');
+        for &b in skip.path.iter() {
+            match b {
+                b'%' => out.push_str("%25"),
+                b'!'..=b'~' => out.push(b as char),
+                _ => out.push_str(&format!("%{b:02X}")),
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The left-out paths named in commit message `message`.
+pub(crate) fn parse_left_out(message: &[u8]) -> Vec<BString> {
+    message
+        .lines()
+        .filter_map(|line| line.strip_prefix(LEFT_OUT.as_bytes()))
+        .filter_map(|rest| rest.split_once_str(b" ").map(|(_, path)| decode(path)))
+        .flatten()
+        .collect()
+}
+
+fn decode(encoded: &[u8]) -> Option<BString> {
+    let mut out = Vec::with_capacity(encoded.len());
+    let mut i = 0;
+    while i < encoded.len() {
+        if encoded[i] == b'%' {
+            let hex = std::str::from_utf8(encoded.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(encoded[i]);
+            i += 1;
+        }
+    }
+    Some(out.into())
+}
+
+/// What one snapshot could see (see the module docs).
+pub(crate) struct Visibility {
+    tree: ObjectId,
+    /// Recorded left-out paths, sorted: each hides itself and everything below it.
+    left_out: Vec<BString>,
+    excludes: Excludes,
+    /// The chained `.gitignore` rules of the target's directories, by directory.
+    rules: HashMap<BString, Arc<DirRules>>,
+}
+
+impl Visibility {
+    /// Whether the snapshot could see (would have included) a file at `path`. Costs a few
+    /// binary searches, and per directory not met before, a tree lookup of its `.gitignore`.
+    pub(crate) fn can_see(&mut self, repo: &gix::Repository, path: &BStr) -> Result<bool> {
+        let hidden_by_record = self.left_out.iter().any(|l| {
+            path == l.as_bstr()
+                || (path.starts_with(l.as_slice()) && path.get(l.len()) == Some(&b'/'))
+        });
+        if hidden_by_record {
+            return Ok(false);
+        }
+        // Each directory on the way, then the path itself, under the rules above it.
+        let mut dir = BString::default();
+        for name in path.split(|&b| b == b'/') {
+            let rules = self.rules_of(repo, dir.as_ref())?;
+            let mut child = dir.clone();
+            if !child.is_empty() {
+                child.push(b'/');
+            }
+            child.extend_from_slice(name);
+            let is_dir = child.len() < path.len();
+            if self.excludes.is_ignored(&rules, child.as_ref(), is_dir) {
+                return Ok(false);
+            }
+            dir = child;
+        }
+        Ok(true)
+    }
+
+    /// The rules in force inside directory `dir` of the target tree, built from the root down
+    /// (iteratively: no stack per level).
+    fn rules_of(&mut self, repo: &gix::Repository, dir: &BStr) -> Result<Arc<DirRules>> {
+        let mut rules = DirRules::root();
+        let mut prefixes: Vec<&[u8]> = vec![b""];
+        prefixes.extend(
+            dir.find_iter(b"/")
+                .map(|slash| &dir.as_bytes()[..slash])
+                .chain((!dir.is_empty()).then_some(dir.as_bytes())),
+        );
+        for prefix in prefixes {
+            if let Some(known) = self.rules.get(prefix.as_bstr()) {
+                rules = known.clone();
+                continue;
+            }
+            let mut file = BString::from(prefix);
+            if !file.is_empty() {
+                file.push(b'/');
+            }
+            file.extend_from_slice(b".gitignore");
+            if let Some(bytes) = blob_at(repo, self.tree, file.as_ref())? {
+                rules = DirRules::from_bytes(&rules, &bytes, prefix.as_bstr());
+            }
+            self.rules.insert(prefix.into(), rules.clone());
+        }
+        Ok(rules)
+    }
+}
+
+/// The blob at `path` in `tree`, if there is one (a `.gitignore` that is a symlink or missing
+/// holds no rules, as in git).
+fn blob_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option<Vec<u8>>> {
+    let store_error = |e: &dyn std::fmt::Display| Error::store(repo.git_dir(), e);
+    let tree = repo.find_tree(tree).map_err(|e| store_error(&e))?;
+    let Some(entry) = tree
+        .lookup_entry_by_path(std::path::Path::new(std::ffi::OsStr::from_bytes(path)))
+        .map_err(|e| store_error(&e))?
+    else {
+        return Ok(None);
+    };
+    if !entry.mode().is_blob() {
+        return Ok(None);
+    }
+    let object = repo.find_object(entry.oid()).map_err(|e| store_error(&e))?;
+    Ok(Some(object.data.clone()))
+}
+
+impl Store {
+    /// What snapshot `tree` could see: its ignore rules and every left-out path recorded for
+    /// it, in its snapshot record and in `extra` (a turn's begin commit).
+    pub(crate) fn visibility(&self, tree: ObjectId, extra: Option<ObjectId>) -> Result<Visibility> {
+        let repo = self.repo();
+        let mut left_out = Vec::new();
+        let record = self.ref_target(&format!("refs/rewind/snapshots/{tree}"))?;
+        for commit in record.into_iter().chain(extra) {
+            let object = repo
+                .find_commit(commit)
+                .map_err(|e| Error::store(self.git_dir(), e))?;
+            left_out.extend(parse_left_out(object.message_raw_sloppy()));
+        }
+        left_out.sort_unstable();
+        left_out.dedup();
+        Ok(Visibility {
+            tree,
+            left_out,
+            excludes: Excludes::load(self.project()),
+            rules: HashMap::new(),
+        })
+    }
+
+    /// The `Rewind-Left-Out:` lines of commit `record`, as they are.
+    pub(crate) fn recorded_left_out_lines(&self, record: ObjectId) -> Result<String> {
+        let repo = self.repo();
+        let object = repo
+            .find_commit(record)
+            .map_err(|e| Error::store(self.git_dir(), e))?;
+        let mut lines = String::new();
+        for line in object.message_raw_sloppy().lines() {
+            if line.starts_with(LEFT_OUT.as_bytes()) {
+                lines.push_str(&line.to_str_lossy());
+                lines.push('\n');
+            }
+        }
+        Ok(lines)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::SkipReason;
+
+    #[test]
+    fn left_out_lines_round_trip_any_name() {
+        let names: [&[u8]; 5] = [
+            b"a b/c",
+            b"evil\nkeep",
+            b"100%",
+            b"\xff\xfe",
+            b"Rewind-Left-Out: x",
+        ];
+        let skipped: Vec<Skipped> = names
+            .iter()
+            .map(|n| Skipped {
+                path: BString::from(*n),
+                reason: SkipReason::TooLarge,
+                detail: None,
+            })
+            .collect();
+        let text = left_out_lines(&skipped);
+        assert_eq!(text.lines().count(), names.len());
+        let parsed = parse_left_out(text.as_bytes());
+        let expected: Vec<BString> = names.iter().map(|n| BString::from(*n)).collect();
+        assert_eq!(parsed, expected);
+    }
+}

@@ -1,0 +1,632 @@
+//! Never lose a byte, round two: one test per way a hostile session lost data (issue 12), each
+//! named after the bug. Every test here failed on the build before the fix.
+
+mod common;
+
+use common::*;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// `rewind -C <project> ARGS`: never a panic.
+fn rw(p: &TestProject, args: &[&str]) -> Run {
+    let run = run_with_deadline(&mut p.rewind_command(args), DEFAULT_DEADLINE);
+    assert_no_panic(&run);
+    run
+}
+
+/// `rewind -C <project> --json ARGS`: must succeed.
+fn rwj(p: &TestProject, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let run = rw(p, &all);
+    run.assert_success();
+    one_json(&run)
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|s| s.as_str().expect("a string").to_string())
+        .collect()
+}
+
+fn begin(p: &TestProject, turn: &str) -> Value {
+    rwj(
+        p,
+        &["turn", "begin", "--session=s", &format!("--turn={turn}")],
+    )
+}
+
+fn end(p: &TestProject, turn: &str) -> Value {
+    rwj(
+        p,
+        &["turn", "end", "--session=s", &format!("--turn={turn}")],
+    )
+}
+
+/// The undo id a restore/revert/undo printed must bring back `path` with `content`.
+fn assert_in_undo(p: &TestProject, outcome: &Value, path: &str, content: &[u8]) {
+    let undo = outcome["undo"].as_str().expect("an undo id");
+    assert_eq!(p.store_blob(undo, path), content, "{path} in undo {undo}");
+}
+
+// ---------------------------------------------------------------------------
+// 1. Files the target snapshot could not see are never deleted
+// ---------------------------------------------------------------------------
+
+#[test]
+fn undo_keeps_a_file_that_was_ignored_at_the_before_point() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file(".gitignore", ".env\n").file(".env", "SECRET=1\n");
+    begin(&p, "1");
+    p.file(".gitignore", "*.o\n"); // .env is no longer ignored: the "after" holds it
+    let e = end(&p, "1");
+    assert!(
+        e["files"].to_string().contains(".env"),
+        "the turn shows .env as added: {e}"
+    );
+    let o = rwj(&p, &["undo", "--session=s"]);
+    assert_eq!(p.read(".env"), b"SECRET=1\n", "{o}");
+    assert_eq!(strings(&o["kept"]), vec![".env"], "{o}");
+    assert_eq!(p.read(".gitignore"), b".env\n", "{o}");
+}
+
+#[test]
+fn restore_keeps_a_file_that_was_ignored_at_the_target() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file(".gitignore", ".env\n").file(".env", "SECRET=1\n");
+    let before = p.track();
+    p.file(".gitignore", "*.o\n");
+    p.track();
+    let o = rwj(&p, &["restore", &before]);
+    assert_eq!(p.read(".env"), b"SECRET=1\n", "{o}");
+    assert_eq!(strings(&o["kept"]), vec![".env"], "{o}");
+    assert_eq!(strings(&o["deleted"]), Vec::<String>::new(), "{o}");
+}
+
+#[test]
+fn undo_keeps_a_file_added_with_git_add_force_during_the_turn() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.git_init()
+        .file(".gitignore", "*.log\n")
+        .file("src.txt", "x\n")
+        .file("results.log", "run 1: 42\n")
+        .commit_all("init");
+    begin(&p, "1");
+    p.git(["add", "-f", "results.log"]); // now tracked: the "after" holds it
+    p.file("src.txt", "y\n");
+    end(&p, "1");
+    let o = rwj(&p, &["undo", "--session=s"]);
+    assert_eq!(p.read("results.log"), b"run 1: 42\n", "{o}");
+    assert_eq!(p.read("src.txt"), b"x\n", "{o}");
+    assert_eq!(strings(&o["kept"]), vec!["results.log"], "{o}");
+}
+
+#[test]
+fn undo_keeps_a_nested_repository_dissolved_during_the_turn() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("top.txt", "t\n")
+        .file("vendor/lib.c", "int x;\n")
+        .file("vendor/sub/y.c", "int y;\n");
+    sb.git(Some(&p.join("vendor")), ["init", "-q"]);
+    begin(&p, "1");
+    fs::remove_dir_all(p.join("vendor/.git")).unwrap();
+    p.file("top.txt", "u\n");
+    end(&p, "1");
+    let o = rwj(&p, &["undo", "--session=s"]);
+    assert_eq!(p.read("vendor/lib.c"), b"int x;\n", "{o}");
+    assert_eq!(p.read("vendor/sub/y.c"), b"int y;\n", "{o}");
+    assert_eq!(p.read("top.txt"), b"t\n", "{o}");
+    let kept = strings(&o["kept"]);
+    assert_eq!(kept, vec!["vendor/lib.c", "vendor/sub/y.c"], "{o}");
+}
+
+#[test]
+fn undo_keeps_a_file_that_was_too_large_at_the_before_point() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("big.bin", filler(3 << 20, 7));
+    let b = begin(&p, "1");
+    assert_eq!(
+        b["skipped"][0]["path"], "big.bin",
+        "turn begin reports it: {b}"
+    );
+    assert_eq!(b["skipped"][0]["reason"], "too_large", "{b}");
+    p.file("big.bin", "small now\n"); // the agent overwrites it: now in the "after"
+    end(&p, "1");
+    let o = rwj(&p, &["undo", "--session=s"]);
+    assert_eq!(p.read("big.bin"), b"small now\n", "{o}");
+    assert_eq!(strings(&o["kept"]), vec!["big.bin"], "{o}");
+}
+
+#[test]
+fn turn_begin_and_end_report_left_out_files() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n").file("big.bin", filler(3 << 20, 1));
+    let run = rw(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    run.assert_success();
+    assert!(
+        run.stderr.contains("big.bin") && run.stderr.contains("too large"),
+        "a person is told: {run}"
+    );
+    p.file("huge.bin", filler(3 << 20, 2));
+    let e = end(&p, "1");
+    let skipped: Vec<&str> = e["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped, vec!["big.bin", "huge.bin"], "{e}");
+    assert!(e["before"].is_string() && e["after"].is_string(), "{e}");
+}
+
+// ---------------------------------------------------------------------------
+// 2. The data dir and every store are never part of a snapshot, never written or deleted
+// ---------------------------------------------------------------------------
+
+#[test]
+fn data_dir_inside_the_project_is_never_snapshotted_or_touched() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let data = p.join(".rewind-data");
+    let run_in = |args: &[&str]| {
+        let mut cmd = sb.rewind_command_no_data_dir(["--data-dir"]);
+        cmd.arg(&data).arg("-C").arg(p.join("")).args(args);
+        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+        assert_no_panic(&run);
+        run.assert_success();
+        one_json(&run)
+    };
+    let first = run_in(&["--json", "track"]);
+    let before = first["hash"].as_str().unwrap().to_string();
+    p.file("a.txt", "b\n").file("new.txt", "new\n");
+    let second = run_in(&["--json", "track"]);
+    let paths = p_paths(&sb, &data, second["hash"].as_str().unwrap());
+    assert_eq!(
+        paths,
+        vec!["a.txt", "new.txt"],
+        "the data dir is not snapshotted"
+    );
+    let store_files = fs_snapshot(&data);
+    let o = run_in(&["--json", "restore", &before]);
+    assert_eq!(strings(&o["deleted"]), vec!["new.txt"], "{o}");
+    // The store is whole: the undo point gives new.txt back, and git agrees.
+    let store = only_store(&data);
+    assert_fsck_clean(&sb, &store);
+    let undo = o["undo"].as_str().unwrap();
+    assert_eq!(
+        sb.git_in(&store, ["cat-file", "-p", &format!("{undo}:new.txt")]),
+        "new\n"
+    );
+    for (path, entry) in store_files {
+        if path.starts_with("objects") && !path.to_string_lossy().contains("tmp") {
+            let now = fs_snapshot(&data);
+            assert_eq!(now.get(&path), Some(&entry), "{} changed", path.display());
+        }
+    }
+}
+
+fn only_store(data: &Path) -> std::path::PathBuf {
+    let stores: Vec<_> = fs::read_dir(data)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "git"))
+        .collect();
+    assert_eq!(stores.len(), 1, "{stores:?}");
+    stores[0].clone()
+}
+
+fn p_paths(sb: &Sandbox, data: &Path, tree: &str) -> Vec<String> {
+    ls_tree_paths(sb, &only_store(data), tree)
+        .into_iter()
+        .collect()
+}
+
+#[test]
+fn home_as_project_is_refused_unless_allowed() {
+    let sb = Sandbox::new();
+    fs::write(sb.home.join("notes.txt"), "n\n").unwrap();
+    for project in [sb.home.clone(), "/".into()] {
+        let mut cmd = sb.rewind_command(["--json", "-C"]);
+        cmd.arg(&project).arg("track");
+        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+        assert_eq!(run.code(), Some(1), "{run}");
+        let v = one_json(&run);
+        assert_eq!(v["error"]["code"], "broad_project", "{run}");
+    }
+    let mut cmd = sb.rewind_command(["--allow-home", "-C"]);
+    cmd.arg(&sb.home).arg("track");
+    run_with_deadline(&mut cmd, DEFAULT_DEADLINE).assert_success();
+}
+
+#[test]
+fn restoring_home_never_touches_other_projects_stores() {
+    let sb = Sandbox::new();
+    // The default layout: stores under ~/.local/share/rewind, the project being ~ itself.
+    let other = sb.project("other");
+    other.file("o.txt", "o\n");
+    let home_run = |args: &[&str]| {
+        let mut cmd = sb.rewind_command_no_data_dir(["--json", "--allow-home", "-C"]);
+        cmd.arg(&sb.home).args(args);
+        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+        assert_no_panic(&run);
+        run.assert_success();
+        one_json(&run)
+    };
+    let mut cmd = sb.rewind_command_no_data_dir(["-C"]);
+    cmd.arg(other.join("")).arg("track");
+    run_with_deadline(&mut cmd, DEFAULT_DEADLINE).assert_success();
+    fs::write(sb.home.join("notes.txt"), "n\n").unwrap();
+    let before = home_run(&["track"])["hash"].as_str().unwrap().to_string();
+    let data = sb.home.join(".local/share/rewind");
+    let stores = fs_snapshot(&data);
+    let mut cmd = sb.rewind_command_no_data_dir(["-C"]);
+    cmd.arg(other.join("")).arg("track"); // the other project's store changes now
+    other.file("o.txt", "o2\n");
+    run_with_deadline(&mut cmd, DEFAULT_DEADLINE).assert_success();
+    let stores_after_other = fs_snapshot(&data);
+    assert_ne!(stores, stores_after_other);
+    home_run(&["restore", &before]);
+    let now = fs_snapshot(&data);
+    for (path, entry) in &stores_after_other {
+        if path.starts_with("objects") || path.to_string_lossy().contains("/objects/") {
+            assert_eq!(now.get(path), Some(entry), "{} changed", path.display());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 3, 4. Deletes never go outside the project, or remove a user's file
+// ---------------------------------------------------------------------------
+
+#[test]
+fn temp_sweep_never_follows_a_symlink_the_restore_wrote() {
+    let sb = Sandbox::new();
+    let outside = sb.root.join("o");
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join(".rewind-backup"), "mine\n").unwrap();
+    fs::write(outside.join(".rewind-link-notes"), "mine too\n").unwrap();
+    let p = sb.project("proj");
+    p.symlink("a", &outside);
+    let s1 = p.track();
+    p.remove("a");
+    p.file("a/x.txt", "x\n");
+    p.track();
+    let o = rwj(&p, &["restore", &s1]);
+    assert_eq!(
+        fs::read(outside.join(".rewind-backup")).unwrap(),
+        b"mine\n",
+        "{o}"
+    );
+    assert_eq!(
+        fs::read(outside.join(".rewind-link-notes")).unwrap(),
+        b"mine too\n"
+    );
+    assert_eq!(fs::read_link(p.join("a")).unwrap(), outside);
+}
+
+#[test]
+fn user_files_named_like_temp_files_are_never_removed() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("d/a.txt", "a0\n");
+    let before = p.track();
+    p.file("d/a.txt", "a1\n")
+        .file("d/.rewind-config", "user\n")
+        .file("d/.rewind-link-notes", "user\n")
+        .file("d/.rewind-Kq1x9Z", "user\n");
+    p.track();
+    let o = rwj(&p, &["revert", &before, "--", "d/a.txt"]);
+    assert_eq!(p.read("d/a.txt"), b"a0\n", "{o}");
+    for name in [".rewind-config", ".rewind-link-notes", ".rewind-Kq1x9Z"] {
+        assert_eq!(p.read(format!("d/{name}")), b"user\n", "{name}: {o}");
+    }
+}
+
+/// `strace` runs rewind with a fault or a delay injected at a syscall.
+fn strace(p: &TestProject, inject: &str, args: &[&str]) -> Command {
+    assert!(
+        Path::new("/usr/bin/strace").exists() || which("strace"),
+        "strace is needed (.ci/run installs it)"
+    );
+    let rewind = p.rewind_command(args);
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-o", "/dev/null", "-e"])
+        .arg(inject)
+        .arg(rewind.get_program())
+        .args(rewind.get_args());
+    cmd.env_clear();
+    for (key, value) in rewind.get_envs() {
+        if let Some(value) = value {
+            cmd.env(key, value);
+        }
+    }
+    cmd
+}
+
+fn which(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn temp_files_of_a_killed_restore_are_removed_by_the_next_one() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("d/a.txt", "a0\n")
+        .file("d/b.txt", "b0\n")
+        .file("e/c.txt", "c0\n");
+    p.file("d/.rewind-config", "user\n");
+    let before = p.track();
+    p.file("d/a.txt", "a1\n")
+        .file("d/b.txt", "b1\n")
+        .file("e/c.txt", "c1\n");
+    p.track();
+    // Killed at the second syncfs: the temp files are written, nothing is renamed yet.
+    let mut cmd = strace(
+        &p,
+        "inject=syncfs:signal=KILL:when=2",
+        &["restore", &before],
+    );
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert!(!run.status.success(), "the restore was killed: {run}");
+    let strays = |dir: &str| -> Vec<String> {
+        fs::read_dir(p.join(dir))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".rewind-"))
+            .collect()
+    };
+    assert_eq!(strays("d").len(), 3, "the kill left the temp files");
+    assert_eq!(p.read("d/a.txt"), b"a1\n", "nothing was replaced");
+    let o = rwj(&p, &["restore", &before]);
+    let undo = o["undo"].as_str().unwrap();
+    let recorded: Vec<String> = p
+        .store_paths(undo)
+        .into_iter()
+        .filter(|f| f.contains("/.rewind-"))
+        .collect();
+    assert_eq!(
+        recorded,
+        vec!["d/.rewind-config"],
+        "the undo point holds no temp file: {o}"
+    );
+    assert_eq!(p.read("d/a.txt"), b"a0\n", "{o}");
+    assert_eq!(strays("d"), vec![".rewind-config"], "{o}");
+    assert_eq!(strays("e"), Vec::<String>::new(), "{o}");
+}
+
+#[test]
+fn restore_never_deletes_through_a_directory_swapped_for_a_symlink() {
+    let sb = Sandbox::new();
+    let outside = sb.root.join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join("x.txt"), "precious\n").unwrap();
+    let p = sb.project("proj");
+    p.file("keep.txt", "k\n");
+    let before = p.track();
+    p.file("d/x.txt", "agent\n");
+    p.track();
+    // The restore pauses 2 s at its first syncfs (after planning, before deleting); meanwhile
+    // d becomes a symlink to a directory outside the project holding the same name.
+    let mut cmd = strace(
+        &p,
+        "inject=syncfs:delay_enter=2000000:when=1",
+        &["--json", "restore", &before],
+    );
+    let child = spawn_piped(&mut cmd);
+    std::thread::sleep(Duration::from_millis(1000));
+    fs::rename(p.join("d"), sb.root.join("d-moved")).unwrap();
+    std::os::unix::fs::symlink(&outside, p.join("d")).unwrap();
+    let run = finish(child, DEFAULT_DEADLINE, "restore");
+    assert_no_panic(&run);
+    assert_eq!(
+        fs::read(outside.join("x.txt")).unwrap(),
+        b"precious\n",
+        "{run}"
+    );
+    assert!(run.stdout.contains("d/x.txt"), "reported as failed: {run}");
+}
+
+// ---------------------------------------------------------------------------
+// 5. Edits made between or after the agent's turns are never silently overwritten
+// ---------------------------------------------------------------------------
+
+#[test]
+fn undo_leaves_edits_made_between_turns_to_the_user() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("notes.md", "orig\n").file("other.txt", "o\n");
+    begin(&p, "1");
+    p.file("notes.md", "agent\n").file("plan.md", "new\n");
+    end(&p, "1");
+    // The user, between turns.
+    p.file("notes.md", "agent\nUSER WORK\n")
+        .file("plan.md", "new\nmore\n");
+    begin(&p, "2");
+    p.file("other.txt", "o2\n");
+    end(&p, "2");
+    let o = rwj(&p, &["undo", "--session=s", "--turn=1"]);
+    assert_eq!(p.read("notes.md"), b"agent\nUSER WORK\n", "{o}");
+    assert_eq!(p.read("plan.md"), b"new\nmore\n", "{o}");
+    assert_eq!(
+        p.read("other.txt"),
+        b"o\n",
+        "turn 2's own change is undone: {o}"
+    );
+    let mut conflicts = strings(&o["conflicts"]);
+    conflicts.sort();
+    assert_eq!(conflicts, vec!["notes.md", "plan.md"], "{o}");
+    // With --force they go, and their bytes are in the undo point.
+    let f = rwj(&p, &["undo", "--session=s", "--turn=1", "--force"]);
+    assert_eq!(p.read("notes.md"), b"orig\n", "{f}");
+    assert!(!p.join("plan.md").exists(), "{f}");
+    assert_in_undo(&p, &f, "notes.md", b"agent\nUSER WORK\n");
+    assert_in_undo(&p, &f, "plan.md", b"new\nmore\n");
+}
+
+#[test]
+fn undo_leaves_a_branch_switch_between_turns_to_the_user() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.git_init().file("app.txt", "v1\n").commit_all("one");
+    p.git(["checkout", "-q", "-b", "feature"]);
+    p.file("app.txt", "feature\n")
+        .file("feat.txt", "f\n")
+        .commit_all("feature");
+    p.git(["checkout", "-q", "-"]);
+    begin(&p, "1");
+    p.file("app.txt", "v1 agent\n");
+    end(&p, "1");
+    p.git(["commit", "-q", "-am", "agent's work"]);
+    p.git(["checkout", "-q", "feature"]); // the user switches branch between turns
+    begin(&p, "2");
+    p.file("unrelated.txt", "u\n");
+    end(&p, "2");
+    let o = rwj(&p, &["undo", "--session=s", "--turn=1"]);
+    assert_eq!(p.read("app.txt"), b"feature\n", "{o}");
+    assert_eq!(p.read("feat.txt"), b"f\n", "{o}");
+    assert!(
+        strings(&o["conflicts"]).contains(&"app.txt".to_string()),
+        "{o}"
+    );
+    assert!(!p.join("unrelated.txt").exists(), "turn 2's file goes: {o}");
+}
+
+// ---------------------------------------------------------------------------
+// 9. Special files are never opened for reading
+// ---------------------------------------------------------------------------
+
+#[test]
+fn restore_force_over_a_fifo_does_not_hang() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("pipe", "was a file\n");
+    let before = p.track();
+    p.remove("pipe").fifo("pipe");
+    p.track();
+    let o = rwj(&p, &["restore", "--force", &before]);
+    assert_eq!(strings(&o["conflicts"]), vec!["pipe"], "{o}");
+    let kind = fs::symlink_metadata(p.join("pipe")).unwrap().file_type();
+    assert!(
+        std::os::unix::fs::FileTypeExt::is_fifo(&kind),
+        "the FIFO stays"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 13. undo --file: a directory means the paths below it; an unknown path is not_found
+// ---------------------------------------------------------------------------
+
+#[test]
+fn undo_file_the_session_never_touched_is_not_found() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n").file("untouched.txt", "u\n");
+    begin(&p, "1");
+    p.file("a.txt", "b\n");
+    end(&p, "1");
+    let undo_ref = |p: &TestProject| p.store_git(["for-each-ref", "refs/rewind/undo"]);
+    let refs_before = undo_ref(&p);
+    for path in ["untouched.txt", "nope.txt"] {
+        let run = rw(&p, &["--json", "undo", "--session=s", "--file", path]);
+        assert_eq!(run.code(), Some(1), "{run}");
+        assert_eq!(one_json(&run)["error"]["code"], "not_found", "{run}");
+    }
+    assert_eq!(undo_ref(&p), refs_before, "no undo point recorded");
+    assert_eq!(p.read("a.txt"), b"b\n");
+}
+
+#[test]
+fn undo_file_with_a_directory_undoes_every_path_below_it() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("src/a.rs", "a\n")
+        .file("src/deep/b.rs", "b\n")
+        .file("top.txt", "t\n");
+    begin(&p, "1");
+    p.file("src/a.rs", "a2\n")
+        .file("src/deep/b.rs", "b2\n")
+        .file("src/new.rs", "n\n");
+    p.file("top.txt", "t2\n");
+    end(&p, "1");
+    let o = rwj(&p, &["undo", "--session=s", "--file", "src"]);
+    assert_eq!(p.read("src/a.rs"), b"a\n", "{o}");
+    assert_eq!(p.read("src/deep/b.rs"), b"b\n", "{o}");
+    assert!(!p.join("src/new.rs").exists(), "{o}");
+    assert_eq!(p.read("top.txt"), b"t2\n", "outside src: untouched: {o}");
+}
+
+// ---------------------------------------------------------------------------
+// Durability: the undo point is on disk before a file changes; data before the rename
+// ---------------------------------------------------------------------------
+
+#[test]
+fn restore_syncs_the_undo_point_and_the_new_data_before_renaming() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a0\n").file("d/b.txt", "b0\n");
+    let before = p.track();
+    p.file("a.txt", "a1\n").file("d/b.txt", "b1\n");
+    p.track();
+    let log = sb.root.join("strace.log");
+    let rewind = p.rewind_command(["restore", &before]);
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-o"])
+        .arg(&log)
+        .args([
+            "-e",
+            "trace=openat,fsync,fdatasync,syncfs,rename,renameat,renameat2",
+        ])
+        .arg(rewind.get_program())
+        .args(rewind.get_args());
+    for (key, value) in rewind.get_envs() {
+        if let Some(value) = value {
+            cmd.env(key, value);
+        }
+    }
+    run_with_deadline(&mut cmd, DEFAULT_DEADLINE).assert_success();
+    let trace = fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = trace.lines().collect();
+    let position = |what: &dyn Fn(&str) -> bool| lines.iter().position(|l| what(l));
+    let undo_ref = position(&|l| l.contains("rename") && l.contains("refs/rewind/undo"))
+        .unwrap_or_else(|| panic!("the undo ref is written by a rename:\n{trace}"));
+    let first_project_rename = position(&|l| l.contains("rename") && l.contains("\".rewind-"))
+        .unwrap_or_else(|| panic!("files are renamed into place:\n{trace}"));
+    let syncs: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains("syncfs("))
+        .collect();
+    assert!(
+        syncs
+            .iter()
+            .any(|&s| s > undo_ref && s < first_project_rename),
+        "a sync after the undo ref and before the first file is replaced:\n{trace}"
+    );
+    let last_temp_written = (0..lines.len())
+        .filter(|&i| {
+            lines[i].contains("openat(")
+                && lines[i].contains("\".rewind-")
+                && lines[i].contains("O_CREAT")
+        })
+        .max()
+        .unwrap_or_else(|| panic!("temp files are created:\n{trace}"));
+    assert!(
+        syncs.iter().any(|&s| s > last_temp_written && s < first_project_rename),
+        "the new files' data is synced after the last is written and before the first rename:\n{trace}"
+    );
+    assert_eq!(p.read("a.txt"), b"a0\n");
+}
