@@ -224,13 +224,17 @@ fn turn_ref(session: &str, kind: &str, turn: &str) -> Result<String> {
 
 impl Store {
     /// Begin a turn: snapshot the project as the turn's "before". Beginning an open turn again
-    /// is a no-op; beginning an ended turn is an error.
+    /// is a no-op; beginning an ended turn is an error. Returns the "before" and what that
+    /// snapshot left out (an undo cannot bring those files back).
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
-    /// store.begin_turn("chat-42", "1")?;
+    /// let start = store.begin_turn("chat-42", "1")?;
+    /// for skipped in &start.skipped {
+    ///     eprintln!("not covered by undo: {} ({:?})", skipped.path, skipped.reason);
+    /// }
     /// // ... the agent works: edits, shell commands, formatters ...
-    /// for file in store.end_turn("chat-42", "1")? {
+    /// for file in store.end_turn("chat-42", "1")?.files {
     ///     println!("{} +{} -{}", file.file, file.additions, file.deletions);
     /// }
     /// # Ok::<(), rewind::Error>(())
@@ -297,8 +301,8 @@ impl Store {
     /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
     /// store.begin_turn("chat-42", "3")?;
     /// // ... the agent works ...
-    /// let files = store.end_turn("chat-42", "3")?;
-    /// println!("{} files changed", files.len());
+    /// let end = store.end_turn("chat-42", "3")?;
+    /// println!("{} -> {}: {} files changed", end.before, end.after, end.files.len());
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn end_turn(&self, session: &str, turn: &str) -> Result<TurnEnd> {
