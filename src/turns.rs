@@ -431,16 +431,17 @@ impl Store {
         let undone = &records[start..];
         let current = self.track_locked(&TrackOptions::default())?.hash;
         let repo = self.repo();
-        // Each path the turns changed, with the "after" of the last turn that changed it.
-        let mut agents: HashMap<BString, ObjectId> = HashMap::new();
+        let mut touched: Vec<BString> = Vec::new();
         for record in undone {
             let after = record.after.unwrap_or(current);
-            for change in tree_changes(&repo, record.before, after)? {
-                agents.insert(change.path, after);
-            }
+            touched.extend(
+                tree_changes(&repo, record.before, after)?
+                    .into_iter()
+                    .map(|c| c.path),
+            );
         }
-        let mut touched: Vec<BString> = agents.keys().cloned().collect();
         touched.sort_unstable();
+        touched.dedup();
         if let Some(only) = &only {
             touched.retain(|p| is_within(p.as_ref(), only.as_ref()));
             if touched.is_empty() {
@@ -451,7 +452,7 @@ impl Store {
             }
         }
         let chain = self.chain_since(session, undone[0].begin)?;
-        let others = self.changed_by_others(&chain, current, &agents)?;
+        let others = self.changed_by_others(&chain, current)?;
         let target = undone[0].before;
         let mut conflicts = Vec::new();
         let mut changes = Vec::new();
@@ -532,34 +533,37 @@ impl Store {
 
     /// The paths someone other than the session changed along `chain`: between an end (or
     /// undo) commit and the next turn's begin, and after the last end (or undo) until
-    /// `current`, unless the content is again what the agent's last turn touching it left
-    /// there (`agents`: path -> that turn's "after" tree). An open turn's changes are its own.
-    /// Costs one tree diff per gap.
+    /// `current`, unless the content is again the session's last word on the path (what the
+    /// last turn or undo that changed it left there). An open turn's changes are its own.
+    /// Costs one tree diff per chain commit.
     fn changed_by_others(
         &self,
         chain: &[(ObjectId, ChainKind)],
         current: ObjectId,
-        agents: &HashMap<BString, ObjectId>,
     ) -> Result<HashSet<BString>> {
         let repo = self.repo();
         let mut others = HashSet::new();
-        let pairs = chain.windows(2).map(|w| (w[0], Some(w[1])));
-        let last = chain.last().map(|l| (*l, None));
-        for ((from, from_kind), to) in pairs.chain(last) {
-            let to = match to {
-                Some((tree, ChainKind::Begin)) => tree,
-                None => current,
-                Some(_) => continue, // a turn's own changes, or an undo's
-            };
-            if from_kind == ChainKind::Begin {
-                continue; // a turn left open: what follows is its own
+        // For each path, the tree of the last end or undo commit that changed it.
+        let mut last_word: HashMap<BString, ObjectId> = HashMap::new();
+        for pair in chain.windows(2) {
+            let ((from, from_kind), (to, to_kind)) = (pair[0], pair[1]);
+            let changed = tree_changes(&repo, from, to)?.into_iter().map(|c| c.path);
+            match to_kind {
+                ChainKind::End | ChainKind::Undo => {
+                    last_word.extend(changed.map(|path| (path, to)));
+                }
+                // A gap: someone else's, unless a turn left open runs into it.
+                ChainKind::Begin if from_kind != ChainKind::Begin => others.extend(changed),
+                ChainKind::Begin => {}
             }
-            for change in tree_changes(&repo, from, to)? {
-                let agents_content = match agents.get(&change.path) {
-                    Some(after) if to == current => side_at(&repo, *after, change.path.as_ref())?,
-                    _ => None,
+        }
+        if let Some(&(last, ChainKind::End | ChainKind::Undo)) = chain.last() {
+            for change in tree_changes(&repo, last, current)? {
+                let session_left = match last_word.get(&change.path) {
+                    Some(tree) => side_at(&repo, *tree, change.path.as_ref())?,
+                    None => None,
                 };
-                if agents_content.is_none() || agents_content != change.after {
+                if session_left.is_none() || session_left != change.after {
                     others.insert(change.path);
                 }
             }
