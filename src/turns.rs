@@ -12,7 +12,7 @@
 //! commit messages' trailers, so `git log --all` in the store shows every turn, and a new process
 //! finds everything there: nothing lives only in memory.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -289,7 +289,8 @@ impl Store {
         Ok(files)
     }
 
-    /// Every turn of `session` (or of every session), oldest first.
+    /// Every turn of `session` (or of every session): each session's in the order of its chain,
+    /// sessions interleaved by start time.
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
@@ -319,8 +320,7 @@ impl Store {
                 });
             }
         }
-        turns.sort_by_key(|t| t.started_at); // stable: each session's own order is kept
-        Ok(turns)
+        Ok(interleave(turns))
     }
 
     /// Undo what `session` did from `from_turn` (default: its first turn) on: the paths those
@@ -593,8 +593,8 @@ impl Store {
         }
     }
 
-    /// The turns of `session` (or of all sessions), each session's oldest first: by start
-    /// time, then by position on the session's chain (times can be equal under `REWIND_NOW`).
+    /// The turns of `session` (or of all sessions), each session's oldest first: by position
+    /// on the session's chain, never by time (the clock can step back between turns).
     fn sessions(&self, only: Option<&str>) -> Result<Vec<(String, Vec<Record>)>> {
         let prefix = match only {
             Some(session) => session_ref(session, "")?,
@@ -640,8 +640,19 @@ impl Store {
                 chain.push(commit);
                 next = self.parent(commit)?;
             }
-            let position = |begin: &ObjectId| chain.iter().rev().position(|c| c == begin);
-            records.sort_by_key(|r| (r.started_at, position(&r.begin)));
+            // Oldest first along the chain; a turn off the chain (none should be) goes last.
+            let position: HashMap<ObjectId, usize> = chain
+                .iter()
+                .rev()
+                .enumerate()
+                .map(|(i, c)| (*c, i))
+                .collect();
+            records.sort_by_key(|r| {
+                (
+                    position.get(&r.begin).copied().unwrap_or(usize::MAX),
+                    r.started_at,
+                )
+            });
             sessions.push((session, records));
         }
         Ok(sessions)
@@ -711,6 +722,30 @@ impl Store {
             deletions: number("Rewind-Deletions"),
         })
     }
+}
+
+/// Merge the sessions' turns (each session's in chain order, sessions one after the other) by
+/// start time, keeping each session's own order whatever the clock did. Costs a scan of the
+/// sessions per turn.
+fn interleave(turns: Vec<Turn>) -> Vec<Turn> {
+    let mut queues: Vec<VecDeque<Turn>> = Vec::new();
+    for turn in turns {
+        match queues.last_mut() {
+            Some(queue) if queue.back().is_some_and(|t| t.session == turn.session) => {
+                queue.push_back(turn)
+            }
+            _ => queues.push(VecDeque::from([turn])),
+        }
+    }
+    let mut merged = Vec::new();
+    while let Some(next) = queues
+        .iter_mut()
+        .filter(|queue| !queue.is_empty())
+        .min_by_key(|queue| queue.front().map(|t| t.started_at))
+    {
+        merged.extend(next.pop_front());
+    }
+    merged
 }
 
 /// The trailers that identify a turn commit (ids percent-encoded, so one line each).
