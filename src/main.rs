@@ -597,10 +597,11 @@ fn report_prune(
     outcome: rewind::PruneOutcome,
 ) -> serde_json::Value {
     for session in &outcome.sessions_removed {
-        errln!(
-            "rewind: {}: removed expired session {session}",
-            project.display()
-        );
+        let what = match outcome.sessions_removed_for_size.contains(session) {
+            true => "session (the store was over its size quota, rewind.maxSize)",
+            false => "expired session",
+        };
+        errln!("rewind: {}: removed {what} {session}", project.display());
     }
     if !cli.json {
         outln!(

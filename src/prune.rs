@@ -64,8 +64,12 @@ pub struct PruneOutcome {
     pub turns_removed: usize,
     pub objects_removed: usize,
     pub bytes_freed: u64,
-    /// Sessions removed whole, because their last turn expired.
+    /// Sessions removed whole: their last turn expired, or the store was over its size quota.
     pub sessions_removed: Vec<String>,
+    /// Those of `sessions_removed` that went for the size quota (`rewind.maxSize`), not age.
+    pub sessions_removed_for_size: Vec<String>,
+    /// How many of `snapshots_removed` went for the size quota, not age.
+    pub snapshots_removed_for_size: usize,
 }
 
 /// `"12h"` → `(12, "h")`: leading digits and the rest.
@@ -168,11 +172,13 @@ impl Store {
                         Record::Snapshot(name) => {
                             self.delete_ref(&name)?;
                             outcome.snapshots_removed += 1;
+                            outcome.snapshots_removed_for_size += 1;
                         }
                         Record::Session(session, turns) => {
                             self.delete_session(&session)?;
                             outcome.turns_removed += turns;
-                            outcome.sessions_removed.push(session);
+                            outcome.sessions_removed.push(session.clone());
+                            outcome.sessions_removed_for_size.push(session);
                         }
                     }
                 }
@@ -209,21 +215,17 @@ impl Store {
     }
 
     /// What the size quota may drop, oldest first: snapshot records, and whole sessions that
-    /// were not active in the last hour and hold no rolled-back turn (those wait for their age).
+    /// were not active in the last hour, have no open turn (retention never touches those) and
+    /// hold no rolled-back turn (those wait for their age).
     fn quota_candidates(&self, now: DateTime<Utc>) -> Result<Vec<Record>> {
         let mut timed: Vec<(DateTime<Utc>, Record)> = Vec::new();
         for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
             timed.push((self.commit_time(commit)?, Record::Snapshot(name)));
         }
-        let mut sessions: BTreeMap<String, (usize, DateTime<Utc>, bool)> = BTreeMap::new();
-        for turn in self.turns(None)? {
-            let at = turn.ended_at.unwrap_or(turn.started_at);
-            let entry = sessions.entry(turn.session).or_insert((0, at, false));
-            *entry = (entry.0 + 1, entry.1.max(at), entry.2 || turn.rolled_back);
-        }
-        for (session, (turns, last, rolled_back)) in sessions {
-            if !rolled_back && now - last > chrono::Duration::hours(1) {
-                timed.push((last, Record::Session(session, turns)));
+        for (session, activity) in self.session_activity()? {
+            let idle = now - activity.last > chrono::Duration::hours(1);
+            if idle && !activity.open && !activity.rolled_back {
+                timed.push((activity.last, Record::Session(session, activity.turns)));
             }
         }
         timed.sort_by_key(|(time, _)| *time);
@@ -232,10 +234,27 @@ impl Store {
 
     /// Every session with a turn in the store.
     fn session_names(&self) -> Result<Vec<String>> {
-        let mut names: Vec<String> = self.turns(None)?.into_iter().map(|t| t.session).collect();
-        names.sort_unstable();
-        names.dedup();
-        Ok(names)
+        Ok(self.session_activity()?.into_keys().collect())
+    }
+
+    /// Each session's turn count, last activity, and whether a turn is open or rolled back.
+    /// Costs reading every turn's commit.
+    fn session_activity(&self) -> Result<BTreeMap<String, Activity>> {
+        let mut sessions: BTreeMap<String, Activity> = BTreeMap::new();
+        for turn in self.turns(None)? {
+            let at = turn.ended_at.unwrap_or(turn.started_at);
+            let activity = sessions.entry(turn.session).or_insert(Activity {
+                turns: 0,
+                last: at,
+                open: false,
+                rolled_back: false,
+            });
+            activity.turns += 1;
+            activity.last = activity.last.max(at);
+            activity.open |= turn.ended_at.is_none();
+            activity.rolled_back |= turn.rolled_back;
+        }
+        Ok(sessions)
     }
 
     /// Delete every ref of `session`.
@@ -295,17 +314,13 @@ impl Store {
         Ok(())
     }
 
+    /// Remove the sessions whose last turn ended (or began) before `cutoff`, unless a turn of
+    /// theirs is still open: an open turn needs its chain and its before snapshot.
     fn expire_sessions(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
-        let mut sessions: BTreeMap<String, (usize, DateTime<Utc>)> = BTreeMap::new();
-        for turn in self.turns(None)? {
-            let at = turn.ended_at.unwrap_or(turn.started_at);
-            let entry = sessions.entry(turn.session).or_insert((0, at));
-            *entry = (entry.0 + 1, entry.1.max(at));
-        }
-        for (session, (turns, last)) in sessions {
-            if last < cutoff {
+        for (session, activity) in self.session_activity()? {
+            if activity.last < cutoff && !activity.open {
                 self.delete_session(&session)?;
-                outcome.turns_removed += turns;
+                outcome.turns_removed += activity.turns;
                 outcome.sessions_removed.push(session);
             }
         }
@@ -603,6 +618,17 @@ impl Store {
         let _ = fs::remove_file(self.git_dir().join("logs").join(reference));
         Ok(())
     }
+}
+
+/// What [`Store::session_activity`] knows of a session.
+struct Activity {
+    turns: usize,
+    /// The latest start or end of its turns.
+    last: DateTime<Utc>,
+    /// Some turn was begun and not ended.
+    open: bool,
+    /// Some turn was undone.
+    rolled_back: bool,
 }
 
 /// A record the size quota can drop.

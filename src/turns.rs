@@ -525,8 +525,8 @@ impl Store {
     }
 
     /// Keep at most `max` turns of `session`: the oldest others go (rolled-back turns stay
-    /// until they expire, since the user may redo them), and the session's chain is rewritten
-    /// without them. Returns how many turns went. The caller holds the store lock.
+    /// until they expire, since the user may redo them; open turns stay), and the session's
+    /// chain is rewritten without them. Returns how many turns went. The caller holds the lock.
     pub(crate) fn trim_session(&self, session: &str, max: usize) -> Result<usize> {
         let records = self.session_records(session)?;
         let excess = records.len().saturating_sub(max);
@@ -536,7 +536,8 @@ impl Store {
                 break;
             }
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
-            if self.ref_target(&marker)?.is_none() {
+            // An open turn is never dropped: it needs its chain and its before snapshot.
+            if record.ended_at.is_some() && self.ref_target(&marker)?.is_none() {
                 dropped.push(record.turn.clone());
             }
         }
