@@ -204,14 +204,43 @@ impl Store {
         let reflog_roots = self.expire_reflogs(cutoff)?;
         let reachable = self.sweep(object_expiry, reflog_roots, outcome)?;
         self.repack(&reachable, outcome)?;
-        // A commit-graph (from a `git gc` someone ran) may name deleted commits: it is only a
-        // cache, so drop it whenever objects went.
         if outcome.objects_removed > 0 {
-            let info = self.git_dir().join("objects/info");
-            let _ = fs::remove_file(info.join("commit-graph"));
-            let _ = fs::remove_dir_all(info.join("commit-graphs"));
+            self.remove_git_caches()?;
         }
         Ok(())
+    }
+
+    /// Delete the files stock git keeps beside the objects (from a `git gc`, `repack`,
+    /// `multi-pack-index write`, `commit-graph write` or `update-server-info` someone ran in the
+    /// store): they name packs and commits, and are only caches that git rebuilds. Called
+    /// before packs or objects they may name are deleted: git fails on a multi-pack-index that
+    /// names a missing pack, and gix then finds no object of any pack it lists. Costs a
+    /// `readdir` of `objects/pack` and a few `unlink`s.
+    fn remove_git_caches(&self) -> Result<()> {
+        let objects = self.git_dir().join("objects");
+        let mut files = vec![
+            objects.join("info/multi-pack-index"),
+            objects.join("info/commit-graph"),
+            objects.join("info/packs"),
+        ];
+        let pack_dir = objects.join("pack");
+        if let Ok(entries) = fs::read_dir(&pack_dir) {
+            let names = entries.flatten().map(|e| e.file_name());
+            let midx = names.filter(|n| n.to_string_lossy().starts_with("multi-pack-index"));
+            files.extend(midx.map(|name| pack_dir.join(name)));
+        }
+        for file in files {
+            match fs::remove_file(&file) {
+                Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
+                    remove_dir(&file)?; // objects/pack/multi-pack-index.d (incremental)
+                }
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(Error::io("removing git's cache", &file, e));
+                }
+                _ => {}
+            }
+        }
+        remove_dir(&objects.join("info/commit-graphs"))
     }
 
     /// What the size quota may drop, oldest first: snapshot records, and whole sessions that
@@ -460,14 +489,16 @@ impl Store {
         let written: Result<()> = written.collect();
         let new_pack = self.objects().finish_pack(written.is_ok())?;
         written?;
-        // The new pack is complete and in place: the old ones can go (one with the same name
-        // had exactly the same content and was just replaced).
+        // The new pack is complete and in place: git's indexes over the old ones go first,
+        // then the old ones (one with the same name had exactly the same content and was just
+        // replaced).
+        self.remove_git_caches()?;
         for idx in old_packs
             .iter()
             .filter(|idx| Some(*idx) != new_pack.as_ref())
         {
             // The index first, as git does: a pack without one is invisible.
-            for ext in ["idx", "pack", "rev", "bitmap", "mtimes", "promisor"] {
+            for ext in ["idx", "pack", "rev", "bitmap", "mtimes", "promisor", "keep"] {
                 let _ = fs::remove_file(idx.with_extension(ext));
             }
         }
@@ -687,6 +718,14 @@ pub(crate) fn files_below(dir: &Path) -> Vec<PathBuf> {
         }
     }
     files
+}
+
+/// `rm -r dir`; a missing directory is fine.
+fn remove_dir(dir: &Path) -> Result<()> {
+    match fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::io("removing", dir, e)),
+        _ => Ok(()),
+    }
 }
 
 fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
