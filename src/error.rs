@@ -111,6 +111,9 @@ impl Error {
             Error::Project { .. } | Error::NotADirectory(_) => "project",
             Error::NoDataDir => "data_dir",
             Error::Io { source, .. } if source.kind() == io::ErrorKind::StorageFull => "disk_full",
+            Error::Io { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => {
+                "permission"
+            }
             Error::Io { .. } => "io",
             Error::Store { .. } => "store",
             Error::BadClock { .. } => "bad_clock",

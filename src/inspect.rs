@@ -26,6 +26,9 @@ pub struct Doctor {
     pub last_prune: Option<DateTime<Utc>>,
     /// Objects that a record needs but the store lacks (or cannot read).
     pub missing: Vec<String>,
+    /// Earlier copies of this store that were found damaged and set aside (never removed
+    /// automatically; delete them once their records are no longer wanted).
+    pub set_aside: Vec<String>,
 }
 
 impl Doctor {
@@ -79,6 +82,13 @@ impl Store {
             .and_then(|t| DateTime::parse_from_rfc3339(t.trim()).ok())
             .map(|t| t.with_timezone(&Utc));
         let undo_points = self.undo_chain()?.len();
+        let copies = format!("{}.damaged-", self.git_dir().display());
+        let data_dir = self.git_dir().parent().unwrap_or(self.git_dir());
+        let set_aside = Store::set_aside_stores(data_dir)?
+            .into_iter()
+            .map(|path| path.display().to_string())
+            .filter(|path| path.starts_with(&copies))
+            .collect();
         Ok(Doctor {
             git_dir: self.git_dir().display().to_string(),
             project: self.project().display().to_string(),
@@ -99,6 +109,7 @@ impl Store {
             undo_points,
             last_prune,
             missing,
+            set_aside,
         })
     }
 

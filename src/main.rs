@@ -310,6 +310,12 @@ fn run(cli: &Cli) -> rewind::Result<()> {
                 }
             }
         }
+        for aside in rewind::Store::set_aside_stores(&data_dir)? {
+            errln!(
+                "rewind: {}: a damaged store set aside; delete it once its records are not needed",
+                aside.display()
+            );
+        }
         if cli.json {
             print_json(&outcomes);
         }
@@ -325,6 +331,12 @@ fn run(cli: &Cli) -> rewind::Result<()> {
     }
     let project = cli.project.clone().unwrap_or_else(|| PathBuf::from("."));
     let store = rewind::Store::open(&project, &data_dir)?;
+    if let Some(aside) = store.set_aside() {
+        errln!(
+            "rewind: warning: the store had lost its objects: moved to {} and a new one started",
+            aside.display()
+        );
+    }
     let show_progress = !cli.json && !cli.quiet && std::io::stderr().is_terminal();
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -826,6 +838,9 @@ fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono::Utc>) {
             .last_prune
             .map_or("never".to_string(), |t| age(now, t))
     );
+    for aside in &report.set_aside {
+        outln!("set aside     {aside} (damaged; delete it once not needed)");
+    }
     match report.missing.len() {
         0 => outln!("check         every object the records reach is present"),
         n => outln!(

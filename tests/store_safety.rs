@@ -274,3 +274,219 @@ fn doctor_reads_objects_as_restore_does_under_a_stale_multi_pack_index() {
         assert_ne!(report["missing"], serde_json::json!([]), "{report}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// Unreadable stores, private stores
+// ---------------------------------------------------------------------------
+
+/// `program ARGS` as user and group nobody (65534), in the sandbox's scrubbed environment.
+/// Needs root and `setpriv`: without them the test fails (it cannot prove anything).
+fn as_nobody<S: AsRef<std::ffi::OsStr>>(
+    sb: &Sandbox,
+    program: &std::path::Path,
+    args: &[S],
+) -> Run {
+    let mut cmd = sb.isolated("setpriv");
+    cmd.current_dir(&sb.root)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(program)
+        .args(args);
+    let run = common::run_with_deadline(&mut cmd, common::DEFAULT_DEADLINE);
+    assert!(
+        !run.stderr.contains("setpriv:"),
+        "this test runs commands as nobody with setpriv, as root: {run}"
+    );
+    common::assert_no_panic(&run);
+    run
+}
+
+/// `rewind --data-dir D -C P ARGS` as nobody.
+fn rewind_as_nobody(p: &TestProject, args: &[&str]) -> Run {
+    let mut all: Vec<std::ffi::OsString> = vec!["--data-dir".into(), p.sb.data_dir.clone().into()];
+    all.extend(["-C".into(), p.path.clone().into()]);
+    all.extend(args.iter().map(|a| a.into()));
+    as_nobody(p.sb, &common::rewind_bin(), &all)
+}
+
+fn chown_nobody(path: &std::path::Path) {
+    let status = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "chown {}", path.display());
+}
+
+fn chmod(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// The names in the data directory.
+fn data_dir_names(sb: &Sandbox) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(&sb.data_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Issue 12 item 11: a store its user could not read (mode 000 here; umask 077 and another
+/// user in real life) looked like a store without `objects/`, so it was renamed to
+/// `*.damaged-PID` and replaced by an empty one, silently; `prune --all` skipped it silently.
+/// Only proven damage sets a store aside, and that is always reported.
+#[test]
+fn unreadable_store_is_a_permission_error_never_set_aside() {
+    let sb = Sandbox::new();
+    chmod(&sb.root, 0o755);
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    std::fs::create_dir_all(&sb.data_dir).unwrap();
+    chown_nobody(&p.path);
+    chown_nobody(&sb.data_dir);
+    let run = rewind_as_nobody(&p, &["track"]);
+    run.assert_success();
+    let tree = run.stdout.trim().to_string();
+    let names = data_dir_names(&sb);
+    assert_eq!(names.len(), 1, "{names:?}");
+    let store = sb.data_dir.join(&names[0]);
+
+    chmod(&store, 0o000);
+    for args in [&["--json", "track"][..], &["--json", "diff", &tree]] {
+        let run = rewind_as_nobody(&p, args);
+        assert_eq!(run.code(), Some(1), "{run}");
+        let error = one_json(&run);
+        assert_eq!(error["error"]["code"], "permission", "{run}");
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(store.to_str().unwrap()),
+            "the message names the store: {run}"
+        );
+    }
+    assert_eq!(data_dir_names(&sb), names, "nothing set aside or created");
+    assert_eq!(mode(&store), 0o000, "the store is left as it is");
+    let all = rewind_as_nobody(&p, &["--json", "prune", "--all"]);
+    assert_eq!(
+        all.code(),
+        Some(1),
+        "a store prune --all cannot read fails it: {all}"
+    );
+    assert!(all.stderr.contains(store.to_str().unwrap()), "{all}");
+
+    // Readable again: everything is still there.
+    chmod(&store, 0o700);
+    let run = rewind_as_nobody(&p, &["track"]);
+    run.assert_success();
+    assert_eq!(run.stdout.trim(), tree);
+    assert!(run.stderr.is_empty(), "{run}");
+    rewind_as_nobody(&p, &["diff", &tree]).assert_success();
+
+    // Proven damage (objects/ really gone) sets the store aside, and says so every time it
+    // is looked at.
+    std::fs::remove_dir_all(store.join("objects")).unwrap();
+    let run = rewind_as_nobody(&p, &["track"]);
+    run.assert_success();
+    let aside: Vec<String> = data_dir_names(&sb)
+        .into_iter()
+        .filter(|n| n.contains(".damaged-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{:?}", data_dir_names(&sb));
+    assert!(
+        run.stderr.contains(&aside[0]),
+        "the set-aside is reported: {run}"
+    );
+    let doctor = rewind_as_nobody(&p, &["--json", "doctor"]);
+    doctor.assert_success();
+    let report = one_json(&doctor);
+    let listed = report["set_aside"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(listed.len(), 1, "{report}");
+    assert!(listed[0].as_str().unwrap().ends_with(&aside[0]), "{report}");
+    let all = rewind_as_nobody(&p, &["--json", "prune", "--all"]);
+    all.assert_success();
+    assert!(
+        all.stderr.contains(&aside[0]),
+        "prune --all lists it: {all}"
+    );
+}
+
+/// Issue 12 item 14: stores were created with the umask's permissions, so another user could
+/// read a 0600 key from a 0700 project through `git show` in the store. The data directory
+/// and every store are 0700 whatever the umask, and an existing open one is made private.
+#[test]
+fn stores_cannot_be_read_by_another_user() {
+    let sb = Sandbox::new();
+    chmod(&sb.root, 0o755);
+    let p = sb.project("proj");
+    p.file("key.pem", "the private key\n");
+    chmod(&p.join("key.pem"), 0o600);
+    chmod(&p.path, 0o700);
+    // rewind as root under umask 000.
+    let rewind_umask_0 = |args: &[&str]| {
+        let mut cmd = sb.isolated("sh");
+        cmd.args(["-c", "umask 000; exec \"$@\"", "sh"])
+            .arg(common::rewind_bin())
+            .arg("--data-dir")
+            .arg(&sb.data_dir)
+            .arg("-C")
+            .arg(&p.path)
+            .args(args);
+        let run = common::run_with_deadline(&mut cmd, common::DEFAULT_DEADLINE);
+        run.assert_success();
+        run
+    };
+    let tree = rewind_umask_0(&["track"]).stdout.trim().to_string();
+    let store = p.store();
+    let blob = sb.git_in(&store, ["rev-parse", &format!("{tree}:key.pem")]);
+    let blob = blob.trim().to_string();
+    let loose = store.join("objects").join(&blob[..2]).join(&blob[2..]);
+    let git = std::path::Path::new("git");
+    let show = |sb: &Sandbox| {
+        let git_dir = format!("--git-dir={}", store.display());
+        as_nobody(
+            sb,
+            git,
+            &["-c", "safe.directory=*", &git_dir, "cat-file", "-p", &blob],
+        )
+    };
+    let private = |what: &str| {
+        assert_eq!(
+            mode(&sb.data_dir) & 0o077,
+            0,
+            "{what}: data dir open to others"
+        );
+        assert_eq!(mode(&store) & 0o077, 0, "{what}: store open to others");
+        let run = show(&sb);
+        assert!(
+            !run.status.success() && !run.stdout.contains("private key"),
+            "{what}: another user reads the key through git: {run}"
+        );
+        let cat = as_nobody(&sb, std::path::Path::new("cat"), &[&loose]);
+        assert!(
+            !cat.status.success(),
+            "{what}: another user reads the object: {cat}"
+        );
+    };
+    private("a new store");
+
+    // A store an older version left open (and its data dir): made private on the next open.
+    chmod(&sb.data_dir, 0o755);
+    chmod(&store, 0o755);
+    let run = show(&sb);
+    assert!(
+        run.stdout.contains("private key"),
+        "the check above can fail: an open store is readable by nobody: {run}"
+    );
+    rewind_umask_0(&["diff", &tree]);
+    private("a store made private on open");
+}
