@@ -571,29 +571,15 @@ fn make_private(dir: &Path, meta: &fs::Metadata) -> Result<()> {
         .map_err(|e| Error::io("making private", dir, e))
 }
 
-/// Whether the store directory `git_dir` provably lost its `objects/`: the directory can be
-/// listed and `objects` is absent or not a directory. A store that cannot be read is an error
-/// (e.g. `permission`), never taken for a damaged one. Costs a `stat` and an `access`.
+/// Whether the store directory `git_dir` provably lost its `objects/`: `stat` finds no
+/// `objects` in it (which takes searching the directory) or one that is not a directory. A
+/// store that cannot be searched is an error (`permission`), never taken for a damaged one.
+/// Costs a `stat`.
 fn lacks_objects(git_dir: &Path) -> Result<bool> {
     let objects = git_dir.join("objects");
     match fs::metadata(&objects) {
-        Ok(meta) if meta.is_dir() => {
-            // Unreadable objects would otherwise surface later as "no snapshot".
-            let wanted = rustix::fs::Access::READ_OK | rustix::fs::Access::EXEC_OK;
-            rustix::fs::accessat(
-                rustix::fs::CWD,
-                &objects,
-                wanted,
-                rustix::fs::AtFlags::EACCESS,
-            )
-            .map_err(|e| Error::io("opening store", &objects, e.into()))?;
-            Ok(false)
-        }
-        Ok(_) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::read_dir(git_dir).map_err(|e| Error::io("opening store", git_dir, e))?;
-            Ok(true)
-        }
+        Ok(meta) => Ok(!meta.is_dir()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
         Err(e) => Err(Error::io("opening store", &objects, e)),
     }
 }

@@ -382,8 +382,16 @@ fn unreadable_store_is_a_permission_error_never_set_aside() {
     );
     assert!(all.stderr.contains(store.to_str().unwrap()), "{all}");
 
-    // Readable again: everything is still there.
+    // Readable again, but not its objects: the same error, nothing set aside.
     chmod(&store, 0o700);
+    chmod(&store.join("objects"), 0o000);
+    let run = rewind_as_nobody(&p, &["--json", "diff", &tree]);
+    assert_eq!(run.code(), Some(1), "{run}");
+    assert_eq!(one_json(&run)["error"]["code"], "permission", "{run}");
+    assert_eq!(data_dir_names(&sb), names, "nothing set aside or created");
+    chmod(&store.join("objects"), 0o755);
+
+    // Readable again: everything is still there.
     let run = rewind_as_nobody(&p, &["track"]);
     run.assert_success();
     assert_eq!(run.stdout.trim(), tree);
