@@ -616,8 +616,12 @@ fn report_prune(
         errln!("rewind: {}: removed {what} {session}", project.display());
     }
     if !cli.json {
+        let for_size = match outcome.snapshots_removed_for_size {
+            0 => String::new(),
+            n => format!(" ({n} for the size quota)"),
+        };
         outln!(
-            "{}: removed {} snapshots, {} turns, {} objects ({} bytes)",
+            "{}: removed {} snapshots{for_size}, {} turns, {} objects ({} bytes)",
             project.display(),
             outcome.snapshots_removed,
             outcome.turns_removed,

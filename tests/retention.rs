@@ -311,6 +311,16 @@ fn retention_never_removes_an_open_turn_and_names_quota_removals() {
         quota.stderr.contains("size quota") && !quota.stderr.contains("expired"),
         "{quota}"
     );
+    p.file("again.txt", "another snapshot to drop\n");
+    at(&p, later, &["track"]);
+    p.file("again.txt", "and the current one\n");
+    at(&p, later, &["track"]);
+    let text = at(
+        &p,
+        later,
+        &["prune", "--max-size", "1", "--target-size", "1"],
+    );
+    assert!(text.stdout.contains("for the size quota"), "{text}");
 
     // Ending the open turn works and undoes to its before.
     at(

@@ -497,4 +497,19 @@ fn stores_cannot_be_read_by_another_user() {
     );
     rewind_umask_0(&["diff", &tree]);
     private("a store made private on open");
+
+    // A data dir that holds other things too (a home directory, say) is not changed; the store
+    // in it is private all the same.
+    chmod(&store, 0o755);
+    chmod(&sb.data_dir, 0o755);
+    std::fs::write(sb.data_dir.join("notes.txt"), "not rewind's\n").unwrap();
+    rewind_umask_0(&["diff", &tree]);
+    assert_eq!(
+        mode(&sb.data_dir),
+        0o755,
+        "a shared directory is left alone"
+    );
+    assert_eq!(mode(&store), 0o700);
+    let run = show(&sb);
+    assert!(!run.stdout.contains("private key"), "{run}");
 }
