@@ -203,18 +203,14 @@ impl Store {
     ) -> Result<()> {
         let reflog_roots = self.expire_reflogs(cutoff)?;
         let reachable = self.sweep(object_expiry, reflog_roots, outcome)?;
-        self.repack(&reachable, outcome)?;
-        if outcome.objects_removed > 0 {
-            self.remove_git_caches()?;
-        }
-        Ok(())
+        self.repack(&reachable, outcome)
     }
 
     /// Delete the files stock git keeps beside the objects (from a `git gc`, `repack`,
     /// `multi-pack-index write`, `commit-graph write` or `update-server-info` someone ran in the
     /// store): they name packs and commits, and are only caches that git rebuilds. Called
-    /// before packs or objects they may name are deleted: git fails on a multi-pack-index that
-    /// names a missing pack, and gix then finds no object of any pack it lists. Costs a
+    /// before any pack or object is deleted: git fails on a multi-pack-index that names a
+    /// missing pack, and gix then finds no object of the packs it does not list. Costs a
     /// `readdir` of `objects/pack` and a few `unlink`s.
     fn remove_git_caches(&self) -> Result<()> {
         let objects = self.git_dir().join("objects");
@@ -434,10 +430,14 @@ impl Store {
         // Objects newer than the expiry, and all they reach, are kept (git's rule).
         roots.extend(loose.iter().filter(|o| o.modified >= expiry).map(|o| o.id));
         let reachable = self.reachable(roots);
-        for object in loose {
-            if reachable.contains(&object.id) {
-                continue;
-            }
+        let unreachable: Vec<LooseObject> = loose
+            .into_iter()
+            .filter(|o| !reachable.contains(&o.id))
+            .collect();
+        if !unreachable.is_empty() {
+            self.remove_git_caches()?;
+        }
+        for object in unreachable {
             match fs::remove_file(&object.path) {
                 Ok(()) => outcome.objects_removed += 1,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}

@@ -289,7 +289,10 @@ impl Store {
                 Err(e) => return Some(Err(Error::store(&git_dir, e))),
             };
         let project = PathBuf::from(std::ffi::OsStr::from_bytes(&project));
-        Some(Self::at(git_dir, project))
+        let private = fs::metadata(&git_dir)
+            .map_err(|e| Error::io("reading store", &git_dir, e))
+            .and_then(|meta| make_private(&git_dir, &meta));
+        Some(private.and_then(|()| Self::at(git_dir, project)))
     }
 
     /// Open the existing store at `git_dir` for `project`.

@@ -512,4 +512,9 @@ fn stores_cannot_be_read_by_another_user() {
     assert_eq!(mode(&store), 0o700);
     let run = show(&sb);
     assert!(!run.stdout.contains("private key"), "{run}");
+
+    // `prune --all` (hourly from cron) makes every store private as well.
+    chmod(&store, 0o755);
+    sb.run_rewind(["prune", "--all"]).assert_success();
+    assert_eq!(mode(&store), 0o700, "prune --all");
 }
