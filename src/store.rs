@@ -231,6 +231,9 @@ impl Store {
     }
 
     /// Every store under `data_dir` (for `prune --all`), whether or not its project still exists.
+    /// A store that cannot be read (permissions, a config that does not parse) comes back as an
+    /// error in its place, never left out; set-aside stores are listed by
+    /// [`Store::set_aside_stores`].
     ///
     /// ```no_run
     /// for store in rewind::Store::all(&rewind::data_dir(None)?)? {
@@ -239,9 +242,6 @@ impl Store {
     /// }
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    /// A store that cannot be read (permissions, a config that does not parse) comes back as an
-    /// error in its place, never left out; set-aside stores are listed by
-    /// [`Store::set_aside_stores`].
     pub fn all(data_dir: &Path) -> Result<Vec<Result<Store>>> {
         let entries = match fs::read_dir(data_dir) {
             Ok(entries) => entries,
@@ -544,11 +544,9 @@ fn prepare_data_dir(data_dir: &Path) -> Result<()> {
         }
         Err(e) => return Err(Error::io("opening data directory", data_dir, e)),
     };
-    if !meta.is_dir()
-        || meta.mode() & 0o077 == 0
-        || meta.uid() != rustix::process::geteuid().as_raw()
-    {
-        return Ok(()); // not a directory: store creation says so
+    // (Not a directory: creating the store says so.)
+    if !meta.is_dir() || !open_and_ours(&meta) {
+        return Ok(());
     }
     let entries =
         fs::read_dir(data_dir).map_err(|e| Error::io("reading data directory", data_dir, e))?;
@@ -566,12 +564,16 @@ fn prepare_data_dir(data_dir: &Path) -> Result<()> {
 /// Take group and other permissions off `dir` (described by `meta`) if it is ours: older
 /// versions created stores with the umask's permissions. Costs nothing when already private.
 fn make_private(dir: &Path, meta: &fs::Metadata) -> Result<()> {
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o077 == 0 || meta.uid() != rustix::process::geteuid().as_raw() {
+    if !open_and_ours(meta) {
         return Ok(());
     }
-    fs::set_permissions(dir, fs::Permissions::from_mode(mode & 0o700))
+    fs::set_permissions(dir, fs::Permissions::from_mode(meta.mode() & 0o700))
         .map_err(|e| Error::io("making private", dir, e))
+}
+
+/// Whether a file is ours and open to group or others.
+fn open_and_ours(meta: &fs::Metadata) -> bool {
+    meta.mode() & 0o077 != 0 && meta.uid() == rustix::process::geteuid().as_raw()
 }
 
 /// Whether the store directory `git_dir` provably lost its `objects/`: `stat` finds no
