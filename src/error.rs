@@ -123,6 +123,9 @@ impl Error {
             Error::BroadProject(_) => "broad_project",
             Error::NoDataDir => "data_dir",
             Error::Io { source, .. } if source.kind() == io::ErrorKind::StorageFull => "disk_full",
+            Error::Io { source, .. } if source.kind() == io::ErrorKind::PermissionDenied => {
+                "permission"
+            }
             Error::Io { .. } => "io",
             Error::Store { .. } => "store",
             Error::BadClock { .. } => "bad_clock",

@@ -26,6 +26,9 @@ pub struct Doctor {
     pub last_prune: Option<DateTime<Utc>>,
     /// Objects that a record needs but the store lacks (or cannot read).
     pub missing: Vec<String>,
+    /// Earlier copies of this store that were found damaged and set aside (never removed
+    /// automatically; delete them once their records are no longer wanted).
+    pub set_aside: Vec<String>,
 }
 
 impl Doctor {
@@ -48,7 +51,9 @@ pub struct LogEntry {
 
 impl Store {
     /// Check the store: sizes and counts, lock state, last prune, and that every object the
-    /// records reach is present (a walk like `git fsck --connectivity-only`).
+    /// records reach is present (a walk like `git fsck --connectivity-only`), asked of the
+    /// object database that restore and diff read through. Costs reading every tree and commit
+    /// the records reach, and an object header per blob.
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
@@ -60,10 +65,11 @@ impl Store {
         let refs = self.refs_under("refs/")?;
         let mut roots: Vec<_> = refs.iter().map(|(_, id)| *id).collect();
         roots.extend(self.index_roots());
+        let repo = self.repo();
         let mut missing: Vec<String> = self
             .reachable(roots)
             .into_iter()
-            .filter(|id| !self.objects().contains(id) && !id.is_empty_tree())
+            .filter(|id| !id.is_empty_tree() && repo.find_header(*id).is_err())
             .map(|id| id.to_string())
             .collect();
         missing.sort();
@@ -76,6 +82,13 @@ impl Store {
             .and_then(|t| DateTime::parse_from_rfc3339(t.trim()).ok())
             .map(|t| t.with_timezone(&Utc));
         let undo_points = self.undo_chain()?.len();
+        let copies = format!("{}.damaged-", self.git_dir().display());
+        let data_dir = self.git_dir().parent().unwrap_or(self.git_dir());
+        let set_aside = Store::set_aside_stores(data_dir)?
+            .into_iter()
+            .map(|path| path.display().to_string())
+            .filter(|path| path.starts_with(&copies))
+            .collect();
         Ok(Doctor {
             git_dir: self.git_dir().display().to_string(),
             project: self.project().display().to_string(),
@@ -96,6 +109,7 @@ impl Store {
             undo_points,
             last_prune,
             missing,
+            set_aside,
         })
     }
 

@@ -313,6 +313,12 @@ fn run(cli: &Cli) -> rewind::Result<()> {
                 }
             }
         }
+        for aside in rewind::Store::set_aside_stores(&data_dir)? {
+            errln!(
+                "rewind: {}: a damaged store set aside; delete it once its records are not needed",
+                aside.display()
+            );
+        }
         if cli.json {
             print_json(&outcomes);
         }
@@ -331,6 +337,12 @@ fn run(cli: &Cli) -> rewind::Result<()> {
         allow_home: cli.allow_home,
     };
     let store = rewind::Store::open_with(&project, &data_dir, &options)?;
+    if let Some(aside) = store.set_aside() {
+        errln!(
+            "rewind: warning: the store had lost its objects: moved to {} and a new one started",
+            aside.display()
+        );
+    }
     let show_progress = !cli.json && !cli.quiet && std::io::stderr().is_terminal();
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -615,14 +627,19 @@ fn report_prune(
     outcome: rewind::PruneOutcome,
 ) -> serde_json::Value {
     for session in &outcome.sessions_removed {
-        errln!(
-            "rewind: {}: removed expired session {session}",
-            project.display()
-        );
+        let what = match outcome.sessions_removed_for_size.contains(session) {
+            true => "session (the store was over its size quota, rewind.maxSize)",
+            false => "expired session",
+        };
+        errln!("rewind: {}: removed {what} {session}", project.display());
     }
     if !cli.json {
+        let for_size = match outcome.snapshots_removed_for_size {
+            0 => String::new(),
+            n => format!(" ({n} for the size quota)"),
+        };
         outln!(
-            "{}: removed {} snapshots, {} turns, {} objects ({} bytes)",
+            "{}: removed {} snapshots{for_size}, {} turns, {} objects ({} bytes)",
             project.display(),
             outcome.snapshots_removed,
             outcome.turns_removed,
@@ -851,6 +868,9 @@ fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono::Utc>) {
             .last_prune
             .map_or("never".to_string(), |t| age(now, t))
     );
+    for aside in &report.set_aside {
+        outln!("set aside     {aside} (damaged; delete it once not needed)");
+    }
     match report.missing.len() {
         0 => outln!("check         every object the records reach is present"),
         n => outln!(

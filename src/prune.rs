@@ -64,8 +64,12 @@ pub struct PruneOutcome {
     pub turns_removed: usize,
     pub objects_removed: usize,
     pub bytes_freed: u64,
-    /// Sessions removed whole, because their last turn expired.
+    /// Sessions removed whole: their last turn expired, or the store was over its size quota.
     pub sessions_removed: Vec<String>,
+    /// Those of `sessions_removed` that went for the size quota (`rewind.maxSize`), not age.
+    pub sessions_removed_for_size: Vec<String>,
+    /// How many of `snapshots_removed` went for the size quota, not age.
+    pub snapshots_removed_for_size: usize,
 }
 
 /// `"12h"` → `(12, "h")`: leading digits and the rest.
@@ -168,11 +172,13 @@ impl Store {
                         Record::Snapshot(name) => {
                             self.delete_ref(&name)?;
                             outcome.snapshots_removed += 1;
+                            outcome.snapshots_removed_for_size += 1;
                         }
                         Record::Session(session, turns) => {
                             self.delete_session(&session)?;
                             outcome.turns_removed += turns;
-                            outcome.sessions_removed.push(session);
+                            outcome.sessions_removed.push(session.clone());
+                            outcome.sessions_removed_for_size.push(session);
                         }
                     }
                 }
@@ -197,33 +203,54 @@ impl Store {
     ) -> Result<()> {
         let reflog_roots = self.expire_reflogs(cutoff)?;
         let reachable = self.sweep(object_expiry, reflog_roots, outcome)?;
-        self.repack(&reachable, outcome)?;
-        // A commit-graph (from a `git gc` someone ran) may name deleted commits: it is only a
-        // cache, so drop it whenever objects went.
-        if outcome.objects_removed > 0 {
-            let info = self.git_dir().join("objects/info");
-            let _ = fs::remove_file(info.join("commit-graph"));
-            let _ = fs::remove_dir_all(info.join("commit-graphs"));
+        self.repack(&reachable, outcome)
+    }
+
+    /// Delete the files stock git keeps beside the objects (from a `git gc`, `repack`,
+    /// `multi-pack-index write`, `commit-graph write` or `update-server-info` someone ran in the
+    /// store): they name packs and commits, and are only caches that git rebuilds. Called
+    /// before any pack or object is deleted: git fails on a multi-pack-index that names a
+    /// missing pack, and gix then finds no object of the packs it does not list. Costs a
+    /// `readdir` of `objects/pack` and a few `unlink`s.
+    fn remove_git_caches(&self) -> Result<()> {
+        let objects = self.git_dir().join("objects");
+        let mut files = vec![
+            objects.join("info/multi-pack-index"),
+            objects.join("info/commit-graph"),
+            objects.join("info/packs"),
+        ];
+        let pack_dir = objects.join("pack");
+        if let Ok(entries) = fs::read_dir(&pack_dir) {
+            let names = entries.flatten().map(|e| e.file_name());
+            let midx = names.filter(|n| n.to_string_lossy().starts_with("multi-pack-index"));
+            files.extend(midx.map(|name| pack_dir.join(name)));
         }
-        Ok(())
+        for file in files {
+            match fs::remove_file(&file) {
+                Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
+                    remove_dir(&file)?; // objects/pack/multi-pack-index.d (incremental)
+                }
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(Error::io("removing git's cache", &file, e));
+                }
+                _ => {}
+            }
+        }
+        remove_dir(&objects.join("info/commit-graphs"))
     }
 
     /// What the size quota may drop, oldest first: snapshot records, and whole sessions that
-    /// were not active in the last hour and hold no rolled-back turn (those wait for their age).
+    /// were not active in the last hour, have no open turn (retention never touches those) and
+    /// hold no rolled-back turn (those wait for their age).
     fn quota_candidates(&self, now: DateTime<Utc>) -> Result<Vec<Record>> {
         let mut timed: Vec<(DateTime<Utc>, Record)> = Vec::new();
         for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
             timed.push((self.commit_time(commit)?, Record::Snapshot(name)));
         }
-        let mut sessions: BTreeMap<String, (usize, DateTime<Utc>, bool)> = BTreeMap::new();
-        for turn in self.turns(None)? {
-            let at = turn.ended_at.unwrap_or(turn.started_at);
-            let entry = sessions.entry(turn.session).or_insert((0, at, false));
-            *entry = (entry.0 + 1, entry.1.max(at), entry.2 || turn.rolled_back);
-        }
-        for (session, (turns, last, rolled_back)) in sessions {
-            if !rolled_back && now - last > chrono::Duration::hours(1) {
-                timed.push((last, Record::Session(session, turns)));
+        for (session, activity) in self.session_activity()? {
+            let idle = now - activity.last > chrono::Duration::hours(1);
+            if idle && !activity.open && !activity.rolled_back {
+                timed.push((activity.last, Record::Session(session, activity.turns)));
             }
         }
         timed.sort_by_key(|(time, _)| *time);
@@ -232,10 +259,27 @@ impl Store {
 
     /// Every session with a turn in the store.
     fn session_names(&self) -> Result<Vec<String>> {
-        let mut names: Vec<String> = self.turns(None)?.into_iter().map(|t| t.session).collect();
-        names.sort_unstable();
-        names.dedup();
-        Ok(names)
+        Ok(self.session_activity()?.into_keys().collect())
+    }
+
+    /// Each session's turn count, last activity, and whether a turn is open or rolled back.
+    /// Costs reading every turn's commit.
+    fn session_activity(&self) -> Result<BTreeMap<String, Activity>> {
+        let mut sessions: BTreeMap<String, Activity> = BTreeMap::new();
+        for turn in self.turns(None)? {
+            let at = turn.ended_at.unwrap_or(turn.started_at);
+            let activity = sessions.entry(turn.session).or_insert(Activity {
+                turns: 0,
+                last: at,
+                open: false,
+                rolled_back: false,
+            });
+            activity.turns += 1;
+            activity.last = activity.last.max(at);
+            activity.open |= turn.ended_at.is_none();
+            activity.rolled_back |= turn.rolled_back;
+        }
+        Ok(sessions)
     }
 
     /// Delete every ref of `session`.
@@ -312,17 +356,13 @@ impl Store {
         Ok(())
     }
 
+    /// Remove the sessions whose last turn ended (or began) before `cutoff`, unless a turn of
+    /// theirs is still open: an open turn needs its chain and its before snapshot.
     fn expire_sessions(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
-        let mut sessions: BTreeMap<String, (usize, DateTime<Utc>)> = BTreeMap::new();
-        for turn in self.turns(None)? {
-            let at = turn.ended_at.unwrap_or(turn.started_at);
-            let entry = sessions.entry(turn.session).or_insert((0, at));
-            *entry = (entry.0 + 1, entry.1.max(at));
-        }
-        for (session, (turns, last)) in sessions {
-            if last < cutoff {
+        for (session, activity) in self.session_activity()? {
+            if activity.last < cutoff && !activity.open {
                 self.delete_session(&session)?;
-                outcome.turns_removed += turns;
+                outcome.turns_removed += activity.turns;
                 outcome.sessions_removed.push(session);
             }
         }
@@ -407,10 +447,14 @@ impl Store {
         // Objects newer than the expiry, and all they reach, are kept (git's rule).
         roots.extend(loose.iter().filter(|o| o.modified >= expiry).map(|o| o.id));
         let reachable = self.reachable(roots);
-        for object in loose {
-            if reachable.contains(&object.id) {
-                continue;
-            }
+        let unreachable: Vec<LooseObject> = loose
+            .into_iter()
+            .filter(|o| !reachable.contains(&o.id))
+            .collect();
+        if !unreachable.is_empty() {
+            self.remove_git_caches()?;
+        }
+        for object in unreachable {
             match fs::remove_file(&object.path) {
                 Ok(()) => outcome.objects_removed += 1,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -462,14 +506,16 @@ impl Store {
         let written: Result<()> = written.collect();
         let new_pack = self.objects().finish_pack(written.is_ok())?;
         written?;
-        // The new pack is complete and in place: the old ones can go (one with the same name
-        // had exactly the same content and was just replaced).
+        // The new pack is complete and in place: git's indexes over the old ones go first,
+        // then the old ones (one with the same name had exactly the same content and was just
+        // replaced).
+        self.remove_git_caches()?;
         for idx in old_packs
             .iter()
             .filter(|idx| Some(*idx) != new_pack.as_ref())
         {
             // The index first, as git does: a pack without one is invisible.
-            for ext in ["idx", "pack", "rev", "bitmap", "mtimes", "promisor"] {
+            for ext in ["idx", "pack", "rev", "bitmap", "mtimes", "promisor", "keep"] {
                 let _ = fs::remove_file(idx.with_extension(ext));
             }
         }
@@ -622,6 +668,17 @@ impl Store {
     }
 }
 
+/// What [`Store::session_activity`] knows of a session.
+struct Activity {
+    turns: usize,
+    /// The latest start or end of its turns.
+    last: DateTime<Utc>,
+    /// Some turn was begun and not ended.
+    open: bool,
+    /// Some turn was undone.
+    rolled_back: bool,
+}
+
 /// A record the size quota can drop.
 enum Record {
     /// A snapshot record's ref name.
@@ -678,6 +735,14 @@ pub(crate) fn files_below(dir: &Path) -> Vec<PathBuf> {
         }
     }
     files
+}
+
+/// `rm -r dir`; a missing directory is fine.
+fn remove_dir(dir: &Path) -> Result<()> {
+    match fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::io("removing", dir, e)),
+        _ => Ok(()),
+    }
 }
 
 fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {

@@ -10,10 +10,15 @@
 //!     objects/      loose objects, written as git writes them (zlib level 1, temp file + rename)
 //!     rewind.lock   held with an OS lock (flock) while a command changes the store
 //! ```
+//!
+//! The data directory and every store are private (mode 0700, whatever the umask): another user
+//! could otherwise read the project's files, secrets included, through the store's objects.
 
 use std::fs;
 
+use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use gix::bstr::ByteSlice;
@@ -117,6 +122,7 @@ pub struct Store {
     repo: gix::ThreadSafeRepository,
     objects: ObjectWriter,
     progress: Progress,
+    set_aside: Option<PathBuf>,
 }
 
 /// Counters that long operations (a first snapshot, a large restore, prune) update, for a
@@ -184,8 +190,7 @@ impl Store {
         if !options.allow_home && (project == Path::new("/") || Some(&project) == home.as_ref()) {
             return Err(Error::BroadProject(project));
         }
-        fs::create_dir_all(data_dir)
-            .map_err(|e| Error::io("creating data directory", data_dir, e))?;
+        prepare_data_dir(data_dir)?;
         let canonical_data = fs::canonicalize(data_dir)
             .map_err(|e| Error::io("resolving data directory", data_dir, e))?;
         if project.starts_with(&canonical_data) {
@@ -196,22 +201,92 @@ impl Store {
         }
         mark_as_data(&canonical_data)?;
         let git_dir = data_dir.join(store_name(&project));
-        if git_dir.is_dir() && !git_dir.join("objects").is_dir() {
-            // Its records point at objects that are gone: keep it aside, start a new one.
-            let aside = git_dir.with_extension(format!("git.damaged-{}", std::process::id()));
-            fs::rename(&git_dir, &aside)
-                .map_err(|e| Error::io("moving aside damaged store", &git_dir, e))?;
-            tracing::warn!(store = %git_dir.display(), aside = %aside.display(), "store without objects moved aside");
+        let found = match fs::metadata(&git_dir) {
+            Ok(meta) => Some(meta),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io("opening store", &git_dir, e)),
+        };
+        let mut set_aside = None;
+        match found {
+            None if fs::symlink_metadata(&git_dir).is_err() => {
+                create_store(&git_dir, &project, data_dir)?
+            }
+            Some(meta) if meta.is_dir() => {
+                make_private(&git_dir, &meta)?;
+                if lacks_objects(&git_dir)? {
+                    // Its records point at objects that are gone: keep it aside, start anew.
+                    let aside =
+                        git_dir.with_extension(format!("git.damaged-{}", std::process::id()));
+                    fs::rename(&git_dir, &aside)
+                        .map_err(|e| Error::io("moving aside damaged store", &git_dir, e))?;
+                    tracing::warn!(store = %git_dir.display(), aside = %aside.display(), "store without objects moved aside");
+                    set_aside = Some(aside);
+                    create_store(&git_dir, &project, data_dir)?;
+                } else {
+                    repair_store(&git_dir, &project)?;
+                }
+            }
+            _ => {
+                return Err(Error::store(
+                    &git_dir,
+                    "is not a directory; move it away to start a new store",
+                ))
+            }
         }
-        if fs::symlink_metadata(&git_dir).is_err() {
-            create_store(&git_dir, &project, data_dir)?;
-        } else {
-            repair_store(&git_dir, &project)?;
+        let mut store = Self::at(git_dir, project)?;
+        store.set_aside = set_aside;
+        Ok(store)
+    }
+
+    /// Where [`Store::open`] moved this project's store when it found it damaged (its
+    /// `objects/` gone, so its records point nowhere), before starting a new one; `None` when
+    /// it did not. The caller should tell the user: the old records are kept there.
+    ///
+    /// ```no_run
+    /// let store = rewind::Store::open(".".as_ref(), &rewind::data_dir(None)?)?;
+    /// if let Some(aside) = store.set_aside() {
+    ///     eprintln!("damaged store moved to {}; a new one was started", aside.display());
+    /// }
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn set_aside(&self) -> Option<&Path> {
+        self.set_aside.as_deref()
+    }
+
+    /// Every damaged store ever set aside under `data_dir` (`*.git.damaged-<pid>`), for
+    /// `prune --all` and `doctor` to list: they are never removed automatically.
+    ///
+    /// ```no_run
+    /// for aside in rewind::Store::set_aside_stores(&rewind::data_dir(None)?)? {
+    ///     println!("set aside: {}", aside.display());
+    /// }
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn set_aside_stores(data_dir: &Path) -> Result<Vec<PathBuf>> {
+        let entries = match fs::read_dir(data_dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("reading data directory", data_dir, e)),
+        };
+        let mut found = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("reading data directory", data_dir, e))?;
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .contains(".git.damaged-")
+            {
+                found.push(entry.path());
+            }
         }
-        Self::at(git_dir, project)
+        found.sort();
+        Ok(found)
     }
 
     /// Every store under `data_dir` (for `prune --all`), whether or not its project still exists.
+    /// A store that cannot be read (permissions, a config that does not parse) comes back as an
+    /// error in its place, never left out; set-aside stores are listed by
+    /// [`Store::set_aside_stores`].
     ///
     /// ```no_run
     /// for store in rewind::Store::all(&rewind::data_dir(None)?)? {
@@ -223,30 +298,54 @@ impl Store {
     pub fn all(data_dir: &Path) -> Result<Vec<Result<Store>>> {
         let entries = match fs::read_dir(data_dir) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(Error::io("reading data directory", data_dir, e)),
         };
         let mut stores = Vec::new();
-        for entry in entries.flatten() {
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("reading data directory", data_dir, e))?;
             let git_dir = entry.path();
-            let is_store =
-                git_dir.extension().is_some_and(|e| e == "git") && git_dir.join("config").is_file();
-            if !is_store {
+            if git_dir.extension().is_none_or(|e| e != "git") {
                 continue;
             }
-            let project = gix::config::File::from_path_no_includes(
-                git_dir.join("config"),
-                gix::config::Source::Local,
-            )
-            .ok()
-            .and_then(|config| config.string("rewind.worktree"))
-            .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(&p)));
-            // A repository without rewind.worktree is not a store of ours: not touched.
-            if let Some(project) = project {
-                stores.push(Self::at(git_dir, project));
+            if let Some(store) = Self::listed(git_dir) {
+                stores.push(store);
             }
         }
         Ok(stores)
+    }
+
+    /// The store at `git_dir` for [`Store::all`]: `None` when it is not one of ours (not a
+    /// directory, no config, no `rewind.worktree`), an error when it cannot be read.
+    fn listed(git_dir: PathBuf) -> Option<Result<Store>> {
+        let config = git_dir.join("config");
+        match fs::metadata(&config) {
+            Ok(meta) if meta.is_file() => {}
+            Err(e)
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return Some(Err(Error::io("reading store", config, e)));
+            }
+            _ => return None,
+        }
+        let mut text = match fs::read(&config) {
+            Ok(text) => text,
+            Err(e) => return Some(Err(Error::io("reading store config", config, e))),
+        };
+        let metadata = gix::config::file::Metadata::from(gix::config::Source::Local);
+        let project =
+            match gix::config::File::from_bytes_owned(&mut text, metadata, Default::default()) {
+                Ok(config) => config.string("rewind.worktree")?,
+                Err(e) => return Some(Err(Error::store(&git_dir, e))),
+            };
+        let project = PathBuf::from(std::ffi::OsStr::from_bytes(&project));
+        let private = fs::metadata(&git_dir)
+            .map_err(|e| Error::io("reading store", &git_dir, e))
+            .and_then(|meta| make_private(&git_dir, &meta));
+        Some(private.and_then(|()| Self::at(git_dir, project)))
     }
 
     /// Open the existing store at `git_dir` for `project`.
@@ -263,6 +362,7 @@ impl Store {
             repo,
             objects,
             progress: Progress::default(),
+            set_aside: None,
         })
     }
 
@@ -478,15 +578,76 @@ fn store_config(git_dir: &Path, project: &Path) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Create the data directory private (0700, whatever the umask), or make an existing one
+/// private if it is ours and holds nothing but stores (a directory shared with other things,
+/// such as a home directory, is left as it is: the stores in it are private themselves).
+/// Costs a `stat`, plus a `readdir` when it is open to others.
+fn prepare_data_dir(data_dir: &Path) -> Result<()> {
+    let creating = |e| Error::io("creating data directory", data_dir, e);
+    let meta = match fs::metadata(data_dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(data_dir)
+                .map_err(creating)?;
+            return fs::set_permissions(data_dir, fs::Permissions::from_mode(0o700))
+                .map_err(creating);
+        }
+        Err(e) => return Err(Error::io("opening data directory", data_dir, e)),
+    };
+    // (Not a directory: creating the store says so.)
+    if !meta.is_dir() || !open_and_ours(&meta) {
+        return Ok(());
+    }
+    let entries =
+        fs::read_dir(data_dir).map_err(|e| Error::io("reading data directory", data_dir, e))?;
+    let only_stores = entries.flatten().all(|entry| {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        name.ends_with(".git")
+            || name.contains(".git.damaged-")
+            || name.starts_with(".creating-")
+            || name == DATA_MARKER
+    });
+    if only_stores {
+        make_private(data_dir, &meta)?;
+    }
+    Ok(())
+}
+
+/// Take group and other permissions off `dir` (described by `meta`) if it is ours: older
+/// versions created stores with the umask's permissions. Costs nothing when already private.
+fn make_private(dir: &Path, meta: &fs::Metadata) -> Result<()> {
+    if !open_and_ours(meta) {
+        return Ok(());
+    }
+    fs::set_permissions(dir, fs::Permissions::from_mode(meta.mode() & 0o700))
+        .map_err(|e| Error::io("making private", dir, e))
+}
+
+/// Whether a file is ours and open to group or others.
+fn open_and_ours(meta: &fs::Metadata) -> bool {
+    meta.mode() & 0o077 != 0 && meta.uid() == rustix::process::geteuid().as_raw()
+}
+
+/// Whether the store directory `git_dir` provably lost its `objects/`: `stat` finds no
+/// `objects` in it (which takes searching the directory) or one that is not a directory. A
+/// store that cannot be searched is an error (`permission`), never taken for a damaged one.
+/// Costs a `stat`.
+fn lacks_objects(git_dir: &Path) -> Result<bool> {
+    let objects = git_dir.join("objects");
+    match fs::metadata(&objects) {
+        Ok(meta) => Ok(!meta.is_dir()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(Error::io("opening store", &objects, e)),
+    }
+}
+
 /// Put back what a damaged store lacks (its config, `HEAD`, `objects/`, `refs/`), so that it
 /// works again with whatever records survived. Costs four `stat`s when nothing is missing.
 fn repair_store(git_dir: &Path, project: &Path) -> Result<()> {
-    if !git_dir.is_dir() {
-        return Err(Error::store(
-            git_dir,
-            "is not a directory; move it away to start a new store",
-        ));
-    }
     for dir in [
         "objects/pack",
         "objects/info",
@@ -529,6 +690,8 @@ fn create_store(git_dir: &Path, project: &Path, data_dir: &Path) -> Result<()> {
     mark_as_data(&staged)?;
     // The empty tree is implicit for gix but a `bad object` for git until written.
     ObjectWriter::new(staged.join("objects")).write(gix::objs::Kind::Tree, b"")?;
+    fs::set_permissions(&staged, fs::Permissions::from_mode(0o700))
+        .map_err(|e| Error::io("creating store", &staged, e))?;
     match fs::rename(&staged, git_dir) {
         Ok(()) => Ok(()),
         Err(_) if git_dir.join("objects").is_dir() => Ok(()), // another process won the race

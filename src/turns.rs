@@ -12,7 +12,7 @@
 //! commit messages' trailers, so `git log --all` in the store shows every turn, and a new process
 //! finds everything there: nothing lives only in memory.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -356,7 +356,8 @@ impl Store {
         })
     }
 
-    /// Every turn of `session` (or of every session), oldest first.
+    /// Every turn of `session` (or of every session): each session's in the order of its chain,
+    /// sessions interleaved by start time.
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
@@ -386,8 +387,7 @@ impl Store {
                 });
             }
         }
-        turns.sort_by_key(|t| t.started_at); // stable: each session's own order is kept
-        Ok(turns)
+        Ok(interleave(turns))
     }
 
     /// Undo what `session` did from `from_turn` (default: its first turn) on: the paths those
@@ -666,8 +666,8 @@ impl Store {
     }
 
     /// Keep at most `max` turns of `session`: the oldest others go (rolled-back turns stay
-    /// until they expire, since the user may redo them), and the session's chain is rewritten
-    /// without them. Returns how many turns went. The caller holds the store lock.
+    /// until they expire, since the user may redo them; open turns stay), and the session's
+    /// chain is rewritten without them. Returns how many turns went. The caller holds the lock.
     pub(crate) fn trim_session(&self, session: &str, max: usize) -> Result<usize> {
         let records = self.session_records(session)?;
         let excess = records.len().saturating_sub(max);
@@ -677,7 +677,8 @@ impl Store {
                 break;
             }
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
-            if self.ref_target(&marker)?.is_none() {
+            // An open turn is never dropped: it needs its chain and its before snapshot.
+            if record.ended_at.is_some() && self.ref_target(&marker)?.is_none() {
                 dropped.push(record.turn.clone());
             }
         }
@@ -734,8 +735,8 @@ impl Store {
         }
     }
 
-    /// The turns of `session` (or of all sessions), each session's oldest first: by start
-    /// time, then by position on the session's chain (times can be equal under `REWIND_NOW`).
+    /// The turns of `session` (or of all sessions), each session's oldest first: by position
+    /// on the session's chain, never by time (the clock can step back between turns).
     fn sessions(&self, only: Option<&str>) -> Result<Vec<(String, Vec<Record>)>> {
         let prefix = match only {
             Some(session) => session_ref(session, "")?,
@@ -781,8 +782,19 @@ impl Store {
                 chain.push(commit);
                 next = self.parent(commit)?;
             }
-            let position = |begin: &ObjectId| chain.iter().rev().position(|c| c == begin);
-            records.sort_by_key(|r| (r.started_at, position(&r.begin)));
+            // Oldest first along the chain; a turn off the chain (none should be) goes last.
+            let position: HashMap<ObjectId, usize> = chain
+                .iter()
+                .rev()
+                .enumerate()
+                .map(|(i, c)| (*c, i))
+                .collect();
+            records.sort_by_key(|r| {
+                (
+                    position.get(&r.begin).copied().unwrap_or(usize::MAX),
+                    r.started_at,
+                )
+            });
             sessions.push((session, records));
         }
         Ok(sessions)
@@ -852,6 +864,30 @@ impl Store {
             deletions: number("Rewind-Deletions"),
         })
     }
+}
+
+/// Merge the sessions' turns (each session's in chain order, sessions one after the other) by
+/// start time, keeping each session's own order whatever the clock did. Costs a scan of the
+/// sessions per turn.
+fn interleave(turns: Vec<Turn>) -> Vec<Turn> {
+    let mut queues: Vec<VecDeque<Turn>> = Vec::new();
+    for turn in turns {
+        match queues.last_mut() {
+            Some(queue) if queue.back().is_some_and(|t| t.session == turn.session) => {
+                queue.push_back(turn)
+            }
+            _ => queues.push(VecDeque::from([turn])),
+        }
+    }
+    let mut merged = Vec::new();
+    while let Some(next) = queues
+        .iter_mut()
+        .filter(|queue| !queue.is_empty())
+        .min_by_key(|queue| queue.front().map(|t| t.started_at))
+    {
+        merged.extend(next.pop_front());
+    }
+    merged
 }
 
 /// The trailers that identify a turn commit (ids percent-encoded, so one line each).

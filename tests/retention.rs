@@ -6,7 +6,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{finish, one_json, spawn_piped, Run, Sandbox, TestProject};
+use common::{finish, one_json, spawn_piped, Run, Sandbox, TestProject, Value};
 
 /// `rewind ARGS` in project `p` with `REWIND_NOW=now`; asserts success.
 fn at(p: &TestProject, now: &str, args: &[&str]) -> Run {
@@ -185,5 +185,153 @@ fn prune_and_track_survive_a_stat_cache_that_names_a_lost_object() {
     let again = at(&p, &hour(2), &["track"]).stdout.trim().to_string();
     assert_eq!(again, tree);
     assert!(has_object(&p, blob), "the next track wrote the blob again");
+    p.assert_fsck_clean();
+}
+
+/// Writes `n` files of 20 KB of random bytes under `dir/` (incompressible).
+fn random_files(p: &TestProject, dir: &str, n: usize) {
+    let mut rng = common::XorShift::from_time();
+    for i in 0..n {
+        let bytes: Vec<u8> = (0..20_000).map(|_| rng.next_u64() as u8).collect();
+        p.file(format!("{dir}/{i}.bin"), bytes);
+    }
+}
+
+/// Issue 12 item 6: the size quota deleted a session whose turn was still open (begun over an
+/// hour before), its "before" snapshot with it, and reported it as expired. Age expiry and the
+/// turn limit must spare an open turn as well.
+#[test]
+fn retention_never_removes_an_open_turn_and_names_quota_removals() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    // A finished session over 2 MB of files, idle since hour 1: the quota may drop it.
+    random_files(&p, "done", 100);
+    at(
+        &p,
+        &hour(1),
+        &["turn", "begin", "--session", "done", "--turn", "1"],
+    );
+    p.file("done.txt", "done\n");
+    at(
+        &p,
+        &hour(1),
+        &["turn", "end", "--session", "done", "--turn", "1"],
+    );
+    // A session with a finished turn, then a turn begun at hour 2 and never ended, whose
+    // "before" holds 2 MB of files that are deleted afterwards.
+    p.remove("done");
+    random_files(&p, "open", 100);
+    for (turn, now) in [("1", hour(2)), ("2", hour(2))] {
+        at(
+            &p,
+            &now,
+            &["turn", "begin", "--session", "live", "--turn", turn],
+        );
+        if turn == "1" {
+            p.file("live.txt", "live\n");
+            at(
+                &p,
+                &now,
+                &["turn", "end", "--session", "live", "--turn", turn],
+            );
+        }
+    }
+    let open_before = one_json(&at(&p, &hour(2), &["--json", "turns", "--session", "live"]))[1]
+        ["before"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    p.remove("open");
+    p.file("now.txt", "small\n");
+    at(&p, &hour(5), &["track"]);
+
+    // Over the quota, then with a turn limit of 0, then past the retention: the open turn
+    // stays, and so does all its before snapshot.
+    let quota = at(
+        &p,
+        &hour(5),
+        &[
+            "--json",
+            "prune",
+            "--max-size",
+            "1M",
+            "--target-size",
+            "100k",
+        ],
+    );
+    let outcome = one_json(&quota);
+    let later = "2026-12-20T00:00:00Z";
+    for (now, extra) in [
+        (hour(5).as_str(), None),
+        (hour(5).as_str(), Some("0")),
+        (later, None),
+    ] {
+        if let Some(max) = extra {
+            at(&p, now, &["prune", "--max-turns", max]);
+        } else if now == later {
+            let expired = one_json(&at(&p, now, &["--json", "prune"]));
+            assert_eq!(
+                expired["sessions_removed"],
+                serde_json::json!([]),
+                "{expired}"
+            );
+        }
+        let live = one_json(&at(&p, now, &["--json", "turns", "--session", "live"]));
+        let open: Vec<&Value> = live
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["turn"] == "2")
+            .collect();
+        assert_eq!(open.len(), 1, "the open turn is kept at {now}: {live}");
+        assert!(open[0]["ended_at"].is_null(), "{live}");
+        assert_eq!(open[0]["before"], open_before.as_str(), "{live}");
+        for blob in ["open/0.bin", "open/99.bin"] {
+            let id = p.store_git(["rev-parse", &format!("{open_before}:{blob}")]);
+            assert!(
+                has_object(&p, id.trim()),
+                "the open turn's before keeps {blob}"
+            );
+        }
+        p.assert_fsck_clean();
+    }
+
+    // The finished session went for the quota, and the outcome and the message say so.
+    assert_eq!(
+        outcome["sessions_removed"],
+        serde_json::json!(["done"]),
+        "{outcome}"
+    );
+    assert_eq!(
+        outcome["sessions_removed_for_size"],
+        serde_json::json!(["done"]),
+        "{outcome}"
+    );
+    assert!(
+        quota.stderr.contains("size quota") && !quota.stderr.contains("expired"),
+        "{quota}"
+    );
+    p.file("again.txt", "another snapshot to drop\n");
+    at(&p, later, &["track"]);
+    p.file("again.txt", "and the current one\n");
+    at(&p, later, &["track"]);
+    let text = at(
+        &p,
+        later,
+        &["prune", "--max-size", "1", "--target-size", "1"],
+    );
+    assert!(text.stdout.contains("for the size quota"), "{text}");
+
+    // Ending the open turn works and undoes to its before.
+    at(
+        &p,
+        later,
+        &["turn", "end", "--session", "live", "--turn", "2"],
+    );
+    at(&p, later, &["undo", "--session", "live", "--turn", "2"]);
+    assert!(
+        p.join("open/0.bin").exists(),
+        "undo brought back the before"
+    );
     p.assert_fsck_clean();
 }
