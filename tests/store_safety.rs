@@ -327,12 +327,13 @@ fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
 }
 
-/// The names in the data directory.
+/// The names in the data directory (less its marker file).
 fn data_dir_names(sb: &Sandbox) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(&sb.data_dir)
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "rewind-data.tag")
         .collect();
     names.sort();
     names
