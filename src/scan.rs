@@ -198,7 +198,6 @@ impl Store {
 
     /// [`track`](Self::track) for a caller that holds the store lock already.
     pub(crate) fn track_locked(&self, options: &TrackOptions) -> Result<Snapshot> {
-        self.sweep_temp_files();
         Ok(self
             .snapshot_locked(options, None)?
             .expect("runs to the end without a probe"))
@@ -233,6 +232,7 @@ impl Store {
         options: &TrackOptions,
         probe: Option<ObjectId>,
     ) -> Result<Option<Snapshot>> {
+        self.sweep_temp_files();
         let index_path = self.git_dir().join("index");
         self.snapshot_with(&index_path, load_index(&index_path), None, options, probe)
     }
