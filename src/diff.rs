@@ -437,7 +437,7 @@ fn write_patch(
     before: Option<Side>,
     after: Option<Side>,
 ) -> Result<()> {
-    let (a, b) = (quote_two(b"a/", path), quote_two(b"b/", path));
+    let (a, b) = (quote(b"a/", path, false), quote(b"b/", path, false));
     out.extend_from_slice(b"diff --git ");
     out.extend_from_slice(&a);
     out.push(b' ');
@@ -531,10 +531,26 @@ fn abbrev(repo: &gix::Repository, id: ObjectId, hex_len: usize) -> String {
     }
 }
 
-/// `prefix` + `path`, C-quoted as git quotes names when either needs it (`core.quotePath=false`:
-/// control characters, `"` and `\` only).
-fn quote_two(prefix: &[u8], path: &[u8]) -> Vec<u8> {
-    let needs_quote = |b: u8| b < 0x20 || b == b'"' || b == b'\\' || b == 0x7f;
+/// `path` as git prints a name in human output with `core.quotePath=true`: as it is, unless
+/// it holds a control character, `"`, `\` or a byte >= 0x80; then in double quotes, with C
+/// escapes (`\n`, `\t`, `\"`, ...) and the other such bytes as 3-digit octal. The result is
+/// ASCII whenever it is quoted, and never spans lines.
+///
+/// ```
+/// assert_eq!(rewind::quote_path(b"src/main.rs"), "src/main.rs");
+/// assert_eq!(rewind::quote_path(b"evil\nkeep"), r#""evil\nkeep""#);
+/// assert_eq!(rewind::quote_path("caf\u{e9}".as_bytes()), r#""caf\303\251""#);
+/// ```
+pub fn quote_path(path: &[u8]) -> String {
+    String::from_utf8_lossy(&quote(b"", path, true)).into_owned()
+}
+
+/// `prefix` + `path`, C-quoted as git quotes names when `path` needs it: for control
+/// characters, `"` and `\`, and with `high_bytes` (`core.quotePath=true`) bytes >= 0x80.
+/// Costs one pass over `path`.
+fn quote(prefix: &[u8], path: &[u8], high_bytes: bool) -> Vec<u8> {
+    let needs_quote =
+        |b: u8| b < 0x20 || b == b'"' || b == b'\\' || b == 0x7f || (high_bytes && b >= 0x80);
     let mut out = Vec::with_capacity(prefix.len() + path.len() + 2);
     if !path.iter().copied().any(needs_quote) {
         out.extend_from_slice(prefix);
@@ -563,4 +579,34 @@ fn quote_two(prefix: &[u8], path: &[u8]) -> Vec<u8> {
     }
     out.push(b'"');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{quote, quote_path};
+
+    #[test]
+    fn quote_path_leaves_plain_names_alone() {
+        assert_eq!(quote_path(b"src/a b/c-d_e.rs"), "src/a b/c-d_e.rs");
+        assert_eq!(quote_path(b""), "");
+    }
+
+    #[test]
+    fn quote_path_escapes_like_git_quote_path_true() {
+        assert_eq!(quote_path(b"evil\nkeep"), "\"evil\\nkeep\"");
+        assert_eq!(
+            quote_path(b"\x07\x08\t\x0b\x0c\r"),
+            "\"\\a\\b\\t\\v\\f\\r\""
+        );
+        assert_eq!(quote_path(b"say \"hi\"\\"), "\"say \\\"hi\\\"\\\\\"");
+        assert_eq!(quote_path(b"\x01\x1b\x7f"), "\"\\001\\033\\177\"");
+        assert_eq!(quote_path("é".as_bytes()), "\"\\303\\251\"");
+        assert_eq!(quote_path(b"bad\xff"), "\"bad\\377\"");
+    }
+
+    #[test]
+    fn quote_without_high_bytes_is_git_diff_header_quoting() {
+        assert_eq!(quote(b"a/", "é".as_bytes(), false), "a/é".as_bytes());
+        assert_eq!(quote(b"a/", b"x\ny", false), b"\"a/x\\ny\"");
+    }
 }

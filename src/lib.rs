@@ -57,7 +57,7 @@ mod store;
 mod turns;
 mod xdiff;
 
-pub use diff::{DiffOptions, FileChange, Patch, Status};
+pub use diff::{quote_path, DiffOptions, FileChange, Patch, Status};
 pub use error::{Error, Result};
 pub use inspect::{Doctor, LogEntry};
 pub use prune::{
