@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Write};
 use std::ops::Range;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -337,6 +337,7 @@ impl Store {
             done: Mutex::new(Vec::new()),
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
+            held: AtomicUsize::new(0),
         };
         let Some(dirs) = walk.run(previous.entries().len())? else {
             return Ok(None);
@@ -608,21 +609,42 @@ struct Walk<'a> {
     /// The first error of any job; `failed` tells the others to stop.
     failure: Mutex<Option<Error>>,
     failed: AtomicBool,
+    /// How many [`HeldDir`]s are open.
+    held: AtomicUsize,
 }
 
-/// A subdirectory as a directory job lists it: (path, name start, ignored), its range of
-/// previous index entries, and its job id.
-type DirItem = (((BString, usize, bool), Option<Range<usize>>), usize);
+/// At most this many directories stay open for subdirectories still to be opened (a deep tree
+/// with a pending sibling at every level would otherwise hold one descriptor per level, and
+/// run out at the usual limit of 1,024). Past it, subdirectories are opened one component at a
+/// time from the nearest ancestor still open.
+const HELD_DIRS: usize = 128;
 
-/// A directory to walk: job `id`, opened below its parent's descriptor when its turn comes, so
-/// that only directories with children still to open hold one (not every level above).
-struct DirJob {
+/// A directory kept open for its subdirectories' jobs; counted in [`Walk::held`].
+struct HeldDir<'w> {
+    dir: rustix::fs::Dir,
+    held: &'w AtomicUsize,
+}
+
+impl Drop for HeldDir<'_> {
+    fn drop(&mut self) {
+        self.held.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A subdirectory as a directory job lists it: (path, ignored), its range of previous index
+/// entries, and its job id.
+type DirItem = (((BString, bool), Option<Range<usize>>), usize);
+
+/// A directory to walk: job `id`, opened when its turn comes below `anchor`, an ancestor (its
+/// parent, unless too many directories are held open already).
+struct DirJob<'w> {
     id: usize,
-    /// Project-relative path; its name starts at `name_start`.
+    /// Project-relative path.
     rel: BString,
-    name_start: usize,
-    /// The parent directory (`None` for the project root).
-    parent: Option<Arc<rustix::fs::Dir>>,
+    /// The nearest ancestor held open (`None`: open from the project root's path), and where
+    /// the part of `rel` below it starts.
+    anchor: Option<Arc<HeldDir<'w>>>,
+    below_anchor: usize,
     rules: Arc<DirRules>,
     /// The directory is ignored: keep only files the project's own index tracks.
     tracked_only: bool,
@@ -638,8 +660,8 @@ impl Walk<'_> {
         let root = DirJob {
             id: 0,
             rel: BString::default(),
-            name_start: 0,
-            parent: None,
+            anchor: None,
+            below_anchor: 0,
             rules: DirRules::root(),
             tracked_only: false,
             cached: 0..previous_len,
@@ -661,7 +683,7 @@ impl Walk<'_> {
     }
 
     /// Queue `job` on the walk's scope; its result lands in `done`, its error in `failure`.
-    fn spawn<'s>(&'s self, scope: &rayon::Scope<'s>, job: DirJob) {
+    fn spawn<'s>(&'s self, scope: &rayon::Scope<'s>, job: DirJob<'s>) {
         scope.spawn(move |scope| {
             if self.halted() {
                 return;
@@ -690,21 +712,17 @@ impl Walk<'_> {
     /// Returns its parts in index order, each subdirectory as the id of its job.
     /// Costs one `openat`, one `readdir` and one `fstatat` per file, plus reading the files that
     /// changed.
-    fn dir<'s>(&'s self, scope: &rayon::Scope<'s>, job: DirJob) -> Result<Vec<Part>> {
+    fn dir<'s>(&'s self, scope: &rayon::Scope<'s>, job: DirJob<'s>) -> Result<Vec<Part>> {
         let DirJob {
             rel,
-            name_start,
-            parent,
+            anchor,
+            below_anchor,
             rules,
             tracked_only,
             cached,
             ..
         } = job;
-        let opened = match &parent {
-            Some(parent) => parent.fd().and_then(|fd| open_dir(fd, &rel[name_start..])),
-            None => open_dir(rustix::fs::CWD, self.root.as_os_str().as_bytes()),
-        };
-        drop(parent);
+        let opened = self.open(anchor.as_deref(), &rel[below_anchor..]);
         let skipped = |rel, reason, detail| {
             vec![Part::Skipped(Skipped {
                 path: rel,
@@ -741,7 +759,6 @@ impl Walk<'_> {
             gitignore |= name == b".gitignore" && file_type == FileType::RegularFile;
             listed.push((join(rel.as_ref(), name), name_start, file_type));
         }
-        let entries = Arc::new(entries);
         let dir_fd = entries.fd().expect("an open directory has a descriptor");
         let rules = if gitignore && !tracked_only {
             let source = self.abs(rel.as_ref()).join(".gitignore");
@@ -767,7 +784,7 @@ impl Walk<'_> {
             let ignored = tracked_only || self.excludes.is_ignored(&rules, child.as_ref(), is_dir);
             if is_dir {
                 if !ignored || self.excludes.tracks_below(child.as_ref()) {
-                    dirs.push((child, name_start, ignored));
+                    dirs.push((child, ignored));
                 }
             } else if !ignored || self.excludes.is_tracked(child.as_ref()) {
                 files.push((child, name_start));
@@ -819,18 +836,32 @@ impl Walk<'_> {
 
         // Merge files and subdirectories (both sorted) into index order, giving each
         // subdirectory the next job id; its job runs once this directory is done with its fd.
+        // The subdirectories open below this directory if it may stay open, else below its anchor.
+        let (anchor, below_anchor) = match dirs.len() {
+            0 => (None, 0),
+            _ if self.held.fetch_add(1, Ordering::Relaxed) < HELD_DIRS => {
+                let held = HeldDir {
+                    dir: entries,
+                    held: &self.held,
+                };
+                (Some(Arc::new(held)), name_start)
+            }
+            _ => {
+                self.held.fetch_sub(1, Ordering::Relaxed);
+                (anchor, below_anchor)
+            }
+        };
         let first_id = self.next_id.fetch_add(dirs.len(), Ordering::Relaxed);
         let mut parts = Vec::with_capacity(file_parts.len() + dirs.len());
         let mut jobs = Vec::with_capacity(dirs.len());
         let mut dirs = dirs.into_iter().zip(first_id..).peekable();
-        let mut push_dir = |(((child, name_start, ignored), cached), id): DirItem,
-                            parts: &mut Vec<Part>| {
+        let mut push_dir = |(((child, ignored), cached), id): DirItem, parts: &mut Vec<Part>| {
             parts.push(Part::Dir(id));
             jobs.push(DirJob {
                 id,
                 rel: child,
-                name_start,
-                parent: Some(entries.clone()),
+                anchor: anchor.clone(),
+                below_anchor,
                 rules: rules.clone(),
                 tracked_only: ignored,
                 cached: cached.unwrap_or(0..0),
@@ -854,6 +885,24 @@ impl Walk<'_> {
             self.spawn(scope, job);
         }
         Ok(parts)
+    }
+
+    /// Open directory `path` below `anchor` one component at a time, never following a
+    /// symlink; the project root when there is no anchor (`path` is then the rest below it).
+    /// Costs one `openat` per component: one, unless directories ran over [`HELD_DIRS`].
+    fn open(&self, anchor: Option<&HeldDir<'_>>, path: &[u8]) -> rustix::io::Result<OwnedFd> {
+        let mut names = path.split(|&b| b == b'/').filter(|name| !name.is_empty());
+        let mut fd = match anchor {
+            Some(anchor) => {
+                let first = names.next().ok_or(rustix::io::Errno::INVAL)?;
+                open_dir(anchor.dir.fd()?, first)?
+            }
+            None => open_dir(rustix::fs::CWD, self.root.as_os_str().as_bytes())?,
+        };
+        for name in names {
+            fd = open_dir(fd.as_fd(), name)?;
+        }
+        Ok(fd)
     }
 
     /// The absolute path of project path `rel`.

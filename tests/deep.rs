@@ -8,6 +8,7 @@ use common::*;
 use rustix::fs::{Mode, OFlags};
 use std::os::fd::OwnedFd;
 use std::path::Path;
+use std::process::Command;
 
 /// git itself handles this depth with one-letter names (a 4,004-byte path).
 const LEVELS: usize = 2000;
@@ -196,4 +197,50 @@ fn files_beyond_path_max_are_read_and_diffed_like_git() {
         &after.hash,
     ]);
     assert_eq!(diff.stdout_bytes, want, "rewind diff vs git diff");
+}
+
+#[test]
+fn deep_tree_with_a_sibling_at_every_level_fits_a_low_descriptor_limit() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    // Walking down `d/`, the siblings `a/` and `z/` of every level are still to be opened.
+    let levels = 1000;
+    let mut dir = open_depth(&p.path, 0);
+    for depth in 0..levels {
+        for sibling in ["a", "z"] {
+            rustix::fs::mkdirat(&dir, sibling, Mode::from_raw_mode(0o755)).expect("mkdir");
+            let at = rustix::fs::openat(&dir, sibling, OFlags::RDONLY, Mode::empty())
+                .expect("open sibling");
+            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::CLOEXEC;
+            let fd =
+                rustix::fs::openat(&at, "f", flags, Mode::from_raw_mode(0o644)).expect("create");
+            rustix::io::write(&fd, format!("{depth}\n").as_bytes()).expect("write");
+        }
+        rustix::fs::mkdirat(&dir, "d", Mode::from_raw_mode(0o755)).expect("mkdir");
+        dir = rustix::fs::openat(&dir, "d", OFlags::RDONLY, Mode::empty()).expect("open d");
+    }
+    // rewind under `ulimit -n 256`, on one thread (so no other thread takes the pending
+    // siblings early): one descriptor per level would not fit.
+    let rewind = p.rewind_command(["--json", "track"]);
+    let mut limited = Command::new("sh");
+    limited
+        .arg("-c")
+        .arg("ulimit -n 256 && exec \"$0\" \"$@\"")
+        .arg(rewind.get_program())
+        .args(rewind.get_args())
+        .env_clear()
+        .envs(rewind.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("RAYON_NUM_THREADS", "1");
+    if let Some(dir) = rewind.get_current_dir() {
+        limited.current_dir(dir);
+    }
+    let run = run_with_deadline(&mut limited, std::time::Duration::from_secs(300));
+    run.assert_success();
+    let tracked = Tracked::parse(&run.stdout);
+    assert!(
+        tracked.skipped.is_empty(),
+        "nothing left out: {}",
+        tracked.json
+    );
+    assert_eq!(tracked.hash, p.git_tree().id, "the tree equals git's");
 }
