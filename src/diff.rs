@@ -38,8 +38,11 @@ impl Default for DiffOptions {
 pub struct Patch {
     /// The snapshot compared against (full id).
     pub hash: String,
-    /// Project-relative paths, `/`-separated, in git's order.
+    /// Project-relative paths, `/`-separated, in git's order (lossy where not UTF-8).
     pub files: Vec<String>,
+    /// The same paths, byte for byte (to print them as git does: [`quote_path`]).
+    #[serde(skip)]
+    pub paths: Vec<BString>,
 }
 
 /// How a file changed.
@@ -169,6 +172,7 @@ impl Store {
                 .iter()
                 .map(|c| c.path.to_str_lossy().into_owned())
                 .collect(),
+            paths: changes.into_iter().map(|c| c.path).collect(),
         })
     }
 

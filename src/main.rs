@@ -408,8 +408,8 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
             if cli.json {
                 print_json(&patch);
             } else {
-                for file in &patch.files {
-                    outln!("{}", quote(file));
+                for path in &patch.paths {
+                    outln!("{}", rewind::quote_path(path));
                 }
             }
         }
