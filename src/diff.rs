@@ -38,8 +38,11 @@ impl Default for DiffOptions {
 pub struct Patch {
     /// The snapshot compared against (full id).
     pub hash: String,
-    /// Project-relative paths, `/`-separated, in git's order.
+    /// Project-relative paths, `/`-separated, in git's order (lossy where not UTF-8).
     pub files: Vec<String>,
+    /// The same paths, byte for byte (to print them as git does: [`quote_path`]).
+    #[serde(skip)]
+    pub paths: Vec<BString>,
 }
 
 /// How a file changed.
@@ -169,6 +172,7 @@ impl Store {
                 .iter()
                 .map(|c| c.path.to_str_lossy().into_owned())
                 .collect(),
+            paths: changes.into_iter().map(|c| c.path).collect(),
         })
     }
 
@@ -230,44 +234,80 @@ impl Store {
 }
 
 /// Every blob path that differs between trees `from` and `to`, in git's order (a file sorts
-/// before a directory of the same name). Costs one tree read per differing directory.
+/// before a directory of the same name). An explicit stack of the directories being compared,
+/// so depth costs heap, not thread stack. Costs one tree read per differing directory.
 pub(crate) fn tree_changes(
     repo: &gix::Repository,
     from: ObjectId,
     to: ObjectId,
 ) -> Result<Vec<Change>> {
     let mut changes = Vec::new();
-    diff_trees(
-        repo,
-        Some(from),
-        Some(to),
-        &mut BString::default(),
-        &mut changes,
-    )?;
+    let mut path = BString::default();
+    let mut stack = Vec::new();
+    if from != to {
+        stack.push(DirPair::read(repo, Some(from), Some(to), path.as_ref())?);
+    }
+    while let Some(pair) = stack.last_mut() {
+        path.truncate(pair.dir_len);
+        let Some((a, b)) = pair.next(&mut path) else {
+            stack.pop();
+            continue;
+        };
+        if a.or(b).is_some_and(|(is_tree, _)| is_tree) {
+            let (old, new) = (a.map(|(_, s)| s.id), b.map(|(_, s)| s.id));
+            if old != new {
+                stack.push(DirPair::read(repo, old, new, path.as_ref())?);
+            }
+        } else if a.map(|(_, s)| s) != b.map(|(_, s)| s) {
+            changes.push(Change {
+                path: path.clone(),
+                before: a.map(|(_, s)| s),
+                after: b.map(|(_, s)| s),
+            });
+        }
+    }
     Ok(changes)
 }
 
-fn diff_trees(
-    repo: &gix::Repository,
-    from: Option<ObjectId>,
-    to: Option<ObjectId>,
-    dir: &mut BString,
-    changes: &mut Vec<Change>,
-) -> Result<()> {
-    if from == to {
-        return Ok(());
+/// One directory of both trees being compared by [`tree_changes`].
+struct DirPair {
+    old: Vec<TreeEntry>,
+    new: Vec<TreeEntry>,
+    /// The next entries of `old` and `new` to compare.
+    i: usize,
+    j: usize,
+    /// The length of the directory's path.
+    dir_len: usize,
+}
+
+impl DirPair {
+    /// Read trees `from` and `to` (either may be absent) of directory `dir`.
+    fn read(
+        repo: &gix::Repository,
+        from: Option<ObjectId>,
+        to: Option<ObjectId>,
+        dir: &BStr,
+    ) -> Result<DirPair> {
+        let read = |id: Option<ObjectId>| {
+            id.map(|id| read_tree(repo, id, dir))
+                .transpose()
+                .map(Option::unwrap_or_default)
+        };
+        Ok(DirPair {
+            old: read(from)?,
+            new: read(to)?,
+            i: 0,
+            j: 0,
+            dir_len: dir.len(),
+        })
     }
-    let old = from
-        .map(|id| read_tree(repo, id, dir.as_ref()))
-        .transpose()?
-        .unwrap_or_default();
-    let new = to
-        .map(|id| read_tree(repo, id, dir.as_ref()))
-        .transpose()?
-        .unwrap_or_default();
-    let (mut i, mut j) = (0, 0);
-    while i < old.len() || j < new.len() {
-        let order = match (old.get(i), new.get(j)) {
+
+    /// The next name in either tree, appended to `path` (the directory's path): its entry
+    /// before and after as (is a tree, side), of the same kind when both are present.
+    #[allow(clippy::type_complexity)]
+    fn next(&mut self, path: &mut BString) -> Option<(Option<(bool, Side)>, Option<(bool, Side)>)> {
+        let order = match (self.old.get(self.i), self.new.get(self.j)) {
+            (None, None) => return None,
             (Some(a), Some(b)) => gix::objs::tree::name_order(
                 &a.filename,
                 a.mode.is_tree(),
@@ -275,47 +315,19 @@ fn diff_trees(
                 b.mode.is_tree(),
             ),
             (Some(_), None) => std::cmp::Ordering::Less,
-            _ => std::cmp::Ordering::Greater,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
         };
-        let (a, b) = match order {
-            std::cmp::Ordering::Less => (old.get(i), None),
-            std::cmp::Ordering::Greater => (None, new.get(j)),
-            std::cmp::Ordering::Equal => (old.get(i), new.get(j)),
-        };
-        i += usize::from(a.is_some());
-        j += usize::from(b.is_some());
-        let name = &a.or(b).expect("one side").filename;
-        let len = dir.len();
-        if len > 0 {
-            dir.push(b'/');
+        let a = order.is_le().then(|| &self.old[self.i]);
+        let b = order.is_ge().then(|| &self.new[self.j]);
+        self.i += usize::from(a.is_some());
+        self.j += usize::from(b.is_some());
+        if !path.is_empty() {
+            path.push(b'/');
         }
-        dir.extend_from_slice(name);
-        diff_entry(repo, a, b, dir, changes)?;
-        dir.truncate(len);
+        path.extend_from_slice(&a.or(b).expect("one side").filename);
+        let side = |e: &TreeEntry| (e.mode.is_tree(), Side::of(e));
+        Some((a.map(side), b.map(side)))
     }
-    Ok(())
-}
-
-/// The changes at `path`, given its entries `a` (before) and `b` (after), of the same kind.
-fn diff_entry(
-    repo: &gix::Repository,
-    a: Option<&TreeEntry>,
-    b: Option<&TreeEntry>,
-    path: &mut BString,
-    changes: &mut Vec<Change>,
-) -> Result<()> {
-    if a.or(b).is_some_and(|e| e.mode.is_tree()) {
-        return diff_trees(repo, a.map(|e| e.oid), b.map(|e| e.oid), path, changes);
-    }
-    let (before, after) = (a.map(Side::of), b.map(Side::of));
-    if before != after {
-        changes.push(Change {
-            path: path.clone(),
-            before,
-            after,
-        });
-    }
-    Ok(())
 }
 
 /// The entries of tree `id` (read while diffing directory `dir`).
@@ -429,7 +441,7 @@ fn write_patch(
     before: Option<Side>,
     after: Option<Side>,
 ) -> Result<()> {
-    let (a, b) = (quote_two(b"a/", path), quote_two(b"b/", path));
+    let (a, b) = (quote(b"a/", path, false), quote(b"b/", path, false));
     out.extend_from_slice(b"diff --git ");
     out.extend_from_slice(&a);
     out.push(b' ');
@@ -523,10 +535,26 @@ fn abbrev(repo: &gix::Repository, id: ObjectId, hex_len: usize) -> String {
     }
 }
 
-/// `prefix` + `path`, C-quoted as git quotes names when either needs it (`core.quotePath=false`:
-/// control characters, `"` and `\` only).
-fn quote_two(prefix: &[u8], path: &[u8]) -> Vec<u8> {
-    let needs_quote = |b: u8| b < 0x20 || b == b'"' || b == b'\\' || b == 0x7f;
+/// `path` as git prints a name in human output with `core.quotePath=true`: as it is, unless
+/// it holds a control character, `"`, `\` or a byte >= 0x80; then in double quotes, with C
+/// escapes (`\n`, `\t`, `\"`, ...) and the other such bytes as 3-digit octal. The result is
+/// ASCII whenever it is quoted, and never spans lines.
+///
+/// ```
+/// assert_eq!(rewind::quote_path(b"src/main.rs"), "src/main.rs");
+/// assert_eq!(rewind::quote_path(b"evil\nkeep"), r#""evil\nkeep""#);
+/// assert_eq!(rewind::quote_path("caf\u{e9}".as_bytes()), r#""caf\303\251""#);
+/// ```
+pub fn quote_path(path: &[u8]) -> String {
+    String::from_utf8_lossy(&quote(b"", path, true)).into_owned()
+}
+
+/// `prefix` + `path`, C-quoted as git quotes names when `path` needs it: for control
+/// characters, `"` and `\`, and with `high_bytes` (`core.quotePath=true`) bytes >= 0x80.
+/// Costs one pass over `path`.
+fn quote(prefix: &[u8], path: &[u8], high_bytes: bool) -> Vec<u8> {
+    let needs_quote =
+        |b: u8| b < 0x20 || b == b'"' || b == b'\\' || b == 0x7f || (high_bytes && b >= 0x80);
     let mut out = Vec::with_capacity(prefix.len() + path.len() + 2);
     if !path.iter().copied().any(needs_quote) {
         out.extend_from_slice(prefix);
@@ -555,4 +583,34 @@ fn quote_two(prefix: &[u8], path: &[u8]) -> Vec<u8> {
     }
     out.push(b'"');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{quote, quote_path};
+
+    #[test]
+    fn quote_path_leaves_plain_names_alone() {
+        assert_eq!(quote_path(b"src/a b/c-d_e.rs"), "src/a b/c-d_e.rs");
+        assert_eq!(quote_path(b""), "");
+    }
+
+    #[test]
+    fn quote_path_escapes_like_git_quote_path_true() {
+        assert_eq!(quote_path(b"evil\nkeep"), "\"evil\\nkeep\"");
+        assert_eq!(
+            quote_path(b"\x07\x08\t\x0b\x0c\r"),
+            "\"\\a\\b\\t\\v\\f\\r\""
+        );
+        assert_eq!(quote_path(b"say \"hi\"\\"), "\"say \\\"hi\\\"\\\\\"");
+        assert_eq!(quote_path(b"\x01\x1b\x7f"), "\"\\001\\033\\177\"");
+        assert_eq!(quote_path("é".as_bytes()), "\"\\303\\251\"");
+        assert_eq!(quote_path(b"bad\xff"), "\"bad\\377\"");
+    }
+
+    #[test]
+    fn quote_without_high_bytes_is_git_diff_header_quoting() {
+        assert_eq!(quote(b"a/", "é".as_bytes(), false), "a/é".as_bytes());
+        assert_eq!(quote(b"a/", b"x\ny", false), b"\"a/x\\ny\"");
+    }
 }

@@ -7,6 +7,7 @@
 
 use std::ffi::OsStr;
 use std::fs;
+use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -15,6 +16,7 @@ use gix::bstr::{BStr, BString, ByteSlice, ByteVec};
 use gix::glob::pattern::Case;
 use gix::glob::search::pattern::List;
 use gix::ignore::search::{pattern_matching_relative_path, Ignore};
+use rustix::fs::CWD;
 
 /// The enclosing git repository of a project, if any.
 struct ProjectRepo {
@@ -49,12 +51,17 @@ impl DirRules {
         })
     }
 
-    /// Chain the `.gitignore` at `file` (in project directory `dir_rel`) below `parent`.
-    /// An unreadable `.gitignore` is treated as empty, as git does.
-    pub(crate) fn child(parent: &Arc<DirRules>, file: &Path, dir_rel: &BStr) -> Arc<DirRules> {
-        match read_small(file, false) {
+    /// Chain the `.gitignore` of project directory `dir_rel` (open as `dir`; `source` names the
+    /// file in messages) below `parent`. An unreadable `.gitignore` is treated as empty, as git does.
+    pub(crate) fn child(
+        parent: &Arc<DirRules>,
+        dir: BorrowedFd<'_>,
+        source: &Path,
+        dir_rel: &BStr,
+    ) -> Arc<DirRules> {
+        match read_small(dir, ".gitignore".as_ref(), false) {
             Ok(bytes) => Arc::new(DirRules {
-                list: Some(list_from_bytes(&bytes, file, dir_rel)),
+                list: Some(list_from_bytes(&bytes, source, dir_rel)),
                 parent: Some(parent.clone()),
             }),
             Err(_) => parent.clone(),
@@ -72,6 +79,17 @@ impl DirRules {
             list: Some(list_from_bytes(bytes, source, dir_rel)),
             parent: Some(parent.clone()),
         })
+    }
+}
+
+/// Unchain the parents one at a time: a chain as deep as the project must not be dropped by
+/// recursion on the thread stack. Costs one step per parent this was the last owner of.
+impl Drop for DirRules {
+    fn drop(&mut self) {
+        let mut next = self.parent.take();
+        while let Some(parent) = next {
+            next = Arc::into_inner(parent).and_then(|mut rules| rules.parent.take());
+        }
     }
 }
 
@@ -94,13 +112,13 @@ impl Excludes {
     pub(crate) fn load(project: &Path) -> Excludes {
         let mut outer = Vec::new();
         if let Some(file) = global_excludes_file() {
-            if let Ok(bytes) = read_small(&file, true) {
+            if let Ok(bytes) = read_small(CWD, &file, true) {
                 outer.push(list_from_bytes(&bytes, &file, BStr::new("")));
             }
         }
         let repo = find_enclosing_repo(project).map(|(work_tree, git_dir, common_dir)| {
             let exclude = common_dir.join("info/exclude");
-            if let Ok(bytes) = read_small(&exclude, true) {
+            if let Ok(bytes) = read_small(CWD, &exclude, true) {
                 outer.push(list_from_bytes(&bytes, &exclude, BStr::new("")));
             }
             let relative = project.strip_prefix(&work_tree).unwrap_or(Path::new(""));
@@ -212,8 +230,8 @@ impl Excludes {
 
 /// Read a rules or repository file (at most 64 MiB) only if it is a regular file: a FIFO or a
 /// device standing in its place would block or never end.
-fn read_small(path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
-    let file = crate::scan::open_regular(path, follow)?;
+fn read_small(dir: BorrowedFd<'_>, path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
+    let file = crate::scan::open_regular(dir, path, follow)?;
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(file, 64 << 20), &mut bytes)?;
     Ok(bytes)
@@ -223,7 +241,7 @@ fn read_small(path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
 fn push_rules(lists: &mut Vec<List<Ignore>>, dir: &Path, dir_rel: &BStr) {
     let file = dir.join(".gitignore");
     if fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
-        if let Ok(bytes) = read_small(&file, false) {
+        if let Ok(bytes) = read_small(CWD, &file, false) {
             lists.push(list_from_bytes(&bytes, &file, dir_rel));
         }
     }
@@ -273,11 +291,11 @@ fn find_enclosing_repo(project: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
             dot_git
         } else {
             // A `.git` file: "gitdir: <path>", relative to the directory holding it.
-            let content = read_small(&dot_git, true).ok()?;
+            let content = read_small(CWD, &dot_git, true).ok()?;
             let target = content.strip_prefix(b"gitdir:")?.trim();
             dir.join(OsStr::from_bytes(target))
         };
-        let common_dir = read_small(&git_dir.join("commondir"), true)
+        let common_dir = read_small(CWD, &git_dir.join("commondir"), true)
             .ok()
             .map(|c| git_dir.join(OsStr::from_bytes(c.trim())))
             .unwrap_or_else(|| git_dir.clone());

@@ -59,7 +59,7 @@ mod turns;
 mod visibility;
 mod xdiff;
 
-pub use diff::{DiffOptions, FileChange, Patch, Status};
+pub use diff::{quote_path, DiffOptions, FileChange, Patch, Status};
 pub use error::{Error, Result};
 pub use inspect::{Doctor, LogEntry};
 pub use prune::{

@@ -14,19 +14,22 @@ use serde_json::json;
 /// Whether the progress line is on screen (`Some(true)`), not (`Some(false)`), or ended (`None`).
 static PROGRESS: std::sync::Mutex<Option<bool>> = std::sync::Mutex::new(Some(false));
 
-/// Print to stdout, after ending the progress line.
+/// Set once a write to stdout failed (`rewind patch X | head`): nothing more is printed there,
+/// and the command goes on to its end.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Print a line to stdout, after ending the progress line; see [`write_stdout`].
 macro_rules! outln {
     ($($arg:tt)*) => {{
-        end_progress();
-        println!($($arg)*);
+        write_stdout(format!("{}\n", format_args!($($arg)*)).as_bytes());
     }};
 }
 
-/// Print to stderr, after ending the progress line.
+/// Print a line to stderr, after ending the progress line; a closed stderr is ignored.
 macro_rules! errln {
     ($($arg:tt)*) => {{
         end_progress();
-        eprintln!($($arg)*);
+        let _ = writeln!(std::io::stderr(), $($arg)*);
     }};
 }
 
@@ -329,7 +332,10 @@ fn run(cli: &Cli) -> rewind::Result<()> {
     }
     if let Command::Completions { shell } = &cli.command {
         let mut command = <Cli as clap::CommandFactory>::command();
-        clap_complete::generate(*shell, &mut command, "rewind", &mut std::io::stdout());
+        // Into memory first: clap_complete panics when its writer fails.
+        let mut script = Vec::new();
+        clap_complete::generate(*shell, &mut command, "rewind", &mut script);
+        write_stdout(&script);
         return Ok(());
     }
     let project = cli.project.clone().unwrap_or_else(|| PathBuf::from("."));
@@ -359,7 +365,7 @@ fn run(cli: &Cli) -> rewind::Result<()> {
 fn end_progress() {
     let mut state = PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
     if *state == Some(true) {
-        eprint!("\r\x1b[K");
+        let _ = write!(std::io::stderr(), "\r\x1b[K");
     }
     *state = None;
 }
@@ -384,7 +390,7 @@ fn draw_progress(store: &rewind::Store, done: &std::sync::atomic::AtomicBool) {
         if state.is_none() {
             return;
         }
-        eprint!("\r\x1b[K{line}");
+        let _ = write!(std::io::stderr(), "\r\x1b[K{line}");
         *state = Some(true);
     }
     end_progress();
@@ -402,9 +408,7 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
                 print_json(&snapshot);
             } else {
                 outln!("{}", snapshot.hash);
-                for skipped in &snapshot.skipped {
-                    errln!("rewind: left out {}: {}", skipped.path, reason(skipped));
-                }
+                print_left_out(&snapshot.skipped, "");
             }
         }
         Command::Path => {
@@ -419,7 +423,9 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
             if cli.json {
                 print_json(&patch);
             } else {
-                patch.files.iter().for_each(|file| outln!("{file}"));
+                for path in &patch.paths {
+                    outln!("{}", rewind::quote_path(path));
+                }
             }
         }
         Command::Diff { from, to, color } => {
@@ -498,7 +504,7 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
                         age(now, entry.time),
                         entry.kind,
                         entry.tree,
-                        entry.what
+                        quote(&entry.what)
                     );
                 }
             }
@@ -522,7 +528,7 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
                     &json!({"session": session, "turn": turn, "before": start.before, "skipped": start.skipped}),
                 );
             } else {
-                print_left_out(&start.skipped);
+                print_left_out(&start.skipped, UNDO_CANNOT);
             }
         }
         Command::Turn(TurnCommand::TrackFile {
@@ -545,14 +551,14 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
                 row["turn"] = json!(turn);
                 print_json(&row);
             } else {
-                print_left_out(&end.skipped);
+                print_left_out(&end.skipped, UNDO_CANNOT);
                 for file in end.files {
                     outln!(
                         "{:<8} +{:<5} -{:<5} {}",
                         format!("{:?}", file.status).to_lowercase(),
                         file.additions,
                         file.deletions,
-                        file.file
+                        quote(&file.file)
                     );
                 }
             }
@@ -604,7 +610,7 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
                         "+{:<5} -{:<5} {}",
                         file.additions,
                         file.deletions,
-                        file.file
+                        quote(&file.file)
                     );
                 }
                 outln!(
@@ -662,20 +668,25 @@ fn print_changes(
     failed: &[rewind::Failure],
     (undo_label, undo): (&str, &str),
 ) {
-    written
-        .iter()
-        .for_each(|path| outln!("{written_label} {path}"));
-    deleted.iter().for_each(|path| outln!("deleted {path}"));
+    for path in written {
+        outln!("{written_label} {}", quote(path));
+    }
+    for path in deleted {
+        outln!("deleted {}", quote(path));
+    }
     for path in conflicts {
-        errln!("rewind: left alone {path}: {why} (use --force)");
+        errln!("rewind: left alone {}: {why} (use --force)", quote(path));
     }
     for path in kept {
-        errln!("rewind: kept {path}: the snapshot could not see it (ignored, in a nested repository, or left out for size or type)");
+        errln!(
+            "rewind: kept {}: the snapshot could not see it (ignored, in a nested repository, or left out for size or type)",
+            quote(path)
+        );
     }
     for failure in failed {
         errln!(
             "rewind: could not restore {}: {}",
-            failure.path,
+            quote(&failure.path),
             failure.error
         );
     }
@@ -737,8 +748,8 @@ fn print_turns(turns: &[rewind::Turn], now: chrono::DateTime<chrono::Utc>) {
         outln!(
             "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  {state}",
             age(now, turn.started_at),
-            turn.session,
-            turn.turn,
+            quote(&turn.session),
+            quote(&turn.turn),
             turn.files,
             paint("32", format!("+{}", turn.additions)),
             paint("31", format!("-{}", turn.deletions)),
@@ -779,8 +790,8 @@ fn show(
         let to = turn.after.as_deref();
         let title = format!(
             "turn {} of session {} — started {}{}: {} files, +{} -{}",
-            turn.turn,
-            turn.session,
+            quote(&turn.turn),
+            quote(&turn.session),
             turn.started_at.to_rfc3339(),
             turn.ended_at.map_or(" (open)".to_string(), |e| format!(
                 ", ended {}",
@@ -889,24 +900,40 @@ fn print_json(value: &impl Serialize) {
     write_stdout(b"\n");
 }
 
-/// Write to stdout; a closed pipe (`rewind diff | head`) ends the program quietly.
+/// Write to stdout. Once a write fails (a closed pipe: `rewind diff | head`), stop printing
+/// quietly and let the command finish: what it changes, and its undo point, are kept.
 fn write_stdout(bytes: &[u8]) {
+    use std::sync::atomic::Ordering::Relaxed;
     end_progress();
-    if std::io::stdout().lock().write_all(bytes).is_err() {
-        std::process::exit(0);
+    if STDOUT_CLOSED.load(Relaxed) {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if stdout
+        .write_all(bytes)
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        STDOUT_CLOSED.store(true, Relaxed);
     }
 }
 
-/// Say on stderr what a turn's snapshot left out: an undo cannot bring those files back.
-fn print_left_out(skipped: &[rewind::Skipped]) {
+/// A name (path, session, turn) for human output, quoted as git quotes paths
+/// (`core.quotePath=true`) when it holds control characters or non-ASCII bytes.
+fn quote(name: &str) -> String {
+    rewind::quote_path(name.as_bytes())
+}
+
+/// Say on stderr what a snapshot left out (`note` follows each reason).
+fn print_left_out(skipped: &[rewind::Skipped], note: &str) {
     for skipped in skipped {
-        errln!(
-            "rewind: left out {}: {} (an undo cannot bring it back)",
-            skipped.path,
-            reason(skipped)
-        );
+        let path = rewind::quote_path(&skipped.path);
+        errln!("rewind: left out {path}: {}{note}", reason(skipped));
     }
 }
+
+/// What a turn's left-out line adds: an undo of the turn cannot bring that file back.
+const UNDO_CANNOT: &str = " (an undo cannot bring it back)";
 
 fn reason(skipped: &rewind::Skipped) -> String {
     let reason = serde_json::to_value(skipped.reason).expect("enum serializes");

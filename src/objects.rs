@@ -354,7 +354,7 @@ fn holds_object(compressed: &[u8], id: &gix::oid) -> bool {
     input.is_empty() && hasher.try_finalize().is_ok_and(|actual| actual == id)
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

@@ -19,11 +19,11 @@ use std::collections::HashSet;
 use std::fs;
 use std::io::{self, Write};
 use std::ops::Range;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::index::entry::{stat, Mode, Stat};
@@ -35,7 +35,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::ignore::{DirRules, Excludes};
-use crate::objects::ObjectWriter;
+use crate::objects::{lock, ObjectWriter};
 use crate::store::Store;
 
 /// Options for [`Store::track`].
@@ -117,37 +117,32 @@ struct FileEntry {
     hashed: bool,
 }
 
-/// What a directory (and everything below it) contributes, in index order.
-#[derive(Default)]
-struct DirScan {
-    parts: Vec<Part>,
-}
-
+/// One item of a directory's walked contents, in index order.
 enum Part {
     File(FileEntry),
     Skipped(Skipped),
-    Dir(DirScan),
+    /// A subdirectory: the id of its own directory job.
+    Dir(usize),
 }
 
-impl DirScan {
-    /// Append everything in order; each entry moves once more, whatever its depth.
-    fn flatten_into(self, files: &mut Vec<FileEntry>, skipped: &mut Vec<Skipped>) {
-        for part in self.parts {
-            match part {
-                Part::File(file) => files.push(file),
-                Part::Skipped(skip) => skipped.push(skip),
-                Part::Dir(dir) => dir.flatten_into(files, skipped),
+/// Join the directories' parts, each listed by its job id (the root is 0), into one list of
+/// files and one of skipped paths in index order. An explicit stack of the directories being
+/// read, so depth costs heap, not thread stack; each entry moves once.
+fn assemble(
+    mut dirs: Vec<Option<Vec<Part>>>,
+    files: &mut Vec<FileEntry>,
+    skipped: &mut Vec<Skipped>,
+) {
+    let mut take = |id: usize| dirs.get_mut(id).and_then(Option::take).unwrap_or_default();
+    let mut stack = vec![take(0).into_iter()];
+    while let Some(parts) = stack.last_mut() {
+        match parts.next() {
+            Some(Part::File(file)) => files.push(file),
+            Some(Part::Skipped(skip)) => skipped.push(skip),
+            Some(Part::Dir(id)) => stack.push(take(id).into_iter()),
+            None => {
+                stack.pop();
             }
-        }
-    }
-
-    fn skipped(path: BString, reason: SkipReason, detail: Option<String>) -> DirScan {
-        DirScan {
-            parts: vec![Part::Skipped(Skipped {
-                path,
-                reason,
-                detail,
-            })],
         }
     }
 }
@@ -158,7 +153,8 @@ enum Looked {
     Vanished,
     Read {
         path: BString,
-        abs: PathBuf,
+        /// Where the file's name starts in `path`.
+        name_start: usize,
         stat: Stat,
         mode: Mode,
         size: u64,
@@ -353,23 +349,18 @@ impl Store {
                 .unwrap_or_else(|| self.max_file_size()),
             excludes: Excludes::load(self.project()),
             objects: self.objects(),
+            next_id: AtomicUsize::new(1),
+            done: Mutex::new(Vec::new()),
+            failure: Mutex::new(None),
+            failed: AtomicBool::new(false),
+            held: AtomicUsize::new(0),
         };
-        let everything = 0..previous.entries().len();
-        let root = open_dir(rustix::fs::CWD, self.project().as_os_str().as_bytes())
-            .map_err(|e| Error::io("reading", self.project(), e))?;
-        let scan = walk.dir(
-            BString::default(),
-            root,
-            DirRules::root(),
-            false,
-            everything,
-        )?;
-        if walk.stop_at_change.is_some_and(|stop| stop.into_inner()) {
+        let Some(dirs) = walk.run(previous.entries().len())? else {
             return Ok(None);
-        }
+        };
         let mut files = Vec::with_capacity(previous.entries().len() + 64);
         let mut skipped = Vec::new();
-        scan.flatten_into(&mut files, &mut skipped);
+        assemble(dirs, &mut files, &mut skipped);
 
         let changes = Changes::between(previous, &files);
         let rewrite_index = changes.rewrite_index || previous.tree().is_none();
@@ -387,7 +378,7 @@ impl Store {
                     dirty: &changes.dirty_dirs,
                     objects: self.objects(),
                 }
-                .build(0, b"", cached),
+                .build(cached),
             },
             || {
                 rewrite_index.then(|| {
@@ -627,36 +618,144 @@ struct Walk<'a> {
     max_file_size: u64,
     excludes: Excludes,
     objects: &'a ObjectWriter,
+    /// The id the next directory job gets (the root's is 0).
+    next_id: AtomicUsize,
+    /// Each finished directory job's id and parts.
+    done: Mutex<Vec<(usize, Vec<Part>)>>,
+    /// The first error of any job; `failed` tells the others to stop.
+    failure: Mutex<Option<Error>>,
+    failed: AtomicBool,
+    /// How many [`HeldDir`]s are open.
+    held: AtomicUsize,
+}
+
+/// At most this many directories stay open for subdirectories still to be opened (a deep tree
+/// with a pending sibling at every level would otherwise hold one descriptor per level, and
+/// run out at the usual limit of 1,024). Past it, subdirectories are opened one component at a
+/// time from the nearest ancestor still open.
+const HELD_DIRS: usize = 128;
+
+/// A directory kept open for its subdirectories' jobs; counted in [`Walk::held`].
+struct HeldDir<'w> {
+    dir: rustix::fs::Dir,
+    held: &'w AtomicUsize,
+}
+
+impl Drop for HeldDir<'_> {
+    fn drop(&mut self) {
+        self.held.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A subdirectory as a directory job lists it: (path, ignored), its range of previous index
+/// entries, and its job id.
+type DirItem = (((BString, bool), Option<Range<usize>>), usize);
+
+/// A directory to walk: job `id`, opened when its turn comes below `anchor`, an ancestor (its
+/// parent, unless too many directories are held open already).
+struct DirJob<'w> {
+    id: usize,
+    /// Project-relative path.
+    rel: BString,
+    /// The nearest ancestor held open (`None`: open from the project root's path), and where
+    /// the part of `rel` below it starts.
+    anchor: Option<Arc<HeldDir<'w>>>,
+    below_anchor: usize,
+    rules: Arc<DirRules>,
+    /// The directory is ignored: keep only files the project's own index tracks.
+    tracked_only: bool,
+    /// The range of previous index entries below `rel`.
+    cached: Range<usize>,
 }
 
 impl Walk<'_> {
-    /// Snapshot directory `abs` (project-relative `rel`), its subdirectories in parallel.
-    /// `cached`: the range of previous index entries below `rel`. `tracked_only`: the directory
-    /// is ignored; keep only files the project's own index tracks.
-    /// Costs one `readdir` and one `fstatat` per file, plus reading the files that changed.
-    fn dir(
-        &self,
-        rel: BString,
-        fd: OwnedFd,
-        rules: Arc<DirRules>,
-        tracked_only: bool,
-        cached: Range<usize>,
-    ) -> Result<DirScan> {
-        if self
-            .stop_at_change
-            .as_ref()
-            .is_some_and(|stop| stop.load(Ordering::Relaxed))
-        {
-            return Ok(DirScan::default());
+    /// Walk the whole project: one rayon job per directory, each spawning its subdirectories'
+    /// jobs, so no thread stack grows with depth. `previous_len` is the stat cache's length.
+    /// Returns every directory's parts by job id, or `None` when a change stopped the walk.
+    fn run(&self, previous_len: usize) -> Result<Option<Vec<Option<Vec<Part>>>>> {
+        let root = DirJob {
+            id: 0,
+            rel: BString::default(),
+            anchor: None,
+            below_anchor: 0,
+            rules: DirRules::root(),
+            tracked_only: false,
+            cached: 0..previous_len,
+        };
+        rayon::scope(|scope| self.spawn(scope, root));
+        if let Some(error) = lock(&self.failure).take() {
+            return Err(error);
         }
-        let mut entries = match rustix::fs::Dir::new(fd) {
+        if self.halted() {
+            return Ok(None);
+        }
+        let done = std::mem::take(&mut *lock(&self.done));
+        let mut dirs: Vec<Option<Vec<Part>>> = Vec::new();
+        dirs.resize_with(self.next_id.load(Ordering::Relaxed), || None);
+        for (id, parts) in done {
+            dirs[id] = Some(parts);
+        }
+        Ok(Some(dirs))
+    }
+
+    /// Queue `job` on the walk's scope; its result lands in `done`, its error in `failure`.
+    fn spawn<'s>(&'s self, scope: &rayon::Scope<'s>, job: DirJob<'s>) {
+        scope.spawn(move |scope| {
+            if self.halted() {
+                return;
+            }
+            let id = job.id;
+            match self.dir(scope, job) {
+                Ok(parts) => lock(&self.done).push((id, parts)),
+                Err(error) => {
+                    self.failed.store(true, Ordering::Relaxed);
+                    lock(&self.failure).get_or_insert(error);
+                }
+            }
+        });
+    }
+
+    /// Whether the walk should start no more directories: a job failed, or a change was found.
+    fn halted(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+            || self
+                .stop_at_change
+                .as_ref()
+                .is_some_and(|stop| stop.load(Ordering::Relaxed))
+    }
+
+    /// Snapshot the files of directory `job` and spawn a job for each of its subdirectories.
+    /// Returns its parts in index order, each subdirectory as the id of its job.
+    /// Costs one `openat`, one `readdir` and one `fstatat` per file, plus reading the files that
+    /// changed.
+    fn dir<'s>(&'s self, scope: &rayon::Scope<'s>, job: DirJob<'s>) -> Result<Vec<Part>> {
+        let DirJob {
+            rel,
+            anchor,
+            below_anchor,
+            rules,
+            tracked_only,
+            cached,
+            ..
+        } = job;
+        let opened = self.open(anchor.as_deref(), &rel[below_anchor..]);
+        let skipped = |rel, reason, detail| {
+            vec![Part::Skipped(Skipped {
+                path: rel,
+                reason,
+                detail,
+            })]
+        };
+        let mut entries = match opened.and_then(rustix::fs::Dir::new) {
             Ok(entries) => entries,
+            // Gone since its parent was read: this snapshot leaves it out.
+            Err(rustix::io::Errno::NOENT) if !rel.is_empty() => return Ok(Vec::new()),
+            Err(e) if rel.is_empty() => {
+                return Err(Error::io("reading", self.root, e.into()));
+            }
             Err(e) => {
-                return Ok(DirScan::skipped(
-                    rel,
-                    SkipReason::Unreadable,
-                    Some(e.to_string()),
-                ))
+                let detail = io::Error::from(e).to_string();
+                return Ok(skipped(rel, SkipReason::Unreadable, Some(detail)));
             }
         };
         // (path, where its name starts, its type if the directory entry says)
@@ -669,9 +768,9 @@ impl Walk<'_> {
             match name {
                 b"." | b".." => continue,
                 b".git" if rel.is_empty() => continue, // the project's own repository
-                b".git" => return Ok(DirScan::skipped(rel, SkipReason::NestedRepo, None)),
+                b".git" => return Ok(skipped(rel, SkipReason::NestedRepo, None)),
                 _ if name == crate::store::DATA_MARKER.as_bytes() => {
-                    return Ok(DirScan::skipped(rel, SkipReason::RewindData, None))
+                    return Ok(skipped(rel, SkipReason::RewindData, None))
                 }
                 _ => {}
             }
@@ -681,8 +780,8 @@ impl Walk<'_> {
         }
         let dir_fd = entries.fd().expect("an open directory has a descriptor");
         let rules = if gitignore && !tracked_only {
-            let file = self.abs(rel.as_ref()).join(".gitignore");
-            DirRules::child(&rules, &file, rel.as_ref())
+            let source = self.abs(rel.as_ref()).join(".gitignore");
+            DirRules::child(&rules, dir_fd, &source, rel.as_ref())
         } else {
             rules
         };
@@ -704,7 +803,7 @@ impl Walk<'_> {
             let ignored = tracked_only || self.excludes.is_ignored(&rules, child.as_ref(), is_dir);
             if is_dir {
                 if !ignored || self.excludes.tracks_below(child.as_ref()) {
-                    dirs.push((child, name_start, ignored));
+                    dirs.push((child, ignored));
                 }
             } else if !ignored || self.excludes.is_tracked(child.as_ref()) {
                 files.push((child, name_start));
@@ -726,13 +825,13 @@ impl Walk<'_> {
         let read = |looked: Looked| match looked {
             Looked::Read {
                 path,
-                abs,
+                name_start,
                 stat,
                 mode,
                 size,
                 previous,
             } => {
-                let part = self.read(path, &abs, stat, mode, size)?;
+                let part = self.read(path, dir_fd, name_start, stat, mode, size)?;
                 if let (Some(stop), Some(Part::File(file))) = (&self.stop_at_change, &part) {
                     if previous != Some((file.id, file.mode)) {
                         stop.store(true, Ordering::Relaxed);
@@ -753,42 +852,76 @@ impl Walk<'_> {
             };
             looked.into_iter().filter_map(settled).collect()
         };
-        let dir_scans: Vec<(BString, DirScan)> = dirs
-            .into_par_iter()
-            .map(|((child, name_start, ignored), cached)| {
-                let scan = match open_dir(dir_fd, &child[name_start..]) {
-                    Ok(fd) => {
-                        let below = cached.unwrap_or(0..0);
-                        self.dir(child.clone(), fd, rules.clone(), ignored, below)?
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => DirScan::default(),
-                    Err(e) => {
-                        DirScan::skipped(child.clone(), SkipReason::Unreadable, Some(e.to_string()))
-                    }
-                };
-                Ok((child, scan))
-            })
-            .collect::<Result<_>>()?;
 
-        // Merge the two sorted lists.
-        let mut parts = Vec::with_capacity(file_parts.len() + dir_scans.len());
-        let mut dir_scans = dir_scans.into_iter().peekable();
+        // Merge files and subdirectories (both sorted) into index order, giving each
+        // subdirectory the next job id; its job runs once this directory is done with its fd.
+        // The subdirectories open below this directory if it may stay open, else below its anchor.
+        let (anchor, below_anchor) = match dirs.len() {
+            0 => (None, 0),
+            _ if self.held.fetch_add(1, Ordering::Relaxed) < HELD_DIRS => {
+                let held = HeldDir {
+                    dir: entries,
+                    held: &self.held,
+                };
+                (Some(Arc::new(held)), name_start)
+            }
+            _ => {
+                self.held.fetch_sub(1, Ordering::Relaxed);
+                (anchor, below_anchor)
+            }
+        };
+        let first_id = self.next_id.fetch_add(dirs.len(), Ordering::Relaxed);
+        let mut parts = Vec::with_capacity(file_parts.len() + dirs.len());
+        let mut jobs = Vec::with_capacity(dirs.len());
+        let mut dirs = dirs.into_iter().zip(first_id..).peekable();
+        let mut push_dir = |(((child, ignored), cached), id): DirItem, parts: &mut Vec<Part>| {
+            parts.push(Part::Dir(id));
+            jobs.push(DirJob {
+                id,
+                rel: child,
+                anchor: anchor.clone(),
+                below_anchor,
+                rules: rules.clone(),
+                tracked_only: ignored,
+                cached: cached.unwrap_or(0..0),
+            });
+        };
         for part in file_parts {
             let path = match &part {
                 Part::File(file) => &file.path,
                 Part::Skipped(skip) => &skip.path,
                 Part::Dir(_) => unreachable!("files only"),
             };
-            while let Some((dir, _)) = dir_scans.peek() {
-                if gix::objs::tree::name_order(dir, true, path, false).is_gt() {
-                    break;
-                }
-                parts.push(Part::Dir(dir_scans.next().expect("peeked").1));
+            while let Some(dir) = dirs.next_if(|(((dir, ..), _), _)| {
+                gix::objs::tree::name_order(dir, true, path, false).is_le()
+            }) {
+                push_dir(dir, &mut parts);
             }
             parts.push(part);
         }
-        parts.extend(dir_scans.map(|(_, scan)| Part::Dir(scan)));
-        Ok(DirScan { parts })
+        dirs.for_each(|dir| push_dir(dir, &mut parts));
+        for job in jobs {
+            self.spawn(scope, job);
+        }
+        Ok(parts)
+    }
+
+    /// Open directory `path` below `anchor` one component at a time, never following a
+    /// symlink; the project root when there is no anchor (`path` is then the rest below it).
+    /// Costs one `openat` per component: one, unless directories ran over [`HELD_DIRS`].
+    fn open(&self, anchor: Option<&HeldDir<'_>>, path: &[u8]) -> rustix::io::Result<OwnedFd> {
+        let mut names = path.split(|&b| b == b'/').filter(|name| !name.is_empty());
+        let mut fd = match anchor {
+            Some(anchor) => {
+                let first = names.next().ok_or(rustix::io::Errno::INVAL)?;
+                open_dir(anchor.dir.fd()?, first)?
+            }
+            None => open_dir(rustix::fs::CWD, self.root.as_os_str().as_bytes())?,
+        };
+        for name in names {
+            fd = open_dir(fd.as_fd(), name)?;
+        }
+        Ok(fd)
     }
 
     /// The absolute path of project path `rel`.
@@ -883,8 +1016,8 @@ impl Walk<'_> {
                 }))
             }
             _ => Looked::Read {
-                abs: self.abs(rel.as_ref()),
                 path: rel,
+                name_start,
                 stat,
                 mode,
                 size,
@@ -893,25 +1026,28 @@ impl Walk<'_> {
         }
     }
 
-    /// Read a file (or a symlink's target) and write it as a blob. `Ok(None)`: it vanished.
+    /// Read file `rel` (or a symlink's target), whose name starts at `name_start` and which
+    /// lives in directory `dir`, and write it as a blob. `Ok(None)`: it vanished.
     /// Costs a read, a hash, and zlib plus a file write when the blob is new.
     fn read(
         &self,
         rel: BString,
-        abs: &Path,
+        dir: BorrowedFd<'_>,
+        name_start: usize,
         stat: Stat,
         mode: Mode,
         size: u64,
     ) -> Result<Option<Part>> {
+        let name = Path::new(std::ffi::OsStr::from_bytes(&rel[name_start..]));
         let content = if mode == Mode::SYMLINK {
-            match fs::read_link(abs) {
+            match rustix::fs::readlinkat(dir, name, Vec::new()) {
                 Ok(target) => Ok(self
                     .objects
-                    .write(gix::objs::Kind::Blob, target.as_os_str().as_bytes())?),
-                Err(e) => Err(e),
+                    .write(gix::objs::Kind::Blob, target.as_bytes())?),
+                Err(e) => Err(e.into()),
             }
         } else {
-            self.blob_from_file(abs, size)?
+            self.blob_from_file(dir, name, size)?
         };
         Ok(match content {
             Ok(id) => Some(Part::File(FileEntry {
@@ -926,10 +1062,15 @@ impl Walk<'_> {
         })
     }
 
-    /// Read the file at `path` and write it as a blob. The outer error is about writing the
-    /// store, the inner one about reading the project file.
-    fn blob_from_file(&self, path: &Path, size: u64) -> Result<io::Result<ObjectId>> {
-        let mut file = match open_regular(path, false) {
+    /// Read file `name` of directory `dir` and write it as a blob. The outer error is about
+    /// writing the store, the inner one about reading the project file.
+    fn blob_from_file(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &Path,
+        size: u64,
+    ) -> Result<io::Result<ObjectId>> {
+        let mut file = match open_regular(dir, name, false) {
             Ok(file) => file,
             Err(e) => return Ok(Err(e)),
         };
@@ -1003,18 +1144,20 @@ fn stat_of(meta: &rustix::fs::Stat) -> Stat {
     }
 }
 
-/// Open `path` for reading only if it is a regular file: never blocks on a FIFO, never reads a
-/// device, and with `follow == false` never follows a symlink (a file swapped for any of these
-/// since it was stat'ed is an error, "changed while being read").
-pub(crate) fn open_regular(path: &Path, follow: bool) -> io::Result<fs::File> {
+/// Open `path` (relative to directory `dir`, or absolute) for reading only if it is a regular
+/// file: never blocks on a FIFO, never reads a device, and with `follow == false` never follows
+/// a symlink (a file swapped for any of these since it was stat'ed is an error, "changed while
+/// being read").
+pub(crate) fn open_regular(dir: BorrowedFd<'_>, path: &Path, follow: bool) -> io::Result<fs::File> {
     let mut flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
     if !follow {
         flags |= OFlags::NOFOLLOW;
     }
-    let fd = rustix::fs::open(path, flags, rustix::fs::Mode::empty()).map_err(|e| match e {
-        rustix::io::Errno::LOOP => io::Error::other("changed while being read (now a symlink)"),
-        e => e.into(),
-    })?;
+    let fd =
+        rustix::fs::openat(dir, path, flags, rustix::fs::Mode::empty()).map_err(|e| match e {
+            rustix::io::Errno::LOOP => io::Error::other("changed while being read (now a symlink)"),
+            e => e.into(),
+        })?;
     let stat = rustix::fs::fstat(&fd)?;
     if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
         return Err(io::Error::other(
@@ -1025,14 +1168,9 @@ pub(crate) fn open_regular(path: &Path, follow: bool) -> io::Result<fs::File> {
 }
 
 /// Open directory `name` below `parent` without following a symlink.
-fn open_dir(parent: BorrowedFd<'_>, name: &[u8]) -> io::Result<OwnedFd> {
+fn open_dir(parent: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    Ok(rustix::fs::openat(
-        parent,
-        name,
-        flags,
-        rustix::fs::Mode::empty(),
-    )?)
+    rustix::fs::openat(parent, name, flags, rustix::fs::Mode::empty())
 }
 
 /// git's racy-timestamp rule: an entry whose mtime is not older than the index that recorded it
@@ -1105,6 +1243,11 @@ impl Changes {
     }
 }
 
+/// Cache-tree nodes deeper than this keep no children: gix reads, writes, clones and drops the
+/// cache-tree by recursion, so its depth must stay bounded. Deeper directories are not cached;
+/// their trees are hashed again when something below their cached ancestor changes.
+const CACHE_TREE_DEPTH: usize = 128;
+
 /// Builds trees bottom-up from files in index order, reusing clean subtrees from the cache-tree.
 struct TreeBuilder<'a> {
     files: &'a [FileEntry],
@@ -1112,62 +1255,94 @@ struct TreeBuilder<'a> {
     objects: &'a ObjectWriter,
 }
 
-impl TreeBuilder<'_> {
-    /// The tree of directory `dir` (with `/` appended unless root), made of `self.files[start..]`
-    /// entries under it. Costs one tree write per dirty directory; clean ones are reused.
-    fn build(&self, start: usize, dir: &[u8], cached: Option<&CacheTree>) -> Result<CacheTree> {
-        let mut entries = Vec::new();
-        let mut children = Vec::new();
-        let mut i = start;
-        while let Some(file) = self.files.get(i) {
-            let Some(rest) = file.path.strip_prefix(dir) else {
-                break;
+/// A directory whose tree [`TreeBuilder::build`] is making.
+struct Level<'a, 'c> {
+    /// Its path with `/` appended (empty for the root).
+    dir: &'a [u8],
+    /// The index of its first file.
+    start: usize,
+    cached: Option<&'c CacheTree>,
+    entries: Vec<gix::objs::tree::Entry>,
+    children: Vec<CacheTree>,
+}
+
+impl<'a> TreeBuilder<'a> {
+    /// The root tree of `self.files` (in index order) and its cache-tree, reusing the clean
+    /// subtrees of `cached`. An explicit stack of the directories being built, so depth costs
+    /// heap, not thread stack. Costs one tree write per dirty directory; clean ones are reused.
+    fn build(&self, cached: Option<&CacheTree>) -> Result<CacheTree> {
+        let mut stack = vec![Level {
+            dir: b"",
+            start: 0,
+            cached,
+            entries: Vec::new(),
+            children: Vec::new(),
+        }];
+        let mut i = 0;
+        loop {
+            let depth = stack.len();
+            let level = stack.last_mut().expect("the root is popped last");
+            let next = self.files.get(i).and_then(|file| {
+                let rest = file.path.strip_prefix(level.dir)?;
+                Some((file, rest))
+            });
+            let Some((file, rest)) = next else {
+                let level = stack.pop().expect("the root is popped last");
+                let tree = self.write(level, i)?;
+                match stack.last_mut() {
+                    Some(parent) => parent.push_subtree(tree, depth - 1),
+                    None => return Ok(tree),
+                }
+                continue;
             };
-            match rest.find_byte(b'/') {
-                None => {
-                    entries.push(gix::objs::tree::Entry {
-                        mode: entry_mode(file.mode),
-                        filename: rest.into(),
-                        oid: file.id,
-                    });
-                    i += 1;
+            let Some(slash) = rest.find_byte(b'/') else {
+                level.entries.push(gix::objs::tree::Entry {
+                    mode: entry_mode(file.mode),
+                    filename: rest.into(),
+                    oid: file.id,
+                });
+                i += 1;
+                continue;
+            };
+            let name = &rest[..slash];
+            let sub_dir = &file.path[..level.dir.len() + slash + 1];
+            let sub_cached = level
+                .cached
+                .and_then(|c| c.children.iter().find(|t| t.name.as_slice() == name));
+            match sub_cached {
+                Some(t)
+                    if !self.dirty.contains(&sub_dir[..sub_dir.len() - 1])
+                        && self.still_valid(t, i, sub_dir) =>
+                {
+                    i += t.num_entries.expect("checked") as usize;
+                    level.push_subtree(t.clone(), depth);
                 }
-                Some(slash) => {
-                    let name = &rest[..slash];
-                    let sub_dir = &file.path[..dir.len() + slash + 1];
-                    let sub_cached =
-                        cached.and_then(|c| c.children.iter().find(|t| t.name.as_slice() == name));
-                    let subtree = match sub_cached {
-                        Some(t)
-                            if !self.dirty.contains(&sub_dir[..sub_dir.len() - 1])
-                                && self.still_valid(t, i, sub_dir) =>
-                        {
-                            t.clone()
-                        }
-                        _ => self.build(i, sub_dir, sub_cached)?,
-                    };
-                    i += subtree.num_entries.expect("built or checked") as usize;
-                    entries.push(gix::objs::tree::Entry {
-                        mode: gix::objs::tree::EntryKind::Tree.into(),
-                        filename: name.into(),
-                        oid: subtree.id,
-                    });
-                    children.push(subtree);
-                }
+                _ => stack.push(Level {
+                    dir: sub_dir,
+                    start: i,
+                    cached: sub_cached,
+                    entries: Vec::new(),
+                    children: Vec::new(),
+                }),
             }
         }
+    }
+
+    /// Write the tree of `level`, whose files end before index `end`. Costs one encoding, one
+    /// hash, and a write when the tree is new.
+    fn write(&self, level: Level<'_, '_>, end: usize) -> Result<CacheTree> {
         let mut data = Vec::new();
-        gix::objs::WriteTo::write_to(&gix::objs::Tree { entries }, &mut data).map_err(|e| {
-            Error::io(
-                "encoding tree",
-                PathBuf::from(dir.to_str_lossy().as_ref()),
-                e,
-            )
+        let tree = gix::objs::Tree {
+            entries: level.entries,
+        };
+        gix::objs::WriteTo::write_to(&tree, &mut data).map_err(|e| {
+            let dir = level.dir.to_str_lossy();
+            Error::io("encoding tree", PathBuf::from(dir.as_ref()), e)
         })?;
         let id = self.objects.write(gix::objs::Kind::Tree, &data)?;
-        let name = match dir.len() {
+        let name = match level.dir.len() {
             0 => &[][..],
-            len => dir[..len - 1]
+            len => level.dir[..len - 1]
                 .rsplit(|&b| b == b'/')
                 .next()
                 .expect("non-empty"),
@@ -1175,8 +1350,8 @@ impl TreeBuilder<'_> {
         Ok(CacheTree {
             name: name.into(),
             id,
-            num_entries: Some((i - start) as u32),
-            children,
+            num_entries: Some((end - level.start) as u32),
+            children: level.children,
         })
     }
 
@@ -1194,6 +1369,21 @@ impl TreeBuilder<'_> {
                 .files
                 .get(start + count)
                 .is_none_or(|f| !f.path.starts_with(dir))
+    }
+}
+
+impl Level<'_, '_> {
+    /// Add subtree `tree` as an entry; keep it in the cache-tree unless this directory, at
+    /// `depth` (the root is 1), is as deep as the cache-tree goes.
+    fn push_subtree(&mut self, tree: CacheTree, depth: usize) {
+        self.entries.push(gix::objs::tree::Entry {
+            mode: gix::objs::tree::EntryKind::Tree.into(),
+            filename: tree.name.as_slice().into(),
+            oid: tree.id,
+        });
+        if depth <= CACHE_TREE_DEPTH {
+            self.children.push(tree);
+        }
     }
 }
 

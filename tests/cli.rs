@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{finish, spawn_piped, Run, Sandbox, TestProject};
@@ -198,4 +198,263 @@ fn progress_line_on_a_terminal_only() {
     std::fs::remove_dir_all(&data).unwrap();
     let quiet = run("--quiet");
     assert!(!quiet.contains("snapshotting"), "{quiet}");
+}
+
+// ---------------------------------------------------------------------------
+// Closed stdout (`rewind patch X | head`): no panic, the operation completes
+// ---------------------------------------------------------------------------
+
+/// Run `args` with a stdout whose reading end is closed before rewind starts: every write to
+/// it fails with EPIPE. Returns the exit status and stderr.
+fn with_closed_stdout(p: &TestProject, args: &[&str]) -> (std::process::ExitStatus, String) {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let mut command = p.rewind_command(args);
+    command
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped());
+    let output = command.output().expect("spawn rewind");
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// A project with enough files that listing them fills a pipe (64 KiB) several times over.
+fn many_files(sb: &Sandbox) -> TestProject<'_> {
+    let p = sb.project("proj");
+    for i in 0..2000 {
+        p.file(
+            format!("src/a-rather-long-directory-name/file-{i:05}.txt"),
+            format!("{i}\n"),
+        );
+    }
+    p
+}
+
+#[test]
+fn closed_stdout_never_panics_and_every_command_completes() {
+    let sb = Sandbox::new();
+    let p = many_files(&sb);
+    let before = p.track();
+    p.rewind(["turn", "begin", "--session", "s", "--turn", "1"])
+        .assert_success();
+    for i in 0..2000 {
+        p.file(
+            format!("src/a-rather-long-directory-name/file-{i:05}.txt"),
+            format!("{i}\nchanged\n"),
+        );
+    }
+    let ended = with_closed_stdout(&p, &["turn", "end", "--session", "s", "--turn", "1"]);
+    assert!(ended.0.success(), "turn end: {ended:?}");
+    let after = p.track();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["track"],
+        vec!["--json", "track"],
+        vec!["path"],
+        vec!["patch", &before],
+        vec!["--json", "patch", &before],
+        vec!["diff", &before, &after],
+        vec!["diff", "--color=always", &before, &after],
+        vec!["diff-full", &before, &after],
+        vec!["has-changes", &before],
+        vec!["show", &after],
+        vec!["show", "--session", "s", "1"],
+        vec!["log"],
+        vec!["doctor"],
+        vec!["completions", "bash"],
+        vec!["turns"],
+        vec!["changes", "--session", "s"],
+        vec!["--json", "changes", "--session", "s"],
+        vec!["prune"],
+        vec!["--json", "diff", "not-an-id"],
+    ];
+    for args in &commands {
+        let (status, stderr) = with_closed_stdout(&p, args);
+        assert!(
+            !stderr.contains("panicked") && status.code().is_some(),
+            "`rewind {}` with stdout closed: {status:?}\n{stderr}",
+            args.join(" ")
+        );
+        let want = if args.contains(&"not-an-id") { 1 } else { 0 };
+        assert_eq!(
+            status.code(),
+            Some(want),
+            "`rewind {}`: {stderr}",
+            args.join(" ")
+        );
+    }
+
+    // What changes the project still happens, and leaves its undo point.
+    let undo_points = |p: &TestProject| {
+        p.rewind(["--json", "log"])
+            .stdout
+            .matches("\"undo\"")
+            .count()
+    };
+    let points = undo_points(&p);
+    let (status, stderr) = with_closed_stdout(&p, &["restore", &before]);
+    assert!(status.success(), "restore with stdout closed: {stderr}");
+    assert_eq!(p.track(), before, "the restore completed");
+    assert_eq!(undo_points(&p), points + 1, "and recorded its undo point");
+    let (status, stderr) = with_closed_stdout(&p, &["revert", &after, "--", "src"]);
+    assert!(status.success(), "revert with stdout closed: {stderr}");
+    assert_eq!(p.track(), after, "the revert completed");
+    let (status, stderr) = with_closed_stdout(&p, &["undo", "--session", "s"]);
+    assert!(status.success(), "undo with stdout closed: {stderr}");
+    assert_eq!(p.track(), before, "the undo completed");
+}
+
+#[test]
+fn restore_piped_into_head_keeps_going_after_the_first_line() {
+    let sb = Sandbox::new();
+    let p = many_files(&sb);
+    let before = p.track();
+    p.remove("src");
+    let mut command = p.rewind_command(["restore", &before]);
+    let mut child = spawn_piped(&mut command);
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut first).expect("first line");
+    assert!(first.starts_with("written "), "{first}");
+    drop(stdout);
+    let run = finish(child, Duration::from_secs(120), "rewind restore | head -1");
+    assert!(
+        !run.stderr.contains("panicked") && run.code() == Some(0),
+        "{run}"
+    );
+    assert_eq!(p.track(), before, "every file is restored");
+}
+
+// ---------------------------------------------------------------------------
+// Names quoted as git quotes them (core.quotePath=true) in human output
+// ---------------------------------------------------------------------------
+
+/// Names that would break a line-per-name listing, or that git quotes.
+const HOSTILE: [&str; 5] = [
+    "evil\nkeep",
+    "tab\there",
+    "quo\"te\\back",
+    "caf\u{e9}.txt",
+    "bell\u{7}\u{1b}",
+];
+
+/// git's quoting of `paths` (`core.quotePath=true`), as `git ls-files` prints them.
+fn git_quoted(sb: &Sandbox, paths: &[&str]) -> Vec<String> {
+    let repo = sb.project("quoting-oracle");
+    for path in paths {
+        repo.file(path, "x\n");
+    }
+    repo.git_init();
+    repo.git(["add", "-A"]);
+    let listed = repo.git(["-c", "core.quotePath=true", "ls-files"]);
+    listed.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn names_are_quoted_as_git_quotes_them_in_human_output() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("plain.txt", "plain\n");
+    let before = p.track();
+    for name in HOSTILE {
+        p.file(name, "new\n");
+    }
+    let after = p.track();
+
+    // `patch` lists what `git diff --name-only` lists, quoted the same way.
+    let patch = p.rewind(["patch", &before]);
+    patch.assert_success();
+    let git = sb.git_in_run(
+        &p.store(),
+        [
+            "-c",
+            "core.quotePath=true",
+            "diff",
+            "--name-only",
+            &before,
+            &after,
+        ],
+    );
+    git.assert_success();
+    assert_eq!(
+        patch.stdout, git.stdout,
+        "rewind patch vs git diff --name-only"
+    );
+    let quoted = git_quoted(&sb, &HOSTILE);
+    assert_eq!(patch.stdout.lines().count(), HOSTILE.len());
+
+    // JSON stays exact.
+    let json = common::one_json(&p.rewind(["--json", "patch", &before]));
+    let mut files: Vec<&str> = json["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| f.as_str().expect("a string"))
+        .collect();
+    files.sort_unstable();
+    let mut want = HOSTILE.to_vec();
+    want.sort_unstable();
+    assert_eq!(files, want);
+
+    // `restore` names each file it deletes; `turn end`, `changes` each file changed.
+    let restore = p.rewind(["restore", &before]);
+    restore.assert_success();
+    let mut deleted: Vec<&str> = restore
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("deleted "))
+        .collect();
+    deleted.sort_unstable();
+    let mut want: Vec<&str> = quoted.iter().map(String::as_str).collect();
+    want.sort_unstable();
+    assert_eq!(deleted, want, "restore: {restore}");
+    p.rewind(["turn", "begin", "--session", "s\nx", "--turn", "1"])
+        .assert_success();
+    for name in HOSTILE {
+        p.file(name, "by the agent\n");
+    }
+    let end = p.rewind(["turn", "end", "--session", "s\nx", "--turn", "1"]);
+    end.assert_success();
+    let last_column = |text: &str| -> Vec<String> {
+        let mut names: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with('+') || l.starts_with("added"))
+            .map(|l| l.rsplit_once(' ').expect("a name column").1.to_string())
+            .collect();
+        names.sort_unstable();
+        names
+    };
+    let want_quoted: Vec<String> = want.iter().map(|s| s.to_string()).collect();
+    assert_eq!(last_column(&end.stdout), want_quoted, "turn end: {end}");
+    let changes = p.rewind(["changes", "--session", "s\nx"]);
+    changes.assert_success();
+    assert_eq!(
+        last_column(&changes.stdout),
+        want_quoted,
+        "changes: {changes}"
+    );
+    let turns = p.rewind(["turns"]);
+    turns.assert_success();
+    assert_eq!(
+        turns.stdout.lines().count(),
+        2,
+        "a header and one turn: {turns}"
+    );
+    assert!(turns.stdout.contains("\"s\\nx\""), "{turns}");
+}
+
+#[test]
+fn skipped_names_are_quoted_in_track_warnings() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("ok.txt", "ok\n").fifo("fi\nfo");
+    let run = p.rewind(["track"]);
+    run.assert_success();
+    assert!(
+        run.stderr
+            .contains("rewind: left out \"fi\\nfo\": special file"),
+        "{run}"
+    );
 }

@@ -382,9 +382,18 @@ impl<'a> Proj<'a> {
         let names = self.name_only(from, to);
         let run = self.rewind(["patch", from]);
         run.assert_success();
-        let want_text: String = names.iter().map(|n| lossy(n) + "\n").collect();
+        // Human output quotes names as git does with core.quotePath=true.
+        let want_text = self.git([
+            "-c",
+            "core.quotePath=true",
+            "diff",
+            "--name-only",
+            "--no-renames",
+            from,
+            to,
+        ]);
         assert_eq!(
-            run.stdout, want_text,
+            run.stdout_bytes, want_text,
             "`patch {from}` vs git diff --name-only"
         );
         let run = self.rewind(["--json", "patch", from]);

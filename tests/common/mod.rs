@@ -778,8 +778,11 @@ fn rel_join(prefix: &str, rel: &str) -> String {
 /// (not `root` itself) that contain a `.git` entry (dir, file or symlink).
 /// Does not follow symlinks and does not descend into them.
 pub fn nested_repos(root: &Path) -> Vec<String> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
-        let Ok(rd) = fs::read_dir(dir) else { return };
+    // A stack of directories, not recursion: projects can be thousands of levels deep.
+    let mut out = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(rd) = fs::read_dir(&dir) else { continue };
         for entry in rd.flatten() {
             if entry.file_name() == ".git" {
                 continue;
@@ -798,12 +801,10 @@ pub fn nested_repos(root: &Path) -> Vec<String> {
                         .to_string(),
                 );
             } else {
-                walk(root, &p, out);
+                pending.push(p);
             }
         }
     }
-    let mut out = Vec::new();
-    walk(root, root, &mut out);
     out.sort();
     out
 }
