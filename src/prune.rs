@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
+use gix::bstr::BString;
 use gix::ObjectId;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -292,11 +293,18 @@ impl Store {
 
     /// Record `tree`, which `track` just returned, with the time it was taken (refreshed at
     /// most hourly, so a no-change snapshot costs one ref read).
-    /// The record also names every path that snapshot left out (`skipped`), the union over
-    /// every time it was taken (see [`crate::visibility`]); a newly left-out path rewrites it.
-    pub(crate) fn record_snapshot(&self, tree: ObjectId, skipped: &[crate::Skipped]) -> Result<()> {
+    /// The record also names every path that snapshot left out (`skipped`) and every file whose
+    /// permission bits are narrower than 0644 (`private_modes`), the union over every time it
+    /// was taken (see [`crate::visibility`]); a new line rewrites it.
+    pub(crate) fn record_snapshot(
+        &self,
+        tree: ObjectId,
+        skipped: &[crate::Skipped],
+        private_modes: &[(BString, u32)],
+    ) -> Result<()> {
         let reference = format!("refs/rewind/snapshots/{tree}");
         let mut lines = crate::visibility::left_out_lines(skipped);
+        lines.push_str(&crate::visibility::mode_lines(private_modes));
         if let Some(commit) = self.ref_target(&reference)? {
             let taken = self.commit_time(commit)?;
             let recorded = self.recorded_left_out_lines(commit)?;

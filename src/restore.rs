@@ -352,7 +352,8 @@ impl Store {
                 continue;
             }
             let temp = format!(".rewind-{token}-{n}").into_bytes();
-            match stage(&root, step.path.as_ref(), side, data, &temp) {
+            let recorded = plan.sights[step.snapshot].mode_of(step.path.as_ref());
+            match stage(&root, step.path.as_ref(), (side, recorded), data, &temp) {
                 Ok(dir) => staged.push((n, dir, temp)),
                 Err(e) => outcome.failed.push(failure(&step.path, &e)),
             }
@@ -658,13 +659,15 @@ fn holds_only(root: &ProjectRoot, dir: &BStr, deleting: &HashSet<&BStr>) -> io::
 }
 
 /// Write `data` for `path` (a file, or a symlink's target) to temp name `temp` in its
-/// directory, creating missing directories; returns the directory. A file that exists keeps
-/// its permission bits (only the exec bits follow the snapshot, as in git); a new one gets
-/// 0666 or 0777 less the umask.
+/// directory, creating missing directories; returns the directory. Permission bits: a file
+/// that exists keeps its own, narrowed to those the target recorded (`recorded`, for a file
+/// that was narrower than 0644 then); a new one gets the recorded bits, else 0666 or 0777 less
+/// the umask. The exec bits follow the snapshot, as in git. So a restored file is never more
+/// permissive than it was, nor than it is.
 fn stage(
     root: &ProjectRoot,
     path: &BStr,
-    side: Side,
+    (side, recorded): (Side, Option<u32>),
     data: &[u8],
     temp: &[u8],
 ) -> io::Result<OwnedFd> {
@@ -674,16 +677,18 @@ fn stage(
         return Ok(dir);
     }
     let executable = side.mode & 0o111 != 0;
-    let perm = match crate::fs::stat_in(dir.as_fd(), name)? {
-        Some(found) if found.kind == Kind::File => {
-            let mode = found.mode & 0o7777;
-            Perm::Exact(match executable {
-                true => mode | (mode & 0o444) >> 2,
-                false => mode & !0o111,
-            })
-        }
-        _ if executable => Perm::LessUmask(0o777),
-        _ => Perm::LessUmask(0o666),
+    let with_exec = |mode: u32| match executable {
+        true => mode | (mode & 0o444) >> 2,
+        false => mode & !0o111,
+    };
+    let existing = crate::fs::stat_in(dir.as_fd(), name)?
+        .filter(|found| found.kind == Kind::File)
+        .map(|found| found.mode & 0o7777);
+    let perm = match (existing, recorded) {
+        (Some(mode), recorded) => Perm::Exact(with_exec(mode & recorded.unwrap_or(0o7777))),
+        (None, Some(mode)) => Perm::Exact(with_exec(mode)),
+        (None, None) if executable => Perm::LessUmask(0o777),
+        (None, None) => Perm::LessUmask(0o666),
     };
     ProjectRoot::write_temp(&dir, temp, data, perm)?;
     Ok(dir)

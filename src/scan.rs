@@ -56,6 +56,10 @@ pub struct Snapshot {
     pub files: usize,
     /// Everything left out for a reason other than ignore rules, in path order.
     pub skipped: Vec<Skipped>,
+    /// Files whose permission bits are narrower than 0644 (0600, 0640, 0400, ...): recorded
+    /// with the snapshot, so a restore never makes them more permissive than they were.
+    #[serde(skip)]
+    pub(crate) private_modes: Vec<(BString, u32)>,
 }
 
 /// A path left out of a snapshot, and why.
@@ -113,6 +117,8 @@ struct FileEntry {
     stat: Stat,
     id: ObjectId,
     mode: Mode,
+    /// Permission bits (`st_mode & 0o7777`).
+    perm: u32,
     /// The file was read (its stat did not prove it unchanged).
     hashed: bool,
 }
@@ -157,6 +163,7 @@ enum Looked {
         name_start: usize,
         stat: Stat,
         mode: Mode,
+        perm: u32,
         size: u64,
         /// The cached entry's id and mode, if the file was in the previous snapshot.
         previous: Option<(ObjectId, Mode)>,
@@ -299,6 +306,7 @@ impl Store {
         }
         let Some(Scanned {
             files,
+            private_modes,
             skipped,
             tree,
             new_index,
@@ -320,11 +328,12 @@ impl Store {
             self.write_loose_record(checksum, loose.into_iter().collect());
         }
         let hash = tree.id;
-        self.record_snapshot(hash, &skipped)?;
+        self.record_snapshot(hash, &skipped, &private_modes)?;
         tracing::debug!(%hash, files, skipped = skipped.len(), "snapshot taken");
         Ok(Some(Snapshot {
             hash,
             files,
+            private_modes,
             skipped,
         }))
     }
@@ -389,7 +398,14 @@ impl Store {
                 })
             },
         );
+        // Narrower than 0644: a restore must give these back as private as they were.
+        let private_modes = files
+            .iter()
+            .filter(|f| f.mode != Mode::SYMLINK && f.perm & 0o644 != 0o644)
+            .map(|f| (f.path.clone(), f.perm))
+            .collect();
         Ok(Some(Scanned {
+            private_modes,
             files: files.len(),
             skipped,
             tree: tree?,
@@ -401,6 +417,7 @@ impl Store {
 /// A walked project: how many files, what was left out, and its cache-tree.
 struct Scanned {
     files: usize,
+    private_modes: Vec<(BString, u32)>,
     skipped: Vec<Skipped>,
     tree: CacheTree,
     /// The index to write, when it must be rewritten.
@@ -828,10 +845,11 @@ impl Walk<'_> {
                 name_start,
                 stat,
                 mode,
+                perm,
                 size,
                 previous,
             } => {
-                let part = self.read(path, dir_fd, name_start, stat, mode, size)?;
+                let part = self.read(path, dir_fd, name_start, stat, (mode, perm), size)?;
                 if let (Some(stop), Some(Part::File(file))) = (&self.stop_at_change, &part) {
                     if previous != Some((file.id, file.mode)) {
                         stop.store(true, Ordering::Relaxed);
@@ -992,6 +1010,7 @@ impl Walk<'_> {
             }
         };
         let size = meta.st_size as u64;
+        let perm = meta.st_mode & 0o7777;
         let stat = stat_of(&meta);
         let previous = cached.map(|i| &self.previous.entries()[i]);
         match previous {
@@ -1005,6 +1024,7 @@ impl Walk<'_> {
                     stat,
                     id: prev.id,
                     mode,
+                    perm,
                     hashed: false,
                 }))
             }
@@ -1020,6 +1040,7 @@ impl Walk<'_> {
                 name_start,
                 stat,
                 mode,
+                perm,
                 size,
                 previous: previous.map(|prev| (prev.id, prev.mode)),
             },
@@ -1035,7 +1056,7 @@ impl Walk<'_> {
         dir: BorrowedFd<'_>,
         name_start: usize,
         stat: Stat,
-        mode: Mode,
+        (mode, perm): (Mode, u32),
         size: u64,
     ) -> Result<Option<Part>> {
         let name = Path::new(std::ffi::OsStr::from_bytes(&rel[name_start..]));
@@ -1055,6 +1076,7 @@ impl Walk<'_> {
                 stat,
                 id,
                 mode,
+                perm,
                 hashed: true,
             })),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,

@@ -280,10 +280,12 @@ impl Store {
         let snapshot = self.track_locked(&TrackOptions::default())?;
         let head = session_ref(session, "head")?;
         let parent = self.ref_target(&head)?;
-        // What the "before" left out is recorded with it: undo never deletes those paths.
+        // What the "before" left out is recorded with it (undo never deletes those paths), and
+        // which files were private (undo gives them back as private).
         let message = format!(
             "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}",
-            crate::visibility::left_out_lines(&snapshot.skipped),
+            crate::visibility::left_out_lines(&snapshot.skipped)
+                + &crate::visibility::mode_lines(&snapshot.private_modes),
             trailers(session, turn, crate::now()?, None, None)?
         );
         let commit = self.commit(&head, &message, snapshot.hash, parent)?;

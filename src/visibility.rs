@@ -30,34 +30,67 @@ use crate::store::Store;
 
 /// The trailer key of a left-out path in snapshot and turn commits.
 const LEFT_OUT: &str = "Rewind-Left-Out: ";
+/// The trailer key of a file's narrow permission bits in snapshot and turn commits.
+const MODE: &str = "Rewind-Mode: ";
 
-/// `Rewind-Left-Out:` lines for `skipped`, one per path: the reason, then the path with every
-/// byte outside `!`..`~` (and `%`) written `%XX`, so any name fits on one line and decodes exactly.
+/// One record line: `key`, a word, then `path` with every byte outside `!`..`~` (and `%`)
+/// written `%XX`, so any name fits on one line and decodes exactly.
+fn record_line(out: &mut String, key: &str, word: &str, path: &[u8]) {
+    out.push_str(key);
+    out.push_str(word);
+    out.push(' ');
+    for &b in path {
+        match b {
+            b'%' => out.push_str("%25"),
+            b'!'..=b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out.push('\n');
+}
+
+/// The (word, path) of each `key` line in commit message `message`.
+fn parse_lines<'m>(message: &'m [u8], key: &str) -> impl Iterator<Item = (&'m [u8], BString)> + 'm {
+    let key = key.as_bytes().to_vec();
+    message
+        .lines()
+        .filter_map(move |line| line.strip_prefix(key.as_slice()))
+        .filter_map(|rest| rest.split_once_str(b" "))
+        .filter_map(|(word, path)| Some((word, decode(path)?)))
+}
+
+/// `Rewind-Left-Out:` lines for `skipped`, one per path, with its reason.
 pub(crate) fn left_out_lines<'a>(skipped: impl IntoIterator<Item = &'a Skipped>) -> String {
     let mut out = String::new();
     for skip in skipped {
-        out.push_str(LEFT_OUT);
-        out.push_str(skip.reason.as_str());
-        out.push(' ');
-        for &b in skip.path.iter() {
-            match b {
-                b'%' => out.push_str("%25"),
-                b'!'..=b'~' => out.push(b as char),
-                _ => out.push_str(&format!("%{b:02X}")),
-            }
-        }
-        out.push('\n');
+        record_line(&mut out, LEFT_OUT, skip.reason.as_str(), &skip.path);
+    }
+    out
+}
+
+/// `Rewind-Mode:` lines for files with narrow permission bits: `0600 <path>`.
+pub(crate) fn mode_lines(modes: &[(BString, u32)]) -> String {
+    let mut out = String::new();
+    for (path, mode) in modes {
+        record_line(&mut out, MODE, &format!("{mode:04o}"), path);
     }
     out
 }
 
 /// The left-out paths named in commit message `message`.
 pub(crate) fn parse_left_out(message: &[u8]) -> Vec<BString> {
-    message
-        .lines()
-        .filter_map(|line| line.strip_prefix(LEFT_OUT.as_bytes()))
-        .filter_map(|rest| rest.split_once_str(b" ").map(|(_, path)| decode(path)))
-        .flatten()
+    parse_lines(message, LEFT_OUT)
+        .map(|(_, path)| path)
+        .collect()
+}
+
+/// The narrow permission bits named in commit message `message`.
+fn parse_modes(message: &[u8]) -> Vec<(BString, u32)> {
+    parse_lines(message, MODE)
+        .filter_map(|(word, path)| {
+            let mode = u32::from_str_radix(std::str::from_utf8(word).ok()?, 8).ok()?;
+            Some((path, mode & 0o7777))
+        })
         .collect()
 }
 
@@ -82,12 +115,19 @@ pub(crate) struct Visibility {
     tree: ObjectId,
     /// Recorded left-out paths, sorted: each hides itself and everything below it.
     left_out: Vec<BString>,
+    /// Recorded narrow permission bits; a path seen with several keeps the narrowest.
+    modes: HashMap<BString, u32>,
     excludes: Excludes,
     /// The chained `.gitignore` rules of the target's directories, by directory.
     rules: HashMap<BString, Arc<DirRules>>,
 }
 
 impl Visibility {
+    /// The permission bits recorded for the file at `path`, if narrower than 0644.
+    pub(crate) fn mode_of(&self, path: &BStr) -> Option<u32> {
+        self.modes.get(path).copied()
+    }
+
     /// Whether the snapshot could see (would have included) a file at `path`. Costs a few
     /// binary searches, and per directory not met before, a tree lookup of its `.gitignore`.
     pub(crate) fn can_see(&mut self, repo: &gix::Repository, path: &BStr) -> Result<bool> {
@@ -169,24 +209,30 @@ impl Store {
     pub(crate) fn visibility(&self, tree: ObjectId, extra: Option<ObjectId>) -> Result<Visibility> {
         let repo = self.repo();
         let mut left_out = Vec::new();
+        let mut modes: HashMap<BString, u32> = HashMap::new();
         let record = self.ref_target(&format!("refs/rewind/snapshots/{tree}"))?;
         for commit in record.into_iter().chain(extra) {
             let object = repo
                 .find_commit(commit)
                 .map_err(|e| Error::store(self.git_dir(), e))?;
-            left_out.extend(parse_left_out(object.message_raw_sloppy()));
+            let message = object.message_raw_sloppy();
+            left_out.extend(parse_left_out(message));
+            for (path, mode) in parse_modes(message) {
+                *modes.entry(path).or_insert(mode) &= mode;
+            }
         }
         left_out.sort_unstable();
         left_out.dedup();
         Ok(Visibility {
             tree,
             left_out,
+            modes,
             excludes: Excludes::load(self.project()),
             rules: HashMap::new(),
         })
     }
 
-    /// The `Rewind-Left-Out:` lines of commit `record`, as they are.
+    /// The `Rewind-Left-Out:` and `Rewind-Mode:` lines of commit `record`, as they are.
     pub(crate) fn recorded_left_out_lines(&self, record: ObjectId) -> Result<String> {
         let repo = self.repo();
         let object = repo
@@ -194,7 +240,7 @@ impl Store {
             .map_err(|e| Error::store(self.git_dir(), e))?;
         let mut lines = String::new();
         for line in object.message_raw_sloppy().lines() {
-            if line.starts_with(LEFT_OUT.as_bytes()) {
+            if line.starts_with(LEFT_OUT.as_bytes()) || line.starts_with(MODE.as_bytes()) {
                 lines.push_str(&line.to_str_lossy());
                 lines.push('\n');
             }
@@ -230,5 +276,13 @@ mod tests {
         let parsed = parse_left_out(text.as_bytes());
         let expected: Vec<BString> = names.iter().map(|n| BString::from(*n)).collect();
         assert_eq!(parsed, expected);
+        let modes: Vec<(BString, u32)> = expected.iter().map(|p| (p.clone(), 0o600)).collect();
+        let text = mode_lines(&modes);
+        assert_eq!(text.lines().count(), names.len());
+        assert_eq!(parse_modes(text.as_bytes()), modes);
+        assert!(
+            parse_left_out(text.as_bytes()).is_empty(),
+            "the keys stay apart"
+        );
     }
 }

@@ -630,3 +630,63 @@ fn restore_syncs_the_undo_point_and_the_new_data_before_renaming() {
     );
     assert_eq!(p.read("a.txt"), b"a0\n");
 }
+
+// ---------------------------------------------------------------------------
+// 14. Privacy: a restored file is never more permissive than it was
+// ---------------------------------------------------------------------------
+
+fn mode(p: &TestProject, rel: &str) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::symlink_metadata(p.join(rel))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[test]
+fn undo_brings_back_a_deleted_private_file_as_private() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("id_key", "-----BEGIN KEY-----\n")
+        .chmod("id_key", 0o600);
+    p.file("group.txt", "g\n").chmod("group.txt", 0o640);
+    p.exec("run.sh", "#!/bin/sh\n").chmod("run.sh", 0o700);
+    p.file("plain.txt", "p\n").chmod("plain.txt", 0o644);
+    begin(&p, "1");
+    for f in ["id_key", "group.txt", "run.sh", "plain.txt"] {
+        p.remove(f);
+    }
+    end(&p, "1");
+    let o = rwj(&p, &["undo", "--session=s"]);
+    assert_eq!(p.read("id_key"), b"-----BEGIN KEY-----\n", "{o}");
+    assert_eq!(mode(&p, "id_key"), 0o600, "{o}");
+    assert_eq!(mode(&p, "group.txt"), 0o640, "{o}");
+    assert_eq!(mode(&p, "run.sh"), 0o700, "{o}");
+    assert_eq!(mode(&p, "plain.txt") & 0o600, 0o600, "{o}");
+}
+
+#[test]
+fn restore_never_widens_a_file_made_private_since() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("secret.env", "A=1\n").chmod("secret.env", 0o600);
+    let before = p.track();
+    p.file("secret.env", "A=2\n").chmod("secret.env", 0o644); // widened by the agent
+    p.track();
+    let o = rwj(&p, &["restore", &before]);
+    assert_eq!(p.read("secret.env"), b"A=1\n", "{o}");
+    assert_eq!(
+        mode(&p, "secret.env"),
+        0o600,
+        "narrowed back to what it was: {o}"
+    );
+    // Made private by the user after a snapshot that recorded it 0644: a restore keeps 0600.
+    p.file("notes.txt", "n1\n").chmod("notes.txt", 0o644);
+    let wide = p.track();
+    p.file("notes.txt", "n2\n").chmod("notes.txt", 0o600);
+    p.track();
+    let o = rwj(&p, &["restore", &wide]);
+    assert_eq!(p.read("notes.txt"), b"n1\n", "{o}");
+    assert_eq!(mode(&p, "notes.txt"), 0o600, "never wider than it is: {o}");
+}
