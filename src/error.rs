@@ -83,7 +83,9 @@ pub enum Error {
         reason: &'static str,
     },
     /// `REWIND_NOW` is set but is not an RFC 3339 time.
-    #[error("REWIND_NOW={value:?} is not an RFC 3339 time (e.g. 2026-01-31T12:00:00Z)")]
+    #[error(
+        "REWIND_NOW={value:?} is not an RFC 3339 time from 1970 on (e.g. 2026-01-31T12:00:00Z)"
+    )]
     BadClock { value: String },
 }
 

@@ -84,7 +84,10 @@ pub fn now() -> Result<chrono::DateTime<chrono::Utc>> {
     match std::env::var("REWIND_NOW") {
         Ok(value) if !value.is_empty() => chrono::DateTime::parse_from_rfc3339(&value)
             .map(|t| t.with_timezone(&chrono::Utc))
-            .map_err(|_| Error::BadClock { value }),
+            .ok()
+            // git's `fsck --strict` rejects commit times before 1970 (`badDate`).
+            .filter(|t| t.timestamp() >= 0)
+            .ok_or(Error::BadClock { value }),
         _ => Ok(chrono::Utc::now()),
     }
 }

@@ -637,7 +637,11 @@ fn report_prune(
             true => "session (the store was over its size quota, rewind.maxSize)",
             false => "expired session",
         };
-        errln!("rewind: {}: removed {what} {session}", project.display());
+        errln!(
+            "rewind: {}: removed {what} {}",
+            quote_os(project),
+            quote(session)
+        );
     }
     if !cli.json {
         let for_size = match outcome.snapshots_removed_for_size {
@@ -646,7 +650,7 @@ fn report_prune(
         };
         outln!(
             "{}: removed {} snapshots{for_size}, {} turns, {} objects ({} bytes)",
-            project.display(),
+            quote_os(project),
             outcome.snapshots_removed,
             outcome.turns_removed,
             outcome.objects_removed,
@@ -842,10 +846,10 @@ fn show(
 
 fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono::Utc>) {
     let mib = |bytes: u64| format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0));
-    outln!("store         {}", report.git_dir);
+    outln!("store         {}", quote(&report.git_dir));
     outln!(
         "project       {}{}",
-        report.project,
+        quote(&report.project),
         if report.project_exists {
             ""
         } else {
@@ -920,6 +924,12 @@ fn write_stdout(bytes: &[u8]) {
 
 /// A name (path, session, turn) for human output, quoted as git quotes paths
 /// (`core.quotePath=true`) when it holds control characters or non-ASCII bytes.
+/// A path as [`quote`] prints names (its raw bytes, so a non-UTF-8 name is exact).
+fn quote_os(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    rewind::quote_path(path.as_os_str().as_bytes())
+}
+
 fn quote(name: &str) -> String {
     rewind::quote_path(name.as_bytes())
 }

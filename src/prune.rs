@@ -268,7 +268,10 @@ impl Store {
     fn session_activity(&self) -> Result<BTreeMap<String, Activity>> {
         let mut sessions: BTreeMap<String, Activity> = BTreeMap::new();
         for turn in self.turns(None)? {
-            let at = turn.ended_at.unwrap_or(turn.started_at);
+            // The later of the two: a clock that stepped back during the turn must not age it.
+            let at = turn
+                .ended_at
+                .map_or(turn.started_at, |e| e.max(turn.started_at));
             let activity = sessions.entry(turn.session).or_insert(Activity {
                 turns: 0,
                 last: at,

@@ -323,6 +323,17 @@ impl Store {
                 reason: "has ended already",
             });
         }
+        // An undo rolled the open turn back: what changed since is the undo's, not the agent's.
+        if self
+            .ref_target(&turn_ref(session, "rolled-back", turn)?)?
+            .is_some()
+        {
+            return Err(Error::Turn {
+                session: session.into(),
+                turn: turn.into(),
+                reason: "was undone while open; begin a new turn",
+            });
+        }
         let snapshot = self.track_locked(&TrackOptions::default())?;
         let after = snapshot.hash;
         let files = self.files_between(record.before, after)?;
@@ -435,6 +446,16 @@ impl Store {
         let repo = self.repo();
         let mut touched: Vec<BString> = Vec::new();
         for record in undone {
+            let rolled_back = || -> Result<bool> {
+                Ok(self
+                    .ref_target(&turn_ref(session, "rolled-back", &record.turn)?)?
+                    .is_some())
+            };
+            // An open turn an undo rolled back has no changes of its own: what changed since
+            // is that undo's.
+            if record.after.is_none() && rolled_back()? {
+                continue;
+            }
             let after = record.after.unwrap_or(current);
             touched.extend(
                 tree_changes(&repo, record.before, after)?

@@ -690,3 +690,98 @@ fn restore_never_widens_a_file_made_private_since() {
     assert_eq!(p.read("notes.txt"), b"n1\n", "{o}");
     assert_eq!(mode(&p, "notes.txt"), 0o600, "never wider than it is: {o}");
 }
+
+// ---------------------------------------------------------------------------
+// Found by a hostile pass over this build
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_turn_undone_while_open_cannot_be_ended_and_credited_with_the_undo() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("x", "base\n");
+    begin(&p, "1");
+    p.file("x", "A1\n");
+    end(&p, "1");
+    begin(&p, "2");
+    rwj(&p, &["undo", "--session=s", "--turn=1"]);
+    assert_eq!(p.read("x"), b"base\n");
+    let run = rw(&p, &["--json", "turn", "end", "--session=s", "--turn=2"]);
+    assert_eq!(run.code(), Some(1), "{run}");
+    assert_eq!(one_json(&run)["error"]["code"], "turn_state", "{run}");
+    let o = rwj(&p, &["undo", "--session=s", "--turn=2"]);
+    assert_eq!(p.read("x"), b"base\n", "turn 1's change stays undone: {o}");
+}
+
+#[test]
+fn a_clock_before_1970_is_refused_so_the_store_stays_fsck_clean() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("x", "a\n");
+    let mut cmd = p.rewind_command(["--json", "track"]);
+    cmd.env("REWIND_NOW", "1969-12-31T23:59:59Z");
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert_eq!(run.code(), Some(1), "{run}");
+    assert_eq!(one_json(&run)["error"]["code"], "bad_clock", "{run}");
+    p.track();
+    p.assert_fsck_clean();
+}
+
+#[test]
+fn a_clock_stepped_back_during_a_turn_does_not_age_its_session() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("x", "a\n");
+    let at = |now: &str, args: &[&str]| {
+        let mut cmd = p.rewind_command(args);
+        cmd.env("REWIND_NOW", now);
+        run_with_deadline(&mut cmd, DEFAULT_DEADLINE).assert_success();
+    };
+    at(
+        "2026-11-29T00:00:00Z",
+        &["turn", "begin", "--session=s", "--turn=1"],
+    );
+    p.file("x", "b\n");
+    at(
+        "2026-11-01T00:00:00Z",
+        &["turn", "end", "--session=s", "--turn=1"],
+    );
+    at("2026-11-30T00:00:00Z", &["prune"]);
+    let mut cmd = p.rewind_command(["--json", "turns"]);
+    cmd.env("REWIND_NOW", "2026-11-30T00:00:00Z");
+    let turns = one_json(&run_with_deadline(&mut cmd, DEFAULT_DEADLINE));
+    assert_eq!(turns.as_array().map(Vec::len), Some(1), "{turns}");
+}
+
+#[test]
+fn prune_quotes_session_ids_and_project_paths() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("x", "a\n");
+    let session = "--session=evil\n/tmp/x: removed 0";
+    let at = |now: &str, args: &[&str]| {
+        let mut cmd = p.rewind_command(args);
+        cmd.env("REWIND_NOW", now);
+        run_with_deadline(&mut cmd, DEFAULT_DEADLINE)
+    };
+    at(
+        "2026-11-01T00:00:00Z",
+        &["turn", "begin", session, "--turn=1"],
+    )
+    .assert_success();
+    at(
+        "2026-11-01T00:00:00Z",
+        &["turn", "end", session, "--turn=1"],
+    )
+    .assert_success();
+    let run = at("2026-11-30T00:00:00Z", &["prune"]);
+    run.assert_success();
+    assert!(
+        run.stderr.contains("\"evil\\n/tmp/x: removed 0\""),
+        "the id is quoted on one line: {run}"
+    );
+    assert!(
+        !run.stderr.lines().any(|l| l.starts_with("/tmp/x")),
+        "{run}"
+    );
+}
