@@ -138,33 +138,13 @@ impl ProjectRoot {
     /// never opened for reading (so never a hang); a symlink is never followed.
     pub(crate) fn read_file(&self, path: &BStr) -> io::Result<Vec<u8>> {
         let (parent, name) = self.parent(path, false)?;
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&parent, name, flags, Mode::empty())?;
-        if kind_of(rustix::fs::fstat(&fd)?.st_mode) != Kind::File {
-            return Err(io::Error::other("not a regular file"));
-        }
-        let mut data = Vec::new();
-        io::Read::read_to_end(&mut std::fs::File::from(fd), &mut data)?;
-        Ok(data)
+        read_file_in(parent.as_fd(), name)
     }
 
     /// The target of the symlink at `path`.
     pub(crate) fn read_link(&self, path: &BStr) -> io::Result<Vec<u8>> {
         let (parent, name) = self.parent(path, false)?;
         Ok(rustix::fs::readlinkat(&parent, name, Vec::new())?.into_bytes())
-    }
-
-    /// Remove the file or symlink at `path`; one already gone is fine.
-    pub(crate) fn remove_file(&self, path: &BStr) -> io::Result<()> {
-        let (parent, name) = match self.parent(path, false) {
-            Ok(found) => found,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        match rustix::fs::unlinkat(&parent, name, AtFlags::empty()) {
-            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
     }
 
     /// Remove directory `dir` if it is empty; `false` when it is not (or is gone).
@@ -250,8 +230,18 @@ impl ProjectRoot {
     }
 
     /// Rename `temp` over `name`, both in directory `dir` (atomic: the old or the new file).
-    pub(crate) fn rename_in(dir: &OwnedFd, temp: &[u8], name: &[u8]) -> io::Result<()> {
-        Ok(rustix::fs::renameat(dir, temp, dir, name)?)
+    /// With `no_replace`, fail (`AlreadyExists`) if something stands at `name` by then.
+    pub(crate) fn rename_in(
+        dir: &OwnedFd,
+        temp: &[u8],
+        name: &[u8],
+        no_replace: bool,
+    ) -> io::Result<()> {
+        let flags = match no_replace {
+            true => rustix::fs::RenameFlags::NOREPLACE,
+            false => rustix::fs::RenameFlags::empty(),
+        };
+        Ok(rustix::fs::renameat_with(dir, temp, dir, name, flags)?)
     }
 
     /// Remove entry `name` of directory `dir` (a file or symlink; never a directory).
@@ -306,6 +296,19 @@ impl ProjectRoot {
         }
         Ok(names)
     }
+}
+
+/// The content of regular file `name` in directory `dir`: never follows a symlink, never
+/// opens a special file for reading (`O_NONBLOCK`, then the type of the open descriptor).
+pub(crate) fn read_file_in(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<Vec<u8>> {
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, name, flags, Mode::empty())?;
+    if kind_of(rustix::fs::fstat(&fd)?.st_mode) != Kind::File {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let mut data = Vec::new();
+    io::Read::read_to_end(&mut std::fs::File::from(fd), &mut data)?;
+    Ok(data)
 }
 
 /// What stands at `name` in directory `dir`.

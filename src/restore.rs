@@ -284,13 +284,17 @@ impl Store {
         drop(deleting);
 
         // The undo tree: the current snapshot, plus what `force` replaces outside it.
+        // `expected`: what each path must still hold when it is replaced or deleted.
         let mut saved = Vec::new();
-        for (step, action) in plan.steps.iter().zip(&actions) {
+        let mut expected: Vec<Option<Side>> = plan.steps.iter().map(|s| s.current).collect();
+        for (n, (step, action)) in plan.steps.iter().zip(&actions).enumerate() {
             if let Action::SaveAndWrite(kind) = action {
-                saved.push((
-                    step.path.clone(),
-                    self.save_on_disk(&root, step.path.as_ref(), *kind)?,
-                ));
+                let (entry, id) = self.save_on_disk(&root, step.path.as_ref(), *kind)?;
+                expected[n] = Some(Side {
+                    mode: u32::from(gix::objs::tree::EntryMode::from(entry).value()),
+                    id,
+                });
+                saved.push((step.path.clone(), (entry, id)));
             }
         }
         let undo = if saved.is_empty() {
@@ -321,20 +325,19 @@ impl Store {
         tracing::debug!(target = %plan.target, %undo, total, conflicts = outcome.conflicts.len(), "restoring");
         // Deletions first, so that a directory can replace a file and the reverse.
         let mut emptied = Vec::new();
-        for (step, _) in plan
-            .steps
-            .iter()
-            .zip(&actions)
-            .filter(|(_, a)| **a == Action::Delete)
-        {
+        for (n, step) in plan.steps.iter().enumerate() {
+            if actions[n] != Action::Delete {
+                continue;
+            }
             self.progress().step();
-            match root.remove_file(step.path.as_ref()) {
-                Ok(()) => {
+            match delete_if_unchanged(&root, step.path.as_ref(), expected[n]) {
+                Ok(true) => {
                     outcome.deleted.push(lossy(&step.path));
                     if let Some(slash) = step.path.rfind_byte(b'/') {
                         emptied.push(BString::from(&step.path[..slash]));
                     }
                 }
+                Ok(false) => outcome.conflicts.push(lossy(&step.path)),
                 Err(e) => outcome.failed.push(failure(&step.path, &e)),
             }
         }
@@ -370,8 +373,12 @@ impl Store {
             self.progress().step();
             let step = &plan.steps[n];
             let name = step.path.rsplit_str(b"/").next().unwrap_or_default();
-            match replace(&root, step.path.as_ref(), &dir, &temp, name) {
-                Ok(()) => outcome.written.push(lossy(&step.path)),
+            match replace(&root, step.path.as_ref(), (&dir, &temp, name), expected[n]) {
+                Ok(true) => outcome.written.push(lossy(&step.path)),
+                Ok(false) => {
+                    let _ = ProjectRoot::unlink_in(&dir, &temp);
+                    outcome.conflicts.push(lossy(&step.path));
+                }
                 Err(e) => {
                     let _ = ProjectRoot::unlink_in(&dir, &temp);
                     outcome.failed.push(failure(&step.path, &e));
@@ -694,19 +701,73 @@ fn stage(
     Ok(dir)
 }
 
-/// Rename the staged `temp` over `name` in `dir` (project path `path`). An empty directory
-/// tree standing there (checked while planning) is removed first.
+/// Whether `name` in `dir` still holds `expected` (`None`: nothing, or a directory tree that
+/// the plan found empty), as when the undo point was taken. Someone may have written it since:
+/// then it is theirs, and not replaced or deleted. Costs a read and a hash of the file.
+fn unchanged(dir: &OwnedFd, name: &[u8], expected: Option<Side>) -> io::Result<bool> {
+    let found = crate::fs::stat_in(dir.as_fd(), name)?;
+    let (found, expected) = match (found, expected) {
+        (None, None) => return Ok(true),
+        (Some(found), None) => return Ok(found.kind == Kind::Dir),
+        (Some(found), Some(expected)) => (found, expected),
+        (None, Some(_)) => return Ok(false),
+    };
+    let data = match found.kind {
+        Kind::File if !expected.is_link() => {
+            if (found.mode & 0o100 != 0) != (expected.mode & 0o111 != 0) {
+                return Ok(false);
+            }
+            crate::fs::read_file_in(dir.as_fd(), name)?
+        }
+        Kind::Symlink if expected.is_link() => {
+            rustix::fs::readlinkat(dir, name, Vec::new())?.into_bytes()
+        }
+        _ => return Ok(false),
+    };
+    let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data)
+        .map_err(io::Error::other)?;
+    Ok(id == expected.id)
+}
+
+/// Delete the file or symlink at `path` if it still holds `expected`; `Ok(false)` when it
+/// changed since the undo point (left alone). One already gone counts as deleted.
+fn delete_if_unchanged(
+    root: &ProjectRoot,
+    path: &BStr,
+    expected: Option<Side>,
+) -> io::Result<bool> {
+    let (dir, name) = root.parent(path, false)?;
+    if crate::fs::stat_in(dir.as_fd(), name)?.is_none() {
+        return Ok(true);
+    }
+    if !unchanged(&dir, name, expected)? {
+        return Ok(false);
+    }
+    ProjectRoot::unlink_in(&dir, name)?;
+    Ok(true)
+}
+
+/// Rename the staged `temp` over `name` in `dir` (project path `path`) if it still holds
+/// `expected`; `Ok(false)` when it changed since the undo point (left alone). An empty
+/// directory tree standing there (checked while planning) is removed first; where nothing
+/// stood, the rename refuses to replace what appeared meanwhile.
 fn replace(
     root: &ProjectRoot,
     path: &BStr,
-    dir: &OwnedFd,
-    temp: &[u8],
-    name: &[u8],
-) -> io::Result<()> {
+    (dir, temp, name): (&OwnedFd, &[u8], &[u8]),
+    expected: Option<Side>,
+) -> io::Result<bool> {
+    if !unchanged(dir, name, expected)? {
+        return Ok(false);
+    }
     if crate::fs::stat_in(dir.as_fd(), name)?.is_some_and(|f| f.kind == Kind::Dir) {
         root.remove_empty_tree(path)?;
     }
-    ProjectRoot::rename_in(dir, temp, name)
+    match ProjectRoot::rename_in(dir, temp, name, expected.is_none()) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Remove each directory in `dirs` and its parents while they are empty, up to the project.

@@ -785,3 +785,38 @@ fn prune_quotes_session_ids_and_project_paths() {
         "{run}"
     );
 }
+
+#[test]
+fn an_edit_made_while_an_undo_runs_is_never_overwritten() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f1", "1\n").file("keep", "k\n");
+    begin(&p, "1");
+    p.file("f1", "1\nagent\n")
+        .file("new1", "agent\n")
+        .file("new2", "agent\n");
+    end(&p, "1");
+    // The undo pauses 2 s at its first syncfs (the undo point is recorded, nothing changed
+    // yet); meanwhile the user edits f1, rewrites new1 and deletes new2.
+    let mut cmd = strace(
+        &p,
+        "inject=syncfs:delay_enter=2000000:when=1",
+        &["--json", "undo", "--session=s"],
+    );
+    let child = spawn_piped(&mut cmd);
+    std::thread::sleep(Duration::from_millis(1000));
+    p.file("f1", "1\nagent\nUSER EDIT\n")
+        .file("new1", "USER TEXT\n")
+        .remove("new2");
+    let run = finish(child, DEFAULT_DEADLINE, "undo");
+    assert_no_panic(&run);
+    run.assert_success();
+    let o = one_json(&run);
+    assert_eq!(p.read("f1"), b"1\nagent\nUSER EDIT\n", "{o}");
+    assert_eq!(p.read("new1"), b"USER TEXT\n", "{o}");
+    let mut conflicts = strings(&o["conflicts"]);
+    conflicts.sort();
+    assert_eq!(conflicts, vec!["f1", "new1"], "{o}");
+    assert!(strings(&o["restored"]).is_empty(), "{o}");
+    assert!(!p.join("new2").exists(), "gone, as the undo wanted: {o}");
+}
