@@ -36,6 +36,15 @@ pub(crate) struct Excludes {
     tracked: OnceLock<Vec<BString>>,
 }
 
+/// Where the rule that ignores a path comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rules {
+    /// A `.gitignore` inside the project (a snapshot holds it).
+    Project,
+    /// The global excludes, `info/exclude`, or a `.gitignore` above the project.
+    Outside,
+}
+
 /// The `.gitignore` rules of one directory inside the project, chained to its parent's.
 pub(crate) struct DirRules {
     list: Option<List<Ignore>>,
@@ -149,9 +158,15 @@ impl Excludes {
         }
     }
 
-    /// Whether `rel` (project-relative) is ignored by the rules in `dir` and above. Costs one
-    /// pattern match per rule list until one matches.
+    /// Whether `rel` (project-relative) is ignored by the rules in `dir` and above.
     pub(crate) fn is_ignored(&self, dir: &DirRules, rel: &BStr, is_dir: bool) -> bool {
+        self.ignored_by(dir, rel, is_dir).is_some()
+    }
+
+    /// Which rules ignore `rel` (project-relative), if any: the `.gitignore` files in `dir` and
+    /// above inside the project, or the rules from outside it (which no snapshot holds, so a
+    /// snapshot records what they hid). Costs one pattern match per rule list until one matches.
+    pub(crate) fn ignored_by(&self, dir: &DirRules, rel: &BStr, is_dir: bool) -> Option<Rules> {
         let matching = |list: &List<Ignore>, path: &BStr| {
             let basename = path.rfind_byte(b'/').map(|pos| pos + 1);
             pattern_matching_relative_path(list, path, basename, Some(is_dir), Case::Sensitive)
@@ -160,12 +175,12 @@ impl Excludes {
         let mut node = Some(dir);
         while let Some(rules) = node {
             if let Some(ignored) = rules.list.as_ref().and_then(|list| matching(list, rel)) {
-                return ignored;
+                return ignored.then_some(Rules::Project);
             }
             node = rules.parent.as_deref();
         }
         if self.outer.is_empty() {
-            return false;
+            return None;
         }
         let full: BString;
         let path = match &self.repo {
@@ -179,7 +194,7 @@ impl Excludes {
             .iter()
             .rev()
             .find_map(|list| matching(list, path))
-            .unwrap_or(false)
+            .and_then(|ignored| ignored.then_some(Rules::Outside))
     }
 
     /// Whether the project's own git index tracks the file `rel`.

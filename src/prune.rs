@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
-use gix::bstr::BString;
 use gix::ObjectId;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -294,20 +293,14 @@ impl Store {
         Ok(())
     }
 
-    /// Record `tree`, which `track` just returned, with the time it was taken (refreshed at
-    /// most hourly, so a no-change snapshot costs one ref read).
-    /// The record also names every path that snapshot left out (`skipped`) and every file whose
-    /// permission bits are narrower than 0644 (`private_modes`), the union over every time it
-    /// was taken (see [`crate::visibility`]); a new line rewrites it.
-    pub(crate) fn record_snapshot(
-        &self,
-        tree: ObjectId,
-        skipped: &[crate::Skipped],
-        private_modes: &[(BString, u32)],
-    ) -> Result<()> {
+    /// Record `snapshot`, which `track` just returned, with the time it was taken (refreshed
+    /// at most hourly, so a no-change snapshot costs one ref read). The record also holds
+    /// [`crate::visibility::record_lines`], the union over every time that tree was taken; a
+    /// new line rewrites it.
+    pub(crate) fn record_snapshot(&self, snapshot: &crate::Snapshot) -> Result<()> {
+        let tree = snapshot.hash;
         let reference = format!("refs/rewind/snapshots/{tree}");
-        let mut lines = crate::visibility::left_out_lines(skipped);
-        lines.push_str(&crate::visibility::mode_lines(private_modes));
+        let mut lines = crate::visibility::record_lines(snapshot);
         if let Some(commit) = self.ref_target(&reference)? {
             let taken = self.commit_time(commit)?;
             let recorded = self.recorded_left_out_lines(commit)?;

@@ -34,7 +34,7 @@ use rustix::fs::{statat, AtFlags, FileType, OFlags};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::ignore::{DirRules, Excludes};
+use crate::ignore::{DirRules, Excludes, Rules};
 use crate::objects::{lock, ObjectWriter};
 use crate::store::Store;
 
@@ -60,6 +60,10 @@ pub struct Snapshot {
     /// with the snapshot, so a restore never makes them more permissive than they were.
     #[serde(skip)]
     pub(crate) private_modes: Vec<(BString, u32)>,
+    /// Paths ignored by rules from outside the project (global excludes, `info/exclude`,
+    /// `.gitignore` files above it): recorded, since no snapshot holds those rules.
+    #[serde(skip)]
+    pub(crate) hidden_outside: Vec<BString>,
 }
 
 /// A path left out of a snapshot, and why.
@@ -129,6 +133,8 @@ enum Part {
     Skipped(Skipped),
     /// A subdirectory: the id of its own directory job.
     Dir(usize),
+    /// A path ignored by rules from outside the project (after the directory's other parts).
+    Hidden(BString),
 }
 
 /// Join the directories' parts, each listed by its job id (the root is 0), into one list of
@@ -138,6 +144,7 @@ fn assemble(
     mut dirs: Vec<Option<Vec<Part>>>,
     files: &mut Vec<FileEntry>,
     skipped: &mut Vec<Skipped>,
+    hidden: &mut Vec<BString>,
 ) {
     let mut take = |id: usize| dirs.get_mut(id).and_then(Option::take).unwrap_or_default();
     let mut stack = vec![take(0).into_iter()];
@@ -145,6 +152,7 @@ fn assemble(
         match parts.next() {
             Some(Part::File(file)) => files.push(file),
             Some(Part::Skipped(skip)) => skipped.push(skip),
+            Some(Part::Hidden(path)) => hidden.push(path),
             Some(Part::Dir(id)) => stack.push(take(id).into_iter()),
             None => {
                 stack.pop();
@@ -177,6 +185,10 @@ const STAT_OPTIONS: stat::Options = stat::Options {
     use_nsec: true,
     use_stdev: false,
 };
+
+/// At most this many paths hidden by rules from outside the project are recorded with a
+/// snapshot (beyond it, restore relies on the rules in force when it runs).
+const MAX_RECORDED_HIDDEN: usize = 10_000;
 
 /// Files up to this size are read whole; larger ones are streamed.
 const READ_WHOLE_LIMIT: u64 = 32 * 1024 * 1024;
@@ -307,6 +319,7 @@ impl Store {
         let Some(Scanned {
             files,
             private_modes,
+            hidden_outside,
             skipped,
             tree,
             new_index,
@@ -327,15 +340,16 @@ impl Store {
         } else if let Some(checksum) = cache.checksum.filter(|_| record_stale) {
             self.write_loose_record(checksum, loose.into_iter().collect());
         }
-        let hash = tree.id;
-        self.record_snapshot(hash, &skipped, &private_modes)?;
-        tracing::debug!(%hash, files, skipped = skipped.len(), "snapshot taken");
-        Ok(Some(Snapshot {
-            hash,
+        let snapshot = Snapshot {
+            hash: tree.id,
             files,
             private_modes,
+            hidden_outside,
             skipped,
-        }))
+        };
+        self.record_snapshot(&snapshot)?;
+        tracing::debug!(hash = %snapshot.hash, files, skipped = snapshot.skipped.len(), "snapshot taken");
+        Ok(Some(snapshot))
     }
 
     /// Walk the project against the `previous` stat cache and build the snapshot's trees;
@@ -369,7 +383,10 @@ impl Store {
         };
         let mut files = Vec::with_capacity(previous.entries().len() + 64);
         let mut skipped = Vec::new();
-        assemble(dirs, &mut files, &mut skipped);
+        let mut hidden_outside = Vec::new();
+        assemble(dirs, &mut files, &mut skipped, &mut hidden_outside);
+        hidden_outside.sort_unstable();
+        hidden_outside.truncate(MAX_RECORDED_HIDDEN);
 
         let changes = Changes::between(previous, &files);
         let rewrite_index = changes.rewrite_index || previous.tree().is_none();
@@ -406,6 +423,7 @@ impl Store {
             .collect();
         Ok(Some(Scanned {
             private_modes,
+            hidden_outside,
             files: files.len(),
             skipped,
             tree: tree?,
@@ -418,6 +436,7 @@ impl Store {
 struct Scanned {
     files: usize,
     private_modes: Vec<(BString, u32)>,
+    hidden_outside: Vec<BString>,
     skipped: Vec<Skipped>,
     tree: CacheTree,
     /// The index to write, when it must be rewritten.
@@ -805,6 +824,7 @@ impl Walk<'_> {
 
         let mut files = Vec::with_capacity(listed.len());
         let mut dirs = Vec::new();
+        let mut hidden = Vec::new();
         for (child, name_start, file_type) in listed {
             let file_type = match file_type {
                 // Some filesystems leave the type out of directory entries.
@@ -817,7 +837,14 @@ impl Walk<'_> {
                 known => known,
             };
             let is_dir = file_type == FileType::Directory;
-            let ignored = tracked_only || self.excludes.is_ignored(&rules, child.as_ref(), is_dir);
+            let by = match tracked_only {
+                true => None,
+                false => self.excludes.ignored_by(&rules, child.as_ref(), is_dir),
+            };
+            let ignored = tracked_only || by.is_some();
+            if by == Some(Rules::Outside) {
+                hidden.push(Part::Hidden(child.clone()));
+            }
             if is_dir {
                 if !ignored || self.excludes.tracks_below(child.as_ref()) {
                     dirs.push((child, ignored));
@@ -908,7 +935,7 @@ impl Walk<'_> {
             let path = match &part {
                 Part::File(file) => &file.path,
                 Part::Skipped(skip) => &skip.path,
-                Part::Dir(_) => unreachable!("files only"),
+                Part::Dir(_) | Part::Hidden(_) => unreachable!("files only"),
             };
             while let Some(dir) = dirs.next_if(|(((dir, ..), _), _)| {
                 gix::objs::tree::name_order(dir, true, path, false).is_le()
@@ -918,6 +945,7 @@ impl Walk<'_> {
             parts.push(part);
         }
         dirs.for_each(|dir| push_dir(dir, &mut parts));
+        parts.append(&mut hidden);
         for job in jobs {
             self.spawn(scope, job);
         }

@@ -284,8 +284,7 @@ impl Store {
         // which files were private (undo gives them back as private).
         let message = format!(
             "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}",
-            crate::visibility::left_out_lines(&snapshot.skipped)
-                + &crate::visibility::mode_lines(&snapshot.private_modes),
+            crate::visibility::record_lines(&snapshot),
             trailers(session, turn, crate::now()?, None, None)?
         );
         let commit = self.commit(&head, &message, snapshot.hash, parent)?;

@@ -25,7 +25,7 @@ use gix::ObjectId;
 
 use crate::error::{Error, Result};
 use crate::ignore::{DirRules, Excludes};
-use crate::scan::Skipped;
+use crate::scan::Snapshot;
 use crate::store::Store;
 
 /// The trailer key of a left-out path in snapshot and turn commits.
@@ -59,19 +59,18 @@ fn parse_lines<'m>(message: &'m [u8], key: &str) -> impl Iterator<Item = (&'m [u
         .filter_map(|(word, path)| Some((word, decode(path)?)))
 }
 
-/// `Rewind-Left-Out:` lines for `skipped`, one per path, with its reason.
-pub(crate) fn left_out_lines<'a>(skipped: impl IntoIterator<Item = &'a Skipped>) -> String {
+/// The lines a snapshot is recorded with: a `Rewind-Left-Out: <reason> <path>` line per path
+/// it left out (`ignored` for those hidden by rules from outside the project), and a
+/// `Rewind-Mode: 0600 <path>` line per file narrower than 0644.
+pub(crate) fn record_lines(snapshot: &Snapshot) -> String {
     let mut out = String::new();
-    for skip in skipped {
+    for skip in &snapshot.skipped {
         record_line(&mut out, LEFT_OUT, skip.reason.as_str(), &skip.path);
     }
-    out
-}
-
-/// `Rewind-Mode:` lines for files with narrow permission bits: `0600 <path>`.
-pub(crate) fn mode_lines(modes: &[(BString, u32)]) -> String {
-    let mut out = String::new();
-    for (path, mode) in modes {
+    for path in &snapshot.hidden_outside {
+        record_line(&mut out, LEFT_OUT, "ignored", path);
+    }
+    for (path, mode) in &snapshot.private_modes {
         record_line(&mut out, MODE, &format!("{mode:04o}"), path);
     }
     out
@@ -252,10 +251,9 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scan::SkipReason;
 
     #[test]
-    fn left_out_lines_round_trip_any_name() {
+    fn record_lines_round_trip_any_name() {
         let names: [&[u8]; 5] = [
             b"a b/c",
             b"evil\nkeep",
@@ -263,26 +261,25 @@ mod tests {
             b"\xff\xfe",
             b"Rewind-Left-Out: x",
         ];
-        let skipped: Vec<Skipped> = names
-            .iter()
-            .map(|n| Skipped {
-                path: BString::from(*n),
-                reason: SkipReason::TooLarge,
-                detail: None,
-            })
-            .collect();
-        let text = left_out_lines(&skipped);
-        assert_eq!(text.lines().count(), names.len());
-        let parsed = parse_left_out(text.as_bytes());
-        let expected: Vec<BString> = names.iter().map(|n| BString::from(*n)).collect();
-        assert_eq!(parsed, expected);
-        let modes: Vec<(BString, u32)> = expected.iter().map(|p| (p.clone(), 0o600)).collect();
-        let text = mode_lines(&modes);
-        assert_eq!(text.lines().count(), names.len());
-        assert_eq!(parse_modes(text.as_bytes()), modes);
-        assert!(
-            parse_left_out(text.as_bytes()).is_empty(),
-            "the keys stay apart"
-        );
+        let paths: Vec<BString> = names.iter().map(|n| BString::from(*n)).collect();
+        let snapshot = Snapshot {
+            hash: gix::ObjectId::null(gix::hash::Kind::Sha1),
+            files: 0,
+            skipped: paths
+                .iter()
+                .map(|path| crate::Skipped {
+                    path: path.clone(),
+                    reason: crate::SkipReason::TooLarge,
+                    detail: None,
+                })
+                .collect(),
+            hidden_outside: paths.clone(),
+            private_modes: paths.iter().map(|p| (p.clone(), 0o600)).collect(),
+        };
+        let text = record_lines(&snapshot);
+        assert_eq!(text.lines().count(), 3 * names.len());
+        let twice: Vec<BString> = paths.iter().chain(&paths).cloned().collect();
+        assert_eq!(parse_left_out(text.as_bytes()), twice);
+        assert_eq!(parse_modes(text.as_bytes()), snapshot.private_modes);
     }
 }

@@ -820,3 +820,29 @@ fn an_edit_made_while_an_undo_runs_is_never_overwritten() {
     assert!(strings(&o["restored"]).is_empty(), "{o}");
     assert!(!p.join("new2").exists(), "gone, as the undo wanted: {o}");
 }
+
+#[test]
+fn restore_keeps_a_file_ignored_by_rules_outside_the_project_that_changed_since() {
+    let sb = Sandbox::new();
+    // The project is a subdirectory of a repository whose root .gitignore hides *.pem, and the
+    // repository's info/exclude hides .env: neither file is in a snapshot's tree.
+    let repo = sb.project("repo");
+    repo.git_init().file(".gitignore", "*.pem\n");
+    fs::write(repo.join(".git/info/exclude"), ".env\n").unwrap();
+    let p = sb.project("repo/app");
+    p.file("cert.pem", "PRIVATE KEY\n")
+        .file(".env", "SECRET=1\n")
+        .file("a", "a\n");
+    let before = p.track();
+    repo.file(".gitignore", ""); // a branch switch, say: both rules are gone now
+    fs::write(repo.join(".git/info/exclude"), "").unwrap();
+    p.file("a", "b\n");
+    p.track();
+    let o = rwj(&p, &["restore", &before]);
+    assert_eq!(p.read("cert.pem"), b"PRIVATE KEY\n", "{o}");
+    assert_eq!(p.read(".env"), b"SECRET=1\n", "{o}");
+    let mut kept = strings(&o["kept"]);
+    kept.sort();
+    assert_eq!(kept, vec![".env", "cert.pem"], "{o}");
+    assert_eq!(p.read("a"), b"a\n", "{o}");
+}
