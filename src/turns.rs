@@ -478,7 +478,25 @@ impl Store {
         let target = undone[0].before;
         let mut conflicts = Vec::new();
         let mut changes = Vec::new();
-        for change in tree_changes(&repo, current, target)? {
+        let differing = tree_changes(&repo, current, target)?;
+        let differs: HashSet<&BString> = differing.iter().map(|c| &c.path).collect();
+        // Paths the turns changed that no snapshot sees now (ignored since, say) but that are
+        // on disk: left as they are, and said so.
+        let mut out_of_view = Vec::new();
+        for path in &touched {
+            if differs.contains(path)
+                || side_at(&repo, current, path.as_ref())?.is_some()
+                || side_at(&repo, target, path.as_ref())?.is_some()
+            {
+                continue;
+            }
+            let abs = self.project().join(std::ffi::OsStr::from_bytes(path));
+            if std::fs::symlink_metadata(abs).is_ok() {
+                out_of_view.push(path.to_str_lossy().into_owned());
+            }
+        }
+        drop(differs);
+        for change in differing {
             if touched.binary_search(&change.path).is_err() {
                 continue; // not the agent's: edits between turns by someone else stay
             }
@@ -505,12 +523,15 @@ impl Store {
             deleted,
             failed,
             conflicts: in_the_way,
-            kept,
+            mut kept,
             undo,
             ..
         } = outcome;
         conflicts.extend(in_the_way);
-        if only.is_none() {
+        kept.extend(out_of_view);
+        // A turn is rolled back only when the undo changed everything it could: a file that
+        // could not be written leaves it as it was.
+        if only.is_none() && failed.is_empty() {
             for record in undone {
                 self.set_ref(
                     &turn_ref(session, "rolled-back", &record.turn)?,

@@ -846,3 +846,51 @@ fn restore_keeps_a_file_ignored_by_rules_outside_the_project_that_changed_since(
     assert_eq!(kept, vec![".env", "cert.pem"], "{o}");
     assert_eq!(p.read("a"), b"a\n", "{o}");
 }
+
+#[test]
+fn an_undo_that_could_not_write_everything_does_not_mark_the_turn_rolled_back() {
+    let sb = Sandbox::new();
+    let outside = sb.root.join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    let p = sb.project("proj");
+    p.file("d/x.txt", "x0\n");
+    begin(&p, "1");
+    p.file("d/x.txt", "x1\n");
+    end(&p, "1");
+    // d becomes a symlink out of the project while the undo is paused: d/x.txt fails.
+    let mut cmd = strace(
+        &p,
+        "inject=syncfs:delay_enter=2000000:when=1",
+        &["--json", "undo", "--session=s"],
+    );
+    let child = spawn_piped(&mut cmd);
+    std::thread::sleep(Duration::from_millis(1000));
+    fs::rename(p.join("d"), sb.root.join("d-moved")).unwrap();
+    std::os::unix::fs::symlink(&outside, p.join("d")).unwrap();
+    let run = finish(child, DEFAULT_DEADLINE, "undo");
+    assert_eq!(run.code(), Some(1), "{run}");
+    assert!(
+        fs::read_dir(&outside).unwrap().next().is_none(),
+        "nothing written outside"
+    );
+    let turns = rwj(&p, &["turns", "--session=s"]);
+    assert_eq!(turns[0]["rolled_back"], false, "{turns}");
+}
+
+#[test]
+fn undo_reports_files_the_turn_made_that_are_out_of_view_now() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a\n");
+    begin(&p, "1");
+    p.file("debug.log", "junk\n").file("a", "b\n");
+    end(&p, "1");
+    p.file(".gitignore", "*.log\n"); // the user hides it between turns
+    let o = rwj(&p, &["undo", "--session=s"]);
+    assert_eq!(p.read("a"), b"a\n", "{o}");
+    assert_eq!(p.read("debug.log"), b"junk\n", "left as it is: {o}");
+    assert!(
+        strings(&o["kept"]).contains(&"debug.log".to_string()),
+        "and said so: {o}"
+    );
+}
