@@ -24,6 +24,10 @@ pub(crate) struct ProjectRoot {
     path: PathBuf,
 }
 
+/// Whether [`ProjectRoot::open_dir`] makes missing directories, and the mode of each (by its
+/// project path).
+pub(crate) type Create<'a> = Option<&'a dyn Fn(&[u8]) -> u32>;
+
 /// The permission bits of a file restore writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Perm {
@@ -87,20 +91,30 @@ impl ProjectRoot {
     }
 
     /// Open directory `dir` (`""`: the root), one component at a time, refusing symlinks.
-    /// With `create`, missing directories are made (mode 0777 less the umask, as git does).
-    /// Costs one `openat` per component (plus a `mkdirat` per missing one).
-    pub(crate) fn open_dir(&self, dir: &[u8], create: bool) -> io::Result<OwnedFd> {
+    /// With `create`, missing directories are made with the mode it gives for each directory
+    /// path (less the umask). Costs one `openat` per component (plus a `mkdirat` per missing
+    /// one).
+    pub(crate) fn open_dir(&self, dir: &[u8], create: Create<'_>) -> io::Result<OwnedFd> {
         let mut fd = rustix::fs::openat(&self.fd, ".", flags_dir(), Mode::empty())?;
-        for name in dir.split(|&b| b == b'/').filter(|n| !n.is_empty()) {
-            let next = match rustix::fs::openat(&fd, name, flags_dir(), Mode::empty()) {
-                Err(rustix::io::Errno::NOENT) if create => {
-                    match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o777)) {
+        let mut end = 0;
+        for name in dir.split(|&b| b == b'/') {
+            end += name.len() + usize::from(end > 0);
+            if name.is_empty() {
+                continue;
+            }
+            let next = match (
+                rustix::fs::openat(&fd, name, flags_dir(), Mode::empty()),
+                create,
+            ) {
+                (Err(rustix::io::Errno::NOENT), Some(mode_of)) => {
+                    let mode = Mode::from_raw_mode(mode_of(&dir[..end]));
+                    match rustix::fs::mkdirat(&fd, name, mode) {
                         Ok(()) | Err(rustix::io::Errno::EXIST) => {}
                         Err(e) => return Err(e.into()),
                     }
                     rustix::fs::openat(&fd, name, flags_dir(), Mode::empty())
                 }
-                other => other,
+                (other, _) => other,
             };
             fd = next.map_err(|e| match e {
                 rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => io::Error::other(format!(
@@ -117,7 +131,7 @@ impl ProjectRoot {
     pub(crate) fn parent<'p>(
         &self,
         path: &'p BStr,
-        create: bool,
+        create: Create<'_>,
     ) -> io::Result<(OwnedFd, &'p [u8])> {
         let (dir, name) = split(path);
         Ok((self.open_dir(dir, create)?, name))
@@ -126,7 +140,7 @@ impl ProjectRoot {
     /// What stands at `path`; `None` when nothing does (or a directory on the way is missing).
     /// Costs one `openat` per component and one `fstatat`.
     pub(crate) fn lstat(&self, path: &BStr) -> io::Result<Option<Found>> {
-        let (parent, name) = match self.parent(path, false) {
+        let (parent, name) = match self.parent(path, None) {
             Ok(found) => found,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
@@ -137,19 +151,19 @@ impl ProjectRoot {
     /// The content of the regular file at `path`. A FIFO, socket or device there is an error,
     /// never opened for reading (so never a hang); a symlink is never followed.
     pub(crate) fn read_file(&self, path: &BStr) -> io::Result<Vec<u8>> {
-        let (parent, name) = self.parent(path, false)?;
+        let (parent, name) = self.parent(path, None)?;
         read_file_in(parent.as_fd(), name)
     }
 
     /// The target of the symlink at `path`.
     pub(crate) fn read_link(&self, path: &BStr) -> io::Result<Vec<u8>> {
-        let (parent, name) = self.parent(path, false)?;
+        let (parent, name) = self.parent(path, None)?;
         Ok(rustix::fs::readlinkat(&parent, name, Vec::new())?.into_bytes())
     }
 
     /// Remove directory `dir` if it is empty; `false` when it is not (or is gone).
     pub(crate) fn remove_dir_if_empty(&self, dir: &BStr) -> bool {
-        match self.parent(dir, false) {
+        match self.parent(dir, None) {
             Ok((parent, name)) => rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR).is_ok(),
             Err(_) => false,
         }
@@ -163,11 +177,11 @@ impl ProjectRoot {
         let mut stack: Vec<(Vec<u8>, bool)> = vec![(dir.to_vec(), false)];
         while let Some((path, listed)) = stack.pop() {
             if listed {
-                let (parent, name) = self.parent(path.as_bstr(), false)?;
+                let (parent, name) = self.parent(path.as_bstr(), None)?;
                 rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR)?;
                 continue;
             }
-            let fd = self.open_dir(&path, false)?;
+            let fd = self.open_dir(&path, None)?;
             stack.push((path.clone(), true));
             for entry in rustix::fs::Dir::new(fd)? {
                 let entry = entry?;
@@ -255,7 +269,7 @@ impl ProjectRoot {
     /// The entries of directory `dir` (project paths) and what each is. Costs a `readdir`
     /// (and an `fstatat` per entry whose type the directory entry does not say).
     pub(crate) fn list(&self, dir: &BStr) -> io::Result<Vec<(gix::bstr::BString, Kind)>> {
-        let fd = self.open_dir(dir, false)?;
+        let fd = self.open_dir(dir, None)?;
         let mut entries = Vec::new();
         let mut listing = rustix::fs::Dir::new(fd.try_clone()?)?;
         for entry in listing.by_ref() {
@@ -286,7 +300,7 @@ impl ProjectRoot {
 
     /// The names in directory `dir` that start with `prefix` (for removing our own temp files).
     pub(crate) fn names_with_prefix(&self, dir: &[u8], prefix: &[u8]) -> io::Result<Vec<Vec<u8>>> {
-        let fd = self.open_dir(dir, false)?;
+        let fd = self.open_dir(dir, None)?;
         let mut names = Vec::new();
         for entry in rustix::fs::Dir::new(fd)? {
             let name = entry?.file_name().to_bytes().to_vec();

@@ -289,12 +289,12 @@ impl Store {
         let mut expected: Vec<Option<Side>> = plan.steps.iter().map(|s| s.current).collect();
         for (n, (step, action)) in plan.steps.iter().zip(&actions).enumerate() {
             if let Action::SaveAndWrite(kind) = action {
-                let (entry, id) = self.save_on_disk(&root, step.path.as_ref(), *kind)?;
+                let (entry, id, perm) = self.save_on_disk(&root, step.path.as_ref(), *kind)?;
                 expected[n] = Some(Side {
                     mode: u32::from(gix::objs::tree::EntryMode::from(entry).value()),
                     id,
                 });
-                saved.push((step.path.clone(), (entry, id)));
+                saved.push((step.path.clone(), (entry, id, perm)));
             }
         }
         let undo = if saved.is_empty() {
@@ -303,15 +303,35 @@ impl Store {
             let mut editor = repo
                 .edit_tree(plan.current)
                 .map_err(|e| Error::store(self.git_dir(), e))?;
-            for (path, (kind, id)) in &saved {
+            for (path, (kind, id, _)) in &saved {
                 editor
                     .upsert(path.as_bstr(), *kind, *id)
                     .map_err(|e| Error::store(self.git_dir(), e))?;
             }
-            editor
+            let undo = editor
                 .write()
                 .map_err(|e| Error::store(self.git_dir(), e))?
-                .detach()
+                .detach();
+            // Its record: the current snapshot's, plus the saved files' narrow modes.
+            let current_record = format!("refs/rewind/snapshots/{}", plan.current);
+            let mut lines = match self.ref_target(&current_record)? {
+                Some(record) => self.recorded_left_out_lines(record)?,
+                None => String::new(),
+            };
+            let narrow = saved
+                .iter()
+                .filter(|(_, (kind, _, perm))| {
+                    *kind != gix::objs::tree::EntryKind::Link && perm & 0o644 != 0o644
+                })
+                .map(|(path, (_, _, perm))| (path.clone(), *perm));
+            lines.push_str(&crate::visibility::mode_lines(narrow));
+            self.commit(
+                &format!("refs/rewind/snapshots/{undo}"),
+                &format!("rewind: snapshot\n\n{lines}"),
+                undo,
+                None,
+            )?;
+            undo
         };
         outcome.undo = undo.to_string();
         self.record_undo(undo, plan.target)?;
@@ -355,8 +375,8 @@ impl Store {
                 continue;
             }
             let temp = format!(".rewind-{token}-{n}").into_bytes();
-            let recorded = plan.sights[step.snapshot].mode_of(step.path.as_ref());
-            match stage(&root, step.path.as_ref(), (side, recorded), data, &temp) {
+            let sight = &plan.sights[step.snapshot];
+            match stage(&root, step.path.as_ref(), (side, sight), data, &temp) {
                 Ok(dir) => staged.push((n, dir, temp)),
                 Err(e) => outcome.failed.push(failure(&step.path, &e)),
             }
@@ -427,12 +447,13 @@ impl Store {
 
     /// The project file or symlink at `path`, saved as a blob: (tree entry kind, id). Never
     /// opens a special file (an error, not a hang).
+    /// Also returns the file's permission bits.
     fn save_on_disk(
         &self,
         root: &ProjectRoot,
         path: &BStr,
         kind: Kind,
-    ) -> Result<(gix::objs::tree::EntryKind, ObjectId)> {
+    ) -> Result<(gix::objs::tree::EntryKind, ObjectId, u32)> {
         use gix::objs::tree::EntryKind;
         let abs = root.display(path);
         if kind == Kind::Symlink {
@@ -440,7 +461,7 @@ impl Store {
                 .read_link(path)
                 .map_err(|e| Error::io("reading", &abs, e))?;
             let id = self.objects().write(gix::objs::Kind::Blob, &target)?;
-            return Ok((EntryKind::Link, id));
+            return Ok((EntryKind::Link, id, 0o777));
         }
         let data = root
             .read_file(path)
@@ -454,7 +475,7 @@ impl Store {
             0 => EntryKind::Blob,
             _ => EntryKind::BlobExecutable,
         };
-        Ok((kind, id))
+        Ok((kind, id, mode & 0o7777))
     }
 
     /// Record `undo` as a commit on `refs/rewind/undo` (with the previous undo as parent), so
@@ -530,7 +551,7 @@ impl Store {
                     let Ok(names) = root.names_with_prefix(&dir, prefix.as_bytes()) else {
                         continue;
                     };
-                    if let Ok(fd) = root.open_dir(&dir, false) {
+                    if let Ok(fd) = root.open_dir(&dir, None) {
                         for name in names {
                             let _ = ProjectRoot::unlink_in(&fd, &name);
                         }
@@ -614,7 +635,7 @@ fn is_change(action: Action) -> bool {
 /// Descends through directory descriptors, one component at a time; a symlink, file or special
 /// file on the way ends the search.
 fn obstacle(root: &ProjectRoot, path: &BStr, deleting: &HashSet<&BStr>) -> io::Result<Obstacle> {
-    let mut dir = root.open_dir(b"", false)?;
+    let mut dir = root.open_dir(b"", None)?;
     let names: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
     for (i, name) in names.iter().enumerate() {
         let walked = path[..names[..=i].iter().map(|n| n.len() + 1).sum::<usize>() - 1].as_bstr();
@@ -668,17 +689,24 @@ fn holds_only(root: &ProjectRoot, dir: &BStr, deleting: &HashSet<&BStr>) -> io::
 /// Write `data` for `path` (a file, or a symlink's target) to temp name `temp` in its
 /// directory, creating missing directories; returns the directory. Permission bits: a file
 /// that exists keeps its own, narrowed to those the target recorded (`recorded`, for a file
-/// that was narrower than 0644 then); a new one gets the recorded bits, else 0666 or 0777 less
-/// the umask. The exec bits follow the snapshot, as in git. So a restored file is never more
+/// that was narrower than 0644 then); a new one gets the recorded bits, else 0644 or 0755 less
+/// the umask (git's modes: never wider under a loose umask). The exec bits follow the snapshot, as in git. So a restored file is never more
 /// permissive than it was, nor than it is.
 fn stage(
     root: &ProjectRoot,
     path: &BStr,
-    (side, recorded): (Side, Option<u32>),
+    (side, sight): (Side, &Visibility),
     data: &[u8],
     temp: &[u8],
 ) -> io::Result<OwnedFd> {
-    let (dir, name) = root.parent(path, true)?;
+    // A missing directory is made as private as the target recorded it, else 0755.
+    let dir_mode = |dir: &[u8]| {
+        let mut key = BString::from(dir);
+        key.push(b'/');
+        sight.mode_of(key.as_ref()).unwrap_or(0o755)
+    };
+    let (dir, name) = root.parent(path, Some(&dir_mode))?;
+    let recorded = sight.mode_of(path);
     if side.is_link() {
         ProjectRoot::symlink_temp(&dir, temp, data)?;
         return Ok(dir);
@@ -694,8 +722,8 @@ fn stage(
     let perm = match (existing, recorded) {
         (Some(mode), recorded) => Perm::Exact(with_exec(mode & recorded.unwrap_or(0o7777))),
         (None, Some(mode)) => Perm::Exact(with_exec(mode)),
-        (None, None) if executable => Perm::LessUmask(0o777),
-        (None, None) => Perm::LessUmask(0o666),
+        (None, None) if executable => Perm::LessUmask(0o755),
+        (None, None) => Perm::LessUmask(0o644),
     };
     ProjectRoot::write_temp(&dir, temp, data, perm)?;
     Ok(dir)
@@ -736,7 +764,7 @@ fn delete_if_unchanged(
     path: &BStr,
     expected: Option<Side>,
 ) -> io::Result<bool> {
-    let (dir, name) = root.parent(path, false)?;
+    let (dir, name) = root.parent(path, None)?;
     if crate::fs::stat_in(dir.as_fd(), name)?.is_none() {
         return Ok(true);
     }

@@ -56,8 +56,9 @@ pub struct Snapshot {
     pub files: usize,
     /// Everything left out for a reason other than ignore rules, in path order.
     pub skipped: Vec<Skipped>,
-    /// Files whose permission bits are narrower than 0644 (0600, 0640, 0400, ...): recorded
-    /// with the snapshot, so a restore never makes them more permissive than they were.
+    /// Files whose permission bits are narrower than 0644 (0600, 0640, 0400, ...), and
+    /// directories narrower than 0755 (their path ends in `/`): recorded with the snapshot, so
+    /// a restore never makes them more permissive than they were.
     #[serde(skip)]
     pub(crate) private_modes: Vec<(BString, u32)>,
     /// Paths ignored by rules from outside the project (global excludes, `info/exclude`,
@@ -135,6 +136,8 @@ enum Part {
     Dir(usize),
     /// A path ignored by rules from outside the project (after the directory's other parts).
     Hidden(BString),
+    /// This directory's permission bits, narrower than 0755 (after its other parts).
+    PrivateDir(BString, u32),
 }
 
 /// Join the directories' parts, each listed by its job id (the root is 0), into one list of
@@ -144,7 +147,7 @@ fn assemble(
     mut dirs: Vec<Option<Vec<Part>>>,
     files: &mut Vec<FileEntry>,
     skipped: &mut Vec<Skipped>,
-    hidden: &mut Vec<BString>,
+    (hidden, private_dirs): (&mut Vec<BString>, &mut Vec<(BString, u32)>),
 ) {
     let mut take = |id: usize| dirs.get_mut(id).and_then(Option::take).unwrap_or_default();
     let mut stack = vec![take(0).into_iter()];
@@ -153,6 +156,7 @@ fn assemble(
             Some(Part::File(file)) => files.push(file),
             Some(Part::Skipped(skip)) => skipped.push(skip),
             Some(Part::Hidden(path)) => hidden.push(path),
+            Some(Part::PrivateDir(path, perm)) => private_dirs.push((path, perm)),
             Some(Part::Dir(id)) => stack.push(take(id).into_iter()),
             None => {
                 stack.pop();
@@ -384,7 +388,13 @@ impl Store {
         let mut files = Vec::with_capacity(previous.entries().len() + 64);
         let mut skipped = Vec::new();
         let mut hidden_outside = Vec::new();
-        assemble(dirs, &mut files, &mut skipped, &mut hidden_outside);
+        let mut private_dirs = Vec::new();
+        assemble(
+            dirs,
+            &mut files,
+            &mut skipped,
+            (&mut hidden_outside, &mut private_dirs),
+        );
         hidden_outside.sort_unstable();
         hidden_outside.truncate(MAX_RECORDED_HIDDEN);
 
@@ -415,12 +425,17 @@ impl Store {
                 })
             },
         );
-        // Narrower than 0644: a restore must give these back as private as they were.
-        let private_modes = files
+        // Narrower than 0644 (directories: 0755): a restore must make these as private as
+        // they were. A directory's path ends in `/`.
+        let mut private_modes: Vec<(BString, u32)> = files
             .iter()
             .filter(|f| f.mode != Mode::SYMLINK && f.perm & 0o644 != 0o644)
             .map(|f| (f.path.clone(), f.perm))
             .collect();
+        private_modes.extend(private_dirs.into_iter().map(|(mut dir, perm)| {
+            dir.push(b'/');
+            (dir, perm)
+        }));
         Ok(Some(Scanned {
             private_modes,
             hidden_outside,
@@ -794,6 +809,15 @@ impl Walk<'_> {
                 return Ok(skipped(rel, SkipReason::Unreadable, Some(detail)));
             }
         };
+        let mut hidden = Vec::new();
+        // A directory narrower than 0755 (0700, 0750): recorded, so a restore that makes it
+        // again makes it as private. One `fstat`.
+        if let Some(perm) = entries.fd().ok().and_then(|fd| rustix::fs::fstat(fd).ok()) {
+            let perm = perm.st_mode & 0o7777;
+            if !rel.is_empty() && perm & 0o755 != 0o755 {
+                hidden.push(Part::PrivateDir(rel.clone(), perm));
+            }
+        }
         // (path, where its name starts, its type if the directory entry says)
         let mut listed: Vec<(BString, usize, FileType)> = Vec::new();
         let mut gitignore = false;
@@ -824,7 +848,6 @@ impl Walk<'_> {
 
         let mut files = Vec::with_capacity(listed.len());
         let mut dirs = Vec::new();
-        let mut hidden = Vec::new();
         for (child, name_start, file_type) in listed {
             let file_type = match file_type {
                 // Some filesystems leave the type out of directory entries.
@@ -935,7 +958,9 @@ impl Walk<'_> {
             let path = match &part {
                 Part::File(file) => &file.path,
                 Part::Skipped(skip) => &skip.path,
-                Part::Dir(_) | Part::Hidden(_) => unreachable!("files only"),
+                Part::Dir(_) | Part::Hidden(_) | Part::PrivateDir(..) => {
+                    unreachable!("files only")
+                }
             };
             while let Some(dir) = dirs.next_if(|(((dir, ..), _), _)| {
                 gix::objs::tree::name_order(dir, true, path, false).is_le()

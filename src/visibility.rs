@@ -70,8 +70,15 @@ pub(crate) fn record_lines(snapshot: &Snapshot) -> String {
     for path in &snapshot.hidden_outside {
         record_line(&mut out, LEFT_OUT, "ignored", path);
     }
-    for (path, mode) in &snapshot.private_modes {
-        record_line(&mut out, MODE, &format!("{mode:04o}"), path);
+    out.push_str(&mode_lines(snapshot.private_modes.iter().cloned()));
+    out
+}
+
+/// `Rewind-Mode: 0600 <path>` lines for files narrower than 0644.
+pub(crate) fn mode_lines(modes: impl IntoIterator<Item = (BString, u32)>) -> String {
+    let mut out = String::new();
+    for (path, mode) in modes {
+        record_line(&mut out, MODE, &format!("{mode:04o}"), &path);
     }
     out
 }

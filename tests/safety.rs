@@ -894,3 +894,60 @@ fn undo_reports_files_the_turn_made_that_are_out_of_view_now() {
         "and said so: {o}"
     );
 }
+
+#[test]
+fn undo_makes_a_deleted_private_directory_private_again_whatever_the_umask() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("secrets/notes.txt", "api_key=XYZ\n")
+        .chmod("secrets", 0o700);
+    p.file("secrets/deep/more.txt", "m\n")
+        .chmod("secrets/deep", 0o750);
+    p.file("plain.txt", "p\n").chmod("plain.txt", 0o644);
+    p.exec("run.sh", "#!/bin/sh\n").chmod("run.sh", 0o755);
+    begin(&p, "1");
+    fs::remove_dir_all(p.join("secrets")).unwrap();
+    p.remove("plain.txt").remove("run.sh");
+    end(&p, "1");
+    // A loose umask (002) must not widen anything that comes back.
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("umask 002; exec \"$@\"")
+        .arg("sh")
+        .arg(p.rewind_command::<&str>([]).get_program());
+    let rewind = p.rewind_command(["--json", "undo", "--session=s"]);
+    cmd.args(rewind.get_args());
+    for (key, value) in rewind.get_envs() {
+        if let Some(value) = value {
+            cmd.env(key, value);
+        }
+    }
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    run.assert_success();
+    assert_eq!(mode(&p, "secrets"), 0o700, "{run}");
+    assert_eq!(mode(&p, "secrets/deep"), 0o750, "{run}");
+    assert_eq!(mode(&p, "secrets/notes.txt"), 0o644, "{run}");
+    assert_eq!(mode(&p, "plain.txt"), 0o644, "{run}");
+    assert_eq!(mode(&p, "run.sh"), 0o755, "{run}");
+}
+
+#[test]
+fn a_private_file_saved_by_force_comes_back_private() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.git_init()
+        .file("a", "a\n")
+        .file(".env", "OLD\n")
+        .chmod(".env", 0o600);
+    let before = p.track();
+    fs::write(p.join(".git/info/exclude"), ".env\n").unwrap();
+    p.file(".env", "NEWSECRET\n").chmod(".env", 0o600);
+    let o = rwj(&p, &["restore", "--force", &before]);
+    assert_eq!(p.read(".env"), b"OLD\n", "{o}");
+    assert_eq!(mode(&p, ".env"), 0o600, "{o}");
+    let undo = o["undo"].as_str().unwrap().to_string();
+    p.remove(".env");
+    let back = rwj(&p, &["restore", &undo]);
+    assert_eq!(p.read(".env"), b"NEWSECRET\n", "{back}");
+    assert_eq!(mode(&p, ".env"), 0o600, "{back}");
+}
