@@ -428,12 +428,14 @@ impl Store {
                 }
                 match on_disk()? {
                     None => Action::Nothing,
+                    Some(Kind::Symlink) if self.leads_to_rewind_data(root, path) => Action::Kept,
                     Some(Kind::File | Kind::Symlink) => Action::Delete,
                     // Changed since the snapshot a moment ago: not ours to delete.
                     Some(Kind::Dir | Kind::Special) => Action::Conflict,
                 }
             }
             (Some(_), Some(_)) => match on_disk()? {
+                Some(Kind::Symlink) if self.leads_to_rewind_data(root, path) => Action::Conflict,
                 None | Some(Kind::File | Kind::Symlink) => Action::Write,
                 Some(Kind::Dir | Kind::Special) => Action::Conflict,
             },
@@ -443,6 +445,21 @@ impl Store {
                 Obstacle::Kept => Action::Conflict,
             },
         })
+    }
+
+    /// Whether the symlink at `path` leads to rewind's data directory, to something inside
+    /// it, or to a directory holding it (such as `~/.local` in a home directory): never
+    /// deleted or replaced, or the store would be lost from view. Costs a `realpath`.
+    fn leads_to_rewind_data(&self, root: &ProjectRoot, path: &BStr) -> bool {
+        let data = self
+            .git_dir()
+            .parent()
+            .and_then(|d| std::fs::canonicalize(d).ok());
+        let target = std::fs::canonicalize(root.display(path)).ok();
+        match (data, target) {
+            (Some(data), Some(target)) => data.starts_with(&target) || target.starts_with(&data),
+            _ => false,
+        }
     }
 
     /// The project file or symlink at `path`, saved as a blob: (tree entry kind, id). Never

@@ -951,3 +951,21 @@ fn a_private_file_saved_by_force_comes_back_private() {
     assert_eq!(p.read(".env"), b"NEWSECRET\n", "{back}");
     assert_eq!(mode(&p, ".env"), 0o600, "{back}");
 }
+
+#[test]
+fn restore_never_deletes_a_symlink_that_leads_to_the_data_dir() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a\n");
+    let before = p.track();
+    // The data dir is reached from the project through a symlink made after `before`.
+    p.symlink("dlink", &sb.data_dir).file("a", "b\n");
+    p.track();
+    let o = rwj(&p, &["restore", &before]);
+    assert_eq!(strings(&o["kept"]), vec!["dlink"], "{o}");
+    assert_eq!(fs::read_link(p.join("dlink")).unwrap(), sb.data_dir);
+    // The undo point still works.
+    let undo = o["undo"].as_str().unwrap();
+    rwj(&p, &["restore", undo]);
+    assert_eq!(p.read("a"), b"b\n");
+}
