@@ -123,6 +123,22 @@ struct Record {
 }
 
 const SESSIONS: &str = "refs/rewind/sessions";
+/// The key of the lines naming other sessions' heads in a turn's begin and end commits.
+const OTHER_HEAD: &str = "Rewind-Other-Head: ";
+
+/// The `Rewind-Other-Head:` lines of a commit message: each other session's head ref and the
+/// commit it pointed to.
+fn parse_other_heads(message: &[u8]) -> HashMap<String, ObjectId> {
+    message
+        .lines()
+        .filter_map(|line| line.strip_prefix(OTHER_HEAD.as_bytes()))
+        .filter_map(|rest| {
+            let (name, id) = rest.to_str().ok()?.split_once(' ')?;
+            Some((name.to_owned(), ObjectId::from_hex(id.as_bytes()).ok()?))
+        })
+        .collect()
+}
+
 /// The trailer that marks an undo's commit on a session's chain.
 const UNDO_TRAILER: &str = "Rewind-Undo: yes";
 
@@ -283,8 +299,9 @@ impl Store {
         // What the "before" left out is recorded with it (undo never deletes those paths), and
         // which files were private (undo gives them back as private).
         let message = format!(
-            "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}",
+            "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}{}",
             crate::visibility::record_lines(&snapshot),
+            self.other_heads_lines(session)?,
             trailers(session, turn, crate::now()?, None, None)?
         );
         let commit = self.commit(&head, &message, snapshot.hash, parent)?;
@@ -348,6 +365,7 @@ impl Store {
             ));
         }
         message.push('\n');
+        message.push_str(&self.other_heads_lines(session)?);
         message.push_str(&trailers(
             session,
             turn,
@@ -474,7 +492,10 @@ impl Store {
             }
         }
         let chain = self.chain_since(session, undone[0].begin)?;
-        let others = self.changed_by_others(&chain, current)?;
+        let mut others = self.changed_by_others(&chain, current)?;
+        for record in undone {
+            others.extend(self.changed_by_other_sessions(session, record)?);
+        }
         let target = undone[0].before;
         let mut conflicts = Vec::new();
         let mut changes = Vec::new();
@@ -612,6 +633,65 @@ impl Store {
             }
         }
         Ok(others)
+    }
+
+    /// `Rewind-Other-Head:` lines naming every other session's head now: a turn's begin and
+    /// end commits carry them, so an undo can tell what other sessions did meanwhile.
+    fn other_heads_lines(&self, session: &str) -> Result<String> {
+        let own = session_ref(session, "head")?;
+        let mut lines = String::new();
+        for (name, commit) in self.refs_under(&format!("{SESSIONS}/"))? {
+            if name.ends_with("/head") && name != own {
+                lines.push_str(&format!("{OTHER_HEAD}{name} {commit}\n"));
+            }
+        }
+        Ok(lines)
+    }
+
+    /// The paths other sessions' turns and undos changed while turn `record` of `session` was
+    /// open (from its begin to its end, or to now): their end and undo commits between the
+    /// heads its begin and end commits name. A path one of them changed is theirs, so an undo
+    /// of this turn leaves it alone. Costs a walk of each other session's chain over the turn.
+    fn changed_by_other_sessions(
+        &self,
+        session: &str,
+        record: &Record,
+    ) -> Result<HashSet<BString>> {
+        let repo = self.repo();
+        let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
+        let heads_in = |commit: ObjectId| -> Result<HashMap<String, ObjectId>> {
+            let object = repo.find_commit(commit).map_err(|e| store_error(&e))?;
+            Ok(parse_other_heads(object.message_raw_sloppy()))
+        };
+        let at_begin = heads_in(record.begin)?;
+        let at_end = match record.ended_at {
+            Some(_) => heads_in(record.commit)?,
+            None => parse_other_heads(self.other_heads_lines(session)?.as_bytes()),
+        };
+        let mut paths = HashSet::new();
+        for (head, last) in at_end {
+            let first = at_begin.get(&head).copied();
+            let mut next = Some(last);
+            while let Some(commit) = next.filter(|c| Some(*c) != first) {
+                let object = repo.find_commit(commit).map_err(|e| store_error(&e))?;
+                let tree = object.tree_id().map_err(|e| store_error(&e))?.detach();
+                next = object.parent_ids().next().map(|id| id.detach());
+                let kind = ChainKind::of(object.message_raw_sloppy());
+                if let (ChainKind::End | ChainKind::Undo, Some(parent)) = (kind, next) {
+                    let before = repo
+                        .find_commit(parent)
+                        .and_then(|p| p.tree_id())
+                        .map_err(|e| store_error(&e))?
+                        .detach();
+                    paths.extend(
+                        tree_changes(&repo, before, tree)?
+                            .into_iter()
+                            .map(|c| c.path),
+                    );
+                }
+            }
+        }
+        Ok(paths)
     }
 
     /// Append the undo to the session's chain: a commit of what the session left, `base` (its

@@ -969,3 +969,55 @@ fn restore_never_deletes_a_symlink_that_leads_to_the_data_dir() {
     rwj(&p, &["restore", undo]);
     assert_eq!(p.read("a"), b"b\n");
 }
+
+// ---------------------------------------------------------------------------
+// Two sessions on one project: an undo in one never reverts the other's work silently
+// ---------------------------------------------------------------------------
+
+fn turn(p: &TestProject, what: &str, session: &str, turn: &str) -> Value {
+    rwj(
+        p,
+        &[
+            "turn",
+            what,
+            &format!("--session={session}"),
+            &format!("--turn={turn}"),
+        ],
+    )
+}
+
+#[test]
+fn undo_in_one_session_leaves_a_turn_of_another_session_made_meanwhile() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("x", "base\n").file("y", "base\n");
+    turn(&p, "begin", "A", "1");
+    turn(&p, "begin", "B", "1");
+    p.file("y", "B2\n");
+    turn(&p, "end", "B", "1"); // B's whole turn inside A's
+    p.file("x", "A1\n");
+    turn(&p, "end", "A", "1");
+    let o = rwj(&p, &["undo", "--session=A"]);
+    assert_eq!(p.read("x"), b"base\n", "{o}");
+    assert_eq!(p.read("y"), b"B2\n", "B's finished work stays: {o}");
+    assert_eq!(strings(&o["conflicts"]), vec!["y"], "{o}");
+}
+
+#[test]
+fn undo_in_one_session_does_not_bring_back_what_another_session_undid_meanwhile() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("x", "base\n").file("y", "base\n");
+    turn(&p, "begin", "B", "1");
+    p.file("y", "B-bad\n");
+    turn(&p, "end", "B", "1");
+    turn(&p, "begin", "A", "1");
+    rwj(&p, &["undo", "--session=B"]);
+    assert_eq!(p.read("y"), b"base\n");
+    p.file("x", "A1\n");
+    turn(&p, "end", "A", "1");
+    let o = rwj(&p, &["undo", "--session=A"]);
+    assert_eq!(p.read("x"), b"base\n", "{o}");
+    assert_eq!(p.read("y"), b"base\n", "B's undo stays: {o}");
+    assert_eq!(strings(&o["conflicts"]), vec!["y"], "{o}");
+}
