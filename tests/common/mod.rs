@@ -1232,6 +1232,11 @@ impl XorShift {
         XorShift(seed | 1)
     }
 
+    /// A generator for a fixed `seed` (the caller prints and documents it).
+    pub fn seeded(seed: u64) -> Self {
+        XorShift(seed.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
     pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
