@@ -792,16 +792,20 @@ impl<'a> Model<'a> {
             .collect();
         self.snapshots.push(hash.clone());
         assert_tree_complete(self.sb, &self.store, &hash);
-        // The oracle cannot name non-UTF-8 paths; rewind's too_large/special_file/unreadable
-        // leave-outs are left out of git's tree too.
+        // Rewind's too_large/special_file/unreadable leave-outs are left out of git's tree too,
+        // through the oracle's info/exclude. That cannot name a non-UTF-8 path or one with a
+        // newline, and a `!` rule in .gitignore outranks it: then there is no oracle.
         let excludes: Vec<&str> = skipped_paths.iter().map(String::as_str).collect();
-        if excludes.iter().all(|e| !e.contains('\u{fffd}')) {
+        let negated = fs::read(self.root.join(".gitignore"))
+            .is_ok_and(|t| t.split(|&b| b == b'\n').any(|l| l.starts_with(b"!")));
+        let expressible = excludes.iter().all(|e| !e.contains(['\u{fffd}', '\n']));
+        if expressible && (excludes.is_empty() || !negated) {
             let want = git_tree(self.sb, &self.root, &excludes);
             if want.id != hash {
                 let got = self.sb.git_in_run(&self.store, ["ls-tree", "-r", &hash]);
                 self.violation(format!(
-                    "track: rewind's tree {hash} differs from git's {}\nrewind:\n{}\ngit:\n{}",
-                    want.id, got.stdout, want.listing
+                    "track: rewind's tree {hash} differs from git's {} (left out: {:?})\nrewind:\n{}git:\n{}",
+                    want.id, excludes, got.stdout, want.listing
                 ));
             }
         }
@@ -941,7 +945,12 @@ impl<'a> Model<'a> {
                 .cloned()
                 .unwrap_or_else(|| PathBuf::from(r));
             let was = ver_at(&before, &p);
-            if !force && was != ver_at(&agent.last_after, &p) && was != ver_at(&agent.expected, &p)
+            // (Re-creating a path someone deleted loses nothing; rewind cannot tell a deletion
+            // from the agent leaving something no snapshot holds, such as a FIFO.)
+            if !force
+                && was.is_some()
+                && was != ver_at(&agent.last_after, &p)
+                && was != ver_at(&agent.expected, &p)
             {
                 problems.push(format!(
                     "{}: someone else's version ({}) replaced without --force (the agent left {})",
@@ -1048,5 +1057,209 @@ fn random_user_and_agent_actions_never_lose_a_byte() {
         m.violations.len(),
         m.seed,
         m.violations.join("\n")
+    );
+}
+
+/// The non-directory entries of a listing, as versions (what "no byte lost" compares).
+fn versions(l: &Listing) -> BTreeMap<PathBuf, Ver> {
+    l.iter()
+        .filter_map(|(p, e)| ver_of(e).map(|v| (p.clone(), v)))
+        .collect()
+}
+
+/// Lists every path whose version differs between `want` and `got`.
+fn version_diff(want: &Listing, got: &Listing) -> Vec<String> {
+    let (want, got) = (versions(want), versions(got));
+    let mut diffs = Vec::new();
+    for (p, w) in &want {
+        let g = got.get(p).cloned();
+        if g.as_ref() != Some(w) {
+            diffs.push(format!(
+                "{}: {} (was {})",
+                qp(p),
+                short(&g),
+                short(&Some(w.clone()))
+            ));
+        }
+    }
+    for (p, g) in &got {
+        if !want.contains_key(p) {
+            diffs.push(format!(
+                "{}: {} (was absent)",
+                qp(p),
+                short(&Some(g.clone()))
+            ));
+        }
+    }
+    diffs
+}
+
+/// The commit `refs/rewind/undo` names, if any.
+fn undo_ref(sb: &Sandbox, store: &Path) -> Option<String> {
+    let run = sb.git_in_run(store, ["rev-parse", "-q", "--verify", "refs/rewind/undo"]);
+    run.status.success().then(|| run.stdout.trim().to_string())
+}
+
+/// A project of a few hundred files with everything rewind must leave alone: an ignored file,
+/// a file over the size cap, a nested repository, a FIFO, a symlink out of the project.
+fn kill_test_project(sb: &Sandbox) -> TestProject<'_> {
+    let p = sb.project("p");
+    fs::create_dir_all(sb.root.join("outside")).unwrap();
+    fs::write(sb.root.join("outside/secret"), b"outside bytes\n").unwrap();
+    for d in 0..5 {
+        for f in 0..40 {
+            p.file(format!("d{d}/f{f}.txt"), format!("original {d}/{f}\n"));
+        }
+    }
+    p.file(".gitignore", "*.log\n")
+        .file("keep.log", "ignored bytes\n")
+        .file("swap", "a file that becomes a directory\n")
+        .file("nested/inner.txt", "nested repo file\n")
+        .symlink("link", "../outside/secret")
+        .fifo("pipe");
+    p.sb.git(Some(&p.join("nested")), ["init", "-q"]);
+    fs::write(p.join("big.bin"), filler(BIG, 3)).unwrap();
+    p
+}
+
+/// Edits, deletes, adds and swaps about half of the kill-test project's files.
+fn kill_test_changes(p: &TestProject, round: &str) {
+    for d in 0..5 {
+        for f in 0..40 {
+            let rel = format!("d{d}/f{f}.txt");
+            match f % 5 {
+                0 | 3 => {
+                    p.file(&rel, format!("{round} edit {d}/{f}\n"));
+                }
+                1 if p.join(&rel).exists() => {
+                    p.remove(&rel);
+                }
+                1 => {
+                    p.file(&rel, format!("{round} re-created {d}/{f}\n"));
+                }
+                _ => {}
+            }
+        }
+        p.file(format!("d{d}/new-{round}.txt"), format!("{round} new\n"));
+    }
+    if p.join("swap").is_file() {
+        p.remove("swap").file("swap/inner.txt", "swapped in\n");
+    } else {
+        p.remove("swap").file("swap", "swapped back\n");
+    }
+}
+
+/// Runs rewind under strace, killed (SIGKILL) at the `when`-th `syscall` of any thread;
+/// returns whether it was killed.
+fn run_killed(sb: &Sandbox, project: &Path, args: &[&str], syscall: &str, when: u64) -> bool {
+    let mut cmd = sb.isolated("strace");
+    cmd.env("RUST_BACKTRACE", "1")
+        .current_dir(&sb.root)
+        .args(["-f", "-qq", "-o", "/dev/null", "-e"])
+        .arg(format!("inject={syscall}:signal=KILL:when={when}"))
+        .arg(rewind_bin())
+        .arg("--data-dir")
+        .arg(&sb.data_dir)
+        .arg("-C")
+        .arg(project)
+        .args(args);
+    let run = run_with_deadline(&mut cmd, DEADLINE);
+    assert_no_panic(&run);
+    assert!(
+        !run.stderr.contains("strace:"),
+        "strace could not run the injection: {run}"
+    );
+    match run.code() {
+        Some(0) => false,
+        Some(137) | None => true,
+        _ => panic!(
+            "`rewind {}` failed without being killed: {run}",
+            args.join(" ")
+        ),
+    }
+}
+
+#[test]
+fn kill_9_during_restore_and_undo_leaves_the_project_recoverable() {
+    let strace = Command::new("strace").arg("-V").output();
+    assert!(
+        strace.is_ok_and(|o| o.status.success()),
+        "strace is required for this test (apt-get install strace)"
+    );
+    let seed = std::env::var("REWIND_TEST_SEED")
+        .ok()
+        .map(|s| s.parse().expect("REWIND_TEST_SEED must be a number"))
+        .unwrap_or(DEFAULT_SEED);
+    eprintln!("kill seed: {seed} (REWIND_TEST_SEED replays it)");
+    let mut rng = XorShift::seeded(seed);
+    let sb = Sandbox::new();
+    let p = kill_test_project(&sb);
+    let store = p.store();
+    let outside = fs_snapshot(&sb.root.join("outside"));
+    let original = p.track();
+    kill_test_changes(&p, "user");
+    // The agent's turn, for undo.
+    p.rewind(["turn", "begin", "--session", "s", "--turn", "1"])
+        .assert_success();
+    kill_test_changes(&p, "agent");
+    p.rewind(["turn", "end", "--session", "s", "--turn", "1"])
+        .assert_success();
+
+    let ops: [&[&str]; 2] = [
+        &["restore", &original],
+        &["undo", "--session", "s", "--force"],
+    ];
+    let mut killed_rounds = 0;
+    for round in 0..16 {
+        let args = ops[round % 2];
+        let (syscall, when) = match rng.below(3) {
+            0 => ("unlink", 1 + rng.below(45)),
+            1 => ("rmdir", 1 + rng.below(2)),
+            _ => ("renameat", 1 + rng.below(120)),
+        };
+        let what = format!(
+            "round {round} (seed {seed}): `rewind {}` killed at {syscall} #{when}",
+            args.join(" ")
+        );
+        let before = fs_snapshot(&p.path);
+        let undo_before = undo_ref(&sb, &store);
+        let killed = run_killed(&sb, &p.path, args, syscall, when);
+        killed_rounds += usize::from(killed);
+        eprintln!("{what}: {}", if killed { "killed" } else { "completed" });
+        assert_fsck_clean(&sb, &store);
+        assert_eq!(
+            fs_snapshot(&sb.root.join("outside")),
+            outside,
+            "{what}: changed a file outside the project"
+        );
+        let undo_after = undo_ref(&sb, &store);
+        if undo_after == undo_before {
+            let diffs = version_diff(&before, &fs_snapshot(&p.path));
+            assert!(
+                diffs.is_empty(),
+                "{what}: no undo point was recorded, yet the project changed:\n{}",
+                diffs.join("\n")
+            );
+            continue;
+        }
+        let undo = undo_after.unwrap();
+        let tree = sb.git_in(&store, ["rev-parse", &format!("{undo}^{{tree}}")]);
+        let back = p.rewind(["restore", tree.trim()]);
+        assert!(
+            back.status.success(),
+            "{what}: `rewind restore {}` (the recorded undo point) failed: {back}",
+            tree.trim()
+        );
+        let diffs = version_diff(&before, &fs_snapshot(&p.path));
+        assert!(
+            diffs.is_empty(),
+            "{what}: restoring the recorded undo point {} did not bring the project back:\n{}",
+            tree.trim(),
+            diffs.join("\n")
+        );
+    }
+    assert!(
+        killed_rounds >= 8,
+        "only {killed_rounds} of 16 runs were killed: the injection points miss the operations"
     );
 }
