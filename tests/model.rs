@@ -46,6 +46,7 @@ const BIG: usize = 3 << 20;
 const NAMES: &[&[u8]] = &[
     b"a.txt",
     b"b.log",
+    b"d",
     b"d/x.txt",
     b"d/e",
     b"d/e/y.txt",
@@ -507,7 +508,21 @@ impl<'a> Model<'a> {
             OsStr::new("--json"),
         ]);
         cmd.args(args);
-        let run = run_with_deadline(&mut cmd, DEADLINE);
+        // A hang is a violation like any other: reported with the seed and the action log.
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_with_deadline(&mut cmd, DEADLINE)
+        }));
+        let run = match caught {
+            Ok(run) => run,
+            Err(_) => {
+                self.log.push(format!("{line}   # hangs"));
+                self.violation(format!("{line} hangs (killed after {DEADLINE:?})"));
+                return (
+                    run_with_deadline(&mut Command::new("false"), DEADLINE),
+                    None,
+                );
+            }
+        };
         line.push_str(&format!("   # exit {:?}", run.code()));
         self.log.push(line);
         assert_no_panic(&run);
@@ -582,9 +597,13 @@ impl<'a> Model<'a> {
     ) {
         let undo_tree = undo.map(|u| self.tree(u));
         let is_reported = |p: &Path| reported.contains(&lossy(p));
-        let holds_reported = |p: &Path| {
+        // A directory may come or go only on the way to a reported path, or below one (a
+        // file written where a directory of empty directories stood).
+        let dir_may_change = |p: &Path| {
             let prefix = format!("{}/", lossy(p));
-            p.as_os_str().is_empty() || reported.iter().any(|r| r.starts_with(&prefix))
+            p.as_os_str().is_empty()
+                || reported.iter().any(|r| r.starts_with(&prefix))
+                || p.ancestors().any(is_reported)
         };
         let mut problems = Vec::new();
         for (p, b) in before {
@@ -601,7 +620,7 @@ impl<'a> Model<'a> {
                 continue;
             }
             if b.kind == 'd' {
-                if !is_reported(p) && !holds_reported(p) {
+                if !dir_may_change(p) {
                     problems.push(format!(
                         "directory {} changed (now {:?}), but no path in it was reported",
                         qp(p),
@@ -640,7 +659,7 @@ impl<'a> Model<'a> {
                 continue;
             }
             let ok = if a.kind == 'd' {
-                is_reported(p) || holds_reported(p)
+                dir_may_change(p)
             } else {
                 is_reported(p)
             };
