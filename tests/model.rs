@@ -151,6 +151,16 @@ fn lossy(p: &Path) -> String {
     String::from_utf8_lossy(p.as_os_str().as_bytes()).into_owned()
 }
 
+/// The path a (lossy) reported name stands for, found in either listing.
+fn path_named(reported: &str, before: &Listing, after: &Listing) -> PathBuf {
+    before
+        .keys()
+        .chain(after.keys())
+        .find(|p| lossy(p) == reported)
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from(reported))
+}
+
 /// One entry of a stored tree.
 struct TreeEntry {
     mode: String,
@@ -751,6 +761,36 @@ impl<'a> Model<'a> {
         Some((outcome, before, after))
     }
 
+    /// Sometimes goes straight back with `restore <undo id>` after `o`, and checks that every
+    /// path `o` reported is as it was before `o` (unless the way back reports a conflict there).
+    fn round_trip(&mut self, op: &str, o: &Outcome, before: &Listing) {
+        if (o.written.is_empty() && o.deleted.is_empty()) || !self.chance(30) {
+            return;
+        }
+        let args = vec!["restore".into(), o.undo.clone().into()];
+        let Some((back, _, after)) = self.changing_op(args) else {
+            return self.violation(format!("{op}: `restore {}` (its undo id) failed", o.undo));
+        };
+        let mut problems = Vec::new();
+        for r in o.written.iter().chain(&o.deleted) {
+            if back.conflicts.contains(r) {
+                continue;
+            }
+            let p = path_named(r, before, &after);
+            let (was, now) = (ver_at(before, &p), ver_at(&after, &p));
+            if was != now {
+                problems.push(format!("{}: {} (was {})", qp(&p), short(&now), short(&was)));
+            }
+        }
+        if !problems.is_empty() {
+            self.violation(format!(
+                "{op}, then `restore {}` (its undo id) did not bring back:\n  {}",
+                o.undo,
+                problems.join("\n  ")
+            ));
+        }
+    }
+
     fn describe(&self, args: &[OsString]) -> String {
         let parts: Vec<String> = args.iter().map(|a| q(a.as_bytes())).collect();
         format!("rewind {}", parts.join(" "))
@@ -844,10 +884,11 @@ impl<'a> Model<'a> {
             args.push("--force".into());
         }
         let op = self.describe(&args);
-        if let Some((o, _, after)) = self.changing_op(args) {
+        if let Some((o, before, after)) = self.changing_op(args) {
             if o.conflicts.is_empty() && o.failed == 0 {
                 self.check_gives_target(&op, &target, &o.undo, &after, None);
             }
+            self.round_trip(&op, &o, &before);
         }
     }
 
@@ -868,12 +909,12 @@ impl<'a> Model<'a> {
         let mut args: Vec<OsString> = vec!["revert".into(), target.clone().into(), "--".into()];
         args.extend(names.iter().map(|n| n.clone().into_os_string()));
         let op = self.describe(&args);
-        if let Some((o, _, after)) = self.changing_op(args) {
+        if let Some((o, before, after)) = self.changing_op(args) {
             if o.conflicts.is_empty() && o.failed == 0 {
-                // Earlier names win; the names here never overlap in a way that matters for
-                // the target's content (one target for all).
+                // One target for all names, so overlapping names agree.
                 self.check_gives_target(&op, &target, &o.undo, &after, Some(&names));
             }
+            self.round_trip(&op, &o, &before);
         }
     }
 
@@ -957,12 +998,7 @@ impl<'a> Model<'a> {
         let agent = self.agents.get(session).unwrap();
         let mut problems = Vec::new();
         for r in o.written.iter().chain(&o.deleted) {
-            let p = before
-                .keys()
-                .chain(after.keys())
-                .find(|p| lossy(p) == *r)
-                .cloned()
-                .unwrap_or_else(|| PathBuf::from(r));
+            let p = path_named(r, &before, &after);
             let was = ver_at(&before, &p);
             // (Re-creating a path someone deleted loses nothing; rewind cannot tell a deletion
             // from the agent leaving something no snapshot holds, such as a FIFO.)
@@ -995,15 +1031,13 @@ impl<'a> Model<'a> {
         }
         let agent = self.agents.get_mut(session).unwrap();
         for r in o.written.iter().chain(&o.deleted) {
-            for p in after.keys().chain(before.keys()) {
-                if lossy(p) == *r {
-                    match after.get(p) {
-                        Some(e) => agent.expected.insert(p.clone(), e.clone()),
-                        None => agent.expected.remove(p),
-                    };
-                }
-            }
+            let p = path_named(r, &before, &after);
+            match after.get(&p) {
+                Some(e) => agent.expected.insert(p, e.clone()),
+                None => agent.expected.remove(&p),
+            };
         }
+        self.round_trip(&op, &o, &before);
     }
 
     fn step(&mut self) {
