@@ -543,11 +543,12 @@ impl<'a> Model<'a> {
         (run, json)
     }
 
+    /// The whole project with contents (one read of every file, 3 MiB ones included).
     fn listing(&self) -> Listing {
         fs_snapshot(&self.root)
     }
 
-    /// Every non-tree entry of `tree` in the store.
+    /// Every non-tree entry of `tree` in the store (one `git ls-tree`).
     fn tree(&self, tree: &str) -> BTreeMap<PathBuf, TreeEntry> {
         let run = self
             .sb
@@ -573,7 +574,7 @@ impl<'a> Model<'a> {
         out
     }
 
-    /// What `entry` of a stored tree holds.
+    /// What `entry` of a stored tree holds (one `git cat-file`).
     fn stored_ver(&self, entry: &TreeEntry) -> Option<Ver> {
         let blob = self
             .sb
@@ -596,7 +597,8 @@ impl<'a> Model<'a> {
     }
 
     /// The frame rule around one operation (see the module docs). `reported`: lossy
-    /// project-relative paths the operation says it wrote or deleted.
+    /// project-relative paths the operation says it wrote or deleted. Costs one `ls-tree` and a
+    /// `cat-file` per changed path, on top of the two listings.
     fn check_frame(
         &mut self,
         op: &str,
@@ -1094,8 +1096,26 @@ fn random_user_and_agent_actions_never_lose_a_byte() {
         .ok()
         .map(|s| s.parse().expect("REWIND_MODEL_STEPS must be a number"))
         .unwrap_or(DEFAULT_STEPS);
-    for _ in 0..steps {
-        m.step();
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for _ in 0..steps {
+            m.step();
+        }
+    }));
+    if let Err(panic) = run {
+        // Violations print the log themselves; any other failure gets it here.
+        let text = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .unwrap_or_default();
+        if !text.contains("NO-BYTE-LOST VIOLATION") {
+            eprintln!(
+                "seed {} (REWIND_TEST_SEED={} replays); actions so far:\n{}",
+                m.seed,
+                m.seed,
+                m.log.join("\n")
+            );
+        }
+        std::panic::resume_unwind(panic);
     }
     if m.open.is_some() {
         m.end_turn();
