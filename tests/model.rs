@@ -77,7 +77,7 @@ const LINK_TARGETS: &[&str] = &[
 /// Action classes; `REWIND_MODEL_SKIP` may leave some out while hunting further bugs.
 const CLASSES: &[&str] = &[
     "ignore", "git", "nested", "symlink", "fifo", "big", "odd", "chmod", "undo", "restore",
-    "revert", "force",
+    "revert", "force", "midturn",
 ];
 
 /// What a path holds, as far as "no byte lost" is concerned (git keeps only the exec bit).
@@ -1004,7 +1004,10 @@ impl<'a> Model<'a> {
             let was = ver_at(&before, &p);
             // (Re-creating a path someone deleted loses nothing; rewind cannot tell a deletion
             // from the agent leaving something no snapshot holds, such as a FIFO.)
+            // While the session's turn is open, everything on disk is the agent's.
+            let open = self.open.as_ref().is_some_and(|o| o.0 == session);
             if !force
+                && !open
                 && was.is_some()
                 && was != ver_at(&agent.last_after, &p)
                 && was != ver_at(&agent.expected, &p)
@@ -1044,9 +1047,15 @@ impl<'a> Model<'a> {
 
     fn step(&mut self) {
         if self.open.is_some() {
-            match self.rng.below(10) {
-                0..=6 => self.file_action(),
-                7 => {
+            match self.rng.below(20) {
+                0..=13 => self.file_action(),
+                14 if self.on("midturn") => match self.rng.below(3) {
+                    0 if self.on("restore") => self.restore(),
+                    1 if self.on("revert") => self.revert(),
+                    _ if self.on("undo") => self.undo(),
+                    _ => {}
+                },
+                15..=16 => {
                     let rel = self.pick_name();
                     let (session, id) = {
                         let o = self.open.as_ref().unwrap();
