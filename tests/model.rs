@@ -3,16 +3,19 @@
 //! `random_user_and_agent_actions_never_lose_a_byte` drives the `rewind` binary through random
 //! sequences of user and agent actions on a temp project (files, modes, ignore rules, the
 //! project's own git, nested repositories, file/dir/symlink swaps, FIFOs, big files, odd names)
-//! interleaved with turns, `undo`, `restore`, `revert` and `restore <undo id>`. After every
+//! interleaved with turns, `undo`, `restore`, `revert` and `restore <undo id>` (also while a
+//! turn is open). After every
 //! rewind operation it asserts the frame rule: every entry that was on disk just before is
 //! byte-identical afterwards unless the operation reported the path (written, restored or
 //! deleted), and every reported path's old version is readable from the operation's undo id.
 //! It also checks what each operation promises (a complete restore gives the snapshot; undo
-//! brings a path to its state before the turn and leaves someone else's edits alone), that
-//! nothing outside the project changes, and that snapshots equal git's tree.
+//! brings a path to its state before the turn and leaves someone else's edits alone;
+//! `restore <undo id>` right after an operation puts back every path it reported), that
+//! nothing outside the project changes, that no command hangs, and that snapshots equal git's
+//! tree.
 //!
 //! `kill_9_during_restore_and_undo_leaves_the_project_recoverable` kills `restore` and `undo`
-//! at a random rename or unlink (strace fault injection) and checks that the undo id recorded
+//! at a random rename, unlink or rmdir (strace fault injection) and checks that the undo id recorded
 //! in `refs/rewind/undo` brings back every byte, and that the store stays fsck-clean.
 //!
 //! Seeds: fixed by default, `REWIND_TEST_SEED=<n>` replays another one; `REWIND_MODEL_STEPS=<n>`
