@@ -35,12 +35,15 @@ use std::time::Duration;
 
 use common::*;
 
-/// Seed used when `REWIND_TEST_SEED` is not set (CI runs this one).
-const DEFAULT_SEED: u64 = 0x5eed_0012;
-/// Steps of the default run (about 20 s in a debug build on 2 cores).
-const DEFAULT_STEPS: usize = 400;
-/// No rewind command may take longer than this on a project of a few files.
-const DEADLINE: Duration = Duration::from_secs(30);
+/// Seed used when `REWIND_TEST_SEED` is not set (CI runs this one). Against the build of
+/// 2026-11-30 its run meets the `--force` hang, undo deleting a file that existed before the
+/// turn, and `restore <undo id>` not going back (docs/faults.md), so a fix of one still leaves
+/// the others to fail on.
+const DEFAULT_SEED: u64 = 4;
+/// Steps of the default run (about 20 s in a debug build on 2 cores, plus 10 s per hang).
+const DEFAULT_STEPS: usize = 450;
+/// No rewind command may take longer than this on a project of a few files (they take < 1 s).
+const DEADLINE: Duration = Duration::from_secs(10);
 /// A file over rewind's default size cap (2 MiB).
 const BIG: usize = 3 << 20;
 
