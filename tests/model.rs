@@ -1,0 +1,1353 @@
+//! Model-based "no byte lost" property tests (docs/faults.md, "Model-based tests").
+//!
+//! `random_user_and_agent_actions_never_lose_a_byte` drives the `rewind` binary through random
+//! sequences of user and agent actions on a temp project (files, modes, ignore rules, the
+//! project's own git, nested repositories, file/dir/symlink swaps, FIFOs, big files, odd names)
+//! interleaved with turns, `undo`, `restore`, `revert` and `restore <undo id>` (also while a
+//! turn is open). After every
+//! rewind operation it asserts the frame rule: every entry that was on disk just before is
+//! byte-identical afterwards unless the operation reported the path (written, restored or
+//! deleted), and every reported path's old version is readable from the operation's undo id.
+//! It also checks what each operation promises (a complete restore gives the snapshot; undo
+//! brings a path to its state before the turn and leaves someone else's edits alone;
+//! `restore <undo id>` right after an operation puts back every path it reported), that
+//! nothing outside the project changes, that no command hangs, and that snapshots equal git's
+//! tree.
+//!
+//! `kill_9_during_restore_and_undo_leaves_the_project_recoverable` kills `restore` and `undo`
+//! at a random rename, unlink or rmdir (strace fault injection) and checks that the undo id recorded
+//! in `refs/rewind/undo` brings back every byte, and that the store stays fsck-clean.
+//!
+//! Seeds: fixed by default, `REWIND_TEST_SEED=<n>` replays another one; `REWIND_MODEL_STEPS=<n>`
+//! runs longer. `REWIND_MODEL_SKIP=ignore,git,...` (bug hunting only) leaves action classes out;
+//! `REWIND_MODEL_KEEP_GOING=1` lists every violation instead of stopping at the first.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+/// Seed used when `REWIND_TEST_SEED` is not set (CI runs this one). Against the build of
+/// 2026-11-30 its run meets the `--force` hang, undo deleting a file that existed before the
+/// turn, and `restore <undo id>` not going back (docs/faults.md), so a fix of one still leaves
+/// the others to fail on.
+const DEFAULT_SEED: u64 = 4;
+/// Steps of the default run (about 20 s in a debug build on 2 cores, plus 10 s per hang).
+const DEFAULT_STEPS: usize = 450;
+/// No rewind command may take longer than this on a project of a few files (they take < 1 s).
+const DEADLINE: Duration = Duration::from_secs(10);
+/// A file over rewind's default size cap (2 MiB).
+const BIG: usize = 3 << 20;
+
+/// Paths the actions pick from: swaps (`x` file or dir, `d/e` file or dir), odd names, a big
+/// file, a symlink slot, the nested repository's directory.
+const NAMES: &[&[u8]] = &[
+    b"a.txt",
+    b"b.log",
+    b"d",
+    b"d/x.txt",
+    b"d/e",
+    b"d/e/y.txt",
+    b"sp ace",
+    b"new\nline",
+    b"bin\xff.dat",
+    b"sub/f.txt",
+    b"big.bin",
+    b"lnk",
+    b"x",
+    b"x/inner",
+];
+
+/// Patterns the ignore actions toggle in `.gitignore`.
+const PATTERNS: &[&str] = &[
+    "*.log", "a.txt", "d/", "big.bin", "x", "sp ace", "!b.log", "sub/", "e/", "*.dat", "lnk",
+];
+
+/// Symlink targets: inside, outside the project, absolute, dangling, a directory.
+const LINK_TARGETS: &[&str] = &[
+    "a.txt",
+    "../outside/secret",
+    "/etc/hostname",
+    "nowhere",
+    "d",
+];
+
+/// Action classes; `REWIND_MODEL_SKIP` may leave some out while hunting further bugs.
+const CLASSES: &[&str] = &[
+    "ignore", "git", "nested", "symlink", "fifo", "big", "odd", "chmod", "undo", "restore",
+    "revert", "force", "midturn",
+];
+
+/// What a path holds, as far as "no byte lost" is concerned (git keeps only the exec bit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ver {
+    File { exec: bool, bytes: Vec<u8> },
+    Link(Vec<u8>),
+    Special,
+}
+
+fn ver_of(e: &FsEntry) -> Option<Ver> {
+    match e.kind {
+        'f' => Some(Ver::File {
+            exec: e.mode & 0o100 != 0,
+            bytes: e.content.clone().unwrap(),
+        }),
+        'l' => Some(Ver::Link(
+            e.link.as_ref().unwrap().as_os_str().as_bytes().to_vec(),
+        )),
+        'd' => None,
+        _ => Some(Ver::Special),
+    }
+}
+
+fn short(v: &Option<Ver>) -> String {
+    match v {
+        None => "absent".into(),
+        Some(Ver::File { exec, bytes }) => format!(
+            "file{} {:?}",
+            if *exec { "(+x)" } else { "" },
+            String::from_utf8_lossy(&bytes[..bytes.len().min(40)])
+        ),
+        Some(Ver::Link(t)) => format!("symlink -> {:?}", String::from_utf8_lossy(t)),
+        Some(Ver::Special) => "special file".into(),
+    }
+}
+
+type Listing = BTreeMap<PathBuf, FsEntry>;
+
+fn ver_at(l: &Listing, p: &Path) -> Option<Ver> {
+    l.get(p).and_then(ver_of)
+}
+
+/// Quotes bytes for a shell command line (`$'...'` when not plain).
+fn q(b: &[u8]) -> String {
+    if !b.is_empty()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"./_-".contains(c))
+    {
+        return String::from_utf8(b.to_vec()).unwrap();
+    }
+    let mut s = String::from("$'");
+    for &c in b {
+        match c {
+            b'\'' => s.push_str("\\'"),
+            b'\\' => s.push_str("\\\\"),
+            b'\n' => s.push_str("\\n"),
+            0x20..=0x7e => s.push(c as char),
+            _ => s.push_str(&format!("\\x{c:02x}")),
+        }
+    }
+    s.push('\'');
+    s
+}
+
+fn qp(p: &Path) -> String {
+    q(p.as_os_str().as_bytes())
+}
+
+fn lossy(p: &Path) -> String {
+    String::from_utf8_lossy(p.as_os_str().as_bytes()).into_owned()
+}
+
+/// The path a (lossy) reported name stands for, found in either listing.
+fn path_named(reported: &str, before: &Listing, after: &Listing) -> PathBuf {
+    before
+        .keys()
+        .chain(after.keys())
+        .find(|p| lossy(p) == reported)
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from(reported))
+}
+
+/// One entry of a stored tree.
+struct TreeEntry {
+    mode: String,
+    oid: String,
+}
+
+/// A recorded turn: its session and id, and the project on disk when it began.
+struct TurnRec {
+    session: &'static str,
+    id: String,
+    begin: Listing,
+}
+
+/// Per session: the disk when its last turn ended, and that minus what undo restored since.
+#[derive(Default)]
+struct Agent {
+    last_after: Listing,
+    expected: Listing,
+}
+
+struct Model<'a> {
+    sb: &'a Sandbox,
+    root: PathBuf,
+    outside: PathBuf,
+    store: PathBuf,
+    rng: XorShift,
+    seed: u64,
+    log: Vec<String>,
+    skip: BTreeSet<String>,
+    keep_going: bool,
+    violations: Vec<String>,
+    version: u64,
+    snapshots: Vec<String>,
+    /// The undo id the last restore, revert or undo printed.
+    last_undo: Option<String>,
+    turns: Vec<TurnRec>,
+    open: Option<(&'static str, String, Listing)>,
+    agents: BTreeMap<&'static str, Agent>,
+    turn_counter: u64,
+}
+
+impl<'a> Model<'a> {
+    fn new(sb: &'a Sandbox) -> Model<'a> {
+        let seed = std::env::var("REWIND_TEST_SEED")
+            .ok()
+            .map(|s| s.parse().expect("REWIND_TEST_SEED must be a number"))
+            .unwrap_or(DEFAULT_SEED);
+        let skip: BTreeSet<String> = std::env::var("REWIND_MODEL_SKIP")
+            .unwrap_or_default()
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        for s in &skip {
+            assert!(
+                CLASSES.contains(&s.as_str()),
+                "unknown class {s:?} in REWIND_MODEL_SKIP"
+            );
+        }
+        eprintln!("model seed: {seed} (REWIND_TEST_SEED replays it)");
+        let root = sb.project("p").path.clone();
+        let outside = sb.root.join("outside");
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("secret"), b"outside bytes\n").unwrap();
+        let store = sb.project("p").store();
+        Model {
+            sb,
+            root,
+            outside,
+            store,
+            rng: XorShift::seeded(seed),
+            seed,
+            log: vec!["mkdir p outside && echo 'outside bytes' > outside/secret && cd p".into()],
+            skip,
+            keep_going: std::env::var_os("REWIND_MODEL_KEEP_GOING").is_some(),
+            violations: Vec::new(),
+            version: 0,
+            snapshots: Vec::new(),
+            last_undo: None,
+            turns: Vec::new(),
+            open: None,
+            agents: BTreeMap::new(),
+            turn_counter: 0,
+        }
+    }
+
+    fn on(&self, class: &str) -> bool {
+        !self.skip.contains(class)
+    }
+
+    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[self.rng.below(from.len() as u64) as usize]
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.rng.below(100) < percent
+    }
+
+    fn abs(&self, rel: &[u8]) -> PathBuf {
+        self.root.join(OsStr::from_bytes(rel))
+    }
+
+    fn violation(&mut self, what: String) {
+        let report = format!(
+            "NO-BYTE-LOST VIOLATION: {what}\nseed {} (REWIND_TEST_SEED={} replays); actions so far:\n{}",
+            self.seed,
+            self.seed,
+            self.log.join("\n")
+        );
+        if self.keep_going {
+            eprintln!("{report}\n");
+            self.violations.push(what);
+        } else {
+            panic!("{report}");
+        }
+    }
+
+    // ---- user and agent actions ------------------------------------------------------------
+
+    /// Makes room for a file at `rel`: non-directories on the way go, a directory there goes.
+    fn clear_way(&self, rel: &[u8]) {
+        let mut at = self.root.clone();
+        let parts: Vec<&[u8]> = rel.split(|&b| b == b'/').collect();
+        for (i, part) in parts.iter().enumerate() {
+            at.push(OsStr::from_bytes(part));
+            let Ok(md) = at.symlink_metadata() else {
+                continue;
+            };
+            let last = i + 1 == parts.len();
+            if md.is_dir() && last {
+                fs::remove_dir_all(&at).unwrap();
+            } else if !md.is_dir() {
+                fs::remove_file(&at).unwrap();
+            }
+        }
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+    }
+
+    fn content(&mut self, rel: &[u8]) -> Vec<u8> {
+        self.version += 1;
+        let mut c = format!("v{} of {}\n", self.version, String::from_utf8_lossy(rel)).into_bytes();
+        for i in 0..self.rng.below(4) {
+            c.extend_from_slice(format!("line {i} {}\n", self.rng.below(1000)).as_bytes());
+        }
+        match self.rng.below(10) {
+            0 => c.extend_from_slice(b"\0binary\xff"),
+            1 => c.truncate(c.len() - 1), // no final newline
+            _ => {}
+        }
+        c
+    }
+
+    fn pick_name(&mut self) -> &'static [u8] {
+        loop {
+            let n = self.pick(NAMES);
+            let odd = n.contains(&b' ') || n.contains(&b'\n') || !n.is_ascii();
+            if (odd && !self.on("odd")) || (n == b"big.bin" && !self.on("big")) {
+                continue;
+            }
+            if n.starts_with(b"sub/") && !self.on("nested") {
+                continue;
+            }
+            return n;
+        }
+    }
+
+    /// One random action on the project's files, by the user (between turns) or the agent.
+    fn file_action(&mut self) {
+        let rel = self.pick_name();
+        let path = self.abs(rel);
+        match self.rng.below(20) {
+            0..=7 => {
+                let data = self.content(rel);
+                self.clear_way(rel);
+                fs::write(&path, &data).unwrap();
+                self.log
+                    .push(format!("printf %s {} > {}", q(&data), q(rel)));
+            }
+            8..=9 => {
+                if let Ok(md) = path.symlink_metadata() {
+                    if md.is_dir() {
+                        fs::remove_dir_all(&path).unwrap();
+                    } else {
+                        fs::remove_file(&path).unwrap();
+                    }
+                    self.log.push(format!("rm -rf {}", q(rel)));
+                }
+            }
+            10..=11 if self.on("chmod") && path.symlink_metadata().is_ok_and(|m| m.is_file()) => {
+                let mode = self.pick(&[0o600, 0o755, 0o644]);
+                fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+                self.log.push(format!("chmod {mode:o} {}", q(rel)));
+            }
+            12..=13 if self.on("symlink") => {
+                let target = self.pick(LINK_TARGETS);
+                self.clear_way(rel);
+                std::os::unix::fs::symlink(target, &path).unwrap();
+                self.log
+                    .push(format!("ln -s {} {}", q(target.as_bytes()), q(rel)));
+            }
+            14 if self.on("fifo") => {
+                self.clear_way(rel);
+                let st = Command::new("mkfifo").arg(&path).status().expect("mkfifo");
+                assert!(st.success(), "mkfifo {}", path.display());
+                self.log.push(format!("mkfifo {}", q(rel)));
+            }
+            15 if self.on("big") => {
+                let mut data = filler(BIG, self.rng.below(26) as u8);
+                self.version += 1;
+                data.extend_from_slice(format!("v{}\n", self.version).as_bytes());
+                self.clear_way(rel);
+                fs::write(&path, &data).unwrap();
+                self.log.push(format!(
+                    "head -c {BIG} /dev/zero | tr '\\0' a > {} && echo v{} >> {}",
+                    q(rel),
+                    self.version,
+                    q(rel)
+                ));
+            }
+            16..=17 if self.on("ignore") => self.toggle_ignore(),
+            18 if self.on("git") => self.git_action(),
+            19 if self.on("nested") => self.nested_action(),
+            _ => {}
+        }
+    }
+
+    /// Adds or removes one pattern of `.gitignore` (making existing files ignored or not).
+    fn toggle_ignore(&mut self) {
+        let path = self.root.join(".gitignore");
+        let mut lines: Vec<String> = match fs::symlink_metadata(&path) {
+            Ok(md) if md.is_file() => String::from_utf8_lossy(&fs::read(&path).unwrap())
+                .lines()
+                .map(str::to_string)
+                .collect(),
+            Ok(_) => return,
+            Err(_) => Vec::new(),
+        };
+        let pattern = self.pick(PATTERNS).to_string();
+        if let Some(i) = lines.iter().position(|l| *l == pattern) {
+            lines.remove(i);
+        } else {
+            lines.push(pattern);
+        }
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        fs::write(&path, &text).unwrap();
+        self.log
+            .push(format!("printf %s {} > .gitignore", q(text.as_bytes())));
+    }
+
+    fn git_logged(&mut self, cwd: &Path, args: &[&OsStr]) {
+        let run = self.sb.git_run(Some(cwd), args);
+        let rel = cwd.strip_prefix(&self.root).unwrap();
+        let mut line = String::from("git");
+        if !rel.as_os_str().is_empty() {
+            line.push_str(&format!(" -C {}", qp(rel)));
+        }
+        for a in args {
+            line.push(' ');
+            line.push_str(&q(a.as_bytes()));
+        }
+        if !run.status.success() {
+            line.push_str("   # fails");
+        }
+        self.log.push(line);
+    }
+
+    /// The project's own repository: init, `add -f` of a (maybe ignored) file, commit, switch
+    /// branches (which changes files).
+    fn git_action(&mut self) {
+        let root = self.root.clone();
+        if !root.join(".git").exists() {
+            self.git_logged(&root, &["init".as_ref(), "-q".as_ref()]);
+            return;
+        }
+        match self.rng.below(4) {
+            0 => {
+                let rel = self.pick_name();
+                self.git_logged(
+                    &root,
+                    &[
+                        "add".as_ref(),
+                        "-f".as_ref(),
+                        "--".as_ref(),
+                        OsStr::from_bytes(rel),
+                    ],
+                );
+            }
+            1 => self.git_logged(
+                &root,
+                &[
+                    "commit".as_ref(),
+                    "-qam".as_ref(),
+                    "c".as_ref(),
+                    "--allow-empty".as_ref(),
+                ],
+            ),
+            2 => {
+                let branch = self.pick(&["main", "other"]);
+                let exists = self
+                    .sb
+                    .git_run(Some(&root), ["rev-parse", "--verify", "-q", branch])
+                    .status
+                    .success();
+                let args: &[&OsStr] = if exists {
+                    &["checkout".as_ref(), "-q".as_ref(), branch.as_ref()]
+                } else {
+                    &[
+                        "checkout".as_ref(),
+                        "-q".as_ref(),
+                        "-b".as_ref(),
+                        branch.as_ref(),
+                    ]
+                };
+                self.git_logged(&root, args);
+            }
+            _ => {
+                self.git_logged(&root, &["add".as_ref(), "-A".as_ref()]);
+                self.git_logged(
+                    &root,
+                    &[
+                        "commit".as_ref(),
+                        "-qm".as_ref(),
+                        "all".as_ref(),
+                        "--allow-empty".as_ref(),
+                    ],
+                );
+            }
+        }
+    }
+
+    /// `git init sub` (files under sub/ become a nested repository) or `rm -rf sub/.git`.
+    fn nested_action(&mut self) {
+        let sub = self.root.join("sub");
+        if sub.join(".git").exists() {
+            fs::remove_dir_all(sub.join(".git")).unwrap();
+            self.log.push("rm -rf sub/.git".into());
+        } else {
+            self.clear_way(b"sub/.keep");
+            self.git_logged(&sub, &["init".as_ref(), "-q".as_ref()]);
+        }
+    }
+
+    // ---- rewind ----------------------------------------------------------------------------
+
+    /// Runs `rewind -C p --json ARGS`, logged; no panic, no hang.
+    fn rewind(&mut self, args: &[&OsStr]) -> (Run, Option<Value>) {
+        let mut line = String::from("rewind --json");
+        for a in args {
+            line.push(' ');
+            line.push_str(&q(a.as_bytes()));
+        }
+        let mut cmd = self.sb.rewind_command([
+            OsStr::new("-C"),
+            self.root.as_os_str(),
+            OsStr::new("--json"),
+        ]);
+        cmd.args(args);
+        // A hang is a violation like any other: reported with the seed and the action log.
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_with_deadline(&mut cmd, DEADLINE)
+        }));
+        let run = match caught {
+            Ok(run) => run,
+            Err(_) => {
+                self.log.push(format!("{line}   # hangs"));
+                self.violation(format!("{line} hangs (killed after {DEADLINE:?})"));
+                return (
+                    run_with_deadline(&mut Command::new("false"), DEADLINE),
+                    None,
+                );
+            }
+        };
+        line.push_str(&format!("   # exit {:?}", run.code()));
+        self.log.push(line);
+        assert_no_panic(&run);
+        let json = (!run.stdout.trim().is_empty()).then(|| one_json(&run));
+        if run.code() == Some(2) {
+            panic!("usage error from a well-formed command: {run}");
+        }
+        (run, json)
+    }
+
+    /// The whole project with contents (one read of every file, 3 MiB ones included).
+    fn listing(&self) -> Listing {
+        fs_snapshot(&self.root)
+    }
+
+    /// Every non-tree entry of `tree` in the store (one `git ls-tree`).
+    fn tree(&self, tree: &str) -> BTreeMap<PathBuf, TreeEntry> {
+        let run = self
+            .sb
+            .git_in_run(&self.store, ["ls-tree", "-r", "-z", "--full-tree", tree]);
+        run.assert_success();
+        let mut out = BTreeMap::new();
+        for rec in run
+            .stdout_bytes
+            .split(|b| *b == 0)
+            .filter(|r| !r.is_empty())
+        {
+            let tab = rec.iter().position(|b| *b == b'\t').unwrap();
+            let meta = String::from_utf8_lossy(&rec[..tab]).into_owned();
+            let mut parts = meta.split(' ');
+            let mode = parts.next().unwrap().to_string();
+            let _kind = parts.next();
+            let oid = parts.next().unwrap().to_string();
+            out.insert(
+                PathBuf::from(OsStr::from_bytes(&rec[tab + 1..])),
+                TreeEntry { mode, oid },
+            );
+        }
+        out
+    }
+
+    /// What `entry` of a stored tree holds (one `git cat-file`).
+    fn stored_ver(&self, entry: &TreeEntry) -> Option<Ver> {
+        let blob = self
+            .sb
+            .git_in_run(&self.store, ["cat-file", "blob", &entry.oid]);
+        if !blob.status.success() {
+            return None; // a lost object recovers nothing
+        }
+        match entry.mode.as_str() {
+            "120000" => Some(Ver::Link(blob.stdout_bytes)),
+            "100755" => Some(Ver::File {
+                exec: true,
+                bytes: blob.stdout_bytes,
+            }),
+            "100644" => Some(Ver::File {
+                exec: false,
+                bytes: blob.stdout_bytes,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The frame rule around one operation (see the module docs). `reported`: lossy
+    /// project-relative paths the operation says it wrote or deleted. Costs one `ls-tree` and a
+    /// `cat-file` per changed path, on top of the two listings.
+    fn check_frame(
+        &mut self,
+        op: &str,
+        before: &Listing,
+        after: &Listing,
+        reported: &BTreeSet<String>,
+        undo: Option<&str>,
+    ) {
+        let undo_tree = undo.map(|u| self.tree(u));
+        let is_reported = |p: &Path| reported.contains(&lossy(p));
+        // A directory may come or go only on the way to a reported path, or below one (a
+        // file written where a directory of empty directories stood).
+        let dir_may_change = |p: &Path| {
+            let prefix = format!("{}/", lossy(p));
+            p.as_os_str().is_empty()
+                || reported.iter().any(|r| r.starts_with(&prefix))
+                || p.ancestors().any(is_reported)
+        };
+        let mut problems = Vec::new();
+        for (p, b) in before {
+            let a = after.get(p);
+            let same = a.is_some_and(|a| {
+                // A directory's mtime moves with its entries; a file's must not.
+                a.kind == b.kind
+                    && a.mode == b.mode
+                    && (a.kind == 'd' || a.mtime == b.mtime)
+                    && a.content == b.content
+                    && a.link == b.link
+            });
+            if same {
+                continue;
+            }
+            if b.kind == 'd' {
+                if !dir_may_change(p) {
+                    problems.push(format!(
+                        "directory {} changed (now {:?}), but no path in it was reported",
+                        qp(p),
+                        a.map(|a| (a.kind, format!("{:o}", a.mode)))
+                    ));
+                }
+                continue;
+            }
+            if !is_reported(p) {
+                problems.push(format!(
+                    "{} changed ({} -> {}) but the operation did not report it",
+                    qp(p),
+                    short(&ver_of(b)),
+                    short(&a.and_then(ver_of))
+                ));
+                continue;
+            }
+            let old = ver_of(b);
+            let saved = undo_tree
+                .as_ref()
+                .and_then(|t| t.get(p))
+                .and_then(|e| self.stored_ver(e));
+            if saved != old {
+                problems.push(format!(
+                    "{} was {} and is now {}; the undo id {} holds {} (bytes lost)",
+                    qp(p),
+                    short(&old),
+                    short(&a.and_then(ver_of)),
+                    undo.unwrap_or("(none)"),
+                    short(&saved)
+                ));
+            }
+        }
+        for (p, a) in after {
+            if before.contains_key(p) {
+                continue;
+            }
+            let ok = if a.kind == 'd' {
+                dir_may_change(p)
+            } else {
+                is_reported(p)
+            };
+            if !ok {
+                problems.push(format!("{} appeared but was not reported", qp(p)));
+            }
+        }
+        if !problems.is_empty() {
+            self.violation(format!("{op}:\n  {}", problems.join("\n  ")));
+        }
+    }
+
+    /// The reported paths of a restore/revert/undo outcome, and its undo id.
+    fn outcome(&mut self, op: &str, run: &Run, json: &Option<Value>) -> Option<Outcome> {
+        let json = json.as_ref()?;
+        if json.get("error").is_some() {
+            assert_eq!(run.code(), Some(1), "an error must exit 1: {run}");
+            return None;
+        }
+        let strings = |key: &str| -> Vec<String> {
+            json[key]
+                .as_array()
+                .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+                .unwrap_or_default()
+        };
+        let written = if json.get("restored").is_some() {
+            strings("restored")
+        } else {
+            strings("written")
+        };
+        let undo = json["undo"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{op}: no undo id in {json}"))
+            .to_string();
+        let failed = json["failed"].as_array().map_or(0, Vec::len);
+        assert_eq!(
+            run.code(),
+            Some(if failed == 0 { 0 } else { 1 }),
+            "{op}: exit code and failed list disagree: {run}"
+        );
+        Some(Outcome {
+            written,
+            deleted: strings("deleted"),
+            conflicts: strings("conflicts"),
+            failed,
+            undo,
+        })
+    }
+
+    /// Runs a restore, revert or undo and checks the frame rule; returns the outcome and the
+    /// listings before and after.
+    fn changing_op(&mut self, args: Vec<OsString>) -> Option<(Outcome, Listing, Listing)> {
+        let op = self.describe(&args);
+        let before = self.listing();
+        let outside_before = fs_snapshot(&self.outside);
+        let argv: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
+        let (run, json) = self.rewind(&argv);
+        let after = self.listing();
+        if fs_snapshot(&self.outside) != outside_before {
+            self.violation(format!("{op} changed a file outside the project"));
+        }
+        let outcome = self.outcome(&op, &run, &json);
+        let reported: BTreeSet<String> = outcome
+            .iter()
+            .flat_map(|o| o.written.iter().chain(&o.deleted).cloned())
+            .collect();
+        self.check_frame(
+            &op,
+            &before,
+            &after,
+            &reported,
+            outcome.as_ref().map(|o| o.undo.as_str()),
+        );
+        let outcome = outcome?;
+        for w in &outcome.written {
+            if !after.iter().any(|(p, e)| lossy(p) == *w && e.kind != 'd') {
+                self.violation(format!("{op} reported writing {w:?}, which is not on disk"));
+            }
+        }
+        for d in &outcome.deleted {
+            if after.iter().any(|(p, e)| lossy(p) == *d && e.kind != 'd') {
+                self.violation(format!(
+                    "{op} reported deleting {d:?}, which is still on disk"
+                ));
+            }
+        }
+        self.snapshots.push(outcome.undo.clone());
+        self.last_undo = Some(outcome.undo.clone());
+        Some((outcome, before, after))
+    }
+
+    /// Sometimes goes straight back with `restore <undo id>` after `o`, and checks that every
+    /// path `o` reported is as it was before `o` (unless the way back reports a conflict there).
+    fn round_trip(&mut self, op: &str, o: &Outcome, before: &Listing) {
+        if (o.written.is_empty() && o.deleted.is_empty()) || !self.chance(30) {
+            return;
+        }
+        let args = vec!["restore".into(), o.undo.clone().into()];
+        let Some((back, _, after)) = self.changing_op(args) else {
+            return self.violation(format!("{op}: `restore {}` (its undo id) failed", o.undo));
+        };
+        let mut problems = Vec::new();
+        for r in o.written.iter().chain(&o.deleted) {
+            if back.conflicts.contains(r) {
+                continue;
+            }
+            let p = path_named(r, before, &after);
+            let (was, now) = (ver_at(before, &p), ver_at(&after, &p));
+            if was != now {
+                problems.push(format!("{}: {} (was {})", qp(&p), short(&now), short(&was)));
+            }
+        }
+        if !problems.is_empty() {
+            self.violation(format!(
+                "{op}, then `restore {}` (its undo id) did not bring back:\n  {}",
+                o.undo,
+                problems.join("\n  ")
+            ));
+        }
+    }
+
+    fn describe(&self, args: &[OsString]) -> String {
+        let parts: Vec<String> = args.iter().map(|a| q(a.as_bytes())).collect();
+        format!("rewind {}", parts.join(" "))
+    }
+
+    /// A complete restore (or revert under `scope`) leaves exactly `target` on disk there.
+    fn check_gives_target(
+        &mut self,
+        op: &str,
+        target: &str,
+        undo: &str,
+        after: &Listing,
+        scope: Option<&[PathBuf]>,
+    ) {
+        let within = |p: &Path| scope.is_none_or(|s| s.iter().any(|n| p.starts_with(n)));
+        let want = self.tree(target);
+        let mut problems = Vec::new();
+        for (p, e) in &want {
+            if !within(p) {
+                continue;
+            }
+            let on_disk = ver_at(after, p);
+            if on_disk != self.stored_ver(e) {
+                problems.push(format!("{}: {} on disk", qp(p), short(&on_disk)));
+            }
+        }
+        for p in self.tree(undo).keys() {
+            if within(p) && !want.contains_key(p) && ver_at(after, p).is_some() {
+                problems.push(format!("{}: still on disk, not in the target", qp(p)));
+            }
+        }
+        if !problems.is_empty() {
+            self.violation(format!(
+                "{op} reported success without conflicts, but the project is not {target}:\n  {}",
+                problems.join("\n  ")
+            ));
+        }
+    }
+
+    fn pick_snapshot(&mut self) -> Option<String> {
+        if self.snapshots.is_empty() {
+            return None;
+        }
+        let i = self.rng.below(self.snapshots.len() as u64) as usize;
+        Some(self.snapshots[i].clone())
+    }
+
+    fn track(&mut self) {
+        let (run, _) = self.rewind(&["track".as_ref()]);
+        run.assert_success();
+        let tracked = Tracked::parse(&run.stdout);
+        let hash = tracked.hash;
+        let skipped_paths: Vec<String> = tracked
+            .skipped
+            .into_iter()
+            .filter(|s| s.reason != "nested_repo")
+            .map(|s| s.path)
+            .collect();
+        self.snapshots.push(hash.clone());
+        assert_tree_complete(self.sb, &self.store, &hash);
+        // Rewind's too_large/special_file/unreadable leave-outs are left out of git's tree too,
+        // through the oracle's info/exclude. That cannot name a non-UTF-8 path or one with a
+        // newline, and a `!` rule in .gitignore outranks it: then there is no oracle.
+        let excludes: Vec<&str> = skipped_paths.iter().map(String::as_str).collect();
+        let negated = fs::read(self.root.join(".gitignore"))
+            .is_ok_and(|t| t.split(|&b| b == b'\n').any(|l| l.starts_with(b"!")));
+        let expressible = excludes.iter().all(|e| !e.contains(['\u{fffd}', '\n']));
+        if expressible && (excludes.is_empty() || !negated) {
+            let want = git_tree(self.sb, &self.root, &excludes);
+            if want.id != hash {
+                let got = self.sb.git_in_run(&self.store, ["ls-tree", "-r", &hash]);
+                self.violation(format!(
+                    "track: rewind's tree {hash} differs from git's {} (left out: {:?})\nrewind:\n{}git:\n{}",
+                    want.id, excludes, got.stdout, want.listing
+                ));
+            }
+        }
+    }
+
+    fn restore(&mut self) {
+        let undo_point = self.chance(30);
+        let target = if undo_point {
+            self.last_undo.clone()
+        } else {
+            self.pick_snapshot()
+        };
+        let Some(target) = target else { return };
+        let force = self.on("force") && self.chance(20);
+        let mut args: Vec<OsString> = vec!["restore".into(), target.clone().into()];
+        if force {
+            args.push("--force".into());
+        }
+        let op = self.describe(&args);
+        if let Some((o, before, after)) = self.changing_op(args) {
+            if o.conflicts.is_empty() && o.failed == 0 {
+                self.check_gives_target(&op, &target, &o.undo, &after, None);
+            }
+            self.round_trip(&op, &o, &before);
+        }
+    }
+
+    fn revert(&mut self) {
+        let Some(target) = self.pick_snapshot() else {
+            return;
+        };
+        let mut names: Vec<PathBuf> = Vec::new();
+        for _ in 0..1 + self.rng.below(2) {
+            let n = self.pick_name();
+            let n = if self.chance(30) {
+                n.split(|&b| b == b'/').next().unwrap()
+            } else {
+                n
+            };
+            names.push(PathBuf::from(OsStr::from_bytes(n)));
+        }
+        let mut args: Vec<OsString> = vec!["revert".into(), target.clone().into(), "--".into()];
+        args.extend(names.iter().map(|n| n.clone().into_os_string()));
+        let op = self.describe(&args);
+        if let Some((o, before, after)) = self.changing_op(args) {
+            if o.conflicts.is_empty() && o.failed == 0 {
+                // One target for all names, so overlapping names agree.
+                self.check_gives_target(&op, &target, &o.undo, &after, Some(&names));
+            }
+            self.round_trip(&op, &o, &before);
+        }
+    }
+
+    fn begin_turn(&mut self) {
+        let session = self.pick(&["s1", "s1", "s 2"]);
+        self.turn_counter += 1;
+        let id = format!("t{}", self.turn_counter);
+        let begin = self.listing();
+        let (run, _) = self.rewind(&[
+            "turn".as_ref(),
+            "begin".as_ref(),
+            "--session".as_ref(),
+            session.as_ref(),
+            "--turn".as_ref(),
+            id.as_ref(),
+        ]);
+        run.assert_success();
+        if self.listing() != begin {
+            self.violation("turn begin changed the project".into());
+        }
+        self.open = Some((session, id, begin));
+    }
+
+    fn end_turn(&mut self) {
+        let (session, id, begin) = self.open.take().unwrap();
+        let before = self.listing();
+        let (run, _) = self.rewind(&[
+            "turn".as_ref(),
+            "end".as_ref(),
+            "--session".as_ref(),
+            session.as_ref(),
+            "--turn".as_ref(),
+            id.as_ref(),
+        ]);
+        run.assert_success();
+        if self.listing() != before {
+            self.violation("turn end changed the project".into());
+        }
+        self.turns.push(TurnRec { session, id, begin });
+        let agent = self.agents.entry(session).or_default();
+        agent.last_after = before.clone();
+        agent.expected = before;
+    }
+
+    /// `undo` of a session from a random turn (or all), maybe one file, maybe `--force`; checks
+    /// the frame rule and the promise: a path undo changes goes back to its state before the
+    /// turn, and without `--force` only paths the agent left as they are change.
+    fn undo(&mut self) {
+        if self.turns.is_empty() {
+            return;
+        }
+        let session = self.turns[self.rng.below(self.turns.len() as u64) as usize].session;
+        let of_session: Vec<usize> = (0..self.turns.len())
+            .filter(|&i| self.turns[i].session == session)
+            .collect();
+        let from = if self.chance(50) {
+            Some(of_session[self.rng.below(of_session.len() as u64) as usize])
+        } else {
+            None
+        };
+        let begin_of = from.unwrap_or(of_session[0]);
+        let file = self
+            .chance(25)
+            .then(|| PathBuf::from(OsStr::from_bytes(self.pick_name())));
+        let force = self.on("force") && self.chance(20);
+        let mut args: Vec<OsString> = vec!["undo".into(), "--session".into(), session.into()];
+        if let Some(i) = from {
+            args.extend(["--turn".into(), self.turns[i].id.clone().into()]);
+        }
+        if let Some(f) = &file {
+            args.extend(["--file".into(), f.clone().into_os_string()]);
+        }
+        if force {
+            args.push("--force".into());
+        }
+        let op = self.describe(&args);
+        let Some((o, before, after)) = self.changing_op(args) else {
+            return;
+        };
+        let begin = &self.turns[begin_of].begin;
+        let agent = self.agents.get(session).unwrap();
+        let mut problems = Vec::new();
+        for r in o.written.iter().chain(&o.deleted) {
+            let p = path_named(r, &before, &after);
+            let was = ver_at(&before, &p);
+            // (Re-creating a path someone deleted loses nothing; rewind cannot tell a deletion
+            // from the agent leaving something no snapshot holds, such as a FIFO.)
+            // While the session's turn is open, everything on disk is the agent's.
+            let open = self.open.as_ref().is_some_and(|o| o.0 == session);
+            if !force
+                && !open
+                && was.is_some()
+                && was != ver_at(&agent.last_after, &p)
+                && was != ver_at(&agent.expected, &p)
+            {
+                problems.push(format!(
+                    "{}: someone else's version ({}) replaced without --force (the agent left {})",
+                    qp(&p),
+                    short(&was),
+                    short(&ver_at(&agent.expected, &p))
+                ));
+            }
+            let now = ver_at(&after, &p);
+            let then = ver_at(begin, &p);
+            // A FIFO the agent replaced cannot come back (no snapshot holds one).
+            if now != then && then != Some(Ver::Special) {
+                problems.push(format!(
+                    "{}: now {}, but before the turn it was {}",
+                    qp(&p),
+                    short(&now),
+                    short(&then)
+                ));
+            }
+        }
+        if !problems.is_empty() {
+            self.violation(format!("{op}:\n  {}", problems.join("\n  ")));
+        }
+        let agent = self.agents.get_mut(session).unwrap();
+        for r in o.written.iter().chain(&o.deleted) {
+            let p = path_named(r, &before, &after);
+            match after.get(&p) {
+                Some(e) => agent.expected.insert(p, e.clone()),
+                None => agent.expected.remove(&p),
+            };
+        }
+        self.round_trip(&op, &o, &before);
+    }
+
+    fn step(&mut self) {
+        if self.open.is_some() {
+            match self.rng.below(20) {
+                0..=13 => self.file_action(),
+                14 if self.on("midturn") => match self.rng.below(3) {
+                    0 if self.on("restore") => self.restore(),
+                    1 if self.on("revert") => self.revert(),
+                    _ if self.on("undo") => self.undo(),
+                    _ => {}
+                },
+                15..=16 => {
+                    let rel = self.pick_name();
+                    let (session, id) = {
+                        let o = self.open.as_ref().unwrap();
+                        (o.0, o.1.clone())
+                    };
+                    let (run, _) = self.rewind(&[
+                        "turn".as_ref(),
+                        "track-file".as_ref(),
+                        "--session".as_ref(),
+                        session.as_ref(),
+                        "--turn".as_ref(),
+                        id.as_ref(),
+                        OsStr::from_bytes(rel),
+                    ]);
+                    // A path through a symlink is refused; anything else works.
+                    assert!(run.code() == Some(0) || run.code() == Some(1), "{run}");
+                }
+                _ => self.end_turn(),
+            }
+            return;
+        }
+        match self.rng.below(20) {
+            0..=6 => self.file_action(),
+            7..=9 => self.begin_turn(),
+            10..=11 => self.track(),
+            12..=13 if self.on("restore") => self.restore(),
+            14..=15 if self.on("revert") => self.revert(),
+            _ if self.on("undo") => self.undo(),
+            _ => {}
+        }
+    }
+}
+
+struct Outcome {
+    written: Vec<String>,
+    deleted: Vec<String>,
+    conflicts: Vec<String>,
+    failed: usize,
+    undo: String,
+}
+
+#[test]
+fn random_user_and_agent_actions_never_lose_a_byte() {
+    let sb = Sandbox::new();
+    let mut m = Model::new(&sb);
+    let steps = std::env::var("REWIND_MODEL_STEPS")
+        .ok()
+        .map(|s| s.parse().expect("REWIND_MODEL_STEPS must be a number"))
+        .unwrap_or(DEFAULT_STEPS);
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        for _ in 0..steps {
+            m.step();
+        }
+    }));
+    if let Err(panic) = run {
+        // Violations print the log themselves; any other failure gets it here.
+        let text = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .unwrap_or_default();
+        if !text.contains("NO-BYTE-LOST VIOLATION") {
+            eprintln!(
+                "seed {} (REWIND_TEST_SEED={} replays); actions so far:\n{}",
+                m.seed,
+                m.seed,
+                m.log.join("\n")
+            );
+        }
+        std::panic::resume_unwind(panic);
+    }
+    if m.open.is_some() {
+        m.end_turn();
+    }
+    assert_fsck_clean(&sb, &m.store);
+    for s in m.snapshots.clone() {
+        assert_tree_complete(&sb, &m.store, &s);
+    }
+    assert!(
+        m.violations.is_empty(),
+        "{} violations (seed {}):\n{}",
+        m.violations.len(),
+        m.seed,
+        m.violations.join("\n")
+    );
+}
+
+/// The non-directory entries of a listing, as versions (what "no byte lost" compares).
+fn versions(l: &Listing) -> BTreeMap<PathBuf, Ver> {
+    l.iter()
+        .filter_map(|(p, e)| ver_of(e).map(|v| (p.clone(), v)))
+        .collect()
+}
+
+/// Lists every path whose version differs between `want` and `got`.
+fn version_diff(want: &Listing, got: &Listing) -> Vec<String> {
+    let (want, got) = (versions(want), versions(got));
+    let mut diffs = Vec::new();
+    for (p, w) in &want {
+        let g = got.get(p).cloned();
+        if g.as_ref() != Some(w) {
+            diffs.push(format!(
+                "{}: {} (was {})",
+                qp(p),
+                short(&g),
+                short(&Some(w.clone()))
+            ));
+        }
+    }
+    for (p, g) in &got {
+        if !want.contains_key(p) {
+            diffs.push(format!(
+                "{}: {} (was absent)",
+                qp(p),
+                short(&Some(g.clone()))
+            ));
+        }
+    }
+    diffs
+}
+
+/// The commit `refs/rewind/undo` names, if any.
+fn undo_ref(sb: &Sandbox, store: &Path) -> Option<String> {
+    let run = sb.git_in_run(store, ["rev-parse", "-q", "--verify", "refs/rewind/undo"]);
+    run.status.success().then(|| run.stdout.trim().to_string())
+}
+
+/// A project of a few hundred files with everything rewind must leave alone: an ignored file,
+/// a file over the size cap, a nested repository, a FIFO, a symlink out of the project.
+fn kill_test_project(sb: &Sandbox) -> TestProject<'_> {
+    let p = sb.project("p");
+    fs::create_dir_all(sb.root.join("outside")).unwrap();
+    fs::write(sb.root.join("outside/secret"), b"outside bytes\n").unwrap();
+    for d in 0..5 {
+        for f in 0..40 {
+            p.file(format!("d{d}/f{f}.txt"), format!("original {d}/{f}\n"));
+        }
+    }
+    p.file(".gitignore", "*.log\n")
+        .file("keep.log", "ignored bytes\n")
+        .file("swap", "a file that becomes a directory\n")
+        .file("nested/inner.txt", "nested repo file\n")
+        .symlink("link", "../outside/secret")
+        .fifo("pipe");
+    p.sb.git(Some(&p.join("nested")), ["init", "-q"]);
+    fs::write(p.join("big.bin"), filler(BIG, 3)).unwrap();
+    p
+}
+
+/// Edits, deletes, adds and swaps about half of the kill-test project's files.
+fn kill_test_changes(p: &TestProject, round: &str) {
+    for d in 0..5 {
+        for f in 0..40 {
+            let rel = format!("d{d}/f{f}.txt");
+            match f % 5 {
+                0 | 3 => {
+                    p.file(&rel, format!("{round} edit {d}/{f}\n"));
+                }
+                1 if p.join(&rel).exists() => {
+                    p.remove(&rel);
+                }
+                1 => {
+                    p.file(&rel, format!("{round} re-created {d}/{f}\n"));
+                }
+                _ => {}
+            }
+        }
+        p.file(format!("d{d}/new-{round}.txt"), format!("{round} new\n"));
+    }
+    if p.join("swap").is_file() {
+        p.remove("swap").file("swap/inner.txt", "swapped in\n");
+    } else {
+        p.remove("swap").file("swap", "swapped back\n");
+    }
+}
+
+/// Runs rewind under strace, killed (SIGKILL) at the `when`-th `syscall` of any thread;
+/// returns whether it was killed.
+fn run_killed(sb: &Sandbox, project: &Path, args: &[&str], syscall: &str, when: u64) -> bool {
+    let mut cmd = sb.isolated("strace");
+    cmd.env("RUST_BACKTRACE", "1")
+        .current_dir(&sb.root)
+        .args(["-f", "-qq", "-o", "/dev/null", "-e"])
+        .arg(format!("inject={syscall}:signal=KILL:when={when}"))
+        .arg(rewind_bin())
+        .arg("--data-dir")
+        .arg(&sb.data_dir)
+        .arg("-C")
+        .arg(project)
+        .args(args);
+    let run = run_with_deadline(&mut cmd, DEADLINE);
+    assert_no_panic(&run);
+    assert!(
+        !run.stderr.contains("strace:"),
+        "strace could not run the injection: {run}"
+    );
+    match run.code() {
+        Some(0) => false,
+        Some(137) | None => true,
+        _ => panic!(
+            "`rewind {}` failed without being killed: {run}",
+            args.join(" ")
+        ),
+    }
+}
+
+#[test]
+fn kill_9_during_restore_and_undo_leaves_the_project_recoverable() {
+    let strace = Command::new("strace").arg("-V").output();
+    assert!(
+        strace.is_ok_and(|o| o.status.success()),
+        "strace is required for this test (apt-get install strace)"
+    );
+    let seed = std::env::var("REWIND_TEST_SEED")
+        .ok()
+        .map(|s| s.parse().expect("REWIND_TEST_SEED must be a number"))
+        .unwrap_or(DEFAULT_SEED);
+    eprintln!("kill seed: {seed} (REWIND_TEST_SEED replays it)");
+    let mut rng = XorShift::seeded(seed);
+    let sb = Sandbox::new();
+    let p = kill_test_project(&sb);
+    let store = p.store();
+    let outside = fs_snapshot(&sb.root.join("outside"));
+    let original = p.track();
+    kill_test_changes(&p, "user");
+    // The agent's turn, for undo.
+    p.rewind(["turn", "begin", "--session", "s", "--turn", "1"])
+        .assert_success();
+    kill_test_changes(&p, "agent");
+    p.rewind(["turn", "end", "--session", "s", "--turn", "1"])
+        .assert_success();
+
+    let ops: [&[&str]; 2] = [
+        &["restore", &original],
+        &["undo", "--session", "s", "--force"],
+    ];
+    let mut killed_rounds = 0;
+    for round in 0..16 {
+        let args = ops[round % 2];
+        let (syscall, when) = match rng.below(3) {
+            0 => ("unlink", 1 + rng.below(45)),
+            1 => ("rmdir", 1 + rng.below(2)),
+            _ => ("renameat", 1 + rng.below(120)),
+        };
+        let what = format!(
+            "round {round} (seed {seed}): `rewind {}` killed at {syscall} #{when}",
+            args.join(" ")
+        );
+        let before = fs_snapshot(&p.path);
+        let undo_before = undo_ref(&sb, &store);
+        let killed = run_killed(&sb, &p.path, args, syscall, when);
+        killed_rounds += usize::from(killed);
+        eprintln!("{what}: {}", if killed { "killed" } else { "completed" });
+        assert_fsck_clean(&sb, &store);
+        assert_eq!(
+            fs_snapshot(&sb.root.join("outside")),
+            outside,
+            "{what}: changed a file outside the project"
+        );
+        let undo_after = undo_ref(&sb, &store);
+        if undo_after == undo_before {
+            let diffs = version_diff(&before, &fs_snapshot(&p.path));
+            assert!(
+                diffs.is_empty(),
+                "{what}: no undo point was recorded, yet the project changed:\n{}",
+                diffs.join("\n")
+            );
+            continue;
+        }
+        let undo = undo_after.unwrap();
+        let tree = sb.git_in(&store, ["rev-parse", &format!("{undo}^{{tree}}")]);
+        let back = p.rewind(["restore", tree.trim()]);
+        assert!(
+            back.status.success(),
+            "{what}: `rewind restore {}` (the recorded undo point) failed: {back}",
+            tree.trim()
+        );
+        let diffs = version_diff(&before, &fs_snapshot(&p.path));
+        assert!(
+            diffs.is_empty(),
+            "{what}: restoring the recorded undo point {} did not bring the project back:\n{}",
+            tree.trim(),
+            diffs.join("\n")
+        );
+    }
+    assert!(
+        killed_rounds >= 8,
+        "only {killed_rounds} of 16 runs were killed: the injection points miss the operations"
+    );
+}
