@@ -428,14 +428,14 @@ impl Store {
                 }
                 match on_disk()? {
                     None => Action::Nothing,
-                    Some(Kind::Symlink) if self.leads_to_rewind_data(root, path) => Action::Kept,
+                    Some(Kind::Symlink) if self.on_the_way_to_the_store(root, path) => Action::Kept,
                     Some(Kind::File | Kind::Symlink) => Action::Delete,
                     // Changed since the snapshot a moment ago: not ours to delete.
                     Some(Kind::Dir | Kind::Special) => Action::Conflict,
                 }
             }
             (Some(_), Some(_)) => match on_disk()? {
-                Some(Kind::Symlink) if self.leads_to_rewind_data(root, path) => Action::Conflict,
+                Some(Kind::Symlink) if self.on_the_way_to_the_store(root, path) => Action::Conflict,
                 None | Some(Kind::File | Kind::Symlink) => Action::Write,
                 Some(Kind::Dir | Kind::Special) => Action::Conflict,
             },
@@ -447,19 +447,20 @@ impl Store {
         })
     }
 
-    /// Whether the symlink at `path` leads to rewind's data directory, to something inside
-    /// it, or to a directory holding it (such as `~/.local` in a home directory): never
-    /// deleted or replaced, or the store would be lost from view. Costs a `realpath`.
-    fn leads_to_rewind_data(&self, root: &ProjectRoot, path: &BStr) -> bool {
-        let data = self
-            .git_dir()
-            .parent()
-            .and_then(|d| std::fs::canonicalize(d).ok());
-        let target = std::fs::canonicalize(root.display(path)).ok();
-        match (data, target) {
-            (Some(data), Some(target)) => data.starts_with(&target) || target.starts_with(&data),
-            _ => false,
-        }
+    /// Whether the symlink at `path` is on the way to the store (as in `~/.local` when the
+    /// project is the home directory, or `--data-dir` given through a symlink in the project):
+    /// deleting or replacing it would lose the store from view. Costs an `lstat` per
+    /// component of the store's path.
+    fn on_the_way_to_the_store(&self, root: &ProjectRoot, path: &BStr) -> bool {
+        let link = root.display(path);
+        self.git_dir().ancestors().any(|dir| {
+            let is_link = std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink());
+            let canonical = || {
+                let parent = std::fs::canonicalize(dir.parent()?).ok()?;
+                Some(parent.join(dir.file_name()?))
+            };
+            is_link && canonical().is_some_and(|c| c == link)
+        })
     }
 
     /// The project file or symlink at `path`, saved as a blob: (tree entry kind, id). Never

@@ -953,21 +953,37 @@ fn a_private_file_saved_by_force_comes_back_private() {
 }
 
 #[test]
-fn restore_never_deletes_a_symlink_that_leads_to_the_data_dir() {
+fn restore_never_deletes_a_symlink_on_the_way_to_the_store() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
     p.file("a", "a\n");
     let before = p.track();
-    // The data dir is reached from the project through a symlink made after `before`.
+    // From now on the data dir is given through a symlink in the project.
     p.symlink("dlink", &sb.data_dir).file("a", "b\n");
-    p.track();
-    let o = rwj(&p, &["restore", &before]);
+    let via_link = |args: &[&str]| {
+        let mut cmd = sb.rewind_command_no_data_dir(["--json", "--data-dir"]);
+        cmd.arg(p.join("dlink"))
+            .arg("-C")
+            .arg(p.join(""))
+            .args(args);
+        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+        run.assert_success();
+        one_json(&run)
+    };
+    let o = via_link(&["restore", &before]);
     assert_eq!(strings(&o["kept"]), vec!["dlink"], "{o}");
+    assert_eq!(p.read("a"), b"a\n", "{o}");
     assert_eq!(fs::read_link(p.join("dlink")).unwrap(), sb.data_dir);
-    // The undo point still works.
-    let undo = o["undo"].as_str().unwrap();
-    rwj(&p, &["restore", undo]);
+    // The undo point is still reachable the same way.
+    via_link(&["restore", o["undo"].as_str().unwrap()]);
     assert_eq!(p.read("a"), b"b\n");
+    // A symlink that only points above the store (`..`) is an ordinary file of the project.
+    p.symlink("up", "..");
+    let with_up = p.track();
+    p.remove("up");
+    rwj(&p, &["restore", &before]); // with the data dir given directly, dlink is just a link
+    let o = rwj(&p, &["restore", &with_up]);
+    assert_eq!(fs::read_link(p.join("up")).unwrap(), Path::new(".."), "{o}");
 }
 
 // ---------------------------------------------------------------------------
