@@ -61,6 +61,8 @@ mod xdiff;
 
 pub use diff::{quote_path, DiffOptions, FileChange, Patch, Status};
 pub use error::{Error, Result};
+/// Paths in outcomes are bytes, as the file system names them (`gix`'s `BString`).
+pub use gix::bstr::BString;
 pub use inspect::{Doctor, LogEntry};
 pub use prune::{
     parse_duration, parse_size, PruneOptions, PruneOutcome, Pruner, DEFAULT_MAX_SIZE,

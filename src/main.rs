@@ -665,10 +665,10 @@ fn report_prune(
 /// Print a restore's, revert's or undo's changes: files on stdout, conflicts and failures on
 /// stderr, then the command that goes back.
 fn print_changes(
-    (written_label, written): (&str, &[String]),
-    deleted: &[String],
-    (conflicts, why): (&[String], &str),
-    kept: &[String],
+    (written_label, written): (&str, &[rewind::BString]),
+    deleted: &[rewind::BString],
+    (conflicts, why): (&[rewind::BString], &str),
+    kept: &[rewind::BString],
     failed: &[rewind::Failure],
     (undo_label, undo): (&str, &str),
 ) {
@@ -930,8 +930,8 @@ fn quote_os(path: &std::path::Path) -> String {
     rewind::quote_path(path.as_os_str().as_bytes())
 }
 
-fn quote(name: &str) -> String {
-    rewind::quote_path(name.as_bytes())
+fn quote(name: impl AsRef<[u8]>) -> String {
+    rewind::quote_path(name.as_ref())
 }
 
 /// Say on stderr what a snapshot left out (`note` follows each reason).

@@ -32,7 +32,7 @@ use serde::Serialize;
 use crate::diff::{read_blob, tree_changes, Change, Side};
 use crate::error::{Error, Result};
 use crate::fs::{Kind, Perm, ProjectRoot};
-use crate::scan::TrackOptions;
+use crate::scan::{serialize_paths, TrackOptions};
 use crate::store::Store;
 use crate::visibility::Visibility;
 
@@ -50,18 +50,22 @@ pub struct RestoreOutcome {
     /// The target snapshot (the first one, for several patches).
     pub hash: String,
     /// Files written (created or replaced), project-relative.
-    pub written: Vec<String>,
+    #[serde(serialize_with = "serialize_paths")]
+    pub written: Vec<BString>,
     /// Files deleted.
-    pub deleted: Vec<String>,
+    #[serde(serialize_with = "serialize_paths")]
+    pub deleted: Vec<BString>,
     /// Files that could not be written or deleted, with the reason; the others were done.
     pub failed: Vec<Failure>,
     /// Paths left alone because something outside the current snapshot stands there (an
     /// ignored or too-large file, a nested repository, a special file), or because they changed
     /// on disk while the restore ran.
-    pub conflicts: Vec<String>,
+    #[serde(serialize_with = "serialize_paths")]
+    pub conflicts: Vec<BString>,
     /// Files the target lacks but could not see (ignored under its rules, inside a nested
     /// repository then, or left out for size or type): not deleted.
-    pub kept: Vec<String>,
+    #[serde(serialize_with = "serialize_paths")]
+    pub kept: Vec<BString>,
     /// A snapshot of the project from just before: `restore(undo)` puts everything back.
     pub undo: String,
 }
@@ -69,7 +73,8 @@ pub struct RestoreOutcome {
 /// A path that could not be changed.
 #[derive(Debug, Clone, Serialize)]
 pub struct Failure {
-    pub path: String,
+    #[serde(serialize_with = "crate::scan::serialize_path")]
+    pub path: BString,
     pub error: String,
 }
 
@@ -275,8 +280,8 @@ impl Store {
                 }
             };
             match action {
-                Action::Conflict => outcome.conflicts.push(lossy(&step.path)),
-                Action::Kept => outcome.kept.push(lossy(&step.path)),
+                Action::Conflict => outcome.conflicts.push(step.path.clone()),
+                Action::Kept => outcome.kept.push(step.path.clone()),
                 _ => {}
             }
             actions.push(action);
@@ -352,12 +357,12 @@ impl Store {
             self.progress().step();
             match delete_if_unchanged(&root, step.path.as_ref(), expected[n]) {
                 Ok(true) => {
-                    outcome.deleted.push(lossy(&step.path));
+                    outcome.deleted.push(step.path.clone());
                     if let Some(slash) = step.path.rfind_byte(b'/') {
                         emptied.push(BString::from(&step.path[..slash]));
                     }
                 }
-                Ok(false) => outcome.conflicts.push(lossy(&step.path)),
+                Ok(false) => outcome.conflicts.push(step.path.clone()),
                 Err(e) => outcome.failed.push(failure(&step.path, &e)),
             }
         }
@@ -394,10 +399,10 @@ impl Store {
             let step = &plan.steps[n];
             let name = step.path.rsplit_str(b"/").next().unwrap_or_default();
             match replace(&root, step.path.as_ref(), (&dir, &temp, name), expected[n]) {
-                Ok(true) => outcome.written.push(lossy(&step.path)),
+                Ok(true) => outcome.written.push(step.path.clone()),
                 Ok(false) => {
                     let _ = ProjectRoot::unlink_in(&dir, &temp);
-                    outcome.conflicts.push(lossy(&step.path));
+                    outcome.conflicts.push(step.path.clone());
                 }
                 Err(e) => {
                     let _ = ProjectRoot::unlink_in(&dir, &temp);
@@ -845,13 +850,9 @@ pub(crate) fn is_within(path: &BStr, dir: &BStr) -> bool {
         || (path.starts_with(dir.as_bytes()) && path.get(dir.len()) == Some(&b'/'))
 }
 
-fn lossy(path: &BString) -> String {
-    path.to_str_lossy().into_owned()
-}
-
 fn failure(path: &BString, error: &io::Error) -> Failure {
     Failure {
-        path: lossy(path),
+        path: path.clone(),
         error: error.to_string(),
     }
 }

@@ -83,8 +83,21 @@ fn serialize_id<S: serde::Serializer>(id: &ObjectId, s: S) -> Result<S::Ok, S::E
     s.collect_str(id)
 }
 
-fn serialize_path<S: serde::Serializer>(path: &BString, s: S) -> Result<S::Ok, S::Error> {
+/// A path in JSON: lossy only there (a name that is not UTF-8 gets U+FFFD); the library and
+/// human output keep its bytes.
+pub(crate) fn serialize_path<S: serde::Serializer>(
+    path: &BString,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.serialize_str(&path.to_str_lossy())
+}
+
+/// A list of paths in JSON, each as [`serialize_path`] writes it.
+pub(crate) fn serialize_paths<S: serde::Serializer>(
+    paths: &[BString],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(paths.iter().map(|p| p.to_str_lossy()))
 }
 
 /// Why a path is not in a snapshot.

@@ -30,7 +30,8 @@ use crate::store::Store;
 /// One file a turn (or a session) changed.
 #[derive(Debug, Clone, Serialize)]
 pub struct TurnFile {
-    pub file: String,
+    #[serde(serialize_with = "crate::scan::serialize_path")]
+    pub file: BString,
     pub status: Status,
     pub additions: usize,
     pub deletions: usize,
@@ -90,15 +91,19 @@ pub struct TurnEnd {
 #[derive(Debug, Clone, Serialize)]
 pub struct UndoOutcome {
     /// Files brought back to their state before the turn (written).
-    pub restored: Vec<String>,
+    #[serde(serialize_with = "crate::scan::serialize_paths")]
+    pub restored: Vec<BString>,
     /// Files deleted (the turns had created them).
-    pub deleted: Vec<String>,
+    #[serde(serialize_with = "crate::scan::serialize_paths")]
+    pub deleted: Vec<BString>,
     /// Files left alone: changed by someone else since or between the undone turns (use
     /// `force`), or something outside the snapshots is in the way.
-    pub conflicts: Vec<String>,
+    #[serde(serialize_with = "crate::scan::serialize_paths")]
+    pub conflicts: Vec<BString>,
     /// Files the turns created as far as the snapshots show, but which the "before" snapshot
     /// could not see (ignored then, inside a nested repository, too large): not deleted.
-    pub kept: Vec<String>,
+    #[serde(serialize_with = "crate::scan::serialize_paths")]
+    pub kept: Vec<BString>,
     /// Files that could not be changed, with the reason.
     pub failed: Vec<crate::Failure>,
     /// `restore(undo)` redoes.
@@ -513,7 +518,7 @@ impl Store {
             }
             let abs = self.project().join(std::ffi::OsStr::from_bytes(path));
             if std::fs::symlink_metadata(abs).is_ok() {
-                out_of_view.push(path.to_str_lossy().into_owned());
+                out_of_view.push(path.clone());
             }
         }
         drop(differs);
@@ -522,7 +527,7 @@ impl Store {
                 continue; // not the agent's: edits between turns by someone else stay
             }
             if !force && others.contains(&change.path) {
-                conflicts.push(change.path.to_str_lossy().into_owned());
+                conflicts.push(change.path.clone());
                 continue;
             }
             changes.push(change);
@@ -710,12 +715,11 @@ impl Store {
         let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
         let mut editor = repo.edit_tree(base).map_err(|e| store_error(&e))?;
         for change in changes {
-            let path = change.path.to_str_lossy();
             let done = outcome
                 .written
                 .iter()
                 .chain(&outcome.deleted)
-                .any(|p| *p == path);
+                .any(|p| *p == change.path);
             if !done {
                 continue;
             }
@@ -1071,9 +1075,10 @@ fn turn_file(repo: &gix::Repository, change: Change) -> Result<TurnFile> {
         max_content_bytes: 0,
         ..DiffOptions::default()
     };
+    let file = change.path.clone();
     let row = file_change(repo, change, &options)?;
     Ok(TurnFile {
-        file: row.file,
+        file,
         status: row.status,
         additions: row.additions,
         deletions: row.deletions,

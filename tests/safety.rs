@@ -1037,3 +1037,34 @@ fn undo_in_one_session_does_not_bring_back_what_another_session_undid_meanwhile(
     assert_eq!(p.read("y"), b"base\n", "B's undo stays: {o}");
     assert_eq!(strings(&o["conflicts"]), vec!["y"], "{o}");
 }
+
+#[test]
+fn non_utf8_names_in_restore_and_turn_output_are_quoted_as_git_quotes_them() {
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.git_init().file("a", "a\n");
+    let before = p.track();
+    begin(&p, "1");
+    let name = std::ffi::OsStr::from_bytes(b"bad\xfe");
+    fs::write(p.join(name), "x\n").unwrap();
+    fs::write(p.join(std::ffi::OsStr::from_bytes(b"bad\xfd")), "y\n").unwrap();
+    let end = rw(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    end.assert_success();
+    // git's own quoting of the same names is the oracle.
+    p.git(["add", "-A"]);
+    let git_names = p.git(["-c", "core.quotePath=true", "ls-files", "bad*"]);
+    let git_names: Vec<&str> = git_names.lines().collect();
+    assert_eq!(git_names, vec!["\"bad\\375\"", "\"bad\\376\""]);
+    for name in &git_names {
+        assert!(end.stdout.contains(name), "turn end prints {name}: {end}");
+    }
+    let restore = rw(&p, &["restore", &before]);
+    restore.assert_success();
+    for name in &git_names {
+        assert!(
+            restore.stdout.contains(&format!("deleted {name}")),
+            "{restore}"
+        );
+    }
+}
