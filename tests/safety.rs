@@ -334,25 +334,33 @@ fn user_files_named_like_temp_files_are_never_removed() {
     }
 }
 
-/// `strace` runs rewind with a fault or a delay injected at a syscall.
-fn strace(p: &TestProject, inject: &str, args: &[&str]) -> Command {
+/// `outer` (a program and its own arguments) running `rewind -C <project> ARGS` with the
+/// sandbox's environment.
+fn wrapped(p: &TestProject, mut outer: Command, args: &[&str]) -> Command {
+    let rewind = p.rewind_command(args);
+    outer.arg(rewind.get_program()).args(rewind.get_args());
+    outer.env_clear();
+    for (key, value) in rewind.get_envs() {
+        if let Some(value) = value {
+            outer.env(key, value);
+        }
+    }
+    outer
+}
+
+/// `strace -o LOG -e EXPR` running rewind: a trace, or a fault or delay injected at a syscall.
+fn strace_to(p: &TestProject, log: &Path, expr: &str, args: &[&str]) -> Command {
     assert!(
         Path::new("/usr/bin/strace").exists() || which("strace"),
         "strace is needed (.ci/run installs it)"
     );
-    let rewind = p.rewind_command(args);
-    let mut cmd = Command::new("strace");
-    cmd.args(["-f", "-qq", "-o", "/dev/null", "-e"])
-        .arg(inject)
-        .arg(rewind.get_program())
-        .args(rewind.get_args());
-    cmd.env_clear();
-    for (key, value) in rewind.get_envs() {
-        if let Some(value) = value {
-            cmd.env(key, value);
-        }
-    }
-    cmd
+    let mut outer = Command::new("strace");
+    outer.args(["-f", "-qq", "-o"]).arg(log).args(["-e", expr]);
+    wrapped(p, outer, args)
+}
+
+fn strace(p: &TestProject, inject: &str, args: &[&str]) -> Command {
+    strace_to(p, Path::new("/dev/null"), inject, args)
 }
 
 fn which(tool: &str) -> bool {
@@ -584,21 +592,12 @@ fn restore_syncs_the_undo_point_and_the_new_data_before_renaming() {
     p.file("a.txt", "a1\n").file("d/b.txt", "b1\n");
     p.track();
     let log = sb.root.join("strace.log");
-    let rewind = p.rewind_command(["restore", &before]);
-    let mut cmd = Command::new("strace");
-    cmd.args(["-f", "-qq", "-o"])
-        .arg(&log)
-        .args([
-            "-e",
-            "trace=openat,fsync,fdatasync,syncfs,rename,renameat,renameat2",
-        ])
-        .arg(rewind.get_program())
-        .args(rewind.get_args());
-    for (key, value) in rewind.get_envs() {
-        if let Some(value) = value {
-            cmd.env(key, value);
-        }
-    }
+    let mut cmd = strace_to(
+        &p,
+        &log,
+        "trace=openat,fsync,fdatasync,syncfs,rename,renameat,renameat2",
+        &["restore", &before],
+    );
     run_with_deadline(&mut cmd, DEFAULT_DEADLINE).assert_success();
     let trace = fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = trace.lines().collect();
@@ -910,18 +909,9 @@ fn undo_makes_a_deleted_private_directory_private_again_whatever_the_umask() {
     p.remove("plain.txt").remove("run.sh");
     end(&p, "1");
     // A loose umask (002) must not widen anything that comes back.
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg("umask 002; exec \"$@\"")
-        .arg("sh")
-        .arg(p.rewind_command::<&str>([]).get_program());
-    let rewind = p.rewind_command(["--json", "undo", "--session=s"]);
-    cmd.args(rewind.get_args());
-    for (key, value) in rewind.get_envs() {
-        if let Some(value) = value {
-            cmd.env(key, value);
-        }
-    }
+    let mut umask = Command::new("sh");
+    umask.args(["-c", "umask 002; exec \"$@\"", "sh"]);
+    let mut cmd = wrapped(&p, umask, &["--json", "undo", "--session=s"]);
     let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
     run.assert_success();
     assert_eq!(mode(&p, "secrets"), 0o700, "{run}");
