@@ -286,7 +286,6 @@ impl Store {
             }
             actions.push(action);
         }
-        drop(deleting);
 
         // The undo tree: the current snapshot, plus what `force` replaces outside it.
         // `expected`: what each path must still hold when it is replaced or deleted.

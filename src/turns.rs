@@ -521,7 +521,6 @@ impl Store {
                 out_of_view.push(path.clone());
             }
         }
-        drop(differs);
         for change in differing {
             if touched.binary_search(&change.path).is_err() {
                 continue; // not the agent's: edits between turns by someone else stay
