@@ -183,8 +183,11 @@ enum Command {
         #[arg(long)]
         session: String,
         /// The first turn to undo; later turns are undone too
-        #[arg(long)]
+        #[arg(long, conflicts_with = "last")]
         turn: Option<String>,
+        /// Undo the most recent turn not undone yet (again: the one before it)
+        #[arg(long, conflicts_with = "file")]
+        last: bool,
         /// Only this path
         #[arg(long)]
         file: Option<PathBuf>,
@@ -576,8 +579,12 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
             turn,
             file,
             force,
+            last,
         } => {
-            let outcome = store.undo(session, turn.as_deref(), file.as_deref(), *force)?;
+            let outcome = match last {
+                true => store.undo_last(session, *force)?,
+                false => store.undo(session, turn.as_deref(), file.as_deref(), *force)?,
+            };
             if cli.json {
                 print_json(&outcome);
             } else {

@@ -187,6 +187,9 @@ struct Undo {
     file: Option<PathBuf>,
     #[serde(default)]
     force: bool,
+    /// The most recent turn not undone yet (instead of `turn` and `file`).
+    #[serde(default)]
+    last: bool,
 }
 
 /// Run `method` with `params`. Costs what the library operation costs.
@@ -256,8 +259,17 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
                 turn,
                 file,
                 force,
+                last,
             } = params(raw)?;
-            value(store.undo(&session, turn.as_deref(), file.as_deref(), force)?)
+            if last && (turn.is_some() || file.is_some()) {
+                return Err(Failure::BadParams(
+                    "bad params: `last` goes without `turn` and `file`".into(),
+                ));
+            }
+            value(match last {
+                true => store.undo_last(&session, force)?,
+                false => store.undo(&session, turn.as_deref(), file.as_deref(), force)?,
+            })
         }
         "changes" => {
             let Session { session } = params(raw)?;

@@ -403,7 +403,12 @@ impl Store {
     /// ```
     pub fn turns(&self, session: Option<&str>) -> Result<Vec<Turn>> {
         let mut turns = Vec::new();
-        for (session, records) in self.sessions(session)? {
+        let sessions = match session {
+            // An unknown session is `not_found`, as in every other operation.
+            Some(name) => vec![(name.to_owned(), self.session_records(name)?)],
+            None => self.sessions(None)?,
+        };
+        for (session, records) in sessions {
             for record in records {
                 let rolled_back = self
                     .ref_target(&turn_ref(&session, "rolled-back", &record.turn)?)?
@@ -597,6 +602,30 @@ impl Store {
         }
         chain.reverse();
         Ok(chain)
+    }
+
+    /// Undo the session's most recent turn that is not rolled back yet (and any later ones,
+    /// which are): the "undo what the agent just did" button. Pressed again, it walks back one
+    /// turn at a time. `not_found` when every turn is rolled back.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let outcome = store.undo_last("chat-42", false)?;
+    /// println!("restored {:?}", outcome.restored);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn undo_last(&self, session: &str, force: bool) -> Result<UndoOutcome> {
+        let mut last = None;
+        for record in self.session_records(session)? {
+            if self
+                .ref_target(&turn_ref(session, "rolled-back", &record.turn)?)?
+                .is_none()
+            {
+                last = Some(record.turn);
+            }
+        }
+        let turn = last.ok_or_else(|| Error::NoSession(session.into()))?;
+        self.undo(session, Some(&turn), None, force)
     }
 
     /// The paths someone other than the session changed along `chain`: between an end (or

@@ -1959,3 +1959,58 @@ fn turns_table_shows_relative_age_with_a_fixed_clock() {
         assert!(row("early").0 < row("late").0, "oldest first: {run}");
     }
 }
+
+/// `undo --last` is the "undo what the agent just did" button: pressed four times on a
+/// four-turn session, it walks back one turn at a time.
+#[test]
+fn undo_last_four_times_walks_back_one_turn_at_a_time() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f.txt", "v0\n");
+    let s = "walk";
+    for t in 1..=4 {
+        begin(&p, s, &t.to_string());
+        p.file("f.txt", format!("v{t}\n"));
+        p.file(format!("t{t}.txt"), "made\n");
+        end(&p, s, &t.to_string());
+    }
+    for t in (1..=4).rev() {
+        let u = undo(&p, s, &["--last"]);
+        assert_eq!(
+            p.read("f.txt"),
+            format!("v{}\n", t - 1).as_bytes(),
+            "{}",
+            u.json
+        );
+        assert!(!p.join(format!("t{t}.txt")).exists(), "{}", u.json);
+        for earlier in 1..t {
+            assert!(p.join(format!("t{earlier}.txt")).exists(), "{}", u.json);
+        }
+        let rolled: Vec<bool> = turns(&p, Some(s)).iter().map(|t| t.rolled_back).collect();
+        let want: Vec<bool> = (1..=4).map(|n| n >= t).collect();
+        assert_eq!(rolled, want, "{}", u.json);
+    }
+    assert_eq!(expect_error(&p, &["undo", &sess(s), "--last"]), "not_found");
+}
+
+/// One rule for unknown names: an unknown session or path is `not_found` everywhere.
+#[test]
+fn unknown_sessions_and_paths_are_not_found_everywhere() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    begin(&p, "s", "1");
+    p.file("a.txt", "b\n");
+    end(&p, "s", "1");
+    let snapshot = p.track();
+    for args in [
+        vec!["turns", "--session=nobody"],
+        vec!["changes", "--session=nobody"],
+        vec!["undo", "--session=nobody"],
+        vec!["undo", "--session=nobody", "--last"],
+        vec!["revert", snapshot.as_str(), "--", "does/not/exist"],
+    ] {
+        assert_eq!(expect_error(&p, &args), "not_found", "{args:?}");
+    }
+    assert_eq!(p.read("a.txt"), b"b\n");
+}
