@@ -179,7 +179,8 @@ enum Command {
     /// Undo what a session did from a turn on (default: its first turn), or one file of it
     ///
     /// Example: rewind undo --session chat-42 --turn 3 --file src/lib.rs
-    ///          rewind undo --session chat-42 --last   (what the agent just did)
+    ///
+    /// Example: rewind undo --session chat-42 --last   (what the agent just did)
     Undo {
         #[arg(long)]
         session: String,
