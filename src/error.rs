@@ -72,9 +72,6 @@ pub enum Error {
     /// `undo --file` named a path that the undone turns did not change.
     #[error("the turns of session {session:?} did not change {path:?}")]
     PathNotChanged { path: String, session: String },
-    /// `revert` named a path that is in neither the snapshot nor the project's snapshot now.
-    #[error("{path:?} is in neither snapshot {snapshot} nor the project")]
-    PathNotFound { path: String, snapshot: String },
     /// No turn of this session is in the store.
     #[error("no session {0:?} in the store")]
     NoSession(String),
@@ -143,9 +140,7 @@ impl Error {
             Error::Incomplete { .. } => "incomplete",
             Error::BadName { .. } => "invalid_name",
             Error::Turn { .. } => "turn_state",
-            Error::NoSession(_) | Error::PathNotChanged { .. } | Error::PathNotFound { .. } => {
-                "not_found"
-            }
+            Error::NoSession(_) | Error::PathNotChanged { .. } => "not_found",
             Error::PruneFailed(_) => "prune_failed",
             Error::Unhealthy(_) => "unhealthy",
         }

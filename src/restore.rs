@@ -212,14 +212,6 @@ impl Store {
                     targets.len() - 1
                 }
             };
-            let has = |tree| has_entry(&repo, tree, path.as_ref());
-            // A path in neither snapshot is a typo, not a no-op: `not_found`.
-            if !path.is_empty() && !has(target)? && !has(current)? {
-                return Err(Error::PathNotFound {
-                    path: path.to_str_lossy().into_owned(),
-                    snapshot: target.to_string(),
-                });
-            }
             for change in targets[index]
                 .1
                 .iter()
@@ -642,17 +634,6 @@ impl Store {
         }
         Ok(parts.join(&b'/').into())
     }
-}
-
-/// Whether `tree` has an entry (file, symlink or directory) at `path`.
-fn has_entry(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<bool> {
-    let store_error = |e: &dyn std::fmt::Display| Error::store(repo.git_dir(), e);
-    let tree = repo.find_tree(tree).map_err(|e| store_error(&e))?;
-    let path = Path::new(std::ffi::OsStr::from_bytes(path));
-    Ok(tree
-        .lookup_entry_by_path(path)
-        .map_err(|e| store_error(&e))?
-        .is_some())
 }
 
 pub(crate) fn step_of(change: &Change, snapshot: usize) -> Step {
