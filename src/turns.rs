@@ -543,10 +543,9 @@ impl Store {
             sights: vec![self.visibility(target, Some(undone[0].begin))?],
             force,
         })?;
-        let base = match chain.last() {
-            Some((tree, ChainKind::End | ChainKind::Undo)) => *tree,
-            _ => current,
-        };
+        // What the session left: its last commit's tree (for a turn left open, its "before":
+        // what the open turn changed and the undo did not take back is not the session's).
+        let base = chain.last().map_or(current, |(tree, _)| *tree);
         self.record_undo_on_chain(session, &undone[0].turn, base, &changes, &outcome)?;
         let RestoreOutcome {
             written,
@@ -728,7 +727,7 @@ impl Store {
     }
 
     /// Append the undo to the session's chain: a commit of what the session left, `base` (its
-    /// last end or undo, or the project now while a turn is open) with the `changes` the undo
+    /// last commit's tree: an end, an undo, or an open turn's "before") with the `changes` the undo
     /// made. So edits by someone else, made before or after the undo, stay told apart from the
     /// session's own, and a path the undo left alone stays a conflict.
     fn record_undo_on_chain(
