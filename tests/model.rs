@@ -723,6 +723,14 @@ impl<'a> Model<'a> {
             deleted: strings("deleted"),
             conflicts: strings("conflicts"),
             kept: strings("kept"),
+            failed_paths: json["failed"]
+                .as_array()
+                .map(|f| {
+                    f.iter()
+                        .filter_map(|x| x["path"].as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
             failed,
             undo,
         })
@@ -786,8 +794,9 @@ impl<'a> Model<'a> {
         // back can see (the operation also wrote a `.gitignore` that hides it) stays, unreported.
         let seen_by_way_back = self.tree(&back.undo);
         for r in o.written.iter().chain(&o.deleted) {
-            if back.conflicts.contains(r) || back.kept.contains(r) {
-                continue; // left alone, and said so
+            if back.conflicts.contains(r) || back.kept.contains(r) || back.failed_paths.contains(r)
+            {
+                continue; // left alone or not done, and said so (a failure exits 1)
             }
             let p = path_named(r, before, &after);
             if ver_at(before, &p).is_none() && !seen_by_way_back.contains_key(&p) {
@@ -1117,6 +1126,8 @@ struct Outcome {
     /// Paths the target lacks but could not see (ignored then, left out): reported, never deleted.
     kept: Vec<String>,
     failed: usize,
+    /// The paths of `failed`: reported (exit 1), with the reason.
+    failed_paths: Vec<String>,
     undo: String,
 }
 
