@@ -586,13 +586,7 @@ impl Store {
         let mut chain = Vec::new();
         let mut next = self.ref_target(&session_ref(session, "head")?)?;
         while let Some(commit) = next {
-            let object = repo
-                .find_commit(commit)
-                .map_err(|e| Error::store(self.git_dir(), e))?;
-            let tree = object
-                .tree_id()
-                .map_err(|e| Error::store(self.git_dir(), e))?
-                .detach();
+            let (object, tree) = commit_and_tree(&repo, commit)?;
             chain.push((tree, ChainKind::of(object.message_raw_sloppy())));
             if commit == begin {
                 break;
@@ -705,16 +699,11 @@ impl Store {
             let first = at_begin.get(&head).copied();
             let mut next = Some(last);
             while let Some(commit) = next.filter(|c| Some(*c) != first) {
-                let object = repo.find_commit(commit).map_err(|e| store_error(&e))?;
-                let tree = object.tree_id().map_err(|e| store_error(&e))?.detach();
+                let (object, tree) = commit_and_tree(&repo, commit)?;
                 next = object.parent_ids().next().map(|id| id.detach());
                 let kind = ChainKind::of(object.message_raw_sloppy());
                 if let (ChainKind::End | ChainKind::Undo, Some(parent)) = (kind, next) {
-                    let before = repo
-                        .find_commit(parent)
-                        .and_then(|p| p.tree_id())
-                        .map_err(|e| store_error(&e))?
-                        .detach();
+                    let (_, before) = commit_and_tree(&repo, parent)?;
                     paths.extend(
                         tree_changes(&repo, before, tree)?
                             .into_iter()
@@ -966,13 +955,7 @@ impl Store {
     /// Parse a turn commit's trailers.
     fn record(&self, commit: ObjectId) -> Result<Record> {
         let repo = self.repo();
-        let object = repo
-            .find_commit(commit)
-            .map_err(|e| Error::store(self.git_dir(), e))?;
-        let tree = object
-            .tree_id()
-            .map_err(|e| Error::store(self.git_dir(), e))?
-            .detach();
+        let (object, tree) = commit_and_tree(&repo, commit)?;
         let message = object.message_raw_sloppy().to_owned();
         let field = |key: &str| -> Option<String> {
             message
@@ -1079,6 +1062,14 @@ fn entry_kind(mode: u32) -> gix::objs::tree::EntryKind {
         0o120000 => EntryKind::Link,
         _ => EntryKind::Blob,
     }
+}
+
+/// Commit `id` of the store, and its tree's id.
+fn commit_and_tree(repo: &gix::Repository, id: ObjectId) -> Result<(gix::Commit<'_>, ObjectId)> {
+    let store_error = |e: &dyn std::fmt::Display| Error::store(repo.git_dir(), e);
+    let commit = repo.find_commit(id).map_err(|e| store_error(&e))?;
+    let tree = commit.tree_id().map_err(|e| store_error(&e))?.detach();
+    Ok((commit, tree))
 }
 
 /// The entry at `path` in `tree`, if it is a blob or symlink.
