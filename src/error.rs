@@ -75,6 +75,9 @@ pub enum Error {
     /// No turn of this session is in the store.
     #[error("no session {0:?} in the store")]
     NoSession(String),
+    /// Nothing is left for `undo --last` or `redo` to act on.
+    #[error("session {session:?} has no {what}")]
+    NothingLeft { session: String, what: &'static str },
     /// A turn is not in the state the operation needs.
     #[error("turn {turn:?} of session {session:?} {reason}")]
     Turn {
@@ -140,7 +143,9 @@ impl Error {
             Error::Incomplete { .. } => "incomplete",
             Error::BadName { .. } => "invalid_name",
             Error::Turn { .. } => "turn_state",
-            Error::NoSession(_) | Error::PathNotChanged { .. } => "not_found",
+            Error::NoSession(_) | Error::PathNotChanged { .. } | Error::NothingLeft { .. } => {
+                "not_found"
+            }
             Error::PruneFailed(_) => "prune_failed",
             Error::Unhealthy(_) => "unhealthy",
         }

@@ -72,7 +72,7 @@ pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 pub use scan::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use serve::serve;
 pub use store::{data_dir, OpenOptions, Progress, Store, DEFAULT_MAX_FILE_SIZE};
-pub use turns::{SessionChanges, Turn, TurnEnd, TurnFile, TurnStart, UndoOutcome};
+pub use turns::{Origin, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart, UndoOutcome};
 
 /// The current time: `$REWIND_NOW` (RFC 3339) when set, so that tests can fix the clock.
 ///

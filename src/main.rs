@@ -197,6 +197,21 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Bring back what the session's last undo (not redone yet) changed, and only that
+    ///
+    /// Files changed since the undo are left alone and listed (use --force).
+    ///
+    /// Example: rewind redo --session chat-42
+    Redo {
+        #[arg(long)]
+        session: String,
+        /// Redo the most recent undo of this turn
+        #[arg(long)]
+        turn: Option<String>,
+        /// Also overwrite files changed since the undo (their bytes are kept in the undo snapshot)
+        #[arg(long)]
+        force: bool,
+    },
     /// Per-file totals across a session
     ///
     /// Example: rewind changes --session chat-42
@@ -557,14 +572,8 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
                 print_json(&row);
             } else {
                 print_left_out(&end.skipped, UNDO_CANNOT);
-                for file in end.files {
-                    outln!(
-                        "{:<8} +{:<5} -{:<5} {}",
-                        format!("{:?}", file.status).to_lowercase(),
-                        file.additions,
-                        file.deletions,
-                        quote(&file.file)
-                    );
+                for file in &end.files {
+                    print_file(file, "");
                 }
             }
         }
@@ -587,40 +596,20 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
                 true => store.undo_last(session, *force)?,
                 false => store.undo(session, turn.as_deref(), file.as_deref(), *force)?,
             };
-            if cli.json {
-                print_json(&outcome);
-            } else {
-                print_changes(
-                    ("restored", &outcome.restored),
-                    &outcome.deleted,
-                    (
-                        &outcome.conflicts,
-                        "changed by someone else since, or in the way",
-                    ),
-                    &outcome.kept,
-                    &outcome.failed,
-                    ("redo", &outcome.undo),
-                );
-            }
-            if !outcome.failed.is_empty() {
-                return Err(rewind::Error::Incomplete {
-                    failed: outcome.failed.len(),
-                    undo: outcome.undo,
-                });
-            }
+            return report_undo(cli, outcome);
         }
+        Command::Redo {
+            session,
+            turn,
+            force,
+        } => return report_undo(cli, store.redo(session, turn.as_deref(), *force)?),
         Command::Changes { session } => {
             let changes = store.changes(session)?;
             if cli.json {
                 print_json(&changes);
             } else {
                 for file in &changes.files {
-                    outln!(
-                        "+{:<5} -{:<5} {}",
-                        file.additions,
-                        file.deletions,
-                        quote(&file.file)
-                    );
+                    print_file(file, "");
                 }
                 outln!(
                     "{} files, +{} -{}",
@@ -632,6 +621,44 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Print an undo's or redo's outcome; an error when a file could not be changed.
+fn report_undo(cli: &Cli, outcome: rewind::UndoOutcome) -> Result<(), rewind::Error> {
+    if cli.json {
+        print_json(&outcome);
+    } else {
+        print_changes(
+            ("restored", &outcome.restored),
+            &outcome.deleted,
+            (
+                &outcome.conflicts,
+                "changed by someone else since, or in the way",
+            ),
+            &outcome.kept,
+            &outcome.failed,
+            ("the whole project as it was before", &outcome.undo),
+        );
+    }
+    if !outcome.failed.is_empty() {
+        return Err(rewind::Error::Incomplete {
+            failed: outcome.failed.len(),
+            undo: outcome.undo,
+        });
+    }
+    Ok(())
+}
+
+/// One file of a turn or session: status, counts, whose change it is, path.
+fn print_file(file: &rewind::TurnFile, indent: &str) {
+    outln!(
+        "{indent}{:<8} +{:<5} -{:<5} {:<11} {}",
+        format!("{:?}", file.status).to_lowercase(),
+        file.additions,
+        file.deletions,
+        format!("{:?}", file.origin).to_lowercase(),
+        quote(&file.file)
+    );
 }
 
 /// Say what a prune removed: a line per removed session on stderr, a summary on stdout
@@ -767,6 +794,9 @@ fn print_turns(turns: &[rewind::Turn], now: chrono::DateTime<chrono::Utc>) {
             paint("32", format!("+{}", turn.additions)),
             paint("31", format!("-{}", turn.deletions)),
         );
+        for file in &turn.changed {
+            print_file(file, "    ");
+        }
     }
 }
 

@@ -181,6 +181,15 @@ struct Session {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct Redo {
+    session: String,
+    turn: Option<String>,
+    #[serde(default)]
+    force: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Undo {
     session: String,
     turn: Option<String>,
@@ -270,6 +279,14 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
                 true => store.undo_last(&session, force)?,
                 false => store.undo(&session, turn.as_deref(), file.as_deref(), force)?,
             })
+        }
+        "redo" => {
+            let Redo {
+                session,
+                turn,
+                force,
+            } = params(raw)?;
+            value(store.redo(&session, turn.as_deref(), force)?)
         }
         "changes" => {
             let Session { session } = params(raw)?;

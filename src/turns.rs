@@ -12,7 +12,7 @@
 //! commit messages' trailers, so `git log --all` in the store shows every turn, and a new process
 //! finds everything there: nothing lives only in memory.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -35,6 +35,49 @@ pub struct TurnFile {
     pub status: Status,
     pub additions: usize,
     pub deletions: usize,
+    /// Whose change it is: see [`Origin`].
+    pub origin: Origin,
+}
+
+/// Whose change a file of a turn is. While turns of several sessions are open at once, a
+/// change on disk could be any of theirs; `track_file` is how an agent says it is its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// No other session's turn was open during the turn: every change is the turn's, announced
+    /// or not (shell commands, formatters, generators).
+    Unannounced,
+    /// The turn announced the path with `track_file` (and no overlapping turn of another
+    /// session did).
+    Announced,
+    /// Changed while another session's turn was open too, and announced by none of them (or
+    /// by several): undo leaves it alone unless forced.
+    Shared,
+    /// Announced by an overlapping turn of another session only: that session's change, not
+    /// listed among the turn's files.
+    Other,
+}
+
+impl Origin {
+    fn as_str(self) -> &'static str {
+        match self {
+            Origin::Unannounced => "unannounced",
+            Origin::Announced => "announced",
+            Origin::Shared => "shared",
+            Origin::Other => "other",
+        }
+    }
+
+    fn parse(word: &[u8]) -> Option<Origin> {
+        [
+            Origin::Unannounced,
+            Origin::Announced,
+            Origin::Shared,
+            Origin::Other,
+        ]
+        .into_iter()
+        .find(|o| o.as_str().as_bytes() == word)
+    }
 }
 
 /// A turn as [`Store::turns`] lists it.
@@ -52,6 +95,8 @@ pub struct Turn {
     pub files: usize,
     pub additions: usize,
     pub deletions: usize,
+    /// The files it changed, each with its [`Origin`] (empty while the turn is open).
+    pub changed: Vec<TurnFile>,
     pub rolled_back: bool,
 }
 
@@ -106,7 +151,8 @@ pub struct UndoOutcome {
     pub kept: Vec<BString>,
     /// Files that could not be changed, with the reason.
     pub failed: Vec<crate::Failure>,
-    /// `restore(undo)` redoes.
+    /// The snapshot taken just before: `restore(undo)` brings the whole project back to it
+    /// (`redo` brings back only what this undo changed).
     pub undo: String,
 }
 
@@ -146,6 +192,104 @@ fn parse_other_heads(message: &[u8]) -> HashMap<String, ObjectId> {
 
 /// The trailer that marks an undo's commit on a session's chain.
 const UNDO_TRAILER: &str = "Rewind-Undo: yes";
+/// The trailer that marks a redo's commit on a session's chain.
+const REDO_TRAILER: &str = "Rewind-Redo: yes";
+/// In a redo's commit: the undo commit it redid.
+const REDID: &str = "Rewind-Redid: ";
+/// In an undo's commit: a turn it marked rolled back (percent-encoded).
+const ROLLED_BACK: &str = "Rewind-Rolled-Back: ";
+/// In an undo's commit: the snapshot taken just before it (what a redo brings back).
+const UNDO_POINT: &str = "Rewind-Undo-Point: ";
+
+/// The key of an end commit's lines, one per file of the turn:
+/// `<status> <origin> +<additions> -<deletions> <path>`.
+const FILE_LINE: &str = "Rewind-File: ";
+/// The key of the lines naming each path a turn announced with `track_file`.
+const ANNOUNCED: &str = "Rewind-Announced: ";
+/// The trailer of end commits whose file lines say whose each change is (older ones have
+/// no file lines: every file of theirs is unannounced).
+const ATTRIBUTED: &str = "Rewind-Attribution: 1";
+
+/// `Rewind-Announced:` lines for `paths`.
+fn announced_lines<'a>(paths: impl IntoIterator<Item = &'a BString>) -> String {
+    let mut out = String::new();
+    for path in paths {
+        out.push_str(ANNOUNCED);
+        crate::visibility::encode_path(&mut out, path);
+        out.push('\n');
+    }
+    out
+}
+
+/// The paths named by the `Rewind-Announced:` lines of commit message `message`.
+fn parse_announced(message: &[u8]) -> Vec<BString> {
+    message
+        .lines()
+        .filter_map(|line| line.strip_prefix(ANNOUNCED.as_bytes()))
+        .filter_map(crate::visibility::decode_path)
+        .collect()
+}
+
+/// `Rewind-File:` lines for `files`, and the trailer that says they are there.
+fn file_lines(files: &[TurnFile]) -> String {
+    let mut out = String::new();
+    for file in files {
+        let status = match file.status {
+            Status::Added => "added",
+            Status::Deleted => "deleted",
+            Status::Modified => "modified",
+        };
+        out.push_str(&format!(
+            "{FILE_LINE}{status} {} +{} -{} ",
+            file.origin.as_str(),
+            file.additions,
+            file.deletions
+        ));
+        crate::visibility::encode_path(&mut out, &file.file);
+        out.push('\n');
+    }
+    out.push_str(ATTRIBUTED);
+    out.push('\n');
+    out
+}
+
+/// The files an end commit's `Rewind-File:` lines name; `None` for an end commit written
+/// before turns recorded them.
+fn parse_files(message: &[u8]) -> Option<Vec<TurnFile>> {
+    if !message.lines().any(|l| l == ATTRIBUTED.as_bytes()) {
+        return None;
+    }
+    let parse = |rest: &[u8]| -> Option<TurnFile> {
+        let mut words = rest.splitn_str(5, " ");
+        let status = match words.next()? {
+            b"added" => Status::Added,
+            b"deleted" => Status::Deleted,
+            b"modified" => Status::Modified,
+            _ => return None,
+        };
+        let origin = Origin::parse(words.next()?)?;
+        let count = |word: Option<&[u8]>, sign: &[u8]| -> Option<usize> {
+            word?.strip_prefix(sign)?.to_str().ok()?.parse().ok()
+        };
+        let additions = count(words.next(), b"+")?;
+        let deletions = count(words.next(), b"-")?;
+        let file = crate::visibility::decode_path(words.next()?)?;
+        Some(TurnFile {
+            file,
+            status,
+            additions,
+            deletions,
+            origin,
+        })
+    };
+    Some(
+        message
+            .lines()
+            .filter_map(|line| line.strip_prefix(FILE_LINE.as_bytes()))
+            .filter_map(parse)
+            .collect(),
+    )
+}
 
 /// What a commit on a session's chain records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,13 +298,14 @@ enum ChainKind {
     Begin,
     /// A turn's end: its tree is the "after".
     End,
-    /// An undo: its tree is the project as the undo left it.
+    /// An undo or a redo: its tree is the project as it left it.
     Undo,
 }
 
 impl ChainKind {
     fn of(message: &[u8]) -> ChainKind {
-        if message.lines().any(|l| l == UNDO_TRAILER.as_bytes()) {
+        let trailer = |t: &str| message.lines().any(|l| l == t.as_bytes());
+        if trailer(UNDO_TRAILER) || trailer(REDO_TRAILER) {
             ChainKind::Undo
         } else if message.lines().any(|l| l.starts_with(b"Rewind-Ended: ")) {
             ChainKind::End
@@ -263,12 +408,17 @@ impl Store {
     pub fn begin_turn(&self, session: &str, turn: &str) -> Result<TurnStart> {
         let reference = turn_ref(session, "turns", turn)?;
         let _lock = self.lock()?;
-        self.begin_locked(session, turn, &reference)
+        Ok(self.begin_locked(session, turn, &reference)?.0)
     }
 
-    /// Record that the agent is about to edit `path` in this turn: its current content is the
-    /// "before" for the turn. Begins the turn if needed (a snapshot of the whole project, so
-    /// every later first edit of another file is covered as well); afterwards a no-op.
+    /// Announce that the agent is about to edit `path` (a file, or a directory: everything
+    /// below it) in this turn. Begins the turn if needed (a snapshot of the whole project, the
+    /// turn's "before", so every later first edit of another file is covered as well).
+    ///
+    /// Announcing matters when turns of several sessions run at once: a change made while
+    /// another session's turn was open belongs to the session that announced the path, and
+    /// is *shared* (left alone by undo unless forced) when none or several did. A runtime that
+    /// runs one session at a time needs no announcements: every change is its turn's.
     /// Safe from several threads and processes at once.
     ///
     /// ```no_run
@@ -279,18 +429,72 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn track_file(&self, session: &str, turn: &str, path: impl AsRef<Path>) -> Result<()> {
-        self.project_path(path.as_ref())?;
-        self.begin_turn(session, turn).map(drop)
+        let path = self.project_path(path.as_ref())?;
+        let reference = turn_ref(session, "turns", turn)?;
+        let _lock = self.lock()?;
+        let (_, begin) = self.begin_locked(session, turn, &reference)?;
+        self.announce(session, turn, begin, path)
     }
 
-    fn begin_locked(&self, session: &str, turn: &str, reference: &str) -> Result<TurnStart> {
+    /// Add `path` to what open turn `turn` announced: `refs/rewind/sessions/<S>/announced/<T>`
+    /// points to a commit (child of the begin commit `begin`) naming every path announced so
+    /// far; its end commit takes them over. Costs a commit read, and a commit write when `path`
+    /// is new. The caller holds the lock.
+    fn announce(&self, session: &str, turn: &str, begin: ObjectId, path: BString) -> Result<()> {
+        let reference = turn_ref(session, "announced", turn)?;
+        let repo = self.repo();
+        let mut paths: BTreeSet<BString> = match self.ref_target(&reference)? {
+            Some(commit) => parse_announced(commit_and_tree(&repo, commit)?.0.message_raw_sloppy())
+                .into_iter()
+                .collect(),
+            None => BTreeSet::new(),
+        };
+        if !paths.insert(path) {
+            return Ok(());
+        }
+        let (_, tree) = commit_and_tree(&repo, begin)?;
+        let message = format!(
+            "rewind: files announced in turn {turn:?} of session {session:?}\n\n{}",
+            announced_lines(&paths)
+        );
+        self.commit(&reference, &message, tree, [begin])?;
+        Ok(())
+    }
+
+    /// The paths turn `record` of `session` announced: from its end commit, or while it is open
+    /// from its announcements ref. Costs a commit read.
+    fn announced_by(&self, session: &str, record: &Record) -> Result<Vec<BString>> {
+        let commit = match record.ended_at {
+            Some(_) => Some(record.commit),
+            None => self.ref_target(&turn_ref(session, "announced", &record.turn)?)?,
+        };
+        match commit {
+            Some(commit) => Ok(parse_announced(
+                commit_and_tree(&self.repo(), commit)?
+                    .0
+                    .message_raw_sloppy(),
+            )),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Begin the turn unless it is open already; its start and its begin commit.
+    fn begin_locked(
+        &self,
+        session: &str,
+        turn: &str,
+        reference: &str,
+    ) -> Result<(TurnStart, ObjectId)> {
         if let Some(commit) = self.ref_target(reference)? {
             let record = self.record(commit)?;
             return match record.ended_at {
-                None => Ok(TurnStart {
-                    before: record.before.to_string(),
-                    skipped: Vec::new(),
-                }),
+                None => Ok((
+                    TurnStart {
+                        before: record.before.to_string(),
+                        skipped: Vec::new(),
+                    },
+                    commit,
+                )),
                 Some(_) => Err(Error::Turn {
                     session: session.into(),
                     turn: turn.into(),
@@ -311,14 +515,20 @@ impl Store {
         );
         let commit = self.commit(&head, &message, snapshot.hash, parent)?;
         self.set_ref(reference, commit, "rewind: begin turn")?;
-        Ok(TurnStart {
-            before: snapshot.hash.to_string(),
-            skipped: snapshot.skipped,
-        })
+        Ok((
+            TurnStart {
+                before: snapshot.hash.to_string(),
+                skipped: snapshot.skipped,
+            },
+            commit,
+        ))
     }
 
     /// End a turn: snapshot the "after", record the turn as a commit, and return what changed in
-    /// it (everything, including edits by shell commands, formatters and generators).
+    /// it: everything, including edits by shell commands, formatters and generators, each
+    /// file with its [`Origin`]. While another session's turn was open too, a change belongs
+    /// to the session that announced its path (another's is left out of this turn), and one
+    /// announced by neither (or both) is shared.
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
@@ -357,18 +567,20 @@ impl Store {
         }
         let snapshot = self.track_locked(&TrackOptions::default())?;
         let after = snapshot.hash;
-        let files = self.files_between(record.before, after)?;
+        let repo = self.repo();
+        let files = self
+            .attribute(session, &record, tree_changes(&repo, record.before, after)?)?
+            .into_iter()
+            .filter(|(_, origin)| *origin != Origin::Other)
+            .map(|(change, origin)| turn_file(&repo, change, origin))
+            .collect::<Result<Vec<_>>>()?;
         let (additions, deletions) = totals(&files);
         let mut message = format!(
             "rewind: turn {turn:?} of session {session:?}: {} files, +{additions} -{deletions}\n\n",
             files.len()
         );
-        for file in &files {
-            message.push_str(&format!(
-                "{:?} +{} -{} {:?}\n",
-                file.status, file.additions, file.deletions, file.file
-            ));
-        }
+        message.push_str(&file_lines(&files));
+        message.push_str(&announced_lines(&self.announced_by(session, &record)?));
         message.push('\n');
         message.push_str(&self.other_heads_lines(session)?);
         message.push_str(&trailers(
@@ -383,6 +595,8 @@ impl Store {
         if self.ref_target(&head)? == Some(begin) {
             self.set_ref(&head, commit, "rewind: end turn")?;
         }
+        // The end commit names what the turn announced.
+        self.delete_ref(&turn_ref(session, "announced", turn)?)?;
         Ok(TurnEnd {
             before: record.before.to_string(),
             after: after.to_string(),
@@ -408,11 +622,22 @@ impl Store {
             Some(name) => vec![(name.to_owned(), self.session_records(name)?)],
             None => self.sessions(None)?,
         };
+        let repo = self.repo();
         for (session, records) in sessions {
             for record in records {
                 let rolled_back = self
                     .ref_target(&turn_ref(&session, "rolled-back", &record.turn)?)?
                     .is_some();
+                let changed = match record.after {
+                    None => Vec::new(),
+                    Some(after) => {
+                        let (object, _) = commit_and_tree(&repo, record.commit)?;
+                        match parse_files(object.message_raw_sloppy()) {
+                            Some(files) => files,
+                            None => self.files_between(record.before, after)?,
+                        }
+                    }
+                };
                 turns.push(Turn {
                     session: record.session,
                     turn: record.turn,
@@ -423,6 +648,7 @@ impl Store {
                     files: record.files,
                     additions: record.additions,
                     deletions: record.deletions,
+                    changed,
                     rolled_back,
                 });
             }
@@ -472,23 +698,16 @@ impl Store {
         let current = self.track_locked(&TrackOptions::default())?.hash;
         let repo = self.repo();
         let mut touched: Vec<BString> = Vec::new();
+        // Shared paths (changed while another session's turn was open, announced by neither
+        // or both) are someone else's as much as the session's.
+        let mut shared = Vec::new();
         for record in undone {
-            let rolled_back = || -> Result<bool> {
-                Ok(self
-                    .ref_target(&turn_ref(session, "rolled-back", &record.turn)?)?
-                    .is_some())
-            };
-            // An open turn an undo rolled back has no changes of its own: what changed since
-            // is that undo's.
-            if record.after.is_none() && rolled_back()? {
-                continue;
+            for (path, origin) in self.turn_paths(session, record, current)? {
+                if origin == Origin::Shared {
+                    shared.push(path.clone());
+                }
+                touched.push(path);
             }
-            let after = record.after.unwrap_or(current);
-            touched.extend(
-                tree_changes(&repo, record.before, after)?
-                    .into_iter()
-                    .map(|c| c.path),
-            );
         }
         touched.sort_unstable();
         touched.dedup();
@@ -503,6 +722,7 @@ impl Store {
         }
         let chain = self.chain_since(session, undone[0].begin)?;
         let mut others = self.changed_by_others(&chain, current)?;
+        others.extend(shared);
         for record in undone {
             others.extend(self.changed_by_other_sessions(session, record)?);
         }
@@ -546,7 +766,40 @@ impl Store {
         // What the session left: its last commit's tree (for a turn left open, its "before":
         // what the open turn changed and the undo did not take back is not the session's).
         let base = chain.last().map_or(current, |(tree, _)| *tree);
-        self.record_undo_on_chain(session, &undone[0].turn, base, &changes, &outcome)?;
+        // A turn is rolled back only when the undo changed everything it could: a file that
+        // could not be written leaves it as it was.
+        let rolled_back = if only.is_none() && outcome.failed.is_empty() {
+            undone
+        } else {
+            &[]
+        };
+        let mut message = format!(
+            "rewind: undo of session {session:?} from turn {:?}\n\n{UNDO_POINT}{}\n",
+            undone[0].turn, outcome.undo
+        );
+        for record in rolled_back {
+            message.push_str(&format!(
+                "{ROLLED_BACK}{}\n",
+                encode_id("turn", &record.turn)?
+            ));
+        }
+        message.push_str(&trailers(
+            session,
+            &undone[0].turn,
+            crate::now()?,
+            None,
+            None,
+        )?);
+        message.push_str(UNDO_TRAILER);
+        message.push('\n');
+        self.record_on_chain(session, base, &changes, &outcome, &message)?;
+        for record in rolled_back {
+            self.set_ref(
+                &turn_ref(session, "rolled-back", &record.turn)?,
+                record.commit,
+                "rewind: undo",
+            )?;
+        }
         let RestoreOutcome {
             written,
             deleted,
@@ -558,17 +811,6 @@ impl Store {
         } = outcome;
         conflicts.extend(in_the_way);
         kept.extend(out_of_view);
-        // A turn is rolled back only when the undo changed everything it could: a file that
-        // could not be written leaves it as it was.
-        if only.is_none() && failed.is_empty() {
-            for record in undone {
-                self.set_ref(
-                    &turn_ref(session, "rolled-back", &record.turn)?,
-                    record.commit,
-                    "rewind: undo",
-                )?;
-            }
-        }
         Ok(UndoOutcome {
             restored: written,
             deleted,
@@ -617,8 +859,164 @@ impl Store {
                 last = Some(record.turn);
             }
         }
-        let turn = last.ok_or_else(|| Error::NoSession(session.into()))?;
+        let turn = last.ok_or_else(|| Error::NothingLeft {
+            session: session.into(),
+            what: "turn left to undo",
+        })?;
         self.undo(session, Some(&turn), None, force)
+    }
+
+    /// Redo the session's most recent undo not redone yet (with `turn`, the most recent one
+    /// that undid that turn): bring back what the undo changed, and only that. A path changed
+    /// since the undo (by the user, another session or a later turn) is a conflict, left alone
+    /// unless `force` (its bytes are in the `undo` snapshot either way). Marks the turns the
+    /// undo rolled back as not rolled back, unless a file could not be written. `not_found`
+    /// when there is no undo left to redo. `restore(undo)` is different: the whole project.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// store.undo_last("chat-42", false)?;
+    /// // ... the user changes their mind ...
+    /// let outcome = store.redo("chat-42", None, false)?;
+    /// println!("restored {:?}, left alone {:?}", outcome.restored, outcome.conflicts);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn redo(&self, session: &str, turn: Option<&str>, force: bool) -> Result<UndoOutcome> {
+        let _lock = self.lock()?;
+        let records = self.session_records(session)?;
+        if let Some(turn) = turn.filter(|t| !records.iter().any(|r| r.turn == *t)) {
+            return Err(Error::Turn {
+                session: session.into(),
+                turn: turn.into(),
+                reason: "is not a turn of this session",
+            });
+        }
+        let repo = self.repo();
+        let undo = self.undo_to_redo(session, turn)?;
+        let (object, undo_tree) = commit_and_tree(&repo, undo)?;
+        let message = object.message_raw_sloppy().to_owned();
+        let point = message
+            .lines()
+            .find_map(|l| l.strip_prefix(UNDO_POINT.as_bytes()))
+            .and_then(|hex| ObjectId::from_hex(hex).ok())
+            .ok_or_else(|| {
+                Error::store(
+                    self.git_dir(),
+                    format!("undo {undo} names no undo point (use `rewind restore`)"),
+                )
+            })?;
+        let parent = object.parent_ids().next().map(|id| id.detach());
+        let before_undo = match parent {
+            Some(parent) => commit_and_tree(&repo, parent)?.1,
+            None => ObjectId::empty_tree(gix::hash::Kind::Sha1),
+        };
+        let current = self.track_locked(&TrackOptions::default())?.hash;
+        let mut conflicts = Vec::new();
+        let mut changes = Vec::new();
+        for change in tree_changes(&repo, before_undo, undo_tree)? {
+            let path = change.path.as_bstr();
+            let (left, now) = (change.after, side_at(&repo, current, path)?);
+            let wanted = side_at(&repo, point, path)?;
+            if now == wanted {
+                continue;
+            }
+            if now != left && !force {
+                conflicts.push(change.path);
+                continue;
+            }
+            changes.push(Change {
+                path: change.path,
+                before: now,
+                after: wanted,
+            });
+        }
+        let outcome = self.apply(Plan {
+            target: point,
+            current,
+            steps: changes.iter().map(|c| step_of(c, 0)).collect(),
+            sights: vec![self.visibility(point, None)?],
+            force,
+        })?;
+        let rolled_back: Vec<String> = message
+            .lines()
+            .filter_map(|l| l.strip_prefix(ROLLED_BACK.as_bytes()))
+            .filter_map(|t| decode_id(t.to_str().ok()?))
+            .collect();
+        let from_turn = self.record(undo)?.turn;
+        let head = self.ref_target(&session_ref(session, "head")?)?;
+        let base = match head {
+            Some(head) => commit_and_tree(&repo, head)?.1,
+            None => current,
+        };
+        let message = format!(
+            "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{REDID}{undo}\n{}{REDO_TRAILER}\n",
+            trailers(session, &from_turn, crate::now()?, None, None)?
+        );
+        self.record_on_chain(session, base, &changes, &outcome, &message)?;
+        if outcome.failed.is_empty() {
+            for turn in &rolled_back {
+                self.delete_ref(&turn_ref(session, "rolled-back", turn)?)?;
+            }
+        }
+        let RestoreOutcome {
+            written,
+            deleted,
+            failed,
+            conflicts: in_the_way,
+            kept,
+            undo,
+            ..
+        } = outcome;
+        conflicts.extend(in_the_way);
+        Ok(UndoOutcome {
+            restored: written,
+            deleted,
+            conflicts,
+            kept,
+            failed,
+            undo,
+        })
+    }
+
+    /// The session's most recent undo commit that no redo redid (with `turn`: one that undid
+    /// it), walking its chain back from the head. Costs a commit read per chain commit walked.
+    fn undo_to_redo(&self, session: &str, turn: Option<&str>) -> Result<ObjectId> {
+        let repo = self.repo();
+        let mut redone = HashSet::new();
+        let mut next = self.ref_target(&session_ref(session, "head")?)?;
+        let wanted = turn.map(|t| encode_id("turn", t)).transpose()?;
+        while let Some(commit) = next {
+            let (object, _) = commit_and_tree(&repo, commit)?;
+            let message = object.message_raw_sloppy();
+            next = object.parent_ids().next().map(|id| id.detach());
+            if let Some(redid) = message
+                .lines()
+                .find_map(|l| l.strip_prefix(REDID.as_bytes()))
+                .and_then(|hex| ObjectId::from_hex(hex).ok())
+            {
+                redone.insert(redid);
+                continue;
+            }
+            let is_undo = message.lines().any(|l| l == UNDO_TRAILER.as_bytes());
+            let undid_turn = |turn: &str| {
+                message
+                    .lines()
+                    .filter_map(|l| l.strip_prefix(ROLLED_BACK.as_bytes()))
+                    .chain(
+                        message
+                            .lines()
+                            .filter_map(|l| l.strip_prefix(b"Rewind-Turn: ")),
+                    )
+                    .any(|t| t == turn.as_bytes())
+            };
+            if is_undo && !redone.contains(&commit) && wanted.as_deref().is_none_or(undid_turn) {
+                return Ok(commit);
+            }
+        }
+        Err(Error::NothingLeft {
+            session: session.into(),
+            what: "undo left to redo",
+        })
     }
 
     /// The paths someone other than the session changed along `chain`: between an end (or
@@ -674,58 +1072,180 @@ impl Store {
         Ok(lines)
     }
 
-    /// The paths other sessions' turns and undos changed while turn `record` of `session` was
-    /// open (from its begin to its end, or to now): their end and undo commits between the
-    /// heads its begin and end commits name. A path one of them changed is theirs, so an undo
-    /// of this turn leaves it alone. Costs a walk of each other session's chain over the turn.
-    fn changed_by_other_sessions(
-        &self,
-        session: &str,
-        record: &Record,
-    ) -> Result<HashSet<BString>> {
+    /// The commits other sessions added to their chains while turn `record` of `session` was
+    /// open (from its begin to its end, or to now): those between the heads its begin and end
+    /// commits name. Costs a commit read per commit.
+    fn commits_of_others_during(&self, session: &str, record: &Record) -> Result<Vec<ObjectId>> {
         let repo = self.repo();
-        let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
         let heads_in = |commit: ObjectId| -> Result<HashMap<String, ObjectId>> {
-            let object = repo.find_commit(commit).map_err(|e| store_error(&e))?;
-            Ok(parse_other_heads(object.message_raw_sloppy()))
+            Ok(parse_other_heads(
+                commit_and_tree(&repo, commit)?.0.message_raw_sloppy(),
+            ))
         };
         let at_begin = heads_in(record.begin)?;
         let at_end = match record.ended_at {
             Some(_) => heads_in(record.commit)?,
             None => parse_other_heads(self.other_heads_lines(session)?.as_bytes()),
         };
-        let mut paths = HashSet::new();
+        let mut commits = Vec::new();
         for (head, last) in at_end {
             let first = at_begin.get(&head).copied();
             let mut next = Some(last);
             while let Some(commit) = next.filter(|c| Some(*c) != first) {
-                let (object, tree) = commit_and_tree(&repo, commit)?;
-                next = object.parent_ids().next().map(|id| id.detach());
-                let kind = ChainKind::of(object.message_raw_sloppy());
-                if let (ChainKind::End | ChainKind::Undo, Some(parent)) = (kind, next) {
-                    let (_, before) = commit_and_tree(&repo, parent)?;
-                    paths.extend(
-                        tree_changes(&repo, before, tree)?
-                            .into_iter()
-                            .map(|c| c.path),
-                    );
-                }
+                commits.push(commit);
+                next = self.parent(commit)?;
+            }
+        }
+        Ok(commits)
+    }
+
+    /// The paths other sessions' turns and undos changed while turn `record` of `session` was
+    /// open: what their end and undo commits in [`Self::commits_of_others_during`] changed. A
+    /// path one of them changed is theirs, so an undo of this turn leaves it alone. Costs a
+    /// tree diff per such commit.
+    fn changed_by_other_sessions(
+        &self,
+        session: &str,
+        record: &Record,
+    ) -> Result<HashSet<BString>> {
+        let repo = self.repo();
+        let mut paths = HashSet::new();
+        for commit in self.commits_of_others_during(session, record)? {
+            let (object, tree) = commit_and_tree(&repo, commit)?;
+            let kind = ChainKind::of(object.message_raw_sloppy());
+            let parent = object.parent_ids().next().map(|id| id.detach());
+            if let (ChainKind::End | ChainKind::Undo, Some(parent)) = (kind, parent) {
+                let (_, before) = commit_and_tree(&repo, parent)?;
+                paths.extend(
+                    tree_changes(&repo, before, tree)?
+                        .into_iter()
+                        .map(|c| c.path),
+                );
             }
         }
         Ok(paths)
     }
 
-    /// Append the undo to the session's chain: a commit of what the session left, `base` (its
-    /// last commit's tree: an end, an undo, or an open turn's "before") with the `changes` the undo
-    /// made. So edits by someone else, made before or after the undo, stay told apart from the
-    /// session's own, and a path the undo left alone stays a conflict.
-    fn record_undo_on_chain(
+    /// If turns of other sessions overlapped turn `record` of `session` (were open at some
+    /// moment while it was), the paths they announced; `None` if none did. A turn overlapped
+    /// when its begin or end commit was made meanwhile, or it is open now and its session's
+    /// latest turn (an older open turn, whose runtime never ended it, is not waited for).
+    /// Costs a read of every turn record in the store.
+    fn announced_by_overlapping(
         &self,
         session: &str,
-        from_turn: &str,
+        record: &Record,
+    ) -> Result<Option<Vec<BString>>> {
+        let during: HashSet<ObjectId> = self
+            .commits_of_others_during(session, record)?
+            .into_iter()
+            .collect();
+        let mut overlapped = false;
+        let mut announced = Vec::new();
+        for (other, records) in self.sessions(None)? {
+            if other == session {
+                continue;
+            }
+            let latest = records.last().map(|r| r.begin);
+            for r in &records {
+                let open_now = r.ended_at.is_none()
+                    && Some(r.begin) == latest
+                    && self
+                        .ref_target(&turn_ref(&other, "rolled-back", &r.turn)?)?
+                        .is_none();
+                if open_now || during.contains(&r.begin) || during.contains(&r.commit) {
+                    overlapped = true;
+                    announced.extend(self.announced_by(&other, r)?);
+                }
+            }
+        }
+        Ok(overlapped.then_some(announced))
+    }
+
+    /// Each of `changes` (made in turn `record` of `session`) with whose it is: see [`Origin`].
+    /// Costs [`Self::announced_by_overlapping`].
+    fn attribute(
+        &self,
+        session: &str,
+        record: &Record,
+        changes: Vec<Change>,
+    ) -> Result<Vec<(Change, Origin)>> {
+        let own = self.announced_by(session, record)?;
+        let theirs = self.announced_by_overlapping(session, record)?;
+        let covers = |paths: &[BString], path: &BString| {
+            paths.iter().any(|a| is_within(path.as_ref(), a.as_ref()))
+        };
+        Ok(changes
+            .into_iter()
+            .map(|change| {
+                let mine = covers(&own, &change.path);
+                let origin = match &theirs {
+                    None if mine => Origin::Announced,
+                    None => Origin::Unannounced,
+                    Some(theirs) => match (mine, covers(theirs, &change.path)) {
+                        (true, false) => Origin::Announced,
+                        (false, true) => Origin::Other,
+                        _ => Origin::Shared,
+                    },
+                };
+                (change, origin)
+            })
+            .collect())
+    }
+
+    /// The paths turn `record` of `session` changed with whose each is, without those of
+    /// other sessions: as its end commit records them, or while it is open, from its "before"
+    /// to `current` (none if an undo rolled it back: what changed since is that undo's).
+    /// Costs a tree diff (a commit read for an ended turn recorded with its files).
+    fn turn_paths(
+        &self,
+        session: &str,
+        record: &Record,
+        current: ObjectId,
+    ) -> Result<Vec<(BString, Origin)>> {
+        let repo = self.repo();
+        let changes = match record.after {
+            Some(after) => {
+                let (object, _) = commit_and_tree(&repo, record.commit)?;
+                if let Some(files) = parse_files(object.message_raw_sloppy()) {
+                    return Ok(files.into_iter().map(|f| (f.file, f.origin)).collect());
+                }
+                let changes = tree_changes(&repo, record.before, after)?;
+                changes
+                    .into_iter()
+                    .map(|c| (c, Origin::Unannounced))
+                    .collect()
+            }
+            None if self
+                .ref_target(&turn_ref(session, "rolled-back", &record.turn)?)?
+                .is_some() =>
+            {
+                Vec::new()
+            }
+            None => {
+                let changes = tree_changes(&repo, record.before, current)?;
+                self.attribute(session, record, changes)?
+            }
+        };
+        Ok(changes
+            .into_iter()
+            .filter(|(_, origin)| *origin != Origin::Other)
+            .map(|(change, origin)| (change.path, origin))
+            .collect())
+    }
+
+    /// Append an undo or redo to the session's chain: a commit (with `message`) of what the
+    /// session left, `base` (its last commit's tree: an end, an undo, or an open turn's
+    /// "before") with the `changes` the undo or redo made. So edits by someone else, made before
+    /// or after it, stay told apart from the session's own, and a path it left alone stays a
+    /// conflict.
+    fn record_on_chain(
+        &self,
+        session: &str,
         base: ObjectId,
         changes: &[Change],
         outcome: &RestoreOutcome,
+        message: &str,
     ) -> Result<()> {
         let repo = self.repo();
         let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
@@ -748,11 +1268,7 @@ impl Store {
         let tree = editor.write().map_err(|e| store_error(&e))?.detach();
         let head = session_ref(session, "head")?;
         let parent = self.ref_target(&head)?;
-        let message = format!(
-            "rewind: undo of session {session:?} from turn {from_turn:?}\n\n{}{UNDO_TRAILER}\n",
-            trailers(session, from_turn, crate::now()?, None, None)?
-        );
-        self.commit(&head, &message, tree, parent)?;
+        self.commit(&head, message, tree, parent)?;
         Ok(())
     }
 
@@ -767,27 +1283,39 @@ impl Store {
     /// ```
     pub fn changes(&self, session: &str) -> Result<SessionChanges> {
         let records = self.session_records(session)?;
-        let current = || self.track(&TrackOptions::default()).map(|s| s.hash);
+        let current = match records.iter().any(|r| r.after.is_none()) {
+            true => self.track(&TrackOptions::default())?.hash,
+            false => ObjectId::empty_tree(gix::hash::Kind::Sha1), // not looked at
+        };
         let repo = self.repo();
-        let mut net: BTreeMap<BString, Change> = BTreeMap::new();
+        // Per path: its first change's "before", its last change's "after", and the strongest
+        // origin (shared over announced over unannounced).
+        let mut net: BTreeMap<BString, (Change, Origin)> = BTreeMap::new();
         for record in &records {
-            let after = match record.after {
-                Some(after) => after,
-                None => current()?,
-            };
+            let origins: HashMap<BString, Origin> = self
+                .turn_paths(session, record, current)?
+                .into_iter()
+                .collect();
+            let after = record.after.unwrap_or(current);
             for change in tree_changes(&repo, record.before, after)? {
+                let Some(&origin) = origins.get(&change.path) else {
+                    continue; // another session's
+                };
                 match net.get_mut(&change.path) {
-                    Some(first) => first.after = change.after,
+                    Some((first, strongest)) => {
+                        first.after = change.after;
+                        *strongest = origin.max(*strongest);
+                    }
                     None => {
-                        net.insert(change.path.clone(), change);
+                        net.insert(change.path.clone(), (change, origin));
                     }
                 }
             }
         }
         let files = net
             .into_values()
-            .filter(|c| c.before != c.after)
-            .map(|c| turn_file(&repo, c))
+            .filter(|(c, _)| c.before != c.after)
+            .map(|(c, origin)| turn_file(&repo, c, origin))
             .collect::<Result<Vec<_>>>()?;
         let (total_additions, total_deletions) = totals(&files);
         Ok(SessionChanges {
@@ -799,12 +1327,13 @@ impl Store {
         })
     }
 
-    /// Per-file stats of the changes from tree `before` to tree `after`.
+    /// Per-file stats of the changes from tree `before` to tree `after`, all unannounced (the
+    /// files of a turn recorded before turns recorded whose each change is).
     fn files_between(&self, before: ObjectId, after: ObjectId) -> Result<Vec<TurnFile>> {
         let repo = self.repo();
         tree_changes(&repo, before, after)?
             .into_iter()
-            .map(|c| turn_file(&repo, c))
+            .map(|c| turn_file(&repo, c, Origin::Unannounced))
             .collect()
     }
 
@@ -1088,7 +1617,7 @@ fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option
 }
 
 /// Counts for one change (no contents).
-fn turn_file(repo: &gix::Repository, change: Change) -> Result<TurnFile> {
+fn turn_file(repo: &gix::Repository, change: Change, origin: Origin) -> Result<TurnFile> {
     let options = DiffOptions {
         max_content_bytes: 0,
         ..DiffOptions::default()
@@ -1100,6 +1629,7 @@ fn turn_file(repo: &gix::Repository, change: Change) -> Result<TurnFile> {
         status: row.status,
         additions: row.additions,
         deletions: row.deletions,
+        origin,
     })
 }
 

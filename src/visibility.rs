@@ -39,6 +39,13 @@ fn record_line(out: &mut String, key: &str, word: &str, path: &[u8]) {
     out.push_str(key);
     out.push_str(word);
     out.push(' ');
+    encode_path(out, path);
+    out.push('\n');
+}
+
+/// Append `path` with every byte outside `!`..`~` (and `%`) written `%XX`: one word that
+/// [`decode_path`] turns back into the exact bytes.
+pub(crate) fn encode_path(out: &mut String, path: &[u8]) {
     for &b in path {
         match b {
             b'%' => out.push_str("%25"),
@@ -46,7 +53,6 @@ fn record_line(out: &mut String, key: &str, word: &str, path: &[u8]) {
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }
-    out.push('\n');
 }
 
 /// The (word, path) of each `key` line in commit message `message`.
@@ -56,7 +62,7 @@ fn parse_lines<'m>(message: &'m [u8], key: &str) -> impl Iterator<Item = (&'m [u
         .lines()
         .filter_map(move |line| line.strip_prefix(key.as_slice()))
         .filter_map(|rest| rest.split_once_str(b" "))
-        .filter_map(|(word, path)| Some((word, decode(path)?)))
+        .filter_map(|(word, path)| Some((word, decode_path(path)?)))
 }
 
 /// The lines a snapshot is recorded with: a `Rewind-Left-Out: <reason> <path>` line per path
@@ -100,7 +106,8 @@ fn parse_modes(message: &[u8]) -> Vec<(BString, u32)> {
         .collect()
 }
 
-fn decode(encoded: &[u8]) -> Option<BString> {
+/// The inverse of [`encode_path`]; `None` for a malformed `%XX`.
+pub(crate) fn decode_path(encoded: &[u8]) -> Option<BString> {
     let mut out = Vec::with_capacity(encoded.len());
     let mut i = 0;
     while i < encoded.len() {

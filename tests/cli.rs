@@ -52,6 +52,13 @@ fn turns_table_has_age_session_turn_files_and_counts() {
         ["3", "hours", "ago", "chat", "1", "1", "+1", "-0", "done"],
         "{out}"
     );
+    // Each file of the turn below it, with whose change it is.
+    let file: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        file,
+        ["modified", "+1", "-0", "unannounced", "a.txt"],
+        "{out}"
+    );
     assert!(lines.next().is_none(), "{out}");
 }
 
@@ -438,7 +445,7 @@ fn names_are_quoted_as_git_quotes_them_in_human_output() {
     let turns = p.rewind(["turns"]);
     turns.assert_success();
     assert_eq!(
-        turns.stdout.lines().count(),
+        turns.stdout.lines().filter(|l| !l.starts_with(' ')).count(),
         2,
         "a header and one turn: {turns}"
     );
