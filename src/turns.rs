@@ -200,6 +200,8 @@ const REDID: &str = "Rewind-Redid: ";
 const ROLLED_BACK: &str = "Rewind-Rolled-Back: ";
 /// In an undo's commit: the snapshot taken just before it (what a redo brings back).
 const UNDO_POINT: &str = "Rewind-Undo-Point: ";
+/// In an undo's commit: a path it wrote or deleted (percent-encoded), which a redo brings back.
+const UNDID: &str = "Rewind-Undid: ";
 
 /// The key of an end commit's lines, one per file of the turn:
 /// `<status> <origin> +<additions> -<deletions> <path>`.
@@ -767,21 +769,31 @@ impl Store {
         // what the open turn changed and the undo did not take back is not the session's).
         let base = chain.last().map_or(current, |(tree, _)| *tree);
         // A turn is rolled back only when the undo changed everything it could: a file that
-        // could not be written leaves it as it was.
-        let rolled_back = if only.is_none() && outcome.failed.is_empty() {
-            undone
-        } else {
-            &[]
-        };
+        // could not be written leaves it as it was. The undo's commit names the turns it rolled
+        // back (not those an earlier undo had), which its redo gives back.
+        let mut rolled_back = Vec::new();
+        if only.is_none() && outcome.failed.is_empty() {
+            for record in undone {
+                let marker = turn_ref(session, "rolled-back", &record.turn)?;
+                if self.ref_target(&marker)?.is_none() {
+                    rolled_back.push((record, marker));
+                }
+            }
+        }
         let mut message = format!(
             "rewind: undo of session {session:?} from turn {:?}\n\n{UNDO_POINT}{}\n",
             undone[0].turn, outcome.undo
         );
-        for record in rolled_back {
+        for (record, _) in &rolled_back {
             message.push_str(&format!(
                 "{ROLLED_BACK}{}\n",
                 encode_id("turn", &record.turn)?
             ));
+        }
+        for path in outcome.written.iter().chain(&outcome.deleted) {
+            message.push_str(UNDID);
+            crate::visibility::encode_path(&mut message, path);
+            message.push('\n');
         }
         message.push_str(&trailers(
             session,
@@ -793,12 +805,8 @@ impl Store {
         message.push_str(UNDO_TRAILER);
         message.push('\n');
         self.record_on_chain(session, base, &changes, &outcome, &message)?;
-        for record in rolled_back {
-            self.set_ref(
-                &turn_ref(session, "rolled-back", &record.turn)?,
-                record.commit,
-                "rewind: undo",
-            )?;
+        for (record, marker) in rolled_back {
+            self.set_ref(&marker, record.commit, "rewind: undo")?;
         }
         let RestoreOutcome {
             written,
@@ -905,27 +913,27 @@ impl Store {
                     format!("undo {undo} names no undo point (use `rewind restore`)"),
                 )
             })?;
-        let parent = object.parent_ids().next().map(|id| id.detach());
-        let before_undo = match parent {
-            Some(parent) => commit_and_tree(&repo, parent)?.1,
-            None => ObjectId::empty_tree(gix::hash::Kind::Sha1),
-        };
         let current = self.track_locked(&TrackOptions::default())?.hash;
         let mut conflicts = Vec::new();
         let mut changes = Vec::new();
-        for change in tree_changes(&repo, before_undo, undo_tree)? {
-            let path = change.path.as_bstr();
-            let (left, now) = (change.after, side_at(&repo, current, path)?);
-            let wanted = side_at(&repo, point, path)?;
+        let undid = message
+            .lines()
+            .filter_map(|l| l.strip_prefix(UNDID.as_bytes()))
+            .filter_map(crate::visibility::decode_path);
+        for path in undid {
+            // What the undo left there, what is there now, what was there before the undo.
+            let left = side_at(&repo, undo_tree, path.as_bstr())?;
+            let now = side_at(&repo, current, path.as_bstr())?;
+            let wanted = side_at(&repo, point, path.as_bstr())?;
             if now == wanted {
                 continue;
             }
             if now != left && !force {
-                conflicts.push(change.path);
+                conflicts.push(path);
                 continue;
             }
             changes.push(Change {
-                path: change.path,
+                path,
                 before: now,
                 after: wanted,
             });
@@ -1100,9 +1108,10 @@ impl Store {
     }
 
     /// The paths other sessions' turns and undos changed while turn `record` of `session` was
-    /// open: what their end and undo commits in [`Self::commits_of_others_during`] changed. A
-    /// path one of them changed is theirs, so an undo of this turn leaves it alone. Costs a
-    /// tree diff per such commit.
+    /// open: the files their end commits in [`Self::commits_of_others_during`] name (not those
+    /// another session announced), and what their undo commits changed. A path one of them
+    /// changed is theirs, so an undo of this turn leaves it alone. Costs a commit read per such
+    /// commit, and a tree diff per undo (and per end commit that names no files).
     fn changed_by_other_sessions(
         &self,
         session: &str,
@@ -1112,7 +1121,12 @@ impl Store {
         let mut paths = HashSet::new();
         for commit in self.commits_of_others_during(session, record)? {
             let (object, tree) = commit_and_tree(&repo, commit)?;
-            let kind = ChainKind::of(object.message_raw_sloppy());
+            let message = object.message_raw_sloppy();
+            let kind = ChainKind::of(message);
+            if let (ChainKind::End, Some(files)) = (kind, parse_files(message)) {
+                paths.extend(files.into_iter().map(|f| f.file));
+                continue;
+            }
             let parent = object.parent_ids().next().map(|id| id.detach());
             if let (ChainKind::End | ChainKind::Undo, Some(parent)) = (kind, parent) {
                 let (_, before) = commit_and_tree(&repo, parent)?;

@@ -143,3 +143,15 @@ fn background_pruner_runs_and_stops_when_dropped() {
     // The store still works.
     store.track(&Default::default()).unwrap();
 }
+
+/// The program in docs/integration.md is examples/embed.rs, which `cargo test` compiles: the
+/// guide's code cannot drift from the API.
+#[test]
+fn integration_guide_program_is_the_compiled_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let guide = fs::read_to_string(root.join("docs/integration.md")).unwrap();
+    let start = guide.find("```rust\n").expect("a rust block") + "```rust\n".len();
+    let end = start + guide[start..].find("```").expect("its end");
+    let example = fs::read_to_string(root.join("examples/embed.rs")).unwrap();
+    assert_eq!(&guide[start..end], example);
+}

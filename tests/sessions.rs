@@ -1,0 +1,601 @@
+//! Two agents on one project: sessions whose turns overlap never undo each other's files, and
+//! redo brings back only what an undo changed.
+//!
+//! The library tests share one `Store` between threads, as a runtime does; the process tests
+//! run the CLI from two threads at once. git (on the store) is the oracle: every turn's files
+//! and counts are checked against `git diff --numstat` between its before and after trees.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Barrier, OnceLock};
+
+use common::*;
+use rewind::{Origin, Store, TurnFile};
+
+/// Keep the user's global git config (and its excludes) out of these tests.
+fn isolate() {
+    static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
+    let home = HOME.get_or_init(|| tempfile::tempdir().unwrap());
+    std::env::set_var("HOME", home.path());
+    std::env::set_var("XDG_CONFIG_HOME", home.path().join(".config"));
+}
+
+/// A project directory, a data dir and the store of the project.
+fn setup() -> (tempfile::TempDir, tempfile::TempDir, Store) {
+    isolate();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let store = Store::open(project.path(), data.path()).unwrap();
+    (project, data, store)
+}
+
+fn write(dir: &Path, rel: &str, content: &str) {
+    let path = dir.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, content).unwrap();
+}
+
+fn read(dir: &Path, rel: &str) -> Option<String> {
+    fs::read_to_string(dir.join(rel)).ok()
+}
+
+/// `git diff --numstat --no-renames a b` in the store: path -> (additions, deletions).
+fn git_numstat(store: &Store, a: &str, b: &str) -> BTreeMap<String, (usize, usize)> {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(store.git_dir())
+        .args(["diff", "--numstat", "--no-renames", a, b])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git diff --numstat {a} {b}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut parts = line.splitn(3, '\t');
+            let add = parts.next().unwrap().parse().unwrap();
+            let del = parts.next().unwrap().parse().unwrap();
+            (parts.next().unwrap().to_string(), (add, del))
+        })
+        .collect()
+}
+
+/// The files as path -> origin.
+fn origins(files: &[TurnFile]) -> BTreeMap<String, Origin> {
+    files
+        .iter()
+        .map(|f| (f.file.to_string(), f.origin))
+        .collect()
+}
+
+/// The turn's files are git's changes between its trees, less `left_out`, with git's counts.
+fn assert_files_match_git(
+    store: &Store,
+    before: &str,
+    after: &str,
+    files: &[TurnFile],
+    left_out: &[&str],
+) {
+    let mut want = git_numstat(store, before, after);
+    for path in left_out {
+        assert!(want.remove(*path).is_some(), "git sees {path} changed");
+    }
+    let got: BTreeMap<String, (usize, usize)> = files
+        .iter()
+        .map(|f| (f.file.to_string(), (f.additions, f.deletions)))
+        .collect();
+    assert_eq!(got, want, "the turn's files against git diff --numstat");
+}
+
+fn set(paths: &[&str]) -> BTreeSet<String> {
+    paths.iter().map(|p| p.to_string()).collect()
+}
+
+fn strings(paths: &[rewind::BString]) -> BTreeSet<String> {
+    paths.iter().map(|p| p.to_string()).collect()
+}
+
+// ---------------------------------------------------------------------------
+// Attribution
+// ---------------------------------------------------------------------------
+
+/// Issue 17, "what happens today" 1: `turn end --session p2` listed `p1.txt`, and
+/// `undo --session p2` deleted it while p1's turn still showed `done`.
+#[test]
+fn turn_end_leaves_out_a_file_another_open_session_announced() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "base.txt", "base\n");
+    store.begin_turn("p1", "1").unwrap();
+    let start2 = store.begin_turn("p2", "1").unwrap();
+    store.track_file("p1", "1", "p1.txt").unwrap();
+    write(p, "p1.txt", "by p1\n");
+    store.track_file("p2", "1", p.join("p2.txt")).unwrap();
+    write(p, "p2.txt", "by p2\n");
+    let end2 = store.end_turn("p2", "1").unwrap();
+    assert_eq!(end2.before, start2.before, "end_turn returns the before");
+    assert_eq!(
+        origins(&end2.files),
+        BTreeMap::from([("p2.txt".into(), Origin::Announced)]),
+        "p1.txt is p1's"
+    );
+    assert_files_match_git(&store, &end2.before, &end2.after, &end2.files, &["p1.txt"]);
+    write(p, "p1.txt", "by p1\nmore\n");
+    let end1 = store.end_turn("p1", "1").unwrap();
+    assert_eq!(
+        origins(&end1.files),
+        BTreeMap::from([("p1.txt".into(), Origin::Announced)]),
+        "p2.txt is p2's"
+    );
+    assert_files_match_git(&store, &end1.before, &end1.after, &end1.files, &["p2.txt"]);
+
+    // `turns` shows the same, per file.
+    let listed = store.turns(None).unwrap();
+    let p2 = listed.iter().find(|t| t.session == "p2").unwrap();
+    assert_eq!(origins(&p2.changed), origins(&end2.files));
+    assert_eq!((p2.files, p2.additions), (1, 1));
+
+    let undone = store.undo("p2", None, None, false).unwrap();
+    assert_eq!(strings(&undone.deleted), set(&["p2.txt"]));
+    assert!(undone.conflicts.is_empty(), "{undone:?}");
+    assert_eq!(read(p, "p1.txt").as_deref(), Some("by p1\nmore\n"));
+    let p1 = store.turns(Some("p1")).unwrap();
+    assert!(!p1[0].rolled_back, "p1's turn is untouched");
+
+    let undone = store.undo("p1", None, None, false).unwrap();
+    assert_eq!(strings(&undone.deleted), set(&["p1.txt"]));
+    assert_eq!(read(p, "base.txt").as_deref(), Some("base\n"));
+}
+
+/// A file changed while both sessions' turns were open, announced by neither, is shared:
+/// listed as such by both, and left alone by either undo unless forced.
+#[test]
+fn unannounced_change_while_two_turns_are_open_is_shared_and_left_alone() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "a.txt", "one\n");
+    store.begin_turn("p1", "1").unwrap();
+    store.begin_turn("p2", "1").unwrap();
+    write(p, "a.txt", "one\ntwo\n"); // a shell command of either agent
+    write(p, "gen/out.txt", "generated\n");
+    let end1 = store.end_turn("p1", "1").unwrap();
+    let end2 = store.end_turn("p2", "1").unwrap();
+    for end in [&end1, &end2] {
+        assert_eq!(
+            origins(&end.files),
+            BTreeMap::from([
+                ("a.txt".into(), Origin::Shared),
+                ("gen/out.txt".into(), Origin::Shared)
+            ])
+        );
+        assert_files_match_git(&store, &end.before, &end.after, &end.files, &[]);
+    }
+    let undone = store.undo("p2", None, None, false).unwrap();
+    assert_eq!(strings(&undone.conflicts), set(&["a.txt", "gen/out.txt"]));
+    assert!(undone.restored.is_empty() && undone.deleted.is_empty());
+    assert_eq!(read(p, "a.txt").as_deref(), Some("one\ntwo\n"));
+
+    let forced = store.undo("p1", None, None, true).unwrap();
+    assert_eq!(strings(&forced.restored), set(&["a.txt"]));
+    assert_eq!(strings(&forced.deleted), set(&["gen/out.txt"]));
+    assert_eq!(read(p, "a.txt").as_deref(), Some("one\n"));
+}
+
+/// One session at a time: every change is the turn's (shell edits included), unannounced or
+/// announced, never shared, and undo takes all of it back.
+#[test]
+fn one_session_at_a_time_keeps_whole_tree_turns() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "a.txt", "one\n");
+    store.begin_turn("p1", "1").unwrap();
+    store.track_file("p1", "1", "a.txt").unwrap();
+    write(p, "a.txt", "one\ntwo\n");
+    write(p, "fmt.txt", "formatted\n");
+    let end1 = store.end_turn("p1", "1").unwrap();
+    assert_eq!(
+        origins(&end1.files),
+        BTreeMap::from([
+            ("a.txt".into(), Origin::Announced),
+            ("fmt.txt".into(), Origin::Unannounced)
+        ])
+    );
+    // p2 runs after p1 ended: no overlap.
+    store.begin_turn("p2", "1").unwrap();
+    write(p, "b.txt", "b\n");
+    let end2 = store.end_turn("p2", "1").unwrap();
+    assert_eq!(
+        origins(&end2.files),
+        BTreeMap::from([("b.txt".into(), Origin::Unannounced)])
+    );
+    let undone = store.undo("p1", None, None, false).unwrap();
+    assert!(undone.conflicts.is_empty(), "{undone:?}");
+    assert_eq!(read(p, "a.txt").as_deref(), Some("one\n"));
+    assert_eq!(read(p, "fmt.txt"), None);
+    assert_eq!(read(p, "b.txt").as_deref(), Some("b\n"), "p2's file stays");
+}
+
+/// Announcing a directory announces every path below it.
+#[test]
+fn announcing_a_directory_claims_the_files_below_it() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    store.begin_turn("p1", "1").unwrap();
+    store.begin_turn("p2", "1").unwrap();
+    store.track_file("p1", "1", "src").unwrap();
+    write(p, "src/a.rs", "fn a() {}\n");
+    write(p, "src/deep/b.rs", "fn b() {}\n");
+    write(p, "srcx.txt", "not below src\n");
+    let end2 = store.end_turn("p2", "1").unwrap();
+    assert_eq!(
+        origins(&end2.files),
+        BTreeMap::from([("srcx.txt".into(), Origin::Shared)])
+    );
+    let end1 = store.end_turn("p1", "1").unwrap();
+    assert_eq!(
+        origins(&end1.files),
+        BTreeMap::from([
+            ("src/a.rs".into(), Origin::Announced),
+            ("src/deep/b.rs".into(), Origin::Announced),
+            ("srcx.txt".into(), Origin::Shared)
+        ])
+    );
+}
+
+/// Two agents in two threads of one runtime, each with its own files, turns overlapping in
+/// every way the scheduler makes: some edits announced, some made "by a shell" without
+/// announcing. Undo of either session never changes a file the other wrote, and each of its
+/// own files is either taken back or reported.
+#[test]
+fn two_threads_undo_never_changes_the_other_sessions_files() {
+    let (project, _data, store) = setup();
+    let store = Arc::new(store);
+    let p = project.path().to_owned();
+    let barrier = Arc::new(Barrier::new(2));
+    let agents: Vec<_> = ["s1", "s2"]
+        .into_iter()
+        .map(|session| {
+            let (store, p, barrier) = (store.clone(), p.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                for turn in 0..6 {
+                    let turn = turn.to_string();
+                    barrier.wait(); // both begin together: the turns overlap
+                    store.begin_turn(session, &turn).unwrap();
+                    let announced = format!("{session}/announced-{turn}.txt");
+                    store.track_file(session, &turn, &announced).unwrap();
+                    write(&p, &announced, &format!("{session} {turn}\n"));
+                    // A shell edit: not announced.
+                    write(&p, &format!("{session}/shell.txt"), &format!("{turn}\n"));
+                    if turn.parse::<u32>().unwrap() % 2 == 0 {
+                        barrier.wait(); // end together half the time
+                    }
+                    store.end_turn(session, &turn).unwrap();
+                    if turn.parse::<u32>().unwrap() % 2 != 0 {
+                        barrier.wait();
+                    }
+                }
+            })
+        })
+        .collect();
+    for agent in agents {
+        agent.join().unwrap();
+    }
+    let files_of = |session: &str| -> BTreeMap<String, String> {
+        let mut files = BTreeMap::new();
+        for entry in fs::read_dir(p.join(session)).into_iter().flatten() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            let rel = format!("{session}/{name}");
+            files.insert(rel.clone(), read(&p, &rel).unwrap());
+        }
+        files
+    };
+    for turn in store.turns(None).unwrap() {
+        let other = if turn.session == "s1" { "s2/" } else { "s1/" };
+        assert!(
+            turn.changed
+                .iter()
+                .all(|f| !(f.file.starts_with(other.as_bytes()) && f.origin == Origin::Announced)),
+            "a turn never claims the other's announced files: {turn:?}"
+        );
+    }
+    let s2_before = files_of("s2");
+    let undone = store.undo("s1", None, None, false).unwrap();
+    assert_eq!(
+        files_of("s2"),
+        s2_before,
+        "undo of s1 left s2's files alone"
+    );
+    // Every file of s1 is taken back (deleted: none existed before), or reported.
+    let left = files_of("s1");
+    let reported: BTreeSet<String> = strings(&undone.conflicts);
+    for path in left.keys() {
+        assert!(
+            reported.contains(path),
+            "{path} neither undone nor reported: {undone:?}"
+        );
+    }
+    let s1_after = files_of("s1");
+    store.undo("s2", None, None, false).unwrap();
+    assert_eq!(files_of("s1"), s1_after, "undo of s2 left s1's files alone");
+}
+
+/// The same from two processes: two threads each running the `rewind` CLI, with edits by a
+/// shell in between.
+#[test]
+fn two_processes_undo_never_changes_the_other_sessions_files() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("shared-base.txt", "base\n");
+    let barrier = Arc::new(Barrier::new(2));
+    std::thread::scope(|scope| {
+        for session in ["s1", "s2"] {
+            let (p, barrier) = (&p, barrier.clone());
+            scope.spawn(move || {
+                for turn in 0..4 {
+                    let turn = turn.to_string();
+                    barrier.wait();
+                    p.rewind(["turn", "begin", "--session", session, "--turn", &turn])
+                        .assert_success();
+                    let file = format!("{session}-{turn}.txt");
+                    if turn != "2" {
+                        p.rewind([
+                            "turn",
+                            "track-file",
+                            "--session",
+                            session,
+                            "--turn",
+                            &turn,
+                            &file,
+                        ])
+                        .assert_success();
+                    }
+                    let status = Command::new("sh")
+                        .current_dir(&p.path)
+                        .args(["-c", &format!("echo {session} > {file}")])
+                        .status()
+                        .unwrap();
+                    assert!(status.success());
+                    p.rewind(["turn", "end", "--session", session, "--turn", &turn])
+                        .assert_success();
+                }
+            });
+        }
+    });
+    let content = |name: &str| fs::read_to_string(p.join(name)).ok();
+    let s2_files: Vec<_> = (0..4).map(|t| content(&format!("s2-{t}.txt"))).collect();
+    let run = p.rewind(["--json", "undo", "--session", "s1"]);
+    run.assert_success();
+    let undo = one_json(&run);
+    let after: Vec<_> = (0..4).map(|t| content(&format!("s2-{t}.txt"))).collect();
+    assert_eq!(after, s2_files, "undo of s1 left s2's files alone: {undo}");
+    // s1's announced files are gone; the unannounced one (turn 2) is gone or reported.
+    for t in 0..4 {
+        let name = format!("s1-{t}.txt");
+        let reported = undo["conflicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == name.as_str());
+        assert!(
+            content(&name).is_none() || (t == 2 && reported),
+            "{name}: {undo}"
+        );
+    }
+    assert_eq!(content("shared-base.txt").as_deref(), Some("base\n"));
+}
+
+// ---------------------------------------------------------------------------
+// Redo
+// ---------------------------------------------------------------------------
+
+/// Issue 17, "what happens today" 2: redo (then `restore(undo)`) deleted the user's new
+/// `notes.md` and overwrote their edit of `a.txt`, and `rolled_back` stayed true.
+#[test]
+fn redo_keeps_user_edits_made_after_the_undo_and_reports_them() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "a.txt", "one\n");
+    write(p, "b.txt", "bee\n");
+    store.begin_turn("s", "1").unwrap();
+    write(p, "a.txt", "one\nby agent\n");
+    write(p, "b.txt", "bee\nby agent\n");
+    write(p, "new.txt", "agent's new file\n");
+    store.end_turn("s", "1").unwrap();
+    let undone = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&undone.restored), set(&["a.txt", "b.txt"]));
+    assert!(store.turns(Some("s")).unwrap()[0].rolled_back);
+
+    write(p, "a.txt", "one\nuser's edit\n");
+    write(p, "notes.md", "user's notes\n");
+    let redone = store.redo("s", None, false).unwrap();
+    assert_eq!(strings(&redone.restored), set(&["b.txt", "new.txt"]));
+    assert_eq!(strings(&redone.conflicts), set(&["a.txt"]));
+    assert_eq!(read(p, "a.txt").as_deref(), Some("one\nuser's edit\n"));
+    assert_eq!(read(p, "notes.md").as_deref(), Some("user's notes\n"));
+    assert_eq!(read(p, "b.txt").as_deref(), Some("bee\nby agent\n"));
+    assert_eq!(read(p, "new.txt").as_deref(), Some("agent's new file\n"));
+    assert!(
+        !store.turns(Some("s")).unwrap()[0].rolled_back,
+        "redo clears rolled_back"
+    );
+
+    // Nothing is left to redo.
+    let err = store.redo("s", None, false).unwrap_err();
+    assert_eq!(err.code(), "not_found", "{err}");
+}
+
+/// With force, redo overwrites the user's edit; those bytes stay in the redo's undo point.
+#[test]
+fn forced_redo_overwrites_and_keeps_the_overwritten_bytes() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "a.txt", "one\n");
+    store.begin_turn("s", "1").unwrap();
+    write(p, "a.txt", "agent\n");
+    store.end_turn("s", "1").unwrap();
+    store.undo("s", None, None, false).unwrap();
+    write(p, "a.txt", "user\n");
+    let redone = store.redo("s", None, true).unwrap();
+    assert_eq!(strings(&redone.restored), set(&["a.txt"]));
+    assert_eq!(read(p, "a.txt").as_deref(), Some("agent\n"));
+    let saved = Command::new("git")
+        .arg("--git-dir")
+        .arg(store.git_dir())
+        .args(["cat-file", "blob", &format!("{}:a.txt", redone.undo)])
+        .output()
+        .unwrap();
+    assert_eq!(
+        saved.stdout, b"user\n",
+        "the user's bytes are in the undo point"
+    );
+}
+
+/// Undo twice (turn 2, then turn 1), redo twice: each redo takes the most recent undo not
+/// redone yet; `--turn` picks the undo of that turn.
+#[test]
+fn redo_walks_forward_through_undos_and_turn_picks_one() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "a.txt", "0\n");
+    for turn in ["1", "2"] {
+        store.begin_turn("s", turn).unwrap();
+        write(p, "a.txt", &format!("{turn}\n"));
+        write(p, &format!("t{turn}.txt"), "x\n");
+        store.end_turn("s", turn).unwrap();
+    }
+    store.undo_last("s", false).unwrap();
+    store.undo_last("s", false).unwrap();
+    assert_eq!(read(p, "a.txt").as_deref(), Some("0\n"));
+
+    store.redo("s", None, false).unwrap(); // the undo of turn 1
+    assert_eq!(read(p, "a.txt").as_deref(), Some("1\n"));
+    assert_eq!(read(p, "t2.txt"), None);
+    let rolled: Vec<bool> = store
+        .turns(Some("s"))
+        .unwrap()
+        .iter()
+        .map(|t| t.rolled_back)
+        .collect();
+    assert_eq!(rolled, [false, true]);
+
+    let err = store.redo("s", Some("9"), false).unwrap_err();
+    assert_eq!(err.code(), "turn_state", "{err}");
+    store.redo("s", Some("2"), false).unwrap();
+    assert_eq!(read(p, "a.txt").as_deref(), Some("2\n"));
+    assert_eq!(read(p, "t2.txt").as_deref(), Some("x\n"));
+    assert!(store
+        .turns(Some("s"))
+        .unwrap()
+        .iter()
+        .all(|t| !t.rolled_back));
+    let err = store.redo("nobody", None, false).unwrap_err();
+    assert_eq!(err.code(), "not_found", "{err}");
+}
+
+/// The CLI's `redo` and its JSON agree with the library; a user's file made after the undo is
+/// never deleted.
+#[test]
+fn cli_redo_reports_conflicts_and_keeps_new_user_files() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "one\n");
+    p.rewind(["turn", "begin", "--session", "s", "--turn", "1"])
+        .assert_success();
+    p.file("a.txt", "agent\n").file("made.txt", "agent\n");
+    p.rewind(["turn", "end", "--session", "s", "--turn", "1"])
+        .assert_success();
+    p.rewind(["undo", "--session", "s", "--last"])
+        .assert_success();
+    p.file("a.txt", "user\n").file("notes.md", "user\n");
+    let run = p.rewind(["--json", "redo", "--session", "s"]);
+    run.assert_success();
+    let out = one_json(&run);
+    assert_eq!(out["restored"], serde_json::json!(["made.txt"]), "{out}");
+    assert_eq!(out["conflicts"], serde_json::json!(["a.txt"]), "{out}");
+    assert_eq!(p.read("a.txt"), b"user\n");
+    assert_eq!(p.read("notes.md"), b"user\n");
+    let again = p.rewind(["--json", "redo", "--session", "s"]);
+    again.assert_code(1);
+    assert_eq!(one_json(&again)["error"]["code"], "not_found", "{again}");
+}
+
+/// The exchange docs/integration.md shows under "Two agents on one project", over `serve`:
+/// right's unannounced file is shared (left alone by its undo), left's announced file is not
+/// right's at all; then `redo` over the wire.
+#[test]
+fn serve_reports_origins_and_redoes() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("base.txt", "base\n");
+    let serve = |requests: &[serde_json::Value]| -> Vec<serde_json::Value> {
+        let input: String = requests.iter().map(|r| format!("{r}\n")).collect();
+        let run = run_with_stdin(&mut p.rewind_command(["serve"]), input.as_bytes());
+        run.assert_success();
+        let mut responses: Vec<serde_json::Value> = run
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        responses.sort_by_key(|r| r["id"].as_u64());
+        for r in &responses {
+            assert!(r.get("error").is_none(), "{r}");
+        }
+        responses
+    };
+    let call = |id: u64, method: &str, params: serde_json::Value| serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    serve(&[
+        call(
+            1,
+            "turn_begin",
+            serde_json::json!({"session": "left", "turn": "1"}),
+        ),
+        call(
+            2,
+            "turn_begin",
+            serde_json::json!({"session": "right", "turn": "1"}),
+        ),
+        call(
+            3,
+            "track_file",
+            serde_json::json!({"session": "left", "turn": "1", "path": "a.txt"}),
+        ),
+    ]);
+    p.file("a.txt", "left\n").file("b.txt", "right\n");
+    let out = serve(&[
+        call(
+            4,
+            "turn_end",
+            serde_json::json!({"session": "right", "turn": "1"}),
+        ),
+        call(
+            5,
+            "undo",
+            serde_json::json!({"session": "right", "last": true}),
+        ),
+        call(
+            6,
+            "undo",
+            serde_json::json!({"session": "left", "last": true}),
+        ),
+        call(7, "redo", serde_json::json!({"session": "left"})),
+    ]);
+    let files = &out[0]["result"]["files"];
+    assert_eq!(files.as_array().unwrap().len(), 1, "{files}");
+    assert_eq!(
+        (&files[0]["file"], &files[0]["origin"]),
+        (&serde_json::json!("b.txt"), &serde_json::json!("shared"))
+    );
+    assert_eq!(out[1]["result"]["conflicts"], serde_json::json!(["b.txt"]));
+    assert_eq!(out[1]["result"]["deleted"], serde_json::json!([]));
+    // Left's turn is still open: its undo takes back its announced a.txt; b.txt is shared.
+    assert_eq!(out[2]["result"]["deleted"], serde_json::json!(["a.txt"]));
+    assert_eq!(out[2]["result"]["conflicts"], serde_json::json!(["b.txt"]));
+    assert_eq!(out[3]["result"]["restored"], serde_json::json!(["a.txt"]));
+    assert_eq!(p.read("a.txt"), b"left\n");
+    assert_eq!(p.read("b.txt"), b"right\n");
+}
