@@ -75,6 +75,12 @@ pub enum Error {
     /// No turn of this session is in the store.
     #[error("no session {0:?} in the store")]
     NoSession(String),
+    /// The session has no such turn.
+    #[error("no turn {turn:?} in session {session:?}")]
+    NoTurn { session: String, turn: String },
+    /// A path named to `revert` is in neither the snapshot nor the project.
+    #[error("no file or directory {path} in snapshot {hash} or in the project")]
+    NoSuchPath { path: String, hash: String },
     /// Nothing is left for `undo --last` or `redo` to act on.
     #[error("session {session:?} has no {what}")]
     NothingLeft { session: String, what: &'static str },
@@ -143,9 +149,11 @@ impl Error {
             Error::Incomplete { .. } => "incomplete",
             Error::BadName { .. } => "invalid_name",
             Error::Turn { .. } => "turn_state",
-            Error::NoSession(_) | Error::PathNotChanged { .. } | Error::NothingLeft { .. } => {
-                "not_found"
-            }
+            Error::NoSession(_)
+            | Error::NoTurn { .. }
+            | Error::NoSuchPath { .. }
+            | Error::PathNotChanged { .. }
+            | Error::NothingLeft { .. } => "not_found",
             Error::PruneFailed(_) => "prune_failed",
             Error::Unhealthy(_) => "unhealthy",
         }

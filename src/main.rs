@@ -854,10 +854,9 @@ fn show(
         });
     }
     if let Some(session) = session {
-        return Err(rewind::Error::Turn {
+        return Err(rewind::Error::NoTurn {
             session: session.into(),
             turn: what.into(),
-            reason: "is not a turn of this session",
         });
     }
     let tree = store.resolve_tree(what)?.to_string();

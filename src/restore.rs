@@ -160,6 +160,8 @@ impl Store {
 
     /// Bring only `paths` (files or directories; project-relative, or absolute inside the
     /// project) back to their state in snapshot `hash`; a path absent from `hash` is deleted.
+    /// A path in neither `hash` nor the project is `not_found` (see [`Self::revert_patches`]
+    /// for OpenCode's leniency).
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
@@ -170,11 +172,36 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn revert(&self, hash: &str, paths: &[impl AsRef<Path>]) -> Result<RestoreOutcome> {
+        let target = self.resolve_tree(hash)?;
+        let repo = self.repo();
+        let tree = repo
+            .find_tree(target)
+            .map_err(|e| Error::store(self.git_dir(), e))?;
+        for path in paths {
+            let relative = self.project_path(path.as_ref())?;
+            let in_snapshot = relative.is_empty()
+                || tree
+                    .lookup_entry_by_path(Path::new(std::ffi::OsStr::from_bytes(&relative)))
+                    .map_err(|e| Error::store(self.git_dir(), e))?
+                    .is_some();
+            let on_disk = std::fs::symlink_metadata(
+                self.project().join(std::ffi::OsStr::from_bytes(&relative)),
+            )
+            .is_ok();
+            if !in_snapshot && !on_disk {
+                return Err(Error::NoSuchPath {
+                    path: crate::quote_path(&relative),
+                    hash: target.to_string(),
+                });
+            }
+        }
         self.revert_patches(&[(hash, paths)])
     }
 
     /// Revert several `(hash, paths)` patches at once: for a path named in several, the first
-    /// patch that names it wins (OpenCode's semantics).
+    /// patch that names it wins (OpenCode's semantics). Unlike [`Self::revert`], a path in
+    /// neither its snapshot nor the project is accepted and nothing is done for it (a file
+    /// created and removed again since the snapshot, as OpenCode's patches list).
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;

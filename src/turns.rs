@@ -44,8 +44,8 @@ pub struct TurnFile {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
-    /// No other session's turn was open during the turn: every change is the turn's, announced
-    /// or not (shell commands, formatters, generators).
+    /// Changed while no other session's turn was open: the turn's, whoever wrote it (shell
+    /// commands, formatters, generators).
     Unannounced,
     /// The turn announced the path with `track_file` (and no overlapping turn of another
     /// session did).
@@ -154,6 +154,13 @@ pub struct UndoOutcome {
     /// The snapshot taken just before: `restore(undo)` brings the whole project back to it
     /// (`redo` brings back only what this undo changed).
     pub undo: String,
+}
+
+/// A turn of another session that overlapped a turn: what it announced, and the paths that
+/// changed while both were open.
+struct Overlap {
+    announced: Vec<BString>,
+    changed: HashSet<BString>,
 }
 
 /// A turn's commit, parsed.
@@ -543,10 +550,9 @@ impl Store {
     pub fn end_turn(&self, session: &str, turn: &str) -> Result<TurnEnd> {
         let reference = turn_ref(session, "turns", turn)?;
         let _lock = self.lock()?;
-        let begin = self.ref_target(&reference)?.ok_or_else(|| Error::Turn {
+        let begin = self.ref_target(&reference)?.ok_or_else(|| Error::NoTurn {
             session: session.into(),
             turn: turn.into(),
-            reason: "was never begun",
         })?;
         let record = self.record(begin)?;
         if record.ended_at.is_some() {
@@ -571,7 +577,12 @@ impl Store {
         let after = snapshot.hash;
         let repo = self.repo();
         let files = self
-            .attribute(session, &record, tree_changes(&repo, record.before, after)?)?
+            .attribute(
+                session,
+                &record,
+                tree_changes(&repo, record.before, after)?,
+                after,
+            )?
             .into_iter()
             .filter(|(_, origin)| *origin != Origin::Other)
             .map(|(change, origin)| turn_file(&repo, change, origin))
@@ -691,10 +702,9 @@ impl Store {
             Some(turn) => records.iter().position(|r| r.turn == turn),
             None => (!records.is_empty()).then_some(0),
         }
-        .ok_or_else(|| Error::Turn {
+        .ok_or_else(|| Error::NoTurn {
             session: session.into(),
             turn: from_turn.unwrap_or_default().into(),
-            reason: "is not a turn of this session",
         })?;
         let undone = &records[start..];
         let current = self.track_locked(&TrackOptions::default())?.hash;
@@ -893,10 +903,9 @@ impl Store {
         let _lock = self.lock()?;
         let records = self.session_records(session)?;
         if let Some(turn) = turn.filter(|t| !records.iter().any(|r| r.turn == *t)) {
-            return Err(Error::Turn {
+            return Err(Error::NoTurn {
                 session: session.into(),
                 turn: turn.into(),
-                reason: "is not a turn of this session",
             });
         }
         let repo = self.repo();
@@ -1140,67 +1149,104 @@ impl Store {
         Ok(paths)
     }
 
-    /// If turns of other sessions overlapped turn `record` of `session` (were open at some
-    /// moment while it was), the paths they announced; `None` if none did. A turn overlapped
-    /// when its begin or end commit was made meanwhile, or it is open now and its session's
-    /// latest turn (an older open turn, whose runtime never ended it, is not waited for).
-    /// Costs a read of every turn record in the store.
-    fn announced_by_overlapping(
+    /// The turns of other sessions that overlapped turn `record` of `session` (were open at
+    /// some moment while it was), each with what it announced and what changed while both were
+    /// open. A turn overlapped when its begin or end commit was made meanwhile, or it is open
+    /// now as its session's last commit (an open turn its runtime never ended stops counting
+    /// once its session moves on). The time both were open runs from the later begin to the
+    /// earlier end, each a snapshot (`after`: the turn's "after", or the project now); what
+    /// changed in it is the diff of those two. Costs a commit read per commit other sessions
+    /// made meanwhile, and a tree diff per overlapping turn.
+    fn overlapping_turns(
         &self,
         session: &str,
         record: &Record,
-    ) -> Result<Option<Vec<BString>>> {
+        after: ObjectId,
+    ) -> Result<Vec<Overlap>> {
+        let repo = self.repo();
+        let kind_of = |commit| -> Result<ChainKind> {
+            Ok(ChainKind::of(
+                commit_and_tree(&repo, commit)?.0.message_raw_sloppy(),
+            ))
+        };
         let during: HashSet<ObjectId> = self
             .commits_of_others_during(session, record)?
             .into_iter()
             .collect();
-        let mut overlapped = false;
-        let mut announced = Vec::new();
-        for (other, records) in self.sessions(None)? {
-            if other == session {
-                continue;
-            }
-            let latest = records.last().map(|r| r.begin);
-            for r in &records {
-                let open_now = r.ended_at.is_none()
-                    && Some(r.begin) == latest
-                    && self
-                        .ref_target(&turn_ref(&other, "rolled-back", &r.turn)?)?
-                        .is_none();
-                if open_now || during.contains(&r.begin) || during.contains(&r.commit) {
-                    overlapped = true;
-                    announced.extend(self.announced_by(&other, r)?);
-                }
+        let mut turn_commits = Vec::new();
+        for &commit in &during {
+            if kind_of(commit)? != ChainKind::Undo {
+                turn_commits.push(commit);
             }
         }
-        Ok(overlapped.then_some(announced))
+        for (_, head) in parse_other_heads(self.other_heads_lines(session)?.as_bytes()) {
+            if kind_of(head)? == ChainKind::Begin {
+                turn_commits.push(head);
+            }
+        }
+        let mut turns = BTreeSet::new();
+        for commit in turn_commits {
+            let seen = self.record(commit)?;
+            turns.insert((seen.session, seen.turn));
+        }
+        let mut overlaps = Vec::new();
+        for (other, turn) in turns {
+            // The turn as it is now: ended since, or still open.
+            let Some(commit) = self.ref_target(&turn_ref(&other, "turns", &turn)?)? else {
+                continue;
+            };
+            let theirs = self.record(commit)?;
+            let start = match during.contains(&theirs.begin) {
+                true => theirs.before,
+                false => record.before,
+            };
+            let end = match theirs.after {
+                Some(their_after) if during.contains(&theirs.commit) => their_after,
+                _ => after,
+            };
+            overlaps.push(Overlap {
+                announced: self.announced_by(&other, &theirs)?,
+                changed: tree_changes(&repo, start, end)?
+                    .into_iter()
+                    .map(|c| c.path)
+                    .collect(),
+            });
+        }
+        Ok(overlaps)
     }
 
-    /// Each of `changes` (made in turn `record` of `session`) with whose it is: see [`Origin`].
-    /// Costs [`Self::announced_by_overlapping`].
+    /// Each of `changes` (made in turn `record` of `session`, up to snapshot `after`) with
+    /// whose it is: see [`Origin`]. A change made while no other session's turn was open is
+    /// the turn's, announced or not. Costs [`Self::overlapping_turns`].
     fn attribute(
         &self,
         session: &str,
         record: &Record,
         changes: Vec<Change>,
+        after: ObjectId,
     ) -> Result<Vec<(Change, Origin)>> {
         let own = self.announced_by(session, record)?;
-        let theirs = self.announced_by_overlapping(session, record)?;
+        let overlaps = self.overlapping_turns(session, record, after)?;
         let covers = |paths: &[BString], path: &BString| {
             paths.iter().any(|a| is_within(path.as_ref(), a.as_ref()))
         };
         Ok(changes
             .into_iter()
             .map(|change| {
-                let mine = covers(&own, &change.path);
-                let origin = match &theirs {
-                    None if mine => Origin::Announced,
-                    None => Origin::Unannounced,
-                    Some(theirs) => match (mine, covers(theirs, &change.path)) {
-                        (true, false) => Origin::Announced,
-                        (false, true) => Origin::Other,
-                        _ => Origin::Shared,
-                    },
+                let path = &change.path;
+                let mine = covers(&own, path);
+                let meanwhile = overlaps.iter().filter(|o| o.changed.contains(path));
+                let (mut changed_meanwhile, mut claimed) = (false, false);
+                for overlap in meanwhile {
+                    changed_meanwhile = true;
+                    claimed |= covers(&overlap.announced, path);
+                }
+                let origin = match (mine, claimed) {
+                    (true, false) => Origin::Announced,
+                    (true, true) => Origin::Shared,
+                    (false, true) => Origin::Other,
+                    (false, false) if changed_meanwhile => Origin::Shared,
+                    (false, false) => Origin::Unannounced,
                 };
                 (change, origin)
             })
@@ -1238,7 +1284,7 @@ impl Store {
             }
             None => {
                 let changes = tree_changes(&repo, record.before, current)?;
-                self.attribute(session, record, changes)?
+                self.attribute(session, record, changes, current)?
             }
         };
         Ok(changes

@@ -73,6 +73,14 @@ fn revert_patches_first_patch_naming_a_path_wins() {
     // Everything it overwrote is in the undo snapshot.
     assert_eq!(git_blob(&store, &format!("{}:f", outcome.undo)), b"f now\n");
     assert_eq!(git_blob(&store, &format!("{}:g", outcome.undo)), b"g now\n");
+
+    // OpenCode's patches may list a file created and removed since: accepted, nothing done;
+    // `revert` of that path alone is not_found.
+    let gone: &[&str] = &["created-and-removed"];
+    let outcome = store.revert_patches(&[(a.as_str(), gone)]).unwrap();
+    assert!(outcome.written.is_empty() && outcome.deleted.is_empty());
+    let err = store.revert(&a, gone).unwrap_err();
+    assert_eq!(err.code(), "not_found", "{err}");
 }
 
 #[test]

@@ -838,6 +838,9 @@ fn random_round(rng: &mut XorShift, w: &World) -> (String, String) {
 
 /// Paths a revert may name: entries of either tree, their directories, and a path in neither;
 /// leaving out paths below a file or symlink (of the current state), which cannot exist.
+/// A path no round creates.
+const ABSENT: &str = "no/such path";
+
 fn revert_candidates(ta: &TreeMap, tb: &TreeMap, root: &Path) -> Vec<String> {
     let mut all = BTreeSet::new();
     for p in ta.keys().chain(tb.keys()) {
@@ -847,7 +850,7 @@ fn revert_candidates(ta: &TreeMap, tb: &TreeMap, root: &Path) -> Vec<String> {
             }
         }
     }
-    all.insert("no/such path".to_string());
+    all.insert(ABSENT.to_string());
     all.into_iter()
         .filter(|s| {
             Path::new(s)
@@ -924,6 +927,17 @@ fn property_revert_random_paths() {
         for _ in 0..1 + rng.below(4) {
             selected.insert(pick(&mut rng, &candidates).clone());
         }
+        // A path in neither A nor the project: not_found, and nothing changes.
+        if selected.remove(ABSENT) {
+            let before = w.snap();
+            let mut named: Vec<&str> = selected.iter().map(String::as_str).collect();
+            named.push(ABSENT);
+            expect_error(&w.p.rewind(revert_args(&a, &named)), "not_found");
+            assert_untouched_except(&before, &w.snap(), &BTreeSet::new(), ABSENT);
+            if selected.is_empty() {
+                continue;
+            }
+        }
         // Name them in every accepted form.
         let args: Vec<OsString> = selected
             .iter()
@@ -976,7 +990,7 @@ fn property_revert_random_paths() {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn revert_deletes_a_new_file_and_accepts_paths_absent_from_both() {
+fn revert_deletes_a_new_file_and_absent_paths_are_not_found() {
     let sb = Sandbox::new();
     let w = World::new(&sb);
     w.p.file("x.txt", "A\n").file("dir/y.txt", "A\n");
@@ -1006,15 +1020,15 @@ fn revert_deletes_a_new_file_and_accepts_paths_absent_from_both() {
         "the deleted file's bytes are in the undo tree"
     );
 
-    // Paths in neither snapshot nor on disk: fine, nothing done.
+    // A path in neither the snapshot nor the project is not_found (issue 17: it used to
+    // "succeed" with nothing written), and nothing changes, not even for the paths named with it.
     let before = w.snap();
-    let o = revert(
-        &w.p,
-        &a,
-        &["never-existed", "no/such/deep/path", "dir/nope"],
-    );
-    o.assert_clean();
-    assert!(o.written.is_empty() && o.deleted.is_empty(), "{}", o.run);
+    for absent in ["never-existed", "no/such/deep/path", "dir/nope"] {
+        let run = w.p.rewind(revert_args(&a, &["x.txt", absent]));
+        let json = expect_error(&run, "not_found");
+        let message = json["error"]["message"].as_str().unwrap();
+        assert!(message.contains(absent), "names the path: {run}");
+    }
     assert_untouched_except(
         &before,
         &w.snap(),

@@ -1124,7 +1124,7 @@ fn operation_failures_carry_the_cli_error_code() {
             "turn_end",
             json!({"session": "s", "turn": "never"}),
             vec!["turn", "end", "--session", "s", "--turn", "never"],
-            "turn_state",
+            "not_found",
         ),
         (
             "turn_end",
@@ -1142,7 +1142,7 @@ fn operation_failures_carry_the_cli_error_code() {
             "undo",
             json!({"session": "s", "turn": "nope"}),
             vec!["undo", "--session", "s", "--turn", "nope"],
-            "turn_state",
+            "not_found",
         ),
         (
             "turn_begin",

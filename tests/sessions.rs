@@ -484,7 +484,7 @@ fn redo_walks_forward_through_undos_and_turn_picks_one() {
     assert_eq!(rolled, [false, true]);
 
     let err = store.redo("s", Some("9"), false).unwrap_err();
-    assert_eq!(err.code(), "turn_state", "{err}");
+    assert_eq!(err.code(), "not_found", "{err}");
     store.redo("s", Some("2"), false).unwrap();
     assert_eq!(read(p, "a.txt").as_deref(), Some("2\n"));
     assert_eq!(read(p, "t2.txt").as_deref(), Some("x\n"));

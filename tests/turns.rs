@@ -1544,7 +1544,7 @@ fn invalid_ids_and_turn_states_are_errors() {
     // Turn states.
     assert_eq!(
         expect_error(&p, &["turn", "end", "--session=s", "--turn=never"]),
-        "turn_state"
+        "not_found"
     );
     begin(&p, "s", "1");
     begin(&p, "s", "1");
@@ -1561,11 +1561,11 @@ fn invalid_ids_and_turn_states_are_errors() {
     );
     assert_eq!(
         expect_error(&p, &["turn", "end", "--session=s", "--turn=2"]),
-        "turn_state"
+        "not_found"
     );
     assert_eq!(
         expect_error(&p, &["turn", "end", "--session=other", "--turn=1"]),
-        "turn_state"
+        "not_found"
     );
     let count = sb.git_in(
         &store,
