@@ -257,11 +257,21 @@ class RewindClient:
         turn: str | None = None,
         file: str | None = None,
         force: bool = False,
+        last: bool = False,
     ) -> dict:
-        """{"restored", "deleted", "conflicts", "failed", "undo"}."""
+        """{"restored", "deleted", "conflicts", "kept", "failed", "undo"}. `last`: the most
+        recent turn not undone yet (without `turn` and `file`)."""
         params = _drop_none({"session": session, "turn": turn, "file": file})
         params["force"] = force
+        if last:
+            params["last"] = True
         return self.call("undo", params)
+
+    def redo(self, session: str, turn: str | None = None, force: bool = False) -> dict:
+        """Bring back what the session's last undo (not redone yet) changed; same shape as undo."""
+        params = _drop_none({"session": session, "turn": turn})
+        params["force"] = force
+        return self.call("redo", params)
 
     def changes(self, session: str) -> dict:
         return self.call("changes", {"session": session})
@@ -358,7 +368,8 @@ def selftest(rewind: str) -> int:
             files = ended["files"]
             check(
                 "turn_end",
-                files == [{"file": "b.txt", "status": "modified", "additions": 1, "deletions": 1}],
+                files
+                == [{"file": "b.txt", "status": "modified", "additions": 1, "deletions": 1, "origin": "unannounced"}],
                 files,
             )
             turns = rw.turns("py")
@@ -367,6 +378,12 @@ def selftest(rewind: str) -> int:
             check("undo outcome", outcome["restored"] == ["b.txt"] and outcome["conflicts"] == [], outcome)
             check("undo bytes", (project / "b.txt").read_text() == "stays\n")
             check("undo rolled back", rw.turns("py")[0]["rolled_back"] is True)
+            redone = rw.redo("py")
+            check("redo outcome", redone["restored"] == ["b.txt"] and redone["conflicts"] == [], redone)
+            check("redo bytes", (project / "b.txt").read_text() == "changed by the agent\n")
+            check("redo clears rolled back", rw.turns("py")[0]["rolled_back"] is False)
+            again = rw.undo("py", last=True)
+            check("undo last", again["restored"] == ["b.txt"], again)
 
         @step
         def errors():

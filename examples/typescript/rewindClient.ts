@@ -61,14 +61,16 @@ export interface Failure { path: string; error: string }
 export interface RestoreOutcome {
   hash: string; written: string[]; deleted: string[]; failed: Failure[]; conflicts: string[]; kept: string[]; undo: string;
 }
-export interface TurnFile { file: string; status: Status; additions: number; deletions: number }
+/** Whose change a file of a turn is (see docs/integration.md, "Two agents on one project"). */
+export type Origin = "unannounced" | "announced" | "shared";
+export interface TurnFile { file: string; status: Status; additions: number; deletions: number; origin: Origin }
 export interface Skipped { path: string; reason: string; detail?: string }
 export interface TurnStart { session: string; turn: string; before: string; skipped: Skipped[] }
 export interface TurnEnd { session: string; turn: string; before: string; after: string; files: TurnFile[]; skipped: Skipped[] }
 export interface Turn {
   session: string; turn: string; started_at: string; ended_at: string | null;
   before: string; after: string | null; files: number; additions: number; deletions: number;
-  rolled_back: boolean;
+  changed: TurnFile[]; rolled_back: boolean;
 }
 export interface UndoOutcome {
   restored: string[]; deleted: string[]; conflicts: string[]; kept: string[]; failed: Failure[]; undo: string;
@@ -201,8 +203,12 @@ export class RewindClient {
   }
   turnEnd(session: string, turn: string): Promise<TurnEnd> { return this.call("turn_end", { session, turn }); }
   turns(session?: string): Promise<Turn[]> { return this.call("turns", session === undefined ? {} : { session }); }
-  undo(session: string, options: { turn?: string; file?: string; force?: boolean } = {}): Promise<UndoOutcome> {
+  undo(session: string, options: { turn?: string; file?: string; force?: boolean; last?: boolean } = {}): Promise<UndoOutcome> {
     return this.call("undo", { session, ...options });
+  }
+  /** Bring back what the session's last undo (not redone yet) changed, and only that. */
+  redo(session: string, options: { turn?: string; force?: boolean } = {}): Promise<UndoOutcome> {
+    return this.call("redo", { session, ...options });
   }
   changes(session: string): Promise<SessionChanges> { return this.call("changes", { session }); }
   prune(): Promise<PruneOutcome> { return this.call("prune"); }
@@ -244,6 +250,9 @@ async function selftest(rewind: string): Promise<number> {
     const undone = await rw.undo("ts", { turn: "1" });
     check("undo", undone.restored.join() === "a.txt", undone);
     check("undo bytes", fs.readFileSync(path.join(project, "a.txt"), "utf8") === "one\nTWO\n");
+    const redone = await rw.redo("ts");
+    check("redo", redone.restored.join() === "a.txt" && redone.conflicts.length === 0, redone);
+    check("redo bytes", fs.readFileSync(path.join(project, "a.txt"), "utf8") === "agent\n");
     // Overlapping calls are matched by id.
     const all = await Promise.all([rw.turns("ts"), rw.hasChanges(before), rw.changes("ts")]);
     check("overlapping calls", all[0].length === 1 && all[1] === true && all[2].session === "ts", all);
