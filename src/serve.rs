@@ -7,12 +7,13 @@
 //! `data.code` the CLI's error code (`busy` when the store's lock stayed taken). A failed request
 //! never stops the server; notifications (no `id`) get no response.
 //!
-//! Each line is answered on its own thread, so a read (`turns`) is answered while a write waits
-//! for the store's lock: responses can come in another order than their requests (match them by
-//! `id`); a batch is answered as one array, its requests run in order. `params.timeout_ms` bounds
-//! a request's lock wait and cancels it at its next safe point; the notification
-//! `$/cancelRequest` with `params.id` cancels a request at its next safe point (see
-//! `store::Interrupt`). When the input ends, the running calls finish and answer first.
+//! Requests that may take the store's lock (and batches) run one at a time on a queue thread, in
+//! the order read; while one runs or waits, the others (`turns`, `diff` between two ids) are
+//! answered at once on their own threads, so responses can come in another order than their
+//! requests (match them by `id`). `params.timeout_ms` bounds a request's lock wait and cancels
+//! it at its next safe point; the notification `$/cancelRequest` with `params.id` cancels a
+//! request at its next safe point (see `store::Interrupt`). When the input ends, the queued and
+//! running calls finish and answer first.
 
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
