@@ -147,3 +147,33 @@ fn a_bad_wait_is_a_usage_error() {
         p.rewind(["--wait", wait, "track"]).assert_success();
     }
 }
+
+#[test]
+fn the_library_waits_at_most_its_lock_wait_and_says_busy() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    p.track();
+    let default = rewind::OpenOptions::default();
+    assert_eq!(default.lock_wait, rewind::DEFAULT_LOCK_WAIT);
+    let options = rewind::OpenOptions {
+        lock_wait: Duration::from_millis(50),
+        ..default
+    };
+    let store = rewind::Store::open_with(&p.path, &sb.data_dir, &options).unwrap();
+    let holder = LockHolder::hold(store.git_dir());
+    let err = store.begin_turn("s", "1").unwrap_err();
+    assert_eq!(err.code(), "busy", "{err}");
+    assert!(
+        matches!(&err, rewind::Error::Busy { waited, .. } if *waited >= Duration::from_millis(50))
+    );
+    assert!(
+        err.to_string()
+            .contains(&format!("process {} (flock ", holder.pid())),
+        "{err}"
+    );
+    // Reads go on.
+    assert_eq!(store.turns(None).unwrap().len(), 0);
+    drop(holder);
+    assert_eq!(store.begin_turn("s", "1").unwrap().skipped.len(), 0);
+}
