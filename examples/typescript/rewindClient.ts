@@ -20,7 +20,7 @@
 // for the lock (`busy` after it); `{ signal }` (an AbortSignal) cancels it.
 //
 // Self-test against a real binary (after compiling, e.g. `tsc rewindClient.ts`):
-//   node rewindClient.js --selftest path/to/rewind
+//   node rewindClient.js --selftest path/to/rewind      (needs flock(1), from util-linux)
 
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createInterface } from "node:readline";
