@@ -91,6 +91,18 @@ pub enum Error {
         turn: String,
         reason: &'static str,
     },
+    /// Another process (or another call of this one) held the store's lock for longer than the
+    /// wait limit ([`crate::OpenOptions::lock_wait`], `--wait`, a request's `timeout_ms`).
+    #[error("store {store} is busy: {holder} holds its lock (waited {} ms for it)", .waited.as_millis())]
+    Busy {
+        store: PathBuf,
+        /// `process <pid> (<command line>)` where the OS tells, else `another process`.
+        holder: String,
+        waited: std::time::Duration,
+    },
+    /// The caller cancelled the call, or its deadline passed, before it changed the store.
+    #[error("cancelled ({reason}) before recording anything")]
+    Cancelled { reason: &'static str },
     /// `REWIND_NOW` is set but is not an RFC 3339 time.
     #[error(
         "REWIND_NOW={value:?} is not an RFC 3339 time from 1970 on (e.g. 2026-01-31T12:00:00Z)"
@@ -156,6 +168,8 @@ impl Error {
             | Error::NothingLeft { .. } => "not_found",
             Error::PruneFailed(_) => "prune_failed",
             Error::Unhealthy(_) => "unhealthy",
+            Error::Busy { .. } => "busy",
+            Error::Cancelled { .. } => "cancelled",
         }
     }
 }

@@ -71,7 +71,7 @@ pub use prune::{
 pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 pub use scan::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use serve::serve;
-pub use store::{data_dir, OpenOptions, Progress, Store, DEFAULT_MAX_FILE_SIZE};
+pub use store::{data_dir, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE};
 pub use turns::{Origin, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart, UndoOutcome};
 
 /// The current time: `$REWIND_NOW` (RFC 3339) when set, so that tests can fix the clock.

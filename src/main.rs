@@ -52,6 +52,10 @@ struct Cli {
     /// Allow the home directory or / itself as the project (refused by default)
     #[arg(long, global = true)]
     allow_home: bool,
+    /// How long a command that changes the store waits for another's lock before failing
+    /// with `busy`, e.g. 500ms, 10s, 2m; 0: do not wait [default: 30s]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_wait)]
+    wait: Option<std::time::Duration>,
     #[command(subcommand)]
     command: Command,
 }
@@ -315,6 +319,18 @@ fn prune_options(command: &Command) -> rewind::PruneOptions {
     }
 }
 
+/// A lock wait: `0`, or a number with a unit (`ms`, `s`, `m`, `h`).
+fn parse_wait(text: &str) -> Result<std::time::Duration, String> {
+    let wait = match text.strip_suffix("ms") {
+        Some(millis) => millis.parse().ok().map(std::time::Duration::from_millis),
+        None if text == "0" => Some(std::time::Duration::ZERO),
+        // A bare number would be days for `parse_duration`: too surprising for a wait.
+        None if text.ends_with(|c: char| c.is_ascii_digit()) => None,
+        None => rewind::parse_duration(text),
+    };
+    wait.ok_or_else(|| format!("{text:?} is not a duration such as 500ms, 10s, 2m or 0"))
+}
+
 fn parse_retention(text: &str) -> Result<std::time::Duration, String> {
     rewind::parse_duration(text)
         .ok_or_else(|| format!("{text:?} is not a duration such as 7d, 12h, 30m or 45s"))
@@ -323,11 +339,15 @@ fn parse_retention(text: &str) -> Result<std::time::Duration, String> {
 fn run(cli: &Cli) -> rewind::Result<()> {
     rewind::now()?; // a malformed REWIND_NOW is an error for every command
     let data_dir = rewind::data_dir(cli.data_dir.as_deref())?;
+    let open = rewind::OpenOptions {
+        allow_home: cli.allow_home,
+        lock_wait: cli.wait.unwrap_or(rewind::DEFAULT_LOCK_WAIT),
+    };
     if let Command::Prune { all: true, .. } = &cli.command {
         let options = prune_options(&cli.command);
         let mut failures = 0;
         let mut outcomes = Vec::new();
-        for store in rewind::Store::all(&data_dir)? {
+        for store in rewind::Store::all(&data_dir, &open)? {
             match store.and_then(|store| Ok((store.project().to_owned(), store.prune(&options)?))) {
                 Ok((project, outcome)) => outcomes.push(report_prune(cli, &project, outcome)),
                 Err(err) => {
@@ -359,10 +379,7 @@ fn run(cli: &Cli) -> rewind::Result<()> {
         return Ok(());
     }
     let project = cli.project.clone().unwrap_or_else(|| PathBuf::from("."));
-    let options = rewind::OpenOptions {
-        allow_home: cli.allow_home,
-    };
-    let store = rewind::Store::open_with(&project, &data_dir, &options)?;
+    let store = rewind::Store::open_with(&project, &data_dir, &open)?;
     if let Some(aside) = store.set_aside() {
         errln!(
             "rewind: warning: the store had lost its objects: moved to {} and a new one started",
@@ -486,7 +503,7 @@ fn command(cli: &Cli, store: &rewind::Store) -> rewind::Result<()> {
             }
         }
         Command::Serve => {
-            let (input, output) = (std::io::stdin().lock(), std::io::stdout().lock());
+            let (input, output) = (std::io::stdin().lock(), std::io::stdout());
             rewind::serve(store, input, output).map_err(|source| rewind::Error::Io {
                 action: "serving on",
                 path: "stdio".into(),

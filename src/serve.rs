@@ -1,82 +1,266 @@
 //! `rewind serve`: JSON-RPC 2.0 over a line-based stream, for runtimes that do not link Rust.
 //!
-//! One request per line in, one response per line out, until the input ends. Methods mirror
-//! the library with params as objects; results have the CLI's `--json` shapes. Errors:
+//! One request (or batch) per line in, one response per line out, until the input ends. Methods
+//! mirror the library with params as objects; results have the CLI's `--json` shapes. Errors:
 //! `-32700` parse error, `-32600` invalid request, `-32601` unknown method, `-32602` bad params,
-//! and `-32000` for a failed operation, with `data.code` the CLI's error code. A failed request
-//! never stops the server; notifications (no `id`) get no response. The store stays open
-//! between calls; its lock is held only during each call.
+//! `-32800` cancelled (`data.code` "cancelled"), and `-32000` for a failed operation, with
+//! `data.code` the CLI's error code (`busy` when the store's lock stayed taken). A failed request
+//! never stops the server; notifications (no `id`) get no response.
+//!
+//! Requests that may take the store's lock (and batches) run one at a time on a queue thread, in
+//! the order read; while one runs or waits, the others (`turns`, `diff` between two ids) are
+//! answered at once on their own threads, so responses can come in another order than their
+//! requests (match them by `id`). `params.timeout_ms` bounds a request's lock wait and cancels
+//! it at its next safe point; the notification `$/cancelRequest` with `params.id` cancels a
+//! request at its next safe point (see `store::Interrupt`). When the input ends, the queued and
+//! running calls finish and answer first.
 
 use std::io::{self, BufRead, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::store::Store;
+use crate::store::{Interrupt, Store};
+
+/// JSON-RPC code of a cancelled request (LSP's `RequestCancelled`).
+const CANCELLED: i64 = -32800;
 
 /// Serve requests from `input` until it ends, writing responses to `output`.
-/// Returns only when `input` ends or an I/O error occurs on either stream.
+/// Returns when `input` ends and every call has answered, or an I/O error occurs on either
+/// stream (after the running calls finish).
 ///
 /// ```no_run
 /// let store = rewind::Store::open(".".as_ref(), &rewind::data_dir(None)?)?;
-/// rewind::serve(&store, std::io::stdin().lock(), std::io::stdout().lock())?;
+/// rewind::serve(&store, std::io::stdin().lock(), std::io::stdout())?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn serve(store: &Store, mut input: impl BufRead, mut output: impl Write) -> io::Result<()> {
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        if input.read_until(b'\n', &mut line)? == 0 {
-            return Ok(());
-        }
-        if line.trim_ascii().is_empty() {
-            continue;
-        }
-        // Bytes that are not UTF-8 are a parse error like any other malformed line.
-        let response = match serde_json::from_slice::<Value>(&line) {
-            Err(e) => Some(error_response(
-                Value::Null,
-                -32700,
-                &format!("parse error: {e}"),
-                None,
-            )),
-            Ok(Value::Array(batch)) if !batch.is_empty() => {
-                let responses: Vec<Value> =
-                    batch.into_iter().filter_map(|r| handle(store, r)).collect();
-                (!responses.is_empty()).then_some(Value::Array(responses))
+pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) -> io::Result<()> {
+    let output = Output {
+        stream: Mutex::new((output, None)),
+    };
+    let running = Running::default();
+    // How many queued requests may take the store's lock.
+    let writes = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        // Requests that may change the store run one at a time, in the order received. (Dropped
+        // when the input ends: the thread answers what is queued, then ends.)
+        let (queue, queued) = mpsc::channel::<(Value, Vec<Call>, bool)>();
+        let (output, running, writes) = (&output, &running, &writes);
+        scope.spawn(move || {
+            for (message, calls, locks) in queued {
+                output.send(answer(store, message, &calls, running));
+                writes.fetch_sub(locks.into(), Ordering::Relaxed);
             }
-            Ok(request) => handle(store, request),
+        });
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            if input.read_until(b'\n', &mut line)? == 0 || output.broken() {
+                return Ok::<_, io::Error>(());
+            }
+            if line.trim_ascii().is_empty() {
+                continue;
+            }
+            // Bytes that are not UTF-8 are a parse error like any other malformed line.
+            let message = match serde_json::from_slice::<Value>(&line) {
+                Ok(message) => message,
+                Err(e) => {
+                    let message = format!("parse error: {e}");
+                    output.send(Some(error_response(Value::Null, -32700, &message, None)));
+                    continue;
+                }
+            };
+            if message.get("method").and_then(Value::as_str) == Some("$/cancelRequest") {
+                running.cancel(&message);
+                let id = message.get("id").cloned();
+                output.send(id.map(|id| json!({"jsonrpc": "2.0", "id": id, "result": null})));
+                continue;
+            }
+            let calls = match &message {
+                Value::Array(batch) if !batch.is_empty() => {
+                    batch.iter().map(|r| running.start(r)).collect()
+                }
+                request => vec![running.start(request)],
+            };
+            let batch = matches!(&message, Value::Array(batch) if !batch.is_empty());
+            let locks = batch || takes_lock(&message);
+            if !batch && method(&message).is_none() {
+                // An invalid request is answered at once: it runs nothing.
+                output.send(answer(store, message, &calls, running));
+            } else if !locks && writes.load(Ordering::Relaxed) > 0 {
+                // A read (or an unknown method) while a write runs or waits: answered at once.
+                scope.spawn(move || output.send(answer(store, message, &calls, running)));
+            } else {
+                writes.fetch_add(locks.into(), Ordering::Relaxed);
+                let job = (message, calls, locks);
+                queue
+                    .send(job)
+                    .expect("the queue's thread runs until the input ends");
+            }
+        }
+    })?;
+    output.failed()
+}
+
+/// The method of a valid request (`None` for an invalid one, or a batch).
+fn method(request: &Value) -> Option<&str> {
+    let valid_id = matches!(
+        request.get("id"),
+        None | Some(Value::Null | Value::Number(_) | Value::String(_))
+    );
+    let version = request.get("jsonrpc").and_then(Value::as_str);
+    let method = request.get("method").and_then(Value::as_str);
+    method.filter(|_| valid_id && version == Some("2.0"))
+}
+
+/// Whether `request` may take the store's lock (it may write, or snapshot the project). The
+/// others read refs and objects only: `turns`, `diff`/`diff_full` between two snapshots.
+fn takes_lock(request: &Value) -> bool {
+    match method(request) {
+        Some("diff" | "diff_full") => !request.pointer("/params/to").is_some_and(Value::is_string),
+        Some(method) => [
+            "track",
+            "patch",
+            "has_changes",
+            "restore",
+            "revert",
+            "turn_begin",
+            "track_file",
+            "turn_end",
+            "undo",
+            "redo",
+            "changes",
+            "prune",
+        ]
+        .contains(&method),
+        None => false,
+    }
+}
+
+/// Answer a request or a batch, and forget its calls. Costs what its operations cost.
+fn answer(store: &Store, message: Value, calls: &[Call], running: &Running) -> Option<Value> {
+    let response = match message {
+        Value::Array(batch) if !batch.is_empty() => {
+            let requests = batch.into_iter().zip(calls);
+            let responses: Vec<Value> = requests
+                .filter_map(|(request, call)| handle(store, request, call))
+                .collect();
+            (!responses.is_empty()).then_some(Value::Array(responses))
+        }
+        request => handle(store, request, &calls[0]),
+    };
+    calls.iter().for_each(|call| running.finish(call));
+    response
+}
+
+/// The response stream, shared by the calls' threads: each response goes out whole, on one
+/// line. After a write failed, responses are dropped and the error is kept for `serve`.
+struct Output<W> {
+    stream: Mutex<(W, Option<io::Error>)>,
+}
+
+impl<W: Write> Output<W> {
+    /// Write `response` and flush. Costs one `write` (responses are buffered whole).
+    fn send(&self, response: Option<Value>) {
+        let Some(response) = response else { return };
+        let mut text = response.to_string().into_bytes();
+        text.push(b'\n');
+        let mut stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        let (writer, failed) = &mut *stream;
+        if failed.is_none() {
+            *failed = writer.write_all(&text).and_then(|()| writer.flush()).err();
+        }
+    }
+
+    fn broken(&self) -> bool {
+        self.stream
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .is_some()
+    }
+
+    fn failed(&self) -> io::Result<()> {
+        let mut stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
+        stream.1.take().map_or(Ok(()), Err)
+    }
+}
+
+/// The requests being answered, by id, with the flag that cancels each.
+#[derive(Default)]
+struct Running {
+    calls: Mutex<Vec<(String, Arc<AtomicBool>)>>,
+}
+
+/// One request's id (its JSON text; `None` for a notification) and cancel flag.
+struct Call {
+    id: Option<String>,
+    cancel: Arc<AtomicBool>,
+}
+
+impl Running {
+    /// Register `request` before it runs, so that a cancel can reach it from then on.
+    fn start(&self, request: &Value) -> Call {
+        let call = Call {
+            id: request.get("id").map(Value::to_string),
+            cancel: Arc::default(),
         };
-        if let Some(response) = response {
-            writeln!(output, "{response}")?;
-            output.flush()?;
+        if let Some(id) = &call.id {
+            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            calls.push((id.clone(), call.cancel.clone()));
+        }
+        call
+    }
+
+    fn finish(&self, call: &Call) {
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        calls.retain(|(_, cancel)| !Arc::ptr_eq(cancel, &call.cancel));
+    }
+
+    /// Cancel the running requests named by `$/cancelRequest`'s `params.id`; an id that
+    /// names none (unknown, finished) is ignored. Costs a scan of the running requests.
+    fn cancel(&self, message: &Value) {
+        let Some(id) = message.pointer("/params/id").map(Value::to_string) else {
+            return;
+        };
+        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, cancel) in calls.iter().filter(|(running, _)| *running == id) {
+            cancel.store(true, Ordering::Relaxed);
         }
     }
 }
 
 /// Answer one request; `None` for a notification.
-fn handle(store: &Store, request: Value) -> Option<Value> {
+fn handle(store: &Store, request: Value, call: &Call) -> Option<Value> {
     let id = request.get("id").cloned();
-    let valid_id = matches!(
-        id,
-        None | Some(Value::Null | Value::Number(_) | Value::String(_))
-    );
-    let (Some(method), true, true) = (
-        request.get("method").and_then(Value::as_str),
-        request.get("jsonrpc").and_then(Value::as_str) == Some("2.0"),
-        valid_id,
-    ) else {
+    let Some(method) = method(&request) else {
         // An invalid request is answered even without an id (then with id null).
+        let valid_id = matches!(id, Some(Value::Number(_) | Value::String(_)));
         let id = id.filter(|_| valid_id).unwrap_or(Value::Null);
         return Some(error_response(id, -32600, "invalid request", None));
     };
     let is_notification = id.is_none();
     let id = id.unwrap_or(Value::Null);
-    let params = request.get("params").cloned().unwrap_or(json!({}));
+    let mut params = request.get("params").cloned().unwrap_or(json!({}));
     tracing::debug!(method, "request");
-    let result = call(store, method, params);
+    let result = timeout(&mut params).and_then(|deadline| {
+        let interrupt = Interrupt {
+            cancel: call.cancel.clone(),
+            deadline,
+        };
+        // Cancelled while queued (in a batch): never started.
+        if call.cancel.load(Ordering::Relaxed) {
+            return Err(Failure::Operation(crate::Error::Cancelled {
+                reason: "by the caller",
+            }));
+        }
+        interrupt.run(|| self::call(store, method, params))
+    });
     if is_notification {
         return None;
     }
@@ -87,9 +271,24 @@ fn handle(store: &Store, request: Value) -> Option<Value> {
         }
         Err(Failure::BadParams(message)) => error_response(id, -32602, &message, None),
         Err(Failure::Operation(err)) => {
-            error_response(id, -32000, &err.to_string(), Some(err.code()))
+            let code = match err {
+                crate::Error::Cancelled { .. } => CANCELLED,
+                _ => -32000,
+            };
+            error_response(id, code, &err.to_string(), Some(err.code()))
         }
     })
+}
+
+/// Take `timeout_ms` (milliseconds, a whole number) out of `params`: the deadline it sets.
+fn timeout(params: &mut Value) -> Result<Option<Instant>, Failure> {
+    let Some(timeout) = params.as_object_mut().and_then(|p| p.remove("timeout_ms")) else {
+        return Ok(None);
+    };
+    let millis = timeout.as_u64().ok_or_else(|| {
+        Failure::BadParams("bad params: `timeout_ms` is a whole number of milliseconds".into())
+    })?;
+    Ok(Some(Instant::now() + Duration::from_millis(millis)))
 }
 
 fn error_response(id: Value, code: i64, message: &str, data_code: Option<&str>) -> Value {

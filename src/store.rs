@@ -20,6 +20,9 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use gix::bstr::ByteSlice;
 
@@ -92,12 +95,29 @@ pub(crate) const DATA_MARKER: &str = "rewind-data.tag";
 /// Default for `rewind.maxFileSize`: new files above it are left out of snapshots.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 2 * 1024 * 1024;
 
+/// How long a call that changes the store waits for another's lock by default: longer than
+/// the longest lock holds seen (a first snapshot of a large project, a prune), shorter than
+/// the ~60 s after which agent hooks are killed, so that a hook reports `busy` itself.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(30);
+
 /// How [`Store::open_with`] opens a store.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct OpenOptions {
     /// Allow the home directory or `/` itself as the project (refused by default: snapshots
     /// of a whole home directory fill disks).
     pub allow_home: bool,
+    /// How long a call that changes the store waits for the store's lock before failing with
+    /// `busy` ([`Error::Busy`]); zero: not at all. [`DEFAULT_LOCK_WAIT`] by default.
+    pub lock_wait: Duration,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            allow_home: false,
+            lock_wait: DEFAULT_LOCK_WAIT,
+        }
+    }
 }
 
 /// Put the data marker in `dir` (a data directory or a store), so that a snapshot of a project
@@ -123,6 +143,7 @@ pub struct Store {
     objects: ObjectWriter,
     progress: Progress,
     set_aside: Option<PathBuf>,
+    lock_wait: Duration,
 }
 
 /// Counters that long operations (a first snapshot, a large restore, prune) update, for a
@@ -235,6 +256,7 @@ impl Store {
         }
         let mut store = Self::at(git_dir, project)?;
         store.set_aside = set_aside;
+        store.lock_wait = options.lock_wait;
         Ok(store)
     }
 
@@ -283,19 +305,20 @@ impl Store {
         Ok(found)
     }
 
-    /// Every store under `data_dir` (for `prune --all`), whether or not its project still exists.
-    /// A store that cannot be read (permissions, a config that does not parse) comes back as an
-    /// error in its place, never left out; set-aside stores are listed by
-    /// [`Store::set_aside_stores`].
+    /// Every store under `data_dir` (for `prune --all`), whether or not its project still exists,
+    /// opened with `options`' lock wait. A store that cannot be read (permissions, a config that
+    /// does not parse) comes back as an error in its place, never left out; set-aside stores are
+    /// listed by [`Store::set_aside_stores`].
     ///
     /// ```no_run
-    /// for store in rewind::Store::all(&rewind::data_dir(None)?)? {
+    /// let options = rewind::OpenOptions::default();
+    /// for store in rewind::Store::all(&rewind::data_dir(None)?, &options)? {
     ///     let store = store?;
     ///     println!("{} -> {}", store.git_dir().display(), store.project().display());
     /// }
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn all(data_dir: &Path) -> Result<Vec<Result<Store>>> {
+    pub fn all(data_dir: &Path, options: &OpenOptions) -> Result<Vec<Result<Store>>> {
         let entries = match fs::read_dir(data_dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -309,7 +332,10 @@ impl Store {
                 continue;
             }
             if let Some(store) = Self::listed(git_dir) {
-                stores.push(store);
+                stores.push(store.map(|mut store| {
+                    store.lock_wait = options.lock_wait;
+                    store
+                }));
             }
         }
         Ok(stores)
@@ -363,6 +389,7 @@ impl Store {
             objects,
             progress: Progress::default(),
             set_aside: None,
+            lock_wait: DEFAULT_LOCK_WAIT,
         })
     }
 
@@ -522,7 +549,9 @@ impl Store {
         }
     }
 
-    /// Take the store's cross-process lock; it is released when the guard drops or the process dies.
+    /// Take the store's cross-process lock, waiting for it at most the store's lock wait (or
+    /// the current call's deadline, see [`Interrupt`]); it is released when the guard drops or
+    /// the process dies. Costs one `open` and a `flock` per 10 ms of waiting.
     pub(crate) fn lock(&self) -> Result<StoreLock> {
         let path = self.git_dir.join("rewind.lock");
         let file = fs::OpenOptions::new()
@@ -531,10 +560,153 @@ impl Store {
             .write(true)
             .open(&path)
             .map_err(|e| Error::io("opening lock file", &path, e))?;
-        file.lock().map_err(|e| Error::io("locking", &path, e))?;
+        let start = Instant::now();
+        let call = Interrupt::current();
+        let deadline = match &call {
+            Some(Interrupt {
+                deadline: Some(deadline),
+                ..
+            }) => *deadline,
+            _ => start + self.lock_wait,
+        };
+        loop {
+            if let Some(call) = &call {
+                call.check_cancelled()?;
+            }
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(LOCK_POLL.min(deadline - Instant::now()));
+                }
+                Err(fs::TryLockError::WouldBlock) => {
+                    return Err(Error::Busy {
+                        store: self.git_dir.clone(),
+                        holder: lock_holder(&file),
+                        waited: start.elapsed(),
+                    })
+                }
+                Err(fs::TryLockError::Error(e)) => return Err(Error::io("locking", &path, e)),
+            }
+        }
+        if let Some(call) = &call {
+            call.point_of_no_return()?;
+        }
         // Another process may have pruned while we waited: see its packs before writing.
         self.objects.refresh();
         Ok(StoreLock { _file: file })
+    }
+}
+
+/// How often a waiting [`Store::lock`] tries the lock again (and looks for a cancel).
+const LOCK_POLL: Duration = Duration::from_millis(10);
+
+/// Who holds the flock on `file`, as the OS tells (Linux: `/proc/locks` names the pid, and
+/// `/proc/<pid>/cmdline` its command), else "another process". Costs reading `/proc/locks`.
+fn lock_holder(file: &fs::File) -> String {
+    let unknown = || "another process".to_string();
+    let Ok(meta) = file.metadata() else {
+        return unknown();
+    };
+    let Ok(locks) = fs::read_to_string("/proc/locks") else {
+        return unknown();
+    };
+    // "1: FLOCK  ADVISORY  WRITE 14260 fe:00:10011026 0 EOF"; waiters' lines have a "->".
+    let device = format!(
+        "{:02x}:{:02x}",
+        rustix::fs::major(meta.dev()),
+        rustix::fs::minor(meta.dev())
+    );
+    let holders: Vec<(&str, &str)> = locks
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields[..] {
+                [_, "FLOCK", _, _, pid, file_id, ..] => Some((pid, file_id)),
+                _ => None,
+            }
+        })
+        .filter_map(|(pid, file_id)| {
+            let (dev, inode) = file_id.rsplit_once(':')?;
+            (inode == meta.ino().to_string()).then_some((pid, dev))
+        })
+        .collect();
+    // On overlay file systems the lock's device is the underlying one: fall back to the inode.
+    let Some(&(pid, _)) = holders
+        .iter()
+        .find(|(_, dev)| *dev == device)
+        .or(holders.first())
+    else {
+        return unknown();
+    };
+    let command = fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            let args = c.strip_suffix(b"\0").unwrap_or(&c);
+            String::from_utf8_lossy(args).replace('\0', " ")
+        })
+        .or_else(|| fs::read_to_string(format!("/proc/{pid}/comm")).ok())
+        .map(|c| c.trim().chars().take(200).collect::<String>());
+    match command {
+        Some(command) => format!("process {pid} ({command})"),
+        None => format!("process {pid}"),
+    }
+}
+
+/// What stops a call at its safe points: a cancel flag and a deadline, set for the calls of
+/// one thread (`serve` sets one per request). The safe points are the wait for the store's
+/// lock and the moment the call first takes it, before it writes anything; past that, the call
+/// completes (a later lock wait of the same call is bounded by the store's lock wait alone).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Interrupt {
+    pub(crate) cancel: Arc<AtomicBool>,
+    /// Bounds the lock wait (instead of the store's) and cancels the call when it passes.
+    pub(crate) deadline: Option<Instant>,
+}
+
+thread_local! {
+    /// This thread's current call, until it passes its point of no return.
+    static CALL: std::cell::RefCell<Option<Interrupt>> = const { std::cell::RefCell::new(None) };
+}
+
+impl Interrupt {
+    /// Run `f` as a call that `self` can interrupt.
+    pub(crate) fn run<T>(self, f: impl FnOnce() -> T) -> T {
+        CALL.set(Some(self));
+        let result = f();
+        CALL.set(None);
+        result
+    }
+
+    /// The current call's interrupt, if it can still be interrupted.
+    fn current() -> Option<Interrupt> {
+        CALL.with_borrow(Clone::clone)
+    }
+
+    /// Fail if the current call was cancelled.
+    fn check_cancelled(&self) -> Result<()> {
+        match self.cancel.load(Ordering::Relaxed) {
+            true => Err(Error::Cancelled {
+                reason: "by the caller",
+            }),
+            false => Ok(()),
+        }
+    }
+
+    /// The last safe point: fail if the call was cancelled or its deadline passed, else
+    /// the call can no longer be interrupted.
+    fn point_of_no_return(&self) -> Result<()> {
+        self.check_cancelled()?;
+        if self
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+        {
+            return Err(Error::Cancelled {
+                reason: "its timeout ran out",
+            });
+        }
+        CALL.set(None);
+        Ok(())
     }
 }
 

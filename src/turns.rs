@@ -163,6 +163,9 @@ struct Overlap {
     changed: HashSet<BString>,
 }
 
+/// A session's id and its turns, oldest first.
+type SessionRecords = (String, Vec<Record>);
+
 /// A turn's commit, parsed.
 struct Record {
     session: String,
@@ -1469,19 +1472,33 @@ impl Store {
 
     /// The turns of `session` (or of all sessions), each session's oldest first: by position
     /// on the session's chain, never by time (the clock can step back between turns).
-    fn sessions(&self, only: Option<&str>) -> Result<Vec<(String, Vec<Record>)>> {
+    ///
+    /// Reads take no lock, so a prune trimming a session (which moves its turns' refs one at a
+    /// time, then its head) can be seen half done: a turn off its session's chain. Then the
+    /// refs are read again, for up to a second; a turn still off the chain goes last.
+    fn sessions(&self, only: Option<&str>) -> Result<Vec<SessionRecords>> {
         let prefix = match only {
             Some(session) => session_ref(session, "")?,
             None => format!("{SESSIONS}/"),
         };
+        for _ in 0..100 {
+            let (sessions, on_chains) = self.read_sessions(&prefix)?;
+            if on_chains {
+                return Ok(sessions);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Ok(self.read_sessions(&prefix)?.0)
+    }
+
+    /// One read of [`Self::sessions`], and whether every turn was on its session's chain.
+    /// Costs a commit read per turn and per chain commit.
+    fn read_sessions(&self, prefix: &str) -> Result<(Vec<SessionRecords>, bool)> {
         let repo = self.repo();
         let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
         let platform = repo.references().map_err(|e| store_error(&e))?;
         let mut by_session: BTreeMap<String, (Option<ObjectId>, Vec<Record>)> = BTreeMap::new();
-        for reference in platform
-            .prefixed(prefix.as_str())
-            .map_err(|e| store_error(&e))?
-        {
+        for reference in platform.prefixed(prefix).map_err(|e| store_error(&e))? {
             let mut reference = reference.map_err(|e| store_error(&e))?;
             let name = reference.name().as_bstr().to_string();
             // <SESSIONS>/<session>/head or <SESSIONS>/<session>/turns/<turn>
@@ -1507,6 +1524,7 @@ impl Store {
             }
         }
         let mut sessions = Vec::new();
+        let mut on_chains = true;
         for (session, (head, mut records)) in by_session {
             let mut chain = Vec::new();
             let mut next = head;
@@ -1514,13 +1532,14 @@ impl Store {
                 chain.push(commit);
                 next = self.parent(commit)?;
             }
-            // Oldest first along the chain; a turn off the chain (none should be) goes last.
+            // Oldest first along the chain; a turn off the chain goes last.
             let position: HashMap<ObjectId, usize> = chain
                 .iter()
                 .rev()
                 .enumerate()
                 .map(|(i, c)| (*c, i))
                 .collect();
+            on_chains &= records.iter().all(|r| position.contains_key(&r.begin));
             records.sort_by_key(|r| {
                 (
                     position.get(&r.begin).copied().unwrap_or(usize::MAX),
@@ -1529,7 +1548,7 @@ impl Store {
             });
             sessions.push((session, records));
         }
-        Ok(sessions)
+        Ok((sessions, on_chains))
     }
 
     fn parent(&self, commit: ObjectId) -> Result<Option<ObjectId>> {

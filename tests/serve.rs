@@ -1228,12 +1228,21 @@ fn notifications_get_no_response_but_are_run() {
         s.assert_silent(&format!("the notification {n}"));
     }
 
-    // A notification is still run: it begins the turn.
+    // A notification is still run: it begins the turn. (A `turns` sent meanwhile may be
+    // answered before it runs: reads do not wait for writes.)
     s.send(
         &json!({"jsonrpc": "2.0", "method": "turn_begin", "params": {"session": "n", "turn": "1"}}),
     );
     s.assert_silent("a turn_begin notification");
-    let turns = s.ok("turns", json!({"session": "n"}));
+    let since = Instant::now();
+    let turns = loop {
+        let turns = s.request("turns", Some(json!({"session": "n"})));
+        match turns.get("result") {
+            Some(turns) => break turns.clone(),
+            None if since.elapsed() < DEADLINE => thread::sleep(Duration::from_millis(20)),
+            None => panic!("the turn_begin notification never ran: {turns}"),
+        }
+    };
     assert_eq!(turns.as_array().map(Vec::len), Some(1), "{turns}");
     assert!(turns[0]["ended_at"].is_null(), "{turns}");
 
@@ -1467,8 +1476,8 @@ fn stdin_closing_ends_the_server_with_exit_0() {
     let s = Server::start(&p);
     assert!(!s.close().contains("rewind:"), "no error on a plain close");
 
-    // Requests still in the pipe when stdin closes are answered first; a last line without
-    // its newline is a line.
+    // Requests still in the pipe when stdin closes are answered first (the writes in order;
+    // the read may overtake them); a last line without its newline is a line.
     let mut s = Server::start(&p);
     let mut input = Vec::new();
     for i in 1..=3 {
@@ -1486,11 +1495,14 @@ fn stdin_closing_ends_the_server_with_exit_0() {
     );
     s.send_raw(&input);
     drop(s.stdin.take());
-    for i in 1..=4 {
+    let mut ids = Vec::new();
+    for _ in 1..=4 {
         let response = s.recv();
-        assert_eq!(response["id"], i, "{response}");
         assert!(response.get("result").is_some(), "{response}");
+        ids.push(response["id"].as_u64().unwrap());
     }
+    let writes: Vec<u64> = ids.iter().copied().filter(|&id| id != 4).collect();
+    assert_eq!((writes, ids.len()), (vec![1, 2, 3], 4), "{ids:?}");
     s.close();
 
     // A project that cannot be opened: the server does not start (exit 1, one line on stderr).
@@ -1717,4 +1729,145 @@ fn server_writes_again_what_a_cron_prune_deleted() {
     // A fresh process can read the snapshot the server returned.
     let run = p.rewind(["diff", &again]);
     run.assert_success();
+}
+
+// ---------------------------------------------------------------------------
+// Waiting for the store's lock: reads at once, timeouts, cancellation
+// ---------------------------------------------------------------------------
+
+/// The refs and objects of the store, as git lists them.
+fn refs_and_objects(p: &TestProject) -> (String, String) {
+    (
+        p.store_git(["for-each-ref", "--format=%(refname) %(objectname)"]),
+        p.store_git(["cat-file", "--batch-all-objects", "--batch-check"]),
+    )
+}
+
+#[test]
+fn turns_is_answered_while_a_turn_begin_waits_for_the_lock() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    p.track();
+    let holder = LockHolder::hold(&p.store());
+    let mut s = Server::start(&p);
+    s.send(
+        &json!({"jsonrpc": "2.0", "id": "begin", "method": "turn_begin",
+                   "params": {"session": "s", "turn": "1"}}),
+    );
+    // The read is answered first, while the write waits (the default wait is 30 s).
+    s.send(&json!({"jsonrpc": "2.0", "id": "turns", "method": "turns"}));
+    let turns = s.recv();
+    assert_eq!(
+        turns["id"], "turns",
+        "a read waited behind a write: {turns}"
+    );
+    assert_eq!(turns["result"], json!([]), "{turns}");
+    drop(holder);
+    let begun = s.recv();
+    assert_eq!(begun["id"], "begin", "{begun}");
+    assert_eq!(
+        begun["result"]["turn"], "1",
+        "the write ran once the lock was free"
+    );
+    s.close();
+    p.assert_fsck_clean();
+}
+
+#[test]
+fn a_request_timeout_answers_busy() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    p.track();
+    let before = refs_and_objects(&p);
+    let holder = LockHolder::hold(&p.store());
+    let mut s = Server::start(&p);
+    let error = s.err(
+        "turn_begin",
+        Some(json!({"session": "s", "turn": "1", "timeout_ms": 200})),
+    );
+    assert_eq!(
+        (&error["code"], &error["data"]["code"]),
+        (&json!(-32000), &json!("busy"))
+    );
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("process {} (flock ", holder.pid())),
+        "{error}"
+    );
+    // The CLI says the same under --json.
+    let cli = cli_error(
+        &p,
+        &[
+            "--wait",
+            "0",
+            "turn",
+            "begin",
+            "--session",
+            "s",
+            "--turn",
+            "1",
+        ],
+    );
+    assert_eq!(cli["code"], "busy", "{cli}");
+    // A timeout that is not a whole number of milliseconds is a bad param.
+    let bad = s.err("turns", Some(json!({"timeout_ms": "soon"})));
+    assert_eq!(bad["code"], -32602, "{bad}");
+    drop(holder);
+    assert_eq!(refs_and_objects(&p), before, "the busy call left a trace");
+    // The same request with time to spare succeeds.
+    let begun = s.ok(
+        "turn_begin",
+        json!({"session": "s", "turn": "1", "timeout_ms": 60_000}),
+    );
+    assert_eq!(begun["turn"], "1", "{begun}");
+    s.close();
+}
+
+#[test]
+fn cancel_request_of_a_waiting_call_answers_cancelled_and_leaves_no_trace() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    p.track();
+    p.file("a.txt", "changed: a snapshot now would write objects\n");
+    let before = refs_and_objects(&p);
+    let holder = LockHolder::hold(&p.store());
+    let mut s = Server::start(&p);
+    s.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "turn_begin",
+                   "params": {"session": "s", "turn": "1"}}));
+    s.send(&json!({"jsonrpc": "2.0", "id": 8, "method": "track"}));
+    // Answered at once: turn_begin is queued and waiting by now.
+    assert_eq!(s.ok("turns", Value::Null), json!([]));
+    // Cancel the waiting call and the one queued behind it: both answer -32800.
+    for id in [7, 8] {
+        s.send(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
+    }
+    for id in [7, 8] {
+        let cancelled = s.recv();
+        assert_eq!(cancelled["id"], id, "{cancelled}");
+        assert_eq!(cancelled["error"]["code"], -32800, "{cancelled}");
+        assert_eq!(
+            cancelled["error"]["data"]["code"], "cancelled",
+            "{cancelled}"
+        );
+    }
+    // A cancel for an unknown or a finished id is ignored.
+    for id in [json!(7), json!(999), json!("nope")] {
+        s.send(&json!({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": id}}));
+        s.assert_silent(&format!("a cancel of {id}"));
+    }
+    drop(holder);
+    assert_eq!(s.ok("turns", Value::Null), json!([]));
+    assert_eq!(
+        refs_and_objects(&p),
+        before,
+        "a cancelled call left a trace"
+    );
+    // The server goes on working.
+    let begun = s.ok("turn_begin", json!({"session": "s", "turn": "1"}));
+    assert_eq!(begun["turn"], "1", "{begun}");
+    s.close();
+    p.assert_fsck_clean();
 }

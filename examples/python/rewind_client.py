@@ -13,8 +13,11 @@
         except RewindError as e:
             print(e.code, e.data_code)                     # -32000 invalid_id
 
-Requests carry increasing ids and responses are matched by id, so one client can be used from
-several threads. Closing the client closes the server's stdin; the server then exits 0.
+Requests carry increasing ids and responses are matched by id (the server answers a read such as
+`turns` while an earlier write still waits for the store's lock, so answers can come out of
+order), so one client can be used from several threads. `call(..., timeout_ms=...)` bounds a
+request's wait for the lock (`busy` after it) and `call(..., cancel=event)` cancels it. Closing
+the client closes the server's stdin; the server then answers what is running and exits 0.
 
 Self-test against a real binary (used by CI):
 
@@ -29,13 +32,15 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 
 class RewindError(Exception):
-    """An `error` response: `code` is the JSON-RPC code (-32000 for a failed operation, -326xx
-    for a malformed request) and `data_code` the CLI's error code (`invalid_id`, `not_found`,
-    `wrong_type`, `bad_path`, `turn_state`, `invalid_name`, ...) when there is one."""
+    """An `error` response: `code` is the JSON-RPC code (-32000 for a failed operation, -32800
+    for a cancelled one, -326xx for a malformed request) and `data_code` the CLI's error code
+    (`busy`, `cancelled`, `invalid_id`, `not_found`, `wrong_type`, `bad_path`, `turn_state`,
+    `invalid_name`, ...) when there is one."""
 
     def __init__(self, code: int, message: str, data: Any = None):
         self.code = code
@@ -99,8 +104,21 @@ class RewindClient:
 
     # -- the protocol --------------------------------------------------------------------
 
-    def call(self, method: str, params: dict | None = None, timeout: float | None = None) -> Any:
-        """Send a request and wait for its response: the `result`, or RewindError."""
+    def call(
+        self,
+        method: str,
+        params: dict | None = None,
+        timeout: float | None = None,
+        *,
+        timeout_ms: int | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Any:
+        """Send a request and wait for its response: the `result`, or RewindError.
+
+        `timeout_ms` bounds the server's wait for the store's lock (RewindError `busy` after
+        it). Once `cancel` is set, the server cancels the request at its next safe point
+        (RewindError -32800 `cancelled`; a call already past it answers normally). When the
+        client-side `timeout` runs out, the request is cancelled too, then TimeoutError."""
         request_id = next(self._ids)
         waiter = _Waiter()
         with self._lock:
@@ -108,16 +126,29 @@ class RewindClient:
                 raise RewindClosed(self._closed)
             self._pending[request_id] = waiter
         request = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if timeout_ms is not None:
+            params = dict(params or {}, timeout_ms=timeout_ms)
         if params is not None:
             request["params"] = params
         try:
             self._write(request)
         except (OSError, ValueError):
             pass  # the server is gone (or stdin closed): the reader fails every pending request
-        if not waiter.event.wait(self.timeout if timeout is None else timeout):
-            with self._lock:
-                self._pending.pop(request_id, None)
-            raise TimeoutError(f"rewind serve did not answer {method} in time")
+        limit = self.timeout if timeout is None else timeout
+        end = None if limit is None else time.monotonic() + limit
+        cancel_sent = False
+        while not waiter.event.is_set():
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                with self._lock:
+                    self._pending.pop(request_id, None)
+                self._cancel(request_id)  # so that the server does not run it later
+                raise TimeoutError(f"rewind serve did not answer {method} in time")
+            if cancel is not None and cancel.is_set() and not cancel_sent:
+                self._cancel(request_id)
+                cancel_sent = True
+            watching = cancel is not None and not cancel_sent
+            waiter.event.wait(0.05 if watching else left)
         if waiter.closed is not None:
             raise RewindClosed(waiter.closed)
         response = waiter.response
@@ -126,6 +157,13 @@ class RewindClient:
             error = response["error"]
             raise RewindError(error.get("code", 0), error.get("message", ""), error.get("data"))
         return response.get("result")
+
+    def _cancel(self, request_id: int) -> None:
+        """Send `$/cancelRequest` for `request_id` (ignored by the server once it answered)."""
+        try:
+            self.notify("$/cancelRequest", {"id": request_id})
+        except RewindClosed:
+            pass
 
     def notify(self, method: str, params: dict | None = None) -> None:
         """Send a notification (no id): the server runs it and answers nothing."""
@@ -426,6 +464,38 @@ def selftest(rewind: str) -> int:
             check("restore", outcome["failed"] == [] and outcome["deleted"] == ["new.txt"], outcome)
             check("restore bytes", (project / "a.txt").read_bytes() == b"one\ntwo\n")
             check("restore removed", not (project / "new.txt").exists())
+
+        @step
+        def lock_wait_and_cancel():
+            import fcntl
+
+            stores = [p for p in data.iterdir() if p.name.endswith(".git")]
+            with open(stores[0] / "rewind.lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # as another rewind process would
+                try:
+                    rw.call("turn_begin", {"session": "py", "turn": "2"}, timeout_ms=100)
+                    check("busy raises", False, "no exception")
+                except RewindError as e:
+                    check("busy", (e.code, e.data_code) == (-32000, "busy"), e)
+                    check("busy names the holder", f"process {os.getpid()} " in e.message, e)
+                cancel, outcome = threading.Event(), []
+
+                def waiting_write() -> None:
+                    try:
+                        outcome.append(rw.call("turn_begin", {"session": "py", "turn": "2"}, cancel=cancel))
+                    except RewindError as e:
+                        outcome.append(e)
+
+                writer = threading.Thread(target=waiting_write)
+                writer.start()
+                # Answered while the write waits for the lock.
+                check("turns while a write waits", len(rw.turns("py")) == 1)
+                cancel.set()
+                writer.join(30)
+                cancelled = outcome[0] if outcome else None
+                ok = isinstance(cancelled, RewindError) and (cancelled.code, cancelled.data_code) == (-32800, "cancelled")
+                check("cancelled", ok, cancelled)
+            check("no trace of the cancelled turn", len(rw.turns("py")) == 1)
 
         for fn in steps:
             try:

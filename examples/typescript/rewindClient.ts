@@ -14,17 +14,21 @@
 //   }
 //   await rw.close();                                          // closes stdin; the server exits 0
 //
-// Requests carry increasing ids; responses are matched by id, so calls may overlap.
+// Requests carry increasing ids; responses are matched by id, so calls may overlap (the server
+// answers a read such as `turns` while an earlier write still waits for the store's lock, so
+// answers can come out of order). `call(method, params, { timeoutMs })` bounds a request's wait
+// for the lock (`busy` after it); `{ signal }` (an AbortSignal) cancels it.
 //
 // Self-test against a real binary (after compiling, e.g. `tsc rewindClient.ts`):
-//   node rewindClient.js --selftest path/to/rewind
+//   node rewindClient.js --selftest path/to/rewind      (needs flock(1), from util-linux)
 
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createInterface } from "node:readline";
 
-/** An `error` response. `code`: the JSON-RPC code (-32000 for a failed operation, -326xx for a
- * malformed request); `dataCode`: the CLI's error code (`invalid_id`, `not_found`, `wrong_type`,
- * `bad_path`, `turn_state`, `invalid_name`, ...) when there is one. */
+/** An `error` response. `code`: the JSON-RPC code (-32000 for a failed operation, -32800 for a
+ * cancelled one, -326xx for a malformed request); `dataCode`: the CLI's error code (`busy`,
+ * `cancelled`, `invalid_id`, `not_found`, `wrong_type`, `bad_path`, `turn_state`,
+ * `invalid_name`, ...) when there is one. */
 export class RewindError extends Error {
   constructor(
     readonly code: number,
@@ -92,6 +96,13 @@ export interface RewindClientOptions {
 }
 
 type Params = Record<string, unknown>;
+export interface CallOptions {
+  /** Bounds the server's wait for the store's lock: `busy` after it. */
+  timeoutMs?: number;
+  /** Once aborted, the server cancels the request at its next safe point (then RewindError
+   * -32800 `cancelled`; a call already past it answers normally). */
+  signal?: AbortSignal;
+}
 interface Pending { resolve: (result: unknown) => void; reject: (error: Error) => void }
 interface Response {
   id?: unknown;
@@ -129,13 +140,24 @@ export class RewindClient {
   }
 
   /** Send a request; resolves with its `result`, rejects with a RewindError. */
-  call<T = unknown>(method: string, params?: Params): Promise<T> {
+  call<T = unknown>(method: string, params?: Params, options: CallOptions = {}): Promise<T> {
     if (this.closedReason !== undefined) return Promise.reject(new RewindClosedError(this.closedReason));
     const id = this.nextId++;
+    if (options.timeoutMs !== undefined) params = { ...params, timeout_ms: options.timeoutMs };
     const request = params === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params };
+    const { signal } = options;
+    const cancel = () => {
+      if (this.closedReason === undefined) this.notify("$/cancelRequest", { id });
+    };
     return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (result: unknown) => void, reject });
+      const settle = () => signal?.removeEventListener("abort", cancel);
+      this.pending.set(id, {
+        resolve: (result) => (settle(), resolve(result as T)),
+        reject: (error) => (settle(), reject(error)),
+      });
       this.child.stdin.write(JSON.stringify(request) + "\n");
+      if (signal?.aborted) cancel();
+      else signal?.addEventListener("abort", cancel, { once: true });
     });
   }
 
@@ -263,6 +285,7 @@ async function selftest(rewind: string): Promise<number> {
     check("errors", codes.join() === "-32000 invalid_id,-32601 undefined", codes);
     const restored = await rw.restore(before);
     check("restore", fs.readFileSync(path.join(project, "a.txt"), "utf8") === "one\ntwo\n", restored);
+    await lockWaitAndCancel(rw, path.join(root, "data"), check);
   } catch (e) {
     check("cycle", false, String(e));
   }
@@ -271,6 +294,43 @@ async function selftest(rewind: string): Promise<number> {
   fs.rmSync(root, { recursive: true, force: true });
   console.log(`typescript client: ${passed} passed, ${failed} failed`);
   return failed === 0 ? 0 : 1;
+}
+
+// With the store's lock held by another process (flock(1), as another rewind would hold it): a
+// request with a timeout answers `busy`, `turns` is answered while a write waits, an aborted
+// write answers `cancelled` and leaves no turn.
+async function lockWaitAndCancel(
+  rw: RewindClient,
+  dataDir: string,
+  check: (name: string, ok: boolean, detail?: unknown) => void,
+): Promise<void> {
+  const fs = await import("node:fs");
+  const path = await import("node:path");
+  const store = fs.readdirSync(dataDir).find((name) => name.endsWith(".git"));
+  const lock = path.join(dataDir, String(store), "rewind.lock");
+  const holder = spawn("flock", [lock, "sh", "-c", "echo locked && exec sleep 600"], { detached: true });
+  try {
+    const line = await new Promise<string>((resolve) => {
+      holder.stdout.once("data", (chunk: Buffer) => resolve(chunk.toString()));
+      holder.once("error", (err) => resolve(String(err)));
+    });
+    check("flock(1) holds the lock", line.trim() === "locked", line);
+    const busy = await rw
+      .call("turn_begin", { session: "ts", turn: "2" }, { timeoutMs: 100 })
+      .then(() => "no error", (e: RewindError) => `${e.code} ${e.dataCode}`);
+    check("busy", busy === "-32000 busy", busy);
+    const abort = new AbortController();
+    const waiting = rw
+      .call("turn_begin", { session: "ts", turn: "2" }, { signal: abort.signal })
+      .then(() => "no error", (e: RewindError) => `${e.code} ${e.dataCode}`);
+    check("turns while a write waits", (await rw.turns("ts")).length === 1);
+    abort.abort();
+    const cancelled = await waiting;
+    check("cancelled", cancelled === "-32800 cancelled", cancelled);
+  } finally {
+    if (holder.pid !== undefined) process.kill(-holder.pid, "SIGKILL");
+  }
+  check("no trace of the cancelled turn", (await rw.turns("ts")).length === 1);
 }
 
 if (process.argv[2] === "--selftest" && process.argv[3]) {

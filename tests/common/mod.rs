@@ -1284,3 +1284,49 @@ pub fn gated_edit_then(
         .args(args);
     cmd
 }
+
+// ---------------------------------------------------------------------------
+// Holding a store's lock from another process
+// ---------------------------------------------------------------------------
+
+/// Another process holding a store's lock: `flock(1)` on `<store>/rewind.lock`, running a
+/// `sleep` while it holds it (in its own process group). Dropping it kills the group, which
+/// releases the lock.
+pub struct LockHolder {
+    child: Child,
+}
+
+impl LockHolder {
+    /// Takes `store`'s lock; returns once it is held. Fails (never skips) without flock(1).
+    pub fn hold(store: &Path) -> LockHolder {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let mut child = Command::new("flock")
+            .arg(store.join("rewind.lock"))
+            .args(["sh", "-c", "echo locked && exec sleep 600"])
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("flock(1) from util-linux is needed for this test");
+        let mut line = String::new();
+        let stdout = child.stdout.take().unwrap();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        assert_eq!(line.trim(), "locked", "flock(1) did not take the lock");
+        LockHolder { child }
+    }
+
+    /// The pid of the process that holds the lock (flock(1) itself).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for LockHolder {
+    fn drop(&mut self) {
+        let group = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        let _ = self.child.wait();
+    }
+}
