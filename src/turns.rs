@@ -210,8 +210,9 @@ const REDID: &str = "Rewind-Redid: ";
 const ROLLED_BACK: &str = "Rewind-Rolled-Back: ";
 /// In an undo's commit: the snapshot taken just before it (what a redo brings back).
 const UNDO_POINT: &str = "Rewind-Undo-Point: ";
-/// In an undo's commit: a path it wrote or deleted (percent-encoded), which a redo brings back.
-const UNDID: &str = "Rewind-Undid: ";
+/// In an undo's or redo's commit: a path it wrote or deleted (percent-encoded). A redo brings
+/// back what its undo changed; an undo of another session's turn leaves these paths alone.
+const CHANGED: &str = "Rewind-Changed: ";
 
 /// The key of an end commit's lines, one per file of the turn:
 /// `<status> <origin> +<additions> -<deletions> <path>`.
@@ -803,11 +804,6 @@ impl Store {
                 encode_id("turn", &record.turn)?
             ));
         }
-        for path in outcome.written.iter().chain(&outcome.deleted) {
-            message.push_str(UNDID);
-            crate::visibility::encode_path(&mut message, path);
-            message.push('\n');
-        }
         message.push_str(&trailers(
             session,
             &undone[0].turn,
@@ -930,7 +926,7 @@ impl Store {
         let mut changes = Vec::new();
         let undid = message
             .lines()
-            .filter_map(|l| l.strip_prefix(UNDID.as_bytes()))
+            .filter_map(|l| l.strip_prefix(CHANGED.as_bytes()))
             .filter_map(crate::visibility::decode_path);
         for path in undid {
             // What the undo left there, what is there now, what was there before the undo.
@@ -1121,9 +1117,10 @@ impl Store {
 
     /// The paths other sessions' turns and undos changed while turn `record` of `session` was
     /// open: the files their end commits in [`Self::commits_of_others_during`] name (not those
-    /// another session announced), and what their undo commits changed. A path one of them
-    /// changed is theirs, so an undo of this turn leaves it alone. Costs a commit read per such
-    /// commit, and a tree diff per undo (and per end commit that names no files).
+    /// another session announced), and the paths their undo and redo commits name (for older
+    /// ones, what their trees changed). A path one of them changed is theirs, so an undo of this
+    /// turn leaves it alone. Costs a commit read per such commit (and a tree diff for an older
+    /// one).
     fn changed_by_other_sessions(
         &self,
         session: &str,
@@ -1137,6 +1134,17 @@ impl Store {
             let kind = ChainKind::of(message);
             if let (ChainKind::End, Some(files)) = (kind, parse_files(message)) {
                 paths.extend(files.into_iter().map(|f| f.file));
+                continue;
+            }
+            // An undo of an open turn leaves the session's tree as it was (its "before"): the
+            // paths it changed are named.
+            let changed: Vec<BString> = message
+                .lines()
+                .filter_map(|l| l.strip_prefix(CHANGED.as_bytes()))
+                .filter_map(crate::visibility::decode_path)
+                .collect();
+            if kind == ChainKind::Undo && !changed.is_empty() {
+                paths.extend(changed);
                 continue;
             }
             let parent = object.parent_ids().next().map(|id| id.detach());
@@ -1155,8 +1163,8 @@ impl Store {
     /// The turns of other sessions that overlapped turn `record` of `session` (were open at
     /// some moment while it was), each with what it announced and what changed while both were
     /// open. A turn overlapped when its begin or end commit was made meanwhile, or it is open
-    /// now as its session's last commit (an open turn its runtime never ended stops counting
-    /// once its session moves on). The time both were open runs from the later begin to the
+    /// now as its session's latest turn, rolled back or not (an open turn its runtime never
+    /// ended stops counting once its session begins another). The time both were open runs from the later begin to the
     /// earlier end, each a snapshot (`after`: the turn's "after", or the project now); what
     /// changed in it is the diff of those two. Costs a commit read per commit other sessions
     /// made meanwhile, and a tree diff per overlapping turn.
@@ -1182,9 +1190,19 @@ impl Store {
                 turn_commits.push(commit);
             }
         }
+        // A session's latest turn, if open, is its last commit but for undos and redos (one
+        // that rolled the turn back does not stop its agent).
         for (_, head) in parse_other_heads(self.other_heads_lines(session)?.as_bytes()) {
-            if kind_of(head)? == ChainKind::Begin {
-                turn_commits.push(head);
+            let mut last = Some(head);
+            while let Some(commit) = last {
+                match kind_of(commit)? {
+                    ChainKind::Undo => last = self.parent(commit)?,
+                    ChainKind::Begin => {
+                        turn_commits.push(commit);
+                        break;
+                    }
+                    ChainKind::End => break,
+                }
             }
         }
         let mut turns = BTreeSet::new();
@@ -1297,11 +1315,11 @@ impl Store {
             .collect())
     }
 
-    /// Append an undo or redo to the session's chain: a commit (with `message`) of what the
-    /// session left, `base` (its last commit's tree: an end, an undo, or an open turn's
-    /// "before") with the `changes` the undo or redo made. So edits by someone else, made before
-    /// or after it, stay told apart from the session's own, and a path it left alone stays a
-    /// conflict.
+    /// Append an undo or redo to the session's chain: a commit (with `message`, and a
+    /// `Rewind-Changed:` line per path it wrote or deleted) of what the session left, `base`
+    /// (its last commit's tree: an end, an undo, or an open turn's "before") with the `changes`
+    /// the undo or redo made. So edits by someone else, made before or after it, stay told
+    /// apart from the session's own, and a path it left alone stays a conflict.
     fn record_on_chain(
         &self,
         session: &str,
@@ -1329,9 +1347,15 @@ impl Store {
             edited.map_err(|e| store_error(&e))?;
         }
         let tree = editor.write().map_err(|e| store_error(&e))?.detach();
+        let mut message = message.to_owned();
+        for path in outcome.written.iter().chain(&outcome.deleted) {
+            message.push_str(CHANGED);
+            crate::visibility::encode_path(&mut message, path);
+            message.push('\n');
+        }
         let head = session_ref(session, "head")?;
         let parent = self.ref_target(&head)?;
-        self.commit(&head, message, tree, parent)?;
+        self.commit(&head, &message, tree, parent)?;
         Ok(())
     }
 

@@ -599,3 +599,41 @@ fn serve_reports_origins_and_redoes() {
     assert_eq!(p.read("a.txt"), b"left\n");
     assert_eq!(p.read("b.txt"), b"right\n");
 }
+
+/// Found by the two-session model test (seed 17): session 1's undo of its open turn put back a
+/// file its agent had deleted; session 2's turn, open meanwhile, then took the file as its own
+/// and its undo deleted it again (the undo's chain commit, made from turn 1's "before", showed
+/// no change).
+#[test]
+fn undo_leaves_alone_what_another_sessions_undo_put_back_meanwhile() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "d", "user\n");
+    store.begin_turn("s1", "1").unwrap();
+    fs::remove_file(p.join("d")).unwrap();
+    store.begin_turn("s2", "2").unwrap();
+    let back = store.undo_last("s1", false).unwrap();
+    assert_eq!(strings(&back.restored), set(&["d"]));
+    let undone = store.undo("s2", None, None, false).unwrap();
+    assert_eq!(read(p, "d").as_deref(), Some("user\n"), "{undone:?}");
+    assert_eq!(strings(&undone.conflicts), set(&["d"]));
+}
+
+/// Found by the two-session model test (seed 5): a turn rolled back while open does not stop
+/// its agent; what the agent writes afterwards is not another open session's.
+#[test]
+fn a_turn_rolled_back_while_open_still_overlaps_other_sessions() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    store.begin_turn("s1", "1").unwrap();
+    store.begin_turn("s2", "2").unwrap();
+    store.undo_last("s1", false).unwrap(); // nothing to undo yet; turn 1 is rolled back
+    write(p, "e", "s1's agent, still working\n");
+    let undone = store.undo("s2", None, None, false).unwrap();
+    assert_eq!(
+        read(p, "e").as_deref(),
+        Some("s1's agent, still working\n"),
+        "{undone:?}"
+    );
+    assert_eq!(strings(&undone.conflicts), set(&["e"]));
+}
