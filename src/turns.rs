@@ -1163,7 +1163,7 @@ impl Store {
     /// The turns of other sessions that overlapped turn `record` of `session` (were open at
     /// some moment while it was), each with what it announced and what changed while both were
     /// open. A turn overlapped when its begin or end commit was made meanwhile, or it is open
-    /// now as its session's latest turn, rolled back or not (an open turn its runtime never
+    /// now as its session's latest turn and not rolled back (an open turn its runtime never
     /// ended stops counting once its session begins another). The time both were open runs from the later begin to the
     /// earlier end, each a snapshot (`after`: the turn's "after", or the project now); what
     /// changed in it is the diff of those two. Costs a commit read per commit other sessions
@@ -1190,15 +1190,19 @@ impl Store {
                 turn_commits.push(commit);
             }
         }
-        // A session's latest turn, if open, is its last commit but for undos and redos (one
-        // that rolled the turn back does not stop its agent).
+        // A session's latest turn, if open, is its last commit but for undos and redos (made
+        // while it was open). One an undo rolled back is over: `turn end` refuses it.
         for (_, head) in parse_other_heads(self.other_heads_lines(session)?.as_bytes()) {
             let mut last = Some(head);
             while let Some(commit) = last {
                 match kind_of(commit)? {
                     ChainKind::Undo => last = self.parent(commit)?,
                     ChainKind::Begin => {
-                        turn_commits.push(commit);
+                        let open = self.record(commit)?;
+                        let marker = turn_ref(&open.session, "rolled-back", &open.turn)?;
+                        if self.ref_target(&marker)?.is_none() {
+                            turn_commits.push(commit);
+                        }
                         break;
                     }
                     ChainKind::End => break,

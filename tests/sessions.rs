@@ -619,21 +619,33 @@ fn undo_leaves_alone_what_another_sessions_undo_put_back_meanwhile() {
     assert_eq!(strings(&undone.conflicts), set(&["d"]));
 }
 
-/// Found by the two-session model test (seed 5): a turn rolled back while open does not stop
-/// its agent; what the agent writes afterwards is not another open session's.
+/// Found by the hostile pass: session A redid an undo (its head became the redo's commit)
+/// while its turn 2 was open; session B's turn, open meanwhile, then took A's announced,
+/// in-progress file as its own and B's undo overwrote it.
 #[test]
-fn a_turn_rolled_back_while_open_still_overlaps_other_sessions() {
+fn an_open_turn_still_overlaps_after_its_session_redoes_meanwhile() {
     let (project, _data, store) = setup();
     let p = project.path();
-    store.begin_turn("s1", "1").unwrap();
-    store.begin_turn("s2", "2").unwrap();
-    store.undo_last("s1", false).unwrap(); // nothing to undo yet; turn 1 is rolled back
-    write(p, "e", "s1's agent, still working\n");
-    let undone = store.undo("s2", None, None, false).unwrap();
-    assert_eq!(
-        read(p, "e").as_deref(),
-        Some("s1's agent, still working\n"),
-        "{undone:?}"
-    );
-    assert_eq!(strings(&undone.conflicts), set(&["e"]));
+    write(p, "a.txt", "base\n");
+    write(p, "b.txt", "base\n");
+    write(p, "c.txt", "base\n");
+    store.begin_turn("A", "1").unwrap();
+    write(p, "c.txt", "A1\n");
+    store.end_turn("A", "1").unwrap();
+    store.undo_last("A", false).unwrap();
+    store.begin_turn("A", "2").unwrap();
+    store.begin_turn("B", "1").unwrap();
+    store.track_file("A", "2", "a.txt").unwrap();
+    write(p, "a.txt", "A's precious work\n");
+    store
+        .undo("A", Some("1"), Some(Path::new("c.txt")), false)
+        .ok(); // nothing left to undo there
+    store.redo("A", None, false).unwrap();
+    store.track_file("B", "1", "b.txt").unwrap();
+    write(p, "b.txt", "B\n");
+    let end = store.end_turn("B", "1").unwrap();
+    let files = origins(&end.files);
+    assert!(!files.contains_key("a.txt"), "a.txt is A's: {files:?}");
+    store.undo_last("B", false).unwrap();
+    assert_eq!(read(p, "a.txt").as_deref(), Some("A's precious work\n"));
 }
