@@ -83,7 +83,7 @@ pub enum Error {
     NoSuchPath { path: String, hash: String },
     /// Nothing is left for `undo --last` or `redo` to act on.
     #[error("session {session:?} has no {what}")]
-    NothingLeft { session: String, what: &'static str },
+    NothingLeft { session: String, what: String },
     /// A turn is not in the state the operation needs.
     #[error("turn {turn:?} of session {session:?} {reason}")]
     Turn {

@@ -337,6 +337,19 @@ impl Store {
 
     /// Every reference under `prefix`, with the commit (or object) it points to.
     pub(crate) fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+        // Reads take no lock: a ref listed, then deleted by a writer before it is read, fails
+        // the read of it; the listing is made again (for up to a second).
+        for _ in 0..100 {
+            if let Ok(refs) = self.read_refs_under(prefix) {
+                return Ok(refs);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        self.read_refs_under(prefix)
+    }
+
+    /// One listing of [`Self::refs_under`]. Costs a directory walk and a read per loose ref.
+    fn read_refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
         let repo = self.repo();
         let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
         let platform = repo.references().map_err(|e| store_error(&e))?;

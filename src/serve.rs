@@ -288,7 +288,9 @@ fn timeout(params: &mut Value) -> Result<Option<Instant>, Failure> {
     let millis = timeout.as_u64().ok_or_else(|| {
         Failure::BadParams("bad params: `timeout_ms` is a whole number of milliseconds".into())
     })?;
-    Ok(Some(Instant::now() + Duration::from_millis(millis)))
+    Ok(Some(crate::store::deadline_in(Duration::from_millis(
+        millis,
+    ))))
 }
 
 fn error_response(id: Value, code: i64, message: &str, data_code: Option<&str>) -> Value {

@@ -567,7 +567,7 @@ impl Store {
                 deadline: Some(deadline),
                 ..
             }) => *deadline,
-            _ => start + self.lock_wait,
+            _ => deadline_in(self.lock_wait),
         };
         loop {
             if let Some(call) = &call {
@@ -599,6 +599,12 @@ impl Store {
 
 /// How often a waiting [`Store::lock`] tries the lock again (and looks for a cancel).
 const LOCK_POLL: Duration = Duration::from_millis(10);
+
+/// The moment `wait` from now; a wait beyond a year (`--wait 18446744073709551615s`) is a year,
+/// so that the sum cannot overflow.
+pub(crate) fn deadline_in(wait: Duration) -> Instant {
+    Instant::now() + wait.min(Duration::from_secs(365 * 24 * 3600))
+}
 
 /// Who holds the flock on `file`, as the OS tells (Linux: `/proc/locks` names the pid, and
 /// `/proc/<pid>/cmdline` its command), else "another process". Costs reading `/proc/locks`.
@@ -638,15 +644,18 @@ fn lock_holder(file: &fs::File) -> String {
     else {
         return unknown();
     };
+    // Quoted as git quotes paths: a command line can hold newlines and escape sequences.
     let command = fs::read(format!("/proc/{pid}/cmdline"))
         .ok()
         .filter(|c| !c.is_empty())
         .map(|c| {
             let args = c.strip_suffix(b"\0").unwrap_or(&c);
-            String::from_utf8_lossy(args).replace('\0', " ")
+            args.iter()
+                .map(|&b| if b == 0 { b' ' } else { b })
+                .collect()
         })
-        .or_else(|| fs::read_to_string(format!("/proc/{pid}/comm")).ok())
-        .map(|c| c.trim().chars().take(200).collect::<String>());
+        .or_else(|| fs::read(format!("/proc/{pid}/comm")).ok())
+        .map(|c: Vec<u8>| crate::quote_path(&c[..c.trim_ascii_end().len().min(200)]));
     match command {
         Some(command) => format!("process {pid} ({command})"),
         None => format!("process {pid}"),
@@ -693,13 +702,15 @@ impl Interrupt {
         }
     }
 
-    /// The last safe point: fail if the call was cancelled or its deadline passed, else
-    /// the call can no longer be interrupted.
+    /// The last safe point: fail if the call was cancelled or got the lock later than its
+    /// deadline by more than one poll (it waited in a queue meanwhile); else the call can no
+    /// longer be interrupted. The poll's slack lets a call with no time to wait (`timeout_ms:
+    /// 0`) run when the lock is free.
     fn point_of_no_return(&self) -> Result<()> {
         self.check_cancelled()?;
         if self
             .deadline
-            .is_some_and(|deadline| Instant::now() >= deadline)
+            .is_some_and(|deadline| Instant::now() > deadline + LOCK_POLL)
         {
             return Err(Error::Cancelled {
                 reason: "its timeout ran out",

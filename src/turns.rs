@@ -782,11 +782,13 @@ impl Store {
         // What the session left: its last commit's tree (for a turn left open, its "before":
         // what the open turn changed and the undo did not take back is not the session's).
         let base = chain.last().map_or(current, |(tree, _)| *tree);
-        // A turn is rolled back only when the undo changed everything it could: a file that
-        // could not be written leaves it as it was. The undo's commit names the turns it rolled
-        // back (not those an earlier undo had), which its redo gives back.
+        // A turn is rolled back only when the undo took all of it back: a file that could not
+        // be written, or one left alone, leaves the turn as it was, so that `undo --last
+        // --force` takes the same turn again. The undo's commit names the turns it rolled back
+        // (not those an earlier undo had), which its redo gives back.
+        let complete = outcome.failed.is_empty() && outcome.conflicts.is_empty();
         let mut rolled_back = Vec::new();
-        if only.is_none() && outcome.failed.is_empty() {
+        if only.is_none() && complete && conflicts.is_empty() {
             for record in undone {
                 let marker = turn_ref(session, "rolled-back", &record.turn)?;
                 if self.ref_target(&marker)?.is_none() {
@@ -878,7 +880,7 @@ impl Store {
         }
         let turn = last.ok_or_else(|| Error::NothingLeft {
             session: session.into(),
-            what: "turn left to undo",
+            what: "turn left to undo".into(),
         })?;
         self.undo(session, Some(&turn), None, force)
     }
@@ -964,12 +966,21 @@ impl Store {
             Some(head) => commit_and_tree(&repo, head)?.1,
             None => current,
         };
+        // The undo is redone (and its turns no longer rolled back) only when all of it came
+        // back: after a conflict or a failure, redo (with `force`, or once there is room) takes
+        // the same undo again, skipping what is back already.
+        let complete =
+            conflicts.is_empty() && outcome.conflicts.is_empty() && outcome.failed.is_empty();
+        let redid = match complete {
+            true => format!("{REDID}{undo}\n"),
+            false => String::new(),
+        };
         let message = format!(
-            "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{REDID}{undo}\n{}{REDO_TRAILER}\n",
+            "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{redid}{}{REDO_TRAILER}\n",
             trailers(session, &from_turn, crate::now()?, None, None)?
         );
         self.record_on_chain(session, base, &changes, &outcome, &message)?;
-        if outcome.failed.is_empty() {
+        if complete {
             for turn in &rolled_back {
                 self.delete_ref(&turn_ref(session, "rolled-back", turn)?)?;
             }
@@ -1031,7 +1042,10 @@ impl Store {
         }
         Err(Error::NothingLeft {
             session: session.into(),
-            what: "undo left to redo",
+            what: match turn {
+                Some(turn) => format!("undo of turn {turn:?} left to redo"),
+                None => "undo left to redo".into(),
+            },
         })
     }
 
@@ -1509,9 +1523,9 @@ impl Store {
             Some(session) => session_ref(session, "")?,
             None => format!("{SESSIONS}/"),
         };
+        // A read that fails may have met a commit a prune removed since it listed the refs.
         for _ in 0..100 {
-            let (sessions, on_chains) = self.read_sessions(&prefix)?;
-            if on_chains {
+            if let Ok((sessions, true)) = self.read_sessions(&prefix) {
                 return Ok(sessions);
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
@@ -1522,19 +1536,10 @@ impl Store {
     /// One read of [`Self::sessions`], and whether every turn was on its session's chain.
     /// Costs a commit read per turn and per chain commit.
     fn read_sessions(&self, prefix: &str) -> Result<(Vec<SessionRecords>, bool)> {
-        let repo = self.repo();
-        let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
-        let platform = repo.references().map_err(|e| store_error(&e))?;
         let mut by_session: BTreeMap<String, (Option<ObjectId>, Vec<Record>)> = BTreeMap::new();
-        for reference in platform.prefixed(prefix).map_err(|e| store_error(&e))? {
-            let mut reference = reference.map_err(|e| store_error(&e))?;
-            let name = reference.name().as_bstr().to_string();
+        for (name, commit) in self.refs_under(prefix)? {
             // <SESSIONS>/<session>/head or <SESSIONS>/<session>/turns/<turn>
             let parts: Vec<&str> = name[SESSIONS.len() + 1..].split('/').collect();
-            let commit = reference
-                .peel_to_id()
-                .map_err(|e| store_error(&e))?
-                .detach();
             match parts[..] {
                 [_, "head"] => {
                     let session = self.record(commit)?.session;

@@ -420,13 +420,50 @@ fn redo_keeps_user_edits_made_after_the_undo_and_reports_them() {
     assert_eq!(read(p, "b.txt").as_deref(), Some("bee\nby agent\n"));
     assert_eq!(read(p, "new.txt").as_deref(), Some("agent's new file\n"));
     assert!(
+        store.turns(Some("s")).unwrap()[0].rolled_back,
+        "not all of the turn is back"
+    );
+
+    // Found by the hostile pass: a redo that left a path alone used up its undo, so the
+    // suggested `--force` answered "no undo left to redo". Now the same undo is redone again.
+    let again = store.redo("s", None, false).unwrap();
+    assert_eq!(strings(&again.conflicts), set(&["a.txt"]));
+    assert!(again.restored.is_empty() && again.deleted.is_empty());
+    let forced = store.redo("s", None, true).unwrap();
+    assert_eq!(strings(&forced.restored), set(&["a.txt"]));
+    assert_eq!(read(p, "a.txt").as_deref(), Some("one\nby agent\n"));
+    assert!(
         !store.turns(Some("s")).unwrap()[0].rolled_back,
-        "redo clears rolled_back"
+        "all of it is back: redo clears rolled_back"
     );
 
     // Nothing is left to redo.
     let err = store.redo("s", None, false).unwrap_err();
     assert_eq!(err.code(), "not_found", "{err}");
+}
+
+/// Found by the hostile pass: `undo --last --force` after an undo that left a path alone said
+/// "no turn left to undo" (the turn was marked rolled back). A turn is rolled back only when all
+/// of it went back.
+#[test]
+fn undo_last_force_takes_the_turn_an_undo_left_partly_done() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "a.txt", "one\n");
+    write(p, "b.txt", "bee\n");
+    store.begin_turn("s", "1").unwrap();
+    write(p, "a.txt", "agent\n");
+    write(p, "b.txt", "agent\n");
+    store.end_turn("s", "1").unwrap();
+    write(p, "a.txt", "user\n");
+    let undone = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&undone.conflicts), set(&["a.txt"]));
+    assert!(!store.turns(Some("s")).unwrap()[0].rolled_back);
+    let forced = store.undo_last("s", true).unwrap();
+    assert_eq!(strings(&forced.restored), set(&["a.txt"]));
+    assert_eq!(read(p, "a.txt").as_deref(), Some("one\n"));
+    assert_eq!(read(p, "b.txt").as_deref(), Some("bee\n"));
+    assert!(store.turns(Some("s")).unwrap()[0].rolled_back);
 }
 
 /// With force, redo overwrites the user's edit; those bytes stay in the redo's undo point.
@@ -519,6 +556,9 @@ fn cli_redo_reports_conflicts_and_keeps_new_user_files() {
     assert_eq!(out["conflicts"], serde_json::json!(["a.txt"]), "{out}");
     assert_eq!(p.read("a.txt"), b"user\n");
     assert_eq!(p.read("notes.md"), b"user\n");
+    p.rewind(["redo", "--session", "s", "--force"])
+        .assert_success();
+    assert_eq!(p.read("a.txt"), b"agent\n");
     let again = p.rewind(["--json", "redo", "--session", "s"]);
     again.assert_code(1);
     assert_eq!(one_json(&again)["error"]["code"], "not_found", "{again}");
@@ -648,4 +688,42 @@ fn an_open_turn_still_overlaps_after_its_session_redoes_meanwhile() {
     assert!(!files.contains_key("a.txt"), "a.txt is A's: {files:?}");
     store.undo_last("B", false).unwrap();
     assert_eq!(read(p, "a.txt").as_deref(), Some("A's precious work\n"));
+}
+
+/// Found by the hostile pass: `turns` and `log` (which take no lock) failed now and then with
+/// "Could not read reference" while another writer ended turns (`announced/<T>` deleted) or
+/// redid undos (`rolled-back/<T>` deleted): a ref listed, then gone before it was read. Readers
+/// now list again. One thread writes, another reads as fast as it can; every read succeeds.
+#[test]
+fn reads_never_fail_while_turns_end_and_drop_their_refs() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "a", "0\n");
+    store.begin_turn("s", "0").unwrap();
+    store.end_turn("s", "0").unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for t in 1..=60 {
+                let t = t.to_string();
+                store.track_file("s", &t, "a").unwrap();
+                write(p, "a", &format!("{t}\n"));
+                store.end_turn("s", &t).unwrap();
+                if t.ends_with('5') {
+                    store.undo_last("s", false).unwrap();
+                    store.redo("s", None, false).unwrap();
+                }
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let mut reads = 0;
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            store
+                .turns(Some("s"))
+                .expect("turns while another thread writes");
+            store.log().expect("log while another thread writes");
+            reads += 1;
+        }
+        assert!(reads > 20, "the reads ran alongside the writes: {reads}");
+    });
 }
