@@ -164,7 +164,7 @@ impl Store {
         self.collect(cutoff, cutoff, &mut outcome)?;
         // Over the quota: drop the oldest records, a quarter at a time, until under the target.
         if dir_size(&objects) > max_size {
-            let mut candidates = self.quota_candidates(now)?;
+            let mut candidates = self.quota_candidates(now, cutoff)?;
             while dir_size(&objects) > target_size && !candidates.is_empty() {
                 let batch = candidates.len().div_ceil(4);
                 for candidate in candidates.drain(..batch) {
@@ -240,16 +240,18 @@ impl Store {
     }
 
     /// What the size quota may drop, oldest first: snapshot records, and whole sessions that
-    /// were not active in the last hour, have no open turn (retention never touches those) and
-    /// hold no rolled-back turn (those wait for their age).
-    fn quota_candidates(&self, now: DateTime<Utc>) -> Result<Vec<Record>> {
+    /// were not active in the last hour, have no open turn (retention never touches those),
+    /// hold no rolled-back turn (those wait for their age) and are not needed by another
+    /// session's open turn begun since `cutoff` (see [`Store::sessions_open_turns_need`]).
+    fn quota_candidates(&self, now: DateTime<Utc>, cutoff: DateTime<Utc>) -> Result<Vec<Record>> {
         let mut timed: Vec<(DateTime<Utc>, Record)> = Vec::new();
         for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
             timed.push((self.commit_time(commit)?, Record::Snapshot(name)));
         }
+        let needed = self.sessions_open_turns_need(cutoff)?;
         for (session, activity) in self.session_activity()? {
             let idle = now - activity.last > chrono::Duration::hours(1);
-            if idle && !activity.open && !activity.rolled_back {
+            if idle && !activity.open && !activity.rolled_back && !needed.contains(&session) {
                 timed.push((activity.last, Record::Session(session, activity.turns)));
             }
         }
@@ -374,10 +376,12 @@ impl Store {
     }
 
     /// Remove the sessions whose last turn ended (or began) before `cutoff`, unless a turn of
-    /// theirs is still open: an open turn needs its chain and its before snapshot.
+    /// theirs is still open (an open turn needs its chain and its before snapshot) or another
+    /// session's open turn needs them (see [`Store::sessions_open_turns_need`]).
     fn expire_sessions(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
+        let needed = self.sessions_open_turns_need(cutoff)?;
         for (session, activity) in self.session_activity()? {
-            if activity.last < cutoff && !activity.open {
+            if activity.last < cutoff && !activity.open && !needed.contains(&session) {
                 self.delete_session(&session)?;
                 outcome.turns_removed += activity.turns;
                 outcome.sessions_removed.push(session);

@@ -163,6 +163,14 @@ struct Overlap {
     changed: HashSet<BString>,
 }
 
+/// What other sessions did while a turn was open, from [`Store::commits_of_others_during`]:
+/// the commits they added to their chains, and whether some of it cannot be seen any more (a
+/// session pruned or trimmed since).
+struct OthersDuring {
+    commits: Vec<ObjectId>,
+    unknown: bool,
+}
+
 /// A session's id and its turns, oldest first.
 type SessionRecords = (String, Vec<Record>);
 
@@ -1105,7 +1113,7 @@ impl Store {
     /// The commits other sessions added to their chains while turn `record` of `session` was
     /// open (from its begin to its end, or to now): those between the heads its begin and end
     /// commits name. Costs a commit read per commit.
-    fn commits_of_others_during(&self, session: &str, record: &Record) -> Result<Vec<ObjectId>> {
+    fn commits_of_others_during(&self, session: &str, record: &Record) -> Result<OthersDuring> {
         let repo = self.repo();
         let heads_in = |commit: ObjectId| -> Result<HashMap<String, ObjectId>> {
             Ok(parse_other_heads(
@@ -1118,15 +1126,30 @@ impl Store {
             None => parse_other_heads(self.other_heads_lines(session)?.as_bytes()),
         };
         let mut commits = Vec::new();
+        // A session gone since the turn began (pruned), or whose chain no longer leads back to
+        // the head it had then (trimmed: rewritten, its old commits perhaps removed), did
+        // things meanwhile that cannot be seen.
+        let mut unknown = at_begin.keys().any(|head| !at_end.contains_key(head));
         for (head, last) in at_end {
             let first = at_begin.get(&head).copied();
+            let mut walked = Vec::new();
             let mut next = Some(last);
             while let Some(commit) = next.filter(|c| Some(*c) != first) {
-                commits.push(commit);
-                next = self.parent(commit)?;
+                match self.parent(commit) {
+                    Ok(parent) => {
+                        walked.push(commit);
+                        next = parent;
+                    }
+                    Err(_) => break, // a commit a prune removed
+                }
+            }
+            // Rewritten: which of its commits were made meanwhile is not known.
+            match next == first {
+                true => commits.extend(walked),
+                false => unknown = true,
             }
         }
-        Ok(commits)
+        Ok(OthersDuring { commits, unknown })
     }
 
     /// The paths other sessions' turns and undos changed while turn `record` of `session` was
@@ -1142,7 +1165,7 @@ impl Store {
     ) -> Result<HashSet<BString>> {
         let repo = self.repo();
         let mut paths = HashSet::new();
-        for commit in self.commits_of_others_during(session, record)? {
+        for commit in self.commits_of_others_during(session, record)?.commits {
             let (object, tree) = commit_and_tree(&repo, commit)?;
             let message = object.message_raw_sloppy();
             let kind = ChainKind::of(message);
@@ -1178,10 +1201,12 @@ impl Store {
     /// some moment while it was), each with what it announced and what changed while both were
     /// open. A turn overlapped when its begin or end commit was made meanwhile, or it is open
     /// now as its session's latest turn and not rolled back (an open turn its runtime never
-    /// ended stops counting once its session begins another). The time both were open runs from the later begin to the
-    /// earlier end, each a snapshot (`after`: the turn's "after", or the project now); what
-    /// changed in it is the diff of those two. Costs a commit read per commit other sessions
-    /// made meanwhile, and a tree diff per overlapping turn.
+    /// ended stops counting once its session begins another). The time both were open runs
+    /// from the later begin to the earlier end, each a snapshot (`after`: the turn's "after",
+    /// or the project now); what changed in it is the diff of those two. When what another
+    /// session did meanwhile cannot be seen any more (pruned or trimmed since), the whole turn
+    /// counts as overlapped by an unknown turn that announced nothing. Costs a commit read per
+    /// commit other sessions made meanwhile, and a tree diff per overlapping turn.
     fn overlapping_turns(
         &self,
         session: &str,
@@ -1194,10 +1219,8 @@ impl Store {
                 commit_and_tree(&repo, commit)?.0.message_raw_sloppy(),
             ))
         };
-        let during: HashSet<ObjectId> = self
-            .commits_of_others_during(session, record)?
-            .into_iter()
-            .collect();
+        let others = self.commits_of_others_during(session, record)?;
+        let during: HashSet<ObjectId> = others.commits.into_iter().collect();
         let mut turn_commits = Vec::new();
         for &commit in &during {
             if kind_of(commit)? != ChainKind::Undo {
@@ -1229,6 +1252,15 @@ impl Store {
             turns.insert((seen.session, seen.turn));
         }
         let mut overlaps = Vec::new();
+        if others.unknown {
+            overlaps.push(Overlap {
+                announced: Vec::new(),
+                changed: tree_changes(&repo, record.before, after)?
+                    .into_iter()
+                    .map(|c| c.path)
+                    .collect(),
+            });
+        }
         for (other, turn) in turns {
             // The turn as it is now: ended since, or still open.
             let Some(commit) = self.ref_target(&turn_ref(&other, "turns", &turn)?)? else {
@@ -1440,6 +1472,33 @@ impl Store {
             .into_iter()
             .map(|c| turn_file(&repo, c, Origin::Unannounced))
             .collect()
+    }
+
+    /// The sessions retention must keep whole for the open turns of other sessions begun since
+    /// `since`: those begun after such a turn (its begin commit does not name their head), whose
+    /// work the turn's attribution needs (a session the turn saw begin is otherwise invisible
+    /// once removed; one it knew at its begin, removed or trimmed, makes its changes shared).
+    /// Costs reading every turn record.
+    pub(crate) fn sessions_open_turns_need(&self, since: DateTime<Utc>) -> Result<HashSet<String>> {
+        let sessions = self.sessions(None)?;
+        let repo = self.repo();
+        let mut needed = HashSet::new();
+        for (session, records) in &sessions {
+            for record in records.iter().filter(|r| r.ended_at.is_none()) {
+                let marker = turn_ref(session, "rolled-back", &record.turn)?;
+                if record.started_at < since || self.ref_target(&marker)?.is_some() {
+                    continue;
+                }
+                let (begin, _) = commit_and_tree(&repo, record.begin)?;
+                let known = parse_other_heads(begin.message_raw_sloppy());
+                for (other, _) in sessions.iter().filter(|(other, _)| other != session) {
+                    if !known.contains_key(&session_ref(other, "head")?) {
+                        needed.insert(other.clone());
+                    }
+                }
+            }
+        }
+        Ok(needed)
     }
 
     /// Keep at most `max` turns of `session`: the oldest others go (rolled-back turns stay

@@ -727,3 +727,118 @@ fn reads_never_fail_while_turns_end_and_drop_their_refs() {
         assert!(reads > 20, "the reads ran alongside the writes: {reads}");
     });
 }
+
+/// Found by the hostile pass: while A's turn was open, B ran a turn and was then removed by the
+/// size quota (idle for an hour). A's turn end then listed B's announced file as A's, and A's
+/// undo reverted it. Retention now keeps a session an open turn saw begin.
+#[test]
+fn prune_keeps_a_session_begun_during_another_sessions_open_turn() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "base\n").file("b.txt", "base\n");
+    let at = |now: &str, args: &[&str]| {
+        let mut cmd = p.rewind_command(args);
+        cmd.env("REWIND_NOW", now);
+        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+        run.assert_success();
+        run
+    };
+    let t0 = "2026-01-01T00:00:00Z";
+    at(t0, &["turn", "begin", "--session", "A", "--turn", "1"]);
+    at(
+        t0,
+        &[
+            "turn",
+            "track-file",
+            "--session",
+            "B",
+            "--turn",
+            "1",
+            "b.txt",
+        ],
+    );
+    p.file("b.txt", "B's work\n");
+    at(t0, &["turn", "end", "--session", "B", "--turn", "1"]);
+    at(
+        t0,
+        &[
+            "turn",
+            "track-file",
+            "--session",
+            "A",
+            "--turn",
+            "1",
+            "a.txt",
+        ],
+    );
+    p.file("a.txt", "A's work\n");
+    let later = "2026-01-01T02:00:00Z";
+    let pruned = at(
+        later,
+        &["--json", "prune", "--max-size", "1", "--target-size", "1"],
+    );
+    assert_eq!(
+        one_json(&pruned)["sessions_removed"],
+        serde_json::json!([]),
+        "{pruned}"
+    );
+    let end = one_json(&at(
+        later,
+        &["--json", "turn", "end", "--session", "A", "--turn", "1"],
+    ));
+    let files: Vec<&str> = end["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["a.txt"], "b.txt is B's: {end}");
+    at(later, &["undo", "--session", "A", "--last"]);
+    assert_eq!(p.read("b.txt"), b"B's work\n");
+    assert_eq!(p.read("a.txt"), b"base\n");
+    // Once no open turn needs it, B expires as usual.
+    let expired = at("2026-01-20T00:00:00Z", &["--json", "prune"]);
+    assert_eq!(
+        one_json(&expired)["sessions_removed"],
+        serde_json::json!(["A", "B"]),
+        "{expired}"
+    );
+}
+
+/// Found by the hostile pass: a turn-limit prune rewrote B's chain while A's turn was open, so
+/// B's whole history looked made during A's turn, and B's old announcement of `x` claimed A's
+/// own change (listed nowhere, never undone). What B did meanwhile is unknown now: A's change
+/// is shared (left alone, and said so), never silently another session's.
+#[test]
+fn a_session_trimmed_during_an_open_turn_makes_its_changes_shared_not_anothers() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("x", "base\n").file("y", "base\n");
+    let rw = |args: &[&str]| {
+        let run = p.rewind(args);
+        run.assert_success();
+        run
+    };
+    rw(&["turn", "track-file", "--session", "B", "--turn", "1", "y"]);
+    p.file("y", "B\n");
+    rw(&["turn", "end", "--session", "B", "--turn", "1"]);
+    rw(&["turn", "track-file", "--session", "B", "--turn", "2", "x"]);
+    p.file("x", "B\n");
+    rw(&["turn", "end", "--session", "B", "--turn", "2"]);
+    rw(&["turn", "begin", "--session", "A", "--turn", "1"]);
+    p.file("x", "A's change\n");
+    rw(&["prune", "--max-turns", "1"]);
+    let end = one_json(&rw(&[
+        "--json",
+        "turn",
+        "end",
+        "--session",
+        "A",
+        "--turn",
+        "1",
+    ]));
+    assert_eq!(end["files"][0]["file"], "x", "{end}");
+    assert_eq!(end["files"][0]["origin"], "shared", "{end}");
+    let undo = one_json(&rw(&["--json", "undo", "--session", "A", "--last"]));
+    assert_eq!(undo["conflicts"], serde_json::json!(["x"]), "{undo}");
+}
