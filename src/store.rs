@@ -499,6 +499,16 @@ impl Store {
         commit: ObjectId,
         parents: impl IntoIterator<Item = ObjectId>,
     ) -> Result<ObjectId> {
+        self.rewrite_commit_with(commit, parents, |_| {})
+    }
+
+    /// [`Self::rewrite_commit`], with `edit` applied to the message.
+    pub(crate) fn rewrite_commit_with(
+        &self,
+        commit: ObjectId,
+        parents: impl IntoIterator<Item = ObjectId>,
+        edit: impl FnOnce(&mut gix::bstr::BString),
+    ) -> Result<ObjectId> {
         let repo = self.repo();
         let store_error = |e: &dyn std::fmt::Display| Error::store(&self.git_dir, e);
         let mut copy = repo
@@ -509,6 +519,7 @@ impl Store {
             .to_owned()
             .map_err(|e| store_error(&e))?;
         copy.parents = parents.into_iter().collect();
+        edit(&mut copy.message);
         let mut data = Vec::new();
         gix::objs::WriteTo::write_to(&copy, &mut data)
             .map_err(|e| Error::io("encoding commit", &self.git_dir, e))?;

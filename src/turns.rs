@@ -216,6 +216,9 @@ const REDO_TRAILER: &str = "Rewind-Redo: yes";
 const REDID: &str = "Rewind-Redid: ";
 /// In an undo's commit: a turn it marked rolled back (percent-encoded).
 const ROLLED_BACK: &str = "Rewind-Rolled-Back: ";
+/// In an end commit that follows the session's undos or redos made while the turn was open:
+/// the turn's begin commit (otherwise the end commit's parent).
+const BEGIN: &str = "Rewind-Begin: ";
 /// In an undo's commit: the snapshot taken just before it (what a redo brings back).
 const UNDO_POINT: &str = "Rewind-Undo-Point: ";
 /// In an undo's or redo's commit: a path it wrote or deleted (percent-encoded). A redo brings
@@ -615,9 +618,19 @@ impl Store {
             Some((crate::now()?, record.before)),
             Some((files.len(), additions, deletions)),
         )?);
-        let commit = self.commit(&reference, &message, after, [begin])?;
+        // The session's own undos and redos made while the turn was open stay on its chain:
+        // the end commit follows them (naming its begin), so the chain stays one line.
         let head = session_ref(session, "head")?;
-        if self.ref_target(&head)? == Some(begin) {
+        let head_now = self.ref_target(&head)?;
+        let parent = match head_now {
+            Some(last) if last != begin && self.only_undos_back_to(last, begin)? => {
+                message.push_str(&format!("{BEGIN}{begin}\n"));
+                last
+            }
+            _ => begin,
+        };
+        let commit = self.commit(&reference, &message, after, [parent])?;
+        if head_now == Some(parent) {
             self.set_ref(&head, commit, "rewind: end turn")?;
         }
         // The end commit names what the turn announced.
@@ -848,6 +861,34 @@ impl Store {
         })
     }
 
+    /// Whether `commit` is `last` or one of its first-parent ancestors. Costs a commit read
+    /// per commit walked.
+    fn chain_reaches(&self, last: ObjectId, commit: ObjectId) -> Result<bool> {
+        let mut next = Some(last);
+        while let Some(at) = next {
+            if at == commit {
+                return Ok(true);
+            }
+            next = self.parent(at)?;
+        }
+        Ok(false)
+    }
+
+    /// Whether the chain from `last` back to `begin` holds only undo and redo commits. Costs a
+    /// commit read per commit walked.
+    fn only_undos_back_to(&self, last: ObjectId, begin: ObjectId) -> Result<bool> {
+        let repo = self.repo();
+        let mut next = Some(last);
+        while let Some(commit) = next.filter(|c| *c != begin) {
+            let (object, _) = commit_and_tree(&repo, commit)?;
+            if ChainKind::of(object.message_raw_sloppy()) != ChainKind::Undo {
+                return Ok(false);
+            }
+            next = object.parent_ids().next().map(|id| id.detach());
+        }
+        Ok(next == Some(begin))
+    }
+
     /// The session's chain from commit `begin` to its head, oldest first: each commit's tree
     /// and kind. Costs one commit read per commit.
     fn chain_since(&self, session: &str, begin: ObjectId) -> Result<Vec<(ObjectId, ChainKind)>> {
@@ -919,6 +960,25 @@ impl Store {
         }
         let repo = self.repo();
         let undo = self.undo_to_redo(session, turn)?;
+        // What a redo brings back while one of the session's turns is open would count as that
+        // turn's own work: right when the undo took back that very turn (it began before the
+        // undo, which undid from it or an earlier turn), wrong otherwise.
+        let from = self.record(undo)?.turn;
+        let from_index = records.iter().position(|r| r.turn == from);
+        for (index, record) in records.iter().enumerate() {
+            if record.ended_at.is_some() {
+                continue;
+            }
+            let undid_it = from_index.is_some_and(|from| from <= index)
+                && self.chain_reaches(undo, record.begin)?;
+            if !undid_it {
+                return Err(Error::Turn {
+                    session: session.into(),
+                    turn: record.turn.clone(),
+                    reason: "is open: end it before a redo",
+                });
+            }
+        }
         let (object, undo_tree) = commit_and_tree(&repo, undo)?;
         let message = object.message_raw_sloppy().to_owned();
         let point = message
@@ -1521,12 +1581,50 @@ impl Store {
         if dropped.is_empty() {
             return Ok(0);
         }
+        // The chain is copied without the dropped turns' commits, oldest first; the undo and
+        // redo commits stay (each is the session's last word on the paths it changed), and the
+        // commits a message names (a redo's undo, an end's begin) are named by their new ids.
+        let dropped_commits: HashSet<ObjectId> = records
+            .iter()
+            .filter(|r| dropped.contains(&r.turn))
+            .flat_map(|r| [r.begin, r.commit])
+            .collect();
+        let mut chain = Vec::new();
+        let mut next = self.ref_target(&session_ref(session, "head")?)?;
+        while let Some(commit) = next {
+            chain.push(commit);
+            next = self.parent(commit)?;
+        }
+        let mut copies: HashMap<ObjectId, ObjectId> = HashMap::new();
         let mut parent: Option<ObjectId> = None;
+        for &commit in chain.iter().rev() {
+            if dropped_commits.contains(&commit) {
+                continue;
+            }
+            let copy = self.rewrite_commit_with(commit, parent, |message| {
+                for key in [REDID, BEGIN] {
+                    let named = message
+                        .lines()
+                        .find_map(|l| l.strip_prefix(key.as_bytes()))
+                        .and_then(|hex| ObjectId::from_hex(hex).ok());
+                    if let Some((old, new)) = named.and_then(|old| Some((old, copies.get(&old)?))) {
+                        let line = |id: &ObjectId| format!("{key}{id}");
+                        *message = message.replace(line(&old), line(new)).into();
+                    }
+                }
+            })?;
+            copies.insert(commit, copy);
+            parent = Some(copy);
+        }
         for record in records.iter().filter(|r| !dropped.contains(&r.turn)) {
-            let begin = self.rewrite_commit(record.begin, parent)?;
-            let last = match record.ended_at {
-                Some(_) => self.rewrite_commit(record.commit, [begin])?,
-                None => begin,
+            // An end commit off the chain (its turn overlapped another of the session's) goes
+            // with its begin.
+            let last = match copies.get(&record.commit) {
+                Some(copy) => *copy,
+                None => {
+                    let begin = copies.get(&record.begin).copied();
+                    self.rewrite_commit(record.commit, begin)?
+                }
             };
             self.set_ref(
                 &turn_ref(session, "turns", &record.turn)?,
@@ -1537,11 +1635,17 @@ impl Store {
             if self.ref_target(&marker)?.is_some() {
                 self.set_ref(&marker, last, "rewind: prune")?;
             }
-            parent = Some(last);
+            let announced = turn_ref(session, "announced", &record.turn)?;
+            if let Some(commit) = self.ref_target(&announced)? {
+                let begin = copies.get(&record.begin).copied();
+                let copy = self.rewrite_commit(commit, begin)?;
+                self.set_ref(&announced, copy, "rewind: prune")?;
+            }
         }
         let head = session_ref(session, "head")?;
         let expected = session_ref(session, "expected")?;
-        match parent {
+        let kept_a_turn = records.len() > dropped.len();
+        match parent.filter(|_| kept_a_turn) {
             Some(last) => {
                 self.set_ref(&head, last, "rewind: prune")?;
                 if let Some(commit) = self.ref_target(&expected)? {
@@ -1692,9 +1796,10 @@ impl Store {
             ended_at,
             before,
             commit,
-            begin: match ended_at {
-                Some(_) => object.parent_ids().next().map_or(commit, |id| id.detach()),
-                None => commit,
+            begin: match (ended_at, field("Rewind-Begin")) {
+                (Some(_), Some(hex)) => ObjectId::from_hex(hex.as_bytes()).map_err(|_| bad())?,
+                (Some(_), None) => object.parent_ids().next().map_or(commit, |id| id.detach()),
+                (None, _) => commit,
             },
             files: number("Rewind-Files"),
             additions: number("Rewind-Additions"),

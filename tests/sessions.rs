@@ -659,11 +659,11 @@ fn undo_leaves_alone_what_another_sessions_undo_put_back_meanwhile() {
     assert_eq!(strings(&undone.conflicts), set(&["d"]));
 }
 
-/// Found by the hostile pass: session A redid an undo (its head became the redo's commit)
-/// while its turn 2 was open; session B's turn, open meanwhile, then took A's announced,
-/// in-progress file as its own and B's undo overwrote it.
+/// Found by the hostile pass: session A undid one file of an earlier turn (its head became the
+/// undo's commit) while its turn 2 was open; session B's turn, open meanwhile, then took A's
+/// announced, in-progress file as its own and B's undo overwrote it.
 #[test]
-fn an_open_turn_still_overlaps_after_its_session_redoes_meanwhile() {
+fn an_open_turn_still_overlaps_after_its_session_undoes_a_file_meanwhile() {
     let (project, _data, store) = setup();
     let p = project.path();
     write(p, "a.txt", "base\n");
@@ -672,15 +672,14 @@ fn an_open_turn_still_overlaps_after_its_session_redoes_meanwhile() {
     store.begin_turn("A", "1").unwrap();
     write(p, "c.txt", "A1\n");
     store.end_turn("A", "1").unwrap();
-    store.undo_last("A", false).unwrap();
     store.begin_turn("A", "2").unwrap();
     store.begin_turn("B", "1").unwrap();
     store.track_file("A", "2", "a.txt").unwrap();
     write(p, "a.txt", "A's precious work\n");
-    store
+    let file = store
         .undo("A", Some("1"), Some(Path::new("c.txt")), false)
-        .ok(); // nothing left to undo there
-    store.redo("A", None, false).unwrap();
+        .unwrap();
+    assert_eq!(strings(&file.restored), set(&["c.txt"]));
     store.track_file("B", "1", "b.txt").unwrap();
     write(p, "b.txt", "B\n");
     let end = store.end_turn("B", "1").unwrap();
@@ -841,4 +840,81 @@ fn a_session_trimmed_during_an_open_turn_makes_its_changes_shared_not_anothers()
     assert_eq!(end["files"][0]["origin"], "shared", "{end}");
     let undo = one_json(&rw(&["--json", "undo", "--session", "A", "--last"]));
     assert_eq!(undo["conflicts"], serde_json::json!(["x"]), "{undo}");
+}
+
+/// Found by the hostile pass: a turn-limit prune between two undos rebuilt the session's chain
+/// from its turns only, dropping the undo's commit; the next undo then took rewind's own change
+/// for a user's edit (a conflict) and still marked the turn rolled back. The trim now keeps
+/// undo and redo commits, and redo still finds its undo.
+#[test]
+fn a_turn_limit_prune_between_undos_keeps_the_undos_last_word() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f", "base\n");
+    let rw = |args: &[&str]| {
+        let run = p.rewind(args);
+        run.assert_success();
+        run
+    };
+    for t in ["1", "2", "3", "4", "5"] {
+        rw(&["turn", "begin", "--session", "s", "--turn", t]);
+        p.file("f", format!("t{t}\n"));
+        rw(&["turn", "end", "--session", "s", "--turn", t]);
+    }
+    rw(&["undo", "--session", "s", "--last"]);
+    assert_eq!(p.read("f"), b"t4\n");
+    rw(&["prune", "--max-turns", "3"]);
+    let undo = one_json(&rw(&["--json", "undo", "--session", "s", "--last"]));
+    assert_eq!(undo["conflicts"], serde_json::json!([]), "{undo}");
+    assert_eq!(p.read("f"), b"t3\n");
+    rw(&["redo", "--session", "s"]);
+    assert_eq!(p.read("f"), b"t4\n");
+    rw(&["redo", "--session", "s"]);
+    assert_eq!(p.read("f"), b"t5\n");
+    p.assert_fsck_clean();
+}
+
+/// Found by the hostile pass: a redo while another turn of the session was open counted what
+/// it brought back as that turn's work (undoing the turn then took back the redo). A redo now
+/// waits for the open turn to end; a turn rolled back while open can be given back by redo,
+/// then ended and undone like any other (its end commit follows the undo and the redo on the
+/// session's chain, so nothing of it looks like someone else's).
+#[test]
+fn redo_during_an_open_turn_is_refused_and_a_redone_open_turn_ends_cleanly() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "a.txt", "base\n");
+    write(p, "c.txt", "base\n");
+    store.begin_turn("A", "1").unwrap();
+    write(p, "c.txt", "turn 1\n");
+    store.end_turn("A", "1").unwrap();
+    store.undo_last("A", false).unwrap();
+    store.begin_turn("A", "2").unwrap();
+    write(p, "a.txt", "turn 2\n");
+    let err = store.redo("A", None, false).unwrap_err();
+    assert_eq!(err.code(), "turn_state", "{err}");
+    assert_eq!(
+        read(p, "c.txt").as_deref(),
+        Some("base\n"),
+        "nothing redone"
+    );
+    let end = store.end_turn("A", "2").unwrap();
+    assert_eq!(origins(&end.files).keys().collect::<Vec<_>>(), ["a.txt"]);
+    store.redo("A", None, false).unwrap();
+    assert_eq!(read(p, "c.txt").as_deref(), Some("turn 1\n"));
+
+    // Rolled back while open, redone, ended, undone.
+    write(p, "b.txt", "base\n");
+    store.begin_turn("B", "1").unwrap();
+    write(p, "b.txt", "agent\n");
+    store.undo_last("B", false).unwrap();
+    assert_eq!(read(p, "b.txt").as_deref(), Some("base\n"));
+    store.redo("B", None, false).unwrap();
+    assert_eq!(read(p, "b.txt").as_deref(), Some("agent\n"));
+    let end = store.end_turn("B", "1").unwrap();
+    assert_eq!(origins(&end.files).keys().collect::<Vec<_>>(), ["b.txt"]);
+    let undone = store.undo_last("B", false).unwrap();
+    assert!(undone.conflicts.is_empty(), "{undone:?}");
+    assert_eq!(read(p, "b.txt").as_deref(), Some("base\n"));
+    assert!(store.turns(Some("B")).unwrap()[0].rolled_back);
 }
