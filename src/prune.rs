@@ -157,8 +157,11 @@ impl Store {
         let size_before = dir_size(&objects);
         self.expire_snapshots(cutoff, &mut outcome)?;
         self.expire_sessions(cutoff, &mut outcome)?;
+        let (_, untrimmed) = self.sessions_open_turns_need(cutoff)?;
         for session in self.session_names()? {
-            outcome.turns_removed += self.trim_session(&session, max_turns)?;
+            if !untrimmed.contains(&session) {
+                outcome.turns_removed += self.trim_session(&session, max_turns)?;
+            }
         }
         self.expire_undo(cutoff)?;
         self.collect(cutoff, cutoff, &mut outcome)?;
@@ -248,7 +251,7 @@ impl Store {
         for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
             timed.push((self.commit_time(commit)?, Record::Snapshot(name)));
         }
-        let needed = self.sessions_open_turns_need(cutoff)?;
+        let (needed, _) = self.sessions_open_turns_need(cutoff)?;
         for (session, activity) in self.session_activity()? {
             let idle = now - activity.last > chrono::Duration::hours(1);
             if idle && !activity.open && !activity.rolled_back && !needed.contains(&session) {
@@ -379,7 +382,7 @@ impl Store {
     /// theirs is still open (an open turn needs its chain and its before snapshot) or another
     /// session's open turn needs them (see [`Store::sessions_open_turns_need`]).
     fn expire_sessions(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
-        let needed = self.sessions_open_turns_need(cutoff)?;
+        let (needed, _) = self.sessions_open_turns_need(cutoff)?;
         for (session, activity) in self.session_activity()? {
             if activity.last < cutoff && !activity.open && !needed.contains(&session) {
                 self.delete_session(&session)?;

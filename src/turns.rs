@@ -1186,10 +1186,10 @@ impl Store {
             None => parse_other_heads(self.other_heads_lines(session)?.as_bytes()),
         };
         let mut commits = Vec::new();
-        // A session gone since the turn began (pruned), or whose chain no longer leads back to
-        // the head it had then (trimmed: rewritten, its old commits perhaps removed), did
-        // things meanwhile that cannot be seen.
-        let mut unknown = at_begin.keys().any(|head| !at_end.contains_key(head));
+        // A session whose chain no longer leads back to the head it had then (trimmed:
+        // rewritten, its old commits perhaps removed) did things meanwhile that cannot be seen.
+        // (One gone since was idle: retention keeps a session active during an open turn.)
+        let mut unknown = false;
         for (head, last) in at_end {
             let first = at_begin.get(&head).copied();
             let mut walked = Vec::new();
@@ -1534,15 +1534,20 @@ impl Store {
             .collect()
     }
 
-    /// The sessions retention must keep whole for the open turns of other sessions begun since
-    /// `since`: those begun after such a turn (its begin commit does not name their head), whose
-    /// work the turn's attribution needs (a session the turn saw begin is otherwise invisible
-    /// once removed; one it knew at its begin, removed or trimmed, makes its changes shared).
-    /// Costs reading every turn record.
-    pub(crate) fn sessions_open_turns_need(&self, since: DateTime<Utc>) -> Result<HashSet<String>> {
+    /// What retention must leave of other sessions for the open turns begun since `since`
+    /// (their attribution reads what other sessions did while they were open): the sessions to
+    /// keep whole, those that did something during such a turn (begun after it, or moved on
+    /// from the head its begin commit names); and the sessions not to trim, also those it
+    /// knew (trimming rewrites a chain, so the turn could no longer find that head, and would
+    /// take all its changes as shared). A session idle all through may go. Costs reading
+    /// every turn record.
+    pub(crate) fn sessions_open_turns_need(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<(HashSet<String>, HashSet<String>)> {
         let sessions = self.sessions(None)?;
         let repo = self.repo();
-        let mut needed = HashSet::new();
+        let (mut keep, mut untrimmed) = (HashSet::new(), HashSet::new());
         for (session, records) in &sessions {
             for record in records.iter().filter(|r| r.ended_at.is_none()) {
                 let marker = turn_ref(session, "rolled-back", &record.turn)?;
@@ -1552,13 +1557,15 @@ impl Store {
                 let (begin, _) = commit_and_tree(&repo, record.begin)?;
                 let known = parse_other_heads(begin.message_raw_sloppy());
                 for (other, _) in sessions.iter().filter(|(other, _)| other != session) {
-                    if !known.contains_key(&session_ref(other, "head")?) {
-                        needed.insert(other.clone());
+                    let head = session_ref(other, "head")?;
+                    if known.get(&head).copied() != self.ref_target(&head)? {
+                        keep.insert(other.clone());
                     }
+                    untrimmed.insert(other.clone());
                 }
             }
         }
-        Ok(needed)
+        Ok((keep, untrimmed))
     }
 
     /// Keep at most `max` turns of `session`: the oldest others go (rolled-back turns stay

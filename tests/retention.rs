@@ -66,9 +66,11 @@ fn sessions_keep_their_newest_turns_and_rolled_back_ones() {
     let outcome = one_json(&at(&p, &hour(7), &["--json", "prune", "--max-turns", "2"]));
     assert_eq!(outcome["turns_removed"], 3, "{outcome}");
     assert_eq!(turn_ids(&p, &hour(7)), ["4", "5"]);
-    // The chain holds only the kept turns (a begin and an end commit each).
+    // The chain holds only the kept turns (a begin and an end commit each), and the undo's
+    // commit (the session's last word on what it undid).
     let log = p.store_git(["log", "--format=%s", "refs/rewind/sessions/s/head"]);
-    assert_eq!(log.lines().count(), 4, "{log}");
+    assert_eq!(log.lines().count(), 5, "{log}");
+    assert!(log.lines().next().unwrap().contains("undo"), "{log}");
     for gone in ["1", "2", "3"] {
         let listed = p.store_git([
             "for-each-ref",

@@ -806,10 +806,10 @@ fn prune_keeps_a_session_begun_during_another_sessions_open_turn() {
 
 /// Found by the hostile pass: a turn-limit prune rewrote B's chain while A's turn was open, so
 /// B's whole history looked made during A's turn, and B's old announcement of `x` claimed A's
-/// own change (listed nowhere, never undone). What B did meanwhile is unknown now: A's change
-/// is shared (left alone, and said so), never silently another session's.
+/// own change (listed nowhere, never undone). A session an open turn knew is not trimmed until
+/// the turn ends; then the trim goes ahead.
 #[test]
-fn a_session_trimmed_during_an_open_turn_makes_its_changes_shared_not_anothers() {
+fn a_session_an_open_turn_knew_is_trimmed_only_after_the_turn() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
     p.file("x", "base\n").file("y", "base\n");
@@ -826,7 +826,8 @@ fn a_session_trimmed_during_an_open_turn_makes_its_changes_shared_not_anothers()
     rw(&["turn", "end", "--session", "B", "--turn", "2"]);
     rw(&["turn", "begin", "--session", "A", "--turn", "1"]);
     p.file("x", "A's change\n");
-    rw(&["prune", "--max-turns", "1"]);
+    let pruned = one_json(&rw(&["--json", "prune", "--max-turns", "1"]));
+    assert_eq!(pruned["turns_removed"], 0, "{pruned}");
     let end = one_json(&rw(&[
         "--json",
         "turn",
@@ -837,9 +838,15 @@ fn a_session_trimmed_during_an_open_turn_makes_its_changes_shared_not_anothers()
         "1",
     ]));
     assert_eq!(end["files"][0]["file"], "x", "{end}");
-    assert_eq!(end["files"][0]["origin"], "shared", "{end}");
+    assert_eq!(end["files"][0]["origin"], "unannounced", "{end}");
     let undo = one_json(&rw(&["--json", "undo", "--session", "A", "--last"]));
-    assert_eq!(undo["conflicts"], serde_json::json!(["x"]), "{undo}");
+    assert_eq!(undo["restored"], serde_json::json!(["x"]), "{undo}");
+    assert_eq!(p.read("x"), b"B\n");
+    let pruned = one_json(&rw(&["--json", "prune", "--max-turns", "1"]));
+    assert_eq!(
+        pruned["turns_removed"], 1,
+        "B's older turn goes now: {pruned}"
+    );
 }
 
 /// Found by the hostile pass: a turn-limit prune between two undos rebuilt the session's chain
