@@ -27,6 +27,9 @@ use serde_json::{json, Value};
 
 use crate::store::{Interrupt, Store};
 
+/// How many threads answer reads beside a running or waiting write.
+const READERS: usize = 4;
+
 /// JSON-RPC code of a cancelled request (LSP's `RequestCancelled`).
 const CANCELLED: i64 = -32800;
 
@@ -46,7 +49,12 @@ pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) 
     let running = Running::default();
     // How many queued requests may take the store's lock.
     let writes = AtomicUsize::new(0);
+    // Reads that arrive while a write runs or waits go to READERS threads of their own.
+    let (read_queue, read_queued) = mpsc::channel::<(Value, Vec<Call>)>();
+    let read_queued = Mutex::new(read_queued);
     std::thread::scope(|scope| {
+        // (Moved in, so that the readers end once the input does.)
+        let read_queue = read_queue;
         // Requests that may change the store run one at a time, in the order received. (Dropped
         // when the input ends: the thread answers what is queued, then ends.)
         let (queue, queued) = mpsc::channel::<(Value, Vec<Call>, bool)>();
@@ -57,6 +65,14 @@ pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) 
                 writes.fetch_sub(locks.into(), Ordering::Relaxed);
             }
         });
+        let read_queued = &read_queued;
+        for _ in 0..READERS {
+            scope.spawn(move || loop {
+                let next = read_queued.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                let Ok((message, calls)) = next else { break };
+                output.send(answer(store, message, &calls, running));
+            });
+        }
         let mut line = Vec::new();
         loop {
             line.clear();
@@ -93,8 +109,10 @@ pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) 
                 // An invalid request is answered at once: it runs nothing.
                 output.send(answer(store, message, &calls, running));
             } else if !locks && writes.load(Ordering::Relaxed) > 0 {
-                // A read (or an unknown method) while a write runs or waits: answered at once.
-                scope.spawn(move || output.send(answer(store, message, &calls, running)));
+                // A read (or an unknown method) while a write runs or waits: not behind it.
+                read_queue
+                    .send((message, calls))
+                    .expect("the readers run until the input ends");
             } else {
                 writes.fetch_add(locks.into(), Ordering::Relaxed);
                 let job = (message, calls, locks);

@@ -1871,3 +1871,49 @@ fn cancel_request_of_a_waiting_call_answers_cancelled_and_leaves_no_trace() {
     s.close();
     p.assert_fsck_clean();
 }
+
+/// Found by the hostile pass: reads that arrive while a write waits each got a thread, without
+/// a bound. A fixed set of reader threads answers them now (none more are started), and all
+/// are answered while the write still waits.
+#[test]
+fn reads_beside_a_waiting_write_run_on_a_bounded_number_of_threads() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    for i in 0..100 {
+        p.file(format!("f{i}.txt"), format!("{i}\n").repeat(40));
+    }
+    let a = p.track();
+    for i in 0..100 {
+        p.file(format!("f{i}.txt"), format!("{i}\nchanged\n").repeat(40));
+    }
+    let b = p.track();
+    let holder = LockHolder::hold(&p.store());
+    let mut s = Server::start(&p);
+    let threads = |s: &Server| -> usize {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", s.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("Threads:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    s.send(
+        &json!({"jsonrpc": "2.0", "id": "begin", "method": "turn_begin",
+                   "params": {"session": "s", "turn": "1"}}),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let idle = threads(&s);
+    for i in 0..100 {
+        s.send(&json!({"jsonrpc": "2.0", "id": i, "method": "diff",
+                       "params": {"from": a, "to": b}}));
+    }
+    let mut most = idle;
+    let mut answered = 0;
+    while answered < 100 {
+        most = most.max(threads(&s));
+        let response = s.recv();
+        assert!(response.get("error").is_none(), "{response}");
+        answered += 1;
+    }
+    assert!(most <= idle, "{most} threads for reads, {idle} before them");
+    drop(holder);
+    assert_eq!(s.recv()["id"], "begin");
+    s.close();
+}
