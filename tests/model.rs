@@ -1253,7 +1253,7 @@ impl<'a> Model<'a> {
     /// Invariant 2 for an undo or redo of `session` without `--force`, from the writers and
     /// last words as they were just before it: every path it changed was last written by the
     /// session's agent or its own undo/redo (or by the user while its turn was open), or holds
-    /// again what those last left there.
+    /// again what those last left there (for a redo: or what the undo it redoes left there).
     fn check_own(
         &mut self,
         op: &str,
@@ -1261,6 +1261,7 @@ impl<'a> Model<'a> {
         prior: &Prior,
         before: &Listing,
         after: &Listing,
+        undo_left: Option<&BTreeMap<PathBuf, Option<Ver>>>,
     ) {
         let (writers, own) = prior;
         let mut problems = Vec::new();
@@ -1273,7 +1274,9 @@ impl<'a> Model<'a> {
                 _ => false,
             };
             let again = own.get(session).and_then(|o| o.get(&p)) == Some(&seen(was.clone()));
-            if !theirs && !again {
+            // A redo may also change what holds again what the undo it redoes left there.
+            let left = undo_left.and_then(|l| l.get(&p)) == Some(&seen(was.clone()));
+            if !theirs && !again && !left {
                 problems.push(format!(
                     "{}: {} (last written by {by:?}) changed to {} without --force",
                     qp(&p),
@@ -1346,7 +1349,7 @@ impl<'a> Model<'a> {
             return;
         };
         if !force {
-            self.check_own(&op, session, &prior, &before, &after);
+            self.check_own(&op, session, &prior, &before, &after, None);
         }
         let begin = &self.turns[begin_of].begin;
         let mut problems = Vec::new();
@@ -1439,9 +1442,6 @@ impl<'a> Model<'a> {
         let Some((o, before, after)) = self.changing_op(args, Writer::Rewind(session)) else {
             return;
         };
-        if !force {
-            self.check_own(&op, session, &prior, &before, &after);
-        }
         let redone = self.redone_undo(session);
         let Some(u) = self
             .undos
@@ -1452,6 +1452,10 @@ impl<'a> Model<'a> {
                 "{op}: its chain names the undo point {redone:?}, which no undo of the session printed"
             ));
         };
+        if !force {
+            let left = self.undos[u].left.clone();
+            self.check_own(&op, session, &prior, &before, &after, Some(&left));
+        }
         let u = &self.undos[u];
         let mut problems = Vec::new();
         for p in changed_paths(&before, &after) {
