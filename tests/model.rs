@@ -196,7 +196,6 @@ struct TurnRec {
     /// Another session's turn was open at some moment while this one was (rewind's rule: its
     /// begin or end commit was made meanwhile, or it was open and its session's latest).
     overlapped: bool,
-    ended: bool,
     /// Rolled back by an undo (and not redone since), as the model counts it.
     rolled_back: bool,
 }
@@ -1084,7 +1083,6 @@ impl<'a> Model<'a> {
             begin,
             announced: Vec::new(),
             overlapped,
-            ended: false,
             rolled_back: false,
         });
         self.open.insert(session, self.turns.len() - 1);
@@ -1130,14 +1128,12 @@ impl<'a> Model<'a> {
             return;
         }
         run.assert_success();
+        let Some(files) = json.as_ref().and_then(|j| j["files"].as_array()) else {
+            return self.violation(format!("{op}: no `files` list in {json:?}"));
+        };
         let t = &self.turns[i];
         let mut problems = Vec::new();
-        for f in json
-            .as_ref()
-            .and_then(|j| j["files"].as_array())
-            .into_iter()
-            .flatten()
-        {
+        for f in files {
             let file = f["file"].as_str().unwrap_or_default();
             let origin = f["origin"].as_str();
             if !matches!(origin, Some("unannounced" | "announced" | "shared")) {
@@ -1163,7 +1159,6 @@ impl<'a> Model<'a> {
                 problems.join("\n  ")
             ));
         }
-        self.turns[i].ended = true;
     }
 
     /// `turn track-file` of `rel` by `session`'s open turn. In the two-session model an agent
