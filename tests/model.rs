@@ -214,11 +214,11 @@ enum Writer {
     Rewind(&'static str),
 }
 
-/// An undo the model ran: its undo id, what it found and what it left at each path it changed
-/// (as snapshots see them), and the turns it rolled back.
+/// An undo the model ran: its commit on the session's chain, what it found and what it left at
+/// each path it changed (as snapshots see them), and the turns it rolled back.
 struct UndoRec {
     session: &'static str,
-    id: String,
+    commit: String,
     found: BTreeMap<PathBuf, Option<Ver>>,
     left: BTreeMap<PathBuf, Option<Ver>>,
     rolled_back: Vec<usize>,
@@ -1391,7 +1391,7 @@ impl<'a> Model<'a> {
         };
         self.undos.push(UndoRec {
             session,
-            id: o.undo.clone(),
+            commit: self.head(session),
             found: at(&before),
             left: at(&after),
             rolled_back,
@@ -1399,23 +1399,26 @@ impl<'a> Model<'a> {
         self.round_trip(&op, &o, &before);
     }
 
-    /// The undo id of the undo `session`'s last redo redid, from its chain: the redo's commit
-    /// names the undo's commit, which names its undo point. Costs two `git log`.
+    /// The commit `session`'s chain ends with (its head). Costs a `git rev-parse`.
+    fn head(&self, session: &str) -> String {
+        let head = format!("refs/rewind/sessions/{}/head", ref_component(session));
+        self.sb
+            .git_in(&self.store, ["rev-parse", "--verify", &head])
+            .trim()
+            .to_string()
+    }
+
+    /// The chain commit of the undo `session`'s last redo redid: its head, the redo's commit,
+    /// names it (`Rewind-Redid:`; undo ids alone are ambiguous: two undos of the same project
+    /// state have the same one). Costs a `git log`.
     fn redone_undo(&self, session: &str) -> Option<String> {
-        let message = |rev: &str| {
-            self.sb
-                .git_in(&self.store, ["log", "-1", "--format=%B", rev])
-        };
-        let head = message(&format!(
-            "refs/rewind/sessions/{}/head",
-            ref_component(session)
-        ));
-        let undo = head
+        let message = self.sb.git_in(
+            &self.store,
+            ["log", "-1", "--format=%B", &self.head(session)],
+        );
+        message
             .lines()
-            .find_map(|l| l.strip_prefix("Rewind-Redid: "))?;
-        message(undo)
-            .lines()
-            .find_map(|l| l.strip_prefix("Rewind-Undo-Point: "))
+            .find_map(|l| l.strip_prefix("Rewind-Redid: "))
             .map(str::to_string)
     }
 
@@ -1451,10 +1454,10 @@ impl<'a> Model<'a> {
         let Some(u) = self
             .undos
             .iter()
-            .rposition(|u| u.session == session && Some(&u.id) == redone.as_ref())
+            .rposition(|u| u.session == session && Some(&u.commit) == redone.as_ref())
         else {
             return self.violation(format!(
-                "{op}: its chain names the undo point {redone:?}, which no undo of the session printed"
+                "{op}: its chain names {redone:?} as the undo it redid, which is no undo of the session"
             ));
         };
         if !force {
@@ -1467,11 +1470,11 @@ impl<'a> Model<'a> {
             let (was, now) = (seen(ver_at(&before, &p)), seen(ver_at(&after, &p)));
             let Some(left) = u.left.get(&p) else {
                 problems.push(format!(
-                    "{}: {} -> {}, but the undo it redoes ({}) did not change it",
+                    "{}: {} -> {}, but the undo it redoes (chain commit {}) did not change it",
                     qp(&p),
                     short(&was),
                     short(&now),
-                    u.id
+                    u.commit
                 ));
                 continue;
             };
