@@ -783,6 +783,15 @@ impl Store {
                 out_of_view.push(path.clone());
             }
         }
+        // A later undone turn whose "before" lacks a path it could not see (ignored then) may
+        // have met the file on disk: deleting it would take what no turn is known to have made.
+        let mut later_sights = Vec::new();
+        for record in &undone[1..] {
+            later_sights.push((
+                record.before,
+                self.visibility(record.before, Some(record.begin))?,
+            ));
+        }
         for change in differing {
             if touched.binary_search(&change.path).is_err() {
                 continue; // not the agent's: edits between turns by someone else stay
@@ -790,6 +799,17 @@ impl Store {
             if !force && others.contains(&change.path) {
                 conflicts.push(change.path.clone());
                 continue;
+            }
+            if change.after.is_none() {
+                let mut unseen = false;
+                for (before, sight) in &mut later_sights {
+                    unseen |= side_at(&repo, *before, change.path.as_bstr())?.is_none()
+                        && !sight.can_see(&repo, change.path.as_bstr())?;
+                }
+                if unseen {
+                    out_of_view.push(change.path.clone());
+                    continue;
+                }
             }
             changes.push(change);
         }

@@ -925,3 +925,29 @@ fn redo_during_an_open_turn_is_refused_and_a_redone_open_turn_ends_cleanly() {
     assert_eq!(read(p, "b.txt").as_deref(), Some("base\n"));
     assert!(store.turns(Some("B")).unwrap()[0].rolled_back);
 }
+
+/// Found by the two-session model test (seed 3, after the redo changes): undoing several turns
+/// deleted a file the user made while it was ignored, because a later turn un-ignored it (so it
+/// "appeared" in that turn) and the first turn's "before" had no rule hiding it. A path that a
+/// later undone turn's "before" could not see is kept.
+#[test]
+fn undo_of_several_turns_keeps_a_file_a_later_turn_only_unignored() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "a.txt", "a\n");
+    store.begin_turn("s", "1").unwrap();
+    write(p, ".gitignore", "big.bin\n");
+    store.end_turn("s", "1").unwrap();
+    write(p, "big.bin", "the user's, made while ignored\n");
+    store.begin_turn("s", "2").unwrap();
+    fs::remove_file(p.join(".gitignore")).unwrap();
+    let end = store.end_turn("s", "2").unwrap();
+    assert!(origins(&end.files).contains_key("big.bin"), "{end:?}");
+    let undone = store.undo("s", None, None, false).unwrap();
+    assert_eq!(
+        read(p, "big.bin").as_deref(),
+        Some("the user's, made while ignored\n"),
+        "{undone:?}"
+    );
+    assert_eq!(strings(&undone.kept), set(&["big.bin"]));
+}
