@@ -1055,6 +1055,50 @@ fn hunk_headers_context_and_merging_match_git() {
     p.fsck();
 }
 
+/// Function names in hunk headers, at the edges git's finder has: after the 80-byte cut and
+/// the trailing-blank strip (spaces, tabs, CR only: a form feed or vertical tab stays), git ends
+/// the name before its first byte that is not UTF-8 and before U+FFFE/U+FFFF; a name cut
+/// inside a character loses the whole character.
+#[test]
+fn function_names_end_at_invalid_utf8_and_keep_form_feeds_like_git() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    let a77 = "a".repeat(77);
+    let heads: Vec<Vec<u8>> = vec![
+        b"f \x0c".to_vec(),
+        b"f \x0b".to_vec(),
+        [b"f", a77.as_bytes(), b" \xbc"].concat(),
+        [b"f", a77.as_bytes(), b"\xe9 bbb"].concat(),
+        [b"f", a77.as_bytes(), "\u{1f600}".as_bytes()].concat(),
+        [b"f", a77.as_bytes(), "\u{fc}bbb".as_bytes()].concat(),
+        b"faaaa\xe9\xe9".to_vec(),
+        [b"f\xe9", a77.as_bytes()].concat(),
+        b"fa\xed\xa0\x80b".to_vec(), // an encoded surrogate
+        b"fa\xc0\x80b".to_vec(),     // an overlong encoding
+        "fa\u{fffe}b".as_bytes().to_vec(),
+        "fa\u{ffff}b".as_bytes().to_vec(),
+        "fa\u{fdd0}b\u{1fffe}c\u{10ffff}".as_bytes().to_vec(),
+    ];
+    let (mut old, mut new) = (Vec::new(), Vec::new());
+    for (i, head) in heads.iter().enumerate() {
+        for text in [&mut old, &mut new] {
+            text.extend_from_slice(head);
+            text.push(b'\n');
+        }
+        for j in 0..8 {
+            old.extend_from_slice(format!("    stmt {i} {j};\n").as_bytes());
+            let edit = if j == 6 { " // edited" } else { "" };
+            new.extend_from_slice(format!("    stmt {i} {j};{edit}\n").as_bytes());
+        }
+    }
+    p.file("func", &old);
+    let a = p.snap();
+    p.file("func", &new);
+    let b = p.snap();
+    p.check_now(&a, &b);
+    p.fsck();
+}
+
 #[test]
 fn unicode_content_and_names_match_git() {
     let sb = Sandbox::new();
