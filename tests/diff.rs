@@ -1683,6 +1683,36 @@ fn ambiguous_abbreviations_are_reported() {
     p.fsck();
 }
 
+/// The real-history half of the line-diff measurement (issue 13, docs/design.md "Line diffs"):
+/// every non-merge commit of this repository, fetched into a store, against its parent with
+/// `diff` and `diff-full`, each held against git. Ignored because a checkout may be shallow; it
+/// fails, never skips, with fewer than 100 commits. `cargo test --test diff -- --ignored`
+#[test]
+#[ignore]
+fn this_repository_history_diffs_like_git() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    p.file("a", "a\n");
+    p.snap();
+    let repo = env!("CARGO_MANIFEST_DIR");
+    p.git(["fetch", "--quiet", "--no-tags", repo, "+HEAD:refs/replay"]);
+    let commits = lossy(&p.git(["rev-list", "--no-merges", "--parents", "refs/replay"]));
+    let mut pairs = 0;
+    for line in commits.lines() {
+        let [commit, parent] = line.split(' ').collect::<Vec<_>>()[..] else {
+            continue; // the root commit
+        };
+        let from = p.full_id(&format!("{parent}^{{tree}}"));
+        let to = p.full_id(&format!("{commit}^{{tree}}"));
+        p.check_pair(&from, &to);
+        pairs += 1;
+    }
+    assert!(
+        pairs >= 100,
+        "only {pairs} commits: is the checkout shallow?"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Property-style: random edits, every round compared with git
 // ---------------------------------------------------------------------------
