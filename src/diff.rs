@@ -647,8 +647,8 @@ fn push_range(out: &mut Vec<u8>, start: u32, len: u32) {
 
 /// git's default function-name finder for hunk headers: the nearest old line above the hunk
 /// that starts with an ASCII letter, `_` or `$`, cut at 80 bytes, without trailing spaces, tabs
-/// and line ends, up to its first byte that is not UTF-8. Remembers the last search, so a
-/// file's hunks cost one backward scan in all.
+/// and line ends, up to its first byte that is not UTF-8 (or U+FFFE/U+FFFF). Remembers the
+/// last search, so a file's hunks cost one backward scan in all.
 #[derive(Default)]
 struct FunctionNames {
     /// Lines below this were searched already and gave `found` (a line index).
@@ -676,8 +676,10 @@ impl FunctionNames {
         // the cut split) and before U+FFFE or U+FFFF.
         let line = &line[..end];
         let valid = std::str::from_utf8(line).map_or_else(|e| e.valid_up_to(), |_| end);
-        let text = std::str::from_utf8(&line[..valid]).expect("a valid prefix");
-        Some(&line[..text.find(['\u{fffe}', '\u{ffff}']).unwrap_or(valid)])
+        let end = std::str::from_utf8(&line[..valid]).map_or(valid, |text| {
+            text.find(['\u{fffe}', '\u{ffff}']).unwrap_or(valid)
+        });
+        Some(&line[..end])
     }
 }
 
