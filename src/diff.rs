@@ -7,7 +7,9 @@ use std::ops::Range;
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::Entry as TreeEntry;
 use gix::ObjectId;
-use gix_imara_diff::{sources::byte_lines, Algorithm, Diff, InternedInput};
+use gix_imara_diff::{
+    sources::byte_lines, Algorithm, Diff, IndentHeuristic, IndentLevel, InternedInput,
+};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -542,8 +544,9 @@ fn abbrev(repo: &gix::Repository, id: ObjectId, hex_len: usize) -> String {
 }
 
 /// The line diff of two texts as `git diff` computes it by default: Myers' algorithm, then git's
-/// indent heuristic to place changes that could slide (both from gix-imara-diff). Lines keep
-/// their `\n`, so a missing final newline is a change, as in git.
+/// indent heuristic to place changes that could slide (both from gix-imara-diff, the heuristic
+/// fed git's measure of indent: [`git_indent`]). Lines keep their `\n`, so a missing final
+/// newline is a change, as in git.
 struct LineDiff<'a> {
     input: InternedInput<&'a [u8]>,
     /// Lines `.0` of the old text became lines `.1` of the new one; sorted and disjoint.
@@ -556,7 +559,8 @@ impl<'a> LineDiff<'a> {
     fn new(old: &'a [u8], new: &'a [u8]) -> LineDiff<'a> {
         let input = InternedInput::new(byte_lines(old), byte_lines(new));
         let mut diff = Diff::compute(Algorithm::Myers, &input);
-        diff.postprocess_lines(&input);
+        let indent = |token| git_indent(input.interner[token]);
+        diff.postprocess_with_heuristic(&input, IndentHeuristic::new(indent));
         let changes = diff.hunks().map(|h| (h.before, h.after)).collect();
         LineDiff { input, changes }
     }
@@ -632,6 +636,15 @@ impl<'a> LineDiff<'a> {
             }
         }
     }
+}
+
+/// A line's indent for the slider heuristic, measured as git measures it: a space counts 1, a
+/// tab runs to the next multiple of 8, CR and LF count nothing, and a line of only those is
+/// blank. imara's own measure (`postprocess_lines`) also skips form feeds, which git counts as
+/// text: a form-feed line is not blank to git. Costs one pass over the line's indent.
+fn git_indent(line: &[u8]) -> IndentLevel {
+    let form_feed_as_text = line.iter().map(|&b| if b == b'\x0c' { b'x' } else { b });
+    IndentLevel::for_ascii_line(form_feed_as_text, 8)
 }
 
 /// `start,len` of a hunk header: 1-based, `,len` left out when it is 1, and the line before

@@ -1099,6 +1099,31 @@ fn function_names_end_at_invalid_utf8_and_keep_form_feeds_like_git() {
     p.fsck();
 }
 
+/// Bug (found by faults.rs `fuzz_diff_full_counts_equal_git_numstat`): gix-imara-diff's indent
+/// measure skips form feeds, so a line holding only `\f` was blank to its slider heuristic and
+/// a deleted `{` after it slid to another place than git's; git counts a form feed as text.
+#[test]
+fn form_feed_line_is_not_blank_to_the_slider_heuristic() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    let cases: [(&str, &str); 4] = [
+        ("x\n\x0c\n{\n{\ny\n", "x\n\x0c\n{\ny\n"),
+        ("a\n}\n\x0c\n{\n{\nb\nc\n", "a\n}\n\x0c\n{\nb\nc\n"),
+        ("x\n \x0c \n{\n{\ny\n", "x\n \x0c \n{\ny\n"),
+        ("x\n\x0b\n{\n{\ny\n", "x\n\x0b\n{\ny\n"),
+    ];
+    for (i, (old, _)) in cases.iter().enumerate() {
+        p.file(format!("f{i}"), old);
+    }
+    let a = p.snap();
+    for (i, (_, new)) in cases.iter().enumerate() {
+        p.file(format!("f{i}"), new);
+    }
+    let b = p.snap();
+    p.check_now(&a, &b);
+    p.check_pair(&b, &a);
+}
+
 #[test]
 fn unicode_content_and_names_match_git() {
     let sb = Sandbox::new();
