@@ -1708,6 +1708,82 @@ fn ambiguous_abbreviations_are_reported() {
     p.fsck();
 }
 
+/// Known difference (docs/design.md, Line diffs): in files of 35,000+ lines with hundreds of
+/// scattered changes, gix-imara-diff's Myers gives up on a minimal script at other points than
+/// git's, so numstat counts and hunks differ for about half of such files (17 of 35 measured).
+/// Held at the rate this fixed set measures (6 of 8); tighten it when the library comes closer
+/// to git.
+#[test]
+fn large_heavily_edited_files_differ_from_git_at_the_measured_rate() {
+    const MEASURED: usize = 6;
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    let mut rng = XorShift::seeded(13);
+    let files = 8;
+    let mut news = Vec::new();
+    for f in 0..files {
+        let lines = 40_000 + rng.below(20_000) as usize;
+        let mut text: Vec<String> = (0..lines)
+            .map(|_| match rng.below(10) {
+                0 => ["", "{", "}", "    x;"][rng.below(4) as usize].to_string(),
+                _ => format!("line {}", rng.below(2000)),
+            })
+            .collect();
+        p.file(format!("f{f}"), text.join("\n") + "\n");
+        for _ in 0..1000 {
+            let at = rng.below(text.len() as u64 + 1) as usize;
+            let line = format!("line {}", rng.below(2000));
+            match rng.below(3) {
+                0 => text.insert(at, line),
+                1 if at < text.len() => {
+                    text.remove(at);
+                }
+                _ if at < text.len() => text[at] = line,
+                _ => {}
+            }
+        }
+        news.push(text.join("\n") + "\n");
+    }
+    let a = p.snap();
+    for (f, new) in news.iter().enumerate() {
+        p.file(format!("f{f}"), new);
+    }
+    let b = p.snap();
+    let full = p.rewind(["diff-full", &a, &b]);
+    full.assert_success();
+    let rows = parse_rows(&full.stdout);
+    let numstat = p.numstat(&a, &b);
+    assert_eq!(rows.len(), files);
+    assert_eq!(numstat.len(), files);
+    let counts_differ = rows
+        .iter()
+        .zip(&numstat)
+        .filter(|(row, n)| {
+            (row["additions"].as_u64(), row["deletions"].as_u64()) != (n.additions, n.deletions)
+        })
+        .count();
+    let text = p.rewind(["diff", &a, &b]);
+    text.assert_success();
+    let split = |t: &[u8]| -> Vec<Vec<u8>> {
+        let t = lossy(t);
+        t.split("diff --git ")
+            .map(|s| s.as_bytes().to_vec())
+            .collect()
+    };
+    let (ours, gits) = (split(&text.stdout_bytes), split(&p.git_diff(&a, &b)));
+    assert_eq!(ours.len(), gits.len());
+    let text_differs = ours.iter().zip(&gits).filter(|(o, g)| o != g).count();
+    eprintln!(
+        "{counts_differ} of {files} numstat rows and {text_differs} patches differ from git's"
+    );
+    assert!(
+        counts_differ <= MEASURED && text_differs <= MEASURED,
+        "{counts_differ} numstat rows and {text_differs} patches of {files} differ from git's; \
+         measured: {MEASURED}"
+    );
+    p.fsck();
+}
+
 /// The real-history half of the line-diff measurement (issue 13, docs/design.md "Line diffs"):
 /// every non-merge commit of this repository, fetched into a store, against its parent with
 /// `diff` and `diff-full`, each held against git. Ignored because a checkout may be shallow; it
