@@ -57,7 +57,6 @@ mod serve;
 mod store;
 mod turns;
 mod visibility;
-mod xdiff;
 
 pub use diff::{quote_path, DiffOptions, FileChange, Patch, Status};
 pub use error::{Error, Result};

@@ -465,7 +465,7 @@ impl PackBuilder {
             return Ok(());
         }
         self.file.write_all(entry)?;
-        self.entries.push((id, self.offset, crc32(entry)));
+        self.entries.push((id, self.offset, crc32fast::hash(entry)));
         self.offset += entry.len() as u64;
         Ok(())
     }
@@ -560,32 +560,6 @@ fn pack_index(entries: &[(ObjectId, u64, u32)], pack_checksum: &ObjectId) -> Vec
     let checksum = hasher.try_finalize().expect("sha1 of an index");
     out.extend_from_slice(checksum.as_bytes());
     out
-}
-
-/// CRC-32 (IEEE), as pack indexes record it for each entry.
-fn crc32(data: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = {
-        let mut table = [0u32; 256];
-        let mut i = 0;
-        while i < 256 {
-            let mut crc = i as u32;
-            let mut bit = 0;
-            while bit < 8 {
-                crc = if crc & 1 != 0 {
-                    (crc >> 1) ^ 0xEDB8_8320
-                } else {
-                    crc >> 1
-                };
-                bit += 1;
-            }
-            table[i] = crc;
-            i += 1;
-        }
-        table
-    };
-    !data.iter().fold(!0u32, |crc, &b| {
-        TABLE[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8)
-    })
 }
 
 #[cfg(test)]

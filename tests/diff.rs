@@ -1055,6 +1055,75 @@ fn hunk_headers_context_and_merging_match_git() {
     p.fsck();
 }
 
+/// Function names in hunk headers, at the edges git's finder has: after the 80-byte cut and
+/// the trailing-blank strip (spaces, tabs, CR only: a form feed or vertical tab stays), git ends
+/// the name before its first byte that is not UTF-8 and before U+FFFE/U+FFFF; a name cut
+/// inside a character loses the whole character.
+#[test]
+fn function_names_end_at_invalid_utf8_and_keep_form_feeds_like_git() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    let a77 = "a".repeat(77);
+    let heads: Vec<Vec<u8>> = vec![
+        b"f \x0c".to_vec(),
+        b"f \x0b".to_vec(),
+        [b"f", a77.as_bytes(), b" \xbc"].concat(),
+        [b"f", a77.as_bytes(), b"\xe9 bbb"].concat(),
+        [b"f", a77.as_bytes(), "\u{1f600}".as_bytes()].concat(),
+        [b"f", a77.as_bytes(), "\u{fc}bbb".as_bytes()].concat(),
+        b"faaaa\xe9\xe9".to_vec(),
+        [b"f\xe9", a77.as_bytes()].concat(),
+        b"fa\xed\xa0\x80b".to_vec(), // an encoded surrogate
+        b"fa\xc0\x80b".to_vec(),     // an overlong encoding
+        "fa\u{fffe}b".as_bytes().to_vec(),
+        "fa\u{ffff}b".as_bytes().to_vec(),
+        "fa\u{fdd0}b\u{1fffe}c\u{10ffff}".as_bytes().to_vec(),
+    ];
+    let (mut old, mut new) = (Vec::new(), Vec::new());
+    for (i, head) in heads.iter().enumerate() {
+        for text in [&mut old, &mut new] {
+            text.extend_from_slice(head);
+            text.push(b'\n');
+        }
+        for j in 0..8 {
+            old.extend_from_slice(format!("    stmt {i} {j};\n").as_bytes());
+            let edit = if j == 6 { " // edited" } else { "" };
+            new.extend_from_slice(format!("    stmt {i} {j};{edit}\n").as_bytes());
+        }
+    }
+    p.file("func", &old);
+    let a = p.snap();
+    p.file("func", &new);
+    let b = p.snap();
+    p.check_now(&a, &b);
+    p.fsck();
+}
+
+/// Bug (found by faults.rs `fuzz_diff_full_counts_equal_git_numstat`): gix-imara-diff's indent
+/// measure skips form feeds, so a line holding only `\f` was blank to its slider heuristic and
+/// a deleted `{` after it slid to another place than git's; git counts a form feed as text.
+#[test]
+fn form_feed_line_is_not_blank_to_the_slider_heuristic() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    let cases: [(&str, &str); 4] = [
+        ("x\n\x0c\n{\n{\ny\n", "x\n\x0c\n{\ny\n"),
+        ("a\n}\n\x0c\n{\n{\nb\nc\n", "a\n}\n\x0c\n{\nb\nc\n"),
+        ("x\n \x0c \n{\n{\ny\n", "x\n \x0c \n{\ny\n"),
+        ("x\n\x0b\n{\n{\ny\n", "x\n\x0b\n{\ny\n"),
+    ];
+    for (i, (old, _)) in cases.iter().enumerate() {
+        p.file(format!("f{i}"), old);
+    }
+    let a = p.snap();
+    for (i, (_, new)) in cases.iter().enumerate() {
+        p.file(format!("f{i}"), new);
+    }
+    let b = p.snap();
+    p.check_now(&a, &b);
+    p.check_pair(&b, &a);
+}
+
 #[test]
 fn unicode_content_and_names_match_git() {
     let sb = Sandbox::new();
@@ -1637,6 +1706,112 @@ fn ambiguous_abbreviations_are_reported() {
     run.assert_success();
     assert_eq!(run.stdout_bytes, p.rewind(["diff", &a, &b]).stdout_bytes);
     p.fsck();
+}
+
+/// Known difference (docs/design.md, Line diffs): in files of 35,000+ lines with hundreds of
+/// scattered changes, gix-imara-diff's Myers gives up on a minimal script at other points than
+/// git's, so numstat counts and hunks differ for about half of such files (17 of 35 measured).
+/// Held at the rate this fixed set measures (6 of 8); tighten it when the library comes closer
+/// to git.
+#[test]
+fn large_heavily_edited_files_differ_from_git_at_the_measured_rate() {
+    const MEASURED: usize = 6;
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    let mut rng = XorShift::seeded(13);
+    let files = 8;
+    let mut news = Vec::new();
+    for f in 0..files {
+        let lines = 40_000 + rng.below(20_000) as usize;
+        let mut text: Vec<String> = (0..lines)
+            .map(|_| match rng.below(10) {
+                0 => ["", "{", "}", "    x;"][rng.below(4) as usize].to_string(),
+                _ => format!("line {}", rng.below(2000)),
+            })
+            .collect();
+        p.file(format!("f{f}"), text.join("\n") + "\n");
+        for _ in 0..1000 {
+            let at = rng.below(text.len() as u64 + 1) as usize;
+            let line = format!("line {}", rng.below(2000));
+            match rng.below(3) {
+                0 => text.insert(at, line),
+                1 if at < text.len() => {
+                    text.remove(at);
+                }
+                _ if at < text.len() => text[at] = line,
+                _ => {}
+            }
+        }
+        news.push(text.join("\n") + "\n");
+    }
+    let a = p.snap();
+    for (f, new) in news.iter().enumerate() {
+        p.file(format!("f{f}"), new);
+    }
+    let b = p.snap();
+    let full = p.rewind(["diff-full", &a, &b]);
+    full.assert_success();
+    let rows = parse_rows(&full.stdout);
+    let numstat = p.numstat(&a, &b);
+    assert_eq!(rows.len(), files);
+    assert_eq!(numstat.len(), files);
+    let counts_differ = rows
+        .iter()
+        .zip(&numstat)
+        .filter(|(row, n)| {
+            (row["additions"].as_u64(), row["deletions"].as_u64()) != (n.additions, n.deletions)
+        })
+        .count();
+    let text = p.rewind(["diff", &a, &b]);
+    text.assert_success();
+    let split = |t: &[u8]| -> Vec<Vec<u8>> {
+        let t = lossy(t);
+        t.split("diff --git ")
+            .map(|s| s.as_bytes().to_vec())
+            .collect()
+    };
+    let (ours, gits) = (split(&text.stdout_bytes), split(&p.git_diff(&a, &b)));
+    assert_eq!(ours.len(), gits.len());
+    let text_differs = ours.iter().zip(&gits).filter(|(o, g)| o != g).count();
+    eprintln!(
+        "{counts_differ} of {files} numstat rows and {text_differs} patches differ from git's"
+    );
+    assert!(
+        counts_differ <= MEASURED && text_differs <= MEASURED,
+        "{counts_differ} numstat rows and {text_differs} patches of {files} differ from git's; \
+         measured: {MEASURED}"
+    );
+    p.fsck();
+}
+
+/// The real-history half of the line-diff measurement (issue 13, docs/design.md "Line diffs"):
+/// every non-merge commit of this repository, fetched into a store, against its parent with
+/// `diff` and `diff-full`, each held against git. Ignored because a checkout may be shallow; it
+/// fails, never skips, with fewer than 100 commits. `cargo test --test diff -- --ignored`
+#[test]
+#[ignore]
+fn this_repository_history_diffs_like_git() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    p.file("a", "a\n");
+    p.snap();
+    let repo = env!("CARGO_MANIFEST_DIR");
+    p.git(["fetch", "--quiet", "--no-tags", repo, "+HEAD:refs/replay"]);
+    let commits = lossy(&p.git(["rev-list", "--no-merges", "--parents", "refs/replay"]));
+    let mut pairs = 0;
+    for line in commits.lines() {
+        let [commit, parent] = line.split(' ').collect::<Vec<_>>()[..] else {
+            continue; // the root commit
+        };
+        let from = p.full_id(&format!("{parent}^{{tree}}"));
+        let to = p.full_id(&format!("{commit}^{{tree}}"));
+        p.check_pair(&from, &to);
+        pairs += 1;
+    }
+    assert!(
+        pairs >= 100,
+        "only {pairs} commits: is the checkout shallow?"
+    );
 }
 
 // ---------------------------------------------------------------------------
