@@ -188,6 +188,10 @@ impl Store {
                 self.collect(cutoff, now, &mut outcome)?;
             }
         }
+        // Open turns older than the retention were not kept for: what went may have been theirs.
+        if outcome.turns_removed > 0 || !outcome.sessions_removed.is_empty() {
+            self.blind_old_open_turns(cutoff)?;
+        }
         self.remove_temp_files(now);
         outcome.bytes_freed = size_before.saturating_sub(dir_size(&objects));
         tracing::debug!(?outcome, "pruned");

@@ -171,10 +171,19 @@ struct OthersDuring {
     unknown: bool,
 }
 
+/// A commit of a session's chain, as [`Store::chain_since`] reads it.
+struct ChainLink {
+    tree: ObjectId,
+    kind: ChainKind,
+    /// For an end commit that lists them, the turn's own files.
+    own: Option<HashSet<BString>>,
+}
+
 /// A session's id and its turns, oldest first.
 type SessionRecords = (String, Vec<Record>);
 
 /// A turn's commit, parsed.
+#[derive(Clone)]
 struct Record {
     session: String,
     turn: String,
@@ -219,6 +228,11 @@ const ROLLED_BACK: &str = "Rewind-Rolled-Back: ";
 /// In an end commit that follows the session's undos or redos made while the turn was open:
 /// the turn's begin commit (otherwise the end commit's parent).
 const BEGIN: &str = "Rewind-Begin: ";
+/// In a redo's commit: an open turn it gave back, and the turn's new "before" (the project as
+/// the redo found it).
+const REOPENED: &str = "Rewind-Reopened: ";
+/// In an undo's commit: a path it left alone (someone else's, or in the way).
+const LEFT_ALONE: &str = "Rewind-Left-Alone: ";
 /// In an undo's commit: the snapshot taken just before it (what a redo brings back).
 const UNDO_POINT: &str = "Rewind-Undo-Point: ";
 /// In an undo's or redo's commit: a path it wrote or deleted (percent-encoded). A redo brings
@@ -453,7 +467,15 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn track_file(&self, session: &str, turn: &str, path: impl AsRef<Path>) -> Result<()> {
-        let path = self.project_path(path.as_ref())?;
+        let named = path.as_ref();
+        let path = self.project_path(named)?;
+        // Announcing the whole project would claim every change, another session's too.
+        if path.is_empty() {
+            return Err(Error::BadPath {
+                path: named.to_owned(),
+                reason: "is the whole project: announce the files the agent edits",
+            });
+        }
         let reference = turn_ref(session, "turns", turn)?;
         let _lock = self.lock()?;
         let (_, begin) = self.begin_locked(session, turn, &reference)?;
@@ -511,7 +533,17 @@ impl Store {
     ) -> Result<(TurnStart, ObjectId)> {
         if let Some(commit) = self.ref_target(reference)? {
             let record = self.record(commit)?;
+            let rolled_back = self
+                .ref_target(&turn_ref(session, "rolled-back", turn)?)?
+                .is_some();
             return match record.ended_at {
+                // An undo took the open turn back: it is over (announcing into it would count
+                // for nothing).
+                None if rolled_back => Err(Error::Turn {
+                    session: session.into(),
+                    turn: turn.into(),
+                    reason: "was undone while open; begin a new turn",
+                }),
                 None => Ok((
                     TurnStart {
                         before: record.before.to_string(),
@@ -569,7 +601,7 @@ impl Store {
             session: session.into(),
             turn: turn.into(),
         })?;
-        let record = self.record(begin)?;
+        let record = self.as_reopened(session, self.record(begin)?)?;
         if record.ended_at.is_some() {
             return Err(Error::Turn {
                 session: session.into(),
@@ -633,8 +665,9 @@ impl Store {
         if head_now == Some(parent) {
             self.set_ref(&head, commit, "rewind: end turn")?;
         }
-        // The end commit names what the turn announced.
+        // The end commit names what the turn announced (and its attribution is done).
         self.delete_ref(&turn_ref(session, "announced", turn)?)?;
+        self.delete_ref(&turn_ref(session, "blind", turn)?)?;
         Ok(TurnEnd {
             before: record.before.to_string(),
             after: after.to_string(),
@@ -761,7 +794,7 @@ impl Store {
         let mut others = self.changed_by_others(&chain, current)?;
         others.extend(shared);
         for record in undone {
-            others.extend(self.changed_by_other_sessions(session, record)?);
+            others.extend(self.changed_by_other_sessions(session, record, current)?);
         }
         let target = undone[0].before;
         let mut conflicts = Vec::new();
@@ -784,7 +817,8 @@ impl Store {
             }
         }
         // A later undone turn whose "before" lacks a path it could not see (ignored then) may
-        // have met the file on disk: deleting it would take what no turn is known to have made.
+        // have met the file on disk: deleting or overwriting it would take what no turn is
+        // known to have made (kept, or a conflict).
         let mut later_sights = Vec::new();
         for record in &undone[1..] {
             later_sights.push((
@@ -800,18 +834,16 @@ impl Store {
                 conflicts.push(change.path.clone());
                 continue;
             }
-            if change.after.is_none() {
-                let mut unseen = false;
-                for (before, sight) in &mut later_sights {
-                    unseen |= side_at(&repo, *before, change.path.as_bstr())?.is_none()
-                        && !sight.can_see(&repo, change.path.as_bstr())?;
-                }
-                if unseen {
-                    out_of_view.push(change.path.clone());
-                    continue;
-                }
+            let mut unseen = false;
+            for (before, sight) in &mut later_sights {
+                unseen |= side_at(&repo, *before, change.path.as_bstr())?.is_none()
+                    && !sight.can_see(&repo, change.path.as_bstr())?;
             }
-            changes.push(change);
+            match (unseen, change.after) {
+                (true, None) => out_of_view.push(change.path.clone()),
+                (true, Some(_)) if !force => conflicts.push(change.path.clone()),
+                _ => changes.push(change),
+            }
         }
         let outcome = self.apply(Plan {
             target,
@@ -822,17 +854,19 @@ impl Store {
         })?;
         // What the session left: its last commit's tree (for a turn left open, its "before":
         // what the open turn changed and the undo did not take back is not the session's).
-        let base = chain.last().map_or(current, |(tree, _)| *tree);
-        // A turn is rolled back only when the undo took all of it back: a file that could not
-        // be written, or one left alone, leaves the turn as it was, so that `undo --last
-        // --force` takes the same turn again. The undo's commit names the turns it rolled back
-        // (not those an earlier undo had), which its redo gives back.
-        let complete = outcome.failed.is_empty() && outcome.conflicts.is_empty();
+        let base = chain.last().map_or(current, |link| link.tree);
+        // A turn is rolled back when the undo took back all it could: a file that could not be
+        // written leaves the turn as it was; files left alone (someone else's) are named in
+        // the undo's commit, so that `undo --last --force` takes the same turn again. The
+        // undo's commit names the turns it rolled back (not those an earlier undo had), which
+        // its redo gives back.
         let mut rolled_back = Vec::new();
-        if only.is_none() && complete && conflicts.is_empty() {
+        if only.is_none() && outcome.failed.is_empty() {
+            // (A turn an earlier undo rolled back leaving files alone is rolled back again.)
+            let left_alone = self.turns_undone_with_files_left_alone(session)?;
             for record in undone {
                 let marker = turn_ref(session, "rolled-back", &record.turn)?;
-                if self.ref_target(&marker)?.is_none() {
+                if self.ref_target(&marker)?.is_none() || left_alone.contains(&record.turn) {
                     rolled_back.push((record, marker));
                 }
             }
@@ -846,6 +880,11 @@ impl Store {
                 "{ROLLED_BACK}{}\n",
                 encode_id("turn", &record.turn)?
             ));
+        }
+        for path in conflicts.iter().chain(&outcome.conflicts) {
+            message.push_str(LEFT_ALONE);
+            crate::visibility::encode_path(&mut message, path);
+            message.push('\n');
         }
         message.push_str(&trailers(
             session,
@@ -881,6 +920,31 @@ impl Store {
         })
     }
 
+    /// Open turn `record` with the "before" its latest redo gave it (`Rewind-Reopened:`), if a
+    /// redo gave it back after an undo rolled it back. Costs a commit read per commit of the
+    /// session's chain since the turn began.
+    fn as_reopened(&self, session: &str, mut record: Record) -> Result<Record> {
+        let repo = self.repo();
+        let turn = encode_id("turn", &record.turn)?;
+        let mut next = self.ref_target(&session_ref(session, "head")?)?;
+        while let Some(commit) = next.filter(|c| *c != record.begin) {
+            let (object, _) = commit_and_tree(&repo, commit)?;
+            let reopened = object
+                .message_raw_sloppy()
+                .lines()
+                .filter_map(|l| l.strip_prefix(REOPENED.as_bytes()))
+                .filter_map(|rest| rest.split_once_str(" "))
+                .find(|(name, _)| *name == turn.as_bytes())
+                .and_then(|(_, hex)| ObjectId::from_hex(hex).ok());
+            if let Some(before) = reopened {
+                record.before = before;
+                return Ok(record);
+            }
+            next = object.parent_ids().next().map(|id| id.detach());
+        }
+        Ok(record)
+    }
+
     /// Whether `commit` is `last` or one of its first-parent ancestors. Costs a commit read
     /// per commit walked.
     fn chain_reaches(&self, last: ObjectId, commit: ObjectId) -> Result<bool> {
@@ -909,15 +973,24 @@ impl Store {
         Ok(next == Some(begin))
     }
 
-    /// The session's chain from commit `begin` to its head, oldest first: each commit's tree
-    /// and kind. Costs one commit read per commit.
-    fn chain_since(&self, session: &str, begin: ObjectId) -> Result<Vec<(ObjectId, ChainKind)>> {
+    /// The session's chain from commit `begin` to its head, oldest first: each commit's tree,
+    /// kind, and for an end commit the files it lists as the turn's. Costs one commit read per
+    /// commit.
+    fn chain_since(&self, session: &str, begin: ObjectId) -> Result<Vec<ChainLink>> {
         let repo = self.repo();
         let mut chain = Vec::new();
         let mut next = self.ref_target(&session_ref(session, "head")?)?;
         while let Some(commit) = next {
             let (object, tree) = commit_and_tree(&repo, commit)?;
-            chain.push((tree, ChainKind::of(object.message_raw_sloppy())));
+            let message = object.message_raw_sloppy();
+            let kind = ChainKind::of(message);
+            let own = match kind {
+                ChainKind::End => {
+                    parse_files(message).map(|files| files.into_iter().map(|f| f.file).collect())
+                }
+                _ => None,
+            };
+            chain.push(ChainLink { tree, kind, own });
             if commit == begin {
                 break;
             }
@@ -929,7 +1002,9 @@ impl Store {
 
     /// Undo the session's most recent turn that is not rolled back yet (and any later ones,
     /// which are): the "undo what the agent just did" button. Pressed again, it walks back one
-    /// turn at a time. `not_found` when every turn is rolled back.
+    /// turn at a time. With `force`, a turn whose undo left files alone (someone else's) counts
+    /// as not rolled back yet: pressed after such an undo, it takes that turn again and
+    /// overwrites them (their bytes in its `undo` snapshot). `not_found` when no turn is left.
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
@@ -938,12 +1013,16 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn undo_last(&self, session: &str, force: bool) -> Result<UndoOutcome> {
+        let left_alone = match force {
+            true => self.turns_undone_with_files_left_alone(session)?,
+            false => HashSet::new(),
+        };
         let mut last = None;
         for record in self.session_records(session)? {
-            if self
+            let rolled_back = self
                 .ref_target(&turn_ref(session, "rolled-back", &record.turn)?)?
-                .is_none()
-            {
+                .is_some();
+            if !rolled_back || left_alone.contains(&record.turn) {
                 last = Some(record.turn);
             }
         }
@@ -1054,21 +1133,30 @@ impl Store {
             Some(head) => commit_and_tree(&repo, head)?.1,
             None => current,
         };
-        // The undo is redone (and its turns no longer rolled back) only when all of it came
-        // back: after a conflict or a failure, redo (with `force`, or once there is room) takes
-        // the same undo again, skipping what is back already.
+        // The undo is redone only when all of it came back: after a conflict or a failure, redo
+        // (with `force`, or once there is room) takes the same undo again, skipping what is
+        // back already. Its turns are no longer rolled back unless a file could not be written.
         let complete =
             conflicts.is_empty() && outcome.conflicts.is_empty() && outcome.failed.is_empty();
-        let redid = match complete {
+        let given_back = outcome.failed.is_empty();
+        let mut redid = match complete {
             true => format!("{REDID}{undo}\n"),
             false => String::new(),
         };
+        // An open turn given back starts again from the project as the redo found it: what
+        // changed while it was rolled back (the user's edits) is not its work.
+        for record in records.iter().filter(|r| r.ended_at.is_none()) {
+            if given_back && rolled_back.contains(&record.turn) {
+                let turn = encode_id("turn", &record.turn)?;
+                redid.push_str(&format!("{REOPENED}{turn} {}\n", outcome.undo));
+            }
+        }
         let message = format!(
             "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{redid}{}{REDO_TRAILER}\n",
             trailers(session, &from_turn, crate::now()?, None, None)?
         );
         self.record_on_chain(session, base, &changes, &outcome, &message)?;
-        if complete {
+        if given_back {
             for turn in &rolled_back {
                 self.delete_ref(&turn_ref(session, "rolled-back", turn)?)?;
             }
@@ -1091,6 +1179,32 @@ impl Store {
             failed,
             undo,
         })
+    }
+
+    /// The turns whose rolling back (by the most recent undo that rolled back each) left files
+    /// alone. Costs a commit read per commit of the session's chain.
+    fn turns_undone_with_files_left_alone(&self, session: &str) -> Result<HashSet<String>> {
+        let repo = self.repo();
+        let (mut seen, mut left_alone) = (HashSet::new(), HashSet::new());
+        let mut next = self.ref_target(&session_ref(session, "head")?)?;
+        while let Some(commit) = next {
+            let (object, _) = commit_and_tree(&repo, commit)?;
+            let message = object.message_raw_sloppy();
+            let left = message
+                .lines()
+                .any(|l| l.starts_with(LEFT_ALONE.as_bytes()));
+            for turn in message
+                .lines()
+                .filter_map(|l| l.strip_prefix(ROLLED_BACK.as_bytes()))
+                .filter_map(|t| decode_id(t.to_str().ok()?))
+            {
+                if seen.insert(turn.clone()) && left {
+                    left_alone.insert(turn);
+                }
+            }
+            next = object.parent_ids().next().map(|id| id.detach());
+        }
+        Ok(left_alone)
     }
 
     /// The session's most recent undo commit that no redo redid (with `turn`: one that undid
@@ -1144,7 +1258,7 @@ impl Store {
     /// Costs one tree diff per chain commit.
     fn changed_by_others(
         &self,
-        chain: &[(ObjectId, ChainKind)],
+        chain: &[ChainLink],
         current: ObjectId,
     ) -> Result<HashSet<BString>> {
         let repo = self.repo();
@@ -1152,18 +1266,33 @@ impl Store {
         // For each path, the tree of the last end or undo commit that changed it.
         let mut last_word: HashMap<BString, ObjectId> = HashMap::new();
         for pair in chain.windows(2) {
-            let ((from, from_kind), (to, to_kind)) = (pair[0], pair[1]);
-            let changed = tree_changes(&repo, from, to)?.into_iter().map(|c| c.path);
-            match to_kind {
-                ChainKind::End | ChainKind::Undo => {
-                    last_word.extend(changed.map(|path| (path, to)));
+            let (from, to) = (&pair[0], &pair[1]);
+            let changed = tree_changes(&repo, from.tree, to.tree)?
+                .into_iter()
+                .map(|c| c.path);
+            match to.kind {
+                // A turn's end: the files it lists are its own; what else changed meanwhile
+                // (another session's announced files) is someone else's.
+                ChainKind::End => {
+                    for path in changed {
+                        match &to.own {
+                            Some(own) if !own.contains(&path) => others.insert(path),
+                            _ => last_word.insert(path, to.tree).is_some(),
+                        };
+                    }
                 }
+                ChainKind::Undo => last_word.extend(changed.map(|path| (path, to.tree))),
                 // A gap: someone else's, unless a turn left open runs into it.
-                ChainKind::Begin if from_kind != ChainKind::Begin => others.extend(changed),
+                ChainKind::Begin if from.kind != ChainKind::Begin => others.extend(changed),
                 ChainKind::Begin => {}
             }
         }
-        if let Some(&(last, ChainKind::End | ChainKind::Undo)) = chain.last() {
+        if let Some(&ChainLink {
+            tree: last,
+            kind: ChainKind::End | ChainKind::Undo,
+            ..
+        }) = chain.last()
+        {
             for change in tree_changes(&repo, last, current)? {
                 let session_left = match last_word.get(&change.path) {
                     Some(tree) => side_at(&repo, *tree, change.path.as_ref())?,
@@ -1242,10 +1371,19 @@ impl Store {
         &self,
         session: &str,
         record: &Record,
+        current: ObjectId,
     ) -> Result<HashSet<BString>> {
         let repo = self.repo();
         let mut paths = HashSet::new();
-        for commit in self.commits_of_others_during(session, record)?.commits {
+        let during = self.commits_of_others_during(session, record)?;
+        if during.unknown {
+            // What another session did meanwhile cannot be read any more (its chain was
+            // trimmed and the old commits removed): any change of the turn may be theirs.
+            let after = record.after.unwrap_or(current);
+            let changes = tree_changes(&repo, record.before, after)?;
+            return Ok(changes.into_iter().map(|c| c.path).collect());
+        }
+        for commit in during.commits {
             let (object, tree) = commit_and_tree(&repo, commit)?;
             let message = object.message_raw_sloppy();
             let kind = ChainKind::of(message);
@@ -1300,6 +1438,12 @@ impl Store {
             ))
         };
         let others = self.commits_of_others_during(session, record)?;
+        // A prune that removed or trimmed sessions while the turn was open and older than the
+        // retention (so not kept for it) left it blind to what they did.
+        let blind = self
+            .ref_target(&turn_ref(session, "blind", &record.turn)?)?
+            .is_some();
+        let unknown = others.unknown || blind;
         let during: HashSet<ObjectId> = others.commits.into_iter().collect();
         let mut turn_commits = Vec::new();
         for &commit in &during {
@@ -1332,7 +1476,7 @@ impl Store {
             turns.insert((seen.session, seen.turn));
         }
         let mut overlaps = Vec::new();
-        if others.unknown {
+        if unknown {
             overlaps.push(Overlap {
                 announced: Vec::new(),
                 changed: tree_changes(&repo, record.before, after)?
@@ -1434,8 +1578,9 @@ impl Store {
                 Vec::new()
             }
             None => {
+                let record = self.as_reopened(session, record.clone())?;
                 let changes = tree_changes(&repo, record.before, current)?;
-                self.attribute(session, record, changes, current)?
+                self.attribute(session, &record, changes, current)?
             }
         };
         Ok(changes
@@ -1586,6 +1731,22 @@ impl Store {
             }
         }
         Ok((keep, untrimmed))
+    }
+
+    /// Mark the open turns begun before `cutoff` blind (`refs/rewind/sessions/<S>/blind/<T>`):
+    /// retention removed or trimmed sessions without keeping what those turns' attribution
+    /// needed, so every change of theirs counts as made while another turn was open. Costs
+    /// reading every turn record.
+    pub(crate) fn blind_old_open_turns(&self, cutoff: DateTime<Utc>) -> Result<()> {
+        for (session, records) in self.sessions(None)? {
+            for record in records.iter().filter(|r| r.ended_at.is_none()) {
+                if record.started_at < cutoff {
+                    let blind = turn_ref(&session, "blind", &record.turn)?;
+                    self.set_ref(&blind, record.begin, "rewind: prune")?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Keep at most `max` turns of `session`: the oldest others go (rolled-back turns stay

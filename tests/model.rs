@@ -198,6 +198,8 @@ struct TurnRec {
     overlapped: bool,
     /// Rolled back by an undo (and not redone since), as the model counts it.
     rolled_back: bool,
+    /// The undo that rolled it back left files alone: `undo --last --force` takes it again.
+    left_alone: bool,
 }
 
 /// Who the model saw change a path last (invariant 2: whose paths an undo or redo may change).
@@ -1088,6 +1090,7 @@ impl<'a> Model<'a> {
             announced: Vec::new(),
             overlapped,
             rolled_back: false,
+            left_alone: false,
         });
         self.open.insert(session, self.turns.len() - 1);
     }
@@ -1335,6 +1338,9 @@ impl<'a> Model<'a> {
             .filter(|&i| self.turns[i].session == session)
             .collect();
         let last = self.two && self.chance(25);
+        // (Drawn first: `undo --last --force` also takes a turn whose undo left files alone.)
+        let force = self.on("force") && self.chance(20);
+        let force_last = last && force;
         let from = if last {
             None
         } else if self.chance(50) {
@@ -1342,20 +1348,18 @@ impl<'a> Model<'a> {
         } else {
             None
         };
-        let begin_of = match last {
-            true => match of_session
-                .iter()
-                .rev()
-                .find(|&&i| !self.turns[i].rolled_back)
-            {
-                Some(&i) => i,
-                None => of_session[0], // rewind says not_found: nothing changes
-            },
-            false => from.unwrap_or(of_session[0]),
-        };
+        let begin_of =
+            match last {
+                true => match of_session.iter().rev().find(|&&i| {
+                    !self.turns[i].rolled_back || (force_last && self.turns[i].left_alone)
+                }) {
+                    Some(&i) => i,
+                    None => of_session[0], // rewind says not_found: nothing changes
+                },
+                false => from.unwrap_or(of_session[0]),
+            };
         let file =
             (!last && self.chance(25)).then(|| PathBuf::from(OsStr::from_bytes(self.pick_name())));
-        let force = self.on("force") && self.chance(20);
         let mut args: Vec<OsString> = vec!["undo".into(), "--session".into(), session.into()];
         if last {
             args.push("--last".into());
@@ -1396,18 +1400,20 @@ impl<'a> Model<'a> {
         if !problems.is_empty() {
             self.violation(format!("{op}:\n  {}", problems.join("\n  ")));
         }
-        // Rolled back only when all of it went back; the undo names only the turns no earlier
-        // undo had rolled back.
-        let complete = file.is_none() && o.failed == 0 && o.conflicts.is_empty();
-        let rolled_back: Vec<usize> = match complete {
+        // Rolled back unless a file could not be written; the undo names the turns no earlier
+        // undo had rolled back, and those an earlier undo rolled back leaving files alone.
+        let rolled_back: Vec<usize> = match file.is_none() && o.failed == 0 {
             true => of_session
                 .into_iter()
-                .filter(|&i| i >= begin_of && !self.turns[i].rolled_back)
+                .filter(|&i| {
+                    i >= begin_of && (!self.turns[i].rolled_back || self.turns[i].left_alone)
+                })
                 .collect(),
             false => Vec::new(),
         };
         for &i in &rolled_back {
             self.turns[i].rolled_back = true;
+            self.turns[i].left_alone = !o.conflicts.is_empty();
         }
         let changed = changed_paths(&before, &after);
         let at = |l: &Listing| -> BTreeMap<PathBuf, Option<Ver>> {
@@ -1532,15 +1538,20 @@ impl<'a> Model<'a> {
                 ));
             }
         }
-        let back: Vec<usize> = match o.failed == 0 && o.conflicts.is_empty() {
-            true => u.rolled_back.clone(),
-            false => Vec::new(),
+        let back: Vec<usize> = match o.failed {
+            0 => u.rolled_back.clone(),
+            _ => Vec::new(),
         };
         if !problems.is_empty() {
             self.violation(format!("{op}:\n  {}", problems.join("\n  ")));
         }
         for i in back {
             self.turns[i].rolled_back = false;
+            self.turns[i].left_alone = false;
+            // An open turn given back starts again from the project as the redo found it.
+            if self.open.values().any(|&open| open == i) {
+                self.turns[i].begin = before.clone();
+            }
         }
         self.round_trip(&op, &o, &before);
     }
