@@ -207,9 +207,7 @@ const OTHER_HEAD: &str = "Rewind-Other-Head: ";
 /// The `Rewind-Other-Head:` lines of a commit message: each other session's head ref and the
 /// commit it pointed to.
 fn parse_other_heads(message: &[u8]) -> HashMap<String, ObjectId> {
-    message
-        .lines()
-        .filter_map(|line| line.strip_prefix(OTHER_HEAD.as_bytes()))
+    lines_with(message, OTHER_HEAD)
         .filter_map(|rest| {
             let (name, id) = rest.to_str().ok()?.split_once(' ')?;
             Some((name.to_owned(), ObjectId::from_hex(id.as_bytes()).ok()?))
@@ -248,6 +246,13 @@ const ANNOUNCED: &str = "Rewind-Announced: ";
 /// no file lines: every file of theirs is unannounced).
 const ATTRIBUTED: &str = "Rewind-Attribution: 1";
 
+/// The rest of each line of commit message `message` that starts with `key`.
+fn lines_with<'m>(message: &'m [u8], key: &'static str) -> impl Iterator<Item = &'m [u8]> + 'm {
+    message
+        .lines()
+        .filter_map(move |line| line.strip_prefix(key.as_bytes()))
+}
+
 /// `Rewind-Announced:` lines for `paths`.
 fn announced_lines<'a>(paths: impl IntoIterator<Item = &'a BString>) -> String {
     let mut out = String::new();
@@ -261,9 +266,7 @@ fn announced_lines<'a>(paths: impl IntoIterator<Item = &'a BString>) -> String {
 
 /// The paths named by the `Rewind-Announced:` lines of commit message `message`.
 fn parse_announced(message: &[u8]) -> Vec<BString> {
-    message
-        .lines()
-        .filter_map(|line| line.strip_prefix(ANNOUNCED.as_bytes()))
+    lines_with(message, ANNOUNCED)
         .filter_map(crate::visibility::decode_path)
         .collect()
 }
@@ -320,13 +323,7 @@ fn parse_files(message: &[u8]) -> Option<Vec<TurnFile>> {
             origin,
         })
     };
-    Some(
-        message
-            .lines()
-            .filter_map(|line| line.strip_prefix(FILE_LINE.as_bytes()))
-            .filter_map(parse)
-            .collect(),
-    )
+    Some(lines_with(message, FILE_LINE).filter_map(parse).collect())
 }
 
 /// What a commit on a session's chain records.
@@ -929,10 +926,7 @@ impl Store {
         let mut next = self.ref_target(&session_ref(session, "head")?)?;
         while let Some(commit) = next.filter(|c| *c != record.begin) {
             let (object, _) = commit_and_tree(&repo, commit)?;
-            let reopened = object
-                .message_raw_sloppy()
-                .lines()
-                .filter_map(|l| l.strip_prefix(REOPENED.as_bytes()))
+            let reopened = lines_with(object.message_raw_sloppy(), REOPENED)
                 .filter_map(|rest| rest.split_once_str(" "))
                 .find(|(name, _)| *name == turn.as_bytes())
                 .and_then(|(_, hex)| ObjectId::from_hex(hex).ok());
@@ -1080,9 +1074,8 @@ impl Store {
         }
         let (object, undo_tree) = commit_and_tree(&repo, undo)?;
         let message = object.message_raw_sloppy().to_owned();
-        let point = message
-            .lines()
-            .find_map(|l| l.strip_prefix(UNDO_POINT.as_bytes()))
+        let point = lines_with(&message, UNDO_POINT)
+            .next()
             .and_then(|hex| ObjectId::from_hex(hex).ok())
             .ok_or_else(|| {
                 Error::store(
@@ -1093,10 +1086,7 @@ impl Store {
         let current = self.track_locked(&TrackOptions::default())?.hash;
         let mut conflicts = Vec::new();
         let mut changes = Vec::new();
-        let undid = message
-            .lines()
-            .filter_map(|l| l.strip_prefix(CHANGED.as_bytes()))
-            .filter_map(crate::visibility::decode_path);
+        let undid = lines_with(&message, CHANGED).filter_map(crate::visibility::decode_path);
         for path in undid {
             // What the undo left there, what is there now, what was there before the undo.
             let left = side_at(&repo, undo_tree, path.as_bstr())?;
@@ -1122,9 +1112,7 @@ impl Store {
             sights: vec![self.visibility(point, None)?],
             force,
         })?;
-        let rolled_back: Vec<String> = message
-            .lines()
-            .filter_map(|l| l.strip_prefix(ROLLED_BACK.as_bytes()))
+        let rolled_back: Vec<String> = lines_with(&message, ROLLED_BACK)
             .filter_map(|t| decode_id(t.to_str().ok()?))
             .collect();
         let from_turn = self.record(undo)?.turn;
@@ -1193,10 +1181,7 @@ impl Store {
             let left = message
                 .lines()
                 .any(|l| l.starts_with(LEFT_ALONE.as_bytes()));
-            for turn in message
-                .lines()
-                .filter_map(|l| l.strip_prefix(ROLLED_BACK.as_bytes()))
-                .filter_map(|t| decode_id(t.to_str().ok()?))
+            for turn in lines_with(message, ROLLED_BACK).filter_map(|t| decode_id(t.to_str().ok()?))
             {
                 if seen.insert(turn.clone()) && left {
                     left_alone.insert(turn);
@@ -1218,9 +1203,8 @@ impl Store {
             let (object, _) = commit_and_tree(&repo, commit)?;
             let message = object.message_raw_sloppy();
             next = object.parent_ids().next().map(|id| id.detach());
-            if let Some(redid) = message
-                .lines()
-                .find_map(|l| l.strip_prefix(REDID.as_bytes()))
+            if let Some(redid) = lines_with(message, REDID)
+                .next()
                 .and_then(|hex| ObjectId::from_hex(hex).ok())
             {
                 redone.insert(redid);
@@ -1228,9 +1212,7 @@ impl Store {
             }
             let is_undo = message.lines().any(|l| l == UNDO_TRAILER.as_bytes());
             let undid_turn = |turn: &str| {
-                message
-                    .lines()
-                    .filter_map(|l| l.strip_prefix(ROLLED_BACK.as_bytes()))
+                lines_with(message, ROLLED_BACK)
                     .chain(
                         message
                             .lines()
@@ -1393,9 +1375,7 @@ impl Store {
             }
             // An undo of an open turn leaves the session's tree as it was (its "before"): the
             // paths it changed are named.
-            let changed: Vec<BString> = message
-                .lines()
-                .filter_map(|l| l.strip_prefix(CHANGED.as_bytes()))
+            let changed: Vec<BString> = lines_with(message, CHANGED)
                 .filter_map(crate::visibility::decode_path)
                 .collect();
             if kind == ChainKind::Undo && !changed.is_empty() {
