@@ -1548,8 +1548,12 @@ impl<'a> Model<'a> {
         for i in back {
             self.turns[i].rolled_back = false;
             self.turns[i].left_alone = false;
-            // An open turn given back starts again from the project as the redo found it.
-            if self.open.values().any(|&open| open == i) {
+            // A turn given back before it ended (open, or refused at its end) starts again from
+            // the project as the redo found it.
+            let session = self.turns[i].session;
+            let latest = self.turns.iter().rposition(|t| t.session == session) == Some(i);
+            if self.open.values().any(|&open| open == i) || (self.stale.contains(session) && latest)
+            {
                 self.turns[i].begin = before.clone();
             }
         }
