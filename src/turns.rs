@@ -793,7 +793,8 @@ impl Store {
         for record in undone {
             others.extend(self.changed_by_other_sessions(session, record, current)?);
         }
-        let target = undone[0].before;
+        // (A turn a redo gave back starts from the project as the redo found it.)
+        let target = self.as_reopened(session, undone[0].clone())?.before;
         let mut conflicts = Vec::new();
         let mut changes = Vec::new();
         let differing = tree_changes(&repo, current, target)?;

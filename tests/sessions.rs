@@ -1087,3 +1087,25 @@ fn an_open_turn_older_than_the_retention_is_told_what_prune_removed() {
     assert_eq!(undo["conflicts"], serde_json::json!(["b.txt"]), "{undo}");
     assert_eq!(p.read("b.txt"), b"R's work\n");
 }
+
+/// Found by the two-session model test (seed 7, 2,000 steps): undoing a turn a redo had given
+/// back, while still open, put back its original "before" for a path that had changed while
+/// it was rolled back, instead of the project as the redo found it.
+#[test]
+fn undo_of_a_turn_given_back_while_open_goes_back_to_where_the_redo_found_it() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "d", "first\n");
+    store.begin_turn("S", "1").unwrap();
+    store.undo_last("S", false).unwrap();
+    fs::remove_file(p.join("d")).unwrap();
+    write(p, "d/e", "made while the turn was rolled back\n");
+    store.redo("S", None, false).unwrap();
+    fs::remove_dir_all(p.join("d")).unwrap();
+    write(p, "d", "the agent's\n");
+    store.undo_last("S", true).unwrap();
+    assert_eq!(
+        read(p, "d/e").as_deref(),
+        Some("made while the turn was rolled back\n")
+    );
+}
