@@ -1442,7 +1442,10 @@ impl Store {
                     ChainKind::Begin => {
                         let open = self.record(commit)?;
                         let marker = turn_ref(&open.session, "rolled-back", &open.turn)?;
-                        if self.ref_target(&marker)?.is_none() {
+                        // (A `turn end` killed before it moved the head left it on the begin.)
+                        let ref_now = turn_ref(&open.session, "turns", &open.turn)?;
+                        let still_open = self.ref_target(&ref_now)? == Some(commit);
+                        if still_open && self.ref_target(&marker)?.is_none() {
                             turn_commits.push(commit);
                         }
                         break;

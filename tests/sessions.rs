@@ -1109,3 +1109,37 @@ fn undo_of_a_turn_given_back_while_open_goes_back_to_where_the_redo_found_it() {
         Some("made while the turn was rolled back\n")
     );
 }
+
+/// Found by the kill -9 test of `turn end`: killed after it recorded the end but before it
+/// moved the session's head, a turn looked open to other sessions for ever (the head still on
+/// its begin), so every later turn of theirs was all shared. Openness is read from the turn's
+/// own ref.
+#[test]
+fn a_turn_end_killed_before_moving_the_head_does_not_keep_the_turn_open_for_others() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "a", "base\n");
+    store.begin_turn("k", "1").unwrap();
+    store.end_turn("k", "1").unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("--git-dir")
+            .arg(store.git_dir())
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    // The state a kill between the two ref writes leaves: the head still on the begin commit.
+    let begin = git(&["rev-parse", "refs/rewind/sessions/k/turns/1^"]);
+    git(&["update-ref", "refs/rewind/sessions/k/head", &begin]);
+    store.begin_turn("u", "1").unwrap();
+    write(p, "a", "u's edit\n");
+    let end = store.end_turn("u", "1").unwrap();
+    assert_eq!(
+        origins(&end.files),
+        BTreeMap::from([("a".into(), Origin::Unannounced)])
+    );
+}
