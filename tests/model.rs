@@ -200,6 +200,8 @@ struct TurnRec {
     rolled_back: bool,
     /// The undo that rolled it back left files alone: `undo --last --force` takes it again.
     left_alone: bool,
+    /// `turn end` recorded it.
+    ended: bool,
 }
 
 /// Who the model saw change a path last (invariant 2: whose paths an undo or redo may change).
@@ -1091,6 +1093,7 @@ impl<'a> Model<'a> {
             overlapped,
             rolled_back: false,
             left_alone: false,
+            ended: false,
         });
         self.open.insert(session, self.turns.len() - 1);
     }
@@ -1135,6 +1138,7 @@ impl<'a> Model<'a> {
             return;
         }
         run.assert_success();
+        self.turns[i].ended = true;
         let Some(files) = json.as_ref().and_then(|j| j["files"].as_array()) else {
             return self.violation(format!("{op}: no `files` list in {json:?}"));
         };
@@ -1548,12 +1552,9 @@ impl<'a> Model<'a> {
         for i in back {
             self.turns[i].rolled_back = false;
             self.turns[i].left_alone = false;
-            // A turn given back before it ended (open, or refused at its end) starts again from
-            // the project as the redo found it.
-            let session = self.turns[i].session;
-            let latest = self.turns.iter().rposition(|t| t.session == session) == Some(i);
-            if self.open.values().any(|&open| open == i) || (self.stale.contains(session) && latest)
-            {
+            // A turn given back before it ended starts again from the project as the redo found
+            // it.
+            if !self.turns[i].ended {
                 self.turns[i].begin = before.clone();
             }
         }
