@@ -1427,9 +1427,26 @@ impl Store {
         let unknown = others.unknown || blind;
         let during: HashSet<ObjectId> = others.commits.into_iter().collect();
         let mut turn_commits = Vec::new();
+        // Open turns an undo rolled back meanwhile: open until that undo (its undo point).
+        let mut rolled_back_at: HashMap<(String, String), ObjectId> = HashMap::new();
         for &commit in &during {
             if kind_of(commit)? != ChainKind::Undo {
                 turn_commits.push(commit);
+                continue;
+            }
+            let (object, _) = commit_and_tree(&repo, commit)?;
+            let message = object.message_raw_sloppy();
+            let point = lines_with(message, UNDO_POINT)
+                .next()
+                .and_then(|hex| ObjectId::from_hex(hex).ok());
+            // Only the session's latest turn: an older one left open was not being worked on.
+            let session_of = self.record(commit)?.session;
+            let latest = self.session_records(&session_of)?.pop().map(|r| r.turn);
+            for turn in lines_with(message, ROLLED_BACK).filter_map(|t| decode_id(t.to_str().ok()?))
+            {
+                if let (Some(point), true) = (point, latest.as_ref() == Some(&turn)) {
+                    rolled_back_at.insert((session_of.clone(), turn), point);
+                }
             }
         }
         // A session's latest turn, if open, is its last commit but for undos and redos (made
@@ -1455,6 +1472,9 @@ impl Store {
             }
         }
         let mut turns = BTreeSet::new();
+        for (session_turn, _) in &rolled_back_at {
+            turns.insert(session_turn.clone());
+        }
         for commit in turn_commits {
             let seen = self.record(commit)?;
             turns.insert((seen.session, seen.turn));
@@ -1475,13 +1495,19 @@ impl Store {
                 continue;
             };
             let theirs = self.record(commit)?;
+            let undone_at = rolled_back_at.get(&(other.clone(), turn.clone()));
+            let met = during.contains(&theirs.begin) || during.contains(&theirs.commit);
+            if theirs.ended_at.is_some() && !met {
+                continue; // ended before this turn began (an undo of it meanwhile is not a turn)
+            }
             let start = match during.contains(&theirs.begin) {
                 true => theirs.before,
                 false => record.before,
             };
-            let end = match theirs.after {
-                Some(their_after) if during.contains(&theirs.commit) => their_after,
-                _ => after,
+            let end = match (theirs.after, undone_at) {
+                (Some(their_after), _) => their_after,
+                (None, Some(point)) => *point,
+                (None, None) => after,
             };
             overlaps.push(Overlap {
                 announced: self.announced_by(&other, &theirs)?,

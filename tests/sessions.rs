@@ -1143,3 +1143,22 @@ fn a_turn_end_killed_before_moving_the_head_does_not_keep_the_turn_open_for_othe
         BTreeMap::from([("a".into(), Origin::Unannounced)])
     );
 }
+
+/// Found by the two-session model test (seed 3, 1,500 steps): s1's agent wrote a file while
+/// s1's and s2's turns were both open; s1's undo then rolled its open turn back (leaving the
+/// file alone as shared). s2's undo took the file as s2's own, since a rolled-back turn no
+/// longer counted as open. It counts as open until the undo that rolled it back.
+#[test]
+fn a_turn_rolled_back_while_open_still_overlapped_until_its_undo() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write(p, "f", "base\n");
+    store.begin_turn("s1", "1").unwrap();
+    store.begin_turn("s2", "1").unwrap();
+    write(p, "f", "s1's agent\n");
+    let first = store.undo_last("s1", false).unwrap();
+    assert_eq!(strings(&first.conflicts), set(&["f"]), "shared: {first:?}");
+    let second = store.undo_last("s2", false).unwrap();
+    assert_eq!(read(p, "f").as_deref(), Some("s1's agent\n"), "{second:?}");
+    assert_eq!(strings(&second.conflicts), set(&["f"]));
+}
