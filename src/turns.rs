@@ -1472,9 +1472,7 @@ impl Store {
             }
         }
         let mut turns = BTreeSet::new();
-        for (session_turn, _) in &rolled_back_at {
-            turns.insert(session_turn.clone());
-        }
+        turns.extend(rolled_back_at.keys().cloned());
         for commit in turn_commits {
             let seen = self.record(commit)?;
             turns.insert((seen.session, seen.turn));
