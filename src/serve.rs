@@ -420,9 +420,42 @@ struct Undo {
     last: bool,
 }
 
+/// The protocol's version: additions (methods, params, result members) keep it; a change that
+/// breaks a client raises it.
+const PROTOCOL: u64 = 1;
+
+/// Every method `serve` answers.
+const METHODS: &[&str] = &[
+    "hello",
+    "track",
+    "patch",
+    "diff",
+    "diff_full",
+    "has_changes",
+    "restore",
+    "revert",
+    "turn_begin",
+    "track_file",
+    "turn_end",
+    "turns",
+    "undo",
+    "redo",
+    "changes",
+    "prune",
+];
+
 /// Run `method` with `params`. Costs what the library operation costs.
 fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
     match method {
+        "hello" => {
+            let Empty {} = params(raw)?;
+            value(json!({
+                "protocol": PROTOCOL,
+                "version": env!("CARGO_PKG_VERSION"),
+                "methods": METHODS,
+                "capabilities": ["timeout_ms", "cancel_request", "reads_beside_writes"],
+            }))
+        }
         "track" => {
             let Empty {} = params(raw)?;
             value(store.track(&Default::default())?)

@@ -1917,3 +1917,52 @@ fn reads_beside_a_waiting_write_run_on_a_bounded_number_of_threads() {
     assert_eq!(s.recv()["id"], "begin");
     s.close();
 }
+
+/// `hello` (issue 13, "Protocol"): the protocol version and what the server answers. Every
+/// method it lists is one the server knows (a bad param is -32602, never -32601 "unknown
+/// method"), and a method it does not list is unknown.
+#[test]
+fn hello_names_the_protocol_and_every_method_the_server_answers() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let hello = json!({"jsonrpc": "2.0", "id": 0, "method": "hello"});
+    let run = run_with_stdin(
+        &mut p.rewind_command(["serve"]),
+        format!("{hello}\n").as_bytes(),
+    );
+    run.assert_success();
+    let answer: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let result = &answer["result"];
+    assert_eq!(result["protocol"], 1, "{answer}");
+    assert_eq!(result["version"], env!("CARGO_PKG_VERSION"));
+    let methods: Vec<String> = result["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_string())
+        .collect();
+    assert!(methods.len() >= 15, "{methods:?}");
+    let mut input = String::new();
+    for (id, method) in methods
+        .iter()
+        .chain(["no_such_method".to_string()].iter())
+        .enumerate()
+    {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method,
+                             "params": {"no_such_param": 1}});
+        input.push_str(&format!("{request}\n"));
+    }
+    let run = run_with_stdin(&mut p.rewind_command(["serve"]), input.as_bytes());
+    run.assert_success();
+    for line in run.stdout.lines() {
+        let answer: Value = serde_json::from_str(line).unwrap();
+        let id = answer["id"].as_u64().unwrap() as usize;
+        let code = answer["error"]["code"].as_i64();
+        match methods.get(id) {
+            Some(method) => assert_eq!(code, Some(-32602), "{method}: {answer}"),
+            None => assert_eq!(code, Some(-32601), "{answer}"),
+        }
+    }
+    assert_eq!(run.stdout.lines().count(), methods.len() + 1);
+}

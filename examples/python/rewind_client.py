@@ -249,6 +249,10 @@ class RewindClient:
 
     # -- the methods, with the CLI's --json shapes -----------------------------------------
 
+    def hello(self) -> dict:
+        """{"protocol", "version", "methods", "capabilities"}: call first, check `protocol`."""
+        return self.call("hello")
+
     def track(self) -> dict:
         """Snapshot the project: {"hash", "files", "skipped"}."""
         return self.call("track")
@@ -370,6 +374,8 @@ def selftest(rewind: str) -> int:
 
         @step
         def track():
+            hello = rw.hello()
+            check("hello", hello["protocol"] == 1 and "redo" in hello["methods"], hello)
             snap = rw.track()
             check("track hash", isinstance(snap["hash"], str) and len(snap["hash"]) == 40, snap)
             check("track files", snap["files"] == 2 and snap["skipped"] == [], snap)

@@ -204,6 +204,8 @@ export class RewindClient {
   }
 
   // The methods, with the CLI's --json shapes.
+  /** The protocol version, the server's version, its methods and capabilities: call first. */
+  hello(): Promise<{ protocol: number; version: string; methods: string[]; capabilities: string[] }> { return this.call("hello"); }
   track(): Promise<Snapshot> { return this.call("track"); }
   patch(hash: string): Promise<Patch> { return this.call("patch", { hash }); }
   async diff(from: string, to?: string): Promise<string> {
