@@ -141,21 +141,8 @@ fn method(request: &Value) -> Option<&str> {
 fn takes_lock(request: &Value) -> bool {
     match method(request) {
         Some("diff" | "diff_full") => !request.pointer("/params/to").is_some_and(Value::is_string),
-        Some(method) => [
-            "track",
-            "patch",
-            "has_changes",
-            "restore",
-            "revert",
-            "turn_begin",
-            "track_file",
-            "turn_end",
-            "undo",
-            "redo",
-            "changes",
-            "prune",
-        ]
-        .contains(&method),
+        // Every other method but these reads (unknown ones are answered at once).
+        Some(method) => METHODS.contains(&method) && !["hello", "turns"].contains(&method),
         None => false,
     }
 }

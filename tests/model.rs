@@ -1330,17 +1330,25 @@ impl<'a> Model<'a> {
         (self.writers.clone(), self.own.clone())
     }
 
+    /// A session with turns, picked at random (by its turns), and its turns.
+    fn pick_session(&mut self) -> Option<(&'static str, Vec<usize>)> {
+        if self.turns.is_empty() {
+            return None;
+        }
+        let session = self.turns[self.rng.below(self.turns.len() as u64) as usize].session;
+        let of_session = (0..self.turns.len())
+            .filter(|&i| self.turns[i].session == session)
+            .collect();
+        Some((session, of_session))
+    }
+
     /// `undo` of a session from a random turn (or all, or `--last`), maybe one file, maybe
     /// `--force`; checks the frame rule, invariant 2, and the promise: a path undo changes
     /// goes back to its state before the turn.
     fn undo(&mut self) {
-        if self.turns.is_empty() {
+        let Some((session, of_session)) = self.pick_session() else {
             return;
-        }
-        let session = self.turns[self.rng.below(self.turns.len() as u64) as usize].session;
-        let of_session: Vec<usize> = (0..self.turns.len())
-            .filter(|&i| self.turns[i].session == session)
-            .collect();
+        };
         let last = self.two && self.chance(25);
         // (Drawn first: `undo --last --force` also takes a turn whose undo left files alone.)
         let force = self.on("force") && self.chance(20);
@@ -1466,13 +1474,9 @@ impl<'a> Model<'a> {
     /// each back to what that undo found, and without `--force` only where the path still
     /// holds what the undo left (invariant 3).
     fn redo(&mut self) {
-        if self.turns.is_empty() {
+        let Some((session, of_session)) = self.pick_session() else {
             return;
-        }
-        let session = self.turns[self.rng.below(self.turns.len() as u64) as usize].session;
-        let of_session: Vec<usize> = (0..self.turns.len())
-            .filter(|&i| self.turns[i].session == session)
-            .collect();
+        };
         let turn = self
             .chance(30)
             .then(|| of_session[self.rng.below(of_session.len() as u64) as usize]);
