@@ -922,50 +922,50 @@ impl Store {
     /// redo gave it back after an undo rolled it back. Costs a commit read per commit of the
     /// session's chain since the turn began.
     fn as_reopened(&self, session: &str, mut record: Record) -> Result<Record> {
-        let repo = self.repo();
         let turn = encode_id("turn", &record.turn)?;
-        let mut next = self.ref_target(&session_ref(session, "head")?)?;
-        while let Some(commit) = next.filter(|c| *c != record.begin) {
-            let (object, _) = commit_and_tree(&repo, commit)?;
-            let reopened = lines_with(object.message_raw_sloppy(), REOPENED)
+        let head = self.ref_target(&session_ref(session, "head")?)?;
+        let (walked, _) = self.chain_back(head, Some(record.begin))?;
+        let reopened = walked.iter().find_map(|(_, message)| {
+            lines_with(message, REOPENED)
                 .filter_map(|rest| rest.split_once_str(" "))
                 .find(|(name, _)| *name == turn.as_bytes())
-                .and_then(|(_, hex)| ObjectId::from_hex(hex).ok());
-            if let Some(before) = reopened {
-                record.before = before;
-                return Ok(record);
-            }
-            next = object.parent_ids().next().map(|id| id.detach());
-        }
+                .and_then(|(_, hex)| ObjectId::from_hex(hex).ok())
+        });
+        record.before = reopened.unwrap_or(record.before);
         Ok(record)
     }
 
-    /// Whether `commit` is `last` or one of its first-parent ancestors. Costs a commit read
+    /// The commits from `from` back along first parents, newest first, with their messages,
+    /// up to `stop` (not included) or the root; and whether `stop` was met. Costs a commit read
     /// per commit walked.
-    fn chain_reaches(&self, last: ObjectId, commit: ObjectId) -> Result<bool> {
-        let mut next = Some(last);
-        while let Some(at) = next {
-            if at == commit {
-                return Ok(true);
-            }
-            next = self.parent(at)?;
-        }
-        Ok(false)
-    }
-
-    /// Whether the chain from `last` back to `begin` holds only undo and redo commits. Costs a
-    /// commit read per commit walked.
-    fn only_undos_back_to(&self, last: ObjectId, begin: ObjectId) -> Result<bool> {
+    fn chain_back(
+        &self,
+        from: Option<ObjectId>,
+        stop: Option<ObjectId>,
+    ) -> Result<(Vec<(ObjectId, BString)>, bool)> {
         let repo = self.repo();
-        let mut next = Some(last);
-        while let Some(commit) = next.filter(|c| *c != begin) {
+        let mut walked = Vec::new();
+        let mut next = from;
+        while let Some(commit) = next.filter(|c| Some(*c) != stop) {
             let (object, _) = commit_and_tree(&repo, commit)?;
-            if ChainKind::of(object.message_raw_sloppy()) != ChainKind::Undo {
-                return Ok(false);
-            }
+            walked.push((commit, object.message_raw_sloppy().to_owned()));
             next = object.parent_ids().next().map(|id| id.detach());
         }
-        Ok(next == Some(begin))
+        Ok((walked, next.is_some() && next == stop))
+    }
+
+    /// Whether `commit` is `last` or one of its first-parent ancestors.
+    fn chain_reaches(&self, last: ObjectId, commit: ObjectId) -> Result<bool> {
+        Ok(self.chain_back(Some(last), Some(commit))?.1)
+    }
+
+    /// Whether the chain from `last` back to `begin` holds only undo and redo commits.
+    fn only_undos_back_to(&self, last: ObjectId, begin: ObjectId) -> Result<bool> {
+        let (walked, met) = self.chain_back(Some(last), Some(begin))?;
+        let undos = walked
+            .iter()
+            .all(|(_, message)| ChainKind::of(message) == ChainKind::Undo);
+        Ok(met && undos)
     }
 
     /// The session's chain from commit `begin` to its head, oldest first: each commit's tree,
@@ -1173,22 +1173,17 @@ impl Store {
     /// The turns whose rolling back (by the most recent undo that rolled back each) left files
     /// alone. Costs a commit read per commit of the session's chain.
     fn turns_undone_with_files_left_alone(&self, session: &str) -> Result<HashSet<String>> {
-        let repo = self.repo();
         let (mut seen, mut left_alone) = (HashSet::new(), HashSet::new());
-        let mut next = self.ref_target(&session_ref(session, "head")?)?;
-        while let Some(commit) = next {
-            let (object, _) = commit_and_tree(&repo, commit)?;
-            let message = object.message_raw_sloppy();
-            let left = message
-                .lines()
-                .any(|l| l.starts_with(LEFT_ALONE.as_bytes()));
-            for turn in lines_with(message, ROLLED_BACK).filter_map(|t| decode_id(t.to_str().ok()?))
+        let head = self.ref_target(&session_ref(session, "head")?)?;
+        for (_, message) in self.chain_back(head, None)?.0 {
+            let left = lines_with(&message, LEFT_ALONE).next().is_some();
+            for turn in
+                lines_with(&message, ROLLED_BACK).filter_map(|t| decode_id(t.to_str().ok()?))
             {
                 if seen.insert(turn.clone()) && left {
                     left_alone.insert(turn);
                 }
             }
-            next = object.parent_ids().next().map(|id| id.detach());
         }
         Ok(left_alone)
     }
