@@ -47,16 +47,13 @@
 mod diff;
 mod error;
 mod fs;
-mod ignore;
 mod inspect;
-mod objects;
 mod prune;
 mod restore;
-mod scan;
 mod serve;
+mod snapshot;
 mod store;
 mod turns;
-mod visibility;
 
 pub use diff::{quote_path, DiffOptions, FileChange, Patch, Status};
 pub use error::{Error, Result};
@@ -68,8 +65,8 @@ pub use prune::{
     DEFAULT_MAX_TURNS_PER_SESSION, DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,
 };
 pub use restore::{Failure, RestoreOptions, RestoreOutcome};
-pub use scan::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use serve::serve;
+pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use store::{data_dir, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE};
 pub use turns::{Origin, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart, UndoOutcome};
 

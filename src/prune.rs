@@ -304,12 +304,12 @@ impl Store {
 
     /// Record `snapshot`, which `track` just returned, with the time it was taken (refreshed
     /// at most hourly, so a no-change snapshot costs one ref read). The record also holds
-    /// [`crate::visibility::record_lines`], the union over every time that tree was taken; a
+    /// [`crate::snapshot::visibility::record_lines`], the union over every time that tree was taken; a
     /// new line rewrites it.
     pub(crate) fn record_snapshot(&self, snapshot: &crate::Snapshot) -> Result<()> {
         let tree = snapshot.hash;
         let reference = format!("refs/rewind/snapshots/{tree}");
-        let mut lines = crate::visibility::record_lines(snapshot);
+        let mut lines = crate::snapshot::visibility::record_lines(snapshot);
         if let Some(commit) = self.ref_target(&reference)? {
             let taken = self.commit_time(commit)?;
             let recorded = self.recorded_left_out_lines(commit)?;

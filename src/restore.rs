@@ -4,7 +4,7 @@
 //! 1. Snapshot the project as it is now: that tree is the `undo`.
 //! 2. Plan: the paths whose snapshot entry differs from the target's. Only paths in the current
 //!    snapshot or in the target are ever touched. A path the target lacks is deleted only if
-//!    the target could have seen it (see [`crate::visibility`]): a file that was ignored, too
+//!    the target could have seen it (see [`crate::snapshot::visibility`]): a file that was ignored, too
 //!    large, special or inside a nested repository when the target was taken is `kept`.
 //! 3. Check: every blob the plan writes is read from the store first; a missing or corrupt
 //!    object stops the run before any file changes. What stands on disk is looked at through
@@ -32,9 +32,9 @@ use serde::Serialize;
 use crate::diff::{read_blob, tree_changes, Change, Side};
 use crate::error::{Error, Result};
 use crate::fs::{Kind, Perm, ProjectRoot};
-use crate::scan::{serialize_paths, TrackOptions};
+use crate::snapshot::visibility::Visibility;
+use crate::snapshot::{serialize_paths, TrackOptions};
 use crate::store::Store;
-use crate::visibility::Visibility;
 
 /// Options for [`Store::restore`].
 #[derive(Debug, Clone, Default)]
@@ -73,7 +73,7 @@ pub struct RestoreOutcome {
 /// A path that could not be changed.
 #[derive(Debug, Clone, Serialize)]
 pub struct Failure {
-    #[serde(serialize_with = "crate::scan::serialize_path")]
+    #[serde(serialize_with = "crate::snapshot::serialize_path")]
     pub path: BString,
     pub error: String,
 }
@@ -355,7 +355,7 @@ impl Store {
                     *kind != gix::objs::tree::EntryKind::Link && perm & 0o644 != 0o644
                 })
                 .map(|(path, (_, _, perm))| (path.clone(), *perm));
-            lines.push_str(&crate::visibility::mode_lines(narrow));
+            lines.push_str(&crate::snapshot::visibility::mode_lines(narrow));
             self.commit(
                 &format!("refs/rewind/snapshots/{undo}"),
                 &format!("rewind: snapshot\n\n{lines}"),

@@ -24,13 +24,13 @@ use std::os::unix::ffi::OsStrExt;
 use crate::diff::{file_change, tree_changes, Change, DiffOptions, Side, Status};
 use crate::error::{Error, Result};
 use crate::restore::{is_within, step_of, Plan, RestoreOutcome};
-use crate::scan::TrackOptions;
+use crate::snapshot::TrackOptions;
 use crate::store::Store;
 
 /// One file a turn (or a session) changed.
 #[derive(Debug, Clone, Serialize)]
 pub struct TurnFile {
-    #[serde(serialize_with = "crate::scan::serialize_path")]
+    #[serde(serialize_with = "crate::snapshot::serialize_path")]
     pub file: BString,
     pub status: Status,
     pub additions: usize,
@@ -136,18 +136,18 @@ pub struct TurnEnd {
 #[derive(Debug, Clone, Serialize)]
 pub struct UndoOutcome {
     /// Files brought back to their state before the turn (written).
-    #[serde(serialize_with = "crate::scan::serialize_paths")]
+    #[serde(serialize_with = "crate::snapshot::serialize_paths")]
     pub restored: Vec<BString>,
     /// Files deleted (the turns had created them).
-    #[serde(serialize_with = "crate::scan::serialize_paths")]
+    #[serde(serialize_with = "crate::snapshot::serialize_paths")]
     pub deleted: Vec<BString>,
     /// Files left alone: changed by someone else since or between the undone turns (use
     /// `force`), or something outside the snapshots is in the way.
-    #[serde(serialize_with = "crate::scan::serialize_paths")]
+    #[serde(serialize_with = "crate::snapshot::serialize_paths")]
     pub conflicts: Vec<BString>,
     /// Files the turns created as far as the snapshots show, but which the "before" snapshot
     /// could not see (ignored then, inside a nested repository, too large): not deleted.
-    #[serde(serialize_with = "crate::scan::serialize_paths")]
+    #[serde(serialize_with = "crate::snapshot::serialize_paths")]
     pub kept: Vec<BString>,
     /// Files that could not be changed, with the reason.
     pub failed: Vec<crate::Failure>,
@@ -258,7 +258,7 @@ fn announced_lines<'a>(paths: impl IntoIterator<Item = &'a BString>) -> String {
     let mut out = String::new();
     for path in paths {
         out.push_str(ANNOUNCED);
-        crate::visibility::encode_path(&mut out, path);
+        crate::snapshot::visibility::encode_path(&mut out, path);
         out.push('\n');
     }
     out
@@ -267,7 +267,7 @@ fn announced_lines<'a>(paths: impl IntoIterator<Item = &'a BString>) -> String {
 /// The paths named by the `Rewind-Announced:` lines of commit message `message`.
 fn parse_announced(message: &[u8]) -> Vec<BString> {
     lines_with(message, ANNOUNCED)
-        .filter_map(crate::visibility::decode_path)
+        .filter_map(crate::snapshot::visibility::decode_path)
         .collect()
 }
 
@@ -286,7 +286,7 @@ fn file_lines(files: &[TurnFile]) -> String {
             file.additions,
             file.deletions
         ));
-        crate::visibility::encode_path(&mut out, &file.file);
+        crate::snapshot::visibility::encode_path(&mut out, &file.file);
         out.push('\n');
     }
     out.push_str(ATTRIBUTED);
@@ -314,7 +314,7 @@ fn parse_files(message: &[u8]) -> Option<Vec<TurnFile>> {
         };
         let additions = count(words.next(), b"+")?;
         let deletions = count(words.next(), b"-")?;
-        let file = crate::visibility::decode_path(words.next()?)?;
+        let file = crate::snapshot::visibility::decode_path(words.next()?)?;
         Some(TurnFile {
             file,
             status,
@@ -562,7 +562,7 @@ impl Store {
         // which files were private (undo gives them back as private).
         let message = format!(
             "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}{}",
-            crate::visibility::record_lines(&snapshot),
+            crate::snapshot::visibility::record_lines(&snapshot),
             self.other_heads_lines(session)?,
             trailers(session, turn, crate::now()?, None, None)?
         );
@@ -881,7 +881,7 @@ impl Store {
         }
         for path in conflicts.iter().chain(&outcome.conflicts) {
             message.push_str(LEFT_ALONE);
-            crate::visibility::encode_path(&mut message, path);
+            crate::snapshot::visibility::encode_path(&mut message, path);
             message.push('\n');
         }
         message.push_str(&trailers(
@@ -1087,7 +1087,8 @@ impl Store {
         let current = self.track_locked(&TrackOptions::default())?.hash;
         let mut conflicts = Vec::new();
         let mut changes = Vec::new();
-        let undid = lines_with(&message, CHANGED).filter_map(crate::visibility::decode_path);
+        let undid =
+            lines_with(&message, CHANGED).filter_map(crate::snapshot::visibility::decode_path);
         for path in undid {
             // What the undo left there, what is there now, what was there before the undo.
             let left = side_at(&repo, undo_tree, path.as_bstr())?;
@@ -1372,7 +1373,7 @@ impl Store {
             // An undo of an open turn leaves the session's tree as it was (its "before"): the
             // paths it changed are named.
             let changed: Vec<BString> = lines_with(message, CHANGED)
-                .filter_map(crate::visibility::decode_path)
+                .filter_map(crate::snapshot::visibility::decode_path)
                 .collect();
             if kind == ChainKind::Undo && !changed.is_empty() {
                 paths.extend(changed);
@@ -1628,7 +1629,7 @@ impl Store {
         let mut message = message.to_owned();
         for path in outcome.written.iter().chain(&outcome.deleted) {
             message.push_str(CHANGED);
-            crate::visibility::encode_path(&mut message, path);
+            crate::snapshot::visibility::encode_path(&mut message, path);
             message.push('\n');
         }
         let head = session_ref(session, "head")?;

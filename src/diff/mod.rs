@@ -13,7 +13,7 @@ use gix_imara_diff::{
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::scan::TrackOptions;
+use crate::snapshot::TrackOptions;
 use crate::store::Store;
 
 /// git decides a side is binary when a NUL byte appears in its first 8,000 bytes.

@@ -24,8 +24,8 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
 
 use crate::error::{Error, Result};
-use crate::ignore::{DirRules, Excludes};
-use crate::scan::Snapshot;
+use crate::snapshot::ignore::{DirRules, Excludes};
+use crate::snapshot::Snapshot;
 use crate::store::Store;
 
 /// The trailer key of a left-out path in snapshot and turn commits.

@@ -29,7 +29,9 @@ use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
 use crate::error::{Error, Result};
-use crate::objects::ObjectWriter;
+use objects::ObjectWriter;
+
+pub(crate) mod objects;
 
 /// Where stores live: `explicit`, else `$REWIND_DATA_DIR`, else `$XDG_DATA_HOME/rewind`, else
 /// `~/.local/share/rewind`.

@@ -33,10 +33,13 @@ use rayon::prelude::*;
 use rustix::fs::{statat, AtFlags, FileType, OFlags};
 use serde::Serialize;
 
+pub(crate) mod ignore;
+pub(crate) mod visibility;
+
 use crate::error::{Error, Result};
-use crate::ignore::{DirRules, Excludes, Rules};
-use crate::objects::{lock, ObjectWriter};
+use crate::store::objects::{lock, ObjectWriter};
 use crate::store::Store;
+use ignore::{DirRules, Excludes, Rules};
 
 /// Options for [`Store::track`].
 #[derive(Debug, Clone, Default)]
