@@ -176,3 +176,28 @@ impl Error {
 
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub(crate) fn object_error(
+    id: &gix::ObjectId,
+    path: &gix::bstr::BStr,
+    e: impl std::fmt::Display,
+) -> Error {
+    Error::Object {
+        id: id.to_string(),
+        path: if path.is_empty() {
+            "/".into()
+        } else {
+            path.to_string()
+        },
+        message: e.to_string(),
+    }
+}
+
+pub(crate) fn kind_name(kind: gix::objs::Kind) -> &'static str {
+    match kind {
+        gix::objs::Kind::Blob => "blob",
+        gix::objs::Kind::Tree => "tree",
+        gix::objs::Kind::Commit => "commit",
+        gix::objs::Kind::Tag => "tag",
+    }
+}

@@ -365,11 +365,62 @@ pub(crate) fn open_child(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<OwnedFd
     Ok(rustix::fs::openat(dir, name, flags_dir(), Mode::empty())?)
 }
 
-/// Write a store file atomically: a temp file beside it, then a rename over it.
-pub(crate) fn write_atomically(path: &Path, data: &[u8]) -> crate::Result<()> {
-    let error = |e| crate::Error::io("writing", path, e);
+/// Write a store file atomically: a temp file `{temp_prefix}*` beside it, then a rename over
+/// it, so a reader sees the old file or the new one and a killed process leaves only a temp
+/// file (which `prune` removes by its prefix). Every file rewind writes into a store goes
+/// through here, or through [`temp_file`] and [`persist`] when it is written as a stream.
+pub(crate) fn write_atomically(path: &Path, temp_prefix: &str, data: &[u8]) -> crate::Result<()> {
     let dir = path.parent().expect("a store file lives in a directory");
-    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(error)?;
-    temp.write_all(data).map_err(error)?;
-    temp.persist(path).map(drop).map_err(|e| error(e.error))
+    let mut temp = temp_file(dir, temp_prefix, 0o600)?;
+    temp.write_all(data)
+        .map_err(|e| crate::Error::io("writing", temp.path(), e))?;
+    persist(temp, path)
+}
+
+/// A temp file `{prefix}*` in `dir` with permissions `mode`, for [`persist`] to move into place.
+pub(crate) fn temp_file(
+    dir: &Path,
+    prefix: &str,
+    mode: u32,
+) -> crate::Result<tempfile::NamedTempFile> {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .map_err(|e| crate::Error::io("creating a temp file in", dir, e))
+}
+
+/// Rename a complete temp file over `path` (an identical object already there is fine).
+pub(crate) fn persist(temp: tempfile::NamedTempFile, path: &Path) -> crate::Result<()> {
+    temp.persist(path)
+        .map(drop)
+        .map_err(|e| crate::Error::io("writing", path, e.error))
+}
+
+/// Open `path` (relative to directory `dir`, or absolute) for reading only if it is a regular
+/// file: never blocks on a FIFO, never reads a device, and with `follow == false` never follows
+/// a symlink (a file swapped for any of these since it was stat'ed is an error, "changed while
+/// being read").
+pub(crate) fn open_regular(
+    dir: BorrowedFd<'_>,
+    path: &Path,
+    follow: bool,
+) -> io::Result<std::fs::File> {
+    let mut flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    if !follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let fd =
+        rustix::fs::openat(dir, path, flags, rustix::fs::Mode::empty()).map_err(|e| match e {
+            rustix::io::Errno::LOOP => io::Error::other("changed while being read (now a symlink)"),
+            e => e.into(),
+        })?;
+    let stat = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err(io::Error::other(
+            "changed while being read (no longer a regular file)",
+        ));
+    }
+    Ok(std::fs::File::from(fd))
 }

@@ -4,8 +4,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::prune::{dir_size, files_below, LAST_PRUNE};
+use crate::prune::LAST_PRUNE;
 use crate::store::Store;
+use crate::store::{dir_size, files_below};
 
 /// What [`Store::doctor`] found.
 #[derive(Debug, Clone, Serialize)]

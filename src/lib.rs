@@ -48,6 +48,7 @@ mod diff;
 mod error;
 mod fs;
 mod inspect;
+mod paths;
 mod prune;
 mod restore;
 mod serve;
@@ -55,11 +56,12 @@ mod snapshot;
 mod store;
 mod turns;
 
-pub use diff::{quote_path, DiffOptions, FileChange, Patch, Status};
+pub use diff::{DiffOptions, FileChange, Patch, Status};
 pub use error::{Error, Result};
 /// Paths in outcomes are bytes, as the file system names them (`gix`'s `BString`).
 pub use gix::bstr::BString;
 pub use inspect::{Doctor, LogEntry};
+pub use paths::quote_path;
 pub use prune::{
     parse_duration, parse_size, PruneOptions, PruneOutcome, Pruner, DEFAULT_MAX_SIZE,
     DEFAULT_MAX_TURNS_PER_SESSION, DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,

@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
@@ -24,7 +24,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::objects::LooseObject;
+use crate::store::{dir_size, files_below, Store};
 use crate::turns::session_ref;
 
 /// Default for `rewind.retention`.
@@ -196,7 +197,11 @@ impl Store {
         outcome.bytes_freed = size_before.saturating_sub(dir_size(&objects));
         tracing::debug!(?outcome, "pruned");
         // For `rewind doctor`: when the last prune ran.
-        let _ = fs::write(self.git_dir().join(LAST_PRUNE), now.to_rfc3339());
+        let _ = crate::fs::write_atomically(
+            &self.git_dir().join(LAST_PRUNE),
+            "index.tmp",
+            now.to_rfc3339().as_bytes(),
+        );
         Ok(outcome)
     }
 
@@ -302,76 +307,6 @@ impl Store {
         Ok(())
     }
 
-    /// Record `snapshot`, which `track` just returned, with the time it was taken (refreshed
-    /// at most hourly, so a no-change snapshot costs one ref read). The record also holds
-    /// [`crate::snapshot::visibility::record_lines`], the union over every time that tree was taken; a
-    /// new line rewrites it.
-    pub(crate) fn record_snapshot(&self, snapshot: &crate::Snapshot) -> Result<()> {
-        let tree = snapshot.hash;
-        let reference = format!("refs/rewind/snapshots/{tree}");
-        let mut lines = crate::snapshot::visibility::record_lines(snapshot);
-        if let Some(commit) = self.ref_target(&reference)? {
-            let taken = self.commit_time(commit)?;
-            let recorded = self.recorded_left_out_lines(commit)?;
-            let new_paths = lines
-                .lines()
-                .any(|line| !recorded.lines().any(|r| r == line));
-            if !new_paths && crate::now()? - taken < chrono::Duration::hours(1) {
-                return Ok(());
-            }
-            for line in recorded.lines() {
-                if !lines.lines().any(|l| l == line) {
-                    lines.push_str(line);
-                    lines.push('\n');
-                }
-            }
-        }
-        let message = match lines.is_empty() {
-            true => "rewind: snapshot\n".to_owned(),
-            false => format!("rewind: snapshot\n\n{lines}"),
-        };
-        self.commit(&reference, &message, tree, None)?;
-        Ok(())
-    }
-
-    pub(crate) fn commit_time(&self, commit: ObjectId) -> Result<DateTime<Utc>> {
-        let repo = self.repo();
-        let seconds = repo
-            .find_commit(commit)
-            .and_then(|c| c.time())
-            .map_err(|e| Error::store(self.git_dir(), e))?
-            .seconds;
-        Ok(DateTime::from_timestamp(seconds, 0).unwrap_or_default())
-    }
-
-    /// Every reference under `prefix`, with the commit (or object) it points to.
-    pub(crate) fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
-        // Reads take no lock: a ref listed, then deleted by a writer before it is read, fails
-        // the read of it; the listing is made again (for up to a second).
-        for _ in 0..100 {
-            if let Ok(refs) = self.read_refs_under(prefix) {
-                return Ok(refs);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        self.read_refs_under(prefix)
-    }
-
-    /// One listing of [`Self::refs_under`]. Costs a directory walk and a read per loose ref.
-    fn read_refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
-        let repo = self.repo();
-        let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
-        let platform = repo.references().map_err(|e| store_error(&e))?;
-        let mut refs = Vec::new();
-        for reference in platform.prefixed(prefix).map_err(|e| store_error(&e))? {
-            let reference = reference.map_err(|e| store_error(&e))?;
-            if let Some(id) = reference.target().try_id() {
-                refs.push((reference.name().as_bstr().to_string(), id.to_owned()));
-            }
-        }
-        Ok(refs)
-    }
-
     fn expire_snapshots(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
         for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
             if self.commit_time(commit)? < cutoff {
@@ -452,7 +387,7 @@ impl Store {
             if kept.is_empty() {
                 let _ = fs::remove_file(&file);
             } else if kept.len() != content.len() {
-                write_atomically(&file, &kept)?;
+                crate::fs::write_atomically(&file, "index.tmp", &kept)?;
             }
         }
         Ok(roots)
@@ -554,96 +489,6 @@ impl Store {
         Ok(())
     }
 
-    /// The ids the stat cache names: its entries and its cache-tree.
-    pub(crate) fn index_roots(&self) -> Vec<ObjectId> {
-        let Ok(index) = gix::index::File::at(
-            self.git_dir().join("index"),
-            gix::hash::Kind::Sha1,
-            true,
-            Default::default(),
-        ) else {
-            return Vec::new();
-        };
-        let mut roots: Vec<ObjectId> = index.entries().iter().map(|e| e.id).collect();
-        let mut trees: Vec<&gix::index::extension::Tree> = index.tree().into_iter().collect();
-        while let Some(tree) = trees.pop() {
-            if tree.num_entries.is_some() {
-                roots.push(tree.id);
-            }
-            trees.extend(&tree.children);
-        }
-        roots
-    }
-
-    /// Every object reachable from `roots`. Blobs are named by their trees, never read;
-    /// each tree and commit is read once. A missing object ends its branch of the walk.
-    pub(crate) fn reachable(&self, roots: Vec<ObjectId>) -> HashSet<ObjectId> {
-        let repo = self.repo();
-        let mut seen = HashSet::new();
-        let mut stack = roots;
-        while let Some(id) = stack.pop() {
-            if !seen.insert(id) {
-                continue;
-            }
-            let Ok(object) = repo.find_object(id) else {
-                continue;
-            };
-            match object.kind {
-                gix::objs::Kind::Commit => {
-                    if let Ok(commit) = object.try_into_commit() {
-                        stack.extend(commit.tree_id().ok().map(|t| t.detach()));
-                        stack.extend(commit.parent_ids().map(|p| p.detach()));
-                    }
-                }
-                gix::objs::Kind::Tree => {
-                    let tree = object.into_tree();
-                    let Ok(decoded) = tree.decode() else { continue };
-                    for entry in &decoded.entries {
-                        if entry.mode.is_tree() {
-                            stack.push(entry.oid.to_owned());
-                        } else if !entry.mode.is_commit() {
-                            seen.insert(entry.oid.to_owned());
-                        }
-                    }
-                }
-                gix::objs::Kind::Tag => {
-                    if let Ok(tag) = object.try_into_tag() {
-                        stack.extend(tag.target_id().ok().map(|t| t.detach()));
-                    }
-                }
-                gix::objs::Kind::Blob => {}
-            }
-        }
-        seen
-    }
-
-    /// Every loose object file, with its id and modification time.
-    pub(crate) fn loose_objects(&self) -> Vec<LooseObject> {
-        let objects = self.git_dir().join("objects");
-        let mut found = Vec::new();
-        for fanout in 0..=255u8 {
-            let dir = objects.join(format!("{fanout:02x}"));
-            let Ok(entries) = fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let hex = format!("{fanout:02x}{}", name.to_string_lossy());
-                // Anything else in a fan-out directory (temp files, strays) is not an object.
-                let Ok(id) = ObjectId::from_hex(hex.as_bytes()) else {
-                    continue;
-                };
-                let Ok(meta) = entry.metadata() else { continue };
-                found.push(LooseObject {
-                    id,
-                    path: entry.path(),
-                    modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-                });
-            }
-        }
-        found
-    }
-
     /// Remove temp files that killed processes left behind (older than an hour).
     fn remove_temp_files(&self, now: DateTime<Utc>) {
         let objects = self.git_dir().join("objects");
@@ -676,24 +521,6 @@ impl Store {
             }
         }
     }
-
-    /// Delete `reference` and its reflog.
-    pub(crate) fn delete_ref(&self, reference: &str) -> Result<()> {
-        // Under the store lock, lock files can only be left over from killed processes.
-        self.remove_stale_ref_lock(reference);
-        let _ = fs::remove_file(self.git_dir().join("packed-refs.lock"));
-        let repo = self.repo();
-        if let Some(found) = repo
-            .try_find_reference(reference)
-            .map_err(|e| Error::store(self.git_dir(), e))?
-        {
-            found
-                .delete()
-                .map_err(|e| Error::store(self.git_dir(), e))?;
-        }
-        let _ = fs::remove_file(self.git_dir().join("logs").join(reference));
-        Ok(())
-    }
 }
 
 /// What [`Store::session_activity`] knows of a session.
@@ -715,12 +542,6 @@ enum Record {
     Session(String, usize),
 }
 
-pub(crate) struct LooseObject {
-    id: ObjectId,
-    path: PathBuf,
-    modified: SystemTime,
-}
-
 /// The old and new ids and the time of one reflog line:
 /// `<old> <new> <name> <<email>> <seconds> <zone>\t<message>`.
 fn reflog_entry(line: &[u8]) -> Option<([ObjectId; 2], i64)> {
@@ -736,51 +557,12 @@ fn reflog_entry(line: &[u8]) -> Option<([ObjectId; 2], i64)> {
     Some(([old, new], seconds))
 }
 
-/// The disk space (allocated blocks, as `du` counts) of all files below `dir`.
-pub(crate) fn dir_size(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    files_below(dir)
-        .iter()
-        .filter_map(|f| fs::symlink_metadata(f).ok())
-        .map(|m| m.blocks() * 512)
-        .sum()
-}
-
-/// Every file below `dir`, recursively.
-pub(crate) fn files_below(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut dirs = vec![dir.to_owned()];
-    while let Some(dir) = dirs.pop() {
-        let Ok(entries) = fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => dirs.push(entry.path()),
-                Ok(_) => files.push(entry.path()),
-                Err(_) => {}
-            }
-        }
-    }
-    files
-}
-
 /// `rm -r dir`; a missing directory is fine.
 fn remove_dir(dir: &Path) -> Result<()> {
     match fs::remove_dir_all(dir) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::io("removing", dir, e)),
         _ => Ok(()),
     }
-}
-
-fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
-    let dir = path.parent().expect("a reflog lives in a directory");
-    let mut temp =
-        tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io("writing", dir, e))?;
-    io::Write::write_all(&mut temp, data).map_err(|e| Error::io("writing", path, e))?;
-    temp.persist(path)
-        .map(drop)
-        .map_err(|e| Error::io("writing", path, e.error))
 }
 
 /// A background pruner for an embedding runtime: prunes `store` shortly after it starts, then

@@ -29,11 +29,13 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
 use serde::Serialize;
 
-use crate::diff::{read_blob, tree_changes, Change, Side};
+use crate::diff::{tree_changes, Change, Side};
 use crate::error::{Error, Result};
 use crate::fs::{Kind, Perm, ProjectRoot};
+use crate::paths::serialize_paths;
 use crate::snapshot::visibility::Visibility;
-use crate::snapshot::{serialize_paths, TrackOptions};
+use crate::snapshot::TrackOptions;
+use crate::store::objects::read_blob;
 use crate::store::Store;
 
 /// Options for [`Store::restore`].
@@ -73,7 +75,7 @@ pub struct RestoreOutcome {
 /// A path that could not be changed.
 #[derive(Debug, Clone, Serialize)]
 pub struct Failure {
-    #[serde(serialize_with = "crate::snapshot::serialize_path")]
+    #[serde(serialize_with = "crate::paths::serialize_path")]
     pub path: BString,
     pub error: String,
 }
@@ -128,9 +130,6 @@ enum Action {
     /// Nothing to do (the file is already gone).
     Nothing,
 }
-
-/// The store file naming the temp-file token of a restore in progress and its directories.
-const JOURNAL: &str = "rewind-restore-journal";
 
 impl Store {
     /// Make the project's snapshotted files exactly snapshot `hash`.
@@ -190,7 +189,7 @@ impl Store {
             .is_ok();
             if !in_snapshot && !on_disk {
                 return Err(Error::NoSuchPath {
-                    path: crate::quote_path(&relative),
+                    path: crate::paths::quote_path(&relative),
                     hash: target.to_string(),
                 });
             }
@@ -366,7 +365,12 @@ impl Store {
         };
         outcome.undo = undo.to_string();
         self.record_undo(undo, plan.target)?;
-        let token = self.write_journal(&plan.steps)?;
+        let token = self.write_journal(
+            plan.steps
+                .iter()
+                .filter(|s| s.target.is_some())
+                .map(|s| s.path.as_bstr()),
+        )?;
         // The undo point and the journal are durable before the first project file changes.
         crate::fs::sync_path(self.git_dir())
             .map_err(|e| Error::io("syncing", self.git_dir(), e))?;
@@ -537,79 +541,6 @@ impl Store {
         );
         self.commit(reference, &message, undo, parent)?;
         Ok(())
-    }
-
-    /// Record the token this run's temp files carry and the directories they go in, so that
-    /// after a crash the next run removes exactly those files (and never a user's). Returns the
-    /// token: 16 hex digits from the clock, the process and the plan.
-    fn write_journal(&self, steps: &[Step]) -> Result<String> {
-        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        hasher.update(format!("{nanos} {} {}", std::process::id(), steps.len()).as_bytes());
-        let token = hasher
-            .try_finalize()
-            .map_err(|e| Error::store(self.git_dir(), e))?
-            .to_hex_with_len(16)
-            .to_string();
-        let mut text = format!("token {token}\n");
-        let mut dirs: Vec<&[u8]> = steps
-            .iter()
-            .filter(|s| s.target.is_some())
-            .map(|s| {
-                s.path
-                    .rfind_byte(b'/')
-                    .map_or(&b""[..], |slash| &s.path[..slash])
-            })
-            .collect();
-        dirs.sort_unstable();
-        dirs.dedup();
-        for dir in dirs {
-            text.push_str("dir ");
-            text.extend(dir.iter().map(|b| format!("{b:02x}")));
-            text.push('\n');
-        }
-        crate::fs::write_atomically(&self.git_dir().join(JOURNAL), text.as_bytes())?;
-        Ok(token)
-    }
-
-    fn remove_journal(&self) {
-        let _ = std::fs::remove_file(self.git_dir().join(JOURNAL));
-    }
-
-    /// Remove the temp files a killed restore left: only names carrying the token its journal
-    /// recorded, in the directories it recorded. Every snapshot taken under the store lock
-    /// calls it first, so no snapshot records such a file. Costs one failed `open` when no
-    /// restore was killed, else a `readdir` per recorded directory.
-    pub(crate) fn sweep_temp_files(&self) {
-        let Ok(text) = std::fs::read_to_string(self.git_dir().join(JOURNAL)) else {
-            return;
-        };
-        let Ok(root) = ProjectRoot::open(self.project()) else {
-            return;
-        };
-        let mut token = None;
-        for line in text.lines() {
-            match line.split_once(' ') {
-                Some(("token", t)) if t.len() == 16 => token = Some(format!(".rewind-{t}-")),
-                Some(("dir", hex)) => {
-                    let (Some(prefix), Some(dir)) = (&token, decode_hex(hex)) else {
-                        continue;
-                    };
-                    let Ok(names) = root.names_with_prefix(&dir, prefix.as_bytes()) else {
-                        continue;
-                    };
-                    if let Ok(fd) = root.open_dir(&dir, None) {
-                        for name in names {
-                            let _ = ProjectRoot::unlink_in(&fd, &name);
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        self.remove_journal();
     }
 
     /// `path` as a project-relative `/`-separated path. Rejects paths that leave the project:
@@ -860,13 +791,6 @@ fn remove_empty_dirs(root: &ProjectRoot, mut dirs: Vec<BString>) {
             };
         }
     }
-}
-
-fn decode_hex(hex: &str) -> Option<Vec<u8>> {
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// Whether `path` is `dir` or below it (`dir` empty: the whole project).

@@ -30,7 +30,7 @@ use crate::store::Store;
 /// One file a turn (or a session) changed.
 #[derive(Debug, Clone, Serialize)]
 pub struct TurnFile {
-    #[serde(serialize_with = "crate::snapshot::serialize_path")]
+    #[serde(serialize_with = "crate::paths::serialize_path")]
     pub file: BString,
     pub status: Status,
     pub additions: usize,
@@ -136,18 +136,18 @@ pub struct TurnEnd {
 #[derive(Debug, Clone, Serialize)]
 pub struct UndoOutcome {
     /// Files brought back to their state before the turn (written).
-    #[serde(serialize_with = "crate::snapshot::serialize_paths")]
+    #[serde(serialize_with = "crate::paths::serialize_paths")]
     pub restored: Vec<BString>,
     /// Files deleted (the turns had created them).
-    #[serde(serialize_with = "crate::snapshot::serialize_paths")]
+    #[serde(serialize_with = "crate::paths::serialize_paths")]
     pub deleted: Vec<BString>,
     /// Files left alone: changed by someone else since or between the undone turns (use
     /// `force`), or something outside the snapshots is in the way.
-    #[serde(serialize_with = "crate::snapshot::serialize_paths")]
+    #[serde(serialize_with = "crate::paths::serialize_paths")]
     pub conflicts: Vec<BString>,
     /// Files the turns created as far as the snapshots show, but which the "before" snapshot
     /// could not see (ignored then, inside a nested repository, too large): not deleted.
-    #[serde(serialize_with = "crate::snapshot::serialize_paths")]
+    #[serde(serialize_with = "crate::paths::serialize_paths")]
     pub kept: Vec<BString>,
     /// Files that could not be changed, with the reason.
     pub failed: Vec<crate::Failure>,

@@ -246,7 +246,7 @@ impl Excludes {
 /// Read a rules or repository file (at most 64 MiB) only if it is a regular file: a FIFO or a
 /// device standing in its place would block or never end.
 fn read_small(dir: BorrowedFd<'_>, path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
-    let file = crate::snapshot::open_regular(dir, path, follow)?;
+    let file = crate::fs::open_regular(dir, path, follow)?;
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(file, 64 << 20), &mut bytes)?;
     Ok(bytes)

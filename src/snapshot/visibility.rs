@@ -217,6 +217,38 @@ fn blob_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option
 }
 
 impl Store {
+    /// Record `snapshot`, which `track` just returned, with the time it was taken (refreshed
+    /// at most hourly, so a no-change snapshot costs one ref read). The record also holds
+    /// [`crate::snapshot::visibility::record_lines`], the union over every time that tree was taken; a
+    /// new line rewrites it.
+    pub(crate) fn record_snapshot(&self, snapshot: &crate::Snapshot) -> Result<()> {
+        let tree = snapshot.hash;
+        let reference = format!("refs/rewind/snapshots/{tree}");
+        let mut lines = crate::snapshot::visibility::record_lines(snapshot);
+        if let Some(commit) = self.ref_target(&reference)? {
+            let taken = self.commit_time(commit)?;
+            let recorded = self.recorded_left_out_lines(commit)?;
+            let new_paths = lines
+                .lines()
+                .any(|line| !recorded.lines().any(|r| r == line));
+            if !new_paths && crate::now()? - taken < chrono::Duration::hours(1) {
+                return Ok(());
+            }
+            for line in recorded.lines() {
+                if !lines.lines().any(|l| l == line) {
+                    lines.push_str(line);
+                    lines.push('\n');
+                }
+            }
+        }
+        let message = match lines.is_empty() {
+            true => "rewind: snapshot\n".to_owned(),
+            false => format!("rewind: snapshot\n\n{lines}"),
+        };
+        self.commit(&reference, &message, tree, None)?;
+        Ok(())
+    }
+
     /// What snapshot `tree` could see: its ignore rules and every left-out path recorded for
     /// it, in its snapshot record and in `extra` (a turn's begin commit).
     pub(crate) fn visibility(&self, tree: ObjectId, extra: Option<ObjectId>) -> Result<Visibility> {

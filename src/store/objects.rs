@@ -13,7 +13,6 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::fs;
 use std::io::{self, BufWriter, Read, Write};
-use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +20,12 @@ use std::sync::{Arc, Mutex};
 use gix::zlib::stream::deflate::{Compress, FlushCompress};
 use gix::ObjectId;
 
-use crate::error::{Error, Result};
+use gix::bstr::BStr;
+use std::time::SystemTime;
+
+use crate::error::{object_error, Error, Result};
+use crate::store::pack::{push_pack_entry_header, PackBuilder};
+use crate::store::Store;
 
 /// Writes objects into one store's `objects/` directory.
 pub(crate) struct ObjectWriter {
@@ -198,7 +202,7 @@ impl ObjectWriter {
         let mut temp = temp_file(dir, "tmp_obj_")?;
         temp.write_all(&compressed)
             .map_err(|e| Error::io("writing object", temp.path(), e))?;
-        persist(temp, &target)?;
+        crate::fs::persist(temp, &target)?;
         Ok(id)
     }
 
@@ -279,7 +283,7 @@ impl ObjectWriter {
                 .map_err(|e| self.write_error(e.into_error()))?;
             let target = self.loose_path(&id);
             self.ensure_fanout(id.as_bytes()[0], target.parent().expect("fan-out dir"))?;
-            persist(temp, &target)?;
+            crate::fs::persist(temp, &target)?;
         }
         Ok(Ok(id))
     }
@@ -362,18 +366,7 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A read-only temp file named `{prefix}*` (names git tolerates in its object directories).
 fn temp_file(dir: &Path, prefix: &str) -> Result<tempfile::NamedTempFile> {
-    tempfile::Builder::new()
-        .prefix(prefix)
-        .permissions(fs::Permissions::from_mode(0o444))
-        .tempfile_in(dir)
-        .map_err(|e| Error::io("creating object", dir, e))
-}
-
-/// Move a finished temp object to its final name; an identical object already there is fine.
-fn persist(temp: tempfile::NamedTempFile, target: &Path) -> Result<()> {
-    temp.persist(target)
-        .map(drop)
-        .map_err(|e| Error::io("writing object", target, e.error))
+    crate::fs::temp_file(dir, prefix, 0o444)
 }
 
 /// zlib-compress `parts` as one stream onto `out`, with this thread's compressor.
@@ -415,151 +408,118 @@ fn deflate_step(
     }
 }
 
-/// A pack entry's header: type and size as git's variable-length integer.
-fn push_pack_entry_header(kind: gix::objs::Kind, size: u64, out: &mut Vec<u8>) {
-    let type_id: u8 = match kind {
-        gix::objs::Kind::Commit => 1,
-        gix::objs::Kind::Tree => 2,
-        gix::objs::Kind::Blob => 3,
-        gix::objs::Kind::Tag => 4,
-    };
-    let mut byte = (type_id << 4) | (size & 0x0f) as u8;
-    let mut rest = size >> 4;
-    while rest != 0 {
-        out.push(byte | 0x80);
-        byte = (rest & 0x7f) as u8;
-        rest >>= 7;
-    }
-    out.push(byte);
-}
-
-/// A pack being written: entries are appended after a 12-byte header filled in at the end.
-struct PackBuilder {
-    path: PathBuf,
-    file: BufWriter<tempfile::NamedTempFile>,
-    offset: u64,
-    entries: Vec<(ObjectId, u64, u32)>,
-    ids: HashSet<ObjectId>,
-}
-
-const PACK_HEADER_LEN: u64 = 12;
-
-impl PackBuilder {
-    fn new(temp: tempfile::NamedTempFile) -> Result<PackBuilder> {
-        let path = temp.path().to_owned();
-        let mut file = BufWriter::with_capacity(1 << 20, temp);
-        file.write_all(&[0; PACK_HEADER_LEN as usize])
-            .map_err(|e| Error::io("writing pack", &path, e))?;
-        Ok(PackBuilder {
-            path,
-            file,
-            offset: PACK_HEADER_LEN,
-            entries: Vec::new(),
-            ids: HashSet::new(),
-        })
-    }
-
-    /// Append one entry (header + zlib data); a second copy of an id is dropped.
-    fn append(&mut self, id: ObjectId, entry: &[u8]) -> io::Result<()> {
-        if !self.ids.insert(id) {
-            return Ok(());
-        }
-        self.file.write_all(entry)?;
-        self.entries.push((id, self.offset, crc32fast::hash(entry)));
-        self.offset += entry.len() as u64;
-        Ok(())
-    }
-
-    /// Fill in the header, append the checksum, write the `.idx`, and rename both into `dir`;
-    /// returns the `.idx` path.
-    fn finish(mut self, dir: &Path) -> Result<PathBuf> {
-        let io_error = |e| Error::io("writing pack", &self.path, e);
-        self.file.flush().map_err(io_error)?;
-        let temp = self
-            .file
-            .into_inner()
-            .map_err(|e| io_error(e.into_error()))?;
-        let mut header = Vec::with_capacity(PACK_HEADER_LEN as usize);
-        header.extend_from_slice(b"PACK");
-        header.extend_from_slice(&2u32.to_be_bytes());
-        header.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
-        temp.as_file().write_all_at(&header, 0).map_err(io_error)?;
-        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-        let mut buf = vec![0; 1 << 20];
-        let mut position = 0;
-        while position < self.offset {
-            let n = temp
-                .as_file()
-                .read_at(&mut buf, position)
-                .map_err(io_error)?;
-            if n == 0 {
-                return Err(io_error(io::ErrorKind::UnexpectedEof.into()));
-            }
-            hasher.update(&buf[..n]);
-            position += n as u64;
-        }
-        let checksum = hasher.try_finalize().map_err(|e| Error::store(dir, e))?;
-        temp.as_file()
-            .write_all_at(checksum.as_bytes(), self.offset)
-            .map_err(io_error)?;
-
-        self.entries.sort_unstable_by_key(|entry| entry.0);
-        let index = pack_index(&self.entries, &checksum);
-        let mut index_temp = temp_file(dir, "tmp_idx_")?;
-        index_temp
-            .write_all(&index)
-            .map_err(|e| Error::io("writing pack index", index_temp.path(), e))?;
-        let name = format!("pack-{checksum}");
-        let pack_path = dir.join(format!("{name}.pack"));
-        temp.persist(&pack_path)
-            .map_err(|e| Error::io("writing pack", &pack_path, e.error))?;
-        let index_path = dir.join(format!("{name}.idx"));
-        index_temp
-            .persist(&index_path)
-            .map_err(|e| Error::io("writing pack index", &index_path, e.error))?;
-        Ok(index_path)
-    }
-}
-
-/// A version-2 pack index for `entries` (sorted by id): fan-out, ids, CRCs, offsets, checksums.
-fn pack_index(entries: &[(ObjectId, u64, u32)], pack_checksum: &ObjectId) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + 1024 + entries.len() * 28 + 40);
-    out.extend_from_slice(b"\xfftOc");
-    out.extend_from_slice(&2u32.to_be_bytes());
-    let mut fanout = [0u32; 256];
-    for (id, ..) in entries {
-        fanout[id.as_bytes()[0] as usize] += 1;
-    }
-    let mut total = 0;
-    for count in fanout {
-        total += count;
-        out.extend_from_slice(&total.to_be_bytes());
-    }
-    for (id, ..) in entries {
-        out.extend_from_slice(id.as_bytes());
-    }
-    for (_, _, crc) in entries {
-        out.extend_from_slice(&crc.to_be_bytes());
-    }
-    let mut large = Vec::new();
-    for &(_, offset, _) in entries {
-        let small = if offset < 0x8000_0000 {
-            offset as u32
-        } else {
-            large.push(offset);
-            0x8000_0000 | (large.len() as u32 - 1)
+impl Store {
+    /// The ids the stat cache names: its entries and its cache-tree.
+    pub(crate) fn index_roots(&self) -> Vec<ObjectId> {
+        let Ok(index) = gix::index::File::at(
+            self.git_dir().join("index"),
+            gix::hash::Kind::Sha1,
+            true,
+            Default::default(),
+        ) else {
+            return Vec::new();
         };
-        out.extend_from_slice(&small.to_be_bytes());
+        let mut roots: Vec<ObjectId> = index.entries().iter().map(|e| e.id).collect();
+        let mut trees: Vec<&gix::index::extension::Tree> = index.tree().into_iter().collect();
+        while let Some(tree) = trees.pop() {
+            if tree.num_entries.is_some() {
+                roots.push(tree.id);
+            }
+            trees.extend(&tree.children);
+        }
+        roots
     }
-    for offset in large {
-        out.extend_from_slice(&offset.to_be_bytes());
+
+    /// Every object reachable from `roots`. Blobs are named by their trees, never read;
+    /// each tree and commit is read once. A missing object ends its branch of the walk.
+    pub(crate) fn reachable(&self, roots: Vec<ObjectId>) -> HashSet<ObjectId> {
+        let repo = self.repo();
+        let mut seen = HashSet::new();
+        let mut stack = roots;
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let Ok(object) = repo.find_object(id) else {
+                continue;
+            };
+            match object.kind {
+                gix::objs::Kind::Commit => {
+                    if let Ok(commit) = object.try_into_commit() {
+                        stack.extend(commit.tree_id().ok().map(|t| t.detach()));
+                        stack.extend(commit.parent_ids().map(|p| p.detach()));
+                    }
+                }
+                gix::objs::Kind::Tree => {
+                    let tree = object.into_tree();
+                    let Ok(decoded) = tree.decode() else { continue };
+                    for entry in &decoded.entries {
+                        if entry.mode.is_tree() {
+                            stack.push(entry.oid.to_owned());
+                        } else if !entry.mode.is_commit() {
+                            seen.insert(entry.oid.to_owned());
+                        }
+                    }
+                }
+                gix::objs::Kind::Tag => {
+                    if let Ok(tag) = object.try_into_tag() {
+                        stack.extend(tag.target_id().ok().map(|t| t.detach()));
+                    }
+                }
+                gix::objs::Kind::Blob => {}
+            }
+        }
+        seen
     }
-    out.extend_from_slice(pack_checksum.as_bytes());
-    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-    hasher.update(&out);
-    let checksum = hasher.try_finalize().expect("sha1 of an index");
-    out.extend_from_slice(checksum.as_bytes());
-    out
+
+    /// Every loose object file, with its id and modification time.
+    pub(crate) fn loose_objects(&self) -> Vec<LooseObject> {
+        let objects = self.git_dir().join("objects");
+        let mut found = Vec::new();
+        for fanout in 0..=255u8 {
+            let dir = objects.join(format!("{fanout:02x}"));
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let hex = format!("{fanout:02x}{}", name.to_string_lossy());
+                // Anything else in a fan-out directory (temp files, strays) is not an object.
+                let Ok(id) = ObjectId::from_hex(hex.as_bytes()) else {
+                    continue;
+                };
+                let Ok(meta) = entry.metadata() else { continue };
+                found.push(LooseObject {
+                    id,
+                    path: entry.path(),
+                    modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                });
+            }
+        }
+        found
+    }
+}
+
+/// A loose object file, as [`Store::loose_objects`] found it.
+pub(crate) struct LooseObject {
+    pub(crate) id: ObjectId,
+    pub(crate) path: PathBuf,
+    pub(crate) modified: SystemTime,
+}
+
+/// The bytes of blob `id` at `path`.
+pub(crate) fn read_blob(repo: &gix::Repository, id: ObjectId, path: &BStr) -> Result<Vec<u8>> {
+    let object = repo
+        .find_object(id)
+        .map_err(|e| object_error(&id, path, e))?;
+    if object.kind != gix::objs::Kind::Blob {
+        return Err(object_error(
+            &id,
+            path,
+            format!("a {} where a blob belongs", object.kind),
+        ));
+    }
+    Ok(object.detach().data)
 }
 
 #[cfg(test)]

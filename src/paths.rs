@@ -1,0 +1,106 @@
+//! Paths are bytes, as the file system names them; this module says how they are shown: with
+//! git's C-style quoting in text, and lossy UTF-8 (U+FFFD) only in JSON.
+
+use gix::bstr::{BString, ByteSlice};
+use gix::ObjectId;
+
+/// `path` as git prints a name in human output with `core.quotePath=true`: as it is, unless
+/// it holds a control character, `"`, `\` or a byte >= 0x80; then in double quotes, with C
+/// escapes (`\n`, `\t`, `\"`, ...) and the other such bytes as 3-digit octal. The result is
+/// ASCII whenever it is quoted, and never spans lines.
+///
+/// ```
+/// assert_eq!(rewind::quote_path(b"src/main.rs"), "src/main.rs");
+/// assert_eq!(rewind::quote_path(b"evil\nkeep"), r#""evil\nkeep""#);
+/// assert_eq!(rewind::quote_path("caf\u{e9}".as_bytes()), r#""caf\303\251""#);
+/// ```
+pub fn quote_path(path: &[u8]) -> String {
+    String::from_utf8_lossy(&quote(b"", path, true)).into_owned()
+}
+
+/// `prefix` + `path`, C-quoted as git quotes names when `path` needs it: for control
+/// characters, `"` and `\`, and with `high_bytes` (`core.quotePath=true`) bytes >= 0x80.
+/// Costs one pass over `path`.
+pub(crate) fn quote(prefix: &[u8], path: &[u8], high_bytes: bool) -> Vec<u8> {
+    let needs_quote =
+        |b: u8| b < 0x20 || b == b'"' || b == b'\\' || b == 0x7f || (high_bytes && b >= 0x80);
+    let mut out = Vec::with_capacity(prefix.len() + path.len() + 2);
+    if !path.iter().copied().any(needs_quote) {
+        out.extend_from_slice(prefix);
+        out.extend_from_slice(path);
+        return out;
+    }
+    out.push(b'"');
+    out.extend_from_slice(prefix);
+    for &b in path {
+        let escape = match b {
+            0x07 => Some(b'a'),
+            0x08 => Some(b'b'),
+            b'\t' => Some(b't'),
+            b'\n' => Some(b'n'),
+            0x0b => Some(b'v'),
+            0x0c => Some(b'f'),
+            b'\r' => Some(b'r'),
+            b'"' | b'\\' => Some(b),
+            _ => None,
+        };
+        match escape {
+            Some(e) => out.extend_from_slice(&[b'\\', e]),
+            None if needs_quote(b) => out.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+            None => out.push(b),
+        }
+    }
+    out.push(b'"');
+    out
+}
+
+pub(crate) fn serialize_id<S: serde::Serializer>(id: &ObjectId, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(id)
+}
+
+/// A path in JSON: lossy only there (a name that is not UTF-8 gets U+FFFD); the library and
+/// human output keep its bytes.
+pub(crate) fn serialize_path<S: serde::Serializer>(
+    path: &BString,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&path.to_str_lossy())
+}
+
+/// A list of paths in JSON, each as [`serialize_path`] writes it.
+pub(crate) fn serialize_paths<S: serde::Serializer>(
+    paths: &[BString],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(paths.iter().map(|p| p.to_str_lossy()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{quote, quote_path};
+
+    #[test]
+    fn quote_path_leaves_plain_names_alone() {
+        assert_eq!(quote_path(b"src/a b/c-d_e.rs"), "src/a b/c-d_e.rs");
+        assert_eq!(quote_path(b""), "");
+    }
+
+    #[test]
+    fn quote_path_escapes_like_git_quote_path_true() {
+        assert_eq!(quote_path(b"evil\nkeep"), "\"evil\\nkeep\"");
+        assert_eq!(
+            quote_path(b"\x07\x08\t\x0b\x0c\r"),
+            "\"\\a\\b\\t\\v\\f\\r\""
+        );
+        assert_eq!(quote_path(b"say \"hi\"\\"), "\"say \\\"hi\\\"\\\\\"");
+        assert_eq!(quote_path(b"\x01\x1b\x7f"), "\"\\001\\033\\177\"");
+        assert_eq!(quote_path("é".as_bytes()), "\"\\303\\251\"");
+        assert_eq!(quote_path(b"bad\xff"), "\"bad\\377\"");
+    }
+
+    #[test]
+    fn quote_without_high_bytes_is_git_diff_header_quoting() {
+        assert_eq!(quote(b"a/", "é".as_bytes(), false), "a/é".as_bytes());
+        assert_eq!(quote(b"a/", b"x\ny", false), b"\"a/x\\ny\"");
+    }
+}

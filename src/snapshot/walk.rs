@@ -1,0 +1,598 @@
+//! The parallel walk: one rayon task per directory, opened through descriptors, applying ignore
+//! rules while descending and comparing each file's stat with the cache.
+
+use std::io;
+use std::ops::Range;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::index::entry::{stat, Mode, Stat};
+use gix::ObjectId;
+use rayon::prelude::*;
+use rustix::fs::{statat, AtFlags, FileType, OFlags};
+
+use super::cache::is_racy;
+use super::{FileEntry, Looked, Part, SkipReason, Skipped, READ_WHOLE_LIMIT, STAT_OPTIONS};
+use crate::error::{Error, Result};
+use crate::snapshot::ignore::{DirRules, Excludes, Rules};
+use crate::store::objects::{lock, ObjectWriter};
+
+/// Everything the parallel walk shares.
+pub(super) struct Walk<'a> {
+    pub(super) root: &'a Path,
+    pub(super) progress: &'a crate::store::Progress,
+    /// Set when a file differs from the previous snapshot, if the caller only needs a yes/no:
+    /// the walk then skips the directories it has not started.
+    pub(super) stop_at_change: Option<AtomicBool>,
+    pub(super) previous: &'a gix::index::State,
+    pub(super) previous_time: gix::index::entry::stat::Time,
+    pub(super) max_file_size: u64,
+    pub(super) excludes: Excludes,
+    pub(super) objects: &'a ObjectWriter,
+    /// The id the next directory job gets (the root's is 0).
+    pub(super) next_id: AtomicUsize,
+    /// Each finished directory job's id and parts.
+    pub(super) done: Mutex<Vec<(usize, Vec<Part>)>>,
+    /// The first error of any job; `failed` tells the others to stop.
+    pub(super) failure: Mutex<Option<Error>>,
+    pub(super) failed: AtomicBool,
+    /// How many [`HeldDir`]s are open.
+    pub(super) held: AtomicUsize,
+}
+
+/// At most this many directories stay open for subdirectories still to be opened (a deep tree
+/// with a pending sibling at every level would otherwise hold one descriptor per level, and
+/// run out at the usual limit of 1,024). Past it, subdirectories are opened one component at a
+/// time from the nearest ancestor still open.
+pub(super) const HELD_DIRS: usize = 128;
+
+/// A directory kept open for its subdirectories' jobs; counted in [`Walk::held`].
+pub(super) struct HeldDir<'w> {
+    pub(super) dir: rustix::fs::Dir,
+    pub(super) held: &'w AtomicUsize,
+}
+
+impl Drop for HeldDir<'_> {
+    fn drop(&mut self) {
+        self.held.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A subdirectory as a directory job lists it: (path, ignored), its range of previous index
+/// entries, and its job id.
+pub(super) type DirItem = (((BString, bool), Option<Range<usize>>), usize);
+
+/// A directory to walk: job `id`, opened when its turn comes below `anchor`, an ancestor (its
+/// parent, unless too many directories are held open already).
+pub(super) struct DirJob<'w> {
+    pub(super) id: usize,
+    /// Project-relative path.
+    pub(super) rel: BString,
+    /// The nearest ancestor held open (`None`: open from the project root's path), and where
+    /// the part of `rel` below it starts.
+    pub(super) anchor: Option<Arc<HeldDir<'w>>>,
+    pub(super) below_anchor: usize,
+    pub(super) rules: Arc<DirRules>,
+    /// The directory is ignored: keep only files the project's own index tracks.
+    pub(super) tracked_only: bool,
+    /// The range of previous index entries below `rel`.
+    pub(super) cached: Range<usize>,
+}
+
+impl Walk<'_> {
+    /// Walk the whole project: one rayon job per directory, each spawning its subdirectories'
+    /// jobs, so no thread stack grows with depth. `previous_len` is the stat cache's length.
+    /// Returns every directory's parts by job id, or `None` when a change stopped the walk.
+    pub(super) fn run(&self, previous_len: usize) -> Result<Option<Vec<Option<Vec<Part>>>>> {
+        let root = DirJob {
+            id: 0,
+            rel: BString::default(),
+            anchor: None,
+            below_anchor: 0,
+            rules: DirRules::root(),
+            tracked_only: false,
+            cached: 0..previous_len,
+        };
+        rayon::scope(|scope| self.spawn(scope, root));
+        if let Some(error) = lock(&self.failure).take() {
+            return Err(error);
+        }
+        if self.halted() {
+            return Ok(None);
+        }
+        let done = std::mem::take(&mut *lock(&self.done));
+        let mut dirs: Vec<Option<Vec<Part>>> = Vec::new();
+        dirs.resize_with(self.next_id.load(Ordering::Relaxed), || None);
+        for (id, parts) in done {
+            dirs[id] = Some(parts);
+        }
+        Ok(Some(dirs))
+    }
+
+    /// Queue `job` on the walk's scope; its result lands in `done`, its error in `failure`.
+    pub(super) fn spawn<'s>(&'s self, scope: &rayon::Scope<'s>, job: DirJob<'s>) {
+        scope.spawn(move |scope| {
+            if self.halted() {
+                return;
+            }
+            let id = job.id;
+            match self.dir(scope, job) {
+                Ok(parts) => lock(&self.done).push((id, parts)),
+                Err(error) => {
+                    self.failed.store(true, Ordering::Relaxed);
+                    lock(&self.failure).get_or_insert(error);
+                }
+            }
+        });
+    }
+
+    /// Whether the walk should start no more directories: a job failed, or a change was found.
+    pub(super) fn halted(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+            || self
+                .stop_at_change
+                .as_ref()
+                .is_some_and(|stop| stop.load(Ordering::Relaxed))
+    }
+
+    /// Snapshot the files of directory `job` and spawn a job for each of its subdirectories.
+    /// Returns its parts in index order, each subdirectory as the id of its job.
+    /// Costs one `openat`, one `readdir` and one `fstatat` per file, plus reading the files that
+    /// changed.
+    pub(super) fn dir<'s>(
+        &'s self,
+        scope: &rayon::Scope<'s>,
+        job: DirJob<'s>,
+    ) -> Result<Vec<Part>> {
+        let DirJob {
+            rel,
+            anchor,
+            below_anchor,
+            rules,
+            tracked_only,
+            cached,
+            ..
+        } = job;
+        let opened = self.open(anchor.as_deref(), &rel[below_anchor..]);
+        let skipped = |rel, reason, detail| {
+            vec![Part::Skipped(Skipped {
+                path: rel,
+                reason,
+                detail,
+            })]
+        };
+        let mut entries = match opened.and_then(rustix::fs::Dir::new) {
+            Ok(entries) => entries,
+            // Gone since its parent was read: this snapshot leaves it out.
+            Err(rustix::io::Errno::NOENT) if !rel.is_empty() => return Ok(Vec::new()),
+            Err(e) if rel.is_empty() => {
+                return Err(Error::io("reading", self.root, e.into()));
+            }
+            Err(e) => {
+                let detail = io::Error::from(e).to_string();
+                return Ok(skipped(rel, SkipReason::Unreadable, Some(detail)));
+            }
+        };
+        let mut hidden = Vec::new();
+        // A directory narrower than 0755 (0700, 0750): recorded, so a restore that makes it
+        // again makes it as private. One `fstat`.
+        if let Some(perm) = entries.fd().ok().and_then(|fd| rustix::fs::fstat(fd).ok()) {
+            let perm = perm.st_mode & 0o7777;
+            if !rel.is_empty() && perm & 0o755 != 0o755 {
+                hidden.push(Part::PrivateDir(rel.clone(), perm));
+            }
+        }
+        // (path, where its name starts, its type if the directory entry says)
+        let mut listed: Vec<(BString, usize, FileType)> = Vec::new();
+        let mut gitignore = false;
+        let name_start = if rel.is_empty() { 0 } else { rel.len() + 1 };
+        for entry in entries.by_ref() {
+            let Ok(entry) = entry else { continue };
+            let name = entry.file_name().to_bytes();
+            match name {
+                b"." | b".." => continue,
+                b".git" if rel.is_empty() => continue, // the project's own repository
+                b".git" => return Ok(skipped(rel, SkipReason::NestedRepo, None)),
+                _ if name == crate::store::DATA_MARKER.as_bytes() => {
+                    return Ok(skipped(rel, SkipReason::RewindData, None))
+                }
+                _ => {}
+            }
+            let file_type = entry.file_type();
+            gitignore |= name == b".gitignore" && file_type == FileType::RegularFile;
+            listed.push((join(rel.as_ref(), name), name_start, file_type));
+        }
+        let dir_fd = entries.fd().expect("an open directory has a descriptor");
+        let rules = if gitignore && !tracked_only {
+            let source = self.abs(rel.as_ref()).join(".gitignore");
+            DirRules::child(&rules, dir_fd, &source, rel.as_ref())
+        } else {
+            rules
+        };
+
+        let mut files = Vec::with_capacity(listed.len());
+        let mut dirs = Vec::new();
+        for (child, name_start, file_type) in listed {
+            let file_type = match file_type {
+                // Some filesystems leave the type out of directory entries.
+                FileType::Unknown => {
+                    match statat(dir_fd, &child[name_start..], AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) => FileType::from_raw_mode(st.st_mode),
+                        Err(_) => continue, // vanished; an unreadable file is reported by `look`
+                    }
+                }
+                known => known,
+            };
+            let is_dir = file_type == FileType::Directory;
+            let by = match tracked_only {
+                true => None,
+                false => self.excludes.ignored_by(&rules, child.as_ref(), is_dir),
+            };
+            let ignored = tracked_only || by.is_some();
+            if by == Some(Rules::Outside) {
+                hidden.push(Part::Hidden(child.clone()));
+            }
+            if is_dir {
+                if !ignored || self.excludes.tracks_below(child.as_ref()) {
+                    dirs.push((child, ignored));
+                }
+            } else if !ignored || self.excludes.is_tracked(child.as_ref()) {
+                files.push((child, name_start));
+            }
+        }
+        // Files sort by bytes, directories as "name/": the index's order for both.
+        files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        dirs.sort_unstable_by(|a, b| gix::objs::tree::name_order(&a.0, true, &b.0, true));
+
+        let (cached_files, cached_dirs) = self.split_cached(cached, rel.len());
+        let as_dirs = |a: &[u8], b: &[u8]| gix::objs::tree::name_order(a, true, b, true);
+        let files = pair_sorted(files, &cached_files, |(p, _)| p.as_slice(), <[u8]>::cmp);
+        let dirs = pair_sorted(dirs, &cached_dirs, |(p, ..)| p.as_slice(), as_dirs);
+        let looked: Vec<Looked> = files
+            .into_par_iter()
+            .with_min_len(128)
+            .map(|((child, name_start), cached)| self.look(child, name_start, dir_fd, cached))
+            .collect();
+        let read = |looked: Looked| match looked {
+            Looked::Read {
+                path,
+                name_start,
+                stat,
+                mode,
+                perm,
+                size,
+                previous,
+            } => {
+                let part = self.read(path, dir_fd, name_start, stat, (mode, perm), size)?;
+                if let (Some(stop), Some(Part::File(file))) = (&self.stop_at_change, &part) {
+                    if previous != Some((file.id, file.mode)) {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+                Ok(part)
+            }
+            Looked::Settled(part) => Ok(Some(part)),
+            Looked::Vanished => Ok(None),
+        };
+        let file_parts: Vec<Part> = if looked.iter().any(|l| matches!(l, Looked::Read { .. })) {
+            let parts: Result<Vec<_>> = looked.into_par_iter().map(read).collect();
+            parts?.into_iter().flatten().collect()
+        } else {
+            let settled = |l| match l {
+                Looked::Settled(part) => Some(part),
+                _ => None,
+            };
+            looked.into_iter().filter_map(settled).collect()
+        };
+
+        // Merge files and subdirectories (both sorted) into index order, giving each
+        // subdirectory the next job id; its job runs once this directory is done with its fd.
+        // The subdirectories open below this directory if it may stay open, else below its anchor.
+        let (anchor, below_anchor) = match dirs.len() {
+            0 => (None, 0),
+            _ if self.held.fetch_add(1, Ordering::Relaxed) < HELD_DIRS => {
+                let held = HeldDir {
+                    dir: entries,
+                    held: &self.held,
+                };
+                (Some(Arc::new(held)), name_start)
+            }
+            _ => {
+                self.held.fetch_sub(1, Ordering::Relaxed);
+                (anchor, below_anchor)
+            }
+        };
+        let first_id = self.next_id.fetch_add(dirs.len(), Ordering::Relaxed);
+        let mut parts = Vec::with_capacity(file_parts.len() + dirs.len());
+        let mut jobs = Vec::with_capacity(dirs.len());
+        let mut dirs = dirs.into_iter().zip(first_id..).peekable();
+        let mut push_dir = |(((child, ignored), cached), id): DirItem, parts: &mut Vec<Part>| {
+            parts.push(Part::Dir(id));
+            jobs.push(DirJob {
+                id,
+                rel: child,
+                anchor: anchor.clone(),
+                below_anchor,
+                rules: rules.clone(),
+                tracked_only: ignored,
+                cached: cached.unwrap_or(0..0),
+            });
+        };
+        for part in file_parts {
+            let path = match &part {
+                Part::File(file) => &file.path,
+                Part::Skipped(skip) => &skip.path,
+                Part::Dir(_) | Part::Hidden(_) | Part::PrivateDir(..) => {
+                    unreachable!("files only")
+                }
+            };
+            while let Some(dir) = dirs.next_if(|(((dir, ..), _), _)| {
+                gix::objs::tree::name_order(dir, true, path, false).is_le()
+            }) {
+                push_dir(dir, &mut parts);
+            }
+            parts.push(part);
+        }
+        dirs.for_each(|dir| push_dir(dir, &mut parts));
+        parts.append(&mut hidden);
+        for job in jobs {
+            self.spawn(scope, job);
+        }
+        Ok(parts)
+    }
+
+    /// Open directory `path` below `anchor` one component at a time, never following a
+    /// symlink; the project root when there is no anchor (`path` is then the rest below it).
+    /// Costs one `openat` per component: one, unless directories ran over [`HELD_DIRS`].
+    pub(super) fn open(
+        &self,
+        anchor: Option<&HeldDir<'_>>,
+        path: &[u8],
+    ) -> rustix::io::Result<OwnedFd> {
+        let mut names = path.split(|&b| b == b'/').filter(|name| !name.is_empty());
+        let mut fd = match anchor {
+            Some(anchor) => {
+                let first = names.next().ok_or(rustix::io::Errno::INVAL)?;
+                open_dir(anchor.dir.fd()?, first)?
+            }
+            None => open_dir(rustix::fs::CWD, self.root.as_os_str().as_bytes())?,
+        };
+        for name in names {
+            fd = open_dir(fd.as_fd(), name)?;
+        }
+        Ok(fd)
+    }
+
+    /// The absolute path of project path `rel`.
+    pub(super) fn abs(&self, rel: &BStr) -> PathBuf {
+        self.root.join(std::ffi::OsStr::from_bytes(rel))
+    }
+
+    /// Split `range`, the previous index entries below a directory whose path is `dir_len`
+    /// bytes long, into its files `(path, index)` and its subdirectories `(path, range)`, both in
+    /// index order. Costs one step per file plus a binary search per subdirectory.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn split_cached(
+        &self,
+        range: Range<usize>,
+        dir_len: usize,
+    ) -> (Vec<(&BStr, usize)>, Vec<(&BStr, Range<usize>)>) {
+        let entries = self.previous.entries();
+        let prefix_len = if dir_len == 0 { 0 } else { dir_len + 1 };
+        let (mut files, mut dirs) = (Vec::new(), Vec::new());
+        let mut i = range.start;
+        while i < range.end {
+            let path = entries[i].path(self.previous);
+            match path[prefix_len..].find_byte(b'/') {
+                None => {
+                    files.push((path, i));
+                    i += 1;
+                }
+                Some(slash) => {
+                    let block = &path[..prefix_len + slash + 1];
+                    let len = entries[i..range.end]
+                        .partition_point(|e| e.path(self.previous).starts_with(block));
+                    dirs.push((&path[..prefix_len + slash], i..i + len));
+                    i += len;
+                }
+            }
+        }
+        (files, dirs)
+    }
+
+    /// Stat one file and settle it from its previous index entry (`cached`, an index into the
+    /// entries) when its stat proves it unchanged. Costs one `fstatat` relative to `dir`.
+    pub(super) fn look(
+        &self,
+        rel: BString,
+        name_start: usize,
+        dir: BorrowedFd<'_>,
+        cached: Option<usize>,
+    ) -> Looked {
+        let meta = match statat(dir, &rel[name_start..], AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(meta) => meta,
+            Err(rustix::io::Errno::NOENT) => return Looked::Vanished,
+            Err(e) => return Looked::Settled(Part::Skipped(unreadable(rel, &e.into()))),
+        };
+        self.progress.step();
+        let mode = match FileType::from_raw_mode(meta.st_mode) {
+            FileType::Symlink => Mode::SYMLINK,
+            FileType::RegularFile if meta.st_mode & 0o100 != 0 => Mode::FILE_EXECUTABLE,
+            FileType::RegularFile => Mode::FILE,
+            // Listed as a file, a directory by now: this snapshot leaves it out.
+            FileType::Directory => return Looked::Vanished,
+            // FIFOs, sockets, devices: never opened (reading a FIFO would hang).
+            _ => {
+                return Looked::Settled(Part::Skipped(Skipped {
+                    path: rel,
+                    reason: SkipReason::SpecialFile,
+                    detail: None,
+                }))
+            }
+        };
+        let size = meta.st_size as u64;
+        let perm = meta.st_mode & 0o7777;
+        let stat = stat_of(&meta);
+        let previous = cached.map(|i| &self.previous.entries()[i]);
+        match previous {
+            Some(prev)
+                if prev.mode == mode
+                    && prev.stat.matches(&stat, STAT_OPTIONS)
+                    && !is_racy(&prev.stat, self.previous_time) =>
+            {
+                Looked::Settled(Part::File(FileEntry {
+                    path: rel,
+                    stat,
+                    id: prev.id,
+                    mode,
+                    perm,
+                    hashed: false,
+                }))
+            }
+            None if mode != Mode::SYMLINK && size > self.max_file_size => {
+                Looked::Settled(Part::Skipped(Skipped {
+                    path: rel,
+                    reason: SkipReason::TooLarge,
+                    detail: Some(format!("{size} bytes, cap {}", self.max_file_size)),
+                }))
+            }
+            _ => Looked::Read {
+                path: rel,
+                name_start,
+                stat,
+                mode,
+                perm,
+                size,
+                previous: previous.map(|prev| (prev.id, prev.mode)),
+            },
+        }
+    }
+
+    /// Read file `rel` (or a symlink's target), whose name starts at `name_start` and which
+    /// lives in directory `dir`, and write it as a blob. `Ok(None)`: it vanished.
+    /// Costs a read, a hash, and zlib plus a file write when the blob is new.
+    pub(super) fn read(
+        &self,
+        rel: BString,
+        dir: BorrowedFd<'_>,
+        name_start: usize,
+        stat: Stat,
+        (mode, perm): (Mode, u32),
+        size: u64,
+    ) -> Result<Option<Part>> {
+        let name = Path::new(std::ffi::OsStr::from_bytes(&rel[name_start..]));
+        let content = if mode == Mode::SYMLINK {
+            match rustix::fs::readlinkat(dir, name, Vec::new()) {
+                Ok(target) => Ok(self
+                    .objects
+                    .write(gix::objs::Kind::Blob, target.as_bytes())?),
+                Err(e) => Err(e.into()),
+            }
+        } else {
+            self.blob_from_file(dir, name, size)?
+        };
+        Ok(match content {
+            Ok(id) => Some(Part::File(FileEntry {
+                path: rel,
+                stat,
+                id,
+                mode,
+                perm,
+                hashed: true,
+            })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => Some(Part::Skipped(unreadable(rel, &e))),
+        })
+    }
+
+    /// Read file `name` of directory `dir` and write it as a blob. The outer error is about
+    /// writing the store, the inner one about reading the project file.
+    pub(super) fn blob_from_file(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &Path,
+        size: u64,
+    ) -> Result<io::Result<ObjectId>> {
+        let mut file = match crate::fs::open_regular(dir, name, false) {
+            Ok(file) => file,
+            Err(e) => return Ok(Err(e)),
+        };
+        if size > READ_WHOLE_LIMIT {
+            return self.objects.write_blob_stream(file, size);
+        }
+        let mut data = Vec::with_capacity(size as usize);
+        match io::Read::read_to_end(&mut file, &mut data) {
+            Ok(_) => self.objects.write(gix::objs::Kind::Blob, &data).map(Ok),
+            Err(e) => Ok(Err(e)),
+        }
+    }
+}
+
+/// Pair each of `items` with the entry of `cached` that has the same path, in one merge pass;
+/// both are sorted by `order`.
+pub(super) fn pair_sorted<T, C: Clone>(
+    items: Vec<T>,
+    cached: &[(&BStr, C)],
+    path: impl Fn(&T) -> &[u8],
+    order: impl Fn(&[u8], &[u8]) -> std::cmp::Ordering,
+) -> Vec<(T, Option<C>)> {
+    let mut next = 0;
+    items
+        .into_iter()
+        .map(|item| {
+            let key = path(&item);
+            while next < cached.len() && order(cached[next].0, key).is_lt() {
+                next += 1;
+            }
+            let found = cached.get(next).filter(|c| c.0 == key).map(|c| c.1.clone());
+            (item, found)
+        })
+        .collect()
+}
+
+/// `parent/name`, or `name` at the root.
+pub(super) fn join(parent: &BStr, name: &[u8]) -> BString {
+    let mut path = BString::from(Vec::with_capacity(parent.len() + 1 + name.len()));
+    if !parent.is_empty() {
+        path.extend_from_slice(parent);
+        path.push(b'/');
+    }
+    path.extend_from_slice(name);
+    path
+}
+
+pub(super) fn unreadable(path: BString, error: &io::Error) -> Skipped {
+    Skipped {
+        path,
+        reason: SkipReason::Unreadable,
+        detail: Some(error.to_string()),
+    }
+}
+
+/// The index stat of `meta`, truncated to 32 bits as git does.
+#[allow(clippy::unnecessary_cast)] // the field types differ between targets
+pub(super) fn stat_of(meta: &rustix::fs::Stat) -> Stat {
+    let time = |secs: i64, nsecs: u64| stat::Time {
+        secs: secs as u32,
+        nsecs: nsecs as u32,
+    };
+    Stat {
+        mtime: time(meta.st_mtime as i64, meta.st_mtime_nsec as u64),
+        ctime: time(meta.st_ctime as i64, meta.st_ctime_nsec as u64),
+        dev: meta.st_dev as u32,
+        ino: meta.st_ino as u32,
+        uid: meta.st_uid,
+        gid: meta.st_gid,
+        size: meta.st_size as u32,
+    }
+}
+
+/// Open directory `name` below `parent` without following a symlink.
+pub(super) fn open_dir(parent: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    rustix::fs::openat(parent, name, flags, rustix::fs::Mode::empty())
+}

@@ -1,0 +1,155 @@
+//! Packs: while pruning repacks, new objects are appended to one pack file; its version-2
+//! index is written when it is complete, and both become visible by a rename.
+
+use std::collections::HashSet;
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use gix::ObjectId;
+
+use crate::error::{Error, Result};
+
+/// A pack entry's header: type and size as git's variable-length integer.
+pub(super) fn push_pack_entry_header(kind: gix::objs::Kind, size: u64, out: &mut Vec<u8>) {
+    let type_id: u8 = match kind {
+        gix::objs::Kind::Commit => 1,
+        gix::objs::Kind::Tree => 2,
+        gix::objs::Kind::Blob => 3,
+        gix::objs::Kind::Tag => 4,
+    };
+    let mut byte = (type_id << 4) | (size & 0x0f) as u8;
+    let mut rest = size >> 4;
+    while rest != 0 {
+        out.push(byte | 0x80);
+        byte = (rest & 0x7f) as u8;
+        rest >>= 7;
+    }
+    out.push(byte);
+}
+
+/// A pack being written: entries are appended after a 12-byte header filled in at the end.
+pub(super) struct PackBuilder {
+    pub(super) path: PathBuf,
+    file: BufWriter<tempfile::NamedTempFile>,
+    offset: u64,
+    pub(super) entries: Vec<(ObjectId, u64, u32)>,
+    pub(super) ids: HashSet<ObjectId>,
+}
+
+const PACK_HEADER_LEN: u64 = 12;
+
+impl PackBuilder {
+    pub(super) fn new(temp: tempfile::NamedTempFile) -> Result<PackBuilder> {
+        let path = temp.path().to_owned();
+        let mut file = BufWriter::with_capacity(1 << 20, temp);
+        file.write_all(&[0; PACK_HEADER_LEN as usize])
+            .map_err(|e| Error::io("writing pack", &path, e))?;
+        Ok(PackBuilder {
+            path,
+            file,
+            offset: PACK_HEADER_LEN,
+            entries: Vec::new(),
+            ids: HashSet::new(),
+        })
+    }
+
+    /// Append one entry (header + zlib data); a second copy of an id is dropped.
+    pub(super) fn append(&mut self, id: ObjectId, entry: &[u8]) -> io::Result<()> {
+        if !self.ids.insert(id) {
+            return Ok(());
+        }
+        self.file.write_all(entry)?;
+        self.entries.push((id, self.offset, crc32fast::hash(entry)));
+        self.offset += entry.len() as u64;
+        Ok(())
+    }
+
+    /// Fill in the header, append the checksum, write the `.idx`, and rename both into `dir`;
+    /// returns the `.idx` path.
+    pub(super) fn finish(mut self, dir: &Path) -> Result<PathBuf> {
+        let io_error = |e| Error::io("writing pack", &self.path, e);
+        self.file.flush().map_err(io_error)?;
+        let temp = self
+            .file
+            .into_inner()
+            .map_err(|e| io_error(e.into_error()))?;
+        let mut header = Vec::with_capacity(PACK_HEADER_LEN as usize);
+        header.extend_from_slice(b"PACK");
+        header.extend_from_slice(&2u32.to_be_bytes());
+        header.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
+        temp.as_file().write_all_at(&header, 0).map_err(io_error)?;
+        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+        let mut buf = vec![0; 1 << 20];
+        let mut position = 0;
+        while position < self.offset {
+            let n = temp
+                .as_file()
+                .read_at(&mut buf, position)
+                .map_err(io_error)?;
+            if n == 0 {
+                return Err(io_error(io::ErrorKind::UnexpectedEof.into()));
+            }
+            hasher.update(&buf[..n]);
+            position += n as u64;
+        }
+        let checksum = hasher.try_finalize().map_err(|e| Error::store(dir, e))?;
+        temp.as_file()
+            .write_all_at(checksum.as_bytes(), self.offset)
+            .map_err(io_error)?;
+
+        self.entries.sort_unstable_by_key(|entry| entry.0);
+        let index = pack_index(&self.entries, &checksum);
+        let mut index_temp = crate::fs::temp_file(dir, "tmp_idx_", 0o444)?;
+        index_temp
+            .write_all(&index)
+            .map_err(|e| Error::io("writing pack index", index_temp.path(), e))?;
+        let name = format!("pack-{checksum}");
+        let pack_path = dir.join(format!("{name}.pack"));
+        crate::fs::persist(temp, &pack_path)?;
+        let index_path = dir.join(format!("{name}.idx"));
+        crate::fs::persist(index_temp, &index_path)?;
+        Ok(index_path)
+    }
+}
+
+/// A version-2 pack index for `entries` (sorted by id): fan-out, ids, CRCs, offsets, checksums.
+fn pack_index(entries: &[(ObjectId, u64, u32)], pack_checksum: &ObjectId) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + 1024 + entries.len() * 28 + 40);
+    out.extend_from_slice(b"\xfftOc");
+    out.extend_from_slice(&2u32.to_be_bytes());
+    let mut fanout = [0u32; 256];
+    for (id, ..) in entries {
+        fanout[id.as_bytes()[0] as usize] += 1;
+    }
+    let mut total = 0;
+    for count in fanout {
+        total += count;
+        out.extend_from_slice(&total.to_be_bytes());
+    }
+    for (id, ..) in entries {
+        out.extend_from_slice(id.as_bytes());
+    }
+    for (_, _, crc) in entries {
+        out.extend_from_slice(&crc.to_be_bytes());
+    }
+    let mut large = Vec::new();
+    for &(_, offset, _) in entries {
+        let small = if offset < 0x8000_0000 {
+            offset as u32
+        } else {
+            large.push(offset);
+            0x8000_0000 | (large.len() as u32 - 1)
+        };
+        out.extend_from_slice(&small.to_be_bytes());
+    }
+    for offset in large {
+        out.extend_from_slice(&offset.to_be_bytes());
+    }
+    out.extend_from_slice(pack_checksum.as_bytes());
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(&out);
+    let checksum = hasher.try_finalize().expect("sha1 of an index");
+    out.extend_from_slice(checksum.as_bytes());
+    out
+}

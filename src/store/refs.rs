@@ -1,0 +1,203 @@
+//! References: the store's named records (`refs/rewind/...`), the commits they point to, and
+//! resolving a user's id to a snapshot. Every ref update writes a reflog entry, as git does
+//! with `core.logAllRefUpdates=always`.
+
+use std::fs;
+
+use chrono::{DateTime, Utc};
+use gix::bstr::BStr;
+use gix::ObjectId;
+
+use crate::error::{kind_name, object_error, Error, Result};
+use crate::store::Store;
+
+impl Store {
+    /// The commit a reference points to, if it exists.
+    pub(crate) fn ref_target(&self, reference: &str) -> Result<Option<ObjectId>> {
+        Ok(self
+            .repo()
+            .try_find_reference(reference)
+            .map_err(|e| Error::store(&self.git_dir, e))?
+            .and_then(|mut r| r.peel_to_id().ok().map(|id| id.detach())))
+    }
+
+    /// Write a commit of `tree` with `parents` and point `reference` at it (with a reflog
+    /// entry). Authored by "rewind" at [`crate::now`]. The caller holds the store lock.
+    pub(crate) fn commit(
+        &self,
+        reference: &str,
+        message: &str,
+        tree: ObjectId,
+        parents: impl IntoIterator<Item = ObjectId>,
+    ) -> Result<ObjectId> {
+        let signature = gix::actor::Signature {
+            name: "rewind".into(),
+            email: "rewind@localhost".into(),
+            time: gix::date::Time::new(crate::now()?.timestamp(), 0),
+        };
+        let commit = gix::objs::Commit {
+            tree,
+            parents: parents.into_iter().collect(),
+            author: signature.clone(),
+            committer: signature,
+            encoding: None,
+            message: message.into(),
+            extra_headers: Vec::new(),
+        };
+        let mut data = Vec::new();
+        gix::objs::WriteTo::write_to(&commit, &mut data)
+            .map_err(|e| Error::io("encoding commit", &self.git_dir, e))?;
+        let id = self.objects.write(gix::objs::Kind::Commit, &data)?;
+        self.set_ref(reference, id, message.lines().next().unwrap_or("rewind"))?;
+        Ok(id)
+    }
+
+    /// Write a copy of `commit` (same tree, message, author and times) with other `parents`;
+    /// used when prune cuts a chain.
+    pub(crate) fn rewrite_commit(
+        &self,
+        commit: ObjectId,
+        parents: impl IntoIterator<Item = ObjectId>,
+    ) -> Result<ObjectId> {
+        self.rewrite_commit_with(commit, parents, |_| {})
+    }
+
+    /// [`Self::rewrite_commit`], with `edit` applied to the message.
+    pub(crate) fn rewrite_commit_with(
+        &self,
+        commit: ObjectId,
+        parents: impl IntoIterator<Item = ObjectId>,
+        edit: impl FnOnce(&mut gix::bstr::BString),
+    ) -> Result<ObjectId> {
+        let repo = self.repo();
+        let store_error = |e: &dyn std::fmt::Display| Error::store(&self.git_dir, e);
+        let mut copy = repo
+            .find_commit(commit)
+            .map_err(|e| store_error(&e))?
+            .decode()
+            .map_err(|e| store_error(&e))?
+            .to_owned()
+            .map_err(|e| store_error(&e))?;
+        copy.parents = parents.into_iter().collect();
+        edit(&mut copy.message);
+        let mut data = Vec::new();
+        gix::objs::WriteTo::write_to(&copy, &mut data)
+            .map_err(|e| Error::io("encoding commit", &self.git_dir, e))?;
+        self.objects.write(gix::objs::Kind::Commit, &data)
+    }
+
+    /// Point `reference` at `target`, creating or moving it. The caller holds the store lock.
+    pub(crate) fn set_ref(&self, reference: &str, target: ObjectId, log: &str) -> Result<()> {
+        self.remove_stale_ref_lock(reference);
+        self.repo()
+            .reference(
+                reference,
+                target,
+                gix::refs::transaction::PreviousValue::Any,
+                log,
+            )
+            .map_err(|e| Error::store(&self.git_dir, e))?;
+        Ok(())
+    }
+
+    /// Under the store lock, a `<ref>.lock` file can only be left over from a killed process.
+    pub(crate) fn remove_stale_ref_lock(&self, reference: &str) {
+        let _ = fs::remove_file(self.git_dir.join(format!("{reference}.lock")));
+    }
+
+    pub(crate) fn commit_time(&self, commit: ObjectId) -> Result<DateTime<Utc>> {
+        let repo = self.repo();
+        let seconds = repo
+            .find_commit(commit)
+            .and_then(|c| c.time())
+            .map_err(|e| Error::store(self.git_dir(), e))?
+            .seconds;
+        Ok(DateTime::from_timestamp(seconds, 0).unwrap_or_default())
+    }
+
+    /// Every reference under `prefix`, with the commit (or object) it points to.
+    pub(crate) fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+        // Reads take no lock: a ref listed, then deleted by a writer before it is read, fails
+        // the read of it; the listing is made again (for up to a second).
+        for _ in 0..100 {
+            if let Ok(refs) = self.read_refs_under(prefix) {
+                return Ok(refs);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        self.read_refs_under(prefix)
+    }
+
+    /// One listing of [`Self::refs_under`]. Costs a directory walk and a read per loose ref.
+    fn read_refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+        let repo = self.repo();
+        let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
+        let platform = repo.references().map_err(|e| store_error(&e))?;
+        let mut refs = Vec::new();
+        for reference in platform.prefixed(prefix).map_err(|e| store_error(&e))? {
+            let reference = reference.map_err(|e| store_error(&e))?;
+            if let Some(id) = reference.target().try_id() {
+                refs.push((reference.name().as_bstr().to_string(), id.to_owned()));
+            }
+        }
+        Ok(refs)
+    }
+
+    /// Delete `reference` and its reflog.
+    pub(crate) fn delete_ref(&self, reference: &str) -> Result<()> {
+        // Under the store lock, lock files can only be left over from killed processes.
+        self.remove_stale_ref_lock(reference);
+        let _ = fs::remove_file(self.git_dir().join("packed-refs.lock"));
+        let repo = self.repo();
+        if let Some(found) = repo
+            .try_find_reference(reference)
+            .map_err(|e| Error::store(self.git_dir(), e))?
+        {
+            found
+                .delete()
+                .map_err(|e| Error::store(self.git_dir(), e))?;
+        }
+        let _ = fs::remove_file(self.git_dir().join("logs").join(reference));
+        Ok(())
+    }
+
+    /// Resolve `spec` (a full or unambiguous abbreviated id) to the id of a tree in the store.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let full = store.resolve_tree("4b825dc6")?; // abbreviations work when unambiguous
+    /// assert_eq!(full.to_string().len(), 40);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn resolve_tree(&self, spec: &str) -> Result<ObjectId> {
+        let repo = self.repo();
+        let valid = (4..=40).contains(&spec.len()) && spec.bytes().all(|b| b.is_ascii_hexdigit());
+        if !valid {
+            return Err(Error::InvalidId(spec.to_owned()));
+        }
+        let id = if spec.len() == 40 {
+            ObjectId::from_hex(spec.as_bytes()).map_err(|_| Error::InvalidId(spec.to_owned()))?
+        } else {
+            let prefix =
+                gix::hash::Prefix::from_hex(spec).map_err(|_| Error::InvalidId(spec.to_owned()))?;
+            match repo.objects.lookup_prefix(prefix, None) {
+                Ok(Some(Ok(id))) => id,
+                Ok(Some(Err(()))) => return Err(Error::Ambiguous(spec.to_owned())),
+                Ok(None) => return Err(Error::NotFound(spec.to_owned())),
+                Err(e) => return Err(Error::store(self.git_dir(), e)),
+            }
+        };
+        let header = repo
+            .try_find_header(id)
+            .map_err(|e| object_error(&id, BStr::new(""), e))?
+            .ok_or_else(|| Error::NotFound(spec.to_owned()))?;
+        match header.kind() {
+            gix::objs::Kind::Tree => Ok(id),
+            other => Err(Error::WrongType {
+                id: id.to_string(),
+                actual: kind_name(other),
+                expected: "tree",
+            }),
+        }
+    }
+}
