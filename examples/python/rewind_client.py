@@ -299,6 +299,10 @@ class RewindClient:
         it). Once `cancel` is set, the server cancels the request at its next safe point
         (RewindError -32800 `cancelled`; a call already past it answers normally). When the
         client-side `timeout` runs out, the request is cancelled too, then TimeoutError."""
+        if timeout_ms is not None:
+            if isinstance(params, list):
+                raise TypeError("timeout_ms goes with params as an object, not a list")
+            params = dict(params or {}, timeout_ms=timeout_ms)
         request_id = next(self._ids)
         waiter = _Waiter()
         with self._lock:
@@ -306,8 +310,6 @@ class RewindClient:
                 raise RewindClosed(self._closed)
             self._pending[request_id] = waiter
         request: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if timeout_ms is not None:
-            params = dict(params or {}, timeout_ms=timeout_ms)
         if params is not None:
             request["params"] = params
         try:

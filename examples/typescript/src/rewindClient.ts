@@ -302,7 +302,10 @@ export class RewindClient {
   callRaw(method: string, params?: object, options: CallOptions = {}): Promise<unknown> {
     if (this.closedReason !== undefined) return Promise.reject(new RewindClosedError(this.closedReason));
     const id = this.nextId++;
-    if (options.timeoutMs !== undefined) params = { ...params, timeout_ms: options.timeoutMs };
+    if (options.timeoutMs !== undefined) {
+      if (Array.isArray(params)) return Promise.reject(new TypeError("timeoutMs goes with params as an object, not an array"));
+      params = { ...params, timeout_ms: options.timeoutMs };
+    }
     const request = params === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params };
     const { signal } = options;
     const cancel = () => {
