@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""A small client for `rewind serve` (JSON-RPC 2.0 over stdio). Standard library only (3.11+).
+"""A typed client for `rewind serve` (JSON-RPC 2.0 over stdio). Standard library only (3.11+).
 
     from rewind_client import RewindClient, RewindError
 
     with RewindClient("/path/to/project") as rw:          # spawns `rewind -C ... serve`
+        assert rw.hello()["protocol"] == 1                 # stop on a version you do not know
         before = rw.track()["hash"]
         # ... the agent edits files ...
         for row in rw.diff_full(before):
@@ -13,19 +14,20 @@
         except RewindError as e:
             print(e.code, e.data_code)                     # -32000 invalid_id
 
-Requests carry increasing ids and responses are matched by id (the server answers a read such as
-`turns` while an earlier write still waits for the store's lock, so answers can come out of
-order), so one client can be used from several threads. `call(..., timeout_ms=...)` bounds a
-request's wait for the lock (`busy` after it) and `call(..., cancel=event)` cancels it. Closing
-the client closes the server's stdin; the server then answers what is running and exits 0.
+Every method returns a TypedDict (or a list of them) with the CLI's `--json` shape, and takes
+`timeout_ms=` (bounds the server's wait for the store's lock: `busy` after it), `cancel=` (a
+threading.Event: once set, the request is cancelled at its next safe point) and `timeout=` (the
+client's own wait, in seconds). Requests carry increasing ids and responses are matched by id
+(the server answers a read such as `turns` while an earlier write still waits for the lock, so
+answers can come out of order), so one client can be used from several threads. Closing the
+client closes the server's stdin; the server then answers what is running and exits 0.
 
 Self-test against a real binary (used by CI):
 
     python3 examples/python/rewind_client.py --selftest target/debug/rewind
 """
 
-from __future__ import annotations
-
+import io
 import itertools
 import json
 import os
@@ -33,20 +35,194 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal, NotRequired, TypedDict, Unpack, cast
+
+# -- the result shapes (protocol 1) -----------------------------------------------------------
+
+Status = Literal["added", "deleted", "modified"]
+SkipReason = Literal["too_large", "nested_repo", "special_file", "unreadable", "rewind_data"]
+Origin = Literal["unannounced", "announced", "shared"]
+
+
+class Hello(TypedDict):
+    protocol: int
+    version: str
+    methods: list[str]
+    capabilities: list[str]
+
+
+class Skipped(TypedDict):
+    """A path a snapshot left out: an undo cannot bring it back."""
+
+    path: str
+    reason: SkipReason
+    detail: NotRequired[str]  # the error, for `unreadable`
+
+
+class Snapshot(TypedDict):
+    hash: str
+    files: int
+    skipped: list[Skipped]
+
+
+class Patch(TypedDict):
+    hash: str
+    files: list[str]
+
+
+class DiffText(TypedDict):
+    diff: str
+
+
+class FileChange(TypedDict):
+    file: str
+    status: Status
+    before: str
+    after: str
+    additions: int
+    deletions: int
+    binary: bool
+    truncated: NotRequired[bool]  # present only when true: a side was too large to return
+    lossy: NotRequired[bool]  # present only when true: a side is not UTF-8 (U+FFFD replaces it)
+
+
+class HasChanges(TypedDict):
+    hash: str
+    changed: bool
+
+
+class Failure(TypedDict):
+    path: str
+    error: str
+
+
+class RestoreOutcome(TypedDict):
+    hash: str
+    written: list[str]
+    deleted: list[str]
+    failed: list[Failure]
+    conflicts: list[str]
+    kept: list[str]
+    undo: str  # restore(undo) puts everything back as it was before
+
+
+class TurnFile(TypedDict):
+    file: str
+    status: Status
+    additions: int
+    deletions: int
+    origin: Origin
+
+
+class TurnStart(TypedDict):
+    session: str
+    turn: str
+    before: str
+    skipped: list[Skipped]
+
+
+class TrackedFile(TypedDict):
+    session: str
+    turn: str
+    path: str
+
+
+class TurnEnd(TypedDict):
+    session: str
+    turn: str
+    before: str
+    after: str
+    files: list[TurnFile]
+    skipped: list[Skipped]
+
+
+class Turn(TypedDict):
+    session: str
+    turn: str
+    started_at: str  # RFC 3339
+    ended_at: str | None  # None while the turn is open
+    before: str
+    after: str | None
+    files: int
+    additions: int
+    deletions: int
+    changed: list[TurnFile]
+    rolled_back: bool
+
+
+class UndoOutcome(TypedDict):
+    restored: list[str]
+    deleted: list[str]
+    conflicts: list[str]
+    kept: list[str]
+    failed: list[Failure]
+    undo: str
+
+
+class SessionChanges(TypedDict):
+    session: str
+    files: list[TurnFile]
+    total_files: int
+    total_additions: int
+    total_deletions: int
+
+
+class PruneOutcome(TypedDict):
+    snapshots_removed: int
+    turns_removed: int
+    objects_removed: int
+    bytes_freed: int
+    sessions_removed: list[str]
+    sessions_removed_for_size: list[str]  # those of sessions_removed that went for the size quota
+    snapshots_removed_for_size: int  # how many of snapshots_removed went for the size quota
+
+
+# Every method of protocol 1 and the TypedDict of its result (of each row, for a list).
+RESULTS: dict[str, type] = {
+    "hello": Hello,
+    "track": Snapshot,
+    "patch": Patch,
+    "diff": DiffText,
+    "diff_full": FileChange,
+    "has_changes": HasChanges,
+    "restore": RestoreOutcome,
+    "revert": RestoreOutcome,
+    "turn_begin": TurnStart,
+    "track_file": TrackedFile,
+    "turn_end": TurnEnd,
+    "turns": Turn,
+    "undo": UndoOutcome,
+    "redo": UndoOutcome,
+    "changes": SessionChanges,
+    "prune": PruneOutcome,
+}
+METHODS = tuple(RESULTS)
+
+
+class CallOptions(TypedDict, total=False):
+    """What every method takes besides its params."""
+
+    timeout: float | None  # the client's wait for the answer, in seconds (default: the client's)
+    timeout_ms: int  # the server's wait for the store's lock (RewindError `busy` after it)
+    cancel: threading.Event  # once set, the server cancels the request at its next safe point
+
+
+# -- errors ------------------------------------------------------------------------------------
 
 
 class RewindError(Exception):
     """An `error` response: `code` is the JSON-RPC code (-32000 for a failed operation, -32800
-    for a cancelled one, -326xx for a malformed request) and `data_code` the CLI's error code
-    (`busy`, `cancelled`, `invalid_id`, `not_found`, `wrong_type`, `bad_path`, `turn_state`,
-    `invalid_name`, ...) when there is one."""
+    for a cancelled one, -32602 for bad params, -32601 for an unknown method, -32600/-32700 for a
+    malformed request) and `data_code` the CLI's error code (`busy`, `cancelled`, `invalid_id`,
+    `not_found`, `wrong_type`, `bad_path`, `turn_state`, `invalid_name`, ...) when there is one."""
 
-    def __init__(self, code: int, message: str, data: Any = None):
+    def __init__(self, code: int, message: str, data: object = None):
         self.code = code
         self.message = message
         self.data = data
-        self.data_code = data.get("code") if isinstance(data, dict) else None
+        data_code = data.get("code") if isinstance(data, dict) else None
+        self.data_code: str | None = data_code if isinstance(data_code, str) else None
         label = f"{code}" + (f" {self.data_code}" if self.data_code else "")
         super().__init__(f"rewind: {message} ({label})")
 
@@ -63,8 +239,11 @@ class _Waiter:
 
     def __init__(self) -> None:
         self.event = threading.Event()
-        self.response: dict | None = None
+        self.response: dict[str, Any] | None = None
         self.closed: str | None = None  # why no response will come
+
+
+# -- the client --------------------------------------------------------------------------------
 
 
 class RewindClient:
@@ -72,10 +251,10 @@ class RewindClient:
 
     def __init__(
         self,
-        project: str | os.PathLike,
+        project: str | os.PathLike[str],
         *,
         rewind: str = "rewind",
-        data_dir: str | os.PathLike | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
         env: dict[str, str] | None = None,
         timeout: float | None = 600.0,
     ):
@@ -107,27 +286,30 @@ class RewindClient:
     def call(
         self,
         method: str,
-        params: dict | None = None,
+        params: dict[str, Any] | list[Any] | None = None,
         timeout: float | None = None,
         *,
         timeout_ms: int | None = None,
         cancel: threading.Event | None = None,
-    ) -> Any:
-        """Send a request and wait for its response: the `result`, or RewindError.
+    ) -> object:
+        """Send a request and wait for its response: the `result` (untyped: the methods below
+        type it), or RewindError.
 
         `timeout_ms` bounds the server's wait for the store's lock (RewindError `busy` after
         it). Once `cancel` is set, the server cancels the request at its next safe point
         (RewindError -32800 `cancelled`; a call already past it answers normally). When the
         client-side `timeout` runs out, the request is cancelled too, then TimeoutError."""
+        if timeout_ms is not None:
+            if isinstance(params, list):
+                raise TypeError("timeout_ms goes with params as an object, not a list")
+            params = dict(params or {}, timeout_ms=timeout_ms)
         request_id = next(self._ids)
         waiter = _Waiter()
         with self._lock:
             if self._closed is not None:
                 raise RewindClosed(self._closed)
             self._pending[request_id] = waiter
-        request = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if timeout_ms is not None:
-            params = dict(params or {}, timeout_ms=timeout_ms)
+        request: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             request["params"] = params
         try:
@@ -153,10 +335,18 @@ class RewindClient:
             raise RewindClosed(waiter.closed)
         response = waiter.response
         assert response is not None
-        if "error" in response:
-            error = response["error"]
-            raise RewindError(error.get("code", 0), error.get("message", ""), error.get("data"))
-        return response.get("result")
+        error = response.get("error")
+        if error is not None:
+            if not isinstance(error, dict):
+                raise RewindError(-32603, f"malformed error member: {error!r}")
+            code, message = error.get("code"), error.get("message")
+            raise RewindError(
+                code if isinstance(code, int) else -32603,
+                message if isinstance(message, str) else json.dumps(error),
+                error.get("data"),
+            )
+        result: object = response.get("result")
+        return result
 
     def _cancel(self, request_id: int) -> None:
         """Send `$/cancelRequest` for `request_id` (ignored by the server once it answered)."""
@@ -165,7 +355,7 @@ class RewindClient:
         except RewindClosed:
             pass
 
-    def notify(self, method: str, params: dict | None = None) -> None:
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send a notification (no id): the server runs it and answers nothing."""
         request: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
@@ -205,13 +395,14 @@ class RewindClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _write(self, message: dict) -> None:
+    def _write(self, message: dict[str, Any]) -> None:
         line = json.dumps(message, separators=(",", ":")).encode() + b"\n"
         with self._write_lock:
             assert self._proc.stdin is not None
             self._proc.stdin.write(line)
             self._proc.stdin.flush()
 
+    # One parse per response line, one dict lookup per response.
     def _read_stdout(self) -> None:
         assert self._proc.stdout is not None
         for line in self._proc.stdout:
@@ -243,55 +434,54 @@ class RewindClient:
             waiter.event.set()
 
     def _read_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        for chunk in iter(lambda: self._proc.stderr.read1(65536), b""):
+        stderr = cast(io.BufferedReader, self._proc.stderr)
+        for chunk in iter(lambda: stderr.read1(65536), b""):
             self._stderr.append(chunk)
 
-    # -- the methods, with the CLI's --json shapes -----------------------------------------
+    # -- the methods, typed ----------------------------------------------------------------
 
-    def hello(self) -> dict:
-        """{"protocol", "version", "methods", "capabilities"}: call first, check `protocol`."""
-        return self.call("hello")
+    def hello(self, **options: Unpack[CallOptions]) -> Hello:
+        """The protocol version, the server's version, its methods and capabilities: call first."""
+        return cast(Hello, self.call("hello", **options))
 
-    def track(self) -> dict:
-        """Snapshot the project: {"hash", "files", "skipped"}."""
-        return self.call("track")
+    def track(self, **options: Unpack[CallOptions]) -> Snapshot:
+        """Snapshot the project."""
+        return cast(Snapshot, self.call("track", **options))
 
-    def patch(self, hash: str) -> dict:
-        """Paths changed since snapshot `hash`: {"hash", "files"}."""
-        return self.call("patch", {"hash": hash})
+    def patch(self, hash: str, **options: Unpack[CallOptions]) -> Patch:
+        """The paths changed since snapshot `hash`."""
+        return cast(Patch, self.call("patch", {"hash": hash}, **options))
 
-    def diff(self, from_: str, to: str | None = None) -> str:
+    def diff(self, from_: str, to: str | None = None, **options: Unpack[CallOptions]) -> str:
         """git's unified diff text from `from_` to `to` (default: the project now)."""
-        return self.call("diff", _drop_none({"from": from_, "to": to}))["diff"]
+        return cast(DiffText, self.call("diff", _drop_none({"from": from_, "to": to}), **options))["diff"]
 
-    def diff_full(self, from_: str, to: str | None = None) -> list[dict]:
-        """Rows {"file", "status", "before", "after", "additions", "deletions", "binary", ...}."""
-        return self.call("diff_full", _drop_none({"from": from_, "to": to}))
+    def diff_full(self, from_: str, to: str | None = None, **options: Unpack[CallOptions]) -> list[FileChange]:
+        """Per-file rows with both sides' text and git's --numstat counts."""
+        return cast(list[FileChange], self.call("diff_full", _drop_none({"from": from_, "to": to}), **options))
 
-    def has_changes(self, hash: str) -> bool:
-        return self.call("has_changes", {"hash": hash})["changed"]
+    def has_changes(self, hash: str, **options: Unpack[CallOptions]) -> bool:
+        return cast(HasChanges, self.call("has_changes", {"hash": hash}, **options))["changed"]
 
-    def restore(self, hash: str, force: bool = False) -> dict:
-        """{"hash", "written", "deleted", "failed", "conflicts", "undo"}."""
-        return self.call("restore", {"hash": hash, "force": force})
+    def restore(self, hash: str, force: bool = False, **options: Unpack[CallOptions]) -> RestoreOutcome:
+        return cast(RestoreOutcome, self.call("restore", {"hash": hash, "force": force}, **options))
 
-    def revert(self, hash: str, paths: list[str]) -> dict:
-        return self.call("revert", {"hash": hash, "paths": list(paths)})
+    def revert(self, hash: str, paths: list[str], **options: Unpack[CallOptions]) -> RestoreOutcome:
+        return cast(RestoreOutcome, self.call("revert", {"hash": hash, "paths": list(paths)}, **options))
 
-    def turn_begin(self, session: str, turn: str) -> dict:
-        return self.call("turn_begin", {"session": session, "turn": turn})
+    def turn_begin(self, session: str, turn: str, **options: Unpack[CallOptions]) -> TurnStart:
+        return cast(TurnStart, self.call("turn_begin", {"session": session, "turn": turn}, **options))
 
-    def track_file(self, session: str, turn: str, path: str) -> dict:
-        return self.call("track_file", {"session": session, "turn": turn, "path": path})
+    def track_file(self, session: str, turn: str, path: str, **options: Unpack[CallOptions]) -> TrackedFile:
+        """Announce a path the turn's agent is about to edit."""
+        params = {"session": session, "turn": turn, "path": path}
+        return cast(TrackedFile, self.call("track_file", params, **options))
 
-    def turn_end(self, session: str, turn: str) -> dict:
-        """{"session", "turn", "before", "after", "files": [{"file", "status", "additions",
-        "deletions"}], "skipped": [{"path", "reason"}]} (skipped: left out of the "after")."""
-        return self.call("turn_end", {"session": session, "turn": turn})
+    def turn_end(self, session: str, turn: str, **options: Unpack[CallOptions]) -> TurnEnd:
+        return cast(TurnEnd, self.call("turn_end", {"session": session, "turn": turn}, **options))
 
-    def turns(self, session: str | None = None) -> list[dict]:
-        return self.call("turns", _drop_none({"session": session}))
+    def turns(self, session: str | None = None, **options: Unpack[CallOptions]) -> list[Turn]:
+        return cast(list[Turn], self.call("turns", _drop_none({"session": session}), **options))
 
     def undo(
         self,
@@ -300,29 +490,34 @@ class RewindClient:
         file: str | None = None,
         force: bool = False,
         last: bool = False,
-    ) -> dict:
-        """{"restored", "deleted", "conflicts", "kept", "failed", "undo"}. `last`: the most
-        recent turn not undone yet (without `turn` and `file`)."""
+        **options: Unpack[CallOptions],
+    ) -> UndoOutcome:
+        """Undo `turn` and the later turns (with `file`: only that path), or with `last` the most
+        recent turn not undone yet (without `turn` and `file`). Conflicts are left alone and
+        listed, unless `force`."""
         params = _drop_none({"session": session, "turn": turn, "file": file})
         params["force"] = force
         if last:
             params["last"] = True
-        return self.call("undo", params)
+        return cast(UndoOutcome, self.call("undo", params, **options))
 
-    def redo(self, session: str, turn: str | None = None, force: bool = False) -> dict:
+    def redo(
+        self, session: str, turn: str | None = None, force: bool = False, **options: Unpack[CallOptions]
+    ) -> UndoOutcome:
         """Bring back what the session's last undo (not redone yet) changed; same shape as undo."""
         params = _drop_none({"session": session, "turn": turn})
         params["force"] = force
-        return self.call("redo", params)
+        return cast(UndoOutcome, self.call("redo", params, **options))
 
-    def changes(self, session: str) -> dict:
-        return self.call("changes", {"session": session})
+    def changes(self, session: str, **options: Unpack[CallOptions]) -> SessionChanges:
+        """Per-file totals of a session."""
+        return cast(SessionChanges, self.call("changes", {"session": session}, **options))
 
-    def prune(self) -> dict:
-        return self.call("prune")
+    def prune(self, **options: Unpack[CallOptions]) -> PruneOutcome:
+        return cast(PruneOutcome, self.call("prune", **options))
 
 
-def _drop_none(params: dict) -> dict:
+def _drop_none(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 
 
@@ -330,19 +525,36 @@ def _drop_none(params: dict) -> dict:
 
 
 def selftest(rewind: str) -> int:
-    """A short cycle against a real binary. Prints 'python: N passed, M failed'."""
+    """The client against a real binary: every method, each result checked against its TypedDict
+    (a member the server sends that the TypedDict lacks, or a required one it does not send, is a
+    failure). Prints 'python: N passed, M failed'; needs no tool but the binary."""
+    import fcntl
     import tempfile
     from pathlib import Path
 
     passed = failed = 0
 
-    def check(name: str, ok: bool, detail: Any = "") -> None:
+    def check(name: str, ok: bool, detail: object = "") -> None:
         nonlocal passed, failed
         if ok:
             passed += 1
         else:
             failed += 1
             print(f"FAIL {name}: {detail}", file=sys.stderr)
+
+    def check_shape(name: str, value: object, shape: Any) -> None:
+        """`value` has exactly the members the TypedDict `shape` allows, and the required ones."""
+        keys = set(value) if isinstance(value, dict) else set()
+        required, allowed = set(shape.__required_keys__), set(shape.__required_keys__ | shape.__optional_keys__)
+        ok = isinstance(value, dict) and required <= keys <= allowed
+        check(name, ok, f"{value!r}: unknown {sorted(keys - allowed)}, missing {sorted(required - keys)}")
+
+    def check_error(name: str, call: Callable[[], object], code: int, data_code: str | None) -> None:
+        try:
+            result = call()
+            check(name, False, f"no error: {result!r}")
+        except RewindError as e:
+            check(name, (e.code, e.data_code) == (code, data_code), e)
 
     with tempfile.TemporaryDirectory(prefix="rewind-py-") as tmp:
         root = Path(tmp)
@@ -356,6 +568,7 @@ def selftest(rewind: str) -> int:
                 del env[name]
         (project / "a.txt").write_text("one\ntwo\n")
         (project / "b.txt").write_text("stays\n")
+        (project / "nested" / ".git").mkdir(parents=True)  # another repository: left out
 
         binary = os.path.abspath(rewind) if os.sep in rewind else rewind  # else: on PATH
         try:
@@ -364,95 +577,112 @@ def selftest(rewind: str) -> int:
             print(f"FAIL start {binary}: {e}", file=sys.stderr)
             print(f"python: {passed} passed, 1 failed")
             return 1
-        steps = []
+        steps: list[Callable[[], None]] = []
 
-        def step(fn):
+        def step(fn: Callable[[], None]) -> Callable[[], None]:
             steps.append(fn)
             return fn
 
-        state: dict[str, Any] = {}
+        state: dict[str, str] = {}
 
         @step
-        def track():
+        def hello_and_track() -> None:
             hello = rw.hello()
-            check("hello", hello["protocol"] == 1 and "redo" in hello["methods"], hello)
+            check_shape("hello shape", hello, Hello)
+            check("hello", hello["protocol"] == 1 and tuple(hello["methods"]) == METHODS, hello)
             snap = rw.track()
+            check_shape("track shape", snap, Snapshot)
+            for row in snap["skipped"]:
+                check_shape("skipped shape", row, Skipped)
             check("track hash", isinstance(snap["hash"], str) and len(snap["hash"]) == 40, snap)
-            check("track files", snap["files"] == 2 and snap["skipped"] == [], snap)
+            check("track files", snap["files"] == 2, snap)
+            check("track skipped", snap["skipped"] == [{"path": "nested", "reason": "nested_repo"}], snap)
             state["before"] = snap["hash"]
 
         @step
-        def patch_and_diffs():
+        def patch_and_diffs() -> None:
             (project / "a.txt").write_text("one\nTWO\n")
             (project / "new.txt").write_text("new\n")
             before = state["before"]
             patch = rw.patch(before[:10])
+            check_shape("patch shape", patch, Patch)
             check("patch", patch == {"hash": before, "files": ["a.txt", "new.txt"]}, patch)
-            rows = {row["file"]: row for row in rw.diff_full(before)}
-            a, new = rows.get("a.txt", {}), rows.get("new.txt", {})
-            check("diff_full files", sorted(rows) == ["a.txt", "new.txt"], rows)
-            check(
-                "diff_full a.txt",
-                (a.get("status"), a.get("additions"), a.get("deletions"), a.get("before"), a.get("after"))
-                == ("modified", 1, 1, "one\ntwo\n", "one\nTWO\n"),
-                a,
-            )
-            check("diff_full new.txt", (new.get("status"), new.get("additions")) == ("added", 1), new)
+            rows = rw.diff_full(before)
+            for row in rows:
+                check_shape("diff_full shape", row, FileChange)
+            expected: list[FileChange] = [
+                {"file": "a.txt", "status": "modified", "before": "one\ntwo\n", "after": "one\nTWO\n",
+                 "additions": 1, "deletions": 1, "binary": False},
+                {"file": "new.txt", "status": "added", "before": "", "after": "new\n",
+                 "additions": 1, "deletions": 0, "binary": False},
+            ]  # fmt: skip
+            check("diff_full", rows == expected, rows)
             text = rw.diff(before)
             check("diff text", "diff --git a/a.txt b/a.txt\n" in text and "\n-two\n+TWO\n" in text, text)
+            has = rw.call("has_changes", {"hash": before[:8]})
+            check_shape("has_changes shape", has, HasChanges)
             check("has_changes", rw.has_changes(before) is True)
 
         @step
-        def turn_and_undo():
+        def turn() -> None:
             begun = rw.turn_begin("py", "1")
+            check_shape("turn_begin shape", begun, TurnStart)
             check("turn_begin", begun["session"] == "py" and begun["turn"] == "1" and len(begun["before"]) == 40, begun)
+            tracked = rw.track_file("py", "1", "b.txt")
+            check_shape("track_file shape", tracked, TrackedFile)
+            check("track_file", tracked == {"session": "py", "turn": "1", "path": "b.txt"}, tracked)
             (project / "b.txt").write_text("changed by the agent\n")
             ended = rw.turn_end("py", "1")
+            check_shape("turn_end shape", ended, TurnEnd)
             check("turn_end ids", ended["before"] == begun["before"] and len(ended["after"]) == 40, ended)
             files = ended["files"]
-            check(
-                "turn_end",
-                files
-                == [{"file": "b.txt", "status": "modified", "additions": 1, "deletions": 1, "origin": "unannounced"}],
-                files,
-            )
+            for row in files:
+                check_shape("turn file shape", row, TurnFile)
+            expected: list[TurnFile] = [
+                {"file": "b.txt", "status": "modified", "additions": 1, "deletions": 1, "origin": "announced"}
+            ]
+            check("turn_end", files == expected, files)
             turns = rw.turns("py")
-            check("turns", len(turns) == 1 and turns[0]["ended_at"] and not turns[0]["rolled_back"], turns)
-            outcome = rw.undo("py", "1")
+            for record in turns:
+                check_shape("turns shape", record, Turn)
+            check("turns", len(turns) == 1 and turns[0]["ended_at"] is not None and not turns[0]["rolled_back"], turns)
+            check("turns changed", turns[0]["changed"] == expected, turns)
+            totals = rw.changes("py")
+            check_shape("changes shape", totals, SessionChanges)
+            check("changes", (totals["files"], totals["total_files"]) == (expected, 1), totals)
+
+        @step
+        def undo_and_redo() -> None:
+            outcome = rw.undo("py", last=True)
+            check_shape("undo shape", outcome, UndoOutcome)
             check("undo outcome", outcome["restored"] == ["b.txt"] and outcome["conflicts"] == [], outcome)
             check("undo bytes", (project / "b.txt").read_text() == "stays\n")
             check("undo rolled back", rw.turns("py")[0]["rolled_back"] is True)
             redone = rw.redo("py")
+            check_shape("redo shape", redone, UndoOutcome)
             check("redo outcome", redone["restored"] == ["b.txt"] and redone["conflicts"] == [], redone)
             check("redo bytes", (project / "b.txt").read_text() == "changed by the agent\n")
             check("redo clears rolled back", rw.turns("py")[0]["rolled_back"] is False)
-            again = rw.undo("py", last=True)
-            check("undo last", again["restored"] == ["b.txt"], again)
+            again = rw.undo("py", "1")
+            check("undo by turn", again["restored"] == ["b.txt"], again)
+            check("undo by turn bytes", (project / "b.txt").read_text() == "stays\n")
 
         @step
-        def errors():
-            try:
-                rw.patch("zz")
-                check("invalid_id raises", False, "no exception")
-            except RewindError as e:
-                check("invalid_id", (e.code, e.data_code) == (-32000, "invalid_id"), e)
-            try:
-                rw.changes("nobody")
-                check("not_found raises", False, "no exception")
-            except RewindError as e:
-                check("not_found", (e.code, e.data_code) == (-32000, "not_found"), e)
-            for method, params, code in [("nope", None, -32601), ("patch", {}, -32602)]:
-                try:
-                    rw.call(method, params)
-                    check(f"{method} raises", False, "no exception")
-                except RewindError as e:
-                    check(f"{method} error", e.code == code and e.data_code is None, e)
+        def errors() -> None:
+            check_error("invalid_id", lambda: rw.patch("zz"), -32000, "invalid_id")
+            check_error("not_found", lambda: rw.changes("nobody"), -32000, "not_found")
+            check_error("turn_state", lambda: rw.turn_end("py", "1"), -32000, "turn_state")
+            check_error("unknown method", lambda: rw.call("nope"), -32601, None)
+            check_error("missing param", lambda: rw.call("patch", {}), -32602, None)
+            check_error("extra param", lambda: rw.call("patch", {"hash": state["before"], "x": 1}), -32602, None)
+            check_error("positional params", lambda: rw.call("patch", [state["before"]]), -32602, None)
+            check_error("last with turn", lambda: rw.undo("py", "1", last=True), -32602, None)
             rw.notify("nope")  # no response; the next call still gets its own
-            check("after a notification", isinstance(rw.turns(), list))
+            check("after a notification", len(rw.turns()) == 1)
 
         @step
-        def threads_and_restore():
-            results: list[Any] = []
+        def threads() -> None:
+            results: list[object] = []
 
             def worker() -> None:
                 try:
@@ -460,35 +690,43 @@ def selftest(rewind: str) -> int:
                 except Exception as e:
                     results.append(e)
 
-            threads = [threading.Thread(target=worker) for _ in range(4)]
-            for t in threads:
+            workers = [threading.Thread(target=worker) for _ in range(4)]
+            for t in workers:
                 t.start()
-            for t in threads:
+            for t in workers:
                 t.join()
             check("calls from threads", results == [["a.txt", "new.txt"]] * 4, results)
-            outcome = rw.restore(state["before"])
-            check("restore", outcome["failed"] == [] and outcome["deleted"] == ["new.txt"], outcome)
-            check("restore bytes", (project / "a.txt").read_bytes() == b"one\ntwo\n")
-            check("restore removed", not (project / "new.txt").exists())
 
         @step
-        def lock_wait_and_cancel():
-            import fcntl
+        def revert_and_restore() -> None:
+            reverted = rw.revert(state["before"], ["a.txt"])
+            check_shape("revert shape", reverted, RestoreOutcome)
+            check("revert", (reverted["written"], reverted["deleted"], reverted["failed"]) == (["a.txt"], [], []), reverted)
+            check("revert bytes", (project / "a.txt").read_bytes() == b"one\ntwo\n")
+            outcome = rw.restore(state["before"])
+            check_shape("restore shape", outcome, RestoreOutcome)
+            check("restore", outcome["failed"] == [] and outcome["deleted"] == ["new.txt"], outcome)
+            check("restore removed", not (project / "new.txt").exists())
+            rw.restore(outcome["undo"])  # its undo id puts back what the restore took
+            check("restore undo", (project / "new.txt").read_text() == "new\n")
 
+        @step
+        def lock_wait_and_cancel() -> None:
             stores = [p for p in data.iterdir() if p.name.endswith(".git")]
             with open(stores[0] / "rewind.lock", "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # as another rewind process would
                 try:
-                    rw.call("turn_begin", {"session": "py", "turn": "2"}, timeout_ms=100)
+                    rw.turn_begin("py", "2", timeout_ms=100)
                     check("busy raises", False, "no exception")
                 except RewindError as e:
                     check("busy", (e.code, e.data_code) == (-32000, "busy"), e)
                     check("busy names the holder", f"process {os.getpid()} " in e.message, e)
-                cancel, outcome = threading.Event(), []
+                cancel = threading.Event()
+                outcome: list[object] = []
 
                 def waiting_write() -> None:
                     try:
-                        outcome.append(rw.call("turn_begin", {"session": "py", "turn": "2"}, cancel=cancel))
+                        outcome.append(rw.turn_begin("py", "2", cancel=cancel))
                     except RewindError as e:
                         outcome.append(e)
 
@@ -502,6 +740,12 @@ def selftest(rewind: str) -> int:
                 ok = isinstance(cancelled, RewindError) and (cancelled.code, cancelled.data_code) == (-32800, "cancelled")
                 check("cancelled", ok, cancelled)
             check("no trace of the cancelled turn", len(rw.turns("py")) == 1)
+
+        @step
+        def prune() -> None:
+            outcome = rw.prune()
+            check_shape("prune shape", outcome, PruneOutcome)
+            check("prune", outcome["sessions_removed"] == [], outcome)  # nothing has expired
 
         for fn in steps:
             try:
@@ -518,6 +762,14 @@ def selftest(rewind: str) -> int:
             check("closed client raises", False, "no exception")
         except RewindClosed:
             check("closed client raises", True)
+
+        # A project that cannot be opened: the server exits 1 with one line, the call says so.
+        with RewindClient(root / "missing", rewind=binary, data_dir=data, env=env, timeout=60) as gone:
+            try:
+                gone.hello()
+                check("missing project raises", False, "no exception")
+            except RewindClosed as e:
+                check("missing project", "exited with 1: rewind: " in e.message, e)
 
     print(f"python: {passed} passed, {failed} failed")
     return 0 if failed == 0 else 1

@@ -1,0 +1,446 @@
+// A typed client for `rewind serve` (JSON-RPC 2.0 over stdio, one JSON object per line), for
+// Node 20+. No runtime dependencies: node:child_process and node:readline only.
+//
+//   import { RewindClient, RewindError } from "rewind-undo-client";
+//
+//   const rw = new RewindClient("/path/to/project");          // spawns `rewind -C ... serve`
+//   const { protocol } = await rw.hello();                     // 1: stop on one you do not know
+//   const { hash: before } = await rw.track();
+//   // ... the agent edits files ...
+//   for (const row of await rw.diffFull(before)) console.log(row.file, row.additions, row.deletions);
+//   try {
+//     await rw.patch("not-an-id");
+//   } catch (e) {
+//     if (e instanceof RewindError) console.log(e.code, e.dataCode);   // -32000 "invalid_id"
+//   }
+//   await rw.close();                                          // closes stdin; the server exits 0
+//
+// Requests carry increasing ids; responses are matched by id, so calls may overlap (the server
+// answers a read such as `turns` while an earlier write still waits for the store's lock, so
+// answers can come out of order). Every method takes `{ timeoutMs, signal }` last: `timeoutMs`
+// bounds the request's wait for the lock (`busy` after it), aborting `signal` cancels it.
+
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { createInterface } from "node:readline";
+
+// ---- The result shapes: the same as the CLI's `--json` output (protocol 1). ----
+
+/** `hello`: call it first and stop on a `protocol` you do not know. */
+export interface Hello {
+  protocol: number;
+  /** The server's version (the crate's). */
+  version: string;
+  methods: string[];
+  capabilities: string[];
+}
+export type Status = "added" | "deleted" | "modified";
+export type SkipReason = "too_large" | "nested_repo" | "special_file" | "unreadable" | "rewind_data";
+/** A path a snapshot left out: an undo cannot bring it back. */
+export interface Skipped {
+  path: string;
+  reason: SkipReason;
+  /** The error, for `unreadable`. */
+  detail?: string;
+}
+export interface Snapshot {
+  /** The snapshot's id (40 hex digits). */
+  hash: string;
+  files: number;
+  skipped: Skipped[];
+}
+export interface Patch {
+  hash: string;
+  files: string[];
+}
+export interface DiffText {
+  diff: string;
+}
+export interface FileChange {
+  file: string;
+  status: Status;
+  before: string;
+  after: string;
+  additions: number;
+  deletions: number;
+  binary: boolean;
+  /** A side was too large to return (present only when true). */
+  truncated?: boolean;
+  /** A side is not UTF-8: U+FFFD replaces what is not (present only when true). */
+  lossy?: boolean;
+}
+export interface HasChanges {
+  hash: string;
+  changed: boolean;
+}
+export interface Failure {
+  path: string;
+  error: string;
+}
+export interface RestoreOutcome {
+  hash: string;
+  written: string[];
+  deleted: string[];
+  failed: Failure[];
+  conflicts: string[];
+  kept: string[];
+  /** `restore(undo)` puts everything back as it was before. */
+  undo: string;
+}
+/** Whose change a file of a turn is (see docs/integration.md, "Two agents on one project"). */
+export type Origin = "unannounced" | "announced" | "shared";
+export interface TurnFile {
+  file: string;
+  status: Status;
+  additions: number;
+  deletions: number;
+  origin: Origin;
+}
+export interface TurnStart {
+  session: string;
+  turn: string;
+  before: string;
+  skipped: Skipped[];
+}
+export interface TrackedFile {
+  session: string;
+  turn: string;
+  path: string;
+}
+export interface TurnEnd {
+  session: string;
+  turn: string;
+  before: string;
+  after: string;
+  files: TurnFile[];
+  skipped: Skipped[];
+}
+export interface Turn {
+  session: string;
+  turn: string;
+  /** RFC 3339. */
+  started_at: string;
+  /** `null` while the turn is open. */
+  ended_at: string | null;
+  before: string;
+  after: string | null;
+  files: number;
+  additions: number;
+  deletions: number;
+  changed: TurnFile[];
+  rolled_back: boolean;
+}
+export interface UndoOutcome {
+  restored: string[];
+  deleted: string[];
+  conflicts: string[];
+  kept: string[];
+  failed: Failure[];
+  undo: string;
+}
+export interface SessionChanges {
+  session: string;
+  files: TurnFile[];
+  total_files: number;
+  total_additions: number;
+  total_deletions: number;
+}
+export interface PruneOutcome {
+  snapshots_removed: number;
+  turns_removed: number;
+  objects_removed: number;
+  bytes_freed: number;
+  sessions_removed: string[];
+  /** Those of `sessions_removed` that went for the size quota, not age. */
+  sessions_removed_for_size: string[];
+  /** How many of `snapshots_removed` went for the size quota, not age. */
+  snapshots_removed_for_size: number;
+}
+
+// ---- The methods: params and result of each. ----
+
+export interface TurnId {
+  session: string;
+  turn: string;
+}
+/** Which turns an undo takes back: `turn` and the later ones (with `file`: only that path), or
+ * with `last: true` the most recent turn not undone yet. `force`: conflicts too. */
+export type UndoWhich = { force?: boolean } & (
+  | { last?: false; turn?: string; file?: string }
+  | { last: true; turn?: never; file?: never }
+);
+export type UndoParams = { session: string } & UndoWhich;
+/** Which undo a redo takes back (default: the session's last one not redone yet). */
+export interface RedoWhich {
+  turn?: string;
+  force?: boolean;
+}
+export type RedoParams = { session: string } & RedoWhich;
+type NoParams = Record<string, never>;
+
+/** Every method of protocol 1, with its params and result. */
+export interface Methods {
+  hello: { params: NoParams; result: Hello };
+  track: { params: NoParams; result: Snapshot };
+  patch: { params: { hash: string }; result: Patch };
+  diff: { params: { from: string; to?: string }; result: DiffText };
+  diff_full: { params: { from: string; to?: string }; result: FileChange[] };
+  has_changes: { params: { hash: string }; result: HasChanges };
+  restore: { params: { hash: string; force?: boolean }; result: RestoreOutcome };
+  revert: { params: { hash: string; paths: string[] }; result: RestoreOutcome };
+  turn_begin: { params: TurnId; result: TurnStart };
+  track_file: { params: TurnId & { path: string }; result: TrackedFile };
+  turn_end: { params: TurnId; result: TurnEnd };
+  turns: { params: { session?: string }; result: Turn[] };
+  undo: { params: UndoParams; result: UndoOutcome };
+  redo: { params: RedoParams; result: UndoOutcome };
+  changes: { params: { session: string }; result: SessionChanges };
+  prune: { params: NoParams; result: PruneOutcome };
+}
+export type Method = keyof Methods;
+
+// (A Record, so that the compiler insists on every method and no other.)
+const methodSet: Record<Method, true> = {
+  hello: true, track: true, patch: true, diff: true, diff_full: true, has_changes: true,
+  restore: true, revert: true, turn_begin: true, track_file: true, turn_end: true, turns: true,
+  undo: true, redo: true, changes: true, prune: true,
+};
+/** The methods this client types, in the order `hello` lists them. */
+export const METHODS: readonly Method[] = Object.keys(methodSet) as Method[];
+
+// ---- Errors. ----
+
+/** `error.data.code`: the CLI's error codes (docs/integration.md, Errors); others may come. */
+export type ErrorCode =
+  | "invalid_id" | "not_found" | "ambiguous_id" | "wrong_type" | "bad_path" | "turn_state"
+  | "invalid_name" | "project" | "store" | "object" | "io" | "permission" | "disk_full"
+  | "bad_clock" | "busy" | "cancelled"
+  | (string & {});
+
+/** An `error` response. `code`: the JSON-RPC code (-32000 for a failed operation, -32800 for a
+ * cancelled one, -32602 for bad params, -32601 for an unknown method, -32600/-32700 for a
+ * malformed request); `dataCode`: the CLI's error code, for -32000 and -32800. */
+export class RewindError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly dataCode?: ErrorCode,
+    readonly data?: unknown,
+  ) {
+    super(`rewind: ${message} (${code}${dataCode === undefined ? "" : ` ${dataCode}`})`);
+    this.name = "RewindError";
+  }
+}
+
+/** The server exited, or could not be started, before answering. */
+export class RewindClosedError extends RewindError {
+  constructor(message: string) {
+    super(-32099, message);
+    this.name = "RewindClosedError";
+  }
+}
+
+// ---- The client. ----
+
+export interface RewindClientOptions {
+  /** The binary (default: `rewind` on PATH). */
+  rewind?: string;
+  /** `--data-dir` (default: $REWIND_DATA_DIR, $XDG_DATA_HOME/rewind, ~/.local/share/rewind). */
+  dataDir?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface CallOptions {
+  /** Bounds the server's wait for the store's lock: `busy` after it. */
+  timeoutMs?: number;
+  /** Once aborted, the server cancels the request at its next safe point (then RewindError
+   * -32800 `cancelled`; a call already past it answers normally). */
+  signal?: AbortSignal;
+}
+
+interface Pending {
+  resolve: (result: unknown) => void;
+  reject: (error: Error) => void;
+}
+
+/** One `rewind serve` process for one project. */
+export class RewindClient {
+  private readonly child: ChildProcessWithoutNullStreams;
+  private readonly pending = new Map<number, Pending>();
+  private readonly exited: Promise<number | null>;
+  private nextId = 1;
+  private closedReason: string | undefined;
+  private stderrText = "";
+
+  constructor(project: string, options: RewindClientOptions = {}) {
+    const args = [...(options.dataDir === undefined ? [] : ["--data-dir", options.dataDir]), "-C", project, "serve"];
+    this.child = spawn(options.rewind ?? "rewind", args, { stdio: ["pipe", "pipe", "pipe"], env: options.env });
+    createInterface({ input: this.child.stdout, crlfDelay: Infinity }).on("line", (line) => this.onLine(line));
+    this.child.stderr.setEncoding("utf8");
+    this.child.stderr.on("data", (chunk: string) => (this.stderrText += chunk));
+    this.child.stdin.on("error", () => {}); // EPIPE when the server is gone: reported via "close"
+    this.exited = new Promise((resolve) => {
+      this.child.on("error", (err) => {
+        this.fail(`cannot run rewind serve: ${err.message}`); // e.g. ENOENT
+        resolve(null);
+      });
+      this.child.on("close", (code) => {
+        const stderr = this.stderrText.trim();
+        this.fail(`rewind serve exited with ${code}${stderr ? `: ${stderr}` : ""}`);
+        resolve(code);
+      });
+    });
+  }
+
+  /** Send a request for one of the protocol's methods; resolves with its typed `result`,
+   * rejects with a RewindError. */
+  call<M extends Method>(method: M, params: Methods[M]["params"], options: CallOptions = {}): Promise<Methods[M]["result"]> {
+    return this.callRaw(method, params, options) as Promise<Methods[M]["result"]>;
+  }
+
+  /** Send any request (a method this client does not know, params it does not type): resolves
+   * with the untyped `result`. */
+  callRaw(method: string, params?: object, options: CallOptions = {}): Promise<unknown> {
+    if (this.closedReason !== undefined) return Promise.reject(new RewindClosedError(this.closedReason));
+    const id = this.nextId++;
+    if (options.timeoutMs !== undefined) {
+      if (Array.isArray(params)) return Promise.reject(new TypeError("timeoutMs goes with params as an object, not an array"));
+      params = { ...params, timeout_ms: options.timeoutMs };
+    }
+    const request = params === undefined ? { jsonrpc: "2.0", id, method } : { jsonrpc: "2.0", id, method, params };
+    const { signal } = options;
+    const cancel = () => {
+      if (this.closedReason === undefined) this.notify("$/cancelRequest", { id });
+    };
+    return new Promise<unknown>((resolve, reject) => {
+      const settle = () => signal?.removeEventListener("abort", cancel);
+      this.pending.set(id, {
+        resolve: (result) => (settle(), resolve(result)),
+        reject: (error) => (settle(), reject(error)),
+      });
+      this.child.stdin.write(JSON.stringify(request) + "\n");
+      if (signal?.aborted) cancel();
+      else signal?.addEventListener("abort", cancel, { once: true });
+    });
+  }
+
+  /** Send a notification (no id): the server runs it and answers nothing. */
+  notify(method: string, params?: object): void {
+    if (this.closedReason !== undefined) throw new RewindClosedError(this.closedReason);
+    const request = params === undefined ? { jsonrpc: "2.0", method } : { jsonrpc: "2.0", method, params };
+    this.child.stdin.write(JSON.stringify(request) + "\n");
+  }
+
+  /** Close the server's stdin and wait for it to exit; resolves with its exit code. */
+  close(): Promise<number | null> {
+    this.child.stdin.end();
+    return this.exited;
+  }
+
+  /** What the server wrote on stderr so far. */
+  get stderr(): string {
+    return this.stderrText;
+  }
+
+  // One parse per response line, one map lookup per response.
+  private onLine(line: string): void {
+    let message: unknown;
+    try {
+      message = JSON.parse(line);
+    } catch {
+      return;
+    }
+    for (const response of Array.isArray(message) ? (message as unknown[]) : [message]) {
+      if (typeof response !== "object" || response === null) continue;
+      const { id, result, error } = response as { id?: unknown; result?: unknown; error?: unknown };
+      if (typeof id !== "number") continue; // not one of ours (ours are numbers)
+      const waiter = this.pending.get(id);
+      if (waiter === undefined) continue;
+      this.pending.delete(id);
+      if (error === undefined) waiter.resolve(result);
+      else waiter.reject(toError(error));
+    }
+  }
+
+  private fail(reason: string): void {
+    this.closedReason ??= reason;
+    for (const waiter of this.pending.values()) waiter.reject(new RewindClosedError(reason));
+    this.pending.clear();
+  }
+
+  // ---- The methods. ----
+
+  /** The protocol version, the server's version, its methods and capabilities: call first. */
+  hello(options?: CallOptions): Promise<Hello> {
+    return this.call("hello", {}, options);
+  }
+  /** Snapshot the project. */
+  track(options?: CallOptions): Promise<Snapshot> {
+    return this.call("track", {}, options);
+  }
+  /** The paths changed since snapshot `hash`. */
+  patch(hash: string, options?: CallOptions): Promise<Patch> {
+    return this.call("patch", { hash }, options);
+  }
+  /** git's unified diff from `from` to `to` (default: the project now). */
+  async diff(from: string, to?: string, options?: CallOptions): Promise<string> {
+    return (await this.call("diff", to === undefined ? { from } : { from, to }, options)).diff;
+  }
+  /** Per-file rows with both sides' text and git's --numstat counts. */
+  diffFull(from: string, to?: string, options?: CallOptions): Promise<FileChange[]> {
+    return this.call("diff_full", to === undefined ? { from } : { from, to }, options);
+  }
+  async hasChanges(hash: string, options?: CallOptions): Promise<boolean> {
+    return (await this.call("has_changes", { hash }, options)).changed;
+  }
+  restore(hash: string, force = false, options?: CallOptions): Promise<RestoreOutcome> {
+    return this.call("restore", { hash, force }, options);
+  }
+  revert(hash: string, paths: string[], options?: CallOptions): Promise<RestoreOutcome> {
+    return this.call("revert", { hash, paths }, options);
+  }
+  turnBegin(session: string, turn: string, options?: CallOptions): Promise<TurnStart> {
+    return this.call("turn_begin", { session, turn }, options);
+  }
+  /** Announce a path the turn's agent is about to edit. */
+  trackFile(session: string, turn: string, path: string, options?: CallOptions): Promise<TrackedFile> {
+    return this.call("track_file", { session, turn, path }, options);
+  }
+  turnEnd(session: string, turn: string, options?: CallOptions): Promise<TurnEnd> {
+    return this.call("turn_end", { session, turn }, options);
+  }
+  turns(session?: string, options?: CallOptions): Promise<Turn[]> {
+    return this.call("turns", session === undefined ? {} : { session }, options);
+  }
+  /** Undo the session's turns: see UndoWhich. Conflicts are left alone and listed. */
+  undo(session: string, which: UndoWhich = {}, options?: CallOptions): Promise<UndoOutcome> {
+    return this.call("undo", { session, ...which }, options);
+  }
+  /** Bring back what the session's last undo (not redone yet) changed, and only that. */
+  redo(session: string, which: RedoWhich = {}, options?: CallOptions): Promise<UndoOutcome> {
+    return this.call("redo", { session, ...which }, options);
+  }
+  /** Per-file totals of a session. */
+  changes(session: string, options?: CallOptions): Promise<SessionChanges> {
+    return this.call("changes", { session }, options);
+  }
+  prune(options?: CallOptions): Promise<PruneOutcome> {
+    return this.call("prune", {}, options);
+  }
+}
+
+// An `error` member as the server sends it: { code, message, data?: { code } }.
+function toError(error: unknown): RewindError {
+  const { code, message, data } = (typeof error === "object" && error !== null ? error : {}) as {
+    code?: unknown;
+    message?: unknown;
+    data?: unknown;
+  };
+  const dataCode =
+    typeof data === "object" && data !== null && "code" in data && typeof data.code === "string" ? data.code : undefined;
+  return new RewindError(
+    typeof code === "number" ? code : -32603,
+    typeof message === "string" ? message : JSON.stringify(error),
+    dataCode,
+    data,
+  );
+}
