@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::prune::LAST_PRUNE;
 use crate::store::Store;
 use crate::store::{dir_size, files_below};
@@ -37,6 +37,23 @@ impl Doctor {
     pub fn is_healthy(&self) -> bool {
         self.missing.is_empty()
     }
+
+    /// [`Error::Unhealthy`] unless [`Self::is_healthy`].
+    pub fn ensure_healthy(&self) -> Result<()> {
+        match self.missing.len() {
+            0 => Ok(()),
+            n => Err(Error::Unhealthy(n)),
+        }
+    }
+}
+
+/// A turn or a snapshot as [`Store::show`] shows it: a one-line title and the diff.
+#[derive(Debug, Clone)]
+pub struct Shown {
+    /// "turn T of session S — started ...: N files, +a -d", or "snapshot ID taken ..., against ...".
+    pub title: String,
+    /// The diff, as `git diff` writes it.
+    pub diff: Vec<u8>,
 }
 
 /// One record of the store, as [`Store::log`] lists it.
@@ -161,6 +178,72 @@ impl Store {
         }
         entries.sort_by_key(|entry| std::cmp::Reverse(entry.time));
         Ok(entries)
+    }
+
+    /// A turn (of `session`, or of the one session that has a turn of that name) with the diff
+    /// from its before to its after (or to the project now while it is open); else a snapshot
+    /// with the diff from the snapshot taken before it (or from the empty tree). Costs the
+    /// listing of turns or of the log, and one diff.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// let shown = store.show("3", Some("chat-42"))?;
+    /// println!("{}", shown.title);
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn show(&self, what: &str, session: Option<&str>) -> Result<Shown> {
+        let turns = self.turns(session)?;
+        let matching: Vec<&crate::Turn> = turns.iter().filter(|t| t.turn == what).collect();
+        if let [turn] = matching[..] {
+            let title = format!(
+                "turn {} of session {} — started {}{}: {} files, +{} -{}",
+                crate::quote_path(turn.turn.as_bytes()),
+                crate::quote_path(turn.session.as_bytes()),
+                turn.started_at.to_rfc3339(),
+                turn.ended_at.map_or(" (open)".to_string(), |e| format!(
+                    ", ended {}",
+                    e.to_rfc3339()
+                )),
+                turn.files,
+                turn.additions,
+                turn.deletions
+            );
+            let diff = self.diff(&turn.before, turn.after.as_deref())?;
+            return Ok(Shown { title, diff });
+        }
+        if matching.len() > 1 {
+            return Err(Error::Turn {
+                session: String::new(),
+                turn: what.into(),
+                reason: "exists in several sessions: give --session",
+            });
+        }
+        if let Some(session) = session {
+            return Err(Error::NoTurn {
+                session: session.into(),
+                turn: what.into(),
+            });
+        }
+        let tree = self.resolve_tree(what)?.to_string();
+        let snapshots: Vec<LogEntry> = self
+            .log()?
+            .into_iter()
+            .filter(|e| e.kind == "snapshot")
+            .collect();
+        let taken = snapshots.iter().find(|e| e.tree == tree).map(|e| e.time);
+        let previous = taken.and_then(|t| snapshots.iter().find(|e| e.time < t));
+        let empty = gix::ObjectId::empty_tree(gix::hash::Kind::Sha1).to_string();
+        let from = previous.map_or(empty, |e| e.tree.clone());
+        let title = format!(
+            "snapshot {tree}{}, against {}",
+            taken.map_or(String::new(), |t| format!(" taken {}", t.to_rfc3339())),
+            previous.map_or("the empty tree".to_string(), |e| format!(
+                "the snapshot before it ({:.12})",
+                e.tree
+            ))
+        );
+        let diff = self.diff(&from, Some(&tree))?;
+        Ok(Shown { title, diff })
     }
 
     /// The undo points, newest first: (time, tree).

@@ -51,6 +51,7 @@ mod inspect;
 mod paths;
 mod prune;
 mod restore;
+#[cfg(feature = "serve")]
 mod serve;
 mod snapshot;
 mod store;
@@ -60,17 +61,18 @@ pub use diff::{DiffOptions, FileChange, Patch, Status};
 pub use error::{Error, Result};
 /// Paths in outcomes are bytes, as the file system names them (`gix`'s `BString`).
 pub use gix::bstr::BString;
-pub use inspect::{Doctor, LogEntry};
+pub use inspect::{Doctor, LogEntry, Shown};
 pub use paths::quote_path;
 pub use prune::{
-    parse_duration, parse_size, PruneOptions, PruneOutcome, Pruner, DEFAULT_MAX_SIZE,
-    DEFAULT_MAX_TURNS_PER_SESSION, DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,
+    parse_duration, parse_size, prune_all, PruneAllOutcome, PruneOptions, PruneOutcome, Pruner,
+    DEFAULT_MAX_SIZE, DEFAULT_MAX_TURNS_PER_SESSION, DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,
 };
 pub use restore::{Failure, RestoreOptions, RestoreOutcome};
+#[cfg(feature = "serve")]
 pub use serve::serve;
 pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use store::{data_dir, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE};
-pub use turns::{Origin, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart, UndoOutcome};
+pub use turns::{Origin, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart};
 
 /// The current time: `$REWIND_NOW` (RFC 3339) when set, so that tests can fix the clock.
 ///

@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
@@ -71,6 +71,57 @@ pub struct PruneOutcome {
     pub sessions_removed_for_size: Vec<String>,
     /// How many of `snapshots_removed` went for the size quota, not age.
     pub snapshots_removed_for_size: usize,
+}
+
+/// What [`prune_all`] did with each store under a data directory.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct PruneAllOutcome {
+    /// Each store pruned: its project, and what went.
+    pub pruned: Vec<(PathBuf, PruneOutcome)>,
+    /// The stores that could not be opened or pruned, each with its error.
+    pub failed: Vec<Error>,
+    /// Damaged stores set aside earlier (never removed automatically).
+    pub set_aside: Vec<PathBuf>,
+}
+
+impl PruneAllOutcome {
+    /// [`Error::PruneFailed`] when some store could not be pruned.
+    pub fn ensure_complete(&self) -> Result<()> {
+        match self.failed.len() {
+            0 => Ok(()),
+            n => Err(Error::PruneFailed(n)),
+        }
+    }
+}
+
+/// Prune every store under `data_dir` (what `rewind prune --all` runs hourly), each opened with
+/// `open`'s lock wait and pruned with `options`. One store's failure does not stop the others.
+/// Costs a [`Store::prune`] per store.
+///
+/// ```no_run
+/// let data_dir = rewind::data_dir(None)?;
+/// let all = rewind::prune_all(&data_dir, &Default::default(), &Default::default())?;
+/// for (project, outcome) in &all.pruned {
+///     println!("{}: {} objects removed", project.display(), outcome.objects_removed);
+/// }
+/// all.ensure_complete()?;
+/// # Ok::<(), rewind::Error>(())
+/// ```
+pub fn prune_all(
+    data_dir: &Path,
+    open: &crate::OpenOptions,
+    options: &PruneOptions,
+) -> Result<PruneAllOutcome> {
+    let mut all = PruneAllOutcome::default();
+    for store in Store::all(data_dir, open)? {
+        match store.and_then(|store| Ok((store.project().to_owned(), store.prune(options)?))) {
+            Ok(pruned) => all.pruned.push(pruned),
+            Err(err) => all.failed.push(err),
+        }
+    }
+    all.set_aside = Store::set_aside_stores(data_dir)?;
+    Ok(all)
 }
 
 /// `"12h"` → `(12, "h")`: leading digits and the rest.

@@ -85,6 +85,17 @@ impl RestoreOutcome {
     pub fn is_complete(&self) -> bool {
         self.failed.is_empty()
     }
+
+    /// [`Error::Incomplete`] (naming the undo point) unless [`Self::is_complete`].
+    pub fn ensure_complete(&self) -> Result<()> {
+        match self.failed.len() {
+            0 => Ok(()),
+            failed => Err(Error::Incomplete {
+                failed,
+                undo: self.undo.clone(),
+            }),
+        }
+    }
 }
 
 /// One path to bring to `target` (`None`: delete), currently `current`, taken from snapshot

@@ -409,7 +409,7 @@ struct Undo {
 
 /// The protocol's version: additions (methods, params, result members) keep it; a change that
 /// breaks a client raises it.
-const PROTOCOL: u64 = 1;
+const PROTOCOL: u64 = 2;
 
 /// Every method `serve` answers.
 const METHODS: &[&str] = &[

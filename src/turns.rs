@@ -132,30 +132,6 @@ pub struct TurnEnd {
     pub skipped: Vec<crate::Skipped>,
 }
 
-/// What [`Store::undo`] did.
-#[derive(Debug, Clone, Serialize)]
-pub struct UndoOutcome {
-    /// Files brought back to their state before the turn (written).
-    #[serde(serialize_with = "crate::paths::serialize_paths")]
-    pub restored: Vec<BString>,
-    /// Files deleted (the turns had created them).
-    #[serde(serialize_with = "crate::paths::serialize_paths")]
-    pub deleted: Vec<BString>,
-    /// Files left alone: changed by someone else since or between the undone turns (use
-    /// `force`), or something outside the snapshots is in the way.
-    #[serde(serialize_with = "crate::paths::serialize_paths")]
-    pub conflicts: Vec<BString>,
-    /// Files the turns created as far as the snapshots show, but which the "before" snapshot
-    /// could not see (ignored then, inside a nested repository, too large): not deleted.
-    #[serde(serialize_with = "crate::paths::serialize_paths")]
-    pub kept: Vec<BString>,
-    /// Files that could not be changed, with the reason.
-    pub failed: Vec<crate::Failure>,
-    /// The snapshot taken just before: `restore(undo)` brings the whole project back to it
-    /// (`redo` brings back only what this undo changed).
-    pub undo: String,
-}
-
 /// A turn of another session that overlapped a turn: what it announced, and the paths that
 /// changed while both were open.
 struct Overlap {
@@ -749,7 +725,7 @@ impl Store {
         from_turn: Option<&str>,
         file: Option<&Path>,
         force: bool,
-    ) -> Result<UndoOutcome> {
+    ) -> Result<RestoreOutcome> {
         let only = file.map(|f| self.project_path(f)).transpose()?;
         let _lock = self.lock()?;
         let records = self.session_records(session)?;
@@ -897,25 +873,11 @@ impl Store {
         for (record, marker) in rolled_back {
             self.set_ref(&marker, record.commit, "rewind: undo")?;
         }
-        let RestoreOutcome {
-            written,
-            deleted,
-            failed,
-            conflicts: in_the_way,
-            mut kept,
-            undo,
-            ..
-        } = outcome;
-        conflicts.extend(in_the_way);
-        kept.extend(out_of_view);
-        Ok(UndoOutcome {
-            restored: written,
-            deleted,
-            conflicts,
-            kept,
-            failed,
-            undo,
-        })
+        let mut outcome = outcome;
+        conflicts.append(&mut outcome.conflicts);
+        outcome.conflicts = conflicts;
+        outcome.kept.extend(out_of_view);
+        Ok(outcome)
     }
 
     /// Open turn `record` with the "before" its latest redo gave it (`Rewind-Reopened:`), if a
@@ -1007,7 +969,7 @@ impl Store {
     /// println!("restored {:?}", outcome.restored);
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn undo_last(&self, session: &str, force: bool) -> Result<UndoOutcome> {
+    pub fn undo_last(&self, session: &str, force: bool) -> Result<RestoreOutcome> {
         let left_alone = match force {
             true => self.turns_undone_with_files_left_alone(session)?,
             false => HashSet::new(),
@@ -1043,7 +1005,7 @@ impl Store {
     /// println!("restored {:?}, left alone {:?}", outcome.restored, outcome.conflicts);
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn redo(&self, session: &str, turn: Option<&str>, force: bool) -> Result<UndoOutcome> {
+    pub fn redo(&self, session: &str, turn: Option<&str>, force: bool) -> Result<RestoreOutcome> {
         let _lock = self.lock()?;
         let records = self.session_records(session)?;
         if let Some(turn) = turn.filter(|t| !records.iter().any(|r| r.turn == *t)) {
@@ -1151,24 +1113,10 @@ impl Store {
                 self.delete_ref(&turn_ref(session, "rolled-back", turn)?)?;
             }
         }
-        let RestoreOutcome {
-            written,
-            deleted,
-            failed,
-            conflicts: in_the_way,
-            kept,
-            undo,
-            ..
-        } = outcome;
-        conflicts.extend(in_the_way);
-        Ok(UndoOutcome {
-            restored: written,
-            deleted,
-            conflicts,
-            kept,
-            failed,
-            undo,
-        })
+        let mut outcome = outcome;
+        conflicts.append(&mut outcome.conflicts);
+        outcome.conflicts = conflicts;
+        Ok(outcome)
     }
 
     /// The turns whose rolling back (by the most recent undo that rolled back each) left files

@@ -812,11 +812,7 @@ impl<'a> Model<'a> {
                 .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
                 .unwrap_or_default()
         };
-        let written = if json.get("restored").is_some() {
-            strings("restored")
-        } else {
-            strings("written")
-        };
+        let written = strings("written");
         let undo = json["undo"]
             .as_str()
             .unwrap_or_else(|| panic!("{op}: no undo id in {json}"))

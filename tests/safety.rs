@@ -816,7 +816,7 @@ fn an_edit_made_while_an_undo_runs_is_never_overwritten() {
     let mut conflicts = strings(&o["conflicts"]);
     conflicts.sort();
     assert_eq!(conflicts, vec!["f1", "new1"], "{o}");
-    assert!(strings(&o["restored"]).is_empty(), "{o}");
+    assert!(strings(&o["written"]).is_empty(), "{o}");
     assert!(!p.join("new2").exists(), "gone, as the undo wanted: {o}");
 }
 

@@ -723,7 +723,7 @@ fn full_cycle_through_one_server_matches_git() {
     let turn2_before = oid(&list[1]["before"], "before");
     let undone = s.ok("undo", json!({"session": "chat-42", "turn": "2"}));
     assert_eq!(
-        strings(&undone["restored"]),
+        strings(&undone["written"]),
         set(&["a.txt", "t1.txt"]),
         "{undone}"
     );
@@ -747,7 +747,7 @@ fn full_cycle_through_one_server_matches_git() {
         "undo",
         json!({"session": "chat-42", "turn": "1", "file": "src/lib.rs", "force": false}),
     );
-    assert_eq!(strings(&one["restored"]), set(&["src/lib.rs"]), "{one}");
+    assert_eq!(strings(&one["written"]), set(&["src/lib.rs"]), "{one}");
     assert_eq!(
         p.read("src/lib.rs"),
         p.store_blob(&first_before, "src/lib.rs")
@@ -1934,7 +1934,7 @@ fn hello_names_the_protocol_and_every_method_the_server_answers() {
     run.assert_success();
     let answer: Value = serde_json::from_str(run.stdout.trim()).unwrap();
     let result = &answer["result"];
-    assert_eq!(result["protocol"], 1, "{answer}");
+    assert_eq!(result["protocol"], 2, "{answer}");
     assert_eq!(result["version"], env!("CARGO_PKG_VERSION"));
     let methods: Vec<String> = result["methods"]
         .as_array()

@@ -177,11 +177,11 @@ fn unannounced_change_while_two_turns_are_open_is_shared_and_left_alone() {
     }
     let undone = store.undo("p2", None, None, false).unwrap();
     assert_eq!(strings(&undone.conflicts), set(&["a.txt", "gen/out.txt"]));
-    assert!(undone.restored.is_empty() && undone.deleted.is_empty());
+    assert!(undone.written.is_empty() && undone.deleted.is_empty());
     assert_eq!(read(p, "a.txt").as_deref(), Some("one\ntwo\n"));
 
     let forced = store.undo("p1", None, None, true).unwrap();
-    assert_eq!(strings(&forced.restored), set(&["a.txt"]));
+    assert_eq!(strings(&forced.written), set(&["a.txt"]));
     assert_eq!(strings(&forced.deleted), set(&["gen/out.txt"]));
     assert_eq!(read(p, "a.txt").as_deref(), Some("one\n"));
 }
@@ -407,13 +407,13 @@ fn redo_keeps_user_edits_made_after_the_undo_and_reports_them() {
     write(p, "new.txt", "agent's new file\n");
     store.end_turn("s", "1").unwrap();
     let undone = store.undo_last("s", false).unwrap();
-    assert_eq!(strings(&undone.restored), set(&["a.txt", "b.txt"]));
+    assert_eq!(strings(&undone.written), set(&["a.txt", "b.txt"]));
     assert!(store.turns(Some("s")).unwrap()[0].rolled_back);
 
     write(p, "a.txt", "one\nuser's edit\n");
     write(p, "notes.md", "user's notes\n");
     let redone = store.redo("s", None, false).unwrap();
-    assert_eq!(strings(&redone.restored), set(&["b.txt", "new.txt"]));
+    assert_eq!(strings(&redone.written), set(&["b.txt", "new.txt"]));
     assert_eq!(strings(&redone.conflicts), set(&["a.txt"]));
     assert_eq!(read(p, "a.txt").as_deref(), Some("one\nuser's edit\n"));
     assert_eq!(read(p, "notes.md").as_deref(), Some("user's notes\n"));
@@ -428,9 +428,9 @@ fn redo_keeps_user_edits_made_after_the_undo_and_reports_them() {
     // suggested `--force` answered "no undo left to redo". Now the same undo is redone again.
     let again = store.redo("s", None, false).unwrap();
     assert_eq!(strings(&again.conflicts), set(&["a.txt"]));
-    assert!(again.restored.is_empty() && again.deleted.is_empty());
+    assert!(again.written.is_empty() && again.deleted.is_empty());
     let forced = store.redo("s", None, true).unwrap();
-    assert_eq!(strings(&forced.restored), set(&["a.txt"]));
+    assert_eq!(strings(&forced.written), set(&["a.txt"]));
     assert_eq!(read(p, "a.txt").as_deref(), Some("one\nby agent\n"));
     assert!(
         !store.turns(Some("s")).unwrap()[0].rolled_back,
@@ -461,7 +461,7 @@ fn undo_last_force_takes_the_turn_an_undo_left_partly_done() {
     assert_eq!(strings(&undone.conflicts), set(&["a.txt"]));
     assert!(store.turns(Some("s")).unwrap()[0].rolled_back);
     let forced = store.undo_last("s", true).unwrap();
-    assert_eq!(strings(&forced.restored), set(&["a.txt"]));
+    assert_eq!(strings(&forced.written), set(&["a.txt"]));
     assert_eq!(read(p, "a.txt").as_deref(), Some("one\n"));
     assert_eq!(read(p, "b.txt").as_deref(), Some("bee\n"));
     assert!(store.turns(Some("s")).unwrap()[0].rolled_back);
@@ -479,7 +479,7 @@ fn forced_redo_overwrites_and_keeps_the_overwritten_bytes() {
     store.undo("s", None, None, false).unwrap();
     write(p, "a.txt", "user\n");
     let redone = store.redo("s", None, true).unwrap();
-    assert_eq!(strings(&redone.restored), set(&["a.txt"]));
+    assert_eq!(strings(&redone.written), set(&["a.txt"]));
     assert_eq!(read(p, "a.txt").as_deref(), Some("agent\n"));
     let saved = Command::new("git")
         .arg("--git-dir")
@@ -553,7 +553,7 @@ fn cli_redo_reports_conflicts_and_keeps_new_user_files() {
     let run = p.rewind(["--json", "redo", "--session", "s"]);
     run.assert_success();
     let out = one_json(&run);
-    assert_eq!(out["restored"], serde_json::json!(["made.txt"]), "{out}");
+    assert_eq!(out["written"], serde_json::json!(["made.txt"]), "{out}");
     assert_eq!(out["conflicts"], serde_json::json!(["a.txt"]), "{out}");
     assert_eq!(p.read("a.txt"), b"user\n");
     assert_eq!(p.read("notes.md"), b"user\n");
@@ -636,7 +636,7 @@ fn serve_reports_origins_and_redoes() {
     // Left's turn is still open: its undo takes back its announced a.txt; b.txt is shared.
     assert_eq!(out[2]["result"]["deleted"], serde_json::json!(["a.txt"]));
     assert_eq!(out[2]["result"]["conflicts"], serde_json::json!(["b.txt"]));
-    assert_eq!(out[3]["result"]["restored"], serde_json::json!(["a.txt"]));
+    assert_eq!(out[3]["result"]["written"], serde_json::json!(["a.txt"]));
     assert_eq!(p.read("a.txt"), b"left\n");
     assert_eq!(p.read("b.txt"), b"right\n");
 }
@@ -654,7 +654,7 @@ fn undo_leaves_alone_what_another_sessions_undo_put_back_meanwhile() {
     fs::remove_file(p.join("d")).unwrap();
     store.begin_turn("s2", "2").unwrap();
     let back = store.undo_last("s1", false).unwrap();
-    assert_eq!(strings(&back.restored), set(&["d"]));
+    assert_eq!(strings(&back.written), set(&["d"]));
     let undone = store.undo("s2", None, None, false).unwrap();
     assert_eq!(read(p, "d").as_deref(), Some("user\n"), "{undone:?}");
     assert_eq!(strings(&undone.conflicts), set(&["d"]));
@@ -680,7 +680,7 @@ fn an_open_turn_still_overlaps_after_its_session_undoes_a_file_meanwhile() {
     let file = store
         .undo("A", Some("1"), Some(Path::new("c.txt")), false)
         .unwrap();
-    assert_eq!(strings(&file.restored), set(&["c.txt"]));
+    assert_eq!(strings(&file.written), set(&["c.txt"]));
     store.track_file("B", "1", "b.txt").unwrap();
     write(p, "b.txt", "B\n");
     let end = store.end_turn("B", "1").unwrap();
@@ -841,7 +841,7 @@ fn a_session_an_open_turn_knew_is_trimmed_only_after_the_turn() {
     assert_eq!(end["files"][0]["file"], "x", "{end}");
     assert_eq!(end["files"][0]["origin"], "unannounced", "{end}");
     let undo = one_json(&rw(&["--json", "undo", "--session", "A", "--last"]));
-    assert_eq!(undo["restored"], serde_json::json!(["x"]), "{undo}");
+    assert_eq!(undo["written"], serde_json::json!(["x"]), "{undo}");
     assert_eq!(p.read("x"), b"B\n");
     let pruned = one_json(&rw(&["--json", "prune", "--max-turns", "1"]));
     assert_eq!(
@@ -973,10 +973,10 @@ fn undo_last_walks_past_a_turn_whose_shared_file_it_left_alone() {
     store.end_turn("L", "2").unwrap();
     store.end_turn("R", "1").unwrap();
     let first = store.undo_last("L", false).unwrap();
-    assert_eq!(strings(&first.restored), set(&["b"]));
+    assert_eq!(strings(&first.written), set(&["b"]));
     assert_eq!(strings(&first.conflicts), set(&["c"]));
     let second = store.undo_last("L", false).unwrap();
-    assert_eq!(strings(&second.restored), set(&["a"]), "{second:?}");
+    assert_eq!(strings(&second.written), set(&["a"]), "{second:?}");
     assert_eq!(read(p, "c").as_deref(), Some("someone\n"));
 }
 

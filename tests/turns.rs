@@ -178,7 +178,7 @@ fn turns(p: &TestProject, session: Option<&str>) -> Vec<TurnRec> {
 /// The parsed `undo --json` outcome.
 #[derive(Debug)]
 struct Undo {
-    restored: BTreeSet<String>,
+    written: BTreeSet<String>,
     deleted: BTreeSet<String>,
     conflicts: BTreeSet<String>,
     failed: Vec<Value>,
@@ -206,7 +206,7 @@ fn undo(p: &TestProject, s: &str, extra: &[&str]) -> Undo {
     args.extend_from_slice(extra);
     let v = rwj(p, &args);
     let u = Undo {
-        restored: string_set(&v, "restored"),
+        written: string_set(&v, "written"),
         deleted: string_set(&v, "deleted"),
         conflicts: string_set(&v, "conflicts"),
         failed: v["failed"]
@@ -663,10 +663,10 @@ fn full_cycle_three_turns_undo_all_then_redo() {
     let (want, restored, deleted) = undo_oracle(&p, &store, &list, &after3);
     let u = undo(&p, s, &[]);
     assert!(u.conflicts.is_empty(), "{}", u.json);
-    assert_eq!(u.restored, restored, "restored: {}", u.json);
+    assert_eq!(u.written, restored, "restored: {}", u.json);
     assert_eq!(u.deleted, deleted, "deleted: {}", u.json);
     assert_eq!(
-        u.restored,
+        u.written,
         ["a.txt", "b.txt", "c.txt", "dir/d.txt", "script.sh"]
             .map(String::from)
             .into(),
@@ -752,7 +752,7 @@ fn undo_of_a_middle_turn_takes_later_turns_too() {
     let u = undo(&p, s, &["--turn=2"]);
     assert!(u.conflicts.is_empty(), "{}", u.json);
     assert_eq!(
-        (&u.restored, &u.deleted),
+        (&u.written, &u.deleted),
         (&restored, &deleted),
         "{}",
         u.json
@@ -773,7 +773,7 @@ fn undo_of_a_middle_turn_takes_later_turns_too() {
     let u = undo(&p, s, &[]);
     assert!(u.conflicts.is_empty(), "{}", u.json);
     assert_eq!(
-        u.restored,
+        u.written,
         BTreeSet::from(["a.txt".to_string()]),
         "{}",
         u.json
@@ -822,7 +822,7 @@ fn edits_made_between_turns_by_the_user_survive_undo() {
     let u = undo(&p, s, &[]);
     assert!(u.conflicts.is_empty(), "{}", u.json);
     assert_eq!(
-        (&u.restored, &u.deleted),
+        (&u.written, &u.deleted),
         (&restored, &deleted),
         "{}",
         u.json
@@ -871,7 +871,7 @@ fn conflict_is_left_alone_then_force_overwrites_and_keeps_the_bytes() {
         u.json
     );
     assert_eq!(
-        u.restored,
+        u.written,
         BTreeSet::from(["g.txt".to_string(), "h.txt".to_string()]),
         "{}",
         u.json
@@ -888,7 +888,7 @@ fn conflict_is_left_alone_then_force_overwrites_and_keeps_the_bytes() {
 
     let forced = undo(&p, s, &["--force"]);
     assert!(forced.conflicts.is_empty(), "{}", forced.json);
-    assert!(forced.restored.contains("f.txt"), "{}", forced.json);
+    assert!(forced.written.contains("f.txt"), "{}", forced.json);
     assert_eq!(
         p.read("f.txt"),
         lines("f", 4).as_bytes(),
@@ -972,7 +972,7 @@ fn single_file_undo() {
 
     let u = undo(&p, s, &["--file=a.txt"]);
     assert_eq!(
-        u.restored,
+        u.written,
         BTreeSet::from(["a.txt".to_string()]),
         "{}",
         u.json
@@ -999,11 +999,11 @@ fn single_file_undo() {
         "{}",
         u.json
     );
-    assert!(u.restored.is_empty(), "{}", u.json);
+    assert!(u.written.is_empty(), "{}", u.json);
     assert!(!p.join("c.txt").exists());
     let u = undo(&p, s, &["--turn=1", "--file=sub/d.txt"]);
     assert_eq!(
-        u.restored,
+        u.written,
         BTreeSet::from(["sub/d.txt".to_string()]),
         "{}",
         u.json
@@ -1014,7 +1014,7 @@ fn single_file_undo() {
     // Paths are project-relative, "./x" and absolute paths inside the project work too.
     let u = undo(&p, s, &["--file=./b.txt"]);
     assert_eq!(
-        u.restored,
+        u.written,
         BTreeSet::from(["b.txt".to_string()]),
         "{}",
         u.json
@@ -1032,7 +1032,7 @@ fn single_file_undo() {
     );
     let u = undo(&p, s, &[&abs, "--force"]);
     assert_eq!(
-        u.restored,
+        u.written,
         BTreeSet::from(["b.txt".to_string()]),
         "{}",
         u.json
@@ -1059,11 +1059,7 @@ fn single_file_undo() {
 
     // The rest of the session: every path is back already.
     let u = undo(&p, s, &[]);
-    assert!(
-        u.restored.is_empty() && u.conflicts.is_empty(),
-        "{}",
-        u.json
-    );
+    assert!(u.written.is_empty() && u.conflicts.is_empty(), "{}", u.json);
     assert_eq!(p.track(), t0);
 }
 
@@ -1369,7 +1365,7 @@ fn odd_ids_round_trip() {
         let f = format!("f{i}.txt");
         let later = undo(&p, id, &[&turn_arg(&ids[(i + 1) % ids.len()])]);
         assert_eq!(
-            later.restored,
+            later.written,
             BTreeSet::from([f.clone()]),
             "undo of {id:?}'s second turn: {}",
             later.json
@@ -1377,7 +1373,7 @@ fn odd_ids_round_trip() {
         assert_eq!(p.read(&f), b"1\n");
         let u = undo(&p, id, &[]);
         assert_eq!(
-            u.restored,
+            u.written,
             BTreeSet::from([f.clone()]),
             "undo --session={id:?}: {}",
             u.json
@@ -1676,12 +1672,12 @@ fn two_interleaved_sessions_undo_independently() {
     let u = undo(&p, "alpha", &[]);
     assert!(u.conflicts.is_empty(), "{}", u.json);
     assert_eq!(
-        (&u.restored, &u.deleted),
+        (&u.written, &u.deleted),
         (&restored, &deleted),
         "{}",
         u.json
     );
-    assert_eq!(u.restored, BTreeSet::from(["alpha.txt".to_string()]));
+    assert_eq!(u.written, BTreeSet::from(["alpha.txt".to_string()]));
     assert_eq!(u.deleted, BTreeSet::from(["alpha-new.txt".to_string()]));
     let (_, entries) = project_entries(&p, &store);
     assert_entries_eq(&entries, &want, "after undo of alpha");

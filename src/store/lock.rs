@@ -157,6 +157,7 @@ thread_local! {
 
 impl Interrupt {
     /// Run `f` as a call that `self` can interrupt.
+    #[cfg(feature = "serve")]
     pub(crate) fn run<T>(self, f: impl FnOnce() -> T) -> T {
         CALL.set(Some(self));
         let result = f();

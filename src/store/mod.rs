@@ -33,6 +33,7 @@ mod lock;
 pub(crate) mod objects;
 mod pack;
 mod refs;
+#[cfg(feature = "serve")]
 pub(crate) use lock::{deadline_in, Interrupt};
 
 /// Where stores live: `explicit`, else `$REWIND_DATA_DIR`, else `$XDG_DATA_HOME/rewind`, else

@@ -1,0 +1,277 @@
+//! Human and JSON output: every line the command line prints goes through here.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::color::paint;
+use crate::progress;
+
+/// Set once a write to stdout failed (`rewind patch X | head`): nothing more is printed there,
+/// and the command goes on to its end.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Print a line to stdout, after ending the progress line; see [`write_stdout`].
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        $crate::render::write_stdout(format!("{}\n", format_args!($($arg)*)).as_bytes());
+    }};
+}
+
+/// Print a line to stderr, after ending the progress line; a closed stderr is ignored.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        $crate::progress::end();
+        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("{}\n", format_args!($($arg)*)));
+    }};
+}
+
+pub(crate) use {errln, outln};
+
+/// Write to stdout. Once a write fails (a closed pipe: `rewind diff | head`), stop printing
+/// quietly and let the command finish: what it changes, and its undo point, are kept.
+pub(crate) fn write_stdout(bytes: &[u8]) {
+    progress::end();
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if stdout
+        .write_all(bytes)
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// `value` as one line of JSON on stdout.
+pub(crate) fn print_json(value: &impl Serialize) {
+    write_stdout(
+        serde_json::to_string(value)
+            .expect("results serialize")
+            .as_bytes(),
+    );
+    write_stdout(b"\n");
+}
+
+/// A name (path, session, turn) for human output, quoted as git quotes paths
+/// (`core.quotePath=true`) when it holds control characters or non-ASCII bytes.
+pub(crate) fn quote(name: impl AsRef<[u8]>) -> String {
+    rewind::quote_path(name.as_ref())
+}
+
+/// A path as [`quote`] prints names (its raw bytes, so a non-UTF-8 name is exact).
+pub(crate) fn quote_os(path: &Path) -> String {
+    quote(path.as_os_str().as_encoded_bytes())
+}
+
+/// Say on stderr what a snapshot left out (`note` follows each reason).
+pub(crate) fn print_left_out(skipped: &[rewind::Skipped], note: &str) {
+    for skipped in skipped {
+        let reason = skipped.reason.as_str().replace('_', " ");
+        let reason = match &skipped.detail {
+            Some(detail) => format!("{reason} ({detail})"),
+            None => reason,
+        };
+        errln!("rewind: left out {}: {reason}{note}", quote(&skipped.path));
+    }
+}
+
+/// What a turn's left-out line adds: an undo of the turn cannot bring that file back.
+pub(crate) const UNDO_CANNOT: &str = " (an undo cannot bring it back)";
+
+/// One file of a turn or session: status, counts, whose change it is, path.
+pub(crate) fn print_file(file: &rewind::TurnFile, indent: &str) {
+    outln!(
+        "{indent}{:<8} +{:<5} -{:<5} {:<11} {}",
+        format!("{:?}", file.status).to_lowercase(),
+        file.additions,
+        file.deletions,
+        format!("{:?}", file.origin).to_lowercase(),
+        quote(&file.file)
+    );
+}
+
+/// Print what a restore, revert, undo or redo changed: files on stdout, conflicts and failures
+/// on stderr, then the command that goes back. `why` says why conflicts were left alone.
+pub(crate) fn print_outcome(outcome: &rewind::RestoreOutcome, why: &str, undo_label: &str) {
+    for path in &outcome.written {
+        outln!("written {}", quote(path));
+    }
+    for path in &outcome.deleted {
+        outln!("deleted {}", quote(path));
+    }
+    for path in &outcome.conflicts {
+        errln!("rewind: left alone {}: {why} (use --force)", quote(path));
+    }
+    for path in &outcome.kept {
+        errln!(
+            "rewind: kept {}: the snapshot could not see it (ignored, in a nested repository, or left out for size or type)",
+            quote(path)
+        );
+    }
+    for failure in &outcome.failed {
+        errln!(
+            "rewind: could not restore {}: {}",
+            quote(&failure.path),
+            failure.error
+        );
+    }
+    outln!("{undo_label}: rewind restore {}", outcome.undo);
+}
+
+/// Say what a prune removed: a line per removed session on stderr, a summary on stdout
+/// (unless `json`). Returns the JSON row for the project.
+pub(crate) fn report_prune(
+    json: bool,
+    project: &Path,
+    outcome: &rewind::PruneOutcome,
+) -> serde_json::Value {
+    for session in &outcome.sessions_removed {
+        let what = match outcome.sessions_removed_for_size.contains(session) {
+            true => "session (the store was over its size quota, rewind.maxSize)",
+            false => "expired session",
+        };
+        errln!(
+            "rewind: {}: removed {what} {}",
+            quote_os(project),
+            quote(session)
+        );
+    }
+    if !json {
+        let for_size = match outcome.snapshots_removed_for_size {
+            0 => String::new(),
+            n => format!(" ({n} for the size quota)"),
+        };
+        outln!(
+            "{}: removed {} snapshots{for_size}, {} turns, {} objects ({} bytes)",
+            quote_os(project),
+            outcome.snapshots_removed,
+            outcome.turns_removed,
+            outcome.objects_removed,
+            outcome.bytes_freed
+        );
+    }
+    let mut row = json!(outcome);
+    row["project"] = json!(project.to_string_lossy());
+    row
+}
+
+/// A table of turns: age, session, turn, files and +/- (coloured when stdout is a terminal).
+pub(crate) fn print_turns(turns: &[rewind::Turn], now: chrono::DateTime<chrono::Utc>) {
+    let color = std::io::stdout().is_terminal();
+    outln!(
+        "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  state",
+        "age",
+        "session",
+        "turn",
+        "files",
+        "+",
+        "-"
+    );
+    for turn in turns {
+        let state = match (turn.rolled_back, turn.ended_at) {
+            (true, _) => "rolled back",
+            (false, None) => "open",
+            (false, Some(_)) => "done",
+        };
+        outln!(
+            "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  {state}",
+            age(now, turn.started_at),
+            quote(&turn.session),
+            quote(&turn.turn),
+            turn.files,
+            paint(color, "32", format!("+{}", turn.additions)),
+            paint(color, "31", format!("-{}", turn.deletions)),
+        );
+        for file in &turn.changed {
+            print_file(file, "    ");
+        }
+    }
+}
+
+/// "5 minutes ago", "just now", "3 days ago".
+pub(crate) fn age(
+    now: chrono::DateTime<chrono::Utc>,
+    then: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let seconds = (now - then).num_seconds().max(0);
+    let (count, unit) = match seconds {
+        0..=59 => return "just now".into(),
+        60..=3599 => (seconds / 60, "minute"),
+        3600..=86399 => (seconds / 3600, "hour"),
+        _ => (seconds / 86400, "day"),
+    };
+    format!("{count} {unit}{} ago", if count == 1 { "" } else { "s" })
+}
+
+pub(crate) fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono::Utc>) {
+    let mib = |bytes: u64| format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0));
+    outln!("store         {}", quote(&report.git_dir));
+    outln!(
+        "project       {}{}",
+        quote(&report.project),
+        if report.project_exists {
+            ""
+        } else {
+            " (missing)"
+        }
+    );
+    outln!("size          {}", mib(report.size));
+    outln!(
+        "lock          {}",
+        if report.locked {
+            "held by another process"
+        } else {
+            "free"
+        }
+    );
+    outln!(
+        "objects       {} loose, {} pack(s)",
+        report.loose_objects,
+        report.packs
+    );
+    outln!(
+        "records       {} snapshots, {} sessions, {} turns, {} undo points",
+        report.snapshots,
+        report.sessions,
+        report.turns,
+        report.undo_points
+    );
+    outln!(
+        "last prune    {}",
+        report
+            .last_prune
+            .map_or("never".to_string(), |t| age(now, t))
+    );
+    for aside in &report.set_aside {
+        outln!("set aside     {aside} (damaged; delete it once not needed)");
+    }
+    match report.missing.len() {
+        0 => outln!("check         every object the records reach is present"),
+        n => outln!(
+            "check         {n} object(s) missing: {}",
+            report.missing.join(" ")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::age;
+
+    #[test]
+    fn age_rounds_down_to_the_largest_unit() {
+        let now = chrono::DateTime::from_timestamp(1_000_000, 0).unwrap();
+        let ago = |s| age(now, now - chrono::Duration::seconds(s));
+        assert_eq!(ago(59), "just now");
+        assert_eq!(ago(60), "1 minute ago");
+        assert_eq!(ago(7199), "1 hour ago");
+        assert_eq!(ago(3 * 86400 + 5), "3 days ago");
+        assert_eq!(age(now, now + chrono::Duration::seconds(30)), "just now");
+    }
+}
