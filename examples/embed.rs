@@ -2,14 +2,17 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rewind::{DiffOptions, Pruner, Store};
+use rewind::{DiffOptions, OpenOptions, Pruner, Store};
 
 fn main() -> Result<(), rewind::Error> {
     let project = std::env::args().nth(1).unwrap_or_else(|| ".".into());
     // --data-dir, else $REWIND_DATA_DIR, $XDG_DATA_HOME/rewind, ~/.local/share/rewind.
     let data_dir = rewind::data_dir(None)?;
     // One handle per project for the whole runtime: Store is Send + Sync.
-    let store = Arc::new(Store::open(Path::new(&project), &data_dir)?);
+    let store = Arc::new(Store::open(
+        Path::new(&project),
+        &OpenOptions::new(data_dir),
+    )?);
     // A store found damaged (its objects gone) is kept aside and a new one started: say so.
     if let Some(aside) = store.set_aside() {
         eprintln!("rewind: damaged store moved to {}", aside.display());
@@ -37,7 +40,7 @@ fn main() -> Result<(), rewind::Error> {
     }
 
     // What the turn changed, with contents (git's --numstat counts), for a review UI.
-    for row in store.diff_full(&end.before, Some(&end.after), &DiffOptions::default())? {
+    for row in store.diff_full(end.before, Some(end.after), &DiffOptions::default())? {
         println!(
             "{} {:?} {} -> {} bytes",
             row.file,
@@ -63,7 +66,7 @@ fn main() -> Result<(), rewind::Error> {
     }
     // Changed our mind: redo brings back what that undo changed, and only that. A file edited
     // since the undo is left alone and listed (`force` overwrites it, keeping its bytes).
-    let redone = store.redo("chat-42", None, false)?;
+    let redone = store.redo("chat-42", &Default::default())?;
     assert!(
         redone.failed.is_empty(),
         "could not write: {:?}",

@@ -5,10 +5,16 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong in `rewind`. Each variant names the path or id involved and the cause.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The project directory does not exist or cannot be resolved.
     #[error("project directory {path}: {source}")]
-    Project { path: PathBuf, source: io::Error },
+    Project {
+        /// The path as given.
+        path: PathBuf,
+        /// Why it cannot be resolved.
+        source: io::Error,
+    },
     /// The project path exists but is not a directory.
     #[error("project directory {0} is not a directory")]
     NotADirectory(PathBuf),
@@ -17,20 +23,33 @@ pub enum Error {
     BroadProject(PathBuf),
     /// The project lies inside rewind's data directory.
     #[error("project {project} is inside rewind's data directory {data_dir}")]
-    ProjectInData { project: PathBuf, data_dir: PathBuf },
+    ProjectInData {
+        /// The project.
+        project: PathBuf,
+        /// The data directory that holds it.
+        data_dir: PathBuf,
+    },
     /// No data directory could be determined from flags or the environment.
     #[error("cannot find a data directory: pass --data-dir, or set REWIND_DATA_DIR, XDG_DATA_HOME or HOME")]
     NoDataDir,
     /// A filesystem operation failed; `action` says what was being done.
     #[error("{action} {path}: {}", io_cause(source))]
     Io {
+        /// What was being done ("writing", "reading data directory", ...).
         action: &'static str,
+        /// The file or directory.
         path: PathBuf,
+        /// The OS error.
         source: io::Error,
     },
     /// The store exists but cannot be used as a git repository.
-    #[error("store {path}: {message}")]
-    Store { path: PathBuf, message: String },
+    #[error("store {path}: {source}")]
+    Store {
+        /// The store's git directory (or the file in it).
+        path: PathBuf,
+        /// The cause (most often a gix error).
+        source: BoxError,
+    },
     /// The text given as an object id is not one (hex, 4 to 40 digits).
     #[error("invalid id {0:?}: expected 4 to 40 hexadecimal digits")]
     InvalidId(String),
@@ -43,26 +62,47 @@ pub enum Error {
     /// The id names an object of the wrong kind, e.g. a blob where a tree is needed.
     #[error("{id} is a {actual}, not a {expected}")]
     WrongType {
+        /// The object's id.
         id: String,
+        /// What it is ("blob", "commit", ...).
         actual: &'static str,
+        /// What was needed.
         expected: &'static str,
     },
     /// An object the store should have is missing or cannot be read.
-    #[error("cannot read object {id} ({path}) from the store: {message}")]
+    #[error("cannot read object {id} ({path}) from the store: {source}")]
     Object {
+        /// The object's id.
         id: String,
+        /// Where in the snapshot it sits (`/`: the root tree).
         path: String,
-        message: String,
+        /// The cause.
+        source: BoxError,
     },
     /// A path given to `revert` is not inside the project.
     #[error("path {path}: {reason}")]
-    BadPath { path: PathBuf, reason: &'static str },
+    BadPath {
+        /// The path as given.
+        path: PathBuf,
+        /// Why it cannot be used.
+        reason: &'static str,
+    },
     /// A restore or revert changed some files but not all (the outcome lists them).
     #[error("{failed} file(s) could not be restored; the others were; `rewind restore {undo}` puts everything back")]
-    Incomplete { failed: usize, undo: String },
+    Incomplete {
+        /// How many paths could not be changed.
+        failed: usize,
+        /// The undo point taken before the first change.
+        undo: crate::SnapshotId,
+    },
     /// A session or turn id that cannot be used.
     #[error("{what} id {reason}")]
-    BadName { what: &'static str, reason: String },
+    BadName {
+        /// "session" or "turn".
+        what: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// `prune --all` could not prune some stores (each was reported).
     #[error("{0} store(s) could not be pruned")]
     PruneFailed(usize),
@@ -71,43 +111,74 @@ pub enum Error {
     Unhealthy(usize),
     /// `undo --file` named a path that the undone turns did not change.
     #[error("the turns of session {session:?} did not change {path:?}")]
-    PathNotChanged { path: String, session: String },
+    PathNotChanged {
+        /// The path, quoted as git quotes paths.
+        path: String,
+        /// The session.
+        session: String,
+    },
     /// No turn of this session is in the store.
     #[error("no session {0:?} in the store")]
     NoSession(String),
     /// The session has no such turn.
     #[error("no turn {turn:?} in session {session:?}")]
-    NoTurn { session: String, turn: String },
+    NoTurn {
+        /// The session.
+        session: String,
+        /// The turn asked for.
+        turn: String,
+    },
     /// A path named to `revert` is in neither the snapshot nor the project.
     #[error("no file or directory {path} in snapshot {hash} or in the project")]
-    NoSuchPath { path: String, hash: String },
+    NoSuchPath {
+        /// The path, quoted as git quotes paths.
+        path: String,
+        /// The snapshot.
+        hash: String,
+    },
     /// Nothing is left for `undo --last` or `redo` to act on.
     #[error("session {session:?} has no {what}")]
-    NothingLeft { session: String, what: String },
+    NothingLeft {
+        /// The session.
+        session: String,
+        /// What there is none of ("turn left to undo", "undo left to redo").
+        what: String,
+    },
     /// A turn is not in the state the operation needs.
     #[error("turn {turn:?} of session {session:?} {reason}")]
     Turn {
+        /// The session (empty when the turn's name matched in several).
         session: String,
+        /// The turn.
         turn: String,
+        /// What state it is in, and why that does not do.
         reason: &'static str,
     },
     /// Another process (or another call of this one) held the store's lock for longer than the
     /// wait limit ([`crate::OpenOptions::lock_wait`], `--wait`, a request's `timeout_ms`).
     #[error("store {store} is busy: {holder} holds its lock (waited {} ms for it)", .waited.as_millis())]
     Busy {
+        /// The store's git directory.
         store: PathBuf,
         /// `process <pid> (<command line>)` where the OS tells, else `another process`.
         holder: String,
+        /// How long the call waited.
         waited: std::time::Duration,
     },
     /// The caller cancelled the call, or its deadline passed, before it changed the store.
     #[error("cancelled ({reason}) before recording anything")]
-    Cancelled { reason: &'static str },
-    /// `REWIND_NOW` is set but is not an RFC 3339 time.
+    Cancelled {
+        /// "by the caller", or "its timeout ran out".
+        reason: &'static str,
+    },
+    /// The clock gave a time before 1970, or `REWIND_NOW` is not an RFC 3339 time.
     #[error(
         "REWIND_NOW={value:?} is not an RFC 3339 time from 1970 on (e.g. 2026-01-31T12:00:00Z)"
     )]
-    BadClock { value: String },
+    BadClock {
+        /// The time, as given or as the clock gave it.
+        value: String,
+    },
 }
 
 /// `std::io::Error` prints "No space left on device (os error 28)"; say plainly that the disk is full.
@@ -129,11 +200,11 @@ impl Error {
         }
     }
 
-    /// Wrap a gix error that concerns the store at `path`.
-    pub(crate) fn store(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {
+    /// Wrap a gix error (or a message) that concerns the store at `path`.
+    pub(crate) fn store(path: impl Into<PathBuf>, source: impl Into<BoxError>) -> Self {
         Error::Store {
             path: path.into(),
-            message: message.to_string(),
+            source: source.into(),
         }
     }
 
@@ -174,13 +245,18 @@ impl Error {
     }
 }
 
+/// The cause of a [`Error::Store`] or [`Error::Object`], kept as it came (a gix error, most
+/// often), so that `std::error::Error::source` walks down to it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// An object of the store that cannot be read, at `path` in a snapshot.
 pub(crate) fn object_error(
     id: &gix::ObjectId,
     path: &gix::bstr::BStr,
-    e: impl std::fmt::Display,
+    source: impl Into<BoxError>,
 ) -> Error {
     Error::Object {
         id: id.to_string(),
@@ -189,10 +265,11 @@ pub(crate) fn object_error(
         } else {
             path.to_string()
         },
-        message: e.to_string(),
+        source: source.into(),
     }
 }
 
+/// An object kind as git names it.
 pub(crate) fn kind_name(kind: gix::objs::Kind) -> &'static str {
     match kind {
         gix::objs::Kind::Blob => "blob",

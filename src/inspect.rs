@@ -5,25 +5,36 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::prune::LAST_PRUNE;
-use crate::store::Store;
 use crate::store::{dir_size, files_below};
+use crate::store::{SnapshotId, Store};
 
 /// What [`Store::doctor`] found.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Doctor {
+    /// The store's git directory.
     pub git_dir: String,
+    /// The project the store belongs to.
     pub project: String,
+    /// Whether the project directory still exists.
     pub project_exists: bool,
     /// Disk space used by the store, in bytes.
     pub size: u64,
     /// Whether another process holds the store's lock right now.
     pub locked: bool,
+    /// Objects stored one per file.
     pub loose_objects: usize,
+    /// Pack files.
     pub packs: usize,
+    /// Snapshot records (`refs/rewind/snapshots/*`).
     pub snapshots: usize,
+    /// Sessions with at least one turn.
     pub sessions: usize,
+    /// Turns, over all sessions.
     pub turns: usize,
+    /// Undo points on `refs/rewind/undo`.
     pub undo_points: usize,
+    /// When the store was last pruned (`None`: never).
     pub last_prune: Option<DateTime<Utc>>,
     /// Objects that a record needs but the store lacks (or cannot read).
     pub missing: Vec<String>,
@@ -49,6 +60,7 @@ impl Doctor {
 
 /// A turn or a snapshot as [`Store::show`] shows it: a one-line title and the diff.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Shown {
     /// "turn T of session S — started ...: N files, +a -d", or "snapshot ID taken ..., against ...".
     pub title: String,
@@ -58,13 +70,47 @@ pub struct Shown {
 
 /// One record of the store, as [`Store::log`] lists it.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct LogEntry {
+    /// When the snapshot was last taken, the turn ended (or began, while open), or the undo
+    /// point was made.
     pub time: DateTime<Utc>,
-    /// `snapshot`, `turn` or `undo`.
-    pub kind: &'static str,
+    /// What kind of record it is.
+    pub kind: LogKind,
     /// The tree: the snapshot, the turn's after (its before while open), or the undo tree.
-    pub tree: String,
+    pub tree: SnapshotId,
+    /// A line saying what the record is (for a turn: session, turn, counts and state).
     pub what: String,
+}
+
+/// The kinds of record [`Store::log`] lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LogKind {
+    /// A snapshot `track` returned (`refs/rewind/snapshots/<tree>`).
+    Snapshot,
+    /// An agent's turn.
+    Turn,
+    /// An undo point: the project just before a restore, revert, undo or redo.
+    Undo,
+}
+
+impl LogKind {
+    /// The kind as `--json` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogKind::Snapshot => "snapshot",
+            LogKind::Turn => "turn",
+            LogKind::Undo => "undo",
+        }
+    }
+}
+
+impl std::fmt::Display for LogKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 impl Store {
@@ -74,7 +120,7 @@ impl Store {
     /// the records reach, and an object header per blob.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// let report = store.doctor()?;
     /// println!("{} bytes, healthy: {}", report.size, report.is_healthy());
     /// # Ok::<(), rewind::Error>(())
@@ -134,7 +180,7 @@ impl Store {
     /// Every record of the store, newest first: snapshots, turns and undo points.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// for entry in store.log()? {
     ///     println!("{} {} {} {}", entry.time, entry.kind, entry.tree, entry.what);
     /// }
@@ -143,12 +189,13 @@ impl Store {
     pub fn log(&self) -> Result<Vec<LogEntry>> {
         let mut entries = Vec::new();
         for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
+            let Ok(tree) = name.trim_start_matches("refs/rewind/snapshots/").parse() else {
+                continue; // not a record of ours
+            };
             entries.push(LogEntry {
                 time: self.commit_time(commit)?,
-                kind: "snapshot",
-                tree: name
-                    .trim_start_matches("refs/rewind/snapshots/")
-                    .to_string(),
+                kind: LogKind::Snapshot,
+                tree,
                 what: "track".into(),
             });
         }
@@ -160,8 +207,8 @@ impl Store {
             };
             entries.push(LogEntry {
                 time: turn.ended_at.unwrap_or(turn.started_at),
-                kind: "turn",
-                tree: turn.after.clone().unwrap_or_else(|| turn.before.clone()),
+                kind: LogKind::Turn,
+                tree: turn.after.unwrap_or(turn.before),
                 what: format!(
                     "session {} turn {}: {} files +{} -{} ({state})",
                     turn.session, turn.turn, turn.files, turn.additions, turn.deletions
@@ -171,8 +218,8 @@ impl Store {
         for (time, tree) in self.undo_chain()? {
             entries.push(LogEntry {
                 time,
-                kind: "undo",
-                tree: tree.to_string(),
+                kind: LogKind::Undo,
+                tree: SnapshotId::from(tree),
                 what: "the project before a restore, revert or undo".into(),
             });
         }
@@ -186,7 +233,7 @@ impl Store {
     /// listing of turns or of the log, and one diff.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// let shown = store.show("3", Some("chat-42"))?;
     /// println!("{}", shown.title);
     /// # Ok::<(), rewind::Error>(())
@@ -208,7 +255,7 @@ impl Store {
                 turn.additions,
                 turn.deletions
             );
-            let diff = self.diff(&turn.before, turn.after.as_deref())?;
+            let diff = self.diff(turn.before, turn.after)?;
             return Ok(Shown { title, diff });
         }
         if matching.len() > 1 {
@@ -224,25 +271,24 @@ impl Store {
                 turn: what.into(),
             });
         }
-        let tree = self.resolve_tree(what)?.to_string();
+        let tree = self.resolve(what)?;
         let snapshots: Vec<LogEntry> = self
             .log()?
             .into_iter()
-            .filter(|e| e.kind == "snapshot")
+            .filter(|e| e.kind == LogKind::Snapshot)
             .collect();
         let taken = snapshots.iter().find(|e| e.tree == tree).map(|e| e.time);
         let previous = taken.and_then(|t| snapshots.iter().find(|e| e.time < t));
-        let empty = gix::ObjectId::empty_tree(gix::hash::Kind::Sha1).to_string();
-        let from = previous.map_or(empty, |e| e.tree.clone());
+        let from = previous.map_or(SnapshotId::EMPTY, |e| e.tree);
         let title = format!(
             "snapshot {tree}{}, against {}",
             taken.map_or(String::new(), |t| format!(" taken {}", t.to_rfc3339())),
             previous.map_or("the empty tree".to_string(), |e| format!(
                 "the snapshot before it ({:.12})",
-                e.tree
+                e.tree.to_string()
             ))
         );
-        let diff = self.diff(&from, Some(&tree))?;
+        let diff = self.diff(from, Some(tree))?;
         Ok(Shown { title, diff })
     }
 

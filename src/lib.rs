@@ -12,10 +12,10 @@
 //! ## Taking a snapshot
 //!
 //! ```no_run
-//! use rewind::{Store, TrackOptions};
+//! use rewind::{OpenOptions, Store, TrackOptions};
 //!
 //! let data_dir = rewind::data_dir(None)?;          // --data-dir, $REWIND_DATA_DIR, $XDG_DATA_HOME/rewind, ~/.local/share/rewind
-//! let store = Store::open("/path/to/project".as_ref(), &data_dir)?;
+//! let store = Store::open("/path/to/project".as_ref(), &OpenOptions::new(data_dir))?;
 //! let snapshot = store.track(&TrackOptions::default())?;
 //! println!("{} ({} files)", snapshot.hash, snapshot.files);
 //! for skipped in &snapshot.skipped {
@@ -44,6 +44,8 @@
 //!
 //! Errors are [`Error`] values naming the path and the cause; the library never prints.
 
+#![deny(missing_docs)]
+
 mod diff;
 mod error;
 mod fs;
@@ -58,10 +60,10 @@ mod store;
 mod turns;
 
 pub use diff::{DiffOptions, FileChange, Patch, Status};
-pub use error::{Error, Result};
+pub use error::{BoxError, Error, Result};
 /// Paths in outcomes are bytes, as the file system names them (`gix`'s `BString`).
 pub use gix::bstr::BString;
-pub use inspect::{Doctor, LogEntry, Shown};
+pub use inspect::{Doctor, LogEntry, LogKind, Shown};
 pub use paths::quote_path;
 pub use prune::{
     parse_duration, parse_size, prune_all, PruneAllOutcome, PruneOptions, PruneOutcome, Pruner,
@@ -71,25 +73,10 @@ pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 #[cfg(feature = "serve")]
 pub use serve::serve;
 pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions};
-pub use store::{data_dir, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE};
-pub use turns::{Origin, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart};
-
-/// The current time: `$REWIND_NOW` (RFC 3339) when set, so that tests can fix the clock.
-///
-/// ```no_run
-/// // REWIND_NOW=2026-01-31T12:00:00Z rewind turns   -> every age is computed from that time
-/// let now = rewind::now()?;
-/// println!("{now}");
-/// # Ok::<(), rewind::Error>(())
-/// ```
-pub fn now() -> Result<chrono::DateTime<chrono::Utc>> {
-    match std::env::var("REWIND_NOW") {
-        Ok(value) if !value.is_empty() => chrono::DateTime::parse_from_rfc3339(&value)
-            .map(|t| t.with_timezone(&chrono::Utc))
-            .ok()
-            // git's `fsck --strict` rejects commit times before 1970 (`badDate`).
-            .filter(|t| t.timestamp() >= 0)
-            .ok_or(Error::BadClock { value }),
-        _ => Ok(chrono::Utc::now()),
-    }
-}
+pub use store::{
+    data_dir, Clock, OpenOptions, Progress, SnapshotId, Store, DEFAULT_LOCK_WAIT,
+    DEFAULT_MAX_FILE_SIZE,
+};
+pub use turns::{
+    Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart, UndoOptions,
+};

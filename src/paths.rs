@@ -2,7 +2,6 @@
 //! git's C-style quoting in text, and lossy UTF-8 (U+FFFD) only in JSON.
 
 use gix::bstr::{BString, ByteSlice};
-use gix::ObjectId;
 
 /// `path` as git prints a name in human output with `core.quotePath=true`: as it is, unless
 /// it holds a control character, `"`, `\` or a byte >= 0x80; then in double quotes, with C
@@ -52,10 +51,6 @@ pub(crate) fn quote(prefix: &[u8], path: &[u8], high_bytes: bool) -> Vec<u8> {
     }
     out.push(b'"');
     out
-}
-
-pub(crate) fn serialize_id<S: serde::Serializer>(id: &ObjectId, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(id)
 }
 
 /// A path in JSON: lossy only there (a name that is not UTF-8 gets U+FFFD); the library and

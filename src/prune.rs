@@ -1,6 +1,6 @@
 //! Retention: forget expired records, then delete the objects nothing live reaches.
 //!
-//! What expires (the clock is [`crate::now`], so `REWIND_NOW` decides in tests):
+//! What expires (the clock is the store's clock, so `REWIND_NOW` decides in tests):
 //! * a snapshot `track` returned, `retention` after it was last taken (each one is recorded as
 //!   `refs/rewind/snapshots/<tree>`, a commit of the tree at the time it was taken);
 //! * a session, with all its turns, `retention` after its last turn began or ended;
@@ -60,10 +60,15 @@ pub struct PruneOptions {
 
 /// What [`Store::prune`] removed.
 #[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
 pub struct PruneOutcome {
+    /// Snapshot records removed.
     pub snapshots_removed: usize,
+    /// Turns removed (with their sessions, or trimmed off a long session).
     pub turns_removed: usize,
+    /// Objects deleted (loose, or left out of the repacked pack).
     pub objects_removed: usize,
+    /// Disk space given back, in bytes.
     pub bytes_freed: u64,
     /// Sessions removed whole: their last turn expired, or the store was over its size quota.
     pub sessions_removed: Vec<String>,
@@ -95,32 +100,28 @@ impl PruneAllOutcome {
     }
 }
 
-/// Prune every store under `data_dir` (what `rewind prune --all` runs hourly), each opened with
-/// `open`'s lock wait and pruned with `options`. One store's failure does not stop the others.
-/// Costs a [`Store::prune`] per store.
+/// Prune every store under `open`'s data directory (what `rewind prune --all` runs hourly),
+/// each opened with `open` and pruned with `options`. One store's failure does not stop the
+/// others. Costs a [`Store::prune`] per store.
 ///
 /// ```no_run
-/// let data_dir = rewind::data_dir(None)?;
-/// let all = rewind::prune_all(&data_dir, &Default::default(), &Default::default())?;
+/// let open = rewind::OpenOptions::new(rewind::data_dir(None)?);
+/// let all = rewind::prune_all(&open, &Default::default())?;
 /// for (project, outcome) in &all.pruned {
 ///     println!("{}: {} objects removed", project.display(), outcome.objects_removed);
 /// }
 /// all.ensure_complete()?;
 /// # Ok::<(), rewind::Error>(())
 /// ```
-pub fn prune_all(
-    data_dir: &Path,
-    open: &crate::OpenOptions,
-    options: &PruneOptions,
-) -> Result<PruneAllOutcome> {
+pub fn prune_all(open: &crate::OpenOptions, options: &PruneOptions) -> Result<PruneAllOutcome> {
     let mut all = PruneAllOutcome::default();
-    for store in Store::all(data_dir, open)? {
+    for store in Store::all(open)? {
         match store.and_then(|store| Ok((store.project().to_owned(), store.prune(options)?))) {
             Ok(pruned) => all.pruned.push(pruned),
             Err(err) => all.failed.push(err),
         }
     }
-    all.set_aside = Store::set_aside_stores(data_dir)?;
+    all.set_aside = Store::set_aside_stores(open.data_dir())?;
     Ok(all)
 }
 
@@ -190,14 +191,14 @@ impl Store {
     /// Delete expired records and the objects nothing live reaches (see the module docs).
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// let outcome = store.prune(&rewind::PruneOptions::default())?;
     /// println!("freed {} bytes", outcome.bytes_freed);
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn prune(&self, options: &PruneOptions) -> Result<PruneOutcome> {
         let (retention, max_turns, max_size, target_size) = self.prune_settings(options);
-        let now = crate::now()?;
+        let now = self.now()?;
         // A retention longer than the calendar reaches back expires nothing.
         let cutoff = chrono::TimeDelta::from_std(retention)
             .ok()
@@ -621,7 +622,7 @@ fn remove_dir(dir: &Path) -> Result<()> {
 ///
 /// ```no_run
 /// use std::sync::Arc;
-/// let store = Arc::new(rewind::Store::open(".".as_ref(), &rewind::data_dir(None)?)?);
+/// let store = Arc::new(rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new(rewind::data_dir(None)?))?);
 /// let pruner = rewind::Pruner::start(store.clone(), std::time::Duration::from_secs(3600));
 /// // ... the runtime works; `pruner.last()` tells how the last run went ...
 /// drop(pruner); // stops it

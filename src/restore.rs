@@ -36,7 +36,7 @@ use crate::paths::serialize_paths;
 use crate::snapshot::visibility::Visibility;
 use crate::snapshot::TrackOptions;
 use crate::store::objects::read_blob;
-use crate::store::Store;
+use crate::store::{SnapshotId, Store};
 
 /// Options for [`Store::restore`].
 #[derive(Debug, Clone, Default)]
@@ -48,9 +48,10 @@ pub struct RestoreOptions {
 
 /// What [`Store::restore`] and [`Store::revert`] did.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct RestoreOutcome {
     /// The target snapshot (the first one, for several patches).
-    pub hash: String,
+    pub hash: SnapshotId,
     /// Files written (created or replaced), project-relative.
     #[serde(serialize_with = "serialize_paths")]
     pub written: Vec<BString>,
@@ -69,14 +70,17 @@ pub struct RestoreOutcome {
     #[serde(serialize_with = "serialize_paths")]
     pub kept: Vec<BString>,
     /// A snapshot of the project from just before: `restore(undo)` puts everything back.
-    pub undo: String,
+    pub undo: SnapshotId,
 }
 
 /// A path that could not be changed.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Failure {
     #[serde(serialize_with = "crate::paths::serialize_path")]
+    /// The project-relative path.
     pub path: BString,
+    /// Why it could not be changed.
     pub error: String,
 }
 
@@ -92,7 +96,7 @@ impl RestoreOutcome {
             0 => Ok(()),
             failed => Err(Error::Incomplete {
                 failed,
-                undo: self.undo.clone(),
+                undo: self.undo,
             }),
         }
     }
@@ -146,18 +150,18 @@ impl Store {
     /// Make the project's snapshotted files exactly snapshot `hash`.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
-    /// let before = store.track(&Default::default())?.hash.to_string();
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// let before = store.track(&Default::default())?.hash;
     /// // ... the agent edits, creates and deletes files ...
-    /// let outcome = store.restore(&before, &Default::default())?;
+    /// let outcome = store.restore(before, &Default::default())?;
     /// assert!(outcome.is_complete());
-    /// store.restore(&outcome.undo, &Default::default())?; // and back again
+    /// store.restore(outcome.undo, &Default::default())?; // and back again
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn restore(&self, hash: &str, options: &RestoreOptions) -> Result<RestoreOutcome> {
-        let target = self.resolve_tree(hash)?;
+    pub fn restore(&self, hash: SnapshotId, options: &RestoreOptions) -> Result<RestoreOutcome> {
+        let target = self.tree(hash)?;
         let _lock = self.lock()?;
-        let current = self.track_locked(&TrackOptions::default())?.hash;
+        let current = self.track_locked(&TrackOptions::default())?.hash.0;
         let changes = tree_changes(&self.repo(), current, target)?;
         self.apply(Plan {
             target,
@@ -174,15 +178,15 @@ impl Store {
     /// for OpenCode's leniency).
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
-    /// let before = store.track(&Default::default())?.hash.to_string();
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// let before = store.track(&Default::default())?.hash;
     /// // ... the agent edits src/main.rs and more ...
-    /// let outcome = store.revert(&before, &["src/main.rs"])?;
+    /// let outcome = store.revert(before, &["src/main.rs"])?;
     /// println!("written: {:?}, undo: {}", outcome.written, outcome.undo);
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn revert(&self, hash: &str, paths: &[impl AsRef<Path>]) -> Result<RestoreOutcome> {
-        let target = self.resolve_tree(hash)?;
+    pub fn revert(&self, hash: SnapshotId, paths: &[impl AsRef<Path>]) -> Result<RestoreOutcome> {
+        let target = self.tree(hash)?;
         let repo = self.repo();
         let tree = repo
             .find_tree(target)
@@ -214,28 +218,28 @@ impl Store {
     /// created and removed again since the snapshot, as OpenCode's patches list).
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
-    /// let (a, b) = ("4b825dc6", "9d1dcfdf"); // two snapshots
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// let (a, b) = (store.resolve("4b825dc6")?, store.resolve("9d1dcfdf")?); // two snapshots
     /// // "f" comes back from `a` (named first); "g" from `b`.
     /// let a_paths: &[&str] = &["f"];
     /// let b_paths: &[&str] = &["f", "g"];
     /// store.revert_patches(&[(a, a_paths), (b, b_paths)])?;
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn revert_patches<H: AsRef<str>, P: AsRef<Path>>(
+    pub fn revert_patches<P: AsRef<Path>>(
         &self,
-        patches: &[(H, &[P])],
+        patches: &[(SnapshotId, &[P])],
     ) -> Result<RestoreOutcome> {
         let mut requests = Vec::new();
         for (hash, paths) in patches {
-            let target = self.resolve_tree(hash.as_ref())?;
+            let target = self.tree(*hash)?;
             for path in paths.iter() {
                 requests.push((target, self.project_path(path.as_ref())?));
             }
         }
         let first = requests.first().map(|r| r.0);
         let _lock = self.lock()?;
-        let current = self.track_locked(&TrackOptions::default())?.hash;
+        let current = self.track_locked(&TrackOptions::default())?.hash.0;
         let repo = self.repo();
         // One tree diff per distinct target, filtered by each request's path.
         let mut targets: Vec<(ObjectId, Vec<Change>)> = Vec::new();
@@ -292,13 +296,13 @@ impl Store {
             .map_err(|e| Error::io("opening project", self.project(), e))?;
 
         let mut outcome = RestoreOutcome {
-            hash: plan.target.to_string(),
+            hash: SnapshotId(plan.target),
             written: Vec::new(),
             deleted: Vec::new(),
             failed: Vec::new(),
             conflicts: Vec::new(),
             kept: Vec::new(),
-            undo: plan.current.to_string(),
+            undo: SnapshotId(plan.current),
         };
         let deleting: HashSet<&BStr> = plan
             .steps
@@ -374,7 +378,7 @@ impl Store {
             )?;
             undo
         };
-        outcome.undo = undo.to_string();
+        outcome.undo = SnapshotId(undo);
         self.record_undo(undo, plan.target)?;
         let token = self.write_journal(
             plan.steps

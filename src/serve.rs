@@ -38,7 +38,7 @@ const CANCELLED: i64 = -32800;
 /// stream (after the running calls finish).
 ///
 /// ```no_run
-/// let store = rewind::Store::open(".".as_ref(), &rewind::data_dir(None)?)?;
+/// let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new(rewind::data_dir(None)?))?;
 /// rewind::serve(&store, std::io::stdin().lock(), std::io::stdout())?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -449,30 +449,32 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
         }
         "patch" => {
             let Hash { hash } = params(raw)?;
-            value(store.patch(&hash)?)
+            value(store.patch(store.resolve(&hash)?)?)
         }
         "diff" => {
             let Range { from, to } = params(raw)?;
-            let text = store.diff(&from, to.as_deref())?;
+            let (from, to) = store.resolve_range(&from, to.as_deref())?;
+            let text = store.diff(from, to)?;
             value(json!({"diff": String::from_utf8_lossy(&text)}))
         }
         "diff_full" => {
             let Range { from, to } = params(raw)?;
-            value(store.diff_full(&from, to.as_deref(), &Default::default())?)
+            let (from, to) = store.resolve_range(&from, to.as_deref())?;
+            value(store.diff_full(from, to, &Default::default())?)
         }
         "has_changes" => {
             let Hash { hash } = params(raw)?;
-            let full = store.resolve_tree(&hash)?.to_string();
-            let changed = store.has_changes(&full)?;
+            let full = store.resolve(&hash)?;
+            let changed = store.has_changes(full)?;
             value(json!({"hash": full, "changed": changed}))
         }
         "restore" => {
             let Restore { hash, force } = params(raw)?;
-            value(store.restore(&hash, &crate::RestoreOptions { force })?)
+            value(store.restore(store.resolve(&hash)?, &crate::RestoreOptions { force })?)
         }
         "revert" => {
             let Revert { hash, paths } = params(raw)?;
-            value(store.revert(&hash, &paths)?)
+            value(store.revert(store.resolve(&hash)?, &paths)?)
         }
         "turn_begin" => {
             let TurnId { session, turn } = params(raw)?;
@@ -516,7 +518,7 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
             }
             value(match last {
                 true => store.undo_last(&session, force)?,
-                false => store.undo(&session, turn.as_deref(), file.as_deref(), force)?,
+                false => store.undo(&session, &crate::UndoOptions { turn, file, force })?,
             })
         }
         "redo" => {
@@ -525,7 +527,7 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
                 turn,
                 force,
             } = params(raw)?;
-            value(store.redo(&session, turn.as_deref(), force)?)
+            value(store.redo(&session, &crate::RedoOptions { turn, force })?)
         }
         "changes" => {
             let Session { session } = params(raw)?;

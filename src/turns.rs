@@ -13,7 +13,7 @@
 //! finds everything there: nothing lives only in memory.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use gix::bstr::{BStr, BString, ByteSlice};
@@ -25,15 +25,20 @@ use crate::diff::{file_change, tree_changes, Change, DiffOptions, Side, Status};
 use crate::error::{Error, Result};
 use crate::restore::{is_within, step_of, Plan, RestoreOutcome};
 use crate::snapshot::TrackOptions;
-use crate::store::Store;
+use crate::store::{SnapshotId, Store};
 
 /// One file a turn (or a session) changed.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct TurnFile {
     #[serde(serialize_with = "crate::paths::serialize_path")]
+    /// The project-relative path.
     pub file: BString,
+    /// How it changed.
     pub status: Status,
+    /// Lines added (`git diff --numstat`).
     pub additions: usize,
+    /// Lines deleted (`git diff --numstat`).
     pub deletions: usize,
     /// Whose change it is: see [`Origin`].
     pub origin: Origin,
@@ -80,52 +85,89 @@ impl Origin {
     }
 }
 
+/// Which part of a session [`Store::undo`] undoes.
+#[derive(Debug, Clone, Default)]
+pub struct UndoOptions {
+    /// The first turn to undo (later turns are undone too); `None`: the session's first turn.
+    pub turn: Option<String>,
+    /// Only this path (a directory: the paths below it), project-relative or absolute inside
+    /// the project; `None`: every path the turns changed.
+    pub file: Option<PathBuf>,
+    /// Also undo paths someone else changed since (their bytes are kept in the undo point).
+    pub force: bool,
+}
+
+/// Which undo [`Store::redo`] redoes.
+#[derive(Debug, Clone, Default)]
+pub struct RedoOptions {
+    /// The most recent undo of this turn; `None`: the session's most recent undo not redone.
+    pub turn: Option<String>,
+    /// Also overwrite paths changed since the undo (their bytes are kept in the undo point).
+    pub force: bool,
+}
+
 /// A turn as [`Store::turns`] lists it.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Turn {
+    /// The session (the agent's conversation) it belongs to.
     pub session: String,
+    /// The turn's id within its session.
     pub turn: String,
+    /// When the turn began.
     pub started_at: DateTime<Utc>,
     /// `None` while the turn is open (or its runtime crashed before ending it).
     pub ended_at: Option<DateTime<Utc>>,
     /// The snapshot taken when the turn began.
-    pub before: String,
+    pub before: SnapshotId,
     /// The snapshot taken when it ended (`None` while open).
-    pub after: Option<String>,
+    pub after: Option<SnapshotId>,
+    /// How many files it changed.
     pub files: usize,
+    /// Lines added over the files it changed.
     pub additions: usize,
+    /// Lines deleted over the files it changed.
     pub deletions: usize,
     /// The files it changed, each with its [`Origin`] (empty while the turn is open).
     pub changed: Vec<TurnFile>,
+    /// Whether an undo rolled it back (and no redo gave it back).
     pub rolled_back: bool,
 }
 
 /// Per-file totals of a session, from [`Store::changes`].
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct SessionChanges {
+    /// The session (the agent's conversation) it belongs to.
     pub session: String,
+    /// Each file the session's turns changed, with totals over its turns.
     pub files: Vec<TurnFile>,
+    /// How many files.
     pub total_files: usize,
+    /// Lines added, over all files.
     pub total_additions: usize,
+    /// Lines deleted, over all files.
     pub total_deletions: usize,
 }
 
 /// What [`Store::begin_turn`] did.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct TurnStart {
     /// The snapshot taken as the turn's "before".
-    pub before: String,
+    pub before: SnapshotId,
     /// What that snapshot left out: an undo of the turn cannot bring these back.
     pub skipped: Vec<crate::Skipped>,
 }
 
 /// What [`Store::end_turn`] did.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct TurnEnd {
     /// The turn's "before" snapshot.
-    pub before: String,
+    pub before: SnapshotId,
     /// The turn's "after" snapshot.
-    pub after: String,
+    pub after: SnapshotId,
     /// What changed in the turn.
     pub files: Vec<TurnFile>,
     /// What the "after" snapshot left out.
@@ -405,7 +447,7 @@ impl Store {
     /// snapshot left out (an undo cannot bring those files back).
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// let start = store.begin_turn("chat-42", "1")?;
     /// for skipped in &start.skipped {
     ///     eprintln!("not covered by undo: {} ({:?})", skipped.path, skipped.reason);
@@ -433,7 +475,7 @@ impl Store {
     /// Safe from several threads and processes at once.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// store.track_file("chat-42", "3", "src/lib.rs")?; // before the agent's first edit of it
     /// // ... edit src/lib.rs ...
     /// store.end_turn("chat-42", "3")?;
@@ -519,7 +561,7 @@ impl Store {
                 }),
                 None => Ok((
                     TurnStart {
-                        before: record.before.to_string(),
+                        before: SnapshotId(record.before),
                         skipped: Vec::new(),
                     },
                     commit,
@@ -540,13 +582,13 @@ impl Store {
             "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}{}",
             crate::snapshot::visibility::record_lines(&snapshot),
             self.other_heads_lines(session)?,
-            trailers(session, turn, crate::now()?, None, None)?
+            trailers(session, turn, self.now()?, None, None)?
         );
-        let commit = self.commit(&head, &message, snapshot.hash, parent)?;
+        let commit = self.commit(&head, &message, snapshot.hash.0, parent)?;
         self.set_ref(reference, commit, "rewind: begin turn")?;
         Ok((
             TurnStart {
-                before: snapshot.hash.to_string(),
+                before: snapshot.hash,
                 skipped: snapshot.skipped,
             },
             commit,
@@ -560,7 +602,7 @@ impl Store {
     /// announced by neither (or both) is shared.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// store.begin_turn("chat-42", "3")?;
     /// // ... the agent works ...
     /// let end = store.end_turn("chat-42", "3")?;
@@ -594,7 +636,7 @@ impl Store {
             });
         }
         let snapshot = self.track_locked(&TrackOptions::default())?;
-        let after = snapshot.hash;
+        let after = snapshot.hash.0;
         let repo = self.repo();
         let files = self
             .attribute(
@@ -620,7 +662,7 @@ impl Store {
             session,
             turn,
             record.started_at,
-            Some((crate::now()?, record.before)),
+            Some((self.now()?, record.before)),
             Some((files.len(), additions, deletions)),
         )?);
         // The session's own undos and redos made while the turn was open stay on its chain:
@@ -642,8 +684,8 @@ impl Store {
         self.delete_ref(&turn_ref(session, "announced", turn)?)?;
         self.delete_ref(&turn_ref(session, "blind", turn)?)?;
         Ok(TurnEnd {
-            before: record.before.to_string(),
-            after: after.to_string(),
+            before: SnapshotId(record.before),
+            after: SnapshotId(after),
             files,
             skipped: snapshot.skipped,
         })
@@ -653,7 +695,7 @@ impl Store {
     /// sessions interleaved by start time.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// for turn in store.turns(Some("chat-42"))? {
     ///     println!("{} {} +{} -{} rolled back: {}", turn.turn, turn.files, turn.additions, turn.deletions, turn.rolled_back);
     /// }
@@ -687,8 +729,8 @@ impl Store {
                     turn: record.turn,
                     started_at: record.started_at,
                     ended_at: record.ended_at,
-                    before: record.before.to_string(),
-                    after: record.after.map(|a| a.to_string()),
+                    before: SnapshotId(record.before),
+                    after: record.after.map(SnapshotId),
                     files: record.files,
                     additions: record.additions,
                     deletions: record.deletions,
@@ -713,20 +755,20 @@ impl Store {
     /// undone turns rolled back, and records the undo on the session's chain.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// // Undo turn 3 and everything after it; files edited since by the user are left alone.
-    /// let outcome = store.undo("chat-42", Some("3"), None, false)?;
+    /// let options = rewind::UndoOptions { turn: Some("3".into()), ..Default::default() };
+    /// let outcome = store.undo("chat-42", &options)?;
     /// println!("conflicts: {:?}; redo with restore({})", outcome.conflicts, outcome.undo);
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn undo(
-        &self,
-        session: &str,
-        from_turn: Option<&str>,
-        file: Option<&Path>,
-        force: bool,
-    ) -> Result<RestoreOutcome> {
-        let only = file.map(|f| self.project_path(f)).transpose()?;
+    pub fn undo(&self, session: &str, options: &UndoOptions) -> Result<RestoreOutcome> {
+        let (from_turn, force) = (options.turn.as_deref(), options.force);
+        let only = options
+            .file
+            .as_deref()
+            .map(|f| self.project_path(f))
+            .transpose()?;
         let _lock = self.lock()?;
         let records = self.session_records(session)?;
         let start = match from_turn {
@@ -738,7 +780,7 @@ impl Store {
             turn: from_turn.unwrap_or_default().into(),
         })?;
         let undone = &records[start..];
-        let current = self.track_locked(&TrackOptions::default())?.hash;
+        let current = self.track_locked(&TrackOptions::default())?.hash.0;
         let repo = self.repo();
         let mut touched: Vec<BString> = Vec::new();
         // Shared paths (changed while another session's turn was open, announced by neither
@@ -863,7 +905,7 @@ impl Store {
         message.push_str(&trailers(
             session,
             &undone[0].turn,
-            crate::now()?,
+            self.now()?,
             None,
             None,
         )?);
@@ -964,9 +1006,9 @@ impl Store {
     /// overwrites them (their bytes in its `undo` snapshot). `not_found` when no turn is left.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// let outcome = store.undo_last("chat-42", false)?;
-    /// println!("restored {:?}", outcome.restored);
+    /// println!("written {:?}", outcome.written);
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn undo_last(&self, session: &str, force: bool) -> Result<RestoreOutcome> {
@@ -987,7 +1029,12 @@ impl Store {
             session: session.into(),
             what: "turn left to undo".into(),
         })?;
-        self.undo(session, Some(&turn), None, force)
+        let options = UndoOptions {
+            turn: Some(turn),
+            file: None,
+            force,
+        };
+        self.undo(session, &options)
     }
 
     /// Redo the session's most recent undo not redone yet (with `turn`, the most recent one
@@ -998,14 +1045,15 @@ impl Store {
     /// when there is no undo left to redo. `restore(undo)` is different: the whole project.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// store.undo_last("chat-42", false)?;
     /// // ... the user changes their mind ...
-    /// let outcome = store.redo("chat-42", None, false)?;
-    /// println!("restored {:?}, left alone {:?}", outcome.restored, outcome.conflicts);
+    /// let outcome = store.redo("chat-42", &Default::default())?;
+    /// println!("written {:?}, left alone {:?}", outcome.written, outcome.conflicts);
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn redo(&self, session: &str, turn: Option<&str>, force: bool) -> Result<RestoreOutcome> {
+    pub fn redo(&self, session: &str, options: &RedoOptions) -> Result<RestoreOutcome> {
+        let (turn, force) = (options.turn.as_deref(), options.force);
         let _lock = self.lock()?;
         let records = self.session_records(session)?;
         if let Some(turn) = turn.filter(|t| !records.iter().any(|r| r.turn == *t)) {
@@ -1046,7 +1094,7 @@ impl Store {
                     format!("undo {undo} names no undo point (use `rewind restore`)"),
                 )
             })?;
-        let current = self.track_locked(&TrackOptions::default())?.hash;
+        let current = self.track_locked(&TrackOptions::default())?.hash.0;
         let mut conflicts = Vec::new();
         let mut changes = Vec::new();
         let undid =
@@ -1105,7 +1153,7 @@ impl Store {
         }
         let message = format!(
             "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{redid}{}{REDO_TRAILER}\n",
-            trailers(session, &from_turn, crate::now()?, None, None)?
+            trailers(session, &from_turn, self.now()?, None, None)?
         );
         self.record_on_chain(session, base, &changes, &outcome, &message)?;
         if given_back {
@@ -1556,8 +1604,8 @@ impl Store {
         message: &str,
     ) -> Result<()> {
         let repo = self.repo();
-        let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
-        let mut editor = repo.edit_tree(base).map_err(|e| store_error(&e))?;
+        let git_dir = self.git_dir();
+        let mut editor = repo.edit_tree(base).map_err(|e| Error::store(git_dir, e))?;
         for change in changes {
             let done = outcome
                 .written
@@ -1571,9 +1619,12 @@ impl Store {
                 Some(side) => editor.upsert(change.path.as_bstr(), entry_kind(side.mode), side.id),
                 None => editor.remove(change.path.as_bstr()),
             };
-            edited.map_err(|e| store_error(&e))?;
+            edited.map_err(|e| Error::store(git_dir, e))?;
         }
-        let tree = editor.write().map_err(|e| store_error(&e))?.detach();
+        let tree = editor
+            .write()
+            .map_err(|e| Error::store(git_dir, e))?
+            .detach();
         let mut message = message.to_owned();
         for path in outcome.written.iter().chain(&outcome.deleted) {
             message.push_str(CHANGED);
@@ -1590,7 +1641,7 @@ impl Store {
     /// that touched it to its state after the last one.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// let totals = store.changes("chat-42")?;
     /// println!("{} files, +{} -{}", totals.total_files, totals.total_additions, totals.total_deletions);
     /// # Ok::<(), rewind::Error>(())
@@ -1598,7 +1649,7 @@ impl Store {
     pub fn changes(&self, session: &str) -> Result<SessionChanges> {
         let records = self.session_records(session)?;
         let current = match records.iter().any(|r| r.after.is_none()) {
-            true => self.track(&TrackOptions::default())?.hash,
+            true => self.track(&TrackOptions::default())?.hash.0,
             false => ObjectId::empty_tree(gix::hash::Kind::Sha1), // not looked at
         };
         let repo = self.repo();
@@ -2011,20 +2062,23 @@ fn entry_kind(mode: u32) -> gix::objs::tree::EntryKind {
 
 /// Commit `id` of the store, and its tree's id.
 fn commit_and_tree(repo: &gix::Repository, id: ObjectId) -> Result<(gix::Commit<'_>, ObjectId)> {
-    let store_error = |e: &dyn std::fmt::Display| Error::store(repo.git_dir(), e);
-    let commit = repo.find_commit(id).map_err(|e| store_error(&e))?;
-    let tree = commit.tree_id().map_err(|e| store_error(&e))?.detach();
+    let git_dir = repo.git_dir();
+    let commit = repo.find_commit(id).map_err(|e| Error::store(git_dir, e))?;
+    let tree = commit
+        .tree_id()
+        .map_err(|e| Error::store(git_dir, e))?
+        .detach();
     Ok((commit, tree))
 }
 
 /// The entry at `path` in `tree`, if it is a blob or symlink.
 fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option<Side>> {
-    let store_error = |e: &dyn std::fmt::Display| Error::store(repo.git_dir(), e);
-    let tree = repo.find_tree(tree).map_err(|e| store_error(&e))?;
+    let git_dir = repo.git_dir();
+    let tree = repo.find_tree(tree).map_err(|e| Error::store(git_dir, e))?;
     let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path));
     Ok(tree
         .lookup_entry_by_path(path)
-        .map_err(|e| store_error(&e))?
+        .map_err(|e| Error::store(git_dir, e))?
         .filter(|entry| !entry.mode().is_tree())
         .map(|entry| Side {
             mode: u32::from(entry.mode().value()),

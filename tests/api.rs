@@ -41,12 +41,12 @@ fn revert_patches_first_patch_naming_a_path_wins() {
     write(p, "f", "f in a\n");
     write(p, "g", "g in a\n");
     write(p, "dir/h", "h in a\n");
-    let store = rewind::Store::open(p, data.path()).unwrap();
-    let a = store.track(&Default::default()).unwrap().hash.to_string();
+    let store = rewind::Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    let a = store.track(&Default::default()).unwrap().hash;
     write(p, "f", "f in b\n");
     write(p, "g", "g in b\n");
     write(p, "dir/h", "h in b\n");
-    let b = store.track(&Default::default()).unwrap().hash.to_string();
+    let b = store.track(&Default::default()).unwrap().hash;
     write(p, "f", "f now\n");
     write(p, "g", "g now\n");
     write(p, "dir/h", "h now\n");
@@ -54,9 +54,7 @@ fn revert_patches_first_patch_naming_a_path_wins() {
     // `f` is named by both patches: the first (a) wins. `g` only by b; `dir` only by a.
     let first: &[&str] = &["f", "dir"];
     let second: &[&str] = &["f", "g"];
-    let outcome = store
-        .revert_patches(&[(a.as_str(), first), (b.as_str(), second)])
-        .unwrap();
+    let outcome = store.revert_patches(&[(a, first), (b, second)]).unwrap();
     assert!(outcome.is_complete(), "{outcome:?}");
     assert_eq!(
         fs::read(p.join("f")).unwrap(),
@@ -77,9 +75,9 @@ fn revert_patches_first_patch_naming_a_path_wins() {
     // OpenCode's patches may list a file created and removed since: accepted, nothing done;
     // `revert` of that path alone is not_found.
     let gone: &[&str] = &["created-and-removed"];
-    let outcome = store.revert_patches(&[(a.as_str(), gone)]).unwrap();
+    let outcome = store.revert_patches(&[(a, gone)]).unwrap();
     assert!(outcome.written.is_empty() && outcome.deleted.is_empty());
-    let err = store.revert(&a, gone).unwrap_err();
+    let err = store.revert(a, gone).unwrap_err();
     assert_eq!(err.code(), "not_found", "{err}");
 }
 
@@ -90,7 +88,7 @@ fn one_store_shared_between_threads() {
     let data = tempfile::tempdir().unwrap();
     let p = project.path().to_owned();
     write(&p, "a.txt", "one\n");
-    let store = Arc::new(rewind::Store::open(&p, data.path()).unwrap());
+    let store = Arc::new(rewind::Store::open(&p, &rewind::OpenOptions::new(data.path())).unwrap());
     // Several threads announce edits in the same turn at once: the turn begins once.
     let threads: Vec<_> = (0..8)
         .map(|i| {
@@ -129,7 +127,9 @@ fn background_pruner_runs_and_stops_when_dropped() {
     let project = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     write(project.path(), "a.txt", "one\n");
-    let store = Arc::new(rewind::Store::open(project.path(), data.path()).unwrap());
+    let store = Arc::new(
+        rewind::Store::open(project.path(), &rewind::OpenOptions::new(data.path())).unwrap(),
+    );
     store.track(&Default::default()).unwrap();
     let pruner = rewind::Pruner::start(store.clone(), std::time::Duration::from_millis(50));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

@@ -29,7 +29,7 @@ fn setup() -> (tempfile::TempDir, tempfile::TempDir, Store) {
     isolate();
     let project = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
-    let store = Store::open(project.path(), data.path()).unwrap();
+    let store = Store::open(project.path(), &rewind::OpenOptions::new(data.path())).unwrap();
     (project, data, store)
 }
 
@@ -76,12 +76,12 @@ fn origins(files: &[TurnFile]) -> BTreeMap<String, Origin> {
 /// The turn's files are git's changes between its trees, less `left_out`, with git's counts.
 fn assert_files_match_git(
     store: &Store,
-    before: &str,
-    after: &str,
+    before: &rewind::SnapshotId,
+    after: &rewind::SnapshotId,
     files: &[TurnFile],
     left_out: &[&str],
 ) {
-    let mut want = git_numstat(store, before, after);
+    let mut want = git_numstat(store, &before.to_string(), &after.to_string());
     for path in left_out {
         assert!(want.remove(*path).is_some(), "git sees {path} changed");
     }
@@ -140,14 +140,14 @@ fn turn_end_leaves_out_a_file_another_open_session_announced() {
     assert_eq!(origins(&p2.changed), origins(&end2.files));
     assert_eq!((p2.files, p2.additions), (1, 1));
 
-    let undone = store.undo("p2", None, None, false).unwrap();
+    let undone = store.undo("p2", &Default::default()).unwrap();
     assert_eq!(strings(&undone.deleted), set(&["p2.txt"]));
     assert!(undone.conflicts.is_empty(), "{undone:?}");
     assert_eq!(read(p, "p1.txt").as_deref(), Some("by p1\nmore\n"));
     let p1 = store.turns(Some("p1")).unwrap();
     assert!(!p1[0].rolled_back, "p1's turn is untouched");
 
-    let undone = store.undo("p1", None, None, false).unwrap();
+    let undone = store.undo("p1", &Default::default()).unwrap();
     assert_eq!(strings(&undone.deleted), set(&["p1.txt"]));
     assert_eq!(read(p, "base.txt").as_deref(), Some("base\n"));
 }
@@ -175,12 +175,20 @@ fn unannounced_change_while_two_turns_are_open_is_shared_and_left_alone() {
         );
         assert_files_match_git(&store, &end.before, &end.after, &end.files, &[]);
     }
-    let undone = store.undo("p2", None, None, false).unwrap();
+    let undone = store.undo("p2", &Default::default()).unwrap();
     assert_eq!(strings(&undone.conflicts), set(&["a.txt", "gen/out.txt"]));
     assert!(undone.written.is_empty() && undone.deleted.is_empty());
     assert_eq!(read(p, "a.txt").as_deref(), Some("one\ntwo\n"));
 
-    let forced = store.undo("p1", None, None, true).unwrap();
+    let forced = store
+        .undo(
+            "p1",
+            &rewind::UndoOptions {
+                force: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     assert_eq!(strings(&forced.written), set(&["a.txt"]));
     assert_eq!(strings(&forced.deleted), set(&["gen/out.txt"]));
     assert_eq!(read(p, "a.txt").as_deref(), Some("one\n"));
@@ -213,7 +221,7 @@ fn one_session_at_a_time_keeps_whole_tree_turns() {
         origins(&end2.files),
         BTreeMap::from([("b.txt".into(), Origin::Unannounced)])
     );
-    let undone = store.undo("p1", None, None, false).unwrap();
+    let undone = store.undo("p1", &Default::default()).unwrap();
     assert!(undone.conflicts.is_empty(), "{undone:?}");
     assert_eq!(read(p, "a.txt").as_deref(), Some("one\n"));
     assert_eq!(read(p, "fmt.txt"), None);
@@ -304,7 +312,7 @@ fn two_threads_undo_never_changes_the_other_sessions_files() {
         );
     }
     let s2_before = files_of("s2");
-    let undone = store.undo("s1", None, None, false).unwrap();
+    let undone = store.undo("s1", &Default::default()).unwrap();
     assert_eq!(
         files_of("s2"),
         s2_before,
@@ -320,7 +328,7 @@ fn two_threads_undo_never_changes_the_other_sessions_files() {
         );
     }
     let s1_after = files_of("s1");
-    store.undo("s2", None, None, false).unwrap();
+    store.undo("s2", &Default::default()).unwrap();
     assert_eq!(files_of("s1"), s1_after, "undo of s2 left s1's files alone");
 }
 
@@ -412,7 +420,7 @@ fn redo_keeps_user_edits_made_after_the_undo_and_reports_them() {
 
     write(p, "a.txt", "one\nuser's edit\n");
     write(p, "notes.md", "user's notes\n");
-    let redone = store.redo("s", None, false).unwrap();
+    let redone = store.redo("s", &Default::default()).unwrap();
     assert_eq!(strings(&redone.written), set(&["b.txt", "new.txt"]));
     assert_eq!(strings(&redone.conflicts), set(&["a.txt"]));
     assert_eq!(read(p, "a.txt").as_deref(), Some("one\nuser's edit\n"));
@@ -426,10 +434,18 @@ fn redo_keeps_user_edits_made_after_the_undo_and_reports_them() {
 
     // Found by the hostile pass: a redo that left a path alone used up its undo, so the
     // suggested `--force` answered "no undo left to redo". Now the same undo is redone again.
-    let again = store.redo("s", None, false).unwrap();
+    let again = store.redo("s", &Default::default()).unwrap();
     assert_eq!(strings(&again.conflicts), set(&["a.txt"]));
     assert!(again.written.is_empty() && again.deleted.is_empty());
-    let forced = store.redo("s", None, true).unwrap();
+    let forced = store
+        .redo(
+            "s",
+            &rewind::RedoOptions {
+                force: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     assert_eq!(strings(&forced.written), set(&["a.txt"]));
     assert_eq!(read(p, "a.txt").as_deref(), Some("one\nby agent\n"));
     assert!(
@@ -438,7 +454,7 @@ fn redo_keeps_user_edits_made_after_the_undo_and_reports_them() {
     );
 
     // Nothing is left to redo.
-    let err = store.redo("s", None, false).unwrap_err();
+    let err = store.redo("s", &Default::default()).unwrap_err();
     assert_eq!(err.code(), "not_found", "{err}");
 }
 
@@ -476,9 +492,17 @@ fn forced_redo_overwrites_and_keeps_the_overwritten_bytes() {
     store.begin_turn("s", "1").unwrap();
     write(p, "a.txt", "agent\n");
     store.end_turn("s", "1").unwrap();
-    store.undo("s", None, None, false).unwrap();
+    store.undo("s", &Default::default()).unwrap();
     write(p, "a.txt", "user\n");
-    let redone = store.redo("s", None, true).unwrap();
+    let redone = store
+        .redo(
+            "s",
+            &rewind::RedoOptions {
+                force: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     assert_eq!(strings(&redone.written), set(&["a.txt"]));
     assert_eq!(read(p, "a.txt").as_deref(), Some("agent\n"));
     let saved = Command::new("git")
@@ -510,7 +534,7 @@ fn redo_walks_forward_through_undos_and_turn_picks_one() {
     store.undo_last("s", false).unwrap();
     assert_eq!(read(p, "a.txt").as_deref(), Some("0\n"));
 
-    store.redo("s", None, false).unwrap(); // the undo of turn 1
+    store.redo("s", &Default::default()).unwrap(); // the undo of turn 1
     assert_eq!(read(p, "a.txt").as_deref(), Some("1\n"));
     assert_eq!(read(p, "t2.txt"), None);
     let rolled: Vec<bool> = store
@@ -521,9 +545,25 @@ fn redo_walks_forward_through_undos_and_turn_picks_one() {
         .collect();
     assert_eq!(rolled, [false, true]);
 
-    let err = store.redo("s", Some("9"), false).unwrap_err();
+    let err = store
+        .redo(
+            "s",
+            &rewind::RedoOptions {
+                turn: Some("9".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
     assert_eq!(err.code(), "not_found", "{err}");
-    store.redo("s", Some("2"), false).unwrap();
+    store
+        .redo(
+            "s",
+            &rewind::RedoOptions {
+                turn: Some("2".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
     assert_eq!(read(p, "a.txt").as_deref(), Some("2\n"));
     assert_eq!(read(p, "t2.txt").as_deref(), Some("x\n"));
     assert!(store
@@ -531,7 +571,7 @@ fn redo_walks_forward_through_undos_and_turn_picks_one() {
         .unwrap()
         .iter()
         .all(|t| !t.rolled_back));
-    let err = store.redo("nobody", None, false).unwrap_err();
+    let err = store.redo("nobody", &Default::default()).unwrap_err();
     assert_eq!(err.code(), "not_found", "{err}");
 }
 
@@ -655,7 +695,7 @@ fn undo_leaves_alone_what_another_sessions_undo_put_back_meanwhile() {
     store.begin_turn("s2", "2").unwrap();
     let back = store.undo_last("s1", false).unwrap();
     assert_eq!(strings(&back.written), set(&["d"]));
-    let undone = store.undo("s2", None, None, false).unwrap();
+    let undone = store.undo("s2", &Default::default()).unwrap();
     assert_eq!(read(p, "d").as_deref(), Some("user\n"), "{undone:?}");
     assert_eq!(strings(&undone.conflicts), set(&["d"]));
 }
@@ -678,7 +718,14 @@ fn an_open_turn_still_overlaps_after_its_session_undoes_a_file_meanwhile() {
     store.track_file("A", "2", "a.txt").unwrap();
     write(p, "a.txt", "A's precious work\n");
     let file = store
-        .undo("A", Some("1"), Some(Path::new("c.txt")), false)
+        .undo(
+            "A",
+            &rewind::UndoOptions {
+                turn: Some("1".into()),
+                file: Some(Path::new("c.txt").into()),
+                ..Default::default()
+            },
+        )
         .unwrap();
     assert_eq!(strings(&file.written), set(&["c.txt"]));
     store.track_file("B", "1", "b.txt").unwrap();
@@ -711,7 +758,7 @@ fn reads_never_fail_while_turns_end_and_drop_their_refs() {
                 store.end_turn("s", &t).unwrap();
                 if t.ends_with('5') {
                     store.undo_last("s", false).unwrap();
-                    store.redo("s", None, false).unwrap();
+                    store.redo("s", &Default::default()).unwrap();
                 }
             }
             done.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -899,7 +946,7 @@ fn redo_during_an_open_turn_is_refused_and_a_redone_open_turn_ends_cleanly() {
     store.undo_last("A", false).unwrap();
     store.begin_turn("A", "2").unwrap();
     write(p, "a.txt", "turn 2\n");
-    let err = store.redo("A", None, false).unwrap_err();
+    let err = store.redo("A", &Default::default()).unwrap_err();
     assert_eq!(err.code(), "turn_state", "{err}");
     assert_eq!(
         read(p, "c.txt").as_deref(),
@@ -908,7 +955,7 @@ fn redo_during_an_open_turn_is_refused_and_a_redone_open_turn_ends_cleanly() {
     );
     let end = store.end_turn("A", "2").unwrap();
     assert_eq!(origins(&end.files).keys().collect::<Vec<_>>(), ["a.txt"]);
-    store.redo("A", None, false).unwrap();
+    store.redo("A", &Default::default()).unwrap();
     assert_eq!(read(p, "c.txt").as_deref(), Some("turn 1\n"));
 
     // Rolled back while open, redone, ended, undone.
@@ -917,7 +964,7 @@ fn redo_during_an_open_turn_is_refused_and_a_redone_open_turn_ends_cleanly() {
     write(p, "b.txt", "agent\n");
     store.undo_last("B", false).unwrap();
     assert_eq!(read(p, "b.txt").as_deref(), Some("base\n"));
-    store.redo("B", None, false).unwrap();
+    store.redo("B", &Default::default()).unwrap();
     assert_eq!(read(p, "b.txt").as_deref(), Some("agent\n"));
     let end = store.end_turn("B", "1").unwrap();
     assert_eq!(origins(&end.files).keys().collect::<Vec<_>>(), ["b.txt"]);
@@ -944,7 +991,7 @@ fn undo_of_several_turns_keeps_a_file_a_later_turn_only_unignored() {
     fs::remove_file(p.join(".gitignore")).unwrap();
     let end = store.end_turn("s", "2").unwrap();
     assert!(origins(&end.files).contains_key("big.bin"), "{end:?}");
-    let undone = store.undo("s", None, None, false).unwrap();
+    let undone = store.undo("s", &Default::default()).unwrap();
     assert_eq!(
         read(p, "big.bin").as_deref(),
         Some("the user's, made while ignored\n"),
@@ -1009,7 +1056,7 @@ fn a_turn_given_back_by_redo_does_not_take_the_users_edits_made_meanwhile() {
     write(p, "a.txt", "agent\n");
     store.undo_last("S", false).unwrap();
     write(p, "u.txt", "user's edit\n");
-    store.redo("S", None, false).unwrap();
+    store.redo("S", &Default::default()).unwrap();
     let end = store.end_turn("S", "1").unwrap();
     assert_eq!(origins(&end.files).keys().collect::<Vec<_>>(), ["a.txt"]);
     store.undo_last("S", false).unwrap();
@@ -1033,7 +1080,15 @@ fn undo_of_several_turns_leaves_a_file_a_later_turn_left_to_another_session() {
     write(p, "f", "R's work\n");
     let end = store.end_turn("L", "2").unwrap();
     assert!(end.files.is_empty(), "{end:?}");
-    let undone = store.undo("L", Some("1"), None, false).unwrap();
+    let undone = store
+        .undo(
+            "L",
+            &rewind::UndoOptions {
+                turn: Some("1".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
     assert_eq!(read(p, "f").as_deref(), Some("R's work\n"), "{undone:?}");
     assert_eq!(strings(&undone.conflicts), set(&["f"]));
 }
@@ -1100,7 +1155,7 @@ fn undo_of_a_turn_given_back_while_open_goes_back_to_where_the_redo_found_it() {
     store.undo_last("S", false).unwrap();
     fs::remove_file(p.join("d")).unwrap();
     write(p, "d/e", "made while the turn was rolled back\n");
-    store.redo("S", None, false).unwrap();
+    store.redo("S", &Default::default()).unwrap();
     fs::remove_dir_all(p.join("d")).unwrap();
     write(p, "d", "the agent's\n");
     store.undo_last("S", true).unwrap();

@@ -154,13 +154,8 @@ fn the_library_waits_at_most_its_lock_wait_and_says_busy() {
     let p = sb.project("proj");
     p.file("a.txt", "a\n");
     p.track();
-    let default = rewind::OpenOptions::default();
-    assert_eq!(default.lock_wait, rewind::DEFAULT_LOCK_WAIT);
-    let options = rewind::OpenOptions {
-        lock_wait: Duration::from_millis(50),
-        ..default
-    };
-    let store = rewind::Store::open_with(&p.path, &sb.data_dir, &options).unwrap();
+    let options = rewind::OpenOptions::new(&sb.data_dir).lock_wait(Duration::from_millis(50));
+    let store = rewind::Store::open(&p.path, &options).unwrap();
     let holder = LockHolder::hold(store.git_dir());
     let err = store.begin_turn("s", "1").unwrap_err();
     assert_eq!(err.code(), "busy", "{err}");

@@ -52,15 +52,13 @@ fn main() -> ExitCode {
 
 fn run(cli: &Cli) -> rewind::Result<()> {
     let global = &cli.global;
-    rewind::now()?; // a malformed REWIND_NOW is an error for every command
-    let data_dir = rewind::data_dir(global.data_dir.as_deref())?;
-    let open = rewind::OpenOptions {
-        allow_home: global.allow_home,
-        lock_wait: global.wait.unwrap_or(rewind::DEFAULT_LOCK_WAIT),
-    };
+    let open = rewind::OpenOptions::new(rewind::data_dir(global.data_dir.as_deref())?)
+        .allow_home(global.allow_home)
+        .lock_wait(global.wait.unwrap_or(rewind::DEFAULT_LOCK_WAIT))
+        .clock(clock()?); // a malformed REWIND_NOW is an error for every command
     match &cli.command {
         Command::Prune(prune) if prune.all => {
-            let all = rewind::prune_all(&data_dir, &open, &prune.options())?;
+            let all = rewind::prune_all(&open, &prune.options())?;
             let mut rows = Vec::new();
             for (project, outcome) in &all.pruned {
                 rows.push(render::report_prune(global.json, project, outcome));
@@ -90,7 +88,7 @@ fn run(cli: &Cli) -> rewind::Result<()> {
         _ => {}
     }
     let project = global.project.clone().unwrap_or_else(|| PathBuf::from("."));
-    let store = rewind::Store::open_with(&project, &data_dir, &open)?;
+    let store = rewind::Store::open(&project, &open)?;
     if let Some(aside) = store.set_aside() {
         errln!(
             "rewind: warning: the store had lost its objects: moved to {} and a new one started",
@@ -133,17 +131,18 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             }
         }
         Command::Patch { hash } => {
-            let patch = store.patch(hash)?;
+            let patch = store.patch(store.resolve(hash)?)?;
             if json {
                 print_json(&patch);
             } else {
-                for path in &patch.paths {
+                for path in &patch.files {
                     outln!("{}", quote(path));
                 }
             }
         }
         Command::Diff { from, to, color } => {
-            let text = store.diff(from, to.as_deref())?;
+            let (from, to) = store.resolve_range(from, to.as_deref())?;
+            let text = store.diff(from, to)?;
             if json {
                 print_json(&json!({"diff": String::from_utf8_lossy(&text)}));
             } else if color::wanted(color.color) {
@@ -153,11 +152,12 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             }
         }
         Command::DiffFull { from, to } => {
-            print_json(&store.diff_full(from, to.as_deref(), &Default::default())?);
+            let (from, to) = store.resolve_range(from, to.as_deref())?;
+            print_json(&store.diff_full(from, to, &Default::default())?);
         }
         Command::HasChanges { hash } => {
-            let hash = store.resolve_tree(hash)?.to_string();
-            let changed = store.has_changes(&hash)?;
+            let hash = store.resolve(hash)?;
+            let changed = store.has_changes(hash)?;
             if json {
                 print_json(&json!({"hash": hash, "changed": changed}));
             } else {
@@ -166,12 +166,12 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
         }
         Command::Restore { hash, force } => {
             let options = rewind::RestoreOptions { force: *force };
-            let outcome = store.restore(hash, &options)?;
+            let outcome = store.restore(store.resolve(hash)?, &options)?;
             let why = "something outside the current snapshot is in the way";
             return report(json, &outcome, why, "undo");
         }
         Command::Revert { hash, paths } => {
-            let outcome = store.revert(hash, paths)?;
+            let outcome = store.revert(store.resolve(hash)?, paths)?;
             let why = "something outside the current snapshot is in the way";
             return report(json, &outcome, why, "undo");
         }
@@ -207,7 +207,7 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             if json {
                 print_json(&entries);
             } else {
-                let now = rewind::now()?;
+                let now = clock()?.now()?;
                 for entry in entries {
                     outln!(
                         "{:<16} {:<9} {:.12}  {}",
@@ -224,7 +224,7 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             if json {
                 print_json(&report);
             } else {
-                render::print_doctor(&report, rewind::now()?);
+                render::print_doctor(&report, clock()?.now()?);
             }
             report.ensure_healthy()?;
         }
@@ -269,7 +269,7 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             if json {
                 print_json(&turns);
             } else {
-                render::print_turns(&turns, rewind::now()?);
+                render::print_turns(&turns, clock()?.now()?);
             }
         }
         Command::Undo {
@@ -282,7 +282,10 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             let (session, force) = (&session.session, force.force);
             let outcome = match last {
                 true => store.undo_last(session, force)?,
-                false => store.undo(session, turn.as_deref(), file.as_deref(), force)?,
+                false => {
+                    let (turn, file) = (turn.clone(), file.clone());
+                    store.undo(session, &rewind::UndoOptions { turn, file, force })?
+                }
             };
             let why = "changed by someone else since, or in the way";
             return report(json, &outcome, why, "the whole project as it was before");
@@ -292,7 +295,11 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             turn,
             force,
         } => {
-            let outcome = store.redo(&session.session, turn.as_deref(), force.force)?;
+            let options = rewind::RedoOptions {
+                turn: turn.clone(),
+                force: force.force,
+            };
+            let outcome = store.redo(&session.session, &options)?;
             let why = "changed by someone else since, or in the way";
             return report(json, &outcome, why, "the whole project as it was before");
         }
@@ -339,4 +346,13 @@ fn serve(store: &rewind::Store) -> rewind::Result<()> {
         path: "stdio".into(),
         source,
     })
+}
+
+/// The clock: `$REWIND_NOW` (RFC 3339) when set, so that tests can fix the time; else the
+/// system's.
+fn clock() -> rewind::Result<rewind::Clock> {
+    match std::env::var("REWIND_NOW") {
+        Ok(value) if !value.is_empty() => rewind::Clock::from_rfc3339(&value),
+        _ => Ok(rewind::Clock::system()),
+    }
 }

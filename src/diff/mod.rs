@@ -10,7 +10,7 @@ use crate::error::{object_error, Result};
 use crate::paths::quote;
 use crate::snapshot::TrackOptions;
 use crate::store::objects::read_blob;
-use crate::store::Store;
+use crate::store::{SnapshotId, Store};
 
 mod lines;
 mod tree;
@@ -45,36 +45,46 @@ impl Default for DiffOptions {
 
 /// The paths that differ between a snapshot and the project now.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Patch {
-    /// The snapshot compared against (full id).
-    pub hash: String,
-    /// Project-relative paths, `/`-separated, in git's order (lossy where not UTF-8).
-    pub files: Vec<String>,
-    /// The same paths, byte for byte (to print them as git does: [`crate::quote_path`]).
-    #[serde(skip)]
-    pub paths: Vec<BString>,
+    /// The snapshot compared against.
+    pub hash: SnapshotId,
+    /// Project-relative paths, `/`-separated, in git's order, byte for byte (print them as
+    /// git does with [`crate::quote_path`]; JSON has them lossy where not UTF-8).
+    #[serde(serialize_with = "crate::paths::serialize_paths")]
+    pub files: Vec<BString>,
 }
 
 /// How a file changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// The file is new.
     Added,
+    /// The file is gone.
     Deleted,
+    /// The file's content, mode or type changed.
     Modified,
 }
 
 /// One changed file, counted as `git diff --numstat --no-renames` counts it.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct FileChange {
-    pub file: String,
+    /// The project-relative path (lossy in JSON where not UTF-8).
+    #[serde(serialize_with = "crate::paths::serialize_path")]
+    pub file: BString,
+    /// How it changed.
     pub status: Status,
     /// The old text (empty when added, binary or truncated).
     pub before: String,
     /// The new text (empty when deleted, binary or truncated).
     pub after: String,
+    /// Lines added, as `git diff --numstat` counts them (0 for a binary file).
     pub additions: usize,
+    /// Lines deleted, as `git diff --numstat` counts them (0 for a binary file).
     pub deletions: usize,
+    /// Either side is binary (a NUL byte in its first 8000 bytes, git's test).
     pub binary: bool,
     /// A side was too large to return (see [`DiffOptions`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -86,11 +96,15 @@ pub struct FileChange {
 
 impl Store {
     /// Resolve `from`, and `to` or a fresh snapshot of the project when `to` is `None`.
-    fn resolve_pair(&self, from: &str, to: Option<&str>) -> Result<(ObjectId, ObjectId)> {
-        let from = self.resolve_tree(from)?;
+    fn resolve_pair(
+        &self,
+        from: SnapshotId,
+        to: Option<SnapshotId>,
+    ) -> Result<(ObjectId, ObjectId)> {
+        let from = self.tree(from)?;
         let to = match to {
-            Some(to) => self.resolve_tree(to)?,
-            None => self.track(&TrackOptions::default())?.hash,
+            Some(to) => self.tree(to)?,
+            None => self.track(&TrackOptions::default())?.hash.0,
         };
         Ok((from, to))
     }
@@ -98,24 +112,20 @@ impl Store {
     /// The paths that differ between snapshot `hash` and the project now (a fresh snapshot).
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
-    /// let before = store.track(&Default::default())?.hash.to_string();
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// let before = store.track(&Default::default())?.hash;
     /// // ... the agent edits files ...
-    /// for path in store.patch(&before)?.files {
-    ///     println!("changed: {path}");
+    /// for path in store.patch(before)?.files {
+    ///     println!("changed: {}", rewind::quote_path(&path));
     /// }
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn patch(&self, hash: &str) -> Result<Patch> {
+    pub fn patch(&self, hash: SnapshotId) -> Result<Patch> {
         let (from, to) = self.resolve_pair(hash, None)?;
         let changes = tree_changes(&self.repo(), from, to)?;
         Ok(Patch {
-            hash: from.to_string(),
-            files: changes
-                .iter()
-                .map(|c| c.path.to_str_lossy().into_owned())
-                .collect(),
-            paths: changes.into_iter().map(|c| c.path).collect(),
+            hash: SnapshotId(from),
+            files: changes.into_iter().map(|c| c.path).collect(),
         })
     }
 
@@ -123,18 +133,18 @@ impl Store {
     /// `git diff --numstat --no-renames`, in git's order.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
-    /// let before = store.track(&Default::default())?.hash.to_string();
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// let before = store.track(&Default::default())?.hash;
     /// // ... the agent edits files ...
-    /// for row in store.diff_full(&before, None, &rewind::DiffOptions::default())? {
+    /// for row in store.diff_full(before, None, &rewind::DiffOptions::default())? {
     ///     println!("{} {:?} +{} -{}", row.file, row.status, row.additions, row.deletions);
     /// }
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn diff_full(
         &self,
-        from: &str,
-        to: Option<&str>,
+        from: SnapshotId,
+        to: Option<SnapshotId>,
         options: &DiffOptions,
     ) -> Result<Vec<FileChange>> {
         let (from, to) = self.resolve_pair(from, to)?;
@@ -149,14 +159,14 @@ impl Store {
     /// `git diff --no-ext-diff` prints it with `core.quotePath=false`, without colour.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
-    /// let before = store.track(&Default::default())?.hash.to_string();
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// let before = store.track(&Default::default())?.hash;
     /// // ... the agent edits files ...
-    /// let text = store.diff(&before, None)?;
+    /// let text = store.diff(before, None)?;
     /// print!("{}", String::from_utf8_lossy(&text));
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn diff(&self, from: &str, to: Option<&str>) -> Result<Vec<u8>> {
+    pub fn diff(&self, from: SnapshotId, to: Option<SnapshotId>) -> Result<Vec<u8>> {
         let (from, to) = self.resolve_pair(from, to)?;
         let repo = self.repo();
         let mut out = Vec::new();
@@ -202,7 +212,7 @@ pub(crate) fn file_change(
     let size = |side: Option<Side>| side.map_or(Ok(0), |s| blob_size(repo, s.id, path));
     let largest = size(change.before)?.max(size(change.after)?);
     let mut row = FileChange {
-        file: path.to_str_lossy().into_owned(),
+        file: path.to_owned(),
         status,
         before: String::new(),
         after: String::new(),

@@ -37,8 +37,8 @@ use tree::TreeBuilder;
 use walk::Walk;
 
 use crate::error::{Error, Result};
-use crate::paths::{serialize_id, serialize_path};
-use crate::store::Store;
+use crate::paths::serialize_path;
+use crate::store::{SnapshotId, Store};
 use ignore::Excludes;
 
 /// Options for [`Store::track`].
@@ -51,10 +51,10 @@ pub struct TrackOptions {
 
 /// What [`Store::track`] produced.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Snapshot {
     /// The id of the snapshot's root tree.
-    #[serde(serialize_with = "serialize_id")]
-    pub hash: ObjectId,
+    pub hash: SnapshotId,
     /// How many files (blobs and symlinks) the tree holds.
     pub files: usize,
     /// Everything left out for a reason other than ignore rules, in path order.
@@ -72,10 +72,12 @@ pub struct Snapshot {
 
 /// A path left out of a snapshot, and why.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct Skipped {
     /// Project-relative, `/`-separated (lossy only if the name is not UTF-8).
     #[serde(serialize_with = "serialize_path")]
     pub path: BString,
+    /// Why it was left out.
     pub reason: SkipReason,
     /// The error, for `unreadable`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -197,7 +199,7 @@ impl Store {
     /// the tree id with what was left out. Holds the store lock for the whole operation.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// let snapshot = store.track(&rewind::TrackOptions::default())?;
     /// println!("{} holds {} files", snapshot.hash, snapshot.files);
     /// for skipped in &snapshot.skipped {
@@ -221,19 +223,19 @@ impl Store {
     /// the walk stops at the first file that differs; otherwise it costs a full [`track`](Self::track).
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
-    /// let before = store.track(&Default::default())?.hash.to_string();
-    /// if store.has_changes(&before)? {
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// let before = store.track(&Default::default())?.hash;
+    /// if store.has_changes(before)? {
     ///     println!("offer undo");
     /// }
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn has_changes(&self, hash: &str) -> Result<bool> {
-        let hash = self.resolve_tree(hash)?;
+    pub fn has_changes(&self, hash: SnapshotId) -> Result<bool> {
+        let hash = self.tree(hash)?;
         let _lock = self.lock()?;
         Ok(
             match self.snapshot_locked(&TrackOptions::default(), Some(hash))? {
-                Some(snapshot) => snapshot.hash != hash,
+                Some(snapshot) => snapshot.hash.0 != hash,
                 None => true,
             },
         )
@@ -340,7 +342,7 @@ impl Store {
             self.write_loose_record(checksum, loose.into_iter().collect());
         }
         let snapshot = Snapshot {
-            hash: tree.id,
+            hash: SnapshotId(tree.id),
             files,
             private_modes,
             hidden_outside,

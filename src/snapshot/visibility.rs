@@ -201,18 +201,20 @@ impl Visibility {
 /// The blob at `path` in `tree`, if there is one (a `.gitignore` that is a symlink or missing
 /// holds no rules, as in git).
 fn blob_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option<Vec<u8>>> {
-    let store_error = |e: &dyn std::fmt::Display| Error::store(repo.git_dir(), e);
-    let tree = repo.find_tree(tree).map_err(|e| store_error(&e))?;
+    let git_dir = repo.git_dir();
+    let tree = repo.find_tree(tree).map_err(|e| Error::store(git_dir, e))?;
     let Some(entry) = tree
         .lookup_entry_by_path(std::path::Path::new(std::ffi::OsStr::from_bytes(path)))
-        .map_err(|e| store_error(&e))?
+        .map_err(|e| Error::store(git_dir, e))?
     else {
         return Ok(None);
     };
     if !entry.mode().is_blob() {
         return Ok(None);
     }
-    let object = repo.find_object(entry.oid()).map_err(|e| store_error(&e))?;
+    let object = repo
+        .find_object(entry.oid())
+        .map_err(|e| Error::store(git_dir, e))?;
     Ok(Some(object.data.clone()))
 }
 
@@ -222,7 +224,7 @@ impl Store {
     /// [`crate::snapshot::visibility::record_lines`], the union over every time that tree was taken; a
     /// new line rewrites it.
     pub(crate) fn record_snapshot(&self, snapshot: &crate::Snapshot) -> Result<()> {
-        let tree = snapshot.hash;
+        let tree = snapshot.hash.0;
         let reference = format!("refs/rewind/snapshots/{tree}");
         let mut lines = crate::snapshot::visibility::record_lines(snapshot);
         if let Some(commit) = self.ref_target(&reference)? {
@@ -231,7 +233,7 @@ impl Store {
             let new_paths = lines
                 .lines()
                 .any(|line| !recorded.lines().any(|r| r == line));
-            if !new_paths && crate::now()? - taken < chrono::Duration::hours(1) {
+            if !new_paths && self.now()? - taken < chrono::Duration::hours(1) {
                 return Ok(());
             }
             for line in recorded.lines() {
@@ -309,7 +311,7 @@ mod tests {
         ];
         let paths: Vec<BString> = names.iter().map(|n| BString::from(*n)).collect();
         let snapshot = Snapshot {
-            hash: gix::ObjectId::null(gix::hash::Kind::Sha1),
+            hash: crate::SnapshotId::EMPTY,
             files: 0,
             skipped: paths
                 .iter()

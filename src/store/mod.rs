@@ -20,15 +20,19 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use gix::bstr::ByteSlice;
 
 use crate::error::{Error, Result};
 use objects::ObjectWriter;
 
+mod id;
 mod journal;
+pub use id::SnapshotId;
 mod lock;
 pub(crate) mod objects;
 mod pack;
@@ -41,7 +45,7 @@ pub(crate) use lock::{deadline_in, Interrupt};
 ///
 /// ```no_run
 /// let dir = rewind::data_dir(None)?; // $REWIND_DATA_DIR, $XDG_DATA_HOME/rewind or ~/.local/share/rewind
-/// let store = rewind::Store::open("/path/to/project".as_ref(), &dir)?;
+/// let store = rewind::Store::open("/path/to/project".as_ref(), &rewind::OpenOptions::new(dir))?;
 /// # Ok::<(), rewind::Error>(())
 /// ```
 pub fn data_dir(explicit: Option<&Path>) -> Result<PathBuf> {
@@ -105,23 +109,119 @@ pub const DEFAULT_MAX_FILE_SIZE: u64 = 2 * 1024 * 1024;
 /// the ~60 s after which agent hooks are killed, so that a hook reports `busy` itself.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(30);
 
-/// How [`Store::open_with`] opens a store.
+/// How [`Store::open`] opens a store: where stores live, and the options of this handle.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let options = rewind::OpenOptions::new(rewind::data_dir(None)?)
+///     .lock_wait(Duration::from_secs(5))
+///     .clock(rewind::Clock::fixed("2026-01-31T12:00:00Z".parse().unwrap()));
+/// let store = rewind::Store::open("/path/to/project".as_ref(), &options)?;
+/// # Ok::<(), rewind::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct OpenOptions {
-    /// Allow the home directory or `/` itself as the project (refused by default: snapshots
-    /// of a whole home directory fill disks).
-    pub allow_home: bool,
-    /// How long a call that changes the store waits for the store's lock before failing with
-    /// `busy` ([`Error::Busy`]); zero: not at all. [`DEFAULT_LOCK_WAIT`] by default.
-    pub lock_wait: Duration,
+    data_dir: PathBuf,
+    allow_home: bool,
+    lock_wait: Duration,
+    clock: Clock,
 }
 
-impl Default for OpenOptions {
-    fn default() -> Self {
+impl OpenOptions {
+    /// Stores under `data_dir` (see [`data_dir`] for the usual place), the home directory
+    /// refused as a project, a lock wait of [`DEFAULT_LOCK_WAIT`], the system clock.
+    pub fn new(data_dir: impl Into<PathBuf>) -> OpenOptions {
         OpenOptions {
+            data_dir: data_dir.into(),
             allow_home: false,
             lock_wait: DEFAULT_LOCK_WAIT,
+            clock: Clock::system(),
         }
+    }
+
+    /// Allow the home directory or `/` itself as the project (refused by default, as
+    /// `broad_project`: snapshots of a whole home directory fill disks).
+    pub fn allow_home(mut self, allow: bool) -> OpenOptions {
+        self.allow_home = allow;
+        self
+    }
+
+    /// How long a call that changes the store waits for the store's lock before failing with
+    /// `busy` ([`Error::Busy`]); zero: not at all.
+    pub fn lock_wait(mut self, wait: Duration) -> OpenOptions {
+        self.lock_wait = wait;
+        self
+    }
+
+    /// The time the store stamps on its records and expires them by.
+    pub fn clock(mut self, clock: Clock) -> OpenOptions {
+        self.clock = clock;
+        self
+    }
+
+    /// Where stores live.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+}
+
+/// Where a store's time comes from: the system clock, or one a caller injects (a fixed time
+/// in tests; `rewind` reads `REWIND_NOW`).
+#[derive(Clone)]
+pub struct Clock(Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>);
+
+impl Clock {
+    /// The system clock.
+    pub fn system() -> Clock {
+        Clock(Arc::new(Utc::now))
+    }
+
+    /// Always `time`.
+    pub fn fixed(time: DateTime<Utc>) -> Clock {
+        Clock(Arc::new(move || time))
+    }
+
+    /// The time `now` returns each time it is asked.
+    pub fn new(now: impl Fn() -> DateTime<Utc> + Send + Sync + 'static) -> Clock {
+        Clock(Arc::new(now))
+    }
+
+    /// Always the time `text` (RFC 3339, from 1970 on) names: what `rewind` does with
+    /// `REWIND_NOW`.
+    ///
+    /// ```
+    /// let clock = rewind::Clock::from_rfc3339("2026-01-31T12:00:00Z")?;
+    /// assert_eq!(clock.now()?.timestamp(), 1_769_860_800);
+    /// assert!(rewind::Clock::from_rfc3339("yesterday").is_err());
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn from_rfc3339(text: &str) -> Result<Clock> {
+        DateTime::parse_from_rfc3339(text)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+            .filter(|t| t.timestamp() >= 0)
+            .map(Clock::fixed)
+            .ok_or_else(|| Error::BadClock {
+                value: text.to_owned(),
+            })
+    }
+
+    /// The time now; a time before 1970 is [`Error::BadClock`] (git's `fsck --strict`
+    /// rejects such commits).
+    pub fn now(&self) -> Result<DateTime<Utc>> {
+        let now = (self.0)();
+        match now.timestamp() >= 0 {
+            true => Ok(now),
+            false => Err(Error::BadClock {
+                value: now.to_rfc3339(),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Clock({})", (self.0)().to_rfc3339())
     }
 }
 
@@ -149,6 +249,7 @@ pub struct Store {
     progress: Progress,
     set_aside: Option<PathBuf>,
     lock_wait: Duration,
+    clock: Clock,
 }
 
 /// Counters that long operations (a first snapshot, a large restore, prune) update, for a
@@ -182,29 +283,19 @@ impl Progress {
 }
 
 impl Store {
-    /// Open the store of `project` under `data_dir`, creating either when missing.
-    ///
-    /// The project path is canonicalised, so a project reached through a symlink shares its store.
+    /// Open the store of `project` under `options`' data directory, creating either when
+    /// missing. The project path is canonicalised, so a project reached through a symlink
+    /// shares its store. The home directory and `/` are refused as projects (`broad_project`)
+    /// unless [`OpenOptions::allow_home`] says otherwise.
     ///
     /// ```no_run
-    /// let store = rewind::Store::open("/path/to/project".as_ref(), &rewind::data_dir(None)?)?;
+    /// let options = rewind::OpenOptions::new(rewind::data_dir(None)?);
+    /// let store = rewind::Store::open("/path/to/project".as_ref(), &options)?;
     /// let shared = std::sync::Arc::new(store); // Send + Sync: share one handle between threads
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn open(project: &Path, data_dir: &Path) -> Result<Store> {
-        Self::open_with(project, data_dir, &OpenOptions::default())
-    }
-
-    /// [`open`](Self::open) with `options`: the home directory and `/` are refused as projects
-    /// (`broad_project`) unless [`OpenOptions::allow_home`] says otherwise.
-    ///
-    /// ```no_run
-    /// let options = rewind::OpenOptions { allow_home: true, ..Default::default() };
-    /// let home = std::env::var_os("HOME").unwrap();
-    /// let store = rewind::Store::open_with(home.as_ref(), &rewind::data_dir(None)?, &options)?;
-    /// # Ok::<(), rewind::Error>(())
-    /// ```
-    pub fn open_with(project: &Path, data_dir: &Path, options: &OpenOptions) -> Result<Store> {
+    pub fn open(project: &Path, options: &OpenOptions) -> Result<Store> {
+        let data_dir = options.data_dir();
         let project = fs::canonicalize(project).map_err(|source| Error::Project {
             path: project.to_owned(),
             source,
@@ -259,9 +350,8 @@ impl Store {
                 ))
             }
         }
-        let mut store = Self::at(git_dir, project)?;
+        let mut store = Self::at(git_dir, project, options)?;
         store.set_aside = set_aside;
-        store.lock_wait = options.lock_wait;
         Ok(store)
     }
 
@@ -270,7 +360,7 @@ impl Store {
     /// it did not. The caller should tell the user: the old records are kept there.
     ///
     /// ```no_run
-    /// let store = rewind::Store::open(".".as_ref(), &rewind::data_dir(None)?)?;
+    /// let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new(rewind::data_dir(None)?))?;
     /// if let Some(aside) = store.set_aside() {
     ///     eprintln!("damaged store moved to {}; a new one was started", aside.display());
     /// }
@@ -310,20 +400,21 @@ impl Store {
         Ok(found)
     }
 
-    /// Every store under `data_dir` (for `prune --all`), whether or not its project still exists,
-    /// opened with `options`' lock wait. A store that cannot be read (permissions, a config that
-    /// does not parse) comes back as an error in its place, never left out; set-aside stores are
-    /// listed by [`Store::set_aside_stores`].
+    /// Every store under `options`' data directory (for `prune --all`), whether or not its
+    /// project still exists, opened with `options`. A store that cannot be read (permissions, a
+    /// config that does not parse) comes back as an error in its place, never left out;
+    /// set-aside stores are listed by [`Store::set_aside_stores`].
     ///
     /// ```no_run
-    /// let options = rewind::OpenOptions::default();
-    /// for store in rewind::Store::all(&rewind::data_dir(None)?, &options)? {
+    /// let options = rewind::OpenOptions::new(rewind::data_dir(None)?);
+    /// for store in rewind::Store::all(&options)? {
     ///     let store = store?;
     ///     println!("{} -> {}", store.git_dir().display(), store.project().display());
     /// }
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn all(data_dir: &Path, options: &OpenOptions) -> Result<Vec<Result<Store>>> {
+    pub fn all(options: &OpenOptions) -> Result<Vec<Result<Store>>> {
+        let data_dir = options.data_dir();
         let entries = match fs::read_dir(data_dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -336,11 +427,8 @@ impl Store {
             if git_dir.extension().is_none_or(|e| e != "git") {
                 continue;
             }
-            if let Some(store) = Self::listed(git_dir) {
-                stores.push(store.map(|mut store| {
-                    store.lock_wait = options.lock_wait;
-                    store
-                }));
+            if let Some(store) = Self::listed(git_dir, options) {
+                stores.push(store);
             }
         }
         Ok(stores)
@@ -348,7 +436,7 @@ impl Store {
 
     /// The store at `git_dir` for [`Store::all`]: `None` when it is not one of ours (not a
     /// directory, no config, no `rewind.worktree`), an error when it cannot be read.
-    fn listed(git_dir: PathBuf) -> Option<Result<Store>> {
+    fn listed(git_dir: PathBuf, options: &OpenOptions) -> Option<Result<Store>> {
         let config = git_dir.join("config");
         match fs::metadata(&config) {
             Ok(meta) if meta.is_file() => {}
@@ -376,15 +464,15 @@ impl Store {
         let private = fs::metadata(&git_dir)
             .map_err(|e| Error::io("reading store", &git_dir, e))
             .and_then(|meta| make_private(&git_dir, &meta));
-        Some(private.and_then(|()| Self::at(git_dir, project)))
+        Some(private.and_then(|()| Self::at(git_dir, project, options)))
     }
 
     /// Open the existing store at `git_dir` for `project`.
-    fn at(git_dir: PathBuf, project: PathBuf) -> Result<Store> {
+    fn at(git_dir: PathBuf, project: PathBuf, options: &OpenOptions) -> Result<Store> {
         // The identity of reflog entries (commits name theirs explicitly).
         let identity = ["user.name=rewind", "user.email=rewind@localhost"];
-        let options = gix::open::Options::isolated().config_overrides(identity);
-        let repo = gix::ThreadSafeRepository::open_opts(&git_dir, options)
+        let open = gix::open::Options::isolated().config_overrides(identity);
+        let repo = gix::ThreadSafeRepository::open_opts(&git_dir, open)
             .map_err(|e| Error::store(&git_dir, e))?;
         let objects = ObjectWriter::new(git_dir.join("objects"));
         Ok(Store {
@@ -394,14 +482,20 @@ impl Store {
             objects,
             progress: Progress::default(),
             set_aside: None,
-            lock_wait: DEFAULT_LOCK_WAIT,
+            lock_wait: options.lock_wait,
+            clock: options.clock.clone(),
         })
+    }
+
+    /// The time now, by this store's [`Clock`].
+    pub(crate) fn now(&self) -> Result<DateTime<Utc>> {
+        self.clock.now()
     }
 
     /// What the operation running on this handle has done so far (for a progress display).
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// let (phase, done, total) = store.progress().get();
     /// eprintln!("{phase}: {done}/{total}");
     /// # Ok::<(), rewind::Error>(())
@@ -413,7 +507,7 @@ impl Store {
     /// The canonical project directory.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// println!("snapshots of {}", store.project().display());
     /// # Ok::<(), rewind::Error>(())
     /// ```
@@ -424,7 +518,7 @@ impl Store {
     /// The store's git directory (a bare repository).
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// println!("inspect with: git --git-dir {} log --all", store.git_dir().display());
     /// # Ok::<(), rewind::Error>(())
     /// ```
@@ -445,7 +539,7 @@ impl Store {
     /// `rewind.maxFileSize` from the store config, else [`DEFAULT_MAX_FILE_SIZE`].
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
     /// println!("new files over {} bytes are left out", store.max_file_size());
     /// # Ok::<(), rewind::Error>(())
     /// ```

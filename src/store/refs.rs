@@ -9,7 +9,7 @@ use gix::bstr::BStr;
 use gix::ObjectId;
 
 use crate::error::{kind_name, object_error, Error, Result};
-use crate::store::Store;
+use crate::store::{SnapshotId, Store};
 
 impl Store {
     /// The commit a reference points to, if it exists.
@@ -22,7 +22,7 @@ impl Store {
     }
 
     /// Write a commit of `tree` with `parents` and point `reference` at it (with a reflog
-    /// entry). Authored by "rewind" at [`crate::now`]. The caller holds the store lock.
+    /// entry). Authored by "rewind" at the store's clock. The caller holds the store lock.
     pub(crate) fn commit(
         &self,
         reference: &str,
@@ -33,7 +33,7 @@ impl Store {
         let signature = gix::actor::Signature {
             name: "rewind".into(),
             email: "rewind@localhost".into(),
-            time: gix::date::Time::new(crate::now()?.timestamp(), 0),
+            time: gix::date::Time::new(self.now()?.timestamp(), 0),
         };
         let commit = gix::objs::Commit {
             tree,
@@ -70,14 +70,14 @@ impl Store {
         edit: impl FnOnce(&mut gix::bstr::BString),
     ) -> Result<ObjectId> {
         let repo = self.repo();
-        let store_error = |e: &dyn std::fmt::Display| Error::store(&self.git_dir, e);
+        let git_dir = &self.git_dir;
         let mut copy = repo
             .find_commit(commit)
-            .map_err(|e| store_error(&e))?
+            .map_err(|e| Error::store(git_dir, e))?
             .decode()
-            .map_err(|e| store_error(&e))?
+            .map_err(|e| Error::store(git_dir, e))?
             .to_owned()
-            .map_err(|e| store_error(&e))?;
+            .map_err(|e| Error::store(git_dir, e))?;
         copy.parents = parents.into_iter().collect();
         edit(&mut copy.message);
         let mut data = Vec::new();
@@ -131,11 +131,14 @@ impl Store {
     /// One listing of [`Self::refs_under`]. Costs a directory walk and a read per loose ref.
     fn read_refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
         let repo = self.repo();
-        let store_error = |e: &dyn std::fmt::Display| Error::store(self.git_dir(), e);
-        let platform = repo.references().map_err(|e| store_error(&e))?;
+        let git_dir = self.git_dir();
+        let platform = repo.references().map_err(|e| Error::store(git_dir, e))?;
         let mut refs = Vec::new();
-        for reference in platform.prefixed(prefix).map_err(|e| store_error(&e))? {
-            let reference = reference.map_err(|e| store_error(&e))?;
+        for reference in platform
+            .prefixed(prefix)
+            .map_err(|e| Error::store(git_dir, e))?
+        {
+            let reference = reference.map_err(|e| Error::store(git_dir, e))?;
             if let Some(id) = reference.target().try_id() {
                 refs.push((reference.name().as_bstr().to_string(), id.to_owned()));
             }
@@ -161,15 +164,16 @@ impl Store {
         Ok(())
     }
 
-    /// Resolve `spec` (a full or unambiguous abbreviated id) to the id of a tree in the store.
+    /// The snapshot a user named: a full id, or an abbreviation (4 digits or more) that only
+    /// one object in the store starts with. Costs a prefix lookup and an object header read.
     ///
     /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), "/tmp/rewind".as_ref())?;
-    /// let full = store.resolve_tree("4b825dc6")?; // abbreviations work when unambiguous
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// let full = store.resolve("4b825dc6")?; // abbreviations work when unambiguous
     /// assert_eq!(full.to_string().len(), 40);
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn resolve_tree(&self, spec: &str) -> Result<ObjectId> {
+    pub fn resolve(&self, spec: &str) -> Result<SnapshotId> {
         let repo = self.repo();
         let valid = (4..=40).contains(&spec.len()) && spec.bytes().all(|b| b.is_ascii_hexdigit());
         if !valid {
@@ -187,10 +191,30 @@ impl Store {
                 Err(e) => return Err(Error::store(self.git_dir(), e)),
             }
         };
-        let header = repo
+        self.tree(SnapshotId(id)).map(SnapshotId)
+    }
+
+    /// [`Self::resolve`] for a `from` and an optional `to` (a diff's two ends).
+    pub fn resolve_range(
+        &self,
+        from: &str,
+        to: Option<&str>,
+    ) -> Result<(SnapshotId, Option<SnapshotId>)> {
+        Ok((
+            self.resolve(from)?,
+            to.map(|to| self.resolve(to)).transpose()?,
+        ))
+    }
+
+    /// The tree of `snapshot`, checked to be one in the store ([`Error::NotFound`],
+    /// [`Error::WrongType`] otherwise). Costs an object header read.
+    pub(crate) fn tree(&self, snapshot: SnapshotId) -> Result<ObjectId> {
+        let id = snapshot.0;
+        let header = self
+            .repo()
             .try_find_header(id)
             .map_err(|e| object_error(&id, BStr::new(""), e))?
-            .ok_or_else(|| Error::NotFound(spec.to_owned()))?;
+            .ok_or_else(|| Error::NotFound(id.to_string()))?;
         match header.kind() {
             gix::objs::Kind::Tree => Ok(id),
             other => Err(Error::WrongType {
