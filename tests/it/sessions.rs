@@ -5,15 +5,13 @@
 //! run the CLI from two threads at once. git (on the store) is the oracle: every turn's files
 //! and counts are checked against `git diff --numstat` between its before and after trees.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Barrier, OnceLock};
 
-use common::*;
+use crate::common::*;
 use rewind::{Origin, Store, TurnFile};
 
 /// Keep the user's global git config (and its excludes) out of these tests.

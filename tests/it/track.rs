@@ -1,9 +1,7 @@
 //! Integration tests for `rewind track` (and `rewind path`), using the git
-//! CLI as the oracle. Helpers live in tests/common/mod.rs.
+//! CLI as the oracle. Helpers live in tests/it/common.rs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;

@@ -10,9 +10,7 @@
 //! unreadable-file tests need root (mount, setpriv) and print a note and return when they
 //! cannot set up.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;

@@ -1,13 +1,11 @@
 //! Integration tests for `rewind restore` and `rewind revert` ("restore and revert that never
 //! lose a byte"). Expected trees and bytes always come from git (`ls-tree`, `cat-file`) or from
 //! the file system, never from hard-coded ids. Helpers shared with other test files live in
-//! tests/common/mod.rs; the ones below are specific to restore/revert.
+//! tests/it/common.rs; the ones below are specific to restore/revert.
 //!
 //! Random tests print their seed; `REWIND_TEST_SEED=<seed>` replays them.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;

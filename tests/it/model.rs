@@ -30,8 +30,6 @@
 //! runs longer. `REWIND_MODEL_SKIP=ignore,git,...` (bug hunting only) leaves action classes out;
 //! `REWIND_MODEL_KEEP_GOING=1` lists every violation instead of stopping at the first.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -41,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// Seed used when `REWIND_TEST_SEED` is not set (CI runs this one). Against the build of
 /// 2026-11-30 its run meets the `--force` hang, undo deleting a file that existed before the

@@ -11,7 +11,6 @@
 //! * Store checks: [`assert_fsck_clean`], [`assert_tree_complete`].
 //! * [`fs_snapshot`] / [`assert_same_snapshot`]: prove that a directory was not
 //!   touched (listing, modes, sizes, mtimes, contents).
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
@@ -70,11 +69,6 @@ impl Run {
     pub fn assert_code(&self, code: i32) -> &Self {
         assert_eq!(self.code(), Some(code), "unexpected exit code: {self}");
         self
-    }
-
-    /// (status, stdout, stderr), as asked for by the test plan.
-    pub fn parts(&self) -> (ExitStatus, &str, &str) {
-        (self.status, &self.stdout, &self.stderr)
     }
 }
 

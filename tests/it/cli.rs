@@ -2,12 +2,12 @@
 //! `completions`. Expected text is built from what the store says (ids from `track`, counts
 //! from git), never pasted in.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{finish, spawn_piped, Run, Sandbox, TestProject};
+use crate::common::{finish, spawn_piped, Run, Sandbox, TestProject};
 
 fn at(p: &TestProject, now: &str, args: &[&str]) -> Run {
     let mut command: Command = p.rewind_command(args);

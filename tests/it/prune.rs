@@ -11,12 +11,10 @@
 //! `T0 + 8d` with 7 days of retention then has its expiry at `T0 + 1d`, after every object
 //! file the test wrote, and only reachability decides what stays.
 //!
-//! Helpers shared with the other test files live in tests/common/mod.rs; the ones below are
+//! Helpers shared with the other test files live in tests/it/common.rs; the ones below are
 //! specific to pruning.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs;

@@ -2,12 +2,12 @@
 //! stores that stock git has repacked, unreadable stores, and the privacy of the store.
 //! git (on the store) is the oracle for what the store holds.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;
 
-use common::{finish, one_json, spawn_piped, Run, Sandbox, TestProject, Value};
+use crate::common::{finish, one_json, spawn_piped, Run, Sandbox, TestProject, Value};
 
 /// `rewind ARGS` in project `p` with `REWIND_NOW=now` (unchecked).
 fn run_at(p: &TestProject, now: &str, args: &[&str]) -> Run {

@@ -1,9 +1,7 @@
 //! Never lose a byte, round two: one test per way a hostile session lost data (issue 12), each
 //! named after the bug. Every test here failed on the build before the fix.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::fs;
 use std::path::Path;
 use std::process::Command;

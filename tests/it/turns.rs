@@ -7,12 +7,10 @@
 //! `git ls-tree` of those trees (paths changed by the undone turns take their entry from the
 //! first undone turn's `before`, every other path keeps what it had).
 //!
-//! Helpers shared with the other test files live in tests/common/mod.rs; the ones below are
+//! Helpers shared with the other test files live in tests/it/common.rs; the ones below are
 //! specific to turns.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs;

@@ -1,12 +1,12 @@
 //! Retention limits beyond age: the per-session turn count and the size quota.
 //! git (on the store) is the oracle for what is still there.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;
 
-use common::{finish, one_json, spawn_piped, Run, Sandbox, TestProject, Value};
+use crate::common::{finish, one_json, spawn_piped, Run, Sandbox, TestProject, Value};
 
 /// `rewind ARGS` in project `p` with `REWIND_NOW=now`; asserts success.
 fn at(p: &TestProject, now: &str, args: &[&str]) -> Run {
