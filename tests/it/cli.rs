@@ -7,15 +7,7 @@ use crate::common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::common::{finish, spawn_piped, Run, Sandbox, TestProject};
-
-fn at(p: &TestProject, now: &str, args: &[&str]) -> Run {
-    let mut command: Command = p.rewind_command(args);
-    command.env("REWIND_NOW", now);
-    let run = finish(spawn_piped(&mut command), Duration::from_secs(60), "rewind");
-    run.assert_success();
-    run
-}
+use crate::common::{at, finish, spawn_piped, Sandbox, TestProject};
 
 const T0: &str = "2026-12-01T10:00:00Z";
 const T0_PLUS_3H: &str = "2026-12-01T13:00:00Z";

@@ -13,7 +13,6 @@ mod faults;
 mod model;
 mod prune;
 mod restore;
-mod retention;
 mod safety;
 mod serve;
 mod sessions;

@@ -33,7 +33,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -663,28 +663,15 @@ impl<'a> Model<'a> {
 
     /// Every non-tree entry of `tree` in the store (one `git ls-tree`).
     fn tree(&self, tree: &str) -> BTreeMap<PathBuf, TreeEntry> {
-        let run = self
-            .sb
-            .git_in_run(&self.store, ["ls-tree", "-r", "-z", "--full-tree", tree]);
-        run.assert_success();
-        let mut out = BTreeMap::new();
-        for rec in run
-            .stdout_bytes
-            .split(|b| *b == 0)
-            .filter(|r| !r.is_empty())
-        {
-            let tab = rec.iter().position(|b| *b == b'\t').unwrap();
-            let meta = String::from_utf8_lossy(&rec[..tab]).into_owned();
-            let mut parts = meta.split(' ');
-            let mode = parts.next().unwrap().to_string();
-            let _kind = parts.next();
-            let oid = parts.next().unwrap().to_string();
-            out.insert(
-                PathBuf::from(OsStr::from_bytes(&rec[tab + 1..])),
-                TreeEntry { mode, oid },
-            );
-        }
-        out
+        ls_tree(self.sb, &self.store, tree)
+            .into_iter()
+            .map(|(path, (mode, oid))| {
+                (
+                    PathBuf::from(OsString::from_vec(path)),
+                    TreeEntry { mode, oid },
+                )
+            })
+            .collect()
     }
 
     /// What `entry` of a stored tree holds (one `git cat-file`).

@@ -166,21 +166,9 @@ fn expect_error(run: &Run, code: &str) -> Value {
 type TreeMap = BTreeMap<String, (String, String)>;
 
 fn tree_map(sb: &Sandbox, store: &Path, tree: &str) -> TreeMap {
-    let run = sb.git_in_run(store, ["ls-tree", "-r", "-z", "--full-tree", tree]);
-    run.assert_success();
-    run.stdout_bytes
-        .split(|b| *b == 0)
-        .filter(|e| !e.is_empty())
-        .map(|e| {
-            let tab = e.iter().position(|b| *b == b'\t').expect("ls-tree entry");
-            let meta = String::from_utf8_lossy(&e[..tab]).into_owned();
-            let path = String::from_utf8(e[tab + 1..].to_vec()).expect("utf-8 path");
-            let mut it = meta.split(' ');
-            let mode = it.next().unwrap().to_string();
-            let _kind = it.next();
-            let oid = it.next().unwrap().to_string();
-            (path, (mode, oid))
-        })
+    ls_tree(sb, store, tree)
+        .into_iter()
+        .map(|(path, entry)| (String::from_utf8(path).expect("utf-8 path"), entry))
         .collect()
 }
 

@@ -21,17 +21,6 @@ use std::time::Duration;
 // Running rewind
 // ---------------------------------------------------------------------------
 
-/// `rewind -C <project> ARGS` with `REWIND_NOW=now` when given; fails the test on a panic.
-fn rw_at(p: &TestProject, now: Option<&str>, args: &[&str]) -> Run {
-    let mut cmd = p.rewind_command(args);
-    if let Some(now) = now {
-        cmd.env("REWIND_NOW", now);
-    }
-    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
-    assert_no_panic(&run);
-    run
-}
-
 fn rw(p: &TestProject, args: &[&str]) -> Run {
     rw_at(p, None, args)
 }
