@@ -7,7 +7,7 @@ use crate::common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::common::{at, finish, spawn_piped, Sandbox, TestProject};
+use crate::common::{at, finish, require_tool, spawn_piped, Sandbox, TestProject};
 
 const T0: &str = "2026-12-01T10:00:00Z";
 const T0_PLUS_3H: &str = "2026-12-01T13:00:00Z";
@@ -155,13 +155,10 @@ fn strip_ansi(text: &str) -> String {
 }
 
 /// On a terminal, a long snapshot shows a progress line on stderr, cleared before the result;
-/// `--quiet` and pipes show none. (`script` provides the terminal; skipped where it is missing.)
+/// `--quiet` and pipes show none. (`script` provides the terminal.)
 #[test]
 fn progress_line_on_a_terminal_only() {
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("NOTE: no `script` here; progress test skipped");
-        return;
-    }
+    require_tool("script", "to give rewind a terminal");
     let sb = Sandbox::new();
     let p = sb.project("proj");
     for i in 0..20_000 {

@@ -225,6 +225,19 @@ pub fn write_file(dir: &Path, rel: &str, content: &str) {
     fs::write(path, content).unwrap();
 }
 
+/// Fails the test, naming `tool` and what it is needed for, unless `tool` is on PATH: a test
+/// that needs a tool never passes without it (CI installs them, see .ci/run).
+pub fn require_tool(tool: &str, needed_for: &str) {
+    let found = Command::new("sh")
+        .args(["-c", "command -v \"$1\"", "sh", tool])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "`{tool}` is not installed; this test needs it {needed_for}"
+    );
+}
+
 /// The single JSON value on stdout (blank lines aside); panics naming the run otherwise.
 pub fn one_json(run: &Run) -> serde_json::Value {
     let lines: Vec<&str> = run

@@ -7,8 +7,7 @@
 //!
 //! Cases already covered elsewhere are not repeated here (see docs/faults.md for the map).
 //! Random tests print their seed; `REWIND_TEST_SEED=<seed>` replays them. The full-disk and
-//! unreadable-file tests need root (mount, setpriv) and print a note and return when they
-//! cannot set up.
+//! unreadable-file tests need root (mount, setpriv) and fail when they cannot set up.
 
 use crate::common::*;
 use std::collections::BTreeMap;

@@ -1846,11 +1846,7 @@ fn run_killed(sb: &Sandbox, project: &Path, args: &[&str], syscall: &str, when: 
 
 #[test]
 fn kill_9_during_restore_and_undo_leaves_the_project_recoverable() {
-    let strace = Command::new("strace").arg("-V").output();
-    assert!(
-        strace.is_ok_and(|o| o.status.success()),
-        "strace is required for this test (apt-get install strace)"
-    );
+    require_tool("strace", "to kill rewind at a chosen syscall");
     let seed = std::env::var("REWIND_TEST_SEED")
         .ok()
         .map(|s| s.parse().expect("REWIND_TEST_SEED must be a number"))

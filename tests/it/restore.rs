@@ -400,15 +400,21 @@ fn remove_any(path: &Path) {
 struct Immutable(PathBuf);
 
 impl Immutable {
-    fn set(path: &Path) -> Option<Immutable> {
-        let ok = std::process::Command::new("chattr")
+    /// Fails the test unless `chattr +i` works (root, and a file system with the attribute).
+    fn set(path: &Path) -> Immutable {
+        let out = std::process::Command::new("chattr")
             .arg("+i")
             .arg(path)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then(|| Immutable(path.to_owned()))
+            .output()
+            .unwrap_or_else(|e| panic!("this test needs `chattr` (as root): {e}"));
+        assert!(
+            out.status.success(),
+            "chattr +i {} failed (it needs root and a file system with the immutable \
+             attribute): {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        Immutable(path.to_owned())
     }
 }
 
@@ -1823,31 +1829,27 @@ fn unwritable_paths_go_to_failed_and_the_rest_continues() {
         Immutable::set(&w.p.join("h.txt")),
         Immutable::set(&w.p.join("new-file.txt")),
     );
-    if let (Some(l1), Some(l2)) = locked {
-        let before = w.snap();
-        let o = restore(&w.p, &a, false);
-        let after = w.snap();
-        assert_eq!(
-            o.failed_paths(),
-            BTreeSet::from(["h.txt".to_string(), "new-file.txt".to_string()]),
-            "{}",
-            o.run
-        );
-        assert_eq!(w.p.read("h.txt"), b"B h\n");
-        assert!(exists(&w.p.join("new-file.txt")));
-        assert_eq!(w.p.read("g.txt"), b"A\n", "the others continue");
-        assert_untouched_except(
-            &before,
-            &after,
-            &proj_keys("proj/", &BTreeSet::from(["g.txt".to_string()])),
-            "restore with immutable files",
-        );
-        drop((l1, l2));
-        restore(&w.p, &a, false).assert_clean();
-        w.assert_state(&a, "after chattr -i");
-    } else {
-        eprintln!("note: chattr +i is not available here; skipping the immutable-file part");
-    }
+    let before = w.snap();
+    let o = restore(&w.p, &a, false);
+    let after = w.snap();
+    assert_eq!(
+        o.failed_paths(),
+        BTreeSet::from(["h.txt".to_string(), "new-file.txt".to_string()]),
+        "{}",
+        o.run
+    );
+    assert_eq!(w.p.read("h.txt"), b"B h\n");
+    assert!(exists(&w.p.join("new-file.txt")));
+    assert_eq!(w.p.read("g.txt"), b"A\n", "the others continue");
+    assert_untouched_except(
+        &before,
+        &after,
+        &proj_keys("proj/", &BTreeSet::from(["g.txt".to_string()])),
+        "restore with immutable files",
+    );
+    drop(locked);
+    restore(&w.p, &a, false).assert_clean();
+    w.assert_state(&a, "after chattr -i");
     w.p.assert_fsck_clean();
 }
 

@@ -348,10 +348,7 @@ fn wrapped(p: &TestProject, mut outer: Command, args: &[&str]) -> Command {
 
 /// `strace -o LOG -e EXPR` running rewind: a trace, or a fault or delay injected at a syscall.
 fn strace_to(p: &TestProject, log: &Path, expr: &str, args: &[&str]) -> Command {
-    assert!(
-        Path::new("/usr/bin/strace").exists() || which("strace"),
-        "strace is needed (.ci/run installs it)"
-    );
+    require_tool("strace", "to inject faults and delays at syscalls");
     let mut outer = Command::new("strace");
     outer.args(["-f", "-qq", "-o"]).arg(log).args(["-e", expr]);
     wrapped(p, outer, args)
@@ -359,13 +356,6 @@ fn strace_to(p: &TestProject, log: &Path, expr: &str, args: &[&str]) -> Command 
 
 fn strace(p: &TestProject, inject: &str, args: &[&str]) -> Command {
     strace_to(p, Path::new("/dev/null"), inject, args)
-}
-
-fn which(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 #[test]

@@ -12,27 +12,21 @@ struct Tmpfs {
 }
 
 impl Tmpfs {
-    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+    /// Fails the test unless the mount works (it needs root).
+    fn mount(dir: &Path, size: &str) -> Tmpfs {
         fs::create_dir_all(dir).unwrap();
         let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
             .arg(dir)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Tmpfs {
-                dir: dir.to_path_buf(),
-            }),
-            Ok(o) => {
-                eprintln!(
-                    "NOTE: skipping the full-disk test: mount failed: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("NOTE: skipping the full-disk test: cannot run mount: {e}");
-                None
-            }
+            .output()
+            .unwrap_or_else(|e| panic!("this test needs `mount` (as root): {e}"));
+        assert!(
+            out.status.success(),
+            "this test mounts a tmpfs, which needs root: mount failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        Tmpfs {
+            dir: dir.to_path_buf(),
         }
     }
 
@@ -71,9 +65,7 @@ fn noise(rng: &mut XorShift, len: usize) -> Vec<u8> {
 #[test]
 fn full_disk_fails_cleanly_and_recovers_once_space_is_freed() {
     let sb = Sandbox::new();
-    let Some(disk) = Tmpfs::mount(&sb.data_dir, "2m") else {
-        return;
-    };
+    let disk = Tmpfs::mount(&sb.data_dir, "2m");
     let mut rng = XorShift::from_time();
     let p = sb.project("proj");
     for i in 0..60 {
@@ -151,12 +143,10 @@ fn unreadable_files_are_reported_and_the_rest_is_snapshotted() {
     let setpriv = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "true"])
         .status();
-    if !setpriv.is_ok_and(|s| s.success()) {
-        eprintln!(
-            "NOTE: skipping: cannot run commands as nobody with setpriv (root can read any file)"
-        );
-        return;
-    }
+    assert!(
+        setpriv.is_ok_and(|s| s.success()),
+        "this test runs commands as nobody with `setpriv`, which needs root (root can read any file)"
+    );
     fs::set_permissions(&sb.root, fs::Permissions::from_mode(0o755)).unwrap();
     let p = sb.project("proj");
     p.file("a.txt", "a\n")
