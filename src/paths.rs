@@ -98,4 +98,60 @@ mod tests {
         assert_eq!(quote(b"a/", "é".as_bytes(), false), "a/é".as_bytes());
         assert_eq!(quote(b"a/", b"x\ny", false), b"\"a/x\\ny\"");
     }
+
+    /// A file for every byte but NUL and `/`, listed by `git ls-files` (which quotes names as
+    /// `git diff` does): with `core.quotePath=true` each line is [`quote_path`] of the name,
+    /// with `false` it is `quote` without high bytes.
+    #[test]
+    fn quoting_equals_git_ls_files_for_every_byte() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(repo)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", repo)
+                .env_remove("XDG_CONFIG_HOME")
+                .args(args)
+                .output()
+                .expect("the git CLI is this test's oracle");
+            assert!(out.status.success(), "git {args:?}");
+            out.stdout
+        };
+        git(&["init", "-q"]);
+        let mut names: Vec<Vec<u8>> = (1..=255u8)
+            .filter(|&b| b != b'/')
+            .map(|b| vec![b'n', b])
+            .collect();
+        names.push("caf\u{e9} x".into());
+        names.sort();
+        for name in &names {
+            std::fs::write(repo.join(std::ffi::OsStr::from_bytes(name)), "x").unwrap();
+        }
+        git(&["add", "-A"]);
+        for (quote_path_config, high_bytes) in [("true", true), ("false", false)] {
+            let listed = git(&[
+                "-c",
+                &format!("core.quotePath={quote_path_config}"),
+                "ls-files",
+            ]);
+            let ours: Vec<u8> = names
+                .iter()
+                .flat_map(|name| {
+                    let mut line = quote(b"", name, high_bytes);
+                    line.push(b'\n');
+                    line
+                })
+                .collect();
+            assert_eq!(
+                String::from_utf8_lossy(&ours),
+                String::from_utf8_lossy(&listed),
+                "core.quotePath={quote_path_config}"
+            );
+        }
+        for name in &names {
+            assert_eq!(quote_path(name).into_bytes(), quote(b"", name, true));
+        }
+    }
 }

@@ -678,3 +678,72 @@ impl Drop for Pruner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_duration, parse_size};
+    use std::time::Duration;
+
+    #[test]
+    fn durations_take_a_unit_and_a_bare_number_is_days() {
+        let day = 86_400;
+        for (text, seconds) in [
+            ("45s", 45),
+            ("30m", 30 * 60),
+            ("12h", 12 * 3600),
+            ("7d", 7 * day),
+            ("7", 7 * day),
+            ("2w", 14 * day),
+            ("0s", 0),
+            (" 3h ", 3 * 3600),
+        ] {
+            assert_eq!(
+                parse_duration(text),
+                Some(Duration::from_secs(seconds)),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn nonsense_and_overflowing_durations_are_none() {
+        for text in [
+            "",
+            "d",
+            "-1d",
+            "1.5h",
+            "7x",
+            "7D",
+            "7 d",
+            "1d2h",
+            "99999999999999999999s",
+            "30600000000000w",
+        ] {
+            assert_eq!(parse_duration(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn sizes_take_binary_units_in_any_case() {
+        for (text, bytes) in [
+            ("1024", 1024),
+            ("10b", 10),
+            ("64k", 64 << 10),
+            ("64KiB", 64 << 10),
+            ("500M", 500 << 20),
+            ("300MB", 300 << 20),
+            ("2G", 2 << 30),
+            ("2 gib", 2 << 30),
+            ("0", 0),
+        ] {
+            assert_eq!(parse_size(text), Some(bytes), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn nonsense_and_overflowing_sizes_are_none() {
+        for text in ["", "M", "-1M", "1.5G", "2T", "2 GB x", "17179869184G"] {
+            assert_eq!(parse_size(text), None, "{text:?}");
+        }
+    }
+}

@@ -318,3 +318,98 @@ fn find_enclosing_repo(project: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// A deeper `.gitignore` wins over the ones above it, a `!` line re-includes, an anchored
+    /// rule holds only in its own directory, a `dir/` rule only for directories, and rules from
+    /// outside the project lose to the project's own: the paths ignored are those
+    /// `git check-ignore` names for the same files.
+    #[test]
+    fn chained_rules_ignore_what_git_check_ignore_ignores() {
+        let root_rules = b"*.log\n!keep.log\nout/\n/local\n*.tmp\n";
+        let sub_rules = b"!*.log\n/local\n!x.tmp\n";
+        let outer_rules = b"*.bak\nx.tmp\n";
+        let root = DirRules::from_bytes(&DirRules::root(), root_rules, "".into());
+        let sub = DirRules::from_bytes(&root, sub_rules, "sub".into());
+        let excludes = Excludes {
+            outer: vec![list_from_bytes(
+                outer_rules,
+                Path::new("exclude"),
+                "".into(),
+            )],
+            repo: None,
+            tracked: OnceLock::new(),
+        };
+        // (path, whether it is a directory); paths below `sub` take its chained rules.
+        let cases = [
+            ("a.log", false),
+            ("keep.log", false),
+            ("out", true),
+            ("local", false),
+            ("a.tmp", false),
+            ("a.bak", false),
+            ("sub/a.log", false),
+            ("sub/deep/b.log", false),
+            ("sub/local", false),
+            ("sub/deep/local", false),
+            ("sub/out", false),
+            ("sub/x.tmp", false),
+            ("sub/y.tmp", false),
+            ("sub/z.bak", false),
+        ];
+        let ours: Vec<&str> = cases
+            .iter()
+            .filter(|(path, is_dir)| {
+                let rules = if path.starts_with("sub/") {
+                    &sub
+                } else {
+                    &root
+                };
+                excludes.is_ignored(rules, (*path).into(), *is_dir)
+            })
+            .map(|(path, _)| *path)
+            .collect();
+        assert_eq!(
+            excludes.ignored_by(&root, "a.log".into(), false),
+            Some(Rules::Project)
+        );
+        assert_eq!(
+            excludes.ignored_by(&sub, "sub/z.bak".into(), false),
+            Some(Rules::Outside)
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        let git = |args: &[&str]| {
+            Command::new("git")
+                .current_dir(repo)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", repo)
+                .env_remove("XDG_CONFIG_HOME")
+                .args(args)
+                .output()
+                .expect("the git CLI is this test's oracle")
+        };
+        assert!(git(&["init", "-q"]).status.success());
+        fs::write(repo.join(".gitignore"), root_rules).unwrap();
+        fs::create_dir_all(repo.join("sub/deep")).unwrap();
+        fs::write(repo.join("sub/.gitignore"), sub_rules).unwrap();
+        fs::write(repo.join(".git/info/exclude"), outer_rules).unwrap();
+        for (path, is_dir) in cases {
+            if is_dir {
+                fs::create_dir_all(repo.join(path)).unwrap();
+            } else {
+                fs::write(repo.join(path), "x\n").unwrap();
+            }
+        }
+        let mut args = vec!["check-ignore", "--"];
+        args.extend(cases.iter().map(|(path, _)| *path));
+        let out = git(&args);
+        let gits: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+        assert_eq!(ours, gits);
+    }
+}

@@ -330,4 +330,41 @@ mod tests {
         assert_eq!(parse_left_out(text.as_bytes()), twice);
         assert_eq!(parse_modes(text.as_bytes()), snapshot.private_modes);
     }
+
+    /// Every byte value, newlines, `%` and non-UTF-8 names: one printable word each, decoded
+    /// back to the same bytes.
+    #[test]
+    fn encode_path_is_one_printable_word_that_decodes_to_the_same_bytes() {
+        let every_byte: Vec<u8> = (0..=255).collect();
+        let names: [&[u8]; 8] = [
+            b"",
+            b"plain/name.rs",
+            b"a b\nc\r\n",
+            b"100%25 %",
+            b"\xff\xfe\x80",
+            "caf\u{e9}/\u{1f600}".as_bytes(),
+            b"%%%",
+            &every_byte,
+        ];
+        for name in names {
+            let mut encoded = String::new();
+            encode_path(&mut encoded, name);
+            assert!(
+                encoded.bytes().all(|b| (b'!'..=b'~').contains(&b)),
+                "{name:?} -> {encoded:?}"
+            );
+            assert_eq!(decode_path(encoded.as_bytes()), Some(BString::from(name)));
+        }
+        let mut encoded = String::new();
+        encode_path(&mut encoded, b"a%b c");
+        assert_eq!(encoded, "a%25b%20c");
+    }
+
+    #[test]
+    fn decode_path_refuses_a_malformed_escape() {
+        for bad in [&b"%"[..], b"a%4", b"%zz", b"%\xc3\xa9"] {
+            assert_eq!(decode_path(bad), None, "{:?}", bad.as_bstr());
+        }
+        assert_eq!(decode_path(b"%41%2f"), Some(BString::from("A/")));
+    }
 }

@@ -153,3 +153,104 @@ fn pack_index(entries: &[(ObjectId, u64, u32)], pack_checksum: &ObjectId) -> Vec
     out.extend_from_slice(checksum.as_bytes());
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::io::Write;
+
+    use gix::ObjectId;
+
+    use super::pack_index;
+
+    /// The index of a pack git wrote (blobs and deltas) equals the one `git index-pack` writes
+    /// for it, byte for byte, given the (id, offset, CRC) rows `git verify-pack -v` lists.
+    #[test]
+    fn pack_index_equals_git_index_pack() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        let git = |args: &[&str], input: Option<&[u8]>| {
+            let mut child = std::process::Command::new("git")
+                .current_dir(repo)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", repo)
+                .args(args)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("the git CLI is this test's oracle");
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.unwrap_or_default())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "git {args:?}");
+            out.stdout
+        };
+        git(&["init", "-q", "--bare"], None);
+        let mut ids = String::new();
+        for i in 0..300u32 {
+            // Similar blobs, so that the pack holds deltas as well as whole objects.
+            let text: String = std::iter::once(format!("blob {i}\n"))
+                .chain((0..50).map(|line| format!("line {line}\n")))
+                .collect();
+            let id = git(&["hash-object", "-w", "--stdin"], Some(text.as_bytes()));
+            ids.push_str(std::str::from_utf8(&id).unwrap());
+        }
+        let pack = git(&["pack-objects", "--stdout"], Some(ids.as_bytes()));
+        fs::write(repo.join("p.pack"), &pack).unwrap();
+        git(&["index-pack", "-o", "p.idx", "p.pack"], None);
+        let listing = git(&["verify-pack", "-v", "p.idx"], None);
+        let mut entries: Vec<(ObjectId, u64, u32)> = std::str::from_utf8(&listing)
+            .unwrap()
+            .lines()
+            .filter_map(|line| {
+                // id type size size-in-pack offset [depth base]
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let id = ObjectId::from_hex(fields.first()?.as_bytes()).ok()?;
+                let len: usize = fields.get(3)?.parse().ok()?;
+                let offset: u64 = fields.get(4)?.parse().ok()?;
+                let raw = &pack[offset as usize..offset as usize + len];
+                Some((id, offset, crc32fast::hash(raw)))
+            })
+            .collect();
+        assert_eq!(entries.len(), 300);
+        assert!(
+            listing.windows(5).any(|w| w == b"delta"),
+            "the pack holds deltas"
+        );
+        entries.sort_unstable_by_key(|entry| entry.0);
+        let checksum = ObjectId::from_bytes_or_panic(&pack[pack.len() - 20..]);
+        let ours = pack_index(&entries, &checksum);
+        assert!(
+            ours == fs::read(repo.join("p.idx")).unwrap(),
+            "the index differs from git's"
+        );
+    }
+
+    /// Offsets past 2 GiB go to the large-offset table, in order, their small entry naming it.
+    #[test]
+    fn pack_index_puts_offsets_past_2_gib_in_the_large_table() {
+        let id = |b: u8| ObjectId::from_bytes_or_panic(&[b; 20]);
+        let entries = [
+            (id(1), 12, 7),
+            (id(2), 0x8000_0000, 8),
+            (id(3), 0x1_0000_0000, 9),
+        ];
+        let index = pack_index(&entries, &id(9));
+        let offsets = 8 + 256 * 4 + 3 * 20 + 3 * 4;
+        let word = |at: usize| u32::from_be_bytes(index[at..at + 4].try_into().unwrap());
+        assert_eq!(
+            [word(offsets), word(offsets + 4), word(offsets + 8)],
+            [12, 0x8000_0000, 0x8000_0001]
+        );
+        let large = offsets + 12;
+        assert_eq!(
+            index[large..large + 16],
+            [0x8000_0000u64.to_be_bytes(), 0x1_0000_0000u64.to_be_bytes()].concat()
+        );
+        assert_eq!(index.len(), large + 16 + 40);
+    }
+}

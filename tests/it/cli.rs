@@ -2,20 +2,12 @@
 //! `completions`. Expected text is built from what the store says (ids from `track`, counts
 //! from git), never pasted in.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{finish, spawn_piped, Run, Sandbox, TestProject};
-
-fn at(p: &TestProject, now: &str, args: &[&str]) -> Run {
-    let mut command: Command = p.rewind_command(args);
-    command.env("REWIND_NOW", now);
-    let run = finish(spawn_piped(&mut command), Duration::from_secs(60), "rewind");
-    run.assert_success();
-    run
-}
+use crate::common::{at, finish, require_tool, spawn_piped, Sandbox, TestProject};
 
 const T0: &str = "2026-12-01T10:00:00Z";
 const T0_PLUS_3H: &str = "2026-12-01T13:00:00Z";
@@ -163,13 +155,10 @@ fn strip_ansi(text: &str) -> String {
 }
 
 /// On a terminal, a long snapshot shows a progress line on stderr, cleared before the result;
-/// `--quiet` and pipes show none. (`script` provides the terminal; skipped where it is missing.)
+/// `--quiet` and pipes show none. (`script` provides the terminal.)
 #[test]
 fn progress_line_on_a_terminal_only() {
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("NOTE: no `script` here; progress test skipped");
-        return;
-    }
+    require_tool("script", "to give rewind a terminal");
     let sb = Sandbox::new();
     let p = sb.project("proj");
     for i in 0..20_000 {

@@ -6,9 +6,7 @@
 //! Oracles: git on the store (`git for-each-ref`, `git cat-file --batch-all-objects`) and the
 //! store's files byte for byte.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::time::{Duration, Instant};
 
 /// A project with one ended turn (`s`/`1`) and two snapshots; returns them.

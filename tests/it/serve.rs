@@ -7,11 +7,9 @@
 //! project); the CLI's `--json` output for result shapes and error codes (a server answer
 //! must equal the CLI's answer to the same question).
 //!
-//! Helpers shared with the other test files live in tests/common/mod.rs.
+//! Helpers shared with the other test files live in tests/it/common.rs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};

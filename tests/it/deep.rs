@@ -2,9 +2,7 @@
 //! undo like git, without a stack overflow. The paths are longer than PATH_MAX, so the tree is
 //! made (and read back) through directory descriptors.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use rustix::fs::{Mode, OFlags};
 use std::os::fd::OwnedFd;
 use std::path::Path;

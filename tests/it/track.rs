@@ -1,9 +1,7 @@
 //! Integration tests for `rewind track` (and `rewind path`), using the git
-//! CLI as the oracle. Helpers live in tests/common/mod.rs.
+//! CLI as the oracle. Helpers live in tests/it/common.rs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
@@ -1105,19 +1103,7 @@ fn store_index_is_a_valid_stat_cache() {
         .file("naïve.txt", "n\n");
     let check = |when: &str| {
         let store = p.store();
-        let mut cmd = sb.git_command(Some(&p.path));
-        cmd.arg("--git-dir")
-            .arg(&store)
-            .arg("--work-tree")
-            .arg(&p.path)
-            .args(["diff-files", "--name-status"]);
-        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
-        run.assert_success();
-        assert!(
-            run.stdout.is_empty(),
-            "{when}: git sees stale stat-cache entries in the store index:\n{}",
-            run.stdout
-        );
+        p.assert_stat_cache_agrees(when);
         let mut cmd = sb.git_command(Some(&p.path));
         cmd.arg("--git-dir")
             .arg(&store)

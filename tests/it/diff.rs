@@ -8,12 +8,10 @@
 //!   `--name-status --no-renames` (status) and `git cat-file blob` (before/after);
 //! * `patch` paths must equal `git diff --name-only --no-renames`.
 //!
-//! Nothing here hard-codes an expected diff. Helpers shared with tests/track.rs live in
-//! tests/common/mod.rs.
+//! Nothing here hard-codes an expected diff. Helpers shared with tests/it/track.rs live in
+//! tests/it/common.rs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::fs;
@@ -1787,7 +1785,8 @@ fn large_heavily_edited_files_differ_from_git_at_the_measured_rate() {
 /// The real-history half of the line-diff measurement (issue 13, docs/design.md "Line diffs"):
 /// every non-merge commit of this repository, fetched into a store, against its parent with
 /// `diff` and `diff-full`, each held against git. Ignored because a checkout may be shallow; it
-/// fails, never skips, with fewer than 100 commits. `cargo test --test diff -- --ignored`
+/// fails, never skips, with fewer than 100 commits.
+/// `cargo test --test it -- --ignored diff::this_repository_history_diffs_like_git` runs it.
 #[test]
 #[ignore]
 fn this_repository_history_diffs_like_git() {

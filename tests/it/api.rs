@@ -1,18 +1,11 @@
 //! The Rust API as a runtime embeds it: one `Store` shared between threads, typed outcomes.
 //! git (on the store) is the oracle for contents.
 
+use crate::common::{isolate_process_home, write_file};
 use std::fs;
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, OnceLock};
-
-/// Keep the user's global git config (and its excludes) out of these tests.
-fn isolate() {
-    static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let home = HOME.get_or_init(|| tempfile::tempdir().unwrap());
-    std::env::set_var("HOME", home.path());
-    std::env::set_var("XDG_CONFIG_HOME", home.path().join(".config"));
-}
+use std::sync::Arc;
 
 fn git_blob(store: &rewind::Store, spec: &str) -> Vec<u8> {
     let out = Command::new("git")
@@ -26,30 +19,24 @@ fn git_blob(store: &rewind::Store, spec: &str) -> Vec<u8> {
     out.stdout
 }
 
-fn write(dir: &Path, rel: &str, content: &str) {
-    let path = dir.join(rel);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, content).unwrap();
-}
-
 #[test]
 fn revert_patches_first_patch_naming_a_path_wins() {
-    isolate();
+    isolate_process_home();
     let project = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let p = project.path();
-    write(p, "f", "f in a\n");
-    write(p, "g", "g in a\n");
-    write(p, "dir/h", "h in a\n");
+    write_file(p, "f", "f in a\n");
+    write_file(p, "g", "g in a\n");
+    write_file(p, "dir/h", "h in a\n");
     let store = rewind::Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
     let a = store.track(&Default::default()).unwrap().hash;
-    write(p, "f", "f in b\n");
-    write(p, "g", "g in b\n");
-    write(p, "dir/h", "h in b\n");
+    write_file(p, "f", "f in b\n");
+    write_file(p, "g", "g in b\n");
+    write_file(p, "dir/h", "h in b\n");
     let b = store.track(&Default::default()).unwrap().hash;
-    write(p, "f", "f now\n");
-    write(p, "g", "g now\n");
-    write(p, "dir/h", "h now\n");
+    write_file(p, "f", "f now\n");
+    write_file(p, "g", "g now\n");
+    write_file(p, "dir/h", "h now\n");
 
     // `f` is named by both patches: the first (a) wins. `g` only by b; `dir` only by a.
     let first: &[&str] = &["f", "dir"];
@@ -83,11 +70,11 @@ fn revert_patches_first_patch_naming_a_path_wins() {
 
 #[test]
 fn one_store_shared_between_threads() {
-    isolate();
+    isolate_process_home();
     let project = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let p = project.path().to_owned();
-    write(&p, "a.txt", "one\n");
+    write_file(&p, "a.txt", "one\n");
     let store = Arc::new(rewind::Store::open(&p, &rewind::OpenOptions::new(data.path())).unwrap());
     // Several threads announce edits in the same turn at once: the turn begins once.
     let threads: Vec<_> = (0..8)
@@ -99,7 +86,7 @@ fn one_store_shared_between_threads() {
     for thread in threads {
         thread.join().unwrap().unwrap();
     }
-    write(&p, "a.txt", "two\n");
+    write_file(&p, "a.txt", "two\n");
     let files = store.end_turn("s", "1").unwrap().files;
     assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!((files[0].additions, files[0].deletions), (1, 1));
@@ -123,10 +110,10 @@ fn one_store_shared_between_threads() {
 
 #[test]
 fn background_pruner_runs_and_stops_when_dropped() {
-    isolate();
+    isolate_process_home();
     let project = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
-    write(project.path(), "a.txt", "one\n");
+    write_file(project.path(), "a.txt", "one\n");
     let store = Arc::new(
         rewind::Store::open(project.path(), &rewind::OpenOptions::new(data.path())).unwrap(),
     );

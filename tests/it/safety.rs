@@ -1,9 +1,7 @@
 //! Never lose a byte, round two: one test per way a hostile session lost data (issue 12), each
 //! named after the bug. Every test here failed on the build before the fix.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
@@ -350,10 +348,7 @@ fn wrapped(p: &TestProject, mut outer: Command, args: &[&str]) -> Command {
 
 /// `strace -o LOG -e EXPR` running rewind: a trace, or a fault or delay injected at a syscall.
 fn strace_to(p: &TestProject, log: &Path, expr: &str, args: &[&str]) -> Command {
-    assert!(
-        Path::new("/usr/bin/strace").exists() || which("strace"),
-        "strace is needed (.ci/run installs it)"
-    );
+    require_tool("strace", "to inject faults and delays at syscalls");
     let mut outer = Command::new("strace");
     outer.args(["-f", "-qq", "-o"]).arg(log).args(["-e", expr]);
     wrapped(p, outer, args)
@@ -361,13 +356,6 @@ fn strace_to(p: &TestProject, log: &Path, expr: &str, args: &[&str]) -> Command 
 
 fn strace(p: &TestProject, inject: &str, args: &[&str]) -> Command {
     strace_to(p, Path::new("/dev/null"), inject, args)
-}
-
-fn which(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 #[test]

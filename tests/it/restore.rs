@@ -1,13 +1,11 @@
 //! Integration tests for `rewind restore` and `rewind revert` ("restore and revert that never
 //! lose a byte"). Expected trees and bytes always come from git (`ls-tree`, `cat-file`) or from
 //! the file system, never from hard-coded ids. Helpers shared with other test files live in
-//! tests/common/mod.rs; the ones below are specific to restore/revert.
+//! tests/it/common.rs; the ones below are specific to restore/revert.
 //!
 //! Random tests print their seed; `REWIND_TEST_SEED=<seed>` replays them.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -168,21 +166,9 @@ fn expect_error(run: &Run, code: &str) -> Value {
 type TreeMap = BTreeMap<String, (String, String)>;
 
 fn tree_map(sb: &Sandbox, store: &Path, tree: &str) -> TreeMap {
-    let run = sb.git_in_run(store, ["ls-tree", "-r", "-z", "--full-tree", tree]);
-    run.assert_success();
-    run.stdout_bytes
-        .split(|b| *b == 0)
-        .filter(|e| !e.is_empty())
-        .map(|e| {
-            let tab = e.iter().position(|b| *b == b'\t').expect("ls-tree entry");
-            let meta = String::from_utf8_lossy(&e[..tab]).into_owned();
-            let path = String::from_utf8(e[tab + 1..].to_vec()).expect("utf-8 path");
-            let mut it = meta.split(' ');
-            let mode = it.next().unwrap().to_string();
-            let _kind = it.next();
-            let oid = it.next().unwrap().to_string();
-            (path, (mode, oid))
-        })
+    ls_tree(sb, store, tree)
+        .into_iter()
+        .map(|(path, entry)| (String::from_utf8(path).expect("utf-8 path"), entry))
         .collect()
 }
 
@@ -414,15 +400,21 @@ fn remove_any(path: &Path) {
 struct Immutable(PathBuf);
 
 impl Immutable {
-    fn set(path: &Path) -> Option<Immutable> {
-        let ok = std::process::Command::new("chattr")
+    /// Fails the test unless `chattr +i` works (root, and a file system with the attribute).
+    fn set(path: &Path) -> Immutable {
+        let out = std::process::Command::new("chattr")
             .arg("+i")
             .arg(path)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then(|| Immutable(path.to_owned()))
+            .output()
+            .unwrap_or_else(|e| panic!("this test needs `chattr` (as root): {e}"));
+        assert!(
+            out.status.success(),
+            "chattr +i {} failed (it needs root and a file system with the immutable \
+             attribute): {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        Immutable(path.to_owned())
     }
 }
 
@@ -1837,31 +1829,27 @@ fn unwritable_paths_go_to_failed_and_the_rest_continues() {
         Immutable::set(&w.p.join("h.txt")),
         Immutable::set(&w.p.join("new-file.txt")),
     );
-    if let (Some(l1), Some(l2)) = locked {
-        let before = w.snap();
-        let o = restore(&w.p, &a, false);
-        let after = w.snap();
-        assert_eq!(
-            o.failed_paths(),
-            BTreeSet::from(["h.txt".to_string(), "new-file.txt".to_string()]),
-            "{}",
-            o.run
-        );
-        assert_eq!(w.p.read("h.txt"), b"B h\n");
-        assert!(exists(&w.p.join("new-file.txt")));
-        assert_eq!(w.p.read("g.txt"), b"A\n", "the others continue");
-        assert_untouched_except(
-            &before,
-            &after,
-            &proj_keys("proj/", &BTreeSet::from(["g.txt".to_string()])),
-            "restore with immutable files",
-        );
-        drop((l1, l2));
-        restore(&w.p, &a, false).assert_clean();
-        w.assert_state(&a, "after chattr -i");
-    } else {
-        eprintln!("note: chattr +i is not available here; skipping the immutable-file part");
-    }
+    let before = w.snap();
+    let o = restore(&w.p, &a, false);
+    let after = w.snap();
+    assert_eq!(
+        o.failed_paths(),
+        BTreeSet::from(["h.txt".to_string(), "new-file.txt".to_string()]),
+        "{}",
+        o.run
+    );
+    assert_eq!(w.p.read("h.txt"), b"B h\n");
+    assert!(exists(&w.p.join("new-file.txt")));
+    assert_eq!(w.p.read("g.txt"), b"A\n", "the others continue");
+    assert_untouched_except(
+        &before,
+        &after,
+        &proj_keys("proj/", &BTreeSet::from(["g.txt".to_string()])),
+        "restore with immutable files",
+    );
+    drop(locked);
+    restore(&w.p, &a, false).assert_clean();
+    w.assert_state(&a, "after chattr -i");
     w.p.assert_fsck_clean();
 }
 

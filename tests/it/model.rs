@@ -30,18 +30,16 @@
 //! runs longer. `REWIND_MODEL_SKIP=ignore,git,...` (bug hunting only) leaves action classes out;
 //! `REWIND_MODEL_KEEP_GOING=1` lists every violation instead of stopping at the first.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// Seed used when `REWIND_TEST_SEED` is not set (CI runs this one). Against the build of
 /// 2026-11-30 its run meets the `--force` hang, undo deleting a file that existed before the
@@ -665,28 +663,15 @@ impl<'a> Model<'a> {
 
     /// Every non-tree entry of `tree` in the store (one `git ls-tree`).
     fn tree(&self, tree: &str) -> BTreeMap<PathBuf, TreeEntry> {
-        let run = self
-            .sb
-            .git_in_run(&self.store, ["ls-tree", "-r", "-z", "--full-tree", tree]);
-        run.assert_success();
-        let mut out = BTreeMap::new();
-        for rec in run
-            .stdout_bytes
-            .split(|b| *b == 0)
-            .filter(|r| !r.is_empty())
-        {
-            let tab = rec.iter().position(|b| *b == b'\t').unwrap();
-            let meta = String::from_utf8_lossy(&rec[..tab]).into_owned();
-            let mut parts = meta.split(' ');
-            let mode = parts.next().unwrap().to_string();
-            let _kind = parts.next();
-            let oid = parts.next().unwrap().to_string();
-            out.insert(
-                PathBuf::from(OsStr::from_bytes(&rec[tab + 1..])),
-                TreeEntry { mode, oid },
-            );
-        }
-        out
+        ls_tree(self.sb, &self.store, tree)
+            .into_iter()
+            .map(|(path, (mode, oid))| {
+                (
+                    PathBuf::from(OsString::from_vec(path)),
+                    TreeEntry { mode, oid },
+                )
+            })
+            .collect()
     }
 
     /// What `entry` of a stored tree holds (one `git cat-file`).
@@ -1857,11 +1842,7 @@ fn run_killed(sb: &Sandbox, project: &Path, args: &[&str], syscall: &str, when: 
 
 #[test]
 fn kill_9_during_restore_and_undo_leaves_the_project_recoverable() {
-    let strace = Command::new("strace").arg("-V").output();
-    assert!(
-        strace.is_ok_and(|o| o.status.success()),
-        "strace is required for this test (apt-get install strace)"
-    );
+    require_tool("strace", "to kill rewind at a chosen syscall");
     let seed = std::env::var("REWIND_TEST_SEED")
         .ok()
         .map(|s| s.parse().expect("REWIND_TEST_SEED must be a number"))

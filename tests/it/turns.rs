@@ -7,12 +7,10 @@
 //! `git ls-tree` of those trees (paths changed by the undone turns take their entry from the
 //! first undone turn's `before`, every other path keeps what it had).
 //!
-//! Helpers shared with the other test files live in tests/common/mod.rs; the ones below are
+//! Helpers shared with the other test files live in tests/it/common.rs; the ones below are
 //! specific to turns.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs;
@@ -22,17 +20,6 @@ use std::time::Duration;
 // ---------------------------------------------------------------------------
 // Running rewind
 // ---------------------------------------------------------------------------
-
-/// `rewind -C <project> ARGS` with `REWIND_NOW=now` when given; fails the test on a panic.
-fn rw_at(p: &TestProject, now: Option<&str>, args: &[&str]) -> Run {
-    let mut cmd = p.rewind_command(args);
-    if let Some(now) = now {
-        cmd.env("REWIND_NOW", now);
-    }
-    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
-    assert_no_panic(&run);
-    run
-}
 
 fn rw(p: &TestProject, args: &[&str]) -> Run {
     rw_at(p, None, args)

@@ -2,28 +2,11 @@
 //! stores that stock git has repacked, unreadable stores, and the privacy of the store.
 //! git (on the store) is the oracle for what the store holds.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
-use std::time::Duration;
 
-use common::{finish, one_json, spawn_piped, Run, Sandbox, TestProject, Value};
-
-/// `rewind ARGS` in project `p` with `REWIND_NOW=now` (unchecked).
-fn run_at(p: &TestProject, now: &str, args: &[&str]) -> Run {
-    let mut command: Command = p.rewind_command(args);
-    command.env("REWIND_NOW", now);
-    let run = finish(spawn_piped(&mut command), Duration::from_secs(60), "rewind");
-    common::assert_no_panic(&run);
-    run
-}
-
-/// `rewind ARGS` in project `p` with `REWIND_NOW=now`; asserts success.
-fn at(p: &TestProject, now: &str, args: &[&str]) -> Run {
-    let run = run_at(p, now, args);
-    run.assert_success();
-    run
-}
+use crate::common::{at, one_json, rw_at, Run, Sandbox, TestProject, Value};
 
 /// `2026-12-01T<hh:mm>:00Z`.
 fn time(hh_mm: &str) -> String {
@@ -131,7 +114,7 @@ fn git_store(sb: &Sandbox, store: &std::path::Path, args: &[&str]) -> String {
 /// `doctor --json` at `now`: (exit code, the report: the first JSON line; an unhealthy store
 /// adds an error line).
 fn doctor(p: &TestProject, now: &str) -> (Option<i32>, Value) {
-    let run = run_at(p, now, &["--json", "doctor"]);
+    let run = rw_at(p, Some(now), &["--json", "doctor"]);
     let first = run.stdout.lines().next().unwrap_or_default();
     let report = serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}: {run}"));
     (run.code(), report)
@@ -256,7 +239,7 @@ fn doctor_reads_objects_as_restore_does_under_a_stale_multi_pack_index() {
     std::fs::write(store.join("objects/pack/multi-pack-index"), midx).unwrap();
     let unreadable: Vec<&String> = snapshots
         .iter()
-        .filter(|tree| !run_at(&p, &now, &["diff", tree]).status.success())
+        .filter(|tree| !rw_at(&p, Some(&now), &["diff", tree]).status.success())
         .collect();
     let (code, report) = doctor(&p, &now);
     if unreadable.is_empty() {

@@ -11,7 +11,6 @@
 //! * Store checks: [`assert_fsck_clean`], [`assert_tree_complete`].
 //! * [`fs_snapshot`] / [`assert_same_snapshot`]: prove that a directory was not
 //!   touched (listing, modes, sizes, mtimes, contents).
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
@@ -70,11 +69,6 @@ impl Run {
     pub fn assert_code(&self, code: i32) -> &Self {
         assert_eq!(self.code(), Some(code), "unexpected exit code: {self}");
         self
-    }
-
-    /// (status, stdout, stderr), as asked for by the test plan.
-    pub fn parts(&self) -> (ExitStatus, &str, &str) {
-        (self.status, &self.stdout, &self.stderr)
     }
 }
 
@@ -175,6 +169,73 @@ pub fn run_with_stdin(cmd: &mut Command, input: &[u8]) -> Run {
     let run = finish(child, DEFAULT_DEADLINE, &what);
     writer.join().unwrap();
     run
+}
+
+/// `rewind -C <project> ARGS` with `REWIND_NOW=now` when given; fails the test on a panic.
+pub fn rw_at<S: AsRef<OsStr>>(p: &TestProject, now: Option<&str>, args: &[S]) -> Run {
+    let mut cmd = p.rewind_command(args);
+    if let Some(now) = now {
+        cmd.env("REWIND_NOW", now);
+    }
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert_no_panic(&run);
+    run
+}
+
+/// `rewind ARGS` in project `p` with `REWIND_NOW=now`; asserts success.
+pub fn at(p: &TestProject, now: &str, args: &[&str]) -> Run {
+    let run = rw_at(p, Some(now), args);
+    run.assert_success();
+    run
+}
+
+/// `git ls-tree -r -z --full-tree TREE` in the store: path -> (mode, oid) of every non-tree entry.
+pub fn ls_tree(sb: &Sandbox, store: &Path, tree: &str) -> BTreeMap<Vec<u8>, (String, String)> {
+    let run = sb.git_in_run(store, ["ls-tree", "-r", "-z", "--full-tree", tree]);
+    run.assert_success();
+    run.stdout_bytes
+        .split(|b| *b == 0)
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let tab = e.iter().position(|b| *b == b'\t').expect("ls-tree entry");
+            let meta = String::from_utf8_lossy(&e[..tab]);
+            let mut it = meta.split(' ');
+            let mode = it.next().unwrap().to_string();
+            let _kind = it.next();
+            let oid = it.next().unwrap().to_string();
+            (e[tab + 1..].to_vec(), (mode, oid))
+        })
+        .collect()
+}
+
+/// For tests of the library (no [`Sandbox`] between them and git): points this process's HOME
+/// and XDG_CONFIG_HOME at one empty directory, so the user's global git config and excludes
+/// stay out. Process-wide, so one directory for the whole test binary.
+pub fn isolate_process_home() {
+    static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let home = HOME.get_or_init(|| tempfile::tempdir().unwrap());
+    std::env::set_var("HOME", home.path());
+    std::env::set_var("XDG_CONFIG_HOME", home.path().join(".config"));
+}
+
+/// Writes `content` to `dir/rel`, creating its parent directories.
+pub fn write_file(dir: &Path, rel: &str, content: &str) {
+    let path = dir.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, content).unwrap();
+}
+
+/// Fails the test, naming `tool` and what it is needed for, unless `tool` is on PATH: a test
+/// that needs a tool never passes without it (CI installs them, see .ci/run).
+pub fn require_tool(tool: &str, needed_for: &str) {
+    let found = Command::new("sh")
+        .args(["-c", "command -v \"$1\"", "sh", tool])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "`{tool}` is not installed; this test needs it {needed_for}"
+    );
 }
 
 /// The single JSON value on stdout (blank lines aside); panics naming the run otherwise.
@@ -672,6 +733,24 @@ impl<'a> TestProject<'a> {
             "`rewind path` must print one path: {run}"
         );
         PathBuf::from(s)
+    }
+
+    /// `git diff-files --name-status` in the store with the project as work tree: asserts it
+    /// prints nothing, i.e. the stat cache (the store's index) agrees with the files.
+    pub fn assert_stat_cache_agrees(&self, when: &str) {
+        let mut cmd = self.sb.git_command(Some(&self.path));
+        cmd.arg("--git-dir")
+            .arg(self.store())
+            .arg("--work-tree")
+            .arg(&self.path)
+            .args(["diff-files", "--name-status"]);
+        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+        run.assert_success();
+        assert!(
+            run.stdout.is_empty(),
+            "{when}: git sees stale stat-cache entries in the store index:\n{}",
+            run.stdout
+        );
     }
 
     /// Runs git against the store (`git --git-dir <store> ARGS`).

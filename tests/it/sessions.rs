@@ -5,38 +5,22 @@
 //! run the CLI from two threads at once. git (on the store) is the oracle: every turn's files
 //! and counts are checked against `git diff --numstat` between its before and after trees.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Barrier, OnceLock};
+use std::sync::{Arc, Barrier};
 
-use common::*;
+use crate::common::*;
 use rewind::{Origin, Store, TurnFile};
-
-/// Keep the user's global git config (and its excludes) out of these tests.
-fn isolate() {
-    static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let home = HOME.get_or_init(|| tempfile::tempdir().unwrap());
-    std::env::set_var("HOME", home.path());
-    std::env::set_var("XDG_CONFIG_HOME", home.path().join(".config"));
-}
 
 /// A project directory, a data dir and the store of the project.
 fn setup() -> (tempfile::TempDir, tempfile::TempDir, Store) {
-    isolate();
+    isolate_process_home();
     let project = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let store = Store::open(project.path(), &rewind::OpenOptions::new(data.path())).unwrap();
     (project, data, store)
-}
-
-fn write(dir: &Path, rel: &str, content: &str) {
-    let path = dir.join(rel);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, content).unwrap();
 }
 
 fn read(dir: &Path, rel: &str) -> Option<String> {
@@ -110,13 +94,13 @@ fn strings(paths: &[rewind::BString]) -> BTreeSet<String> {
 fn turn_end_leaves_out_a_file_another_open_session_announced() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "base.txt", "base\n");
+    write_file(p, "base.txt", "base\n");
     store.begin_turn("p1", "1").unwrap();
     let start2 = store.begin_turn("p2", "1").unwrap();
     store.track_file("p1", "1", "p1.txt").unwrap();
-    write(p, "p1.txt", "by p1\n");
+    write_file(p, "p1.txt", "by p1\n");
     store.track_file("p2", "1", p.join("p2.txt")).unwrap();
-    write(p, "p2.txt", "by p2\n");
+    write_file(p, "p2.txt", "by p2\n");
     let end2 = store.end_turn("p2", "1").unwrap();
     assert_eq!(end2.before, start2.before, "end_turn returns the before");
     assert_eq!(
@@ -125,7 +109,7 @@ fn turn_end_leaves_out_a_file_another_open_session_announced() {
         "p1.txt is p1's"
     );
     assert_files_match_git(&store, &end2.before, &end2.after, &end2.files, &["p1.txt"]);
-    write(p, "p1.txt", "by p1\nmore\n");
+    write_file(p, "p1.txt", "by p1\nmore\n");
     let end1 = store.end_turn("p1", "1").unwrap();
     assert_eq!(
         origins(&end1.files),
@@ -158,11 +142,11 @@ fn turn_end_leaves_out_a_file_another_open_session_announced() {
 fn unannounced_change_while_two_turns_are_open_is_shared_and_left_alone() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a.txt", "one\n");
+    write_file(p, "a.txt", "one\n");
     store.begin_turn("p1", "1").unwrap();
     store.begin_turn("p2", "1").unwrap();
-    write(p, "a.txt", "one\ntwo\n"); // a shell command of either agent
-    write(p, "gen/out.txt", "generated\n");
+    write_file(p, "a.txt", "one\ntwo\n"); // a shell command of either agent
+    write_file(p, "gen/out.txt", "generated\n");
     let end1 = store.end_turn("p1", "1").unwrap();
     let end2 = store.end_turn("p2", "1").unwrap();
     for end in [&end1, &end2] {
@@ -200,11 +184,11 @@ fn unannounced_change_while_two_turns_are_open_is_shared_and_left_alone() {
 fn one_session_at_a_time_keeps_whole_tree_turns() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a.txt", "one\n");
+    write_file(p, "a.txt", "one\n");
     store.begin_turn("p1", "1").unwrap();
     store.track_file("p1", "1", "a.txt").unwrap();
-    write(p, "a.txt", "one\ntwo\n");
-    write(p, "fmt.txt", "formatted\n");
+    write_file(p, "a.txt", "one\ntwo\n");
+    write_file(p, "fmt.txt", "formatted\n");
     let end1 = store.end_turn("p1", "1").unwrap();
     assert_eq!(
         origins(&end1.files),
@@ -215,7 +199,7 @@ fn one_session_at_a_time_keeps_whole_tree_turns() {
     );
     // p2 runs after p1 ended: no overlap.
     store.begin_turn("p2", "1").unwrap();
-    write(p, "b.txt", "b\n");
+    write_file(p, "b.txt", "b\n");
     let end2 = store.end_turn("p2", "1").unwrap();
     assert_eq!(
         origins(&end2.files),
@@ -236,9 +220,9 @@ fn announcing_a_directory_claims_the_files_below_it() {
     store.begin_turn("p1", "1").unwrap();
     store.begin_turn("p2", "1").unwrap();
     store.track_file("p1", "1", "src").unwrap();
-    write(p, "src/a.rs", "fn a() {}\n");
-    write(p, "src/deep/b.rs", "fn b() {}\n");
-    write(p, "srcx.txt", "not below src\n");
+    write_file(p, "src/a.rs", "fn a() {}\n");
+    write_file(p, "src/deep/b.rs", "fn b() {}\n");
+    write_file(p, "srcx.txt", "not below src\n");
     let end2 = store.end_turn("p2", "1").unwrap();
     assert_eq!(
         origins(&end2.files),
@@ -276,9 +260,9 @@ fn two_threads_undo_never_changes_the_other_sessions_files() {
                     store.begin_turn(session, &turn).unwrap();
                     let announced = format!("{session}/announced-{turn}.txt");
                     store.track_file(session, &turn, &announced).unwrap();
-                    write(&p, &announced, &format!("{session} {turn}\n"));
+                    write_file(&p, &announced, &format!("{session} {turn}\n"));
                     // A shell edit: not announced.
-                    write(&p, &format!("{session}/shell.txt"), &format!("{turn}\n"));
+                    write_file(&p, &format!("{session}/shell.txt"), &format!("{turn}\n"));
                     if turn.parse::<u32>().unwrap() % 2 == 0 {
                         barrier.wait(); // end together half the time
                     }
@@ -407,19 +391,19 @@ fn two_processes_undo_never_changes_the_other_sessions_files() {
 fn redo_keeps_user_edits_made_after_the_undo_and_reports_them() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a.txt", "one\n");
-    write(p, "b.txt", "bee\n");
+    write_file(p, "a.txt", "one\n");
+    write_file(p, "b.txt", "bee\n");
     store.begin_turn("s", "1").unwrap();
-    write(p, "a.txt", "one\nby agent\n");
-    write(p, "b.txt", "bee\nby agent\n");
-    write(p, "new.txt", "agent's new file\n");
+    write_file(p, "a.txt", "one\nby agent\n");
+    write_file(p, "b.txt", "bee\nby agent\n");
+    write_file(p, "new.txt", "agent's new file\n");
     store.end_turn("s", "1").unwrap();
     let undone = store.undo_last("s", false).unwrap();
     assert_eq!(strings(&undone.written), set(&["a.txt", "b.txt"]));
     assert!(store.turns(Some("s")).unwrap()[0].rolled_back);
 
-    write(p, "a.txt", "one\nuser's edit\n");
-    write(p, "notes.md", "user's notes\n");
+    write_file(p, "a.txt", "one\nuser's edit\n");
+    write_file(p, "notes.md", "user's notes\n");
     let redone = store.redo("s", &Default::default()).unwrap();
     assert_eq!(strings(&redone.written), set(&["b.txt", "new.txt"]));
     assert_eq!(strings(&redone.conflicts), set(&["a.txt"]));
@@ -466,13 +450,13 @@ fn redo_keeps_user_edits_made_after_the_undo_and_reports_them() {
 fn undo_last_force_takes_the_turn_an_undo_left_partly_done() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a.txt", "one\n");
-    write(p, "b.txt", "bee\n");
+    write_file(p, "a.txt", "one\n");
+    write_file(p, "b.txt", "bee\n");
     store.begin_turn("s", "1").unwrap();
-    write(p, "a.txt", "agent\n");
-    write(p, "b.txt", "agent\n");
+    write_file(p, "a.txt", "agent\n");
+    write_file(p, "b.txt", "agent\n");
     store.end_turn("s", "1").unwrap();
-    write(p, "a.txt", "user\n");
+    write_file(p, "a.txt", "user\n");
     let undone = store.undo_last("s", false).unwrap();
     assert_eq!(strings(&undone.conflicts), set(&["a.txt"]));
     assert!(store.turns(Some("s")).unwrap()[0].rolled_back);
@@ -488,12 +472,12 @@ fn undo_last_force_takes_the_turn_an_undo_left_partly_done() {
 fn forced_redo_overwrites_and_keeps_the_overwritten_bytes() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a.txt", "one\n");
+    write_file(p, "a.txt", "one\n");
     store.begin_turn("s", "1").unwrap();
-    write(p, "a.txt", "agent\n");
+    write_file(p, "a.txt", "agent\n");
     store.end_turn("s", "1").unwrap();
     store.undo("s", &Default::default()).unwrap();
-    write(p, "a.txt", "user\n");
+    write_file(p, "a.txt", "user\n");
     let redone = store
         .redo(
             "s",
@@ -523,11 +507,11 @@ fn forced_redo_overwrites_and_keeps_the_overwritten_bytes() {
 fn redo_walks_forward_through_undos_and_turn_picks_one() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a.txt", "0\n");
+    write_file(p, "a.txt", "0\n");
     for turn in ["1", "2"] {
         store.begin_turn("s", turn).unwrap();
-        write(p, "a.txt", &format!("{turn}\n"));
-        write(p, &format!("t{turn}.txt"), "x\n");
+        write_file(p, "a.txt", &format!("{turn}\n"));
+        write_file(p, &format!("t{turn}.txt"), "x\n");
         store.end_turn("s", turn).unwrap();
     }
     store.undo_last("s", false).unwrap();
@@ -689,7 +673,7 @@ fn serve_reports_origins_and_redoes() {
 fn undo_leaves_alone_what_another_sessions_undo_put_back_meanwhile() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "d", "user\n");
+    write_file(p, "d", "user\n");
     store.begin_turn("s1", "1").unwrap();
     fs::remove_file(p.join("d")).unwrap();
     store.begin_turn("s2", "2").unwrap();
@@ -707,16 +691,16 @@ fn undo_leaves_alone_what_another_sessions_undo_put_back_meanwhile() {
 fn an_open_turn_still_overlaps_after_its_session_undoes_a_file_meanwhile() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a.txt", "base\n");
-    write(p, "b.txt", "base\n");
-    write(p, "c.txt", "base\n");
+    write_file(p, "a.txt", "base\n");
+    write_file(p, "b.txt", "base\n");
+    write_file(p, "c.txt", "base\n");
     store.begin_turn("A", "1").unwrap();
-    write(p, "c.txt", "A1\n");
+    write_file(p, "c.txt", "A1\n");
     store.end_turn("A", "1").unwrap();
     store.begin_turn("A", "2").unwrap();
     store.begin_turn("B", "1").unwrap();
     store.track_file("A", "2", "a.txt").unwrap();
-    write(p, "a.txt", "A's precious work\n");
+    write_file(p, "a.txt", "A's precious work\n");
     let file = store
         .undo(
             "A",
@@ -729,7 +713,7 @@ fn an_open_turn_still_overlaps_after_its_session_undoes_a_file_meanwhile() {
         .unwrap();
     assert_eq!(strings(&file.written), set(&["c.txt"]));
     store.track_file("B", "1", "b.txt").unwrap();
-    write(p, "b.txt", "B\n");
+    write_file(p, "b.txt", "B\n");
     let end = store.end_turn("B", "1").unwrap();
     let files = origins(&end.files);
     assert!(!files.contains_key("a.txt"), "a.txt is A's: {files:?}");
@@ -745,7 +729,7 @@ fn an_open_turn_still_overlaps_after_its_session_undoes_a_file_meanwhile() {
 fn reads_never_fail_while_turns_end_and_drop_their_refs() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a", "0\n");
+    write_file(p, "a", "0\n");
     store.begin_turn("s", "0").unwrap();
     store.end_turn("s", "0").unwrap();
     let done = std::sync::atomic::AtomicBool::new(false);
@@ -754,7 +738,7 @@ fn reads_never_fail_while_turns_end_and_drop_their_refs() {
             for t in 1..=60 {
                 let t = t.to_string();
                 store.track_file("s", &t, "a").unwrap();
-                write(p, "a", &format!("{t}\n"));
+                write_file(p, "a", &format!("{t}\n"));
                 store.end_turn("s", &t).unwrap();
                 if t.ends_with('5') {
                     store.undo_last("s", false).unwrap();
@@ -938,14 +922,14 @@ fn a_turn_limit_prune_between_undos_keeps_the_undos_last_word() {
 fn redo_during_an_open_turn_is_refused_and_a_redone_open_turn_ends_cleanly() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a.txt", "base\n");
-    write(p, "c.txt", "base\n");
+    write_file(p, "a.txt", "base\n");
+    write_file(p, "c.txt", "base\n");
     store.begin_turn("A", "1").unwrap();
-    write(p, "c.txt", "turn 1\n");
+    write_file(p, "c.txt", "turn 1\n");
     store.end_turn("A", "1").unwrap();
     store.undo_last("A", false).unwrap();
     store.begin_turn("A", "2").unwrap();
-    write(p, "a.txt", "turn 2\n");
+    write_file(p, "a.txt", "turn 2\n");
     let err = store.redo("A", &Default::default()).unwrap_err();
     assert_eq!(err.code(), "turn_state", "{err}");
     assert_eq!(
@@ -959,9 +943,9 @@ fn redo_during_an_open_turn_is_refused_and_a_redone_open_turn_ends_cleanly() {
     assert_eq!(read(p, "c.txt").as_deref(), Some("turn 1\n"));
 
     // Rolled back while open, redone, ended, undone.
-    write(p, "b.txt", "base\n");
+    write_file(p, "b.txt", "base\n");
     store.begin_turn("B", "1").unwrap();
-    write(p, "b.txt", "agent\n");
+    write_file(p, "b.txt", "agent\n");
     store.undo_last("B", false).unwrap();
     assert_eq!(read(p, "b.txt").as_deref(), Some("base\n"));
     store.redo("B", &Default::default()).unwrap();
@@ -982,11 +966,11 @@ fn redo_during_an_open_turn_is_refused_and_a_redone_open_turn_ends_cleanly() {
 fn undo_of_several_turns_keeps_a_file_a_later_turn_only_unignored() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a.txt", "a\n");
+    write_file(p, "a.txt", "a\n");
     store.begin_turn("s", "1").unwrap();
-    write(p, ".gitignore", "big.bin\n");
+    write_file(p, ".gitignore", "big.bin\n");
     store.end_turn("s", "1").unwrap();
-    write(p, "big.bin", "the user's, made while ignored\n");
+    write_file(p, "big.bin", "the user's, made while ignored\n");
     store.begin_turn("s", "2").unwrap();
     fs::remove_file(p.join(".gitignore")).unwrap();
     let end = store.end_turn("s", "2").unwrap();
@@ -1007,16 +991,16 @@ fn undo_last_walks_past_a_turn_whose_shared_file_it_left_alone() {
     let (project, _data, store) = setup();
     let p = project.path();
     for name in ["a", "b", "c"] {
-        write(p, name, "base\n");
+        write_file(p, name, "base\n");
     }
     store.begin_turn("L", "1").unwrap();
-    write(p, "a", "L1\n");
+    write_file(p, "a", "L1\n");
     store.end_turn("L", "1").unwrap();
     store.begin_turn("L", "2").unwrap();
     store.begin_turn("R", "1").unwrap();
     store.track_file("L", "2", "b").unwrap();
-    write(p, "b", "L2\n");
-    write(p, "c", "someone\n");
+    write_file(p, "b", "L2\n");
+    write_file(p, "c", "someone\n");
     store.end_turn("L", "2").unwrap();
     store.end_turn("R", "1").unwrap();
     let first = store.undo_last("L", false).unwrap();
@@ -1033,7 +1017,7 @@ fn undo_last_walks_past_a_turn_whose_shared_file_it_left_alone() {
 fn track_file_into_a_turn_undone_while_open_is_refused() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a.txt", "base\n");
+    write_file(p, "a.txt", "base\n");
     store.begin_turn("L", "1").unwrap();
     store.begin_turn("R", "1").unwrap();
     store.undo_last("L", false).unwrap();
@@ -1050,12 +1034,12 @@ fn track_file_into_a_turn_undone_while_open_is_refused() {
 fn a_turn_given_back_by_redo_does_not_take_the_users_edits_made_meanwhile() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a.txt", "base\n");
-    write(p, "u.txt", "base\n");
+    write_file(p, "a.txt", "base\n");
+    write_file(p, "u.txt", "base\n");
     store.begin_turn("S", "1").unwrap();
-    write(p, "a.txt", "agent\n");
+    write_file(p, "a.txt", "agent\n");
     store.undo_last("S", false).unwrap();
-    write(p, "u.txt", "user's edit\n");
+    write_file(p, "u.txt", "user's edit\n");
     store.redo("S", &Default::default()).unwrap();
     let end = store.end_turn("S", "1").unwrap();
     assert_eq!(origins(&end.files).keys().collect::<Vec<_>>(), ["a.txt"]);
@@ -1070,14 +1054,14 @@ fn a_turn_given_back_by_redo_does_not_take_the_users_edits_made_meanwhile() {
 fn undo_of_several_turns_leaves_a_file_a_later_turn_left_to_another_session() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "f", "base\n");
+    write_file(p, "f", "base\n");
     store.begin_turn("L", "1").unwrap();
-    write(p, "f", "L1\n");
+    write_file(p, "f", "L1\n");
     store.end_turn("L", "1").unwrap();
     store.begin_turn("L", "2").unwrap();
     store.begin_turn("R", "1").unwrap();
     store.track_file("R", "1", "f").unwrap();
-    write(p, "f", "R's work\n");
+    write_file(p, "f", "R's work\n");
     let end = store.end_turn("L", "2").unwrap();
     assert!(end.files.is_empty(), "{end:?}");
     let undone = store
@@ -1150,14 +1134,14 @@ fn an_open_turn_older_than_the_retention_is_told_what_prune_removed() {
 fn undo_of_a_turn_given_back_while_open_goes_back_to_where_the_redo_found_it() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "d", "first\n");
+    write_file(p, "d", "first\n");
     store.begin_turn("S", "1").unwrap();
     store.undo_last("S", false).unwrap();
     fs::remove_file(p.join("d")).unwrap();
-    write(p, "d/e", "made while the turn was rolled back\n");
+    write_file(p, "d/e", "made while the turn was rolled back\n");
     store.redo("S", &Default::default()).unwrap();
     fs::remove_dir_all(p.join("d")).unwrap();
-    write(p, "d", "the agent's\n");
+    write_file(p, "d", "the agent's\n");
     store.undo_last("S", true).unwrap();
     assert_eq!(
         read(p, "d/e").as_deref(),
@@ -1173,7 +1157,7 @@ fn undo_of_a_turn_given_back_while_open_goes_back_to_where_the_redo_found_it() {
 fn a_turn_end_killed_before_moving_the_head_does_not_keep_the_turn_open_for_others() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "a", "base\n");
+    write_file(p, "a", "base\n");
     store.begin_turn("k", "1").unwrap();
     store.end_turn("k", "1").unwrap();
     let git = |args: &[&str]| {
@@ -1191,7 +1175,7 @@ fn a_turn_end_killed_before_moving_the_head_does_not_keep_the_turn_open_for_othe
     let begin = git(&["rev-parse", "refs/rewind/sessions/k/turns/1^"]);
     git(&["update-ref", "refs/rewind/sessions/k/head", &begin]);
     store.begin_turn("u", "1").unwrap();
-    write(p, "a", "u's edit\n");
+    write_file(p, "a", "u's edit\n");
     let end = store.end_turn("u", "1").unwrap();
     assert_eq!(
         origins(&end.files),
@@ -1207,10 +1191,10 @@ fn a_turn_end_killed_before_moving_the_head_does_not_keep_the_turn_open_for_othe
 fn a_turn_rolled_back_while_open_still_overlapped_until_its_undo() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write(p, "f", "base\n");
+    write_file(p, "f", "base\n");
     store.begin_turn("s1", "1").unwrap();
     store.begin_turn("s2", "1").unwrap();
-    write(p, "f", "s1's agent\n");
+    write_file(p, "f", "s1's agent\n");
     let first = store.undo_last("s1", false).unwrap();
     assert_eq!(strings(&first.conflicts), set(&["f"]), "shared: {first:?}");
     let second = store.undo_last("s2", false).unwrap();

@@ -1,0 +1,200 @@
+//! Crashes: `kill -9` during `turn end` and `undo`.
+
+use super::*;
+use std::fs;
+use std::path::PathBuf;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// `kill -9` at random moments of `turn end` (8 rounds) and of `undo` (4 rounds) on a
+/// 1,500-file project. (track, restore and prune are covered by track.rs, restore.rs and
+/// prune.rs.) Afterwards the next command works, fsck is clean, `turn end` never touches the
+/// project, and every file an `undo` was writing is its old or its new content.
+#[test]
+fn kill_9_during_turn_end_and_undo_leaves_a_usable_store() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let mut rng = XorShift::from_time();
+    const N: u64 = 1500;
+    let path_of = |i: u64| format!("d{:02}/f{i:04}.txt", i % 30);
+    for i in 0..N {
+        p.file(path_of(i), filler(300 + (i as usize % 500), i as u8));
+    }
+    p.track();
+    let store = p.store();
+    let edit = |rng: &mut XorShift, tag: &str| {
+        for _ in 0..250 {
+            let i = rng.below(N);
+            p.file(
+                path_of(i),
+                format!(
+                    "{tag} {}\n{}",
+                    rng.next_u64(),
+                    "x".repeat(rng.below(900) as usize)
+                ),
+            );
+        }
+        p.file(format!("new/{tag}.txt"), "new\n");
+    };
+    // How long an uninterrupted `turn end` takes here.
+    rwj(&p, &["turn", "begin", "--session=k", "--turn=warmup"]);
+    edit(&mut rng, "warmup");
+    let t0 = Instant::now();
+    rwj(&p, &["turn", "end", "--session=k", "--turn=warmup"]);
+    let full = t0.elapsed();
+    eprintln!("turn end of 250 changed files: {full:?}");
+
+    let mut killed = 0;
+    for round in 0..8u64 {
+        let turn = format!("--turn=t{round}");
+        rwj(&p, &["turn", "begin", "--session=k", &turn]);
+        edit(&mut rng, &format!("t{round}"));
+        let before = fs_snapshot(&p.path);
+        let mut child =
+            spawn_piped(&mut p.rewind_command(["--json", "turn", "end", "--session=k", &turn]));
+        let wait = Duration::from_micros(rng.below(full.as_micros() as u64 * 12 / 10 + 1));
+        thread::sleep(wait);
+        let done = child.try_wait().unwrap().is_some();
+        let _ = child.kill();
+        let run = finish(child, DEFAULT_DEADLINE, "turn end");
+        assert_no_panic(&run);
+        if !done && !run.status.success() {
+            killed += 1;
+        }
+        let what = format!("turn end, round {round}, killed after {wait:?}");
+        assert_same_snapshot(
+            &before,
+            &fs_snapshot(&p.path),
+            &format!("{what}: the project"),
+        );
+        assert_fsck_clean(&sb, &store);
+        let list = turns_of(&p, "k");
+        let rec = list
+            .iter()
+            .find(|t| t["turn"] == format!("t{round}"))
+            .unwrap_or_else(|| panic!("{what}: the begun turn is gone: {list:?}"));
+        if rec["ended_at"].is_null() {
+            rwj(&p, &["turn", "end", "--session=k", &turn]);
+        } else {
+            let (code, _) = failure(&p.rewind(["--json", "turn", "end", "--session=k", &turn]));
+            assert_eq!(code, "turn_state", "{what}");
+        }
+        let rec = turns_of(&p, "k")
+            .into_iter()
+            .find(|t| t["turn"] == format!("t{round}"))
+            .unwrap();
+        let now = if round % 3 == 0 {
+            p.track_matches_git().hash
+        } else {
+            p.track()
+        };
+        assert_eq!(rec["after"].as_str(), Some(now.as_str()), "{what}: {rec}");
+        assert_tree_complete(&sb, &store, rec["before"].as_str().unwrap());
+    }
+    eprintln!("turn end killed mid-run {killed} of 8 times");
+
+    // undo, killed: each round its own session with one turn.
+    let mut killed = 0;
+    let mut problems = Vec::new();
+    for round in 0..4u64 {
+        let session = format!("--session=u{round}");
+        rwj(&p, &["turn", "begin", &session, "--turn=1"]);
+        let edited_from = p.track();
+        edit(&mut rng, &format!("u{round}"));
+        rwj(&p, &["turn", "end", &session, "--turn=1"]);
+        let pre = fs_snapshot(&p.path);
+        let t0 = Instant::now();
+        let mut child = spawn_piped(&mut p.rewind_command(["--json", "undo", &session]));
+        let wait = Duration::from_micros(rng.below(full.as_micros() as u64 * 15 / 10 + 1));
+        thread::sleep(wait);
+        let done = child.try_wait().unwrap().is_some();
+        let _ = child.kill();
+        let run = finish(child, DEFAULT_DEADLINE, "undo");
+        assert_no_panic(&run);
+        if !done && !run.status.success() {
+            killed += 1;
+        }
+        let what = format!(
+            "undo, round {round}, killed after {wait:?} ({:?})",
+            t0.elapsed()
+        );
+        let mid = fs_snapshot(&p.path);
+        assert_fsck_clean(&sb, &store);
+        // Finish the job: the re-run must not mistake its own half-done writes for edits by
+        // someone else.
+        let u = rwj(&p, &["undo", &session]);
+        assert_eq!(u["failed"], Value::Array(vec![]), "{what}: {u}");
+        assert_eq!(
+            u["conflicts"],
+            Value::Array(vec![]),
+            "{what}: re-running a killed undo: {u}"
+        );
+        let post = fs_snapshot(&p.path);
+        let strays: Vec<PathBuf> = post
+            .keys()
+            .filter(|k| {
+                k.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(".rewind-"))
+            })
+            .cloned()
+            .collect();
+        if !strays.is_empty() {
+            problems.push(format!(
+                "{what}: after the re-run completed, the killed undo's temp files are still in \
+                 the project (and the next track records them): {strays:?}"
+            ));
+            for s in &strays {
+                fs::remove_file(p.join(s)).unwrap();
+            }
+        }
+        assert_eq!(
+            p.track(),
+            edited_from,
+            "{what}: undo brings back the turn's before"
+        );
+        for (path, e) in &mid {
+            if e.kind == 'd' || path.as_os_str().is_empty() {
+                continue;
+            }
+            let name = path.file_name().unwrap().to_string_lossy();
+            if name.starts_with(".rewind-") {
+                continue; // a killed writer's temp file
+            }
+            let old = pre.get(path).and_then(|x| x.content.as_ref());
+            let new = post.get(path).and_then(|x| x.content.as_ref());
+            assert!(
+                e.content.as_ref() == old || e.content.as_ref() == new,
+                "{what}: {} is neither its old nor its new content",
+                path.display()
+            );
+        }
+        for path in pre.keys().chain(post.keys()) {
+            if !mid.contains_key(path) {
+                assert!(
+                    !pre.contains_key(path) || !post.contains_key(path),
+                    "{what}: {} vanished mid-undo",
+                    path.display()
+                );
+            }
+        }
+        // back to the state after the turn, for the next round
+        let r = rwj(
+            &p,
+            &[
+                "restore",
+                turns_of(&p, &format!("u{round}"))[0]["after"]
+                    .as_str()
+                    .unwrap(),
+            ],
+        );
+        assert_eq!(r["failed"], Value::Array(vec![]), "{r}");
+    }
+    eprintln!("undo killed mid-run {killed} of 4 times");
+    p.track_matches_git();
+    p.assert_fsck_clean();
+    assert!(
+        problems.is_empty(),
+        "BUG: a killed undo leaves `.rewind-*` temp files in the project that nothing removes:\n  {}",
+        problems.join("\n  ")
+    );
+}

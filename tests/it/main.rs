@@ -1,0 +1,22 @@
+//! rewind's integration tests, one binary (`cargo test --test it`): each module is one area,
+//! `common` holds the helpers they share. Tests are named `it::<module>::<test>`, so
+//! `cargo test --test it -- faults::` runs one module. `REWIND_TEST_BIN=<path>` runs the
+//! process tests against another build of the binary.
+
+mod common;
+
+mod api;
+mod cli;
+mod deep;
+mod diff;
+mod faults;
+mod model;
+mod prune;
+mod restore;
+mod safety;
+mod serve;
+mod sessions;
+mod store_safety;
+mod track;
+mod turns;
+mod wait;
