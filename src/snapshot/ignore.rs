@@ -1,14 +1,13 @@
 //! Which paths a snapshot leaves out: git's ignore rules, and the project's own tracked files.
 //!
 //! Precedence is git's: the deepest `.gitignore` first, then `.gitignore` files above it up to the
-//! enclosing repository's root, then that repository's `info/exclude`, then the user's global
-//! `core.excludesFile`. Within one file the last matching line wins; a `!` line re-includes.
+//! enclosing repository's root, then that repository's `info/exclude`, then the `core.excludesFile`
+//! of git's config (read by gix, includes followed, the repository's own config last). Within one
+//! file the last matching line wins; a `!` line re-includes.
 //! A file that the project's own git index tracks is never left out for being ignored.
 
-use std::ffi::OsStr;
 use std::fs;
 use std::os::fd::BorrowedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -117,16 +116,29 @@ fn list_from_bytes(bytes: &[u8], source: &Path, base: &BStr) -> List<Ignore> {
 }
 
 impl Excludes {
-    /// Collect the rules from outside the project at the canonical `project` directory.
+    /// Collect the rules from outside the project at the canonical `project` directory. Costs
+    /// the repository discovery, the git config files, and one read per rules file.
     pub(crate) fn load(project: &Path) -> Excludes {
+        let found = enclosing_repo(project);
+        let global = match &found {
+            // A relative path is relative to the work tree's root, where git runs.
+            Some((repo, work_tree)) => {
+                excludes_file(&repo.config_snapshot()).map(|file| work_tree.join(file))
+            }
+            None => gix::config(None, &config_options())
+                .inspect_err(|e| tracing::warn!(error = %e, "git config unreadable"))
+                .ok()
+                .and_then(|config| excludes_file(&config))
+                .map(|file| project.join(file)),
+        };
         let mut outer = Vec::new();
-        if let Some(file) = global_excludes_file() {
+        if let Some(file) = global {
             if let Ok(bytes) = read_small(CWD, &file, true) {
                 outer.push(list_from_bytes(&bytes, &file, BStr::new("")));
             }
         }
-        let repo = find_enclosing_repo(project).map(|(work_tree, git_dir, common_dir)| {
-            let exclude = common_dir.join("info/exclude");
+        let repo = found.map(|(repo, work_tree)| {
+            let exclude = repo.common_dir().join("info/exclude");
             if let Ok(bytes) = read_small(CWD, &exclude, true) {
                 outer.push(list_from_bytes(&bytes, &exclude, BStr::new("")));
             }
@@ -148,7 +160,7 @@ impl Excludes {
             }
             ProjectRepo {
                 prefix,
-                index_path: git_dir.join("index"),
+                index_path: repo.index_path(),
             }
         });
         Excludes {
@@ -262,61 +274,114 @@ fn push_rules(lists: &mut Vec<List<Ignore>>, dir: &Path, dir_rel: &BStr) {
     }
 }
 
-/// The user's global excludes file: `core.excludesFile` from `$XDG_CONFIG_HOME/git/config` or
-/// `~/.gitconfig` (the latter wins), else `$XDG_CONFIG_HOME/git/ignore`.
-fn global_excludes_file() -> Option<PathBuf> {
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
-    let xdg = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|x| !x.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".config")));
-    let configs = [
-        xdg.as_ref().map(|x| x.join("git/config")),
-        home.as_ref().map(|h| h.join(".gitconfig")),
-    ];
-    let configured = configs.into_iter().flatten().fold(None, |found, path| {
-        gix::config::File::from_path_no_includes(path, gix::config::Source::User)
-            .ok()
-            .and_then(|config| config.string("core.excludesFile"))
-            .or(found)
-    });
-    match configured {
-        Some(value) => {
-            let value = PathBuf::from(OsStr::from_bytes(&value));
-            match (value.strip_prefix("~"), &home) {
-                (Ok(rest), Some(home)) => Some(home.join(rest)),
-                _ => Some(value),
-            }
-        }
-        None => xdg.map(|x| x.join("git/ignore")),
+/// How the enclosing repository and the user's config are read: git's config files (system,
+/// `$XDG_CONFIG_HOME/git/config`, `~/.gitconfig`, the repository's own) with `include` and
+/// `includeIf` followed, HOME and XDG_CONFIG_HOME honoured, every other environment variable
+/// (GIT_DIR, GIT_CONFIG_*, ...) ignored.
+fn config_options() -> gix::open::Options {
+    let mut permissions = gix::open::Permissions::isolated();
+    permissions.config = gix::open::permissions::Config {
+        system: true,
+        git: true,
+        user: true,
+        includes: true,
+        ..permissions.config
+    };
+    permissions.env.home = gix::sec::Permission::Allow;
+    permissions.env.xdg_config_home = gix::sec::Permission::Allow;
+    gix::open::Options::isolated().permissions(permissions)
+}
+
+/// The git repository whose work tree holds `project` (the project itself or an ancestor), found
+/// as git finds it: a `.git` directory or file (linked worktrees, submodules) that holds a valid
+/// repository, without crossing into another file system. Costs a stat per ancestor, then the
+/// repository's config files.
+fn enclosing_repo(project: &Path) -> Option<(gix::Repository, PathBuf)> {
+    if let Some(dot_git) = project
+        .ancestors()
+        .map(|dir| dir.join(".git"))
+        .find(|dot_git| fs::symlink_metadata(dot_git).is_ok() && !git_files_are_plain(dot_git))
+    {
+        tracing::warn!(repo = %dot_git.display(), "a repository file is a FIFO or a device; its ignore rules are not applied");
+        return None;
+    }
+    let discovery = gix::discover::upwards::Options {
+        current_dir: Some(project),
+        ..Default::default()
+    };
+    let (path, trust) = gix::discover::upwards_opts(project, discovery).ok()?;
+    let (git_dir, _) = path.into_repository_and_work_tree_directories();
+    let repo = gix::open_opts(&git_dir, config_options().with(trust))
+        .inspect_err(|e| {
+            tracing::warn!(repo = %git_dir.display(), error = %e, "enclosing repository unreadable; its ignore rules are not applied");
+        })
+        .ok()?;
+    // A bare repository, or a `core.worktree` elsewhere, holds no files of the project.
+    let work_tree = fs::canonicalize(repo.workdir()?).ok()?;
+    project.starts_with(&work_tree).then_some((repo, work_tree))
+}
+
+/// Whether the files gix reads to find and open the repository at `dot_git` (a `.git`
+/// directory, or a `.git` file naming the git dir) are directories and regular files where they
+/// exist: gix opens them by path, so a FIFO there would block `track` for ever and a link to a
+/// device would read without end. Costs a few `stat`s (and two small reads for a `.git` file
+/// and a `commondir`).
+fn git_files_are_plain(dot_git: &Path) -> bool {
+    let plain_or_absent = |path: &Path| match fs::metadata(path) {
+        Ok(meta) => meta.is_file() || meta.is_dir(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    };
+    let Ok(meta) = fs::metadata(dot_git) else {
+        return fs::symlink_metadata(dot_git).is_ok_and(|m| m.is_symlink()); // a dangling link
+    };
+    let git_dir = match (meta.is_dir(), meta.is_file()) {
+        (true, _) => dot_git.to_owned(),
+        (_, true) => match read_small(CWD, dot_git, true) {
+            Ok(content) => match content
+                .strip_prefix(b"gitdir:")
+                .and_then(|target| gix::path::from_byte_slice(target.trim()).ok())
+            {
+                Some(target) => dot_git.parent().unwrap_or(dot_git).join(target),
+                None => return true, // not a repository: gix passes it over
+            },
+            Err(_) => return true,
+        },
+        _ => return false,
+    };
+    let files = ["HEAD", "commondir", "config", "config.worktree", "gitdir"];
+    if !files
+        .iter()
+        .all(|name| plain_or_absent(&git_dir.join(name)))
+    {
+        return false;
+    }
+    match read_small(CWD, &git_dir.join("commondir"), true) {
+        Ok(common) => match gix::path::from_byte_slice(common.trim()) {
+            Ok(common) => ["HEAD", "config"]
+                .iter()
+                .all(|name| plain_or_absent(&git_dir.join(common).join(name))),
+            Err(_) => true,
+        },
+        Err(_) => true,
     }
 }
 
-/// Find the git repository that contains `project` (the project itself or an ancestor):
-/// its work tree root, its git dir, and its common dir (they differ for linked worktrees).
-fn find_enclosing_repo(project: &Path) -> Option<(PathBuf, PathBuf, PathBuf)> {
-    for dir in project.ancestors() {
-        let dot_git = dir.join(".git");
-        let Ok(meta) = fs::metadata(&dot_git) else {
-            continue;
-        };
-        let git_dir = if meta.is_dir() {
-            dot_git
-        } else {
-            // A `.git` file: "gitdir: <path>", relative to the directory holding it.
-            let content = read_small(CWD, &dot_git, true).ok()?;
-            let target = content.strip_prefix(b"gitdir:")?.trim();
-            dir.join(OsStr::from_bytes(target))
-        };
-        let common_dir = read_small(CWD, &git_dir.join("commondir"), true)
-            .ok()
-            .map(|c| git_dir.join(OsStr::from_bytes(c.trim())))
-            .unwrap_or_else(|| git_dir.clone());
-        return Some((dir.to_owned(), git_dir, common_dir));
+/// The user's excludes file as git picks it from `config`: `core.excludesFile` from a trusted
+/// section (`~` expanded), else `$XDG_CONFIG_HOME/git/ignore` (or `~/.config/git/ignore`).
+fn excludes_file(config: &gix::config::File) -> Option<PathBuf> {
+    let home = gix::path::env::home_dir();
+    match config.path_filter("core.excludesFile", gix::config::section::is_trusted) {
+        Some(path) => path
+            .interpolate(gix::config::path::interpolate::Context {
+                git_install_dir: None,
+                home_dir: home.as_deref(),
+                home_for_user: Some(gix::config::path::interpolate::home_for_user),
+            })
+            .ok(),
+        None => gix::path::env::xdg_config("ignore", &mut |name| {
+            std::env::var_os(name).filter(|value| !value.is_empty())
+        }),
     }
-    None
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod cli;
 mod deep;
 mod diff;
 mod faults;
+mod ignore_config;
 mod model;
 mod prune;
 mod restore;

@@ -341,10 +341,10 @@ fn run_capped(sb: &Sandbox, args: &[&OsStr], limit: Duration) -> (Option<Run>, u
 /// Found by this suite (see docs/faults.md for what happens now): files of the project's git repository and the user's git config
 /// that rewind reads for ignore rules are read by path, whatever they are: a FIFO blocks `track`
 /// forever, a symlink to /dev/zero reads without end (about 0.7 GB/s until memory runs out; here
-/// capped by `ulimit -v`). Seen with the project's `.git` (a FIFO, or a link to /dev/zero:
-/// ignore.rs, reading a `.git` file), `.git/info/exclude` (ignore.rs:90), a worktree's
-/// `commondir` (ignore.rs:258) and the global `core.excludesFile` (ignore.rs:84; git itself
-/// hangs on that one too). A `.gitignore` that is a FIFO, or a link to /dev/zero, is already
+/// capped by `ulimit -v`). Seen with the project's `.git` (a FIFO, or a link to /dev/zero),
+/// `.git/info/exclude`, a worktree's `commondir` and the global `core.excludesFile` (git itself
+/// hangs on that one too); and, once gix found and opened the enclosing repository, its
+/// `HEAD`, `config` and a `commondir` beside a `HEAD`. A `.gitignore` that is a FIFO, or a link to /dev/zero, is already
 /// handled (never opened), as is a FIFO as the project's `.git/index`.
 #[test]
 fn hostile_repository_files_never_hang_or_exhaust_memory() {
@@ -409,6 +409,37 @@ fn hostile_repository_files_never_hang_or_exhaust_memory() {
                 )
                 .unwrap();
                 mkfifo(&p.join("../gitdir-of-wt/commondir"));
+            }),
+        ),
+        (
+            "commondir is a FIFO beside a HEAD",
+            Box::new(|p: &TestProject| {
+                let gitdir = p.join("../gitdir-of-wt2");
+                fs::create_dir_all(&gitdir).unwrap();
+                fs::write(gitdir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+                fs::write(p.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
+                mkfifo(&gitdir.join("commondir"));
+            }),
+        ),
+        (
+            ".git/HEAD is a FIFO",
+            Box::new(|p: &TestProject| {
+                p.git_init();
+                mkfifo(&p.join(".git/HEAD"));
+            }),
+        ),
+        (
+            ".git/config is a FIFO",
+            Box::new(|p: &TestProject| {
+                p.git_init();
+                mkfifo(&p.join(".git/config"));
+            }),
+        ),
+        (
+            ".git/config -> /dev/zero",
+            Box::new(|p: &TestProject| {
+                p.git_init();
+                link_zero(&p.join(".git/config"));
             }),
         ),
         (
