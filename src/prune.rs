@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::store::objects::LooseObject;
-use crate::store::{dir_size, files_below, Store};
+use crate::store::{dir_size, files_below, Locked, Store};
 use crate::turns::session_ref;
 
 /// Default for `rewind.retention`.
@@ -204,59 +204,61 @@ impl Store {
             .ok()
             .and_then(|retention| now.checked_sub_signed(retention))
             .unwrap_or(DateTime::<Utc>::MIN_UTC);
-        let _lock = self.lock()?;
+        let locked = self.lock()?;
         let mut outcome = PruneOutcome::default();
-        let objects = self.git_dir().join("objects");
+        let objects = locked.git_dir().join("objects");
         let size_before = dir_size(&objects);
-        self.expire_snapshots(cutoff, &mut outcome)?;
-        self.expire_sessions(cutoff, &mut outcome)?;
-        let (_, untrimmed) = self.sessions_open_turns_need(cutoff)?;
-        for session in self.session_names()? {
+        locked.expire_snapshots(cutoff, &mut outcome)?;
+        locked.expire_sessions(cutoff, &mut outcome)?;
+        let (_, untrimmed) = locked.sessions_open_turns_need(cutoff)?;
+        for session in locked.session_names()? {
             if !untrimmed.contains(&session) {
-                outcome.turns_removed += self.trim_session(&session, max_turns)?;
+                outcome.turns_removed += locked.trim_session(&session, max_turns)?;
             }
         }
-        self.expire_undo(cutoff)?;
-        self.collect(cutoff, cutoff, &mut outcome)?;
+        locked.expire_undo(cutoff)?;
+        locked.collect(cutoff, cutoff, &mut outcome)?;
         // Over the quota: drop the oldest records, a quarter at a time, until under the target.
         if dir_size(&objects) > max_size {
-            let mut candidates = self.quota_candidates(now, cutoff)?;
+            let mut candidates = locked.quota_candidates(now, cutoff)?;
             while dir_size(&objects) > target_size && !candidates.is_empty() {
                 let batch = candidates.len().div_ceil(4);
                 for candidate in candidates.drain(..batch) {
                     match candidate {
                         Record::Snapshot(name) => {
-                            self.delete_ref(&name)?;
+                            locked.delete_ref(&name)?;
                             outcome.snapshots_removed += 1;
                             outcome.snapshots_removed_for_size += 1;
                         }
                         Record::Session(session, turns) => {
-                            self.delete_session(&session)?;
+                            locked.delete_session(&session)?;
                             outcome.turns_removed += turns;
                             outcome.sessions_removed.push(session.clone());
                             outcome.sessions_removed_for_size.push(session);
                         }
                     }
                 }
-                self.collect(cutoff, now, &mut outcome)?;
+                locked.collect(cutoff, now, &mut outcome)?;
             }
         }
         // Open turns older than the retention were not kept for: what went may have been theirs.
         if outcome.turns_removed > 0 || !outcome.sessions_removed.is_empty() {
-            self.blind_old_open_turns(cutoff)?;
+            locked.blind_old_open_turns(cutoff)?;
         }
-        self.remove_temp_files(now);
+        locked.remove_temp_files(now);
         outcome.bytes_freed = size_before.saturating_sub(dir_size(&objects));
         tracing::debug!(?outcome, "pruned");
         // For `rewind doctor`: when the last prune ran.
         let _ = crate::fs::write_atomically(
-            &self.git_dir().join(LAST_PRUNE),
+            &locked.git_dir().join(LAST_PRUNE),
             "index.tmp",
             now.to_rfc3339().as_bytes(),
         );
         Ok(outcome)
     }
+}
 
+impl Locked<'_> {
     /// Expire reflog entries older than `cutoff`, delete unreachable loose objects older than
     /// `object_expiry`, and repack if worthwhile.
     fn collect(
@@ -269,7 +271,6 @@ impl Store {
         let reachable = self.sweep(object_expiry, reflog_roots, outcome)?;
         self.repack(&reachable, outcome)
     }
-
     /// Delete the files stock git keeps beside the objects (from a `git gc`, `repack`,
     /// `multi-pack-index write`, `commit-graph write` or `update-server-info` someone ran in the
     /// store): they name packs and commits, and are only caches that git rebuilds. Called
@@ -302,7 +303,9 @@ impl Store {
         }
         remove_dir(&objects.join("info/commit-graphs"))
     }
+}
 
+impl Store {
     /// What the size quota may drop, oldest first: snapshot records, and whole sessions that
     /// were not active in the last hour, have no open turn (retention never touches those),
     /// hold no rolled-back turn (those wait for their age) and are not needed by another
@@ -350,7 +353,9 @@ impl Store {
         }
         Ok(sessions)
     }
+}
 
+impl Locked<'_> {
     /// Delete every ref of `session`.
     fn delete_session(&self, session: &str) -> Result<()> {
         for (name, _) in self.refs_under(&session_ref(session, "")?)? {
@@ -358,7 +363,6 @@ impl Store {
         }
         Ok(())
     }
-
     fn expire_snapshots(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
         for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
             if self.commit_time(commit)? < cutoff {
@@ -368,7 +372,6 @@ impl Store {
         }
         Ok(())
     }
-
     /// Remove the sessions whose last turn ended (or began) before `cutoff`, unless a turn of
     /// theirs is still open (an open turn needs its chain and its before snapshot) or another
     /// session's open turn needs them (see [`Store::sessions_open_turns_need`]).
@@ -383,7 +386,6 @@ impl Store {
         }
         Ok(())
     }
-
     /// Keep only the undo points newer than `cutoff`: the chain is rewritten without the older
     /// ones (same trees, messages and times).
     fn expire_undo(&self, cutoff: DateTime<Utc>) -> Result<()> {
@@ -417,7 +419,6 @@ impl Store {
             "rewind: prune",
         )
     }
-
     /// Drop reflog entries older than `cutoff`; return the ids the remaining entries name.
     fn expire_reflogs(&self, cutoff: DateTime<Utc>) -> Result<Vec<ObjectId>> {
         let mut roots = Vec::new();
@@ -444,7 +445,6 @@ impl Store {
         }
         Ok(roots)
     }
-
     /// Mark everything reachable from the roots, then delete unreachable loose objects.
     /// Returns the reachable set.
     fn sweep(
@@ -478,7 +478,6 @@ impl Store {
         }
         Ok(reachable)
     }
-
     /// When packs hold unreachable objects, or many loose objects remain, write every reachable
     /// object into one new pack, then delete the old packs and the loose copies. Costs reading
     /// and compressing every reachable object, so it runs only then.
@@ -540,7 +539,6 @@ impl Store {
         }
         Ok(())
     }
-
     /// Remove temp files that killed processes left behind (older than an hour).
     fn remove_temp_files(&self, now: DateTime<Utc>) {
         let objects = self.git_dir().join("objects");

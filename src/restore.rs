@@ -36,7 +36,7 @@ use crate::paths::serialize_paths;
 use crate::snapshot::visibility::Visibility;
 use crate::snapshot::TrackOptions;
 use crate::store::objects::read_blob;
-use crate::store::{SnapshotId, Store};
+use crate::store::{Locked, SnapshotId, Store};
 
 /// Options for [`Store::restore`].
 #[derive(Debug, Clone, Default)]
@@ -159,11 +159,12 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn restore(&self, hash: SnapshotId, options: &RestoreOptions) -> Result<RestoreOutcome> {
-        let target = self.tree(hash)?;
-        let _lock = self.lock()?;
-        let current = self.track_locked(&TrackOptions::default())?.hash.0;
+        // Under the lock first: a prune between the check and the lock could remove `hash`.
+        let locked = self.lock()?;
+        let target = locked.tree(hash)?;
+        let current = locked.track(&TrackOptions::default())?.hash.0;
         let changes = tree_changes(&self.repo(), current, target)?;
-        self.apply(Plan {
+        locked.apply(Plan {
             target,
             current,
             steps: changes.iter().map(|c| step_of(c, 0)).collect(),
@@ -230,16 +231,16 @@ impl Store {
         &self,
         patches: &[(SnapshotId, &[P])],
     ) -> Result<RestoreOutcome> {
+        let locked = self.lock()?;
         let mut requests = Vec::new();
         for (hash, paths) in patches {
-            let target = self.tree(*hash)?;
+            let target = locked.tree(*hash)?;
             for path in paths.iter() {
                 requests.push((target, self.project_path(path.as_ref())?));
             }
         }
         let first = requests.first().map(|r| r.0);
-        let _lock = self.lock()?;
-        let current = self.track_locked(&TrackOptions::default())?.hash.0;
+        let current = locked.track(&TrackOptions::default())?.hash.0;
         let repo = self.repo();
         // One tree diff per distinct target, filtered by each request's path.
         let mut targets: Vec<(ObjectId, Vec<Change>)> = Vec::new();
@@ -272,7 +273,7 @@ impl Store {
             .iter()
             .map(|(id, _)| self.visibility(*id, None))
             .collect::<Result<_>>()?;
-        self.apply(Plan {
+        locked.apply(Plan {
             target: first.unwrap_or(current),
             current,
             steps,
@@ -280,7 +281,9 @@ impl Store {
             force: false,
         })
     }
+}
 
+impl Locked<'_> {
     /// Check, then carry out `plan` (see the module docs).
     pub(crate) fn apply(&self, mut plan: Plan) -> Result<RestoreOutcome> {
         let repo = self.repo();
@@ -458,7 +461,6 @@ impl Store {
         self.remove_journal();
         Ok(outcome)
     }
-
     /// Decide what to do at `step`'s path, looking at what stands on disk now.
     fn action(
         &self,
@@ -496,7 +498,6 @@ impl Store {
             },
         })
     }
-
     /// Whether the symlink at `path` is on the way to the store (as in `~/.local` when the
     /// project is the home directory, or `--data-dir` given through a symlink in the project):
     /// deleting or replacing it would lose the store from view. Costs an `lstat` per
@@ -512,7 +513,6 @@ impl Store {
             is_link && canonical().is_some_and(|c| c == link)
         })
     }
-
     /// The project file or symlink at `path`, saved as a blob: (tree entry kind, id). Never
     /// opens a special file (an error, not a hang).
     /// Also returns the file's permission bits.
@@ -545,7 +545,6 @@ impl Store {
         };
         Ok((kind, id, mode & 0o7777))
     }
-
     /// Record `undo` as a commit on `refs/rewind/undo` (with the previous undo as parent), so
     /// the way back is in the store before any file changes.
     pub(crate) fn record_undo(&self, undo: ObjectId, target: ObjectId) -> Result<()> {
@@ -557,7 +556,9 @@ impl Store {
         self.commit(reference, &message, undo, parent)?;
         Ok(())
     }
+}
 
+impl Store {
     /// `path` as a project-relative `/`-separated path. Rejects paths that leave the project:
     /// `..` beyond its root, absolute paths outside it, and paths through a symlink.
     pub(crate) fn project_path(&self, path: &Path) -> Result<BString> {

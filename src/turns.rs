@@ -25,7 +25,7 @@ use crate::diff::{file_change, tree_changes, Change, DiffOptions, Side, Status};
 use crate::error::{Error, Result};
 use crate::restore::{is_within, step_of, Plan, RestoreOutcome};
 use crate::snapshot::TrackOptions;
-use crate::store::{SnapshotId, Store};
+use crate::store::{Locked, SnapshotId, Store};
 
 /// One file a turn (or a session) changed.
 #[derive(Debug, Clone, Serialize)]
@@ -460,8 +460,8 @@ impl Store {
     /// ```
     pub fn begin_turn(&self, session: &str, turn: &str) -> Result<TurnStart> {
         let reference = turn_ref(session, "turns", turn)?;
-        let _lock = self.lock()?;
-        Ok(self.begin_locked(session, turn, &reference)?.0)
+        let locked = self.lock()?;
+        Ok(locked.begin(session, turn, &reference)?.0)
     }
 
     /// Announce that the agent is about to edit `path` (a file, or a directory: everything
@@ -492,15 +492,17 @@ impl Store {
             });
         }
         let reference = turn_ref(session, "turns", turn)?;
-        let _lock = self.lock()?;
-        let (_, begin) = self.begin_locked(session, turn, &reference)?;
-        self.announce(session, turn, begin, path)
+        let locked = self.lock()?;
+        let (_, begin) = locked.begin(session, turn, &reference)?;
+        locked.announce(session, turn, begin, path)
     }
+}
 
+impl Locked<'_> {
     /// Add `path` to what open turn `turn` announced: `refs/rewind/sessions/<S>/announced/<T>`
     /// points to a commit (child of the begin commit `begin`) naming every path announced so
     /// far; its end commit takes them over. Costs a commit read, and a commit write when `path`
-    /// is new. The caller holds the lock.
+    /// is new.
     fn announce(&self, session: &str, turn: &str, begin: ObjectId, path: BString) -> Result<()> {
         let reference = turn_ref(session, "announced", turn)?;
         let repo = self.repo();
@@ -521,7 +523,9 @@ impl Store {
         self.commit(&reference, &message, tree, [begin])?;
         Ok(())
     }
+}
 
+impl Store {
     /// The paths turn `record` of `session` announced: from its end commit, or while it is open
     /// from its announcements ref. Costs a commit read.
     fn announced_by(&self, session: &str, record: &Record) -> Result<Vec<BString>> {
@@ -538,14 +542,11 @@ impl Store {
             None => Ok(Vec::new()),
         }
     }
+}
 
+impl Locked<'_> {
     /// Begin the turn unless it is open already; its start and its begin commit.
-    fn begin_locked(
-        &self,
-        session: &str,
-        turn: &str,
-        reference: &str,
-    ) -> Result<(TurnStart, ObjectId)> {
+    fn begin(&self, session: &str, turn: &str, reference: &str) -> Result<(TurnStart, ObjectId)> {
         if let Some(commit) = self.ref_target(reference)? {
             let record = self.record(commit)?;
             let rolled_back = self
@@ -573,7 +574,7 @@ impl Store {
                 }),
             };
         }
-        let snapshot = self.track_locked(&TrackOptions::default())?;
+        let snapshot = self.track(&TrackOptions::default())?;
         let head = session_ref(session, "head")?;
         let parent = self.ref_target(&head)?;
         // What the "before" left out is recorded with it (undo never deletes those paths), and
@@ -594,7 +595,9 @@ impl Store {
             commit,
         ))
     }
+}
 
+impl Store {
     /// End a turn: snapshot the "after", record the turn as a commit, and return what changed in
     /// it: everything, including edits by shell commands, formatters and generators, each
     /// file with its [`Origin`]. While another session's turn was open too, a change belongs
@@ -611,12 +614,14 @@ impl Store {
     /// ```
     pub fn end_turn(&self, session: &str, turn: &str) -> Result<TurnEnd> {
         let reference = turn_ref(session, "turns", turn)?;
-        let _lock = self.lock()?;
-        let begin = self.ref_target(&reference)?.ok_or_else(|| Error::NoTurn {
-            session: session.into(),
-            turn: turn.into(),
-        })?;
-        let record = self.as_reopened(session, self.record(begin)?)?;
+        let locked = self.lock()?;
+        let begin = locked
+            .ref_target(&reference)?
+            .ok_or_else(|| Error::NoTurn {
+                session: session.into(),
+                turn: turn.into(),
+            })?;
+        let record = locked.as_reopened(session, locked.record(begin)?)?;
         if record.ended_at.is_some() {
             return Err(Error::Turn {
                 session: session.into(),
@@ -635,9 +640,9 @@ impl Store {
                 reason: "was undone while open; begin a new turn",
             });
         }
-        let snapshot = self.track_locked(&TrackOptions::default())?;
+        let snapshot = locked.track(&TrackOptions::default())?;
         let after = snapshot.hash.0;
-        let repo = self.repo();
+        let repo = locked.repo();
         let files = self
             .attribute(
                 session,
@@ -655,34 +660,34 @@ impl Store {
             files.len()
         );
         message.push_str(&file_lines(&files));
-        message.push_str(&announced_lines(&self.announced_by(session, &record)?));
+        message.push_str(&announced_lines(&locked.announced_by(session, &record)?));
         message.push('\n');
-        message.push_str(&self.other_heads_lines(session)?);
+        message.push_str(&locked.other_heads_lines(session)?);
         message.push_str(&trailers(
             session,
             turn,
             record.started_at,
-            Some((self.now()?, record.before)),
+            Some((locked.now()?, record.before)),
             Some((files.len(), additions, deletions)),
         )?);
         // The session's own undos and redos made while the turn was open stay on its chain:
         // the end commit follows them (naming its begin), so the chain stays one line.
         let head = session_ref(session, "head")?;
-        let head_now = self.ref_target(&head)?;
+        let head_now = locked.ref_target(&head)?;
         let parent = match head_now {
-            Some(last) if last != begin && self.only_undos_back_to(last, begin)? => {
+            Some(last) if last != begin && locked.only_undos_back_to(last, begin)? => {
                 message.push_str(&format!("{BEGIN}{begin}\n"));
                 last
             }
             _ => begin,
         };
-        let commit = self.commit(&reference, &message, after, [parent])?;
+        let commit = locked.commit(&reference, &message, after, [parent])?;
         if head_now == Some(parent) {
-            self.set_ref(&head, commit, "rewind: end turn")?;
+            locked.set_ref(&head, commit, "rewind: end turn")?;
         }
         // The end commit names what the turn announced (and its attribution is done).
-        self.delete_ref(&turn_ref(session, "announced", turn)?)?;
-        self.delete_ref(&turn_ref(session, "blind", turn)?)?;
+        locked.delete_ref(&turn_ref(session, "announced", turn)?)?;
+        locked.delete_ref(&turn_ref(session, "blind", turn)?)?;
         Ok(TurnEnd {
             before: SnapshotId(record.before),
             after: SnapshotId(after),
@@ -769,8 +774,8 @@ impl Store {
             .as_deref()
             .map(|f| self.project_path(f))
             .transpose()?;
-        let _lock = self.lock()?;
-        let records = self.session_records(session)?;
+        let locked = self.lock()?;
+        let records = locked.session_records(session)?;
         let start = match from_turn {
             Some(turn) => records.iter().position(|r| r.turn == turn),
             None => (!records.is_empty()).then_some(0),
@@ -780,14 +785,14 @@ impl Store {
             turn: from_turn.unwrap_or_default().into(),
         })?;
         let undone = &records[start..];
-        let current = self.track_locked(&TrackOptions::default())?.hash.0;
-        let repo = self.repo();
+        let current = locked.track(&TrackOptions::default())?.hash.0;
+        let repo = locked.repo();
         let mut touched: Vec<BString> = Vec::new();
         // Shared paths (changed while another session's turn was open, announced by neither
         // or both) are someone else's as much as the session's.
         let mut shared = Vec::new();
         for record in undone {
-            for (path, origin) in self.turn_paths(session, record, current)? {
+            for (path, origin) in locked.turn_paths(session, record, current)? {
                 if origin == Origin::Shared {
                     shared.push(path.clone());
                 }
@@ -805,14 +810,14 @@ impl Store {
                 });
             }
         }
-        let chain = self.chain_since(session, undone[0].begin)?;
-        let mut others = self.changed_by_others(&chain, current)?;
+        let chain = locked.chain_since(session, undone[0].begin)?;
+        let mut others = locked.changed_by_others(&chain, current)?;
         others.extend(shared);
         for record in undone {
-            others.extend(self.changed_by_other_sessions(session, record, current)?);
+            others.extend(locked.changed_by_other_sessions(session, record, current)?);
         }
         // (A turn a redo gave back starts from the project as the redo found it.)
-        let target = self.as_reopened(session, undone[0].clone())?.before;
+        let target = locked.as_reopened(session, undone[0].clone())?.before;
         let mut conflicts = Vec::new();
         let mut changes = Vec::new();
         let differing = tree_changes(&repo, current, target)?;
@@ -827,7 +832,7 @@ impl Store {
             {
                 continue;
             }
-            let abs = self.project().join(std::ffi::OsStr::from_bytes(path));
+            let abs = locked.project().join(std::ffi::OsStr::from_bytes(path));
             if std::fs::symlink_metadata(abs).is_ok() {
                 out_of_view.push(path.clone());
             }
@@ -839,7 +844,7 @@ impl Store {
         for record in &undone[1..] {
             later_sights.push((
                 record.before,
-                self.visibility(record.before, Some(record.begin))?,
+                locked.visibility(record.before, Some(record.begin))?,
             ));
         }
         for change in differing {
@@ -861,11 +866,11 @@ impl Store {
                 _ => changes.push(change),
             }
         }
-        let outcome = self.apply(Plan {
+        let outcome = locked.apply(Plan {
             target,
             current,
             steps: changes.iter().map(|c| step_of(c, 0)).collect(),
-            sights: vec![self.visibility(target, Some(undone[0].begin))?],
+            sights: vec![locked.visibility(target, Some(undone[0].begin))?],
             force,
         })?;
         // What the session left: its last commit's tree (for a turn left open, its "before":
@@ -879,10 +884,10 @@ impl Store {
         let mut rolled_back = Vec::new();
         if only.is_none() && outcome.failed.is_empty() {
             // (A turn an earlier undo rolled back leaving files alone is rolled back again.)
-            let left_alone = self.turns_undone_with_files_left_alone(session)?;
+            let left_alone = locked.turns_undone_with_files_left_alone(session)?;
             for record in undone {
                 let marker = turn_ref(session, "rolled-back", &record.turn)?;
-                if self.ref_target(&marker)?.is_none() || left_alone.contains(&record.turn) {
+                if locked.ref_target(&marker)?.is_none() || left_alone.contains(&record.turn) {
                     rolled_back.push((record, marker));
                 }
             }
@@ -905,15 +910,15 @@ impl Store {
         message.push_str(&trailers(
             session,
             &undone[0].turn,
-            self.now()?,
+            locked.now()?,
             None,
             None,
         )?);
         message.push_str(UNDO_TRAILER);
         message.push('\n');
-        self.record_on_chain(session, base, &changes, &outcome, &message)?;
+        locked.record_on_chain(session, base, &changes, &outcome, &message)?;
         for (record, marker) in rolled_back {
-            self.set_ref(&marker, record.commit, "rewind: undo")?;
+            locked.set_ref(&marker, record.commit, "rewind: undo")?;
         }
         let mut outcome = outcome;
         conflicts.append(&mut outcome.conflicts);
@@ -1054,27 +1059,27 @@ impl Store {
     /// ```
     pub fn redo(&self, session: &str, options: &RedoOptions) -> Result<RestoreOutcome> {
         let (turn, force) = (options.turn.as_deref(), options.force);
-        let _lock = self.lock()?;
-        let records = self.session_records(session)?;
+        let locked = self.lock()?;
+        let records = locked.session_records(session)?;
         if let Some(turn) = turn.filter(|t| !records.iter().any(|r| r.turn == *t)) {
             return Err(Error::NoTurn {
                 session: session.into(),
                 turn: turn.into(),
             });
         }
-        let repo = self.repo();
-        let undo = self.undo_to_redo(session, turn)?;
+        let repo = locked.repo();
+        let undo = locked.undo_to_redo(session, turn)?;
         // What a redo brings back while one of the session's turns is open would count as that
         // turn's own work: right when the undo took back that very turn (it began before the
         // undo, which undid from it or an earlier turn), wrong otherwise.
-        let from = self.record(undo)?.turn;
+        let from = locked.record(undo)?.turn;
         let from_index = records.iter().position(|r| r.turn == from);
         for (index, record) in records.iter().enumerate() {
             if record.ended_at.is_some() {
                 continue;
             }
             let undid_it = from_index.is_some_and(|from| from <= index)
-                && self.chain_reaches(undo, record.begin)?;
+                && locked.chain_reaches(undo, record.begin)?;
             if !undid_it {
                 return Err(Error::Turn {
                     session: session.into(),
@@ -1090,11 +1095,11 @@ impl Store {
             .and_then(|hex| ObjectId::from_hex(hex).ok())
             .ok_or_else(|| {
                 Error::store(
-                    self.git_dir(),
+                    locked.git_dir(),
                     format!("undo {undo} names no undo point (use `rewind restore`)"),
                 )
             })?;
-        let current = self.track_locked(&TrackOptions::default())?.hash.0;
+        let current = locked.track(&TrackOptions::default())?.hash.0;
         let mut conflicts = Vec::new();
         let mut changes = Vec::new();
         let undid =
@@ -1117,18 +1122,18 @@ impl Store {
                 after: wanted,
             });
         }
-        let outcome = self.apply(Plan {
+        let outcome = locked.apply(Plan {
             target: point,
             current,
             steps: changes.iter().map(|c| step_of(c, 0)).collect(),
-            sights: vec![self.visibility(point, None)?],
+            sights: vec![locked.visibility(point, None)?],
             force,
         })?;
         let rolled_back: Vec<String> = lines_with(&message, ROLLED_BACK)
             .filter_map(|t| decode_id(t.to_str().ok()?))
             .collect();
-        let from_turn = self.record(undo)?.turn;
-        let head = self.ref_target(&session_ref(session, "head")?)?;
+        let from_turn = locked.record(undo)?.turn;
+        let head = locked.ref_target(&session_ref(session, "head")?)?;
         let base = match head {
             Some(head) => commit_and_tree(&repo, head)?.1,
             None => current,
@@ -1153,12 +1158,12 @@ impl Store {
         }
         let message = format!(
             "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{redid}{}{REDO_TRAILER}\n",
-            trailers(session, &from_turn, self.now()?, None, None)?
+            trailers(session, &from_turn, locked.now()?, None, None)?
         );
-        self.record_on_chain(session, base, &changes, &outcome, &message)?;
+        locked.record_on_chain(session, base, &changes, &outcome, &message)?;
         if given_back {
             for turn in &rolled_back {
-                self.delete_ref(&turn_ref(session, "rolled-back", turn)?)?;
+                locked.delete_ref(&turn_ref(session, "rolled-back", turn)?)?;
             }
         }
         let mut outcome = outcome;
@@ -1589,7 +1594,9 @@ impl Store {
             .map(|(change, origin)| (change.path, origin))
             .collect())
     }
+}
 
+impl Locked<'_> {
     /// Append an undo or redo to the session's chain: a commit (with `message`, and a
     /// `Rewind-Changed:` line per path it wrote or deleted) of what the session left, `base`
     /// (its last commit's tree: an end, an undo, or an open turn's "before") with the `changes`
@@ -1636,7 +1643,9 @@ impl Store {
         self.commit(&head, &message, tree, parent)?;
         Ok(())
     }
+}
 
+impl Store {
     /// Per-file totals across `session`: each file once, from its state before the first turn
     /// that touched it to its state after the last one.
     ///
@@ -1735,7 +1744,9 @@ impl Store {
         }
         Ok((keep, untrimmed))
     }
+}
 
+impl Locked<'_> {
     /// Mark the open turns begun before `cutoff` blind (`refs/rewind/sessions/<S>/blind/<T>`):
     /// retention removed or trimmed sessions without keeping what those turns' attribution
     /// needed, so every change of theirs counts as made while another turn was open. Costs
@@ -1751,10 +1762,9 @@ impl Store {
         }
         Ok(())
     }
-
     /// Keep at most `max` turns of `session`: the oldest others go (rolled-back turns stay
     /// until they expire, since the user may redo them; open turns stay), and the session's
-    /// chain is rewritten without them. Returns how many turns went. The caller holds the lock.
+    /// chain is rewritten without them. Returns how many turns went.
     pub(crate) fn trim_session(&self, session: &str, max: usize) -> Result<usize> {
         let records = self.session_records(session)?;
         let excess = records.len().saturating_sub(max);
@@ -1857,7 +1867,9 @@ impl Store {
         }
         Ok(dropped.len())
     }
+}
 
+impl Store {
     /// The turns of `session`, oldest first; a session without turns does not exist.
     fn session_records(&self, session: &str) -> Result<Vec<Record>> {
         match self.sessions(Some(session))?.into_iter().next() {

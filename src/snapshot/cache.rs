@@ -13,7 +13,7 @@ use gix::ObjectId;
 
 use super::FileEntry;
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::Locked;
 
 /// Object ids, hashed by their first bytes (they are SHA-1 already).
 pub(super) type LooseSet = gix::hashtable::HashSet<ObjectId>;
@@ -72,7 +72,7 @@ pub(super) enum CacheCheck {
 pub(super) const LOOSE_RECORD: &str = "rewind-index-objects";
 pub(super) const LOOSE_RECORD_HEADER: &str = "rewind index objects 1";
 
-impl Store {
+impl Locked<'_> {
     /// Verify the stat cache: its checksum, and that the store still holds every object it
     /// names (blobs, and the trees of its cache-tree). Costs one read and hash of the index, then
     /// [`ObjectWriter::verify_loose`] of the loose objects the record names, or, without a

@@ -38,7 +38,7 @@ use walk::Walk;
 
 use crate::error::{Error, Result};
 use crate::paths::serialize_path;
-use crate::store::{SnapshotId, Store};
+use crate::store::{Locked, SnapshotId, Store};
 use ignore::Excludes;
 
 /// Options for [`Store::track`].
@@ -208,15 +208,7 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn track(&self, options: &TrackOptions) -> Result<Snapshot> {
-        let _lock = self.lock()?;
-        self.track_locked(options)
-    }
-
-    /// [`track`](Self::track) for a caller that holds the store lock already.
-    pub(crate) fn track_locked(&self, options: &TrackOptions) -> Result<Snapshot> {
-        Ok(self
-            .snapshot_locked(options, None)?
-            .expect("runs to the end without a probe"))
+        self.lock()?.track(options)
     }
 
     /// Whether the project differs from snapshot `hash` now. When `hash` is the last snapshot,
@@ -232,18 +224,29 @@ impl Store {
     /// ```
     pub fn has_changes(&self, hash: SnapshotId) -> Result<bool> {
         let hash = self.tree(hash)?;
-        let _lock = self.lock()?;
         Ok(
-            match self.snapshot_locked(&TrackOptions::default(), Some(hash))? {
+            match self
+                .lock()?
+                .snapshot(&TrackOptions::default(), Some(hash))?
+            {
                 Some(snapshot) => snapshot.hash.0 != hash,
                 None => true,
             },
         )
     }
+}
+
+impl Locked<'_> {
+    /// [`Store::track`], under the lock.
+    pub(crate) fn track(&self, options: &TrackOptions) -> Result<Snapshot> {
+        Ok(self
+            .snapshot(options, None)?
+            .expect("runs to the end without a probe"))
+    }
 
     /// Snapshot the project. With `probe` equal to the last snapshot's tree, stop as soon as a
     /// file differs from it and return `None` (the index is then left as it was).
-    fn snapshot_locked(
+    fn snapshot(
         &self,
         options: &TrackOptions,
         probe: Option<ObjectId>,
@@ -252,8 +255,7 @@ impl Store {
         let index_path = self.git_dir().join("index");
         self.snapshot_with(&index_path, load_index(&index_path), None, options, probe)
     }
-
-    /// [`snapshot_locked`](Self::snapshot_locked) from stat cache `cache`, read from
+    /// [`snapshot`](Self::snapshot) from stat cache `cache`, read from
     /// `index_path`. The cache is verified while the walk runs (unless `verified` gives the loose
     /// objects a verification found), and a snapshot that relied on a damaged cache is taken again.
     fn snapshot_with(
@@ -291,7 +293,7 @@ impl Store {
                 tracing::warn!(path = %index_path.display(), "stat cache damaged; snapshot taken again");
                 fs::remove_file(index_path)
                     .map_err(|e| Error::io("removing damaged index", index_path, e))?;
-                return self.snapshot_locked(options, probe);
+                return self.snapshot(options, probe);
             }
             CacheCheck::Checked { loose, lost, .. } if !lost.is_empty() => {
                 tracing::warn!(
@@ -352,7 +354,6 @@ impl Store {
         tracing::debug!(hash = %snapshot.hash, files, skipped = snapshot.skipped.len(), "snapshot taken");
         Ok(Some(snapshot))
     }
-
     /// Walk the project against the `previous` stat cache and build the snapshot's trees;
     /// `None` when `stop_at_change` was given and a change stopped the walk.
     fn scan(

@@ -26,7 +26,7 @@ use gix::ObjectId;
 use crate::error::{Error, Result};
 use crate::snapshot::ignore::{DirRules, Excludes};
 use crate::snapshot::Snapshot;
-use crate::store::Store;
+use crate::store::{Locked, Store};
 
 /// The trailer key of a left-out path in snapshot and turn commits.
 const LEFT_OUT: &str = "Rewind-Left-Out: ";
@@ -218,7 +218,7 @@ fn blob_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option
     Ok(Some(object.data.clone()))
 }
 
-impl Store {
+impl Locked<'_> {
     /// Record `snapshot`, which `track` just returned, with the time it was taken (refreshed
     /// at most hourly, so a no-change snapshot costs one ref read). The record also holds
     /// [`crate::snapshot::visibility::record_lines`], the union over every time that tree was taken; a
@@ -250,7 +250,9 @@ impl Store {
         self.commit(&reference, &message, tree, None)?;
         Ok(())
     }
+}
 
+impl Store {
     /// What snapshot `tree` could see: its ignore rules and every left-out path recorded for
     /// it, in its snapshot record and in `extra` (a turn's begin commit).
     pub(crate) fn visibility(&self, tree: ObjectId, extra: Option<ObjectId>) -> Result<Visibility> {

@@ -6,12 +6,12 @@ use gix::bstr::{BStr, ByteSlice};
 
 use crate::error::{Error, Result};
 use crate::fs::ProjectRoot;
-use crate::store::Store;
+use crate::store::Locked;
 
 /// The store file naming the temp-file token of a restore in progress and its directories.
 const JOURNAL: &str = "rewind-restore-journal";
 
-impl Store {
+impl Locked<'_> {
     /// Record the token a restore's temp files carry and the directories of `paths` (the files it
     /// will write), so that
     /// after a crash the next run removes exactly those files (and never a user's). Returns the
@@ -47,11 +47,9 @@ impl Store {
         crate::fs::write_atomically(&self.git_dir().join(JOURNAL), "index.tmp", text.as_bytes())?;
         Ok(token)
     }
-
     pub(crate) fn remove_journal(&self) {
         let _ = std::fs::remove_file(self.git_dir().join(JOURNAL));
     }
-
     /// Remove the temp files a killed restore left: only names carrying the token its journal
     /// recorded, in the directories it recorded. Every snapshot taken under the store lock
     /// calls it first, so no snapshot records such a file. Costs one failed `open` when no

@@ -29,7 +29,7 @@ impl Store {
     /// Take the store's cross-process lock, waiting for it at most the store's lock wait (or
     /// the current call's deadline, see [`Interrupt`]); it is released when the guard drops or
     /// the process dies. Costs one `open` and a `flock` per 10 ms of waiting.
-    pub(crate) fn lock(&self) -> Result<StoreLock> {
+    pub(crate) fn lock(&self) -> Result<Locked<'_>> {
         let path = self.git_dir.join("rewind.lock");
         let file = fs::OpenOptions::new()
             .create(true)
@@ -70,7 +70,10 @@ impl Store {
         }
         // Another process may have pruned while we waited: see its packs before writing.
         self.objects.refresh();
-        Ok(StoreLock { _file: file })
+        Ok(Locked {
+            store: self,
+            _lock: file,
+        })
     }
 }
 
@@ -199,7 +202,19 @@ impl Interrupt {
     }
 }
 
-/// The store's exclusive lock (an OS `flock`: a killed holder never blocks anyone).
-pub(crate) struct StoreLock {
-    _file: fs::File,
+/// The store with its lock held, as jj's `LockedLocalWorkingCopy`: only through it can a call
+/// write (objects, refs, the stat cache, the project's files), so the types say which code runs
+/// under the lock. Reads go through [`Store`], which it derefs to. The lock (an OS `flock`: a
+/// killed holder never blocks anyone) is released when it drops.
+pub(crate) struct Locked<'s> {
+    store: &'s Store,
+    _lock: fs::File,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = Store;
+
+    fn deref(&self) -> &Store {
+        self.store
+    }
 }

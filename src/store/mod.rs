@@ -37,6 +37,7 @@ mod lock;
 pub(crate) mod objects;
 mod pack;
 mod refs;
+pub(crate) use lock::Locked;
 #[cfg(feature = "serve")]
 pub(crate) use lock::{deadline_in, Interrupt};
 
@@ -531,11 +532,15 @@ impl Store {
     pub(crate) fn repo(&self) -> gix::Repository {
         self.repo.to_thread_local()
     }
+}
 
+impl Locked<'_> {
     pub(crate) fn objects(&self) -> &ObjectWriter {
         &self.objects
     }
+}
 
+impl Store {
     /// `rewind.maxFileSize` from the store config, else [`DEFAULT_MAX_FILE_SIZE`].
     ///
     /// ```no_run

@@ -9,7 +9,7 @@ use gix::bstr::BStr;
 use gix::ObjectId;
 
 use crate::error::{kind_name, object_error, Error, Result};
-use crate::store::{SnapshotId, Store};
+use crate::store::{Locked, SnapshotId, Store};
 
 impl Store {
     /// The commit a reference points to, if it exists.
@@ -20,9 +20,11 @@ impl Store {
             .map_err(|e| Error::store(&self.git_dir, e))?
             .and_then(|mut r| r.peel_to_id().ok().map(|id| id.detach())))
     }
+}
 
+impl Locked<'_> {
     /// Write a commit of `tree` with `parents` and point `reference` at it (with a reflog
-    /// entry). Authored by "rewind" at the store's clock. The caller holds the store lock.
+    /// entry). Authored by "rewind" at the store's clock.
     pub(crate) fn commit(
         &self,
         reference: &str,
@@ -51,7 +53,6 @@ impl Store {
         self.set_ref(reference, id, message.lines().next().unwrap_or("rewind"))?;
         Ok(id)
     }
-
     /// Write a copy of `commit` (same tree, message, author and times) with other `parents`;
     /// used when prune cuts a chain.
     pub(crate) fn rewrite_commit(
@@ -61,7 +62,6 @@ impl Store {
     ) -> Result<ObjectId> {
         self.rewrite_commit_with(commit, parents, |_| {})
     }
-
     /// [`Self::rewrite_commit`], with `edit` applied to the message.
     pub(crate) fn rewrite_commit_with(
         &self,
@@ -85,8 +85,7 @@ impl Store {
             .map_err(|e| Error::io("encoding commit", &self.git_dir, e))?;
         self.objects.write(gix::objs::Kind::Commit, &data)
     }
-
-    /// Point `reference` at `target`, creating or moving it. The caller holds the store lock.
+    /// Point `reference` at `target`, creating or moving it.
     pub(crate) fn set_ref(&self, reference: &str, target: ObjectId, log: &str) -> Result<()> {
         self.remove_stale_ref_lock(reference);
         self.repo()
@@ -99,12 +98,13 @@ impl Store {
             .map_err(|e| Error::store(&self.git_dir, e))?;
         Ok(())
     }
-
     /// Under the store lock, a `<ref>.lock` file can only be left over from a killed process.
     pub(crate) fn remove_stale_ref_lock(&self, reference: &str) {
         let _ = fs::remove_file(self.git_dir.join(format!("{reference}.lock")));
     }
+}
 
+impl Store {
     pub(crate) fn commit_time(&self, commit: ObjectId) -> Result<DateTime<Utc>> {
         let repo = self.repo();
         let seconds = repo
@@ -145,7 +145,9 @@ impl Store {
         }
         Ok(refs)
     }
+}
 
+impl Locked<'_> {
     /// Delete `reference` and its reflog.
     pub(crate) fn delete_ref(&self, reference: &str) -> Result<()> {
         // Under the store lock, lock files can only be left over from killed processes.
@@ -163,7 +165,9 @@ impl Store {
         let _ = fs::remove_file(self.git_dir().join("logs").join(reference));
         Ok(())
     }
+}
 
+impl Store {
     /// The snapshot a user named: a full id, or an abbreviation (4 digits or more) that only
     /// one object in the store starts with. Costs a prefix lookup and an object header read.
     ///
