@@ -93,7 +93,7 @@ pub enum Error {
         /// How many paths could not be changed.
         failed: usize,
         /// The undo point taken before the first change.
-        undo: crate::SnapshotId,
+        undo: crate::id::SnapshotId,
     },
     /// A session or turn id that cannot be used.
     #[error("{what} id {reason}")]
@@ -155,7 +155,7 @@ pub enum Error {
         reason: &'static str,
     },
     /// Another process (or another call of this one) held the store's lock for longer than the
-    /// wait limit ([`crate::OpenOptions::lock_wait`], `--wait`, a request's `timeout_ms`).
+    /// wait limit (`OpenOptions::lock_wait`, `--wait`, a request's `timeout_ms`).
     #[error("store {store} is busy: {holder} holds its lock (waited {} ms for it)", .waited.as_millis())]
     Busy {
         /// The store's git directory.
@@ -248,6 +248,12 @@ impl Error {
 /// The cause of a [`Error::Store`] or [`Error::Object`], kept as it came (a gix error, most
 /// often), so that `std::error::Error::source` walks down to it.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+impl From<crate::id::ParseIdError> for Error {
+    fn from(err: crate::id::ParseIdError) -> Self {
+        Error::InvalidId(err.0)
+    }
+}
 
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

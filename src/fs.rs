@@ -369,11 +369,15 @@ pub(crate) fn open_child(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<OwnedFd
 /// it, so a reader sees the old file or the new one and a killed process leaves only a temp
 /// file (which `prune` removes by its prefix). Every file rewind writes into a store goes
 /// through here, or through [`temp_file`] and [`persist`] when it is written as a stream.
-pub(crate) fn write_atomically(path: &Path, temp_prefix: &str, data: &[u8]) -> crate::Result<()> {
+pub(crate) fn write_atomically(
+    path: &Path,
+    temp_prefix: &str,
+    data: &[u8],
+) -> crate::error::Result<()> {
     let dir = path.parent().expect("a store file lives in a directory");
     let mut temp = temp_file(dir, temp_prefix, 0o600)?;
     temp.write_all(data)
-        .map_err(|e| crate::Error::io("writing", temp.path(), e))?;
+        .map_err(|e| crate::error::Error::io("writing", temp.path(), e))?;
     persist(temp, path)
 }
 
@@ -382,20 +386,20 @@ pub(crate) fn temp_file(
     dir: &Path,
     prefix: &str,
     mode: u32,
-) -> crate::Result<tempfile::NamedTempFile> {
+) -> crate::error::Result<tempfile::NamedTempFile> {
     use std::os::unix::fs::PermissionsExt;
     tempfile::Builder::new()
         .prefix(prefix)
         .permissions(std::fs::Permissions::from_mode(mode))
         .tempfile_in(dir)
-        .map_err(|e| crate::Error::io("creating a temp file in", dir, e))
+        .map_err(|e| crate::error::Error::io("creating a temp file in", dir, e))
 }
 
 /// Rename a complete temp file over `path` (an identical object already there is fine).
-pub(crate) fn persist(temp: tempfile::NamedTempFile, path: &Path) -> crate::Result<()> {
+pub(crate) fn persist(temp: tempfile::NamedTempFile, path: &Path) -> crate::error::Result<()> {
     temp.persist(path)
         .map(drop)
-        .map_err(|e| crate::Error::io("writing", path, e.error))
+        .map_err(|e| crate::error::Error::io("writing", path, e.error))
 }
 
 /// Open `path` (relative to directory `dir`, or absolute) for reading only if it is a regular

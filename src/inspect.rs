@@ -240,12 +240,12 @@ impl Store {
     /// ```
     pub fn show(&self, what: &str, session: Option<&str>) -> Result<Shown> {
         let turns = self.turns(session)?;
-        let matching: Vec<&crate::Turn> = turns.iter().filter(|t| t.turn == what).collect();
+        let matching: Vec<&crate::turns::Turn> = turns.iter().filter(|t| t.turn == what).collect();
         if let [turn] = matching[..] {
             let title = format!(
                 "turn {} of session {} — started {}{}: {} files, +{} -{}",
-                crate::quote_path(turn.turn.as_bytes()),
-                crate::quote_path(turn.session.as_bytes()),
+                crate::paths::quote_path(turn.turn.as_bytes()),
+                crate::paths::quote_path(turn.session.as_bytes()),
                 turn.started_at.to_rfc3339(),
                 turn.ended_at.map_or(" (open)".to_string(), |e| format!(
                     ", ended {}",
@@ -300,10 +300,10 @@ impl Store {
         while let Some(id) = next {
             let commit = repo
                 .find_commit(id)
-                .map_err(|e| crate::Error::store(self.git_dir(), e))?;
+                .map_err(|e| crate::error::Error::store(self.git_dir(), e))?;
             let tree = commit
                 .tree_id()
-                .map_err(|e| crate::Error::store(self.git_dir(), e))?
+                .map_err(|e| crate::error::Error::store(self.git_dir(), e))?
                 .detach();
             chain.push((self.commit_time(id)?, tree));
             next = commit.parent_ids().next().map(|p| p.detach());

@@ -49,6 +49,7 @@
 mod diff;
 mod error;
 mod fs;
+mod id;
 mod inspect;
 mod paths;
 mod prune;
@@ -63,6 +64,7 @@ pub use diff::{DiffOptions, FileChange, Patch, Status};
 pub use error::{BoxError, Error, Result};
 /// Paths in outcomes are bytes, as the file system names them (`gix`'s `BString`).
 pub use gix::bstr::BString;
+pub use id::{ParseIdError, SnapshotId};
 pub use inspect::{Doctor, LogEntry, LogKind, Shown};
 pub use paths::quote_path;
 pub use prune::{
@@ -74,8 +76,7 @@ pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 pub use serve::serve;
 pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use store::{
-    data_dir, Clock, OpenOptions, Progress, SnapshotId, Store, DEFAULT_LOCK_WAIT,
-    DEFAULT_MAX_FILE_SIZE,
+    data_dir, Clock, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE,
 };
 pub use turns::{
     Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart, UndoOptions,

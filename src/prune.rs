@@ -113,7 +113,10 @@ impl PruneAllOutcome {
 /// all.ensure_complete()?;
 /// # Ok::<(), rewind::Error>(())
 /// ```
-pub fn prune_all(open: &crate::OpenOptions, options: &PruneOptions) -> Result<PruneAllOutcome> {
+pub fn prune_all(
+    open: &crate::store::OpenOptions,
+    options: &PruneOptions,
+) -> Result<PruneAllOutcome> {
     let mut all = PruneAllOutcome::default();
     for store in Store::all(open)? {
         match store.and_then(|store| Ok((store.project().to_owned(), store.prune(options)?))) {

@@ -189,9 +189,10 @@ impl Store {
     pub fn revert(&self, hash: SnapshotId, paths: &[impl AsRef<Path>]) -> Result<RestoreOutcome> {
         let target = self.tree(hash)?;
         let repo = self.repo();
+        // (A prune may remove the snapshot meanwhile: then it is not found, as under the lock.)
         let tree = repo
             .find_tree(target)
-            .map_err(|e| Error::store(self.git_dir(), e))?;
+            .map_err(|_| Error::NotFound(hash.to_string()))?;
         for path in paths {
             let relative = self.project_path(path.as_ref())?;
             let in_snapshot = relative.is_empty()

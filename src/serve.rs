@@ -260,7 +260,7 @@ fn handle(store: &Store, request: Value, call: &Call) -> Option<Value> {
         };
         // Cancelled while queued (in a batch): never started.
         if call.cancel.load(Ordering::Relaxed) {
-            return Err(Failure::Operation(crate::Error::Cancelled {
+            return Err(Failure::Operation(crate::error::Error::Cancelled {
                 reason: "by the caller",
             }));
         }
@@ -277,7 +277,7 @@ fn handle(store: &Store, request: Value, call: &Call) -> Option<Value> {
         Err(Failure::BadParams(message)) => error_response(id, -32602, &message, None),
         Err(Failure::Operation(err)) => {
             let code = match err {
-                crate::Error::Cancelled { .. } => CANCELLED,
+                crate::error::Error::Cancelled { .. } => CANCELLED,
                 _ => -32000,
             };
             error_response(id, code, &err.to_string(), Some(err.code()))
@@ -309,11 +309,11 @@ fn error_response(id: Value, code: i64, message: &str, data_code: Option<&str>) 
 enum Failure {
     UnknownMethod,
     BadParams(String),
-    Operation(crate::Error),
+    Operation(crate::error::Error),
 }
 
-impl From<crate::Error> for Failure {
-    fn from(err: crate::Error) -> Self {
+impl From<crate::error::Error> for Failure {
+    fn from(err: crate::error::Error) -> Self {
         Failure::Operation(err)
     }
 }
@@ -470,7 +470,10 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
         }
         "restore" => {
             let Restore { hash, force } = params(raw)?;
-            value(store.restore(store.resolve(&hash)?, &crate::RestoreOptions { force })?)
+            value(store.restore(
+                store.resolve(&hash)?,
+                &crate::restore::RestoreOptions { force },
+            )?)
         }
         "revert" => {
             let Revert { hash, paths } = params(raw)?;
@@ -518,7 +521,7 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
             }
             value(match last {
                 true => store.undo_last(&session, force)?,
-                false => store.undo(&session, &crate::UndoOptions { turn, file, force })?,
+                false => store.undo(&session, &crate::turns::UndoOptions { turn, file, force })?,
             })
         }
         "redo" => {
@@ -527,7 +530,7 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
                 turn,
                 force,
             } = params(raw)?;
-            value(store.redo(&session, &crate::RedoOptions { turn, force })?)
+            value(store.redo(&session, &crate::turns::RedoOptions { turn, force })?)
         }
         "changes" => {
             let Session { session } = params(raw)?;

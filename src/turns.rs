@@ -157,7 +157,7 @@ pub struct TurnStart {
     /// The snapshot taken as the turn's "before".
     pub before: SnapshotId,
     /// What that snapshot left out: an undo of the turn cannot bring these back.
-    pub skipped: Vec<crate::Skipped>,
+    pub skipped: Vec<crate::snapshot::Skipped>,
 }
 
 /// What [`Store::end_turn`] did.
@@ -171,7 +171,7 @@ pub struct TurnEnd {
     /// What changed in the turn.
     pub files: Vec<TurnFile>,
     /// What the "after" snapshot left out.
-    pub skipped: Vec<crate::Skipped>,
+    pub skipped: Vec<crate::snapshot::Skipped>,
 }
 
 /// A turn of another session that overlapped a turn: what it announced, and the paths that

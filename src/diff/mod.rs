@@ -50,7 +50,7 @@ pub struct Patch {
     /// The snapshot compared against.
     pub hash: SnapshotId,
     /// Project-relative paths, `/`-separated, in git's order, byte for byte (print them as
-    /// git does with [`crate::quote_path`]; JSON has them lossy where not UTF-8).
+    /// git does with [`crate::paths::quote_path`]; JSON has them lossy where not UTF-8).
     #[serde(serialize_with = "crate::paths::serialize_paths")]
     pub files: Vec<BString>,
 }

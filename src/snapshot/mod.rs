@@ -415,7 +415,7 @@ impl Locked<'_> {
                 .build(cached),
             },
             || {
-                rewrite_index.then(|| {
+                rewrite_index.then(|| -> Result<NewIndex> {
                     Ok(NewIndex {
                         entries: index_entries(&files)?,
                         ids: files.iter().map(|f| (f.id, f.hashed)).collect(),

@@ -223,7 +223,7 @@ impl Locked<'_> {
     /// at most hourly, so a no-change snapshot costs one ref read). The record also holds
     /// [`crate::snapshot::visibility::record_lines`], the union over every time that tree was taken; a
     /// new line rewrites it.
-    pub(crate) fn record_snapshot(&self, snapshot: &crate::Snapshot) -> Result<()> {
+    pub(crate) fn record_snapshot(&self, snapshot: &crate::snapshot::Snapshot) -> Result<()> {
         let tree = snapshot.hash.0;
         let reference = format!("refs/rewind/snapshots/{tree}");
         let mut lines = crate::snapshot::visibility::record_lines(snapshot);

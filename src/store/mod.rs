@@ -30,9 +30,8 @@ use gix::bstr::ByteSlice;
 use crate::error::{Error, Result};
 use objects::ObjectWriter;
 
-mod id;
 mod journal;
-pub use id::SnapshotId;
+pub(crate) use crate::id::SnapshotId;
 mod lock;
 pub(crate) mod objects;
 mod pack;

@@ -11,6 +11,7 @@ mod deep;
 mod diff;
 mod faults;
 mod ignore_config;
+mod layout;
 mod model;
 mod prune;
 mod restore;

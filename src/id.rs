@@ -5,17 +5,15 @@ use std::str::FromStr;
 
 use gix::ObjectId;
 
-use crate::error::Error;
-
 /// A snapshot: the id of a git tree in the store (40 hex digits, as `git write-tree` prints
 /// it). Every id the library returns is one, and every id it takes; text from a user (an
-/// abbreviation, say) becomes one through [`crate::Store::resolve`].
+/// abbreviation, say) becomes one through `Store::resolve`.
 ///
 /// ```
 /// let empty: rewind::SnapshotId = "4b825dc642cb6eb9a060e54bf8d69288fbee4904".parse()?;
 /// assert_eq!(empty, rewind::SnapshotId::EMPTY);
 /// assert!("4b825dc6".parse::<rewind::SnapshotId>().is_err()); // abbreviations: Store::resolve
-/// # Ok::<(), rewind::Error>(())
+/// # Ok::<(), rewind::ParseIdError>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SnapshotId(pub(crate) ObjectId);
@@ -50,18 +48,30 @@ impl fmt::Debug for SnapshotId {
 
 /// A full id: exactly 40 hex digits. (Whether the store holds it is checked where it is used.)
 impl FromStr for SnapshotId {
-    type Err = Error;
+    type Err = ParseIdError;
 
-    fn from_str(text: &str) -> Result<Self, Error> {
+    fn from_str(text: &str) -> Result<Self, ParseIdError> {
         let hex = text.len() == 40 && text.bytes().all(|b| b.is_ascii_hexdigit());
         match hex {
             true => ObjectId::from_hex(text.as_bytes())
                 .map(SnapshotId)
-                .map_err(|_| Error::InvalidId(text.to_owned())),
-            false => Err(Error::InvalidId(text.to_owned())),
+                .map_err(|_| ParseIdError(text.to_owned())),
+            false => Err(ParseIdError(text.to_owned())),
         }
     }
 }
+
+/// Text that is not a full snapshot id; `?` makes it the error `invalid_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseIdError(pub String);
+
+impl fmt::Display for ParseIdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid id {:?}: expected 40 hexadecimal digits", self.0)
+    }
+}
+
+impl std::error::Error for ParseIdError {}
 
 impl serde::Serialize for SnapshotId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
