@@ -76,7 +76,7 @@ pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 pub use serve::serve;
 pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use store::{
-    data_dir, Clock, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE,
+    data_dir, Call, Clock, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE,
 };
 pub use turns::{
     Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart, UndoOptions,

@@ -12,7 +12,7 @@
 //! answered at once on their own threads, so responses can come in another order than their
 //! requests (match them by `id`). `params.timeout_ms` bounds a request's lock wait and cancels
 //! it at its next safe point; the notification `$/cancelRequest` with `params.id` cancels a
-//! request at its next safe point (see `store::Interrupt`). When the input ends, the queued and
+//! request at its next safe point (see `Call`). When the input ends, the queued and
 //! running calls finish and answer first.
 
 use std::io::{self, BufRead, Write};
@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::store::{Interrupt, Store};
+use crate::store::Store;
 
 /// How many threads answer reads beside a running or waiting write.
 const READERS: usize = 4;
@@ -254,10 +254,10 @@ fn handle(store: &Store, request: Value, call: &Call) -> Option<Value> {
     let mut params = request.get("params").cloned().unwrap_or(json!({}));
     tracing::debug!(method, "request");
     let result = timeout(&mut params).and_then(|deadline| {
-        let interrupt = Interrupt {
-            cancel: call.cancel.clone(),
-            deadline,
-        };
+        let mut interrupt = crate::store::Call::new().interrupt(call.cancel.clone());
+        if let Some(deadline) = deadline {
+            interrupt = interrupt.deadline(deadline);
+        }
         // Cancelled while queued (in a batch): never started.
         if call.cancel.load(Ordering::Relaxed) {
             return Err(Failure::Operation(crate::error::Error::Cancelled {

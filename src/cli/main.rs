@@ -97,11 +97,13 @@ fn run(cli: &Cli) -> rewind::Result<()> {
     }
     let show_progress = !global.json && !global.quiet && std::io::stderr().is_terminal();
     let done = AtomicBool::new(false);
+    let report = std::sync::Arc::new(rewind::Progress::default());
+    let call = rewind::Call::new().progress(report.clone());
     std::thread::scope(|scope| {
         if show_progress {
-            scope.spawn(|| progress::draw(store.progress(), &done));
+            scope.spawn(|| progress::draw(&report, &done));
         }
-        let result = command(global, &cli.command, &store);
+        let result = call.run(|| command(global, &cli.command, &store));
         done.store(true, Ordering::Relaxed);
         result
     })

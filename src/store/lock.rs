@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::{Progress, Store};
 
 impl Store {
     /// Whether another process holds the store's lock now (a probe: takes and drops it).
@@ -27,7 +27,7 @@ impl Store {
     }
 
     /// Take the store's cross-process lock, waiting for it at most the store's lock wait (or
-    /// the current call's deadline, see [`Interrupt`]); it is released when the guard drops or
+    /// the current call's deadline, see [`Call`]); it is released when the guard drops or
     /// the process dies. Costs one `open` and a `flock` per 10 ms of waiting.
     pub(crate) fn lock(&self) -> Result<Locked<'_>> {
         let path = self.git_dir.join("rewind.lock");
@@ -38,9 +38,13 @@ impl Store {
             .open(&path)
             .map_err(|e| Error::io("opening lock file", &path, e))?;
         let start = Instant::now();
-        let call = Interrupt::current();
+        let current = Call::current();
+        let progress = current
+            .as_ref()
+            .map_or_else(Default::default, |(call, _)| call.progress.clone());
+        let call = current.and_then(|(call, past)| (!past).then_some(call));
         let deadline = match &call {
-            Some(Interrupt {
+            Some(Call {
                 deadline: Some(deadline),
                 ..
             }) => *deadline,
@@ -73,6 +77,7 @@ impl Store {
         Ok(Locked {
             store: self,
             _lock: file,
+            progress,
         })
     }
 }
@@ -142,40 +147,77 @@ fn lock_holder(file: &fs::File) -> String {
     }
 }
 
-/// What stops a call at its safe points: a cancel flag and a deadline, set for the calls of
-/// one thread (`serve` sets one per request). The safe points are the wait for the store's
-/// lock and the moment the call first takes it, before it writes anything; past that, the call
-/// completes (a later lock wait of the same call is bounded by the store's lock wait alone).
+/// One call's progress sink, cancel flag and deadline, as gix hands an operation its progress
+/// and an interrupt flag. Run the call inside [`Call::run`]: every operation of the library
+/// that starts on this thread inside `f` reports to this progress and stops at its safe points
+/// when the flag is set or the deadline passes. The safe points are the wait for the store's
+/// lock and the moment the call takes it, before it writes anything; past that, the call
+/// completes. Calls on other threads (or outside `run`) are not affected, so concurrent
+/// operations on one `Store` each have their own progress.
+///
+/// ```no_run
+/// use std::sync::{atomic::AtomicBool, Arc};
+/// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+/// let progress = Arc::new(rewind::Progress::default());
+/// let cancel = Arc::new(AtomicBool::new(false)); // set it from another thread to cancel
+/// let call = rewind::Call::new().progress(progress.clone()).interrupt(cancel.clone());
+/// // (another thread shows `progress.get()` while this runs)
+/// let snapshot = call.run(|| store.track(&Default::default()))?;
+/// # Ok::<(), rewind::Error>(())
+/// ```
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Interrupt {
-    pub(crate) cancel: Arc<AtomicBool>,
-    /// Bounds the lock wait (instead of the store's) and cancels the call when it passes.
-    pub(crate) deadline: Option<Instant>,
+pub struct Call {
+    interrupt: Arc<AtomicBool>,
+    deadline: Option<Instant>,
+    progress: Arc<Progress>,
 }
 
 thread_local! {
-    /// This thread's current call, until it passes its point of no return.
-    static CALL: std::cell::RefCell<Option<Interrupt>> = const { std::cell::RefCell::new(None) };
+    /// This thread's current call, and whether it passed its point of no return.
+    static CALL: std::cell::RefCell<Option<(Call, bool)>> = const { std::cell::RefCell::new(None) };
 }
 
-impl Interrupt {
-    /// Run `f` as a call that `self` can interrupt.
-    #[cfg(feature = "serve")]
-    pub(crate) fn run<T>(self, f: impl FnOnce() -> T) -> T {
-        CALL.set(Some(self));
+impl Call {
+    /// A call with its own progress, that nothing interrupts.
+    pub fn new() -> Call {
+        Call::default()
+    }
+
+    /// Stop at the next safe point once `flag` is set (the error is [`Error::Cancelled`]).
+    pub fn interrupt(mut self, flag: Arc<AtomicBool>) -> Call {
+        self.interrupt = flag;
+        self
+    }
+
+    /// Wait for the store's lock until `deadline` at most (instead of the store's lock wait),
+    /// and stop if the lock came later than that ([`Error::Cancelled`]).
+    pub fn deadline(mut self, deadline: Instant) -> Call {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Report to `progress`.
+    pub fn progress(mut self, progress: Arc<Progress>) -> Call {
+        self.progress = progress;
+        self
+    }
+
+    /// Run `f` as this call (on this thread; the previous call, if any, is restored after).
+    pub fn run<T>(&self, f: impl FnOnce() -> T) -> T {
+        let outer = CALL.replace(Some((self.clone(), false)));
         let result = f();
-        CALL.set(None);
+        CALL.set(outer);
         result
     }
 
-    /// The current call's interrupt, if it can still be interrupted.
-    fn current() -> Option<Interrupt> {
+    /// This thread's current call, and whether it can still be interrupted.
+    fn current() -> Option<(Call, bool)> {
         CALL.with_borrow(Clone::clone)
     }
 
-    /// Fail if the current call was cancelled.
+    /// Fail if the call was cancelled.
     fn check_cancelled(&self) -> Result<()> {
-        match self.cancel.load(Ordering::Relaxed) {
+        match self.interrupt.load(Ordering::Relaxed) {
             true => Err(Error::Cancelled {
                 reason: "by the caller",
             }),
@@ -197,7 +239,11 @@ impl Interrupt {
                 reason: "its timeout ran out",
             });
         }
-        CALL.set(None);
+        CALL.with_borrow_mut(|call| {
+            if let Some((_, past)) = call {
+                *past = true;
+            }
+        });
         Ok(())
     }
 }
@@ -209,6 +255,14 @@ impl Interrupt {
 pub(crate) struct Locked<'s> {
     store: &'s Store,
     _lock: fs::File,
+    progress: Arc<Progress>,
+}
+
+impl Locked<'_> {
+    /// Where this call reports its progress.
+    pub(crate) fn progress(&self) -> &Progress {
+        &self.progress
+    }
 }
 
 impl std::ops::Deref for Locked<'_> {

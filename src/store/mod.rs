@@ -36,9 +36,10 @@ mod lock;
 pub(crate) mod objects;
 mod pack;
 mod refs;
-pub(crate) use lock::Locked;
 #[cfg(feature = "serve")]
-pub(crate) use lock::{deadline_in, Interrupt};
+pub(crate) use lock::deadline_in;
+pub use lock::Call;
+pub(crate) use lock::Locked;
 
 /// Where stores live: `explicit`, else `$REWIND_DATA_DIR`, else `$XDG_DATA_HOME/rewind`, else
 /// `~/.local/share/rewind`.
@@ -246,14 +247,14 @@ pub struct Store {
     git_dir: PathBuf,
     repo: gix::ThreadSafeRepository,
     objects: ObjectWriter,
-    progress: Progress,
     set_aside: Option<PathBuf>,
     lock_wait: Duration,
     clock: Clock,
 }
 
 /// Counters that long operations (a first snapshot, a large restore, prune) update, for a
-/// progress display; the library itself never prints.
+/// progress display; the library itself never prints. Give one to a [`Call`]; read it from
+/// another thread while the call runs.
 #[derive(Debug, Default)]
 pub struct Progress {
     phase: std::sync::Mutex<&'static str>,
@@ -480,7 +481,6 @@ impl Store {
             git_dir,
             repo,
             objects,
-            progress: Progress::default(),
             set_aside: None,
             lock_wait: options.lock_wait,
             clock: options.clock.clone(),
@@ -490,18 +490,6 @@ impl Store {
     /// The time now, by this store's [`Clock`].
     pub(crate) fn now(&self) -> Result<DateTime<Utc>> {
         self.clock.now()
-    }
-
-    /// What the operation running on this handle has done so far (for a progress display).
-    ///
-    /// ```no_run
-    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
-    /// let (phase, done, total) = store.progress().get();
-    /// eprintln!("{phase}: {done}/{total}");
-    /// # Ok::<(), rewind::Error>(())
-    /// ```
-    pub fn progress(&self) -> &Progress {
-        &self.progress
     }
 
     /// The canonical project directory.

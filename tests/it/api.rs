@@ -150,3 +150,81 @@ fn integration_guide_program_is_the_compiled_example() {
     let example = fs::read_to_string(root.join("examples/embed.rs")).unwrap();
     assert_eq!(&guide[start..end], example);
 }
+
+/// Progress and cancellation are per call (issue 13): two operations on one shared `Store`,
+/// each run in its own `Call`, report to their own progress (the store-wide progress of the
+/// previous build was overwritten by whichever ran last), and a cancelled call stops before it
+/// records anything.
+#[test]
+fn each_call_has_its_own_progress_and_cancel_flag() {
+    use std::sync::atomic::AtomicBool;
+    isolate_process_home();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let p = project.path();
+    for i in 0..40 {
+        write_file(p, &format!("f{i}"), &format!("{i}\n"));
+    }
+    let store = Arc::new(rewind::Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap());
+    let before = store.track(&Default::default()).unwrap().hash;
+    for i in 0..10 {
+        write_file(p, &format!("f{i}"), "changed\n");
+    }
+    let (tracked, restored) = (
+        Arc::new(rewind::Progress::default()),
+        Arc::new(rewind::Progress::default()),
+    );
+    let tracker = {
+        let (store, progress) = (store.clone(), tracked.clone());
+        std::thread::spawn(move || {
+            let call = rewind::Call::new().progress(progress);
+            call.run(|| store.track(&Default::default())).unwrap()
+        })
+    };
+    let restorer = {
+        let (store, progress) = (store.clone(), restored.clone());
+        std::thread::spawn(move || {
+            let call = rewind::Call::new().progress(progress);
+            call.run(|| store.restore(before, &Default::default()))
+                .unwrap()
+        })
+    };
+    tracker.join().unwrap();
+    let outcome = restorer.join().unwrap();
+    let (phase, done, _) = tracked.get();
+    assert_eq!(
+        (phase, done),
+        ("snapshotting", 40),
+        "the track's own progress"
+    );
+    let (phase, done, total) = restored.get();
+    assert_eq!(phase, "restoring", "the restore's own progress");
+    assert_eq!((done, total), (10, 10), "{outcome:?}");
+
+    let undo_points = || {
+        Command::new("git")
+            .arg("--git-dir")
+            .arg(store.git_dir())
+            .args(["rev-list", "--count", "refs/rewind/undo"])
+            .output()
+            .unwrap()
+            .stdout
+    };
+    let points = undo_points();
+    write_file(p, "f0", "the user's\n");
+    let cancel = Arc::new(AtomicBool::new(true));
+    let call = rewind::Call::new().interrupt(cancel);
+    let err = call
+        .run(|| store.restore(before, &Default::default()))
+        .unwrap_err();
+    assert_eq!(err.code(), "cancelled", "{err}");
+    assert_eq!(fs::read_to_string(p.join("f0")).unwrap(), "the user's\n");
+    assert_eq!(
+        undo_points(),
+        points,
+        "a cancelled call records no undo point"
+    );
+    // Outside the call, the same store works as before.
+    store.restore(before, &Default::default()).unwrap();
+    assert_eq!(fs::read_to_string(p.join("f0")).unwrap(), "0\n");
+}
