@@ -72,7 +72,7 @@ fn main() -> Result<(), rewind::Error> {
         "could not write: {:?}",
         redone.failed
     );
-    // (`restore(&undone.undo)` would instead put back the whole project as it was before the
+    // (`restore(undone.undo, ..)` would instead put back the whole project as it was before the
     // undo, edits made since included.)
 
     if let Some(Err(message)) = pruner.last() {
