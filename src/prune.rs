@@ -595,19 +595,12 @@ enum Record {
     Session(String, usize),
 }
 
-/// The old and new ids and the time of one reflog line:
-/// `<old> <new> <name> <<email>> <seconds> <zone>\t<message>`.
+/// The old and new ids and the time of one reflog line
+/// (`<old> <new> <name> <<email>> <seconds> <zone>\t<message>`), as gix parses it.
 fn reflog_entry(line: &[u8]) -> Option<([ObjectId; 2], i64)> {
-    let old = ObjectId::from_hex(line.get(..40)?).ok()?;
-    let new = ObjectId::from_hex(line.get(41..81)?).ok()?;
-    let after_email = &line[line.iter().position(|&b| b == b'>')? + 1..];
-    let seconds = std::str::from_utf8(after_email)
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(([old, new], seconds))
+    let line = gix::refs::file::log::LineRef::from_bytes(line).ok()?;
+    let time = line.signature.time().ok()?;
+    Some(([line.previous_oid(), line.new_oid()], time.seconds))
 }
 
 /// `rm -r dir`; a missing directory is fine.
