@@ -2,6 +2,7 @@
 //! (paths), `diff` (git's unified text), `diff_full` (per-file rows with `--numstat` counts) and
 //! `has_changes`. git is the oracle for every byte and every number here.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use gix::bstr::{BStr, BString, ByteSlice};
@@ -38,8 +39,8 @@ const FUNCNAME_MAX: usize = 80;
 #[derive(Debug, Clone)]
 pub struct DiffOptions {
     /// Only changes at or below these paths (files or directories), project-relative or
-    /// absolute inside the project, as `git diff -- PATHS` with literal pathspecs; empty:
-    /// every change.
+    /// absolute inside the project, as `git diff -- PATHS` with literal pathspecs (a trailing
+    /// `/` selects only below a directory); empty: every change.
     pub paths: Vec<PathBuf>,
     /// Rows whose sides are larger than this carry no `before`/`after` text (`truncated`).
     pub max_content_bytes: u64,
@@ -170,8 +171,12 @@ impl Store {
         to: Option<SnapshotId>,
         options: &DiffOptions,
     ) -> Result<Vec<FileChange>> {
+        // Each selected path, and whether it ends in `/` (then only what is below it).
         let paths = (options.paths.iter())
-            .map(|path| self.project_path(path))
+            .map(|path| {
+                let below = path.as_os_str().as_bytes().ends_with(b"/");
+                Ok((self.project_path(path)?, below))
+            })
             .collect::<Result<Vec<_>>>()?;
         let (from, to) = self.resolve_pair(from, to)?;
         let repo = self.repo();
@@ -179,10 +184,10 @@ impl Store {
         tree_changes(&repo, from, to)?
             .into_iter()
             .filter(|change| {
+                let path = change.path.as_ref();
                 paths.is_empty()
-                    || paths
-                        .iter()
-                        .any(|p| is_within(change.path.as_ref(), p.as_ref()))
+                    || (paths.iter())
+                        .any(|(p, below)| is_within(path, p.as_ref()) && !(*below && path == p))
             })
             .map(|change| {
                 let mut row = file_change(&repo, change, options)?;

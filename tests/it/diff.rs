@@ -2110,7 +2110,8 @@ fn huge_file_is_truncated_and_not_counted() {
 
 /// `diff-full -- PATHS` gives the rows `git diff -- PATHS` gives (literal pathspecs): files
 /// and directories, nested, overlapping, several in any order, none matching, the whole
-/// project, absolute or with `..` inside the project; `src2/` and `sr` are not under `src`.
+/// project, absolute or with `..` inside the project; `src2/` and `sr` are not under `src`; a
+/// trailing `/` selects only below a directory (not the file `f` that became `f/g`).
 #[test]
 fn diff_full_paths_select_what_git_diff_paths_selects() {
     let sb = Sandbox::new();
@@ -2123,6 +2124,7 @@ fn diff_full_paths_select_what_git_diff_paths_selects() {
         .file("sr", "sr\n")
         .file("docs/readme", "readme\n")
         .file("with space/f", "f\n")
+        .file("f", "a file, then a directory\n")
         .file("keep", "unchanged\n");
     let a = p.snap();
     p.file("a.txt", "a\nA\n")
@@ -2134,7 +2136,9 @@ fn diff_full_paths_select_what_git_diff_paths_selects() {
         .file("docs/readme", "readme\nmore\n")
         .file("with space/f", "F\n")
         .file("added/deep/file", "deep\n")
-        .remove("src/sub/gone.rs");
+        .remove("src/sub/gone.rs")
+        .remove("f")
+        .file("f/g", "below f now\n");
     let b = p.snap();
     let all = p.name_only(&a, &b, &[]).len();
     let cases: &[&[&str]] = &[
@@ -2146,6 +2150,10 @@ fn diff_full_paths_select_what_git_diff_paths_selects() {
         &["src", "src/sub", "src/x.rs"],
         &["added"],
         &["with space"],
+        &["f"],
+        &["f/"],
+        &["src/"],
+        &["src/x.rs/"],
         &["s"],
         &["nothing-here"],
         &["keep"],
