@@ -351,6 +351,17 @@ struct Range {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct DiffFull {
+    from: String,
+    to: Option<String>,
+    #[serde(default)]
+    paths: Vec<PathBuf>,
+    /// The result's total text ([`crate::DiffOptions::max_total_content_bytes`]).
+    max_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Restore {
     hash: String,
     #[serde(default)]
@@ -458,9 +469,21 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
             value(json!({"diff": String::from_utf8_lossy(&text)}))
         }
         "diff_full" => {
-            let Range { from, to } = params(raw)?;
+            let DiffFull {
+                from,
+                to,
+                paths,
+                max_bytes,
+            } = params(raw)?;
             let (from, to) = store.resolve_range(&from, to.as_deref())?;
-            value(store.diff_full(from, to, &Default::default())?)
+            let mut options = crate::DiffOptions {
+                paths,
+                ..Default::default()
+            };
+            if let Some(max_bytes) = max_bytes {
+                options.max_total_content_bytes = max_bytes;
+            }
+            value(store.diff_full(from, to, &options)?)
         }
         "has_changes" => {
             let Hash { hash } = params(raw)?;

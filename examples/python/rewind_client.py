@@ -4,11 +4,12 @@
     from rewind_client import RewindClient, RewindError
 
     with RewindClient("/path/to/project") as rw:          # spawns `rewind -C ... serve`
-        assert rw.hello()["protocol"] == 1                 # stop on a version you do not know
+        assert rw.hello()["protocol"] == 2                 # stop on a version you do not know
         before = rw.track()["hash"]
         # ... the agent edits files ...
         for row in rw.diff_full(before):
             print(row["file"], row["status"], row["additions"], row["deletions"])
+        rw.diff_full(before, paths=["src"], max_bytes=1 << 20)  # src/ only, 1 MiB of text
         try:
             rw.patch("not-an-id")
         except RewindError as e:
@@ -38,7 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, NotRequired, TypedDict, Unpack, cast
 
-# -- the result shapes (protocol 1) -----------------------------------------------------------
+# -- the result shapes (protocol 2) -----------------------------------------------------------
 
 Status = Literal["added", "deleted", "modified"]
 SkipReason = Literal["too_large", "nested_repo", "special_file", "unreadable", "rewind_data"]
@@ -83,7 +84,9 @@ class FileChange(TypedDict):
     additions: int
     deletions: int
     binary: bool
-    truncated: NotRequired[bool]  # present only when true: a side was too large to return
+    # present only when true: before/after left empty for size (status and counts still exact),
+    # a side over 4 MiB or the row's text past max_bytes
+    truncated: NotRequired[bool]
     lossy: NotRequired[bool]  # present only when true: a side is not UTF-8 (U+FFFD replaces it)
 
 
@@ -98,7 +101,9 @@ class Failure(TypedDict):
 
 
 class RestoreOutcome(TypedDict):
-    hash: str
+    """What restore, revert, undo and redo did."""
+
+    hash: str  # the snapshot the files were brought back to
     written: list[str]
     deleted: list[str]
     failed: list[Failure]
@@ -151,15 +156,6 @@ class Turn(TypedDict):
     rolled_back: bool
 
 
-class UndoOutcome(TypedDict):
-    restored: list[str]
-    deleted: list[str]
-    conflicts: list[str]
-    kept: list[str]
-    failed: list[Failure]
-    undo: str
-
-
 class SessionChanges(TypedDict):
     session: str
     files: list[TurnFile]
@@ -178,7 +174,7 @@ class PruneOutcome(TypedDict):
     snapshots_removed_for_size: int  # how many of snapshots_removed went for the size quota
 
 
-# Every method of protocol 1 and the TypedDict of its result (of each row, for a list).
+# Every method of protocol 2 and the TypedDict of its result (of each row, for a list).
 RESULTS: dict[str, type] = {
     "hello": Hello,
     "track": Snapshot,
@@ -192,8 +188,8 @@ RESULTS: dict[str, type] = {
     "track_file": TrackedFile,
     "turn_end": TurnEnd,
     "turns": Turn,
-    "undo": UndoOutcome,
-    "redo": UndoOutcome,
+    "undo": RestoreOutcome,
+    "redo": RestoreOutcome,
     "changes": SessionChanges,
     "prune": PruneOutcome,
 }
@@ -456,9 +452,21 @@ class RewindClient:
         """git's unified diff text from `from_` to `to` (default: the project now)."""
         return cast(DiffText, self.call("diff", _drop_none({"from": from_, "to": to}), **options))["diff"]
 
-    def diff_full(self, from_: str, to: str | None = None, **options: Unpack[CallOptions]) -> list[FileChange]:
-        """Per-file rows with both sides' text and git's --numstat counts."""
-        return cast(list[FileChange], self.call("diff_full", _drop_none({"from": from_, "to": to}), **options))
+    def diff_full(
+        self,
+        from_: str,
+        to: str | None = None,
+        *,
+        paths: list[str] | None = None,
+        max_bytes: int | None = None,
+        **options: Unpack[CallOptions],
+    ) -> list[FileChange]:
+        """Per-file rows with both sides' text and git's --numstat counts, from `from_` to `to`
+        (default: the project now): only changes at or below `paths` (files or directories,
+        project-relative), with at most `max_bytes` of before + after text in all (default
+        16 MiB; the rows after it come `truncated`, still listed and counted)."""
+        params = _drop_none({"from": from_, "to": to, "paths": paths, "max_bytes": max_bytes})
+        return cast(list[FileChange], self.call("diff_full", params, **options))
 
     def has_changes(self, hash: str, **options: Unpack[CallOptions]) -> bool:
         return cast(HasChanges, self.call("has_changes", {"hash": hash}, **options))["changed"]
@@ -491,7 +499,7 @@ class RewindClient:
         force: bool = False,
         last: bool = False,
         **options: Unpack[CallOptions],
-    ) -> UndoOutcome:
+    ) -> RestoreOutcome:
         """Undo `turn` and the later turns (with `file`: only that path), or with `last` the most
         recent turn not undone yet (without `turn` and `file`). Conflicts are left alone and
         listed, unless `force`."""
@@ -499,15 +507,15 @@ class RewindClient:
         params["force"] = force
         if last:
             params["last"] = True
-        return cast(UndoOutcome, self.call("undo", params, **options))
+        return cast(RestoreOutcome, self.call("undo", params, **options))
 
     def redo(
         self, session: str, turn: str | None = None, force: bool = False, **options: Unpack[CallOptions]
-    ) -> UndoOutcome:
+    ) -> RestoreOutcome:
         """Bring back what the session's last undo (not redone yet) changed; same shape as undo."""
         params = _drop_none({"session": session, "turn": turn})
         params["force"] = force
-        return cast(UndoOutcome, self.call("redo", params, **options))
+        return cast(RestoreOutcome, self.call("redo", params, **options))
 
     def changes(self, session: str, **options: Unpack[CallOptions]) -> SessionChanges:
         """Per-file totals of a session."""
@@ -589,7 +597,7 @@ def selftest(rewind: str) -> int:
         def hello_and_track() -> None:
             hello = rw.hello()
             check_shape("hello shape", hello, Hello)
-            check("hello", hello["protocol"] == 1 and tuple(hello["methods"]) == METHODS, hello)
+            check("hello", hello["protocol"] == 2 and tuple(hello["methods"]) == METHODS, hello)
             snap = rw.track()
             check_shape("track shape", snap, Snapshot)
             for row in snap["skipped"]:
@@ -617,6 +625,15 @@ def selftest(rewind: str) -> int:
                  "additions": 1, "deletions": 0, "binary": False},
             ]  # fmt: skip
             check("diff_full", rows == expected, rows)
+            # Only some paths; a bound on the text: a.txt's 16 bytes fit, new.txt's then do not.
+            only = rw.diff_full(before, paths=["new.txt"])
+            check("diff_full paths", only == expected[1:], only)
+            bounded = rw.diff_full(before, max_bytes=16)
+            for row in bounded:
+                check_shape("diff_full shape", row, FileChange)
+            cut: FileChange = {"file": "new.txt", "status": "added", "before": "", "after": "",
+                               "additions": 1, "deletions": 0, "binary": False, "truncated": True}  # fmt: skip
+            check("diff_full max_bytes", bounded == [expected[0], cut], bounded)
             text = rw.diff(before)
             check("diff text", "diff --git a/a.txt b/a.txt\n" in text and "\n-two\n+TWO\n" in text, text)
             has = rw.call("has_changes", {"hash": before[:8]})
@@ -654,17 +671,18 @@ def selftest(rewind: str) -> int:
         @step
         def undo_and_redo() -> None:
             outcome = rw.undo("py", last=True)
-            check_shape("undo shape", outcome, UndoOutcome)
-            check("undo outcome", outcome["restored"] == ["b.txt"] and outcome["conflicts"] == [], outcome)
+            check_shape("undo shape", outcome, RestoreOutcome)
+            check("undo outcome", outcome["written"] == ["b.txt"] and outcome["conflicts"] == [], outcome)
+            check("undo hash", len(outcome["hash"]) == 40, outcome)
             check("undo bytes", (project / "b.txt").read_text() == "stays\n")
             check("undo rolled back", rw.turns("py")[0]["rolled_back"] is True)
             redone = rw.redo("py")
-            check_shape("redo shape", redone, UndoOutcome)
-            check("redo outcome", redone["restored"] == ["b.txt"] and redone["conflicts"] == [], redone)
+            check_shape("redo shape", redone, RestoreOutcome)
+            check("redo outcome", redone["written"] == ["b.txt"] and redone["conflicts"] == [], redone)
             check("redo bytes", (project / "b.txt").read_text() == "changed by the agent\n")
             check("redo clears rolled back", rw.turns("py")[0]["rolled_back"] is False)
             again = rw.undo("py", "1")
-            check("undo by turn", again["restored"] == ["b.txt"], again)
+            check("undo by turn", again["written"] == ["b.txt"], again)
             check("undo by turn bytes", (project / "b.txt").read_text() == "stays\n")
 
         @step

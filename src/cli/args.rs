@@ -140,11 +140,22 @@ pub(crate) enum Command {
     },
     /// Print per-file changes with contents and +/- counts as JSON
     ///
-    /// Example: rewind diff-full "$before" | jq '.[] | {file, additions, deletions}'
+    /// Every changed file has its row; a row whose text is left out (a side over 4 MiB, or past
+    /// --max-bytes) says "truncated": true and still has its status and counts.
+    ///
+    /// Example: rewind diff-full "$before" --max-bytes 1M -- src/ | jq '.[] | {file, additions, deletions}'
     DiffFull {
         from: String,
         /// [default: the project now]
         to: Option<String>,
+        /// The most text (before + after, UTF-8 bytes) all rows together carry, e.g. 4M; rows
+        /// from the first that does not fit come without text [default: 16M]
+        #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+        max_bytes: Option<u64>,
+        /// Only changes at or below these files or directories (project-relative or absolute
+        /// inside the project)
+        #[arg(last = true, value_name = "PATHS")]
+        paths: Vec<PathBuf>,
     },
     /// Say whether the project differs from a snapshot ("true"/"false"; exit code 0 either way)
     ///

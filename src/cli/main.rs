@@ -153,9 +153,21 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                 write_stdout(&text);
             }
         }
-        Command::DiffFull { from, to } => {
+        Command::DiffFull {
+            from,
+            to,
+            max_bytes,
+            paths,
+        } => {
             let (from, to) = store.resolve_range(from, to.as_deref())?;
-            print_json(&store.diff_full(from, to, &Default::default())?);
+            let mut options = rewind::DiffOptions {
+                paths: paths.clone(),
+                ..Default::default()
+            };
+            if let Some(max_bytes) = max_bytes {
+                options.max_total_content_bytes = *max_bytes;
+            }
+            print_json(&store.diff_full(from, to, &options)?);
         }
         Command::HasChanges { hash } => {
             let hash = store.resolve(hash)?;

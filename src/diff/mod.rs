@@ -2,12 +2,16 @@
 //! (paths), `diff` (git's unified text), `diff_full` (per-file rows with `--numstat` counts) and
 //! `has_changes`. git is the oracle for every byte and every number here.
 
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
 use serde::Serialize;
 
 use crate::error::{object_error, Result};
 use crate::paths::quote;
+use crate::restore::is_within;
 use crate::snapshot::TrackOptions;
 use crate::store::objects::read_blob;
 use crate::store::{SnapshotId, Store};
@@ -25,20 +29,37 @@ const CONTEXT: u32 = 3;
 /// git cuts a hunk header's function name to this many bytes.
 const FUNCNAME_MAX: usize = 80;
 
-/// How much [`Store::diff_full`] may load.
+/// Which rows [`Store::diff_full`] gives, and how much text they may carry.
+///
+/// A row is `truncated` when its `before`/`after` are left empty for size: a side is larger
+/// than `max_content_bytes`, or its text did not fit in what `max_total_content_bytes` left.
+/// Its `status` and counts are still exact, unless a side is larger than `max_counted_bytes`
+/// (then 0/0). Every changed path under `paths` has its row, truncated or not, so a caller can
+/// ask again for the truncated ones (by `paths`, with a larger total).
 #[derive(Debug, Clone)]
 pub struct DiffOptions {
+    /// Only changes at or below these paths (files or directories), project-relative or
+    /// absolute inside the project, as `git diff -- PATHS` with literal pathspecs (a trailing
+    /// `/` selects only below a directory); empty: every change.
+    pub paths: Vec<PathBuf>,
     /// Rows whose sides are larger than this carry no `before`/`after` text (`truncated`).
     pub max_content_bytes: u64,
     /// Sides larger than this are not even counted (`truncated`, 0/0).
     pub max_counted_bytes: u64,
+    /// The most text the whole result carries: the UTF-8 bytes of every row's `before` plus
+    /// `after` (JSON escaping comes on top). Rows get their text in git's order until the next
+    /// row's would pass this total; from that row on, rows come without text (`truncated`).
+    /// Default 16 MiB.
+    pub max_total_content_bytes: u64,
 }
 
 impl Default for DiffOptions {
     fn default() -> Self {
         DiffOptions {
+            paths: Vec::new(),
             max_content_bytes: 4 << 20,
             max_counted_bytes: 64 << 20,
+            max_total_content_bytes: 16 << 20,
         }
     }
 }
@@ -86,7 +107,8 @@ pub struct FileChange {
     pub deletions: usize,
     /// Either side is binary (a NUL byte in its first 8000 bytes, git's test).
     pub binary: bool,
-    /// A side was too large to return (see [`DiffOptions`]).
+    /// The text was left out: a side was too large, or the result's total was reached (see
+    /// [`DiffOptions`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
     /// A side is not valid UTF-8: `before`/`after` carry it with U+FFFD replacements.
@@ -130,7 +152,9 @@ impl Store {
     }
 
     /// Per-file rows between `from` and `to` (default: the project now), with the counts of
-    /// `git diff --numstat --no-renames`, in git's order.
+    /// `git diff --numstat --no-renames`, in git's order: every change at or below
+    /// `options.paths`, with its text while the total allows (see [`DiffOptions`]). Costs one
+    /// walk of the differing trees, then both blobs and a line diff per selected row.
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
@@ -147,11 +171,29 @@ impl Store {
         to: Option<SnapshotId>,
         options: &DiffOptions,
     ) -> Result<Vec<FileChange>> {
+        // Each selected path, and whether it ends in `/` (then only what is below it).
+        let paths = (options.paths.iter())
+            .map(|path| {
+                let below = path.as_os_str().as_bytes().ends_with(b"/");
+                Ok((self.project_path(path)?, below))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let (from, to) = self.resolve_pair(from, to)?;
         let repo = self.repo();
+        let mut budget = Some(options.max_total_content_bytes);
         tree_changes(&repo, from, to)?
             .into_iter()
-            .map(|change| file_change(&repo, change, options))
+            .filter(|change| {
+                let path = change.path.as_ref();
+                paths.is_empty()
+                    || (paths.iter())
+                        .any(|(p, below)| is_within(path, p.as_ref()) && !(*below && path == p))
+            })
+            .map(|change| {
+                let mut row = file_change(&repo, change, options)?;
+                row.charge(&mut budget);
+                Ok(row)
+            })
             .collect()
     }
 
@@ -183,6 +225,28 @@ impl Store {
             }
         }
         Ok(out)
+    }
+}
+
+impl FileChange {
+    /// Take the row's text out of `budget` (the bytes left for the rest of the result), or
+    /// drop the text when it does not fit; once one row's text did not fit, `budget` is `None`
+    /// and no later row carries any. Costs nothing but freeing dropped text.
+    fn charge(&mut self, budget: &mut Option<u64>) {
+        let text = (self.before.len() + self.after.len()) as u64;
+        if text == 0 {
+            return;
+        }
+        match budget.and_then(|left| left.checked_sub(text)) {
+            Some(left) => *budget = Some(left),
+            None => {
+                *budget = None;
+                self.before = String::new();
+                self.after = String::new();
+                self.lossy = false;
+                self.truncated = true;
+            }
+        }
     }
 }
 

@@ -20,6 +20,31 @@ use std::path::PathBuf;
 
 /// `diff-full` rows whose larger side exceeds this carry no before/after text.
 const CONTENT_LIMIT: u64 = 4 << 20;
+/// The text all `diff-full` rows together carry by default (`--max-bytes`).
+const TOTAL_LIMIT: u64 = 16 << 20;
+
+/// What a `diff-full` call asks for besides its two ids: `--max-bytes N` and `-- PATHS`.
+#[derive(Clone, Copy, Default)]
+struct Ask<'q> {
+    /// Project-relative, as git takes them (literal pathspecs).
+    paths: &'q [&'q str],
+    max_bytes: Option<u64>,
+}
+
+impl Ask<'_> {
+    /// The command line: `diff-full FROM TO [--max-bytes N] [-- PATHS]`.
+    fn args(&self, from: &str, to: &str) -> Vec<String> {
+        let mut args = vec!["diff-full".to_string(), from.to_string(), to.to_string()];
+        if let Some(max) = self.max_bytes {
+            args.extend(["--max-bytes".to_string(), max.to_string()]);
+        }
+        if !self.paths.is_empty() {
+            args.push("--".into());
+            args.extend(self.paths.iter().map(|p| p.to_string()));
+        }
+        args
+    }
+}
 
 // ---------------------------------------------------------------------------
 // A project with its store, and the git oracle
@@ -132,8 +157,17 @@ impl<'a> Proj<'a> {
         ])
     }
 
-    fn numstat(&self, from: &str, to: &str) -> Vec<Numstat> {
-        let out = self.git(["diff", "--numstat", "-z", "--no-renames", from, to]);
+    /// `git --literal-pathspecs diff FORMAT -z --no-renames FROM TO -- PATHS`.
+    fn git_diff_z(&self, format: &[&str], from: &str, to: &str, paths: &[&str]) -> Vec<u8> {
+        let mut args = vec!["--literal-pathspecs", "diff"];
+        args.extend(format);
+        args.extend(["-z", "--no-renames", from, to, "--"]);
+        args.extend(paths);
+        self.git(args)
+    }
+
+    fn numstat(&self, from: &str, to: &str, paths: &[&str]) -> Vec<Numstat> {
+        let out = self.git_diff_z(&["--numstat"], from, to, paths);
         nul_fields(&out)
             .into_iter()
             .map(|rec| {
@@ -157,29 +191,21 @@ impl<'a> Proj<'a> {
             .collect()
     }
 
-    fn name_status(&self, from: &str, to: &str) -> Vec<(String, Vec<u8>)> {
-        let out = self.git(["diff", "--name-status", "-z", "--no-renames", from, to]);
+    fn name_status(&self, from: &str, to: &str, paths: &[&str]) -> Vec<(String, Vec<u8>)> {
+        let out = self.git_diff_z(&["--name-status"], from, to, paths);
         nul_fields(&out)
             .chunks(2)
             .map(|c| (lossy(c[0]), c[1].to_vec()))
             .collect()
     }
 
-    fn name_only(&self, from: &str, to: &str) -> Vec<Vec<u8>> {
-        let out = self.git(["diff", "--name-only", "-z", "--no-renames", from, to]);
+    fn name_only(&self, from: &str, to: &str, paths: &[&str]) -> Vec<Vec<u8>> {
+        let out = self.git_diff_z(&["--name-only"], from, to, paths);
         nul_fields(&out).into_iter().map(|p| p.to_vec()).collect()
     }
 
-    fn raw(&self, from: &str, to: &str) -> Vec<RawRow> {
-        let out = self.git([
-            "diff",
-            "--raw",
-            "-z",
-            "--no-abbrev",
-            "--no-renames",
-            from,
-            to,
-        ]);
+    fn raw(&self, from: &str, to: &str, paths: &[&str]) -> Vec<RawRow> {
+        let out = self.git_diff_z(&["--raw", "--no-abbrev"], from, to, paths);
         nul_fields(&out)
             .chunks(2)
             .map(|c| {
@@ -283,17 +309,31 @@ impl<'a> Proj<'a> {
 
     /// `rewind diff-full FROM TO` rows against numstat, name-status and cat-file.
     fn check_diff_full(&self, from: &str, to: &str) -> Vec<Value> {
-        let run = self.rewind(["diff-full", from, to]);
+        self.check_diff_full_asked(from, to, Ask::default())
+    }
+
+    /// `rewind diff-full FROM TO [--max-bytes N] [-- PATHS]` rows against git's with PATHS.
+    fn check_diff_full_asked(&self, from: &str, to: &str, ask: Ask) -> Vec<Value> {
+        let args = ask.args(from, to);
+        let run = self.rewind(&args);
         run.assert_success();
         let rows = parse_rows(&run.stdout);
-        self.check_rows(&rows, from, to, &format!("diff-full {from} {to}"));
+        self.check_rows_asked(&rows, from, to, ask, &args.join(" "));
         rows
     }
 
     fn check_rows(&self, rows: &[Value], from: &str, to: &str, what: &str) {
-        let numstat = self.numstat(from, to);
-        let status = self.name_status(from, to);
-        let raw = self.raw(from, to);
+        self.check_rows_asked(rows, from, to, Ask::default(), what)
+    }
+
+    /// `rows` are git's for `ask.paths`: files, order, statuses, counts; their text is the
+    /// blobs', while it fits in `ask.max_bytes` (default 16 MiB), taken in order: from the
+    /// first row whose text does not fit, rows with text are `truncated` and carry none.
+    fn check_rows_asked(&self, rows: &[Value], from: &str, to: &str, ask: Ask, what: &str) {
+        let numstat = self.numstat(from, to, ask.paths);
+        let status = self.name_status(from, to, ask.paths);
+        let raw = self.raw(from, to, ask.paths);
+        let mut budget = Some(ask.max_bytes.unwrap_or(TOTAL_LIMIT));
         let got: Vec<&str> = rows.iter().map(|r| r["file"].as_str().unwrap()).collect();
         let want: Vec<String> = numstat.iter().map(|n| lossy(&n.path)).collect();
         assert_eq!(
@@ -324,11 +364,22 @@ impl<'a> Proj<'a> {
             assert_eq!(row["status"], want_status, "status: {ctx}");
             let old = blobs.get(&r.old_id).cloned().unwrap_or_default();
             let new = blobs.get(&r.new_id).cloned().unwrap_or_default();
-            let truncated = old.len().max(new.len()) as u64 > CONTENT_LIMIT;
+            let too_large = old.len().max(new.len()) as u64 > CONTENT_LIMIT;
+            let text = match too_large || n.additions.is_none() {
+                true => 0, // binary or too large: no text to give
+                false => (lossy(&old).len() + lossy(&new).len()) as u64,
+            };
+            // Once one row's text did not fit, no later row's does.
+            let fits = budget.and_then(|left| left.checked_sub(text));
+            let past_total = text > 0 && fits.is_none();
+            if text > 0 {
+                budget = fits;
+            }
+            let truncated = too_large || past_total;
             assert_eq!(
                 flag(row, "truncated"),
                 truncated,
-                "truncated must say whether a side exceeds 4 MiB: {ctx}"
+                "truncated must say whether a side exceeds 4 MiB or the text passes the total: {ctx}"
             );
             match (n.additions, n.deletions) {
                 (Some(add), Some(del)) => {
@@ -377,7 +428,7 @@ impl<'a> Proj<'a> {
     fn check_now(&self, from: &str, to: &str) {
         self.check_pair(from, to);
         // patch: plain and JSON
-        let names = self.name_only(from, to);
+        let names = self.name_only(from, to, &[]);
         let run = self.rewind(["patch", from]);
         run.assert_success();
         // Human output quotes names as git does with core.quotePath=true.
@@ -1515,7 +1566,7 @@ fn thousand_changed_files_in_git_order() {
         );
     }
     let b = p.snap();
-    let names = p.name_only(&a, &b);
+    let names = p.name_only(&a, &b, &[]);
     assert!(names.len() >= 1000, "{} changed files", names.len());
     p.check_now(&a, &b);
     p.fsck();
@@ -1607,13 +1658,16 @@ fn bad_ids_are_errors_with_codes() {
         (commit_short.clone(), "wrong_type"),
     ];
     for (bad, code) in &cases {
-        // clap would read a leading dash as an option: pass it after `--`.
+        // clap would read a leading dash as an option: pass it after `--`. (For diff-full,
+        // `--` starts its PATHS, as in `git diff`: such an id has no way in, a usage error.)
         let dash = bad.starts_with('-');
         let bad = bad.as_str();
+        if dash {
+            p.rewind(["diff-full", "--", bad, &b]).assert_code(2);
+        }
         let commands: Vec<Vec<&str>> = if dash {
             vec![
                 vec!["diff", "--", bad, &b],
-                vec!["diff-full", "--", bad, &b],
                 vec!["patch", "--", bad],
                 vec!["has-changes", "--", bad],
             ]
@@ -1750,7 +1804,7 @@ fn large_heavily_edited_files_differ_from_git_at_the_measured_rate() {
     let full = p.rewind(["diff-full", &a, &b]);
     full.assert_success();
     let rows = parse_rows(&full.stdout);
-    let numstat = p.numstat(&a, &b);
+    let numstat = p.numstat(&a, &b, &[]);
     assert_eq!(rows.len(), files);
     assert_eq!(numstat.len(), files);
     let counts_differ = rows
@@ -2029,7 +2083,11 @@ fn huge_file_is_truncated_and_not_counted() {
     let run = p.rewind(["diff-full", &a, &b]);
     run.assert_success();
     let rows = parse_rows(&run.stdout);
-    let files: Vec<String> = p.numstat(&a, &b).iter().map(|n| lossy(&n.path)).collect();
+    let files: Vec<String> = p
+        .numstat(&a, &b, &[])
+        .iter()
+        .map(|n| lossy(&n.path))
+        .collect();
     let got: Vec<&str> = rows.iter().map(|r| r["file"].as_str().unwrap()).collect();
     assert_eq!(got, files);
     let row = rows.iter().find(|r| r["file"] == "huge").unwrap();
@@ -2043,5 +2101,240 @@ fn huge_file_is_truncated_and_not_counted() {
         (row["before"].as_str(), row["after"].as_str()),
         (Some(""), Some(""))
     );
+    p.fsck();
+}
+
+// ---------------------------------------------------------------------------
+// diff-full: -- PATHS and --max-bytes
+// ---------------------------------------------------------------------------
+
+/// `diff-full -- PATHS` gives the rows `git diff -- PATHS` gives (literal pathspecs): files
+/// and directories, nested, overlapping, several in any order, none matching, the whole
+/// project, absolute or with `..` inside the project; `src2/` and `sr` are not under `src`; a
+/// trailing `/` selects only below a directory (not the file `f` that became `f/g`).
+#[test]
+fn diff_full_paths_select_what_git_diff_paths_selects() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    p.file("a.txt", "a\n")
+        .file("src/x.rs", "x\n")
+        .file("src/sub/y.rs", "y\n")
+        .file("src/sub/gone.rs", "gone\n")
+        .file("src2/z.rs", "z\n")
+        .file("sr", "sr\n")
+        .file("docs/readme", "readme\n")
+        .file("with space/f", "f\n")
+        .file("f", "a file, then a directory\n")
+        .file("keep", "unchanged\n");
+    let a = p.snap();
+    p.file("a.txt", "a\nA\n")
+        .file("src/x.rs", "x\nX\n")
+        .file("src/sub/y.rs", "Y\n")
+        .file("src/sub/new.rs", "new\n")
+        .file("src2/z.rs", "z\nZ\n")
+        .file("sr", "SR\n")
+        .file("docs/readme", "readme\nmore\n")
+        .file("with space/f", "F\n")
+        .file("added/deep/file", "deep\n")
+        .remove("src/sub/gone.rs")
+        .remove("f")
+        .file("f/g", "below f now\n");
+    let b = p.snap();
+    let all = p.name_only(&a, &b, &[]).len();
+    let cases: &[&[&str]] = &[
+        &["src"],
+        &["src/sub"],
+        &["src/x.rs"],
+        &["src/sub/gone.rs"],
+        &["docs", "a.txt"],
+        &["src", "src/sub", "src/x.rs"],
+        &["added"],
+        &["with space"],
+        &["f"],
+        &["f/"],
+        &["src/"],
+        &["src/x.rs/"],
+        &["s"],
+        &["nothing-here"],
+        &["keep"],
+        &["."],
+    ];
+    for &paths in cases {
+        let ask = Ask {
+            paths,
+            max_bytes: None,
+        };
+        let rows = p.check_diff_full_asked(&a, &b, ask);
+        let got: Vec<&str> = rows.iter().map(|r| r["file"].as_str().unwrap()).collect();
+        let names: Vec<String> = p
+            .name_only(&a, &b, paths)
+            .iter()
+            .map(|n| lossy(n))
+            .collect();
+        assert_eq!(got, names, "diff-full -- {paths:?} vs git diff --name-only");
+        // Not vacuous: a directory selects some rows, not all.
+        if paths == ["src"] {
+            assert!(!got.is_empty() && got.len() < all, "{got:?}");
+        }
+        // The project now (no `to`): the same rows.
+        let mut now = vec!["diff-full", a.as_str(), "--"];
+        now.extend(paths);
+        let run = p.rewind(&now);
+        run.assert_success();
+        assert_eq!(parse_rows(&run.stdout), rows, "diff-full A -- {paths:?}");
+    }
+    // Absolute inside the project, and with `.`/`..` that stay inside: the same as relative.
+    let src = p.path.join("src").to_string_lossy().into_owned();
+    let want = p.check_diff_full_asked(
+        &a,
+        &b,
+        Ask {
+            paths: &["src", "docs"],
+            max_bytes: None,
+        },
+    );
+    let run = p.rewind(["diff-full", &a, &b, "--", &src, "./src/../docs/"]);
+    run.assert_success();
+    assert_eq!(parse_rows(&run.stdout), want, "absolute and dotted paths");
+    // Outside the project: an error naming the path, nothing printed.
+    p.assert_error(&["diff-full", &a, &b, "--", "../x"], "bad_path", "../x");
+    let outside = sb.root.join("elsewhere").to_string_lossy().into_owned();
+    p.assert_error(&["diff-full", &a, &b, "--", &outside], "bad_path", &outside);
+    p.fsck();
+}
+
+/// `--max-bytes N` bounds the text (before + after, UTF-8 bytes as returned, so U+FFFD counts
+/// 3) all rows carry: rows get theirs in git's order while the running total stays at or
+/// under N; from the first that would pass it, every row with text is `truncated` and empty,
+/// even a later one small enough. Every row is still listed and counted as git counts it.
+#[test]
+fn diff_full_max_bytes_truncates_exactly_at_the_limit() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    p.file("1.txt", "one\n")
+        .file("2.lossy", b"bad \xff byte\n")
+        .file("3.bin", b"\0binary\n")
+        .file("5.txt", numbered("five", 200))
+        .file("6.txt", "six\n");
+    let a = p.snap();
+    p.file("1.txt", "one\nuno\n")
+        .file("2.lossy", b"bad \xff\xfe bytes\n")
+        .file("3.bin", b"\0binary, changed\n")
+        .file("4.empty", "")
+        .file("5.txt", numbered("five", 300))
+        .file("6.txt", "six\nsechs\n");
+    let b = p.snap();
+    // The text each row carries when it fits, from git's blobs (0: binary or empty).
+    let raw = p.raw(&a, &b, &[]);
+    let numstat = p.numstat(&a, &b, &[]);
+    let blobs = p.blobs(
+        raw.iter()
+            .flat_map(|r| [r.old_id.as_str(), r.new_id.as_str()]),
+    );
+    let text: Vec<u64> = raw
+        .iter()
+        .zip(&numstat)
+        .map(|(r, n)| {
+            let side = |id: &str| lossy(blobs.get(id).map_or(&[][..], |b| &b[..])).len() as u64;
+            n.additions.map_or(0, |_| side(&r.old_id) + side(&r.new_id))
+        })
+        .collect();
+    let names: Vec<String> = numstat.iter().map(|n| lossy(&n.path)).collect();
+    assert_eq!(
+        names,
+        ["1.txt", "2.lossy", "3.bin", "4.empty", "5.txt", "6.txt"]
+    );
+    assert_eq!(text[2..4], [0, 0], "binary and empty rows have no text");
+    let total: u64 = text.iter().sum();
+    let upto = |n: usize| text[..n].iter().sum::<u64>();
+    // Limit -> which rows carry their text (the others with text are truncated).
+    let cases = [
+        (0, [false, false, false, false, false, false]),
+        (upto(1) - 1, [false, false, false, false, false, false]),
+        (upto(1), [true, false, false, false, false, false]),
+        (upto(2) - 1, [true, false, false, false, false, false]),
+        (upto(2), [true, true, false, false, false, false]),
+        // 6.txt alone would fit in what is left: still truncated, after 5.txt.
+        (upto(5) - 1, [true, true, false, false, false, false]),
+        (upto(5), [true, true, false, false, true, false]),
+        (total - 1, [true, true, false, false, true, false]),
+        (total, [true, true, false, false, true, true]),
+    ];
+    for (limit, carries) in cases {
+        let ask = Ask {
+            paths: &[],
+            max_bytes: Some(limit),
+        };
+        let rows = p.check_diff_full_asked(&a, &b, ask);
+        assert_eq!(rows.len(), 6, "every row listed at --max-bytes {limit}");
+        for (i, row) in rows.iter().enumerate() {
+            let has_text = row["before"] != "" || row["after"] != "";
+            assert_eq!(has_text, carries[i], "--max-bytes {limit}: row {i} {row}");
+            assert_eq!(
+                flag(row, "truncated"),
+                text[i] > 0 && !carries[i],
+                "--max-bytes {limit}: row {i} {row}"
+            );
+        }
+    }
+    // A size with a unit.
+    p.check_diff_full_asked(
+        &a,
+        &b,
+        Ask {
+            paths: &[],
+            max_bytes: Some(1 << 10),
+        },
+    );
+    let run = p.rewind(["diff-full", &a, &b, "--max-bytes", "1K"]);
+    run.assert_success();
+    let kib = p.rewind(["diff-full", &a, &b, "--max-bytes", "1024"]);
+    assert_eq!(run.stdout, kib.stdout, "1K is 1024 bytes");
+    // With paths: the limit counts only the selected rows.
+    let ask = Ask {
+        paths: &["5.txt", "6.txt"],
+        max_bytes: Some(text[4] + text[5]),
+    };
+    let rows = p.check_diff_full_asked(&a, &b, ask);
+    assert!(rows.iter().all(|r| !flag(r, "truncated")), "{rows:?}");
+    p.fsck();
+}
+
+/// Bug: `diff-full` of 8 changed 2 MB files was one 31 MB JSON line. Now the text of all rows
+/// together stops at 16 MiB by default (`--max-bytes` for another bound); every row is still
+/// listed with git's counts.
+#[test]
+fn diff_full_of_eight_changed_2mb_files_was_one_31mb_line() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    let line = "0123456789".repeat(99) + "abcdefghi\n"; // 1,000 bytes
+    for i in 0..8 {
+        p.file(format!("f{i}.txt"), format!("{i}\n") + &line.repeat(2_000));
+    }
+    let a = p.snap_big(4 << 20);
+    for i in 0..8 {
+        p.file(format!("f{i}.txt"), format!("{i}\n") + &line.repeat(2_001));
+    }
+    let b = p.snap_big(4 << 20);
+    let rows = p.check_diff_full(&a, &b);
+    assert_eq!(rows.len(), 8);
+    let carried = rows.iter().filter(|r| !flag(r, "truncated")).count();
+    assert_eq!(carried, 4, "4 rows of 4 MB fit in 16 MiB");
+    // The output: the text plus one escape per newline plus the rows' keys.
+    let run = p.rewind(["diff-full", &a, &b]);
+    run.assert_success();
+    let bound = TOTAL_LIMIT + TOTAL_LIMIT / 1000 + 8 * 256;
+    assert!(
+        (run.stdout.len() as u64) < bound,
+        "diff-full printed {} bytes, over {bound}",
+        run.stdout.len()
+    );
+    // A smaller bound: one row's text.
+    let ask = Ask {
+        paths: &[],
+        max_bytes: Some(5 << 20),
+    };
+    let rows = p.check_diff_full_asked(&a, &b, ask);
+    assert_eq!(rows.iter().filter(|r| !flag(r, "truncated")).count(), 1);
     p.fsck();
 }

@@ -774,6 +774,129 @@ fn full_cycle_through_one_server_matches_git() {
     p.assert_fsck_clean();
 }
 
+/// `diff_full` takes `paths` and `max_bytes` (optional params: protocol 2 still): the rows of
+/// `git diff --numstat -- PATHS`, and the CLI's answer to `diff-full --max-bytes N -- PATHS`.
+#[test]
+fn diff_full_takes_paths_and_max_bytes() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n")
+        .file("src/x.rs", "x\n")
+        .file("src/y.rs", "y\n")
+        .file("src2/z.rs", "z\n");
+    let mut s = Server::start(&p);
+    let h0 = oid(&s.ok("track", Value::Null)["hash"], "track");
+    p.file("a.txt", "a\nA\n")
+        .file("src/x.rs", "x\nX\n")
+        .file("src/y.rs", "Y\n")
+        .file("src2/z.rs", "z\nZ\n");
+    let h1 = oid(&s.ok("track", Value::Null)["hash"], "track");
+    let store = p.store();
+
+    let rows = s.ok("diff_full", json!({"from": h0, "to": h1, "paths": ["src"]}));
+    let git = |args: &[&str]| {
+        let mut all = vec!["--literal-pathspecs", "diff", "--no-renames", &h0, &h1];
+        all.extend(args);
+        git_lines(&sb, &store, &all)
+    };
+    let files: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        files,
+        git(&["--name-only", "--", "src"]),
+        "paths: git diff --name-only -- src"
+    );
+    assert_eq!(files, ["src/x.rs", "src/y.rs"], "not src2: {rows}");
+    for (row, n) in rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(git(&["--numstat", "--", "src"]))
+    {
+        let counts = format!(
+            "{}\t{}\t{}",
+            row["additions"],
+            row["deletions"],
+            row["file"].as_str().unwrap()
+        );
+        assert_eq!(counts, n, "numstat -- src");
+    }
+    assert_eq!(
+        rows,
+        cli(&p, &["diff-full", &h0, &h1, "--", "src"]),
+        "the CLI's answer"
+    );
+    // Against the project now (takes the lock): the same rows.
+    assert_eq!(
+        rows,
+        s.ok("diff_full", json!({"from": h0, "paths": ["src"]}))
+    );
+
+    // max_bytes: a.txt's text is 6 bytes ("a\n" + "a\nA\n"): it fits, the next rows do not.
+    let rows = s.ok("diff_full", json!({"from": h0, "to": h1, "max_bytes": 6}));
+    let truncated: Vec<bool> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["truncated"] == true)
+        .collect();
+    assert_eq!(truncated, [false, true, true, true], "{rows}");
+    assert_eq!(rows[0]["after"], "a\nA\n", "{rows}");
+    assert_eq!(rows, cli(&p, &["diff-full", &h0, &h1, "--max-bytes", "6"]));
+    let rows = s.ok(
+        "diff_full",
+        json!({"from": h0, "to": h1, "max_bytes": 5, "paths": ["src2", "a.txt"]}),
+    );
+    assert_eq!(
+        rows,
+        cli(
+            &p,
+            &[
+                "diff-full",
+                &h0,
+                &h1,
+                "--max-bytes",
+                "5",
+                "--",
+                "src2",
+                "a.txt"
+            ]
+        )
+    );
+    assert_eq!(rows.as_array().map(Vec::len), Some(2), "{rows}");
+
+    // Bad params and paths.
+    for bad in [
+        json!({"paths": "src"}),
+        json!({"max_bytes": -1}),
+        json!({"max_bytes": "1M"}),
+    ] {
+        let mut params = json!({"from": h0, "to": h1});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(bad.as_object().unwrap().clone());
+        let error = s.err("diff_full", Some(params.clone()));
+        assert_eq!(error["code"], -32602, "{params} -> {error}");
+    }
+    let error = s.err(
+        "diff_full",
+        Some(json!({"from": h0, "to": h1, "paths": ["../x"]})),
+    );
+    assert_eq!(
+        (&error["code"], &error["data"]["code"]),
+        (&json!(-32000), &json!("bad_path")),
+        "{error}"
+    );
+    assert_eq!(s.ok("hello", Value::Null)["protocol"], 2);
+    s.close();
+    p.assert_fsck_clean();
+}
+
 // ---------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import {
   METHODS, RewindClient, RewindClosedError, RewindError,
   type FileChange, type Hello, type Patch, type PruneOutcome, type RestoreOutcome, type SessionChanges,
   type Skipped, type Snapshot, type TrackedFile, type Turn, type TurnEnd, type TurnFile, type TurnStart,
-  type UndoOutcome, type Failure, type HasChanges,
+  type Failure, type HasChanges,
 } from "./rewindClient.js";
 
 // The binary under test: REWIND_BIN, which must name an existing file (no skipping).
@@ -69,10 +69,6 @@ const turn: Shape<Turn> = {
   session: "required", turn: "required", started_at: "required", ended_at: "required", before: "required",
   after: "required", files: "required", additions: "required", deletions: "required", changed: "required",
   rolled_back: "required",
-};
-const undoOutcome: Shape<UndoOutcome> = {
-  restored: "required", deleted: "required", conflicts: "required", kept: "required", failed: "required",
-  undo: "required",
 };
 const sessionChanges: Shape<SessionChanges> = {
   session: "required", files: "required", total_files: "required", total_additions: "required",
@@ -130,10 +126,10 @@ describe("rewind serve through RewindClient", () => {
     fs.rmSync(box.root, { recursive: true, force: true });
   });
 
-  test("hello: protocol 1, and exactly the methods this client types", async () => {
+  test("hello: protocol 2, and exactly the methods this client types", async () => {
     const result = await rw.hello();
     assertShape(result, hello, "hello");
-    assert.equal(result.protocol, 1);
+    assert.equal(result.protocol, 2);
     assert.deepEqual(result.methods, [...METHODS]);
     assert.deepEqual(result.capabilities, ["timeout_ms", "cancel_request", "reads_beside_writes"]);
   });
@@ -159,6 +155,14 @@ describe("rewind serve through RewindClient", () => {
     assert.deepEqual(rows, [
       { file: "a.txt", status: "modified", before: "one\ntwo\n", after: "one\nTWO\n", additions: 1, deletions: 1, binary: false },
       { file: "new.txt", status: "added", before: "", after: "new\n", additions: 1, deletions: 0, binary: false },
+    ]);
+    // Only some paths; a bound on the text: a.txt's 16 bytes fit, new.txt's then do not.
+    assert.deepEqual(await rw.diffFull(before0, undefined, { paths: ["new.txt"] }), rows.slice(1));
+    const bounded = await rw.diffFull(before0, undefined, { maxBytes: 16 });
+    for (const row of bounded) assertShape(row, fileChange, "diff_full row");
+    assert.deepEqual(bounded, [
+      rows[0],
+      { file: "new.txt", status: "added", before: "", after: "", additions: 1, deletions: 0, binary: false, truncated: true },
     ]);
     const text = await rw.diff(before0);
     assert.ok(text.includes("diff --git a/a.txt b/a.txt\n") && text.includes("\n-two\n+TWO\n"), text);
@@ -196,20 +200,22 @@ describe("rewind serve through RewindClient", () => {
 
   test("undo and redo of the turn", async () => {
     const undone = await rw.undo("ts", { last: true });
-    assertShape(undone, undoOutcome, "undo");
-    assert.deepEqual([undone.restored, undone.conflicts, undone.failed], [["b.txt"], [], []]);
+    assertShape(undone, restoreOutcome, "undo");
+    assert.deepEqual([undone.written, undone.conflicts, undone.failed], [["b.txt"], [], []]);
+    assert.match(undone.hash, ID);
     assert.match(undone.undo, ID);
     assert.equal(fs.readFileSync(file("b.txt"), "utf8"), "stays\n");
     assert.equal((await rw.turns("ts"))[0]?.rolled_back, true);
 
     const redone = await rw.redo("ts");
-    assertShape(redone, undoOutcome, "redo");
-    assert.deepEqual([redone.restored, redone.conflicts], [["b.txt"], []]);
+    assertShape(redone, restoreOutcome, "redo");
+    assert.deepEqual([redone.written, redone.conflicts], [["b.txt"], []]);
+    assert.match(redone.hash, ID);
     assert.equal(fs.readFileSync(file("b.txt"), "utf8"), "changed by the agent\n");
     assert.equal((await rw.turns("ts"))[0]?.rolled_back, false);
 
     const byTurn = await rw.undo("ts", { turn: "1" });
-    assert.deepEqual(byTurn.restored, ["b.txt"]);
+    assert.deepEqual(byTurn.written, ["b.txt"]);
     assert.equal(fs.readFileSync(file("b.txt"), "utf8"), "stays\n");
   });
 

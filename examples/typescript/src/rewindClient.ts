@@ -4,10 +4,11 @@
 //   import { RewindClient, RewindError } from "rewind-undo-client";
 //
 //   const rw = new RewindClient("/path/to/project");          // spawns `rewind -C ... serve`
-//   const { protocol } = await rw.hello();                     // 1: stop on one you do not know
+//   const { protocol } = await rw.hello();                     // 2: stop on one you do not know
 //   const { hash: before } = await rw.track();
 //   // ... the agent edits files ...
 //   for (const row of await rw.diffFull(before)) console.log(row.file, row.additions, row.deletions);
+//   await rw.diffFull(before, undefined, { paths: ["src"], maxBytes: 1 << 20 }); // src/ only, 1 MiB of text
 //   try {
 //     await rw.patch("not-an-id");
 //   } catch (e) {
@@ -23,7 +24,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { createInterface } from "node:readline";
 
-// ---- The result shapes: the same as the CLI's `--json` output (protocol 1). ----
+// ---- The result shapes: the same as the CLI's `--json` output (protocol 2). ----
 
 /** `hello`: call it first and stop on a `protocol` you do not know. */
 export interface Hello {
@@ -63,7 +64,8 @@ export interface FileChange {
   additions: number;
   deletions: number;
   binary: boolean;
-  /** A side was too large to return (present only when true). */
+  /** `before`/`after` are left empty for size (status and counts are still exact): a side is
+   * over 4 MiB, or the row's text did not fit in `maxBytes` (present only when true). */
   truncated?: boolean;
   /** A side is not UTF-8: U+FFFD replaces what is not (present only when true). */
   lossy?: boolean;
@@ -76,7 +78,9 @@ export interface Failure {
   path: string;
   error: string;
 }
+/** What `restore`, `revert`, `undo` and `redo` did. */
 export interface RestoreOutcome {
+  /** The snapshot the files were brought back to. */
   hash: string;
   written: string[];
   deleted: string[];
@@ -129,14 +133,6 @@ export interface Turn {
   changed: TurnFile[];
   rolled_back: boolean;
 }
-export interface UndoOutcome {
-  restored: string[];
-  deleted: string[];
-  conflicts: string[];
-  kept: string[];
-  failed: Failure[];
-  undo: string;
-}
 export interface SessionChanges {
   session: string;
   files: TurnFile[];
@@ -175,15 +171,28 @@ export interface RedoWhich {
   force?: boolean;
 }
 export type RedoParams = { session: string } & RedoWhich;
+/** Which rows `diff_full` gives and how much text: only changes at or below `paths` (files or
+ * directories, project-relative), and at most `maxBytes` of `before` + `after` text in all
+ * (default 16 MiB; the rows after it come `truncated`, still listed and counted). */
+export interface DiffFullFilter {
+  paths?: string[];
+  maxBytes?: number;
+}
+export interface DiffFullParams {
+  from: string;
+  to?: string;
+  paths?: string[];
+  max_bytes?: number;
+}
 type NoParams = Record<string, never>;
 
-/** Every method of protocol 1, with its params and result. */
+/** Every method of protocol 2, with its params and result. */
 export interface Methods {
   hello: { params: NoParams; result: Hello };
   track: { params: NoParams; result: Snapshot };
   patch: { params: { hash: string }; result: Patch };
   diff: { params: { from: string; to?: string }; result: DiffText };
-  diff_full: { params: { from: string; to?: string }; result: FileChange[] };
+  diff_full: { params: DiffFullParams; result: FileChange[] };
   has_changes: { params: { hash: string }; result: HasChanges };
   restore: { params: { hash: string; force?: boolean }; result: RestoreOutcome };
   revert: { params: { hash: string; paths: string[] }; result: RestoreOutcome };
@@ -191,8 +200,8 @@ export interface Methods {
   track_file: { params: TurnId & { path: string }; result: TrackedFile };
   turn_end: { params: TurnId; result: TurnEnd };
   turns: { params: { session?: string }; result: Turn[] };
-  undo: { params: UndoParams; result: UndoOutcome };
-  redo: { params: RedoParams; result: UndoOutcome };
+  undo: { params: UndoParams; result: RestoreOutcome };
+  redo: { params: RedoParams; result: RestoreOutcome };
   changes: { params: { session: string }; result: SessionChanges };
   prune: { params: NoParams; result: PruneOutcome };
 }
@@ -385,9 +394,14 @@ export class RewindClient {
   async diff(from: string, to?: string, options?: CallOptions): Promise<string> {
     return (await this.call("diff", to === undefined ? { from } : { from, to }, options)).diff;
   }
-  /** Per-file rows with both sides' text and git's --numstat counts. */
-  diffFull(from: string, to?: string, options?: CallOptions): Promise<FileChange[]> {
-    return this.call("diff_full", to === undefined ? { from } : { from, to }, options);
+  /** Per-file rows with both sides' text and git's --numstat counts, from `from` to `to`
+   * (default: the project now); `filter`: only some paths, a bound on the text. */
+  diffFull(from: string, to?: string, filter: DiffFullFilter = {}, options?: CallOptions): Promise<FileChange[]> {
+    const params: DiffFullParams = { from };
+    if (to !== undefined) params.to = to;
+    if (filter.paths !== undefined) params.paths = filter.paths;
+    if (filter.maxBytes !== undefined) params.max_bytes = filter.maxBytes;
+    return this.call("diff_full", params, options);
   }
   async hasChanges(hash: string, options?: CallOptions): Promise<boolean> {
     return (await this.call("has_changes", { hash }, options)).changed;
@@ -412,11 +426,11 @@ export class RewindClient {
     return this.call("turns", session === undefined ? {} : { session }, options);
   }
   /** Undo the session's turns: see UndoWhich. Conflicts are left alone and listed. */
-  undo(session: string, which: UndoWhich = {}, options?: CallOptions): Promise<UndoOutcome> {
+  undo(session: string, which: UndoWhich = {}, options?: CallOptions): Promise<RestoreOutcome> {
     return this.call("undo", { session, ...which }, options);
   }
   /** Bring back what the session's last undo (not redone yet) changed, and only that. */
-  redo(session: string, which: RedoWhich = {}, options?: CallOptions): Promise<UndoOutcome> {
+  redo(session: string, which: RedoWhich = {}, options?: CallOptions): Promise<RestoreOutcome> {
     return this.call("redo", { session, ...which }, options);
   }
   /** Per-file totals of a session. */
