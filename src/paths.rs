@@ -1,7 +1,7 @@
 //! Paths are bytes, as the file system names them; this module says how they are shown: with
 //! git's C-style quoting in text, and lossy UTF-8 (U+FFFD) only in JSON.
 
-use gix::bstr::{BString, ByteSlice};
+use gix::bstr::{BStr, BString, ByteSlice};
 
 /// `path` as git prints a name in human output with `core.quotePath=true`: as it is, unless
 /// it holds a control character, `"`, `\` or a byte >= 0x80; then in double quotes, with C
@@ -68,6 +68,13 @@ pub(crate) fn serialize_paths<S: serde::Serializer>(
     s: S,
 ) -> Result<S::Ok, S::Error> {
     s.collect_seq(paths.iter().map(|p| p.to_str_lossy()))
+}
+
+/// Whether `path` is `dir` or below it (`dir` empty: the whole project).
+pub(crate) fn is_within(path: &BStr, dir: &BStr) -> bool {
+    dir.is_empty()
+        || path == dir
+        || (path.starts_with(dir.as_bytes()) && path.get(dir.len()) == Some(&b'/'))
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path};
+use std::path::Path;
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
@@ -32,7 +32,7 @@ use serde::Serialize;
 use crate::diff::{tree_changes, Change, Side};
 use crate::error::{Error, Result};
 use crate::fs::{Kind, Perm, ProjectRoot};
-use crate::paths::serialize_paths;
+use crate::paths::{is_within, serialize_paths};
 use crate::snapshot::visibility::Visibility;
 use crate::snapshot::TrackOptions;
 use crate::store::objects::read_blob;
@@ -559,57 +559,7 @@ impl Locked<'_> {
     }
 }
 
-impl Store {
-    /// `path` as a project-relative `/`-separated path. Rejects paths that leave the project:
-    /// `..` beyond its root, absolute paths outside it, and paths through a symlink.
-    pub(crate) fn project_path(&self, path: &Path) -> Result<BString> {
-        let bad = |reason| Error::BadPath {
-            path: path.to_owned(),
-            reason,
-        };
-        let relative = if path.is_absolute() {
-            let lexical = path.strip_prefix(self.project());
-            let canonical_parent = path.parent().and_then(|p| std::fs::canonicalize(p).ok());
-            match (lexical, canonical_parent) {
-                (Ok(rest), _) => rest.to_owned(),
-                (Err(_), Some(parent)) if parent.starts_with(self.project()) => {
-                    let rest = parent.strip_prefix(self.project()).expect("checked");
-                    rest.join(path.file_name().unwrap_or_default())
-                }
-                _ => return Err(bad("is outside the project")),
-            }
-        } else {
-            path.to_owned()
-        };
-        let mut parts: Vec<&[u8]> = Vec::new();
-        for component in relative.components() {
-            match component {
-                Component::Normal(name) => parts.push(name.as_bytes()),
-                Component::CurDir => {}
-                Component::ParentDir => {
-                    if parts.pop().is_none() {
-                        return Err(bad("leaves the project (..)"));
-                    }
-                }
-                Component::RootDir | Component::Prefix(_) => {
-                    return Err(bad("is outside the project"))
-                }
-            }
-        }
-        if parts.first() == Some(&&b".git"[..]) {
-            return Err(bad("is inside the project's .git"));
-        }
-        // Every directory on the way must be real: a symlink could lead outside the project.
-        let mut at = self.project().to_owned();
-        for name in parts.iter().take(parts.len().saturating_sub(1)) {
-            at.push(std::ffi::OsStr::from_bytes(name));
-            if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(bad("goes through a symlink"));
-            }
-        }
-        Ok(parts.join(&b'/').into())
-    }
-}
+impl Store {}
 
 pub(crate) fn step_of(change: &Change, snapshot: usize) -> Step {
     Step {
@@ -808,13 +758,6 @@ fn remove_empty_dirs(root: &ProjectRoot, mut dirs: Vec<BString>) {
             };
         }
     }
-}
-
-/// Whether `path` is `dir` or below it (`dir` empty: the whole project).
-pub(crate) fn is_within(path: &BStr, dir: &BStr) -> bool {
-    dir.is_empty()
-        || path == dir
-        || (path.starts_with(dir.as_bytes()) && path.get(dir.len()) == Some(&b'/'))
 }
 
 fn failure(path: &BString, error: &io::Error) -> Failure {

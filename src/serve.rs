@@ -356,7 +356,7 @@ struct DiffFull {
     to: Option<String>,
     #[serde(default)]
     paths: Vec<PathBuf>,
-    /// The result's total text ([`crate::DiffOptions::max_total_content_bytes`]).
+    /// The result's total text ([`crate::diff::DiffOptions::max_total_content_bytes`]).
     max_bytes: Option<u64>,
 }
 
@@ -476,7 +476,7 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
                 max_bytes,
             } = params(raw)?;
             let (from, to) = store.resolve_range(&from, to.as_deref())?;
-            let mut options = crate::DiffOptions {
+            let mut options = crate::diff::DiffOptions {
                 paths,
                 ..Default::default()
             };

@@ -23,7 +23,8 @@ use std::os::unix::ffi::OsStrExt;
 
 use crate::diff::{file_change, tree_changes, Change, DiffOptions, Side, Status};
 use crate::error::{Error, Result};
-use crate::restore::{is_within, step_of, Plan, RestoreOutcome};
+use crate::paths::is_within;
+use crate::restore::{step_of, Plan, RestoreOutcome};
 use crate::snapshot::TrackOptions;
 use crate::store::{Locked, SnapshotId, Store};
 

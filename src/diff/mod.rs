@@ -10,8 +10,8 @@ use gix::ObjectId;
 use serde::Serialize;
 
 use crate::error::{object_error, Result};
+use crate::paths::is_within;
 use crate::paths::quote;
-use crate::restore::is_within;
 use crate::snapshot::TrackOptions;
 use crate::store::objects::read_blob;
 use crate::store::{SnapshotId, Store};

@@ -19,13 +19,13 @@ use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use gix::bstr::ByteSlice;
+use gix::bstr::{BString, ByteSlice};
 
 use crate::error::{Error, Result};
 use objects::ObjectWriter;
@@ -485,6 +485,56 @@ impl Store {
             lock_wait: options.lock_wait,
             clock: options.clock.clone(),
         })
+    }
+
+    /// `path` as a project-relative `/`-separated path. Rejects paths that leave the project:
+    /// `..` beyond its root, absolute paths outside it, and paths through a symlink.
+    pub(crate) fn project_path(&self, path: &Path) -> Result<BString> {
+        let bad = |reason| Error::BadPath {
+            path: path.to_owned(),
+            reason,
+        };
+        let relative = if path.is_absolute() {
+            let lexical = path.strip_prefix(self.project());
+            let canonical_parent = path.parent().and_then(|p| std::fs::canonicalize(p).ok());
+            match (lexical, canonical_parent) {
+                (Ok(rest), _) => rest.to_owned(),
+                (Err(_), Some(parent)) if parent.starts_with(self.project()) => {
+                    let rest = parent.strip_prefix(self.project()).expect("checked");
+                    rest.join(path.file_name().unwrap_or_default())
+                }
+                _ => return Err(bad("is outside the project")),
+            }
+        } else {
+            path.to_owned()
+        };
+        let mut parts: Vec<&[u8]> = Vec::new();
+        for component in relative.components() {
+            match component {
+                Component::Normal(name) => parts.push(name.as_bytes()),
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    if parts.pop().is_none() {
+                        return Err(bad("leaves the project (..)"));
+                    }
+                }
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(bad("is outside the project"))
+                }
+            }
+        }
+        if parts.first() == Some(&&b".git"[..]) {
+            return Err(bad("is inside the project's .git"));
+        }
+        // Every directory on the way must be real: a symlink could lead outside the project.
+        let mut at = self.project().to_owned();
+        for name in parts.iter().take(parts.len().saturating_sub(1)) {
+            at.push(std::ffi::OsStr::from_bytes(name));
+            if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(bad("goes through a symlink"));
+            }
+        }
+        Ok(parts.join(&b'/').into())
     }
 
     /// The time now, by this store's [`Clock`].
