@@ -319,17 +319,20 @@ impl Store {
         }
         mark_as_data(&canonical_data)?;
         let git_dir = data_dir.join(store_name(&project));
-        let found = match fs::metadata(&git_dir) {
-            Ok(meta) => Some(meta),
+        // One `lstat` decides between creating and opening (a `stat` then an `lstat` let a
+        // store that another process created in between read as "not a directory"); a link
+        // to a store directory is followed.
+        // `None`: nothing there; `Some(None)`: a dangling link.
+        let found = match fs::symlink_metadata(&git_dir) {
+            Ok(meta) if meta.is_symlink() => Some(fs::metadata(&git_dir).ok()),
+            Ok(meta) => Some(Some(meta)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(Error::io("opening store", &git_dir, e)),
         };
         let mut set_aside = None;
         match found {
-            None if fs::symlink_metadata(&git_dir).is_err() => {
-                create_store(&git_dir, &project, data_dir)?
-            }
-            Some(meta) if meta.is_dir() => {
+            None => create_store(&git_dir, &project, data_dir)?,
+            Some(Some(meta)) if meta.is_dir() => {
                 make_private(&git_dir, &meta)?;
                 if lacks_objects(&git_dir)? {
                     // Its records point at objects that are gone: keep it aside, start anew.

@@ -1046,3 +1046,45 @@ fn non_utf8_names_in_restore_and_turn_output_are_quoted_as_git_quotes_them() {
         );
     }
 }
+
+/// Found in a full run (`turns::concurrent_track_file_begins_the_turn_once` failed once under
+/// load): opening a store looked at its path twice (`stat`, then `lstat`), so a store another
+/// process created between the two read as "is not a directory; move it away to start a new
+/// store", and the command failed. Here the first look pauses 1 s after it found nothing
+/// (strace, only for syscalls on the store's path) while another `track` creates the store.
+#[test]
+fn a_store_created_by_another_process_mid_open_is_opened_not_refused() {
+    require_tool("strace", "to pause a syscall");
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    // The store's name depends on the project only: ask for it under another data dir.
+    let probe = sb.root.join("probe");
+    let mut path = p.rewind_command(&["path"]);
+    path.arg("--data-dir").arg(&probe);
+    let out = path.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let name = Path::new(std::str::from_utf8(&out.stdout).unwrap().trim())
+        .file_name()
+        .unwrap()
+        .to_owned();
+    let git_dir = sb.data_dir.join(name);
+    let mut outer = Command::new("strace");
+    outer
+        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(&git_dir)
+        .args([
+            "-e",
+            "trace=statx",
+            "-e",
+            "inject=statx:delay_exit=1000000:when=1",
+        ]);
+    let mut slow = wrapped(&p, outer, &["track"]);
+    let child = spawn_piped(&mut slow);
+    std::thread::sleep(Duration::from_millis(300));
+    let tree = p.track(); // creates the store meanwhile
+    let run = finish(child, DEFAULT_DEADLINE, "track paused at its first look");
+    assert_eq!(run.code(), Some(0), "{run}");
+    assert_eq!(run.stdout.trim(), tree, "{run}");
+    assert!(git_dir.join("objects").is_dir());
+}
