@@ -1060,7 +1060,7 @@ fn a_store_created_by_another_process_mid_open_is_opened_not_refused() {
     p.file("a.txt", "a\n");
     // The store's name depends on the project only: ask for it under another data dir.
     let probe = sb.root.join("probe");
-    let mut path = p.rewind_command(&["path"]);
+    let mut path = p.rewind_command(["path"]);
     path.arg("--data-dir").arg(&probe);
     let out = path.output().unwrap();
     assert!(out.status.success(), "{out:?}");
