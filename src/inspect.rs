@@ -1,5 +1,7 @@
 //! Looking at a store: `doctor` (its health) and `log` (its records, newest first).
 
+use std::path::PathBuf;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -13,9 +15,11 @@ use crate::store::{SnapshotId, Store};
 #[non_exhaustive]
 pub struct Doctor {
     /// The store's git directory.
-    pub git_dir: String,
+    #[serde(serialize_with = "crate::paths::serialize_os_path")]
+    pub git_dir: PathBuf,
     /// The project the store belongs to.
-    pub project: String,
+    #[serde(serialize_with = "crate::paths::serialize_os_path")]
+    pub project: PathBuf,
     /// Whether the project directory still exists.
     pub project_exists: bool,
     /// Disk space used by the store, in bytes.
@@ -40,7 +44,8 @@ pub struct Doctor {
     pub missing: Vec<String>,
     /// Earlier copies of this store that were found damaged and set aside (never removed
     /// automatically; delete them once their records are no longer wanted).
-    pub set_aside: Vec<String>,
+    #[serde(serialize_with = "crate::paths::serialize_os_paths")]
+    pub set_aside: Vec<PathBuf>,
 }
 
 impl Doctor {
@@ -146,16 +151,21 @@ impl Store {
             .and_then(|t| DateTime::parse_from_rfc3339(t.trim()).ok())
             .map(|t| t.with_timezone(&Utc));
         let undo_points = self.undo_chain()?.len();
-        let copies = format!("{}.damaged-", self.git_dir().display());
+        // This store's copies: `<its name>.damaged-<pid>`, beside it.
+        let mut copies = self.git_dir().as_os_str().to_owned();
+        copies.push(".damaged-");
         let data_dir = self.git_dir().parent().unwrap_or(self.git_dir());
         let set_aside = Store::set_aside_stores(data_dir)?
             .into_iter()
-            .map(|path| path.display().to_string())
-            .filter(|path| path.starts_with(&copies))
+            .filter(|path| {
+                path.as_os_str()
+                    .as_encoded_bytes()
+                    .starts_with(copies.as_encoded_bytes())
+            })
             .collect();
         Ok(Doctor {
-            git_dir: self.git_dir().display().to_string(),
-            project: self.project().display().to_string(),
+            git_dir: self.git_dir().to_owned(),
+            project: self.project().to_owned(),
             project_exists: self.project().is_dir(),
             size: dir_size(self.git_dir()),
             locked: self.is_locked()?,

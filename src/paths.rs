@@ -70,6 +70,22 @@ pub(crate) fn serialize_paths<S: serde::Serializer>(
     s.collect_seq(paths.iter().map(|p| p.to_str_lossy()))
 }
 
+/// A file system path in JSON: lossy only there (a name that is not UTF-8 gets U+FFFD).
+pub(crate) fn serialize_os_path<S: serde::Serializer>(
+    path: &std::path::Path,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&path.to_string_lossy())
+}
+
+/// A list of file system paths in JSON, each as [`serialize_os_path`] writes it.
+pub(crate) fn serialize_os_paths<S: serde::Serializer>(
+    paths: &[std::path::PathBuf],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(paths.iter().map(|p| p.to_string_lossy()))
+}
+
 /// Whether `path` is `dir` or below it (`dir` empty: the whole project).
 pub(crate) fn is_within(path: &BStr, dir: &BStr) -> bool {
     dir.is_empty()

@@ -211,10 +211,10 @@ pub(crate) fn age(
 
 pub(crate) fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono::Utc>) {
     let mib = |bytes: u64| format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0));
-    outln!("store         {}", quote(&report.git_dir));
+    outln!("store         {}", quote_os(&report.git_dir));
     outln!(
         "project       {}{}",
-        quote(&report.project),
+        quote_os(&report.project),
         if report.project_exists {
             ""
         } else {
@@ -249,7 +249,10 @@ pub(crate) fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono
             .map_or("never".to_string(), |t| age(now, t))
     );
     for aside in &report.set_aside {
-        outln!("set aside     {aside} (damaged; delete it once not needed)");
+        outln!(
+            "set aside     {} (damaged; delete it once not needed)",
+            quote_os(aside)
+        );
     }
     match report.missing.len() {
         0 => outln!("check         every object the records reach is present"),
