@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two builds of rewind side by side (`farm-bench --vs`, runs alternated pair by pair), on the
 # cases docs/benchmarks.md quotes: track (first snapshot, no change, 20 files changed),
-# diff-full and restore of 1,000 changed files, and one agent turn (begin, 20 edits, end).
+# diff-full and restore of 1,000 changed files, revert of one directory (lib/), prune (a repack), and
+# one agent turn (begin, 20 edits, end). BENCH_CASES picks some of them.
 # Prints a markdown table of NEW/OLD wall-time ratios (median of the pairs, min–max).
 #
 # usage: bench/builds.sh OLD_BIN NEW_BIN     (BENCH_RUNS=9; BENCH_FILES=50000 BENCH_BYTES=400000000 BENCH_IGNORED=5000)
@@ -36,6 +37,13 @@ cat >"$work/restore.sh" <<'SH'
 "$1" -q --data-dir "$W/data-$2" -C "$W/tree-$2" restore "$(cat "$W/base-$2")" >/dev/null
 exec "$1" -q --data-dir "$W/data-$2" -C "$W/tree-$2" restore "$(cat "$W/edited-$2")"
 SH
+cat >"$work/revert.sh" <<'SH'
+"$1" -q --data-dir "$W/data-$2" -C "$W/tree-$2" revert "$(cat "$W/base-$2")" -- lib >/dev/null
+exec "$1" -q --data-dir "$W/data-$2" -C "$W/tree-$2" revert "$(cat "$W/edited-$2")" -- lib
+SH
+cat >"$work/prune.sh" <<'SH'
+exec "$1" -q --data-dir "$W/data-$2" -C "$W/tree-$2" prune --retention 7d
+SH
 cat >"$work/turn.sh" <<'SH'
 n=$(($(cat "$W/n-$2" 2>/dev/null || echo 0) + 1)); echo "$n" >"$W/n-$2"
 "$1" -q --data-dir "$W/data-$2" -C "$W/tree-$2" turn begin --session s --turn "$n" >/dev/null
@@ -53,7 +61,7 @@ done
 
 echo "| case | new / old (median of $runs pairs, min–max) |"
 echo "|---|---|"
-for case in first nochange changed difffull restore turn; do
+for case in ${BENCH_CASES:-first nochange changed difffull restore revert prune turn}; do
   out=$(farm-bench -n "$runs" --timeout 1800 --vs "sh $work/$case.sh $old old" -- sh "$work/$case.sh" "$new" new 2>&1)
   ratio=$(echo "$out" | awk '/^A\/B wall/ {printf "%.2f (%.2f–%.2f)", $4, $3, $5}')
   echo "| $case | ${ratio:-failed: $(echo "$out" | tail -2 | tr '\n' ' ')} |"

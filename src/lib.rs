@@ -58,6 +58,8 @@ mod restore;
 mod serve;
 mod snapshot;
 mod store;
+#[cfg(test)]
+mod testing;
 mod turns;
 
 pub use diff::{DiffOptions, FileChange, Patch, Status};

@@ -130,18 +130,7 @@ mod tests {
         use std::os::unix::ffi::OsStrExt;
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path();
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .current_dir(repo)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("HOME", repo)
-                .env_remove("XDG_CONFIG_HOME")
-                .args(args)
-                .output()
-                .expect("the git CLI is this test's oracle");
-            assert!(out.status.success(), "git {args:?}");
-            out.stdout
-        };
+        let git = |args: &[&str]| crate::testing::git_ok(repo, args, b"");
         git(&["init", "-q"]);
         let mut names: Vec<Vec<u8>> = (1..=255u8)
             .filter(|&b| b != b'/')

@@ -387,7 +387,6 @@ fn excludes_file(config: &gix::config::File) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
 
     /// A deeper `.gitignore` wins over the ones above it, a `!` line re-includes, an anchored
     /// rule holds only in its own directory, a `dir/` rule only for directories, and rules from
@@ -449,16 +448,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path();
-        let git = |args: &[&str]| {
-            Command::new("git")
-                .current_dir(repo)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("HOME", repo)
-                .env_remove("XDG_CONFIG_HOME")
-                .args(args)
-                .output()
-                .expect("the git CLI is this test's oracle")
-        };
+        let git = |args: &[&str]| crate::testing::git(repo, args, b"");
         assert!(git(&["init", "-q"]).status.success());
         fs::write(repo.join(".gitignore"), root_rules).unwrap();
         fs::create_dir_all(repo.join("sub/deep")).unwrap();

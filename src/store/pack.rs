@@ -157,7 +157,6 @@ fn pack_index(entries: &[(ObjectId, u64, u32)], pack_checksum: &ObjectId) -> Vec
 #[cfg(test)]
 mod tests {
     use std::fs;
-    use std::io::Write;
 
     use gix::ObjectId;
 
@@ -170,24 +169,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path();
         let git = |args: &[&str], input: Option<&[u8]>| {
-            let mut child = std::process::Command::new("git")
-                .current_dir(repo)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("HOME", repo)
-                .args(args)
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .spawn()
-                .expect("the git CLI is this test's oracle");
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(input.unwrap_or_default())
-                .unwrap();
-            let out = child.wait_with_output().unwrap();
-            assert!(out.status.success(), "git {args:?}");
-            out.stdout
+            crate::testing::git_ok(repo, args, input.unwrap_or_default())
         };
         git(&["init", "-q", "--bare"], None);
         let mut ids = String::new();

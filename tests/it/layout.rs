@@ -6,8 +6,8 @@ use std::path::Path;
 
 /// The library's modules, lowest first: each may use those before it, never one after it.
 const LAYERS: &[&str] = &[
-    "id", "error", "paths", "fs", "store", "snapshot", "diff", "restore", "turns", "prune",
-    "inspect", "serve",
+    "testing", "id", "error", "paths", "fs", "store", "snapshot", "diff", "restore", "turns",
+    "prune", "inspect", "serve",
 ];
 
 /// Every `crate::<module>` path in `text` (its code, tests aside).
