@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
+use gix::bstr::BString;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -265,7 +266,11 @@ impl Store {
                 turn.additions,
                 turn.deletions
             );
-            let diff = self.diff(turn.before, turn.after)?;
+            // An ended turn shows its own files only (another session's, changed meanwhile,
+            // are not the turn's); an open one all that changed since it began.
+            let files: Vec<BString> = turn.changed.iter().map(|f| f.file.clone()).collect();
+            let only = turn.ended_at.is_some().then_some(&files[..]);
+            let diff = self.diff_of(turn.before, turn.after, only)?;
             return Ok(Shown { title, diff });
         }
         if matching.len() > 1 {

@@ -209,10 +209,24 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn diff(&self, from: SnapshotId, to: Option<SnapshotId>) -> Result<Vec<u8>> {
+        self.diff_of(from, to, None)
+    }
+
+    /// [`Self::diff`], of only the files `only` names (each a project-relative path) when given.
+    pub(crate) fn diff_of(
+        &self,
+        from: SnapshotId,
+        to: Option<SnapshotId>,
+        only: Option<&[BString]>,
+    ) -> Result<Vec<u8>> {
         let (from, to) = self.resolve_pair(from, to)?;
         let repo = self.repo();
         let mut out = Vec::new();
+        let wanted = |path: &BStr| only.is_none_or(|only| only.iter().any(|p| p == path));
         for change in tree_changes(&repo, from, to)? {
+            if !wanted(change.path.as_ref()) {
+                continue;
+            }
             match (change.before, change.after) {
                 // A file <-> symlink change prints as a deletion and a creation, as git does.
                 (Some(before), Some(after)) if before.is_link() != after.is_link() => {

@@ -1201,3 +1201,41 @@ fn a_turn_rolled_back_while_open_still_overlapped_until_its_undo() {
     assert_eq!(read(p, "f").as_deref(), Some("s1's agent\n"), "{second:?}");
     assert_eq!(strings(&second.conflicts), set(&["f"]));
 }
+
+/// From the issue-17 hostile pass: `show` of a turn printed the whole diff between its
+/// snapshots, another session's file (changed while both were open) included, while its title
+/// counted only the turn's files. Now an ended turn shows its own files: the text equals
+/// `git diff BEFORE AFTER -- <the turn's files>`.
+#[test]
+fn show_of_a_turn_leaves_out_another_sessions_files() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "base.txt", "base\n");
+    store.begin_turn("A", "1").unwrap();
+    store.begin_turn("B", "1").unwrap();
+    store.track_file("A", "1", "a.txt").unwrap();
+    write_file(p, "a.txt", "by A\n");
+    store.track_file("B", "1", "b.txt").unwrap();
+    write_file(p, "b.txt", "by B\n");
+    let end = store.end_turn("A", "1").unwrap();
+    store.end_turn("B", "1").unwrap();
+    let shown = store.show("1", Some("A")).unwrap();
+    let git = Command::new("git")
+        .arg("--git-dir")
+        .arg(store.git_dir())
+        .args(["diff", "--no-ext-diff", "--no-color"])
+        .arg(end.before.to_string())
+        .arg(end.after.to_string())
+        .args(["--", "a.txt"])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(git.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&shown.diff),
+        String::from_utf8_lossy(&git.stdout),
+        "{}",
+        shown.title
+    );
+    assert!(shown.title.contains("1 files"), "{}", shown.title);
+}
