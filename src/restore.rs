@@ -404,7 +404,8 @@ impl Locked<'_> {
                 continue;
             }
             self.progress().step();
-            match delete_if_unchanged(&root, step.path.as_ref(), expected[n]) {
+            let aside = format!(".rewind-aside-{token}-{n}").into_bytes();
+            match delete_if_unchanged(&root, step.path.as_ref(), expected[n], &aside) {
                 Ok(true) => {
                     outcome.deleted.push(step.path.clone());
                     if let Some(slash) = step.path.rfind_byte(b'/') {
@@ -447,7 +448,9 @@ impl Locked<'_> {
             self.progress().step();
             let step = &plan.steps[n];
             let name = step.path.rsplit_str(b"/").next().unwrap_or_default();
-            match replace(&root, step.path.as_ref(), (&dir, &temp, name), expected[n]) {
+            let aside = format!(".rewind-aside-{token}-{n}").into_bytes();
+            let names = (&dir, &temp[..], name, &aside[..]);
+            match replace(&root, step.path.as_ref(), names, expected[n]) {
                 Ok(true) => outcome.written.push(step.path.clone()),
                 Ok(false) => {
                     let _ = ProjectRoot::unlink_in(&dir, &temp);
@@ -704,44 +707,97 @@ fn unchanged(dir: &OwnedFd, name: &[u8], expected: Option<Side>) -> io::Result<b
     Ok(id == expected.id)
 }
 
+/// What [`grab`] took out of the user's way.
+enum Grabbed {
+    /// Nothing stood there.
+    Nothing,
+    /// What stood there was `expected`; it is at the aside name now.
+    Expected,
+    /// Something else stood there (someone saved since the undo point): put back.
+    Changed,
+}
+
+/// Take what stands at `name` in `dir` out of the way before looking at it: one atomic rename
+/// to `aside`, so a save that lands later makes a new file at `name`, which the no-replace
+/// rename that follows never touches (checking first and renaming after lost a save made in
+/// between). A copy that is not `expected` goes back, no-replace: should a newer save stand
+/// at `name` by then, the older copy stays at `aside`, and the error names it. Costs at most
+/// two renames, and a read and hash of the file.
+fn grab(dir: &OwnedFd, name: &[u8], aside: &[u8], expected: Side) -> io::Result<Grabbed> {
+    match ProjectRoot::rename_in(dir, name, aside, true) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Grabbed::Nothing),
+        Err(e) => return Err(e),
+        Ok(()) => {}
+    }
+    let same = unchanged(dir, aside, Some(expected));
+    if let Ok(true) = same {
+        return Ok(Grabbed::Expected);
+    }
+    if let Err(e) = ProjectRoot::rename_in(dir, aside, name, true) {
+        let kept = format!(
+            "saved twice meanwhile; the earlier save is kept as {}",
+            aside.as_bstr()
+        );
+        return Err(io::Error::new(e.kind(), kept));
+    }
+    same.map(|_| Grabbed::Changed)
+}
+
 /// Delete the file or symlink at `path` if it still holds `expected`; `Ok(false)` when it
 /// changed since the undo point (left alone). One already gone counts as deleted.
 fn delete_if_unchanged(
     root: &ProjectRoot,
     path: &BStr,
     expected: Option<Side>,
+    aside: &[u8],
 ) -> io::Result<bool> {
     let (dir, name) = root.parent(path, None)?;
-    if crate::fs::stat_in(dir.as_fd(), name)?.is_none() {
-        return Ok(true);
+    let Some(expected) = expected else {
+        return Ok(crate::fs::stat_in(dir.as_fd(), name)?.is_none());
+    };
+    match grab(&dir, name, aside, expected)? {
+        Grabbed::Nothing => Ok(true),
+        Grabbed::Changed => Ok(false),
+        Grabbed::Expected => ProjectRoot::unlink_in(&dir, aside).map(|()| true),
     }
-    if !unchanged(&dir, name, expected)? {
-        return Ok(false);
-    }
-    ProjectRoot::unlink_in(&dir, name)?;
-    Ok(true)
 }
 
 /// Rename the staged `temp` over `name` in `dir` (project path `path`) if it still holds
 /// `expected`; `Ok(false)` when it changed since the undo point (left alone). An empty
-/// directory tree standing there (checked while planning) is removed first; where nothing
-/// stood, the rename refuses to replace what appeared meanwhile.
+/// directory tree standing there (checked while planning) is removed first; the rename never
+/// replaces what appeared meanwhile.
 fn replace(
     root: &ProjectRoot,
     path: &BStr,
-    (dir, temp, name): (&OwnedFd, &[u8], &[u8]),
+    (dir, temp, name, aside): (&OwnedFd, &[u8], &[u8], &[u8]),
     expected: Option<Side>,
 ) -> io::Result<bool> {
-    if !unchanged(dir, name, expected)? {
-        return Ok(false);
-    }
-    if crate::fs::stat_in(dir.as_fd(), name)?.is_some_and(|f| f.kind == Kind::Dir) {
-        root.remove_empty_tree(path)?;
-    }
-    match ProjectRoot::rename_in(dir, temp, name, expected.is_none()) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(e),
+    let Some(expected) = expected else {
+        if !unchanged(dir, name, None)? {
+            return Ok(false);
+        }
+        if crate::fs::stat_in(dir.as_fd(), name)?.is_some_and(|f| f.kind == Kind::Dir) {
+            root.remove_empty_tree(path)?;
+        }
+        return match ProjectRoot::rename_in(dir, temp, name, true) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        };
+    };
+    match grab(dir, name, aside, expected)? {
+        Grabbed::Nothing | Grabbed::Changed => Ok(false),
+        Grabbed::Expected => match ProjectRoot::rename_in(dir, temp, name, true) {
+            // The copy moved aside is the undo point's: it may go.
+            Ok(()) => ProjectRoot::unlink_in(dir, aside).map(|()| true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                ProjectRoot::unlink_in(dir, aside).map(|()| false) // a newer save stands there
+            }
+            Err(e) => {
+                let _ = ProjectRoot::rename_in(dir, aside, name, true);
+                Err(e)
+            }
+        },
     }
 }
 

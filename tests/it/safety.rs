@@ -1088,3 +1088,65 @@ fn a_store_created_by_another_process_mid_open_is_opened_not_refused() {
     assert_eq!(run.stdout.trim(), tree, "{run}");
     assert!(git_dir.join("objects").is_dir());
 }
+
+/// Found by the issue-13 hostile pass: restore and undo checked that a file still held what the
+/// undo point saw, then replaced it; a save landing between the check and the rename was
+/// overwritten and lost (its bytes in neither the undo point nor the store), reported as a
+/// clean `written`. The undo here pauses 1.5 s at the rename that replaces `f.txt`; the user
+/// saves meanwhile: the save must survive, as a conflict.
+#[test]
+fn a_save_landing_between_the_check_and_the_rename_of_an_undo_is_kept() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f.txt", "orig\n");
+    begin(&p, "1");
+    p.file("f.txt", "agent\n");
+    end(&p, "1");
+    let mut cmd = strace(
+        &p,
+        "inject=renameat2:delay_enter=1500000:when=1",
+        &["--json", "undo", "--session=s", "--last"],
+    );
+    let child = spawn_piped(&mut cmd);
+    std::thread::sleep(Duration::from_millis(800));
+    p.file("f.txt", "USER TYPED THIS\n");
+    let run = finish(child, DEFAULT_DEADLINE, "undo");
+    assert_no_panic(&run);
+    let o = one_json(&run);
+    assert_eq!(p.read("f.txt"), b"USER TYPED THIS\n", "{o}");
+    assert_eq!(strings(&o["conflicts"]), vec!["f.txt"], "{o}");
+    assert!(strings(&o["written"]).is_empty(), "{o}");
+}
+
+/// The same for a deletion: restore pauses 1.5 s at its first step on `new.txt` (the agent's
+/// file, absent from the target: the unlink, or the rename that now takes it out of the way
+/// first); the user writes into it meanwhile.
+#[test]
+fn a_save_landing_between_the_check_and_the_delete_of_a_restore_is_kept() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let before = p.track();
+    p.file("new.txt", "agent\n");
+    p.track();
+    let mut cmd = strace(
+        &p,
+        "inject=renameat2,unlinkat:delay_enter=1500000:when=1",
+        &["--json", "restore", &before],
+    );
+    let child = spawn_piped(&mut cmd);
+    std::thread::sleep(Duration::from_millis(800));
+    p.file("new.txt", "USER WORK\n");
+    let run = finish(child, DEFAULT_DEADLINE, "restore");
+    assert_no_panic(&run);
+    let o = one_json(&run);
+    assert_eq!(p.read("new.txt"), b"USER WORK\n", "{o}");
+    assert_eq!(strings(&o["conflicts"]), vec!["new.txt"], "{o}");
+    assert!(strings(&o["deleted"]).is_empty(), "{o}");
+    let names: Vec<String> = fs::read_dir(&p.path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".rewind"))
+        .collect();
+    assert!(names.is_empty(), "nothing left behind: {names:?}");
+}
