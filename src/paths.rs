@@ -1,7 +1,27 @@
 //! Paths are bytes, as the file system names them; this module says how they are shown: with
-//! git's C-style quoting in text, and lossy UTF-8 (U+FFFD) only in JSON.
+//! git's C-style quoting in text, and lossy UTF-8 (U+FFFD) only in JSON; and how they become
+//! the platform's paths.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
 
 use gix::bstr::{BStr, BString, ByteSlice};
+
+/// Path bytes as a path of the platform: the bytes themselves on Unix; elsewhere they must be
+/// UTF-8 (gix's rule), else an `InvalidData` error.
+pub(crate) fn os_path(bytes: &[u8]) -> std::io::Result<&Path> {
+    gix::path::from_byte_slice(bytes)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// [`os_path`] for messages: where the bytes must be UTF-8 and are not, the ill-formed
+/// sequences are shown as U+FFFD.
+pub(crate) fn os_path_lossy(bytes: &[u8]) -> Cow<'_, Path> {
+    match gix::path::from_byte_slice(bytes) {
+        Ok(path) => Cow::Borrowed(path),
+        Err(_) => Cow::Owned(PathBuf::from(bytes.to_str_lossy().into_owned())),
+    }
+}
 
 /// `path` as git prints a name in human output with `core.quotePath=true`: as it is, unless
 /// it holds a control character, `"`, `\` or a byte >= 0x80; then in double quotes, with C
@@ -126,6 +146,7 @@ mod tests {
     /// `git diff` does): with `core.quotePath=true` each line is [`quote_path`] of the name,
     /// with `false` it is `quote` without high bytes.
     #[test]
+    #[cfg(unix)] // names that are not UTF-8
     fn quoting_equals_git_ls_files_for_every_byte() {
         use std::os::unix::ffi::OsStrExt;
         let dir = tempfile::tempdir().unwrap();

@@ -21,8 +21,6 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use gix::bstr::{BStr, BString, ByteSlice};
@@ -31,7 +29,7 @@ use serde::Serialize;
 
 use crate::diff::{tree_changes, Change, Side};
 use crate::error::{Error, Result};
-use crate::fs::{Kind, Perm, ProjectRoot};
+use crate::fs::{Dir, Kind, Perm, ProjectRoot};
 use crate::paths::{is_within, serialize_paths};
 use crate::snapshot::visibility::Visibility;
 use crate::snapshot::TrackOptions;
@@ -197,13 +195,11 @@ impl Store {
             let relative = self.project_path(path.as_ref())?;
             let in_snapshot = relative.is_empty()
                 || tree
-                    .lookup_entry_by_path(Path::new(std::ffi::OsStr::from_bytes(&relative)))
+                    .lookup_entry(relative.split(|&b| b == b'/'))
                     .map_err(|e| Error::store(self.git_dir(), e))?
                     .is_some();
-            let on_disk = std::fs::symlink_metadata(
-                self.project().join(std::ffi::OsStr::from_bytes(&relative)),
-            )
-            .is_ok();
+            let on_disk = crate::paths::os_path(&relative)
+                .is_ok_and(|rel| std::fs::symlink_metadata(self.project().join(rel)).is_ok());
             if !in_snapshot && !on_disk {
                 return Err(Error::NoSuchPath {
                     path: crate::paths::quote_path(&relative),
@@ -419,7 +415,7 @@ impl Locked<'_> {
         remove_empty_dirs(&root, emptied);
 
         // Writes: every temp file first, one sync, then the renames.
-        let mut staged: Vec<(usize, OwnedFd, Vec<u8>)> = Vec::new();
+        let mut staged: Vec<(usize, Dir, Vec<u8>)> = Vec::new();
         for (n, ((step, data), action)) in
             plan.steps.iter().zip(&contents).zip(&actions).enumerate()
         {
@@ -436,7 +432,7 @@ impl Locked<'_> {
                 Err(e) => outcome.failed.push(failure(&step.path, &e)),
             }
         }
-        let dirs = staged.iter().map(|(_, dir, _)| dir.as_fd());
+        let dirs = staged.iter().map(|(_, dir, _)| dir.as_dir());
         if let Err(e) = crate::fs::sync_filesystems(dirs) {
             // Nothing was replaced yet: undo the staging and stop.
             for (_, dir, temp) in &staged {
@@ -562,8 +558,6 @@ impl Locked<'_> {
     }
 }
 
-impl Store {}
-
 pub(crate) fn step_of(change: &Change, snapshot: usize) -> Step {
     Step {
         path: change.path.clone(),
@@ -590,15 +584,16 @@ fn obstacle(root: &ProjectRoot, path: &BStr, deleting: &HashSet<&BStr>) -> io::R
     for (i, name) in names.iter().enumerate() {
         let walked = path[..names[..=i].iter().map(|n| n.len() + 1).sum::<usize>() - 1].as_bstr();
         let is_target = i + 1 == names.len();
-        let Some(found) = crate::fs::stat_in(dir.as_fd(), name)? else {
+        let Some(found) = crate::fs::stat_in(dir.as_dir(), name)? else {
             return Ok(Obstacle::None); // nothing there, nor below
         };
         match found.kind {
             Kind::Dir => {
-                let child = crate::fs::open_child(dir.as_fd(), name)?;
-                let nested = crate::fs::stat_in(child.as_fd(), b".git")?.is_some();
-                let ours = crate::fs::stat_in(child.as_fd(), crate::store::DATA_MARKER.as_bytes())?
-                    .is_some();
+                let child = crate::fs::open_child(dir.as_dir(), name)?;
+                let nested = crate::fs::stat_in(child.as_dir(), b".git")?.is_some();
+                let ours =
+                    crate::fs::stat_in(child.as_dir(), crate::store::DATA_MARKER.as_bytes())?
+                        .is_some();
                 if nested || ours {
                     return Ok(Obstacle::Kept); // never written into
                 }
@@ -648,7 +643,7 @@ fn stage(
     (side, sight): (Side, &Visibility),
     data: &[u8],
     temp: &[u8],
-) -> io::Result<OwnedFd> {
+) -> io::Result<Dir> {
     // A missing directory is made as private as the target recorded it, else 0755.
     let dir_mode = |dir: &[u8]| {
         let mut key = BString::from(dir);
@@ -666,7 +661,7 @@ fn stage(
         true => mode | (mode & 0o444) >> 2,
         false => mode & !0o111,
     };
-    let existing = crate::fs::stat_in(dir.as_fd(), name)?
+    let existing = crate::fs::stat_in(dir.as_dir(), name)?
         .filter(|found| found.kind == Kind::File)
         .map(|found| found.mode & 0o7777);
     let perm = match (existing, recorded) {
@@ -682,8 +677,8 @@ fn stage(
 /// Whether `name` in `dir` still holds `expected` (`None`: nothing, or a directory tree that
 /// the plan found empty), as when the undo point was taken. Someone may have written it since:
 /// then it is theirs, and not replaced or deleted. Costs a read and a hash of the file.
-fn unchanged(dir: &OwnedFd, name: &[u8], expected: Option<Side>) -> io::Result<bool> {
-    let found = crate::fs::stat_in(dir.as_fd(), name)?;
+fn unchanged(dir: &Dir, name: &[u8], expected: Option<Side>) -> io::Result<bool> {
+    let found = crate::fs::stat_in(dir.as_dir(), name)?;
     let (found, expected) = match (found, expected) {
         (None, None) => return Ok(true),
         (Some(found), None) => return Ok(found.kind == Kind::Dir),
@@ -695,11 +690,9 @@ fn unchanged(dir: &OwnedFd, name: &[u8], expected: Option<Side>) -> io::Result<b
             if (found.mode & 0o100 != 0) != (expected.mode & 0o111 != 0) {
                 return Ok(false);
             }
-            crate::fs::read_file_in(dir.as_fd(), name)?
+            crate::fs::read_file_in(dir.as_dir(), name)?
         }
-        Kind::Symlink if expected.is_link() => {
-            rustix::fs::readlinkat(dir, name, Vec::new())?.into_bytes()
-        }
+        Kind::Symlink if expected.is_link() => crate::fs::read_link_in(dir.as_dir(), name)?,
         _ => return Ok(false),
     };
     let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data)
@@ -723,7 +716,7 @@ enum Grabbed {
 /// between). A copy that is not `expected` goes back, no-replace: should a newer save stand
 /// at `name` by then, the older copy stays at `aside`, and the error names it. Costs at most
 /// two renames, and a read and hash of the file.
-fn grab(dir: &OwnedFd, name: &[u8], aside: &[u8], expected: Side) -> io::Result<Grabbed> {
+fn grab(dir: &Dir, name: &[u8], aside: &[u8], expected: Side) -> io::Result<Grabbed> {
     match ProjectRoot::rename_in(dir, name, aside, true) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Grabbed::Nothing),
         Err(e) => return Err(e),
@@ -753,7 +746,7 @@ fn delete_if_unchanged(
 ) -> io::Result<bool> {
     let (dir, name) = root.parent(path, None)?;
     let Some(expected) = expected else {
-        return Ok(crate::fs::stat_in(dir.as_fd(), name)?.is_none());
+        return Ok(crate::fs::stat_in(dir.as_dir(), name)?.is_none());
     };
     match grab(&dir, name, aside, expected)? {
         Grabbed::Nothing => Ok(true),
@@ -769,14 +762,14 @@ fn delete_if_unchanged(
 fn replace(
     root: &ProjectRoot,
     path: &BStr,
-    (dir, temp, name, aside): (&OwnedFd, &[u8], &[u8], &[u8]),
+    (dir, temp, name, aside): (&Dir, &[u8], &[u8], &[u8]),
     expected: Option<Side>,
 ) -> io::Result<bool> {
     let Some(expected) = expected else {
         if !unchanged(dir, name, None)? {
             return Ok(false);
         }
-        if crate::fs::stat_in(dir.as_fd(), name)?.is_some_and(|f| f.kind == Kind::Dir) {
+        if crate::fs::stat_in(dir.as_dir(), name)?.is_some_and(|f| f.kind == Kind::Dir) {
             root.remove_empty_tree(path)?;
         }
         return match ProjectRoot::rename_in(dir, temp, name, true) {

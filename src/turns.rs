@@ -19,7 +19,6 @@ use chrono::{DateTime, Utc};
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
 use serde::Serialize;
-use std::os::unix::ffi::OsStrExt;
 
 use crate::diff::{file_change, tree_changes, Change, DiffOptions, Side, Status};
 use crate::error::{Error, Result};
@@ -833,8 +832,9 @@ impl Store {
             {
                 continue;
             }
-            let abs = locked.project().join(std::ffi::OsStr::from_bytes(path));
-            if std::fs::symlink_metadata(abs).is_ok() {
+            let on_disk = crate::paths::os_path(path)
+                .is_ok_and(|path| std::fs::symlink_metadata(locked.project().join(path)).is_ok());
+            if on_disk {
                 out_of_view.push(path.clone());
             }
         }
@@ -2088,9 +2088,8 @@ fn commit_and_tree(repo: &gix::Repository, id: ObjectId) -> Result<(gix::Commit<
 fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option<Side>> {
     let git_dir = repo.git_dir();
     let tree = repo.find_tree(tree).map_err(|e| Error::store(git_dir, e))?;
-    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path));
     Ok(tree
-        .lookup_entry_by_path(path)
+        .lookup_entry(path.split(|&b| b == b'/'))
         .map_err(|e| Error::store(git_dir, e))?
         .filter(|entry| !entry.mode().is_tree())
         .map(|entry| Side {

@@ -2,7 +2,6 @@
 //! (paths), `diff` (git's unified text), `diff_full` (per-file rows with `--numstat` counts) and
 //! `has_changes`. git is the oracle for every byte and every number here.
 
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use gix::bstr::{BStr, BString, ByteSlice};
@@ -174,7 +173,7 @@ impl Store {
         // Each selected path, and whether it ends in `/` (then only what is below it).
         let paths = (options.paths.iter())
             .map(|path| {
-                let below = path.as_os_str().as_bytes().ends_with(b"/");
+                let below = path.as_os_str().as_encoded_bytes().ends_with(b"/");
                 Ok((self.project_path(path)?, below))
             })
             .collect::<Result<Vec<_>>>()?;

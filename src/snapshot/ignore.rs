@@ -7,7 +7,6 @@
 //! A file that the project's own git index tracks is never left out for being ignored.
 
 use std::fs;
-use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -15,7 +14,8 @@ use gix::bstr::{BStr, BString, ByteSlice, ByteVec};
 use gix::glob::pattern::Case;
 use gix::glob::search::pattern::List;
 use gix::ignore::search::{pattern_matching_relative_path, Ignore};
-use rustix::fs::CWD;
+
+use crate::fs::{DirRef, CWD};
 
 /// The enclosing git repository of a project, if any.
 struct ProjectRepo {
@@ -63,7 +63,7 @@ impl DirRules {
     /// file in messages) below `parent`. An unreadable `.gitignore` is treated as empty, as git does.
     pub(crate) fn child(
         parent: &Arc<DirRules>,
-        dir: BorrowedFd<'_>,
+        dir: DirRef<'_>,
         source: &Path,
         dir_rel: &BStr,
     ) -> Arc<DirRules> {
@@ -257,7 +257,7 @@ impl Excludes {
 
 /// Read a rules or repository file (at most 64 MiB) only if it is a regular file: a FIFO or a
 /// device standing in its place would block or never end.
-fn read_small(dir: BorrowedFd<'_>, path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
+fn read_small(dir: DirRef<'_>, path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
     let file = crate::fs::open_regular(dir, path, follow)?;
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(&mut std::io::Read::take(file, 64 << 20), &mut bytes)?;

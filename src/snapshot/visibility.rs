@@ -17,7 +17,6 @@
 //! in a turn's begin commit.
 
 use std::collections::HashMap;
-use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
 use gix::bstr::{BStr, BString, ByteSlice};
@@ -204,7 +203,7 @@ fn blob_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option
     let git_dir = repo.git_dir();
     let tree = repo.find_tree(tree).map_err(|e| Error::store(git_dir, e))?;
     let Some(entry) = tree
-        .lookup_entry_by_path(std::path::Path::new(std::ffi::OsStr::from_bytes(path)))
+        .lookup_entry(path.split(|&b| b == b'/'))
         .map_err(|e| Error::store(git_dir, e))?
     else {
         return Ok(None);

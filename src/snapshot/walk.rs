@@ -3,21 +3,19 @@
 
 use std::io;
 use std::ops::Range;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use gix::bstr::{BStr, BString, ByteSlice};
-use gix::index::entry::{stat, Mode, Stat};
+use gix::index::entry::{Mode, Stat};
 use gix::ObjectId;
 use rayon::prelude::*;
-use rustix::fs::{statat, AtFlags, FileType, OFlags};
 
 use super::cache::is_racy;
 use super::{FileEntry, Looked, Part, SkipReason, Skipped, READ_WHOLE_LIMIT, STAT_OPTIONS};
 use crate::error::{Error, Result};
+use crate::fs::{open_child, stat_at, Dir, DirRef, Kind, Listing};
 use crate::snapshot::ignore::{DirRules, Excludes, Rules};
 use crate::store::objects::{lock, ObjectWriter};
 
@@ -52,7 +50,7 @@ pub(super) const HELD_DIRS: usize = 128;
 
 /// A directory kept open for its subdirectories' jobs; counted in [`Walk::held`].
 pub(super) struct HeldDir<'w> {
-    pub(super) dir: rustix::fs::Dir,
+    pub(super) dir: Listing,
     pub(super) held: &'w AtomicUsize,
 }
 
@@ -142,7 +140,7 @@ impl Walk<'_> {
     /// Snapshot the files of directory `job` and spawn a job for each of its subdirectories.
     /// Returns its parts in index order, each subdirectory as the id of its job.
     /// Costs one `openat`, one `readdir` and one `fstatat` per file, plus reading the files that
-    /// changed.
+    /// changed (through [`crate::fs`]: descriptors on Unix, paths elsewhere).
     pub(super) fn dir<'s>(
         &'s self,
         scope: &rayon::Scope<'s>,
@@ -165,36 +163,41 @@ impl Walk<'_> {
                 detail,
             })]
         };
-        let mut entries = match opened.and_then(rustix::fs::Dir::new) {
+        let mut entries = match opened.and_then(Listing::new) {
             Ok(entries) => entries,
             // Gone since its parent was read: this snapshot leaves it out.
-            Err(rustix::io::Errno::NOENT) if !rel.is_empty() => return Ok(Vec::new()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !rel.is_empty() => {
+                return Ok(Vec::new())
+            }
             Err(e) if rel.is_empty() => {
-                return Err(Error::io("reading", self.root, e.into()));
+                return Err(Error::io("reading", self.root, e));
             }
             Err(e) => {
-                let detail = io::Error::from(e).to_string();
+                let detail = e.to_string();
                 return Ok(skipped(rel, SkipReason::Unreadable, Some(detail)));
             }
         };
         let mut hidden = Vec::new();
         // A directory narrower than 0755 (0700, 0750): recorded, so a restore that makes it
         // again makes it as private. One `fstat`.
-        if let Some(perm) = entries.fd().ok().and_then(|fd| rustix::fs::fstat(fd).ok()) {
-            let perm = perm.st_mode & 0o7777;
+        if let Some(found) = entries
+            .dir()
+            .ok()
+            .and_then(|dir| crate::fs::stat_dir(dir).ok())
+        {
+            let perm = found.mode;
             if !rel.is_empty() && perm & 0o755 != 0o755 {
                 hidden.push(Part::PrivateDir(rel.clone(), perm));
             }
         }
         // (path, where its name starts, its type if the directory entry says)
-        let mut listed: Vec<(BString, usize, FileType)> = Vec::new();
+        let mut listed: Vec<(BString, usize, Option<Kind>)> = Vec::new();
         let mut gitignore = false;
         let name_start = if rel.is_empty() { 0 } else { rel.len() + 1 };
         for entry in entries.by_ref() {
             let Ok(entry) = entry else { continue };
-            let name = entry.file_name().to_bytes();
+            let name = entry.name();
             match name {
-                b"." | b".." => continue,
                 b".git" if rel.is_empty() => continue, // the project's own repository
                 b".git" => return Ok(skipped(rel, SkipReason::NestedRepo, None)),
                 _ if name == crate::store::DATA_MARKER.as_bytes() => {
@@ -202,11 +205,11 @@ impl Walk<'_> {
                 }
                 _ => {}
             }
-            let file_type = entry.file_type();
-            gitignore |= name == b".gitignore" && file_type == FileType::RegularFile;
-            listed.push((join(rel.as_ref(), name), name_start, file_type));
+            let kind = entry.kind();
+            gitignore |= name == b".gitignore" && kind == Some(Kind::File);
+            listed.push((join(rel.as_ref(), name), name_start, kind));
         }
-        let dir_fd = entries.fd().expect("an open directory has a descriptor");
+        let dir_fd = entries.dir().expect("an open directory has a descriptor");
         let rules = if gitignore && !tracked_only {
             let source = self.abs(rel.as_ref()).join(".gitignore");
             DirRules::child(&rules, dir_fd, &source, rel.as_ref())
@@ -216,18 +219,16 @@ impl Walk<'_> {
 
         let mut files = Vec::with_capacity(listed.len());
         let mut dirs = Vec::new();
-        for (child, name_start, file_type) in listed {
-            let file_type = match file_type {
+        for (child, name_start, kind) in listed {
+            let kind = match kind {
+                Some(known) => known,
                 // Some filesystems leave the type out of directory entries.
-                FileType::Unknown => {
-                    match statat(dir_fd, &child[name_start..], AtFlags::SYMLINK_NOFOLLOW) {
-                        Ok(st) => FileType::from_raw_mode(st.st_mode),
-                        Err(_) => continue, // vanished; an unreadable file is reported by `look`
-                    }
-                }
-                known => known,
+                None => match stat_at(dir_fd, &child[name_start..]) {
+                    Ok(found) => found.kind,
+                    Err(_) => continue, // vanished; an unreadable file is reported by `look`
+                },
             };
-            let is_dir = file_type == FileType::Directory;
+            let is_dir = kind == Kind::Dir;
             let by = match tracked_only {
                 true => None,
                 false => self.excludes.ignored_by(&rules, child.as_ref(), is_dir),
@@ -348,28 +349,24 @@ impl Walk<'_> {
     /// Open directory `path` below `anchor` one component at a time, never following a
     /// symlink; the project root when there is no anchor (`path` is then the rest below it).
     /// Costs one `openat` per component: one, unless directories ran over [`HELD_DIRS`].
-    pub(super) fn open(
-        &self,
-        anchor: Option<&HeldDir<'_>>,
-        path: &[u8],
-    ) -> rustix::io::Result<OwnedFd> {
+    pub(super) fn open(&self, anchor: Option<&HeldDir<'_>>, path: &[u8]) -> io::Result<Dir> {
         let mut names = path.split(|&b| b == b'/').filter(|name| !name.is_empty());
         let mut fd = match anchor {
             Some(anchor) => {
-                let first = names.next().ok_or(rustix::io::Errno::INVAL)?;
-                open_dir(anchor.dir.fd()?, first)?
+                let first = names.next().ok_or(io::ErrorKind::InvalidInput)?;
+                open_child(anchor.dir.dir()?, first)?
             }
-            None => open_dir(rustix::fs::CWD, self.root.as_os_str().as_bytes())?,
+            None => crate::fs::open_path(self.root)?,
         };
         for name in names {
-            fd = open_dir(fd.as_fd(), name)?;
+            fd = open_child(fd.as_dir(), name)?;
         }
         Ok(fd)
     }
 
     /// The absolute path of project path `rel`.
     pub(super) fn abs(&self, rel: &BStr) -> PathBuf {
-        self.root.join(std::ffi::OsStr::from_bytes(rel))
+        self.root.join(crate::paths::os_path_lossy(rel))
     }
 
     /// Split `range`, the previous index entries below a directory whose path is `dir_len`
@@ -410,23 +407,23 @@ impl Walk<'_> {
         &self,
         rel: BString,
         name_start: usize,
-        dir: BorrowedFd<'_>,
+        dir: DirRef<'_>,
         cached: Option<usize>,
     ) -> Looked {
-        let meta = match statat(dir, &rel[name_start..], AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(meta) => meta,
-            Err(rustix::io::Errno::NOENT) => return Looked::Vanished,
-            Err(e) => return Looked::Settled(Part::Skipped(unreadable(rel, &e.into()))),
+        let found = match stat_at(dir, &rel[name_start..]) {
+            Ok(found) => found,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Looked::Vanished,
+            Err(e) => return Looked::Settled(Part::Skipped(unreadable(rel, &e))),
         };
         self.progress.step();
-        let mode = match FileType::from_raw_mode(meta.st_mode) {
-            FileType::Symlink => Mode::SYMLINK,
-            FileType::RegularFile if meta.st_mode & 0o100 != 0 => Mode::FILE_EXECUTABLE,
-            FileType::RegularFile => Mode::FILE,
+        let mode = match found.kind {
+            Kind::Symlink => Mode::SYMLINK,
+            Kind::File if found.mode & 0o100 != 0 => Mode::FILE_EXECUTABLE,
+            Kind::File => Mode::FILE,
             // Listed as a file, a directory by now: this snapshot leaves it out.
-            FileType::Directory => return Looked::Vanished,
+            Kind::Dir => return Looked::Vanished,
             // FIFOs, sockets, devices: never opened (reading a FIFO would hang).
-            _ => {
+            Kind::Special => {
                 return Looked::Settled(Part::Skipped(Skipped {
                     path: rel,
                     reason: SkipReason::SpecialFile,
@@ -434,9 +431,7 @@ impl Walk<'_> {
                 }))
             }
         };
-        let size = meta.st_size as u64;
-        let perm = meta.st_mode & 0o7777;
-        let stat = stat_of(&meta);
+        let (size, perm, stat) = (found.size, found.mode, found.stat);
         let previous = cached.map(|i| &self.previous.entries()[i]);
         match previous {
             Some(prev)
@@ -478,22 +473,22 @@ impl Walk<'_> {
     pub(super) fn read(
         &self,
         rel: BString,
-        dir: BorrowedFd<'_>,
+        dir: DirRef<'_>,
         name_start: usize,
         stat: Stat,
         (mode, perm): (Mode, u32),
         size: u64,
     ) -> Result<Option<Part>> {
-        let name = Path::new(std::ffi::OsStr::from_bytes(&rel[name_start..]));
-        let content = if mode == Mode::SYMLINK {
-            match rustix::fs::readlinkat(dir, name, Vec::new()) {
-                Ok(target) => Ok(self
-                    .objects
-                    .write(gix::objs::Kind::Blob, target.as_bytes())?),
-                Err(e) => Err(e.into()),
-            }
-        } else {
-            self.blob_from_file(dir, name, size)?
+        let name = &rel[name_start..];
+        let content = match mode {
+            Mode::SYMLINK => match crate::fs::read_link_in(dir, name) {
+                Ok(target) => Ok(self.objects.write(gix::objs::Kind::Blob, &target)?),
+                Err(e) => Err(e),
+            },
+            _ => match crate::paths::os_path(name) {
+                Ok(name) => self.blob_from_file(dir, name, size)?,
+                Err(e) => Err(e),
+            },
         };
         Ok(match content {
             Ok(id) => Some(Part::File(FileEntry {
@@ -513,7 +508,7 @@ impl Walk<'_> {
     /// writing the store, the inner one about reading the project file.
     pub(super) fn blob_from_file(
         &self,
-        dir: BorrowedFd<'_>,
+        dir: DirRef<'_>,
         name: &Path,
         size: u64,
     ) -> Result<io::Result<ObjectId>> {
@@ -571,28 +566,4 @@ pub(super) fn unreadable(path: BString, error: &io::Error) -> Skipped {
         reason: SkipReason::Unreadable,
         detail: Some(error.to_string()),
     }
-}
-
-/// The index stat of `meta`, truncated to 32 bits as git does.
-#[allow(clippy::unnecessary_cast)] // the field types differ between targets
-pub(super) fn stat_of(meta: &rustix::fs::Stat) -> Stat {
-    let time = |secs: i64, nsecs: u64| stat::Time {
-        secs: secs as u32,
-        nsecs: nsecs as u32,
-    };
-    Stat {
-        mtime: time(meta.st_mtime as i64, meta.st_mtime_nsec as u64),
-        ctime: time(meta.st_ctime as i64, meta.st_ctime_nsec as u64),
-        dev: meta.st_dev as u32,
-        ino: meta.st_ino as u32,
-        uid: meta.st_uid,
-        gid: meta.st_gid,
-        size: meta.st_size as u32,
-    }
-}
-
-/// Open directory `name` below `parent` without following a symlink.
-pub(super) fn open_dir(parent: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<OwnedFd> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    rustix::fs::openat(parent, name, flags, rustix::fs::Mode::empty())
 }

@@ -2,7 +2,6 @@
 //! the interrupt (cancel flag and deadline) that bounds the wait for it.
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -91,9 +90,17 @@ pub(crate) fn deadline_in(wait: Duration) -> Instant {
     Instant::now() + wait.min(Duration::from_secs(365 * 24 * 3600))
 }
 
-/// Who holds the flock on `file`, as the OS tells (Linux: `/proc/locks` names the pid, and
+/// Who holds the flock on `file`: only Linux tells (see the Linux version).
+#[cfg(not(target_os = "linux"))]
+fn lock_holder(_file: &fs::File) -> String {
+    "another process".to_string()
+}
+
+/// Who holds the flock on `file`, as Linux tells (`/proc/locks` names the pid, and
 /// `/proc/<pid>/cmdline` its command), else "another process". Costs reading `/proc/locks`.
+#[cfg(target_os = "linux")]
 fn lock_holder(file: &fs::File) -> String {
+    use std::os::unix::fs::MetadataExt;
     let unknown = || "another process".to_string();
     let Ok(meta) = file.metadata() else {
         return unknown();

@@ -17,8 +17,6 @@
 use std::fs;
 
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -464,7 +462,10 @@ impl Store {
                 Ok(config) => config.string("rewind.worktree")?,
                 Err(e) => return Some(Err(Error::store(&git_dir, e))),
             };
-        let project = PathBuf::from(std::ffi::OsStr::from_bytes(&project));
+        let project = match crate::paths::os_path(&project) {
+            Ok(project) => project.to_owned(),
+            Err(e) => return Some(Err(Error::io("reading store config", config, e))),
+        };
         let private = fs::metadata(&git_dir)
             .map_err(|e| Error::io("reading store", &git_dir, e))
             .and_then(|meta| make_private(&git_dir, &meta));
@@ -511,10 +512,10 @@ impl Store {
         } else {
             path.to_owned()
         };
-        let mut parts: Vec<&[u8]> = Vec::new();
+        let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
         for component in relative.components() {
             match component {
-                Component::Normal(name) => parts.push(name.as_bytes()),
+                Component::Normal(name) => parts.push(name),
                 Component::CurDir => {}
                 Component::ParentDir => {
                     if parts.pop().is_none() {
@@ -526,17 +527,22 @@ impl Store {
                 }
             }
         }
-        if parts.first() == Some(&&b".git"[..]) {
+        if parts.first().is_some_and(|first| *first == ".git") {
             return Err(bad("is inside the project's .git"));
         }
         // Every directory on the way must be real: a symlink could lead outside the project.
         let mut at = self.project().to_owned();
         for name in parts.iter().take(parts.len().saturating_sub(1)) {
-            at.push(std::ffi::OsStr::from_bytes(name));
+            at.push(name);
             if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
                 return Err(bad("goes through a symlink"));
             }
         }
+        let parts = parts
+            .into_iter()
+            .map(|part| gix::path::os_str_into_bstr(part).map(|part| part.as_bytes()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|_| bad("is not valid Unicode"))?;
         Ok(parts.join(&b'/').into())
     }
 
@@ -641,13 +647,8 @@ fn prepare_data_dir(data_dir: &Path) -> Result<()> {
     let meta = match fs::metadata(data_dir) {
         Ok(meta) => meta,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(data_dir)
-                .map_err(creating)?;
-            return fs::set_permissions(data_dir, fs::Permissions::from_mode(0o700))
-                .map_err(creating);
+            crate::fs::create_dirs(data_dir, 0o700).map_err(creating)?;
+            return crate::fs::set_mode(data_dir, 0o700).map_err(creating);
         }
         Err(e) => return Err(Error::io("opening data directory", data_dir, e)),
     };
@@ -677,13 +678,13 @@ fn make_private(dir: &Path, meta: &fs::Metadata) -> Result<()> {
     if !open_and_ours(meta) {
         return Ok(());
     }
-    fs::set_permissions(dir, fs::Permissions::from_mode(meta.mode() & 0o700))
+    crate::fs::set_mode(dir, crate::fs::mode_of(meta) & 0o700)
         .map_err(|e| Error::io("making private", dir, e))
 }
 
 /// Whether a file is ours and open to group or others.
 fn open_and_ours(meta: &fs::Metadata) -> bool {
-    meta.mode() & 0o077 != 0 && meta.uid() == rustix::process::geteuid().as_raw()
+    crate::fs::mode_of(meta) & 0o077 != 0 && crate::fs::owned_by_us(meta)
 }
 
 /// Whether the store directory `git_dir` provably lost its `objects/`: `stat` finds no
@@ -744,8 +745,7 @@ fn create_store(git_dir: &Path, project: &Path, data_dir: &Path) -> Result<()> {
     mark_as_data(&staged)?;
     // The empty tree is implicit for gix but a `bad object` for git until written.
     ObjectWriter::new(staged.join("objects")).write(gix::objs::Kind::Tree, b"")?;
-    fs::set_permissions(&staged, fs::Permissions::from_mode(0o700))
-        .map_err(|e| Error::io("creating store", &staged, e))?;
+    crate::fs::set_mode(&staged, 0o700).map_err(|e| Error::io("creating store", &staged, e))?;
     match fs::rename(&staged, git_dir) {
         Ok(()) => Ok(()),
         Err(_) if git_dir.join("objects").is_dir() => Ok(()), // another process won the race
@@ -755,11 +755,10 @@ fn create_store(git_dir: &Path, project: &Path, data_dir: &Path) -> Result<()> {
 
 /// The disk space (allocated blocks, as `du` counts) of all files below `dir`.
 pub(crate) fn dir_size(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
     files_below(dir)
         .iter()
         .filter_map(|f| fs::symlink_metadata(f).ok())
-        .map(|m| m.blocks() * 512)
+        .map(|m| crate::fs::allocated(&m))
         .sum()
 }
 

@@ -150,11 +150,11 @@ impl ObjectWriter {
         let mut check = LooseCheck::default();
         for &id in ids {
             let path = self.loose_path(&id);
-            let sound = match rustix::fs::stat(&path) {
-                Err(rustix::io::Errno::NOENT) if self.in_packs(&id) => continue, // packed since
-                Err(rustix::io::Errno::NOENT) => false,
+            let sound = match crate::fs::changed_at(&path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound && self.in_packs(&id) => continue, // packed since
+                Err(e) if e.kind() == io::ErrorKind::NotFound => false,
                 Err(_) => true,
-                Ok(st) if (st.st_ctime, st.st_ctime_nsec as i64) <= since => true,
+                Ok(changed) if changed <= since => true,
                 Ok(_) => fs::read(&path).map_or(true, |bytes| holds_object(&bytes, &id)),
             };
             match sound {

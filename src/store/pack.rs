@@ -3,7 +3,6 @@
 
 use std::collections::HashSet;
 use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
@@ -78,15 +77,12 @@ impl PackBuilder {
         header.extend_from_slice(b"PACK");
         header.extend_from_slice(&2u32.to_be_bytes());
         header.extend_from_slice(&(self.entries.len() as u32).to_be_bytes());
-        temp.as_file().write_all_at(&header, 0).map_err(io_error)?;
+        crate::fs::write_all_at(temp.as_file(), &header, 0).map_err(io_error)?;
         let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
         let mut buf = vec![0; 1 << 20];
         let mut position = 0;
         while position < self.offset {
-            let n = temp
-                .as_file()
-                .read_at(&mut buf, position)
-                .map_err(io_error)?;
+            let n = crate::fs::read_at(temp.as_file(), &mut buf, position).map_err(io_error)?;
             if n == 0 {
                 return Err(io_error(io::ErrorKind::UnexpectedEof.into()));
             }
@@ -94,8 +90,7 @@ impl PackBuilder {
             position += n as u64;
         }
         let checksum = hasher.try_finalize().map_err(|e| Error::store(dir, e))?;
-        temp.as_file()
-            .write_all_at(checksum.as_bytes(), self.offset)
+        crate::fs::write_all_at(temp.as_file(), checksum.as_bytes(), self.offset)
             .map_err(io_error)?;
 
         self.entries.sort_unstable_by_key(|entry| entry.0);

@@ -72,3 +72,47 @@ fn no_module_names_a_module_above_it() {
         "modules naming one above them (or a root re-export): {upward:#?}"
     );
 }
+
+/// Platform code lives in `src/fs/` (and the Linux-only lock holder lookup of
+/// `src/store/lock.rs`): a `std::os::unix` or rustix call anywhere else breaks the Windows
+/// build, which CI does not run (the Unix-only build passed while ~100 such uses stood).
+#[test]
+fn only_fs_names_the_platform() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut outside = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap();
+        let first = relative.iter().next().unwrap().to_string_lossy();
+        if first.trim_end_matches(".rs") == "fs" || relative == Path::new("store/lock.rs") {
+            continue;
+        }
+        let text = fs::read_to_string(file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (number, line) in code.lines().enumerate() {
+            if [
+                "std::os::",
+                "rustix::",
+                "cfg(unix)",
+                "cfg(not(unix))",
+                "target_os",
+            ]
+            .iter()
+            .any(|platform| line.contains(platform))
+            {
+                outside.push(format!(
+                    "{}:{}: {}",
+                    relative.display(),
+                    number + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(files.len() > 20, "only {} sources found", files.len());
+    assert!(
+        outside.is_empty(),
+        "platform code outside src/fs/: {outside:#?}"
+    );
+}

@@ -1,0 +1,359 @@
+//! [`crate::fs`] on Unix: directory descriptors and the `*at` calls (through rustix), so no
+//! path is ever resolved through a symlink another process put in the way.
+
+use std::io::{self, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+
+use gix::index::entry::{stat, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawMode};
+
+use super::{Found, Kind, Perm, ProjectRoot};
+
+/// An open directory (a descriptor).
+pub(crate) struct Dir(OwnedFd);
+
+/// An open directory, borrowed.
+pub(crate) type DirRef<'a> = BorrowedFd<'a>;
+
+/// The current directory: a path relative to it is a path as the process sees it.
+pub(crate) const CWD: DirRef<'static> = rustix::fs::CWD;
+
+impl Dir {
+    pub(crate) fn as_dir(&self) -> DirRef<'_> {
+        self.0.as_fd()
+    }
+}
+
+fn flags_dir() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}
+
+/// Permission bits as rustix takes them (`mode_t` is narrower than `u32` on some systems).
+fn mode_bits(bits: u32) -> Mode {
+    Mode::from_raw_mode(bits as RawMode)
+}
+
+fn kind_of(st_mode: RawMode) -> Kind {
+    match FileType::from_raw_mode(st_mode) {
+        FileType::RegularFile => Kind::File,
+        FileType::Directory => Kind::Dir,
+        FileType::Symlink => Kind::Symlink,
+        _ => Kind::Special,
+    }
+}
+
+impl ProjectRoot {
+    /// Open the project directory `path` (not following a symlink in its last component).
+    pub(crate) fn open(path: &Path) -> io::Result<ProjectRoot> {
+        let fd = rustix::fs::open(path, flags_dir(), Mode::empty())?;
+        Ok(ProjectRoot {
+            dir: Dir(fd),
+            path: path.to_owned(),
+        })
+    }
+
+    /// Write a new temp file `temp` (a name no user file has) in directory `dir` with `data`.
+    /// Its permission bits are `perm`: exact (`fchmod`, the umask neither widens nor narrows
+    /// them), or a default less the umask, as git's checkout does. Not synced: see
+    /// [`sync_filesystems`].
+    pub(crate) fn write_temp(dir: &Dir, temp: &[u8], data: &[u8], perm: Perm) -> io::Result<()> {
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let create_mode = match perm {
+            Perm::Exact(_) => 0o600,
+            Perm::LessUmask(mode) => mode,
+        };
+        let fd = rustix::fs::openat(&dir.0, temp, flags, mode_bits(create_mode))?;
+        let write = || -> io::Result<()> {
+            if let Perm::Exact(mode) = perm {
+                rustix::fs::fchmod(&fd, mode_bits(mode & 0o7777))?;
+            }
+            std::fs::File::from(fd.try_clone()?).write_all(data)
+        };
+        write().inspect_err(|_| {
+            let _ = rustix::fs::unlinkat(&dir.0, temp, AtFlags::empty());
+        })
+    }
+
+    /// Make temp symlink `temp` in directory `dir`, pointing at `target`.
+    pub(crate) fn symlink_temp(dir: &Dir, temp: &[u8], target: &[u8]) -> io::Result<()> {
+        Ok(rustix::fs::symlinkat(target, &dir.0, temp)?)
+    }
+
+    /// Rename `temp` over `name`, both in directory `dir` (atomic: the old or the new file).
+    /// With `no_replace`, fail (`AlreadyExists`) if something stands at `name` by then.
+    pub(crate) fn rename_in(
+        dir: &Dir,
+        temp: &[u8],
+        name: &[u8],
+        no_replace: bool,
+    ) -> io::Result<()> {
+        let flags = match no_replace {
+            true => rustix::fs::RenameFlags::NOREPLACE,
+            false => rustix::fs::RenameFlags::empty(),
+        };
+        Ok(rustix::fs::renameat_with(
+            &dir.0, temp, &dir.0, name, flags,
+        )?)
+    }
+
+    /// Remove entry `name` of directory `dir` (a file or symlink; never a directory).
+    pub(crate) fn unlink_in(dir: &Dir, name: &[u8]) -> io::Result<()> {
+        match rustix::fs::unlinkat(&dir.0, name, AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Open directory `name` of directory `dir`, never following a symlink. Costs one `openat`.
+pub(crate) fn open_child(dir: DirRef<'_>, name: &[u8]) -> io::Result<Dir> {
+    Ok(Dir(rustix::fs::openat(
+        dir,
+        name,
+        flags_dir(),
+        Mode::empty(),
+    )?))
+}
+
+/// Open directory `path` (relative to the current directory, or absolute), not following a
+/// symlink in its last component. Costs one `openat`.
+pub(crate) fn open_path(path: &Path) -> io::Result<Dir> {
+    Ok(Dir(rustix::fs::openat(
+        CWD,
+        path,
+        flags_dir(),
+        Mode::empty(),
+    )?))
+}
+
+/// Whether opening a directory failed because a symlink or a file stands in its place.
+pub(crate) fn in_the_way(error: &io::Error) -> bool {
+    matches!(
+        rustix::io::Errno::from_io_error(error),
+        Some(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR)
+    )
+}
+
+/// Make directory `name` in `dir` with permission bits `mode` (less the umask).
+pub(crate) fn make_dir_in(dir: DirRef<'_>, name: &[u8], mode: u32) -> io::Result<()> {
+    Ok(rustix::fs::mkdirat(dir, name, mode_bits(mode))?)
+}
+
+/// Remove directory `name` of `dir`, which must be empty.
+pub(crate) fn remove_dir_in(dir: DirRef<'_>, name: &[u8]) -> io::Result<()> {
+    Ok(rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)?)
+}
+
+/// The entries of an open directory as `readdir` gives them, `.` and `..` left out.
+pub(crate) struct Listing(rustix::fs::Dir);
+
+/// One entry of a [`Listing`].
+pub(crate) struct Entry(rustix::fs::DirEntry);
+
+impl Listing {
+    pub(crate) fn new(dir: Dir) -> io::Result<Listing> {
+        Ok(Listing(rustix::fs::Dir::new(dir.0)?))
+    }
+
+    /// The directory being listed.
+    pub(crate) fn dir(&self) -> io::Result<DirRef<'_>> {
+        Ok(self.0.fd()?)
+    }
+}
+
+impl Iterator for Listing {
+    type Item = io::Result<Entry>;
+
+    fn next(&mut self) -> Option<io::Result<Entry>> {
+        loop {
+            match self.0.next()? {
+                Ok(entry) if matches!(entry.file_name().to_bytes(), b"." | b"..") => {}
+                Ok(entry) => return Some(Ok(Entry(entry))),
+                Err(e) => return Some(Err(e.into())),
+            }
+        }
+    }
+}
+
+impl Entry {
+    pub(crate) fn name(&self) -> &[u8] {
+        self.0.file_name().to_bytes()
+    }
+
+    /// What the entry is, if the directory entry says (some file systems leave it out).
+    pub(crate) fn kind(&self) -> Option<Kind> {
+        match self.0.file_type() {
+            FileType::Unknown => None,
+            FileType::RegularFile => Some(Kind::File),
+            FileType::Directory => Some(Kind::Dir),
+            FileType::Symlink => Some(Kind::Symlink),
+            _ => Some(Kind::Special),
+        }
+    }
+}
+
+/// What stands at `name` in directory `dir`, not following a symlink. Costs one `fstatat`.
+pub(crate) fn stat_at(dir: DirRef<'_>, name: &[u8]) -> io::Result<Found> {
+    let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(found_of(&st))
+}
+
+/// What the open directory `dir` is. Costs one `fstat`.
+pub(crate) fn stat_dir(dir: DirRef<'_>) -> io::Result<Found> {
+    Ok(found_of(&rustix::fs::fstat(dir)?))
+}
+
+/// The type, permission bits, size and index stat (truncated to 32 bits as git does) of `st`.
+#[allow(clippy::unnecessary_cast)] // the field types differ between targets
+fn found_of(st: &rustix::fs::Stat) -> Found {
+    let time = |secs: i64, nsecs: u64| stat::Time {
+        secs: secs as u32,
+        nsecs: nsecs as u32,
+    };
+    Found {
+        kind: kind_of(st.st_mode),
+        mode: st.st_mode as u32 & 0o7777,
+        size: st.st_size as u64,
+        stat: Stat {
+            mtime: time(st.st_mtime as i64, st.st_mtime_nsec as u64),
+            ctime: time(st.st_ctime as i64, st.st_ctime_nsec as u64),
+            dev: st.st_dev as u32,
+            ino: st.st_ino as u32,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            size: st.st_size as u32,
+        },
+    }
+}
+
+/// The content of regular file `name` in directory `dir`: never follows a symlink, never
+/// opens a special file for reading (`O_NONBLOCK`, then the type of the open descriptor).
+pub(crate) fn read_file_in(dir: DirRef<'_>, name: &[u8]) -> io::Result<Vec<u8>> {
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, name, flags, Mode::empty())?;
+    if kind_of(rustix::fs::fstat(&fd)?.st_mode) != Kind::File {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let mut data = Vec::new();
+    io::Read::read_to_end(&mut std::fs::File::from(fd), &mut data)?;
+    Ok(data)
+}
+
+/// The target of symlink `name` in directory `dir`. Costs one `readlinkat`.
+pub(crate) fn read_link_in(dir: DirRef<'_>, name: &[u8]) -> io::Result<Vec<u8>> {
+    Ok(rustix::fs::readlinkat(dir, name, Vec::new())?.into_bytes())
+}
+
+/// Make everything written so far on the file systems of `dirs` durable: one `syncfs` per
+/// distinct file system (a batch: far cheaper than an `fsync` per file). Costs one `fstat`
+/// per directory and one `syncfs` per file system.
+pub(crate) fn sync_filesystems<'a>(dirs: impl IntoIterator<Item = DirRef<'a>>) -> io::Result<()> {
+    let mut synced = Vec::new();
+    for dir in dirs {
+        let dev = rustix::fs::fstat(dir)?.st_dev;
+        if !synced.contains(&dev) {
+            sync_fs(dir)?;
+            synced.push(dev);
+        }
+    }
+    Ok(())
+}
+
+/// Make the file system holding `path` durable (`syncfs` through a descriptor of it).
+pub(crate) fn sync_path(path: &Path) -> io::Result<()> {
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+    sync_fs(&fd)
+}
+
+/// `syncfs`: the file system of `fd` made durable.
+#[cfg(target_os = "linux")]
+fn sync_fs(fd: impl AsFd) -> io::Result<()> {
+    Ok(rustix::fs::syncfs(fd)?)
+}
+
+/// Where there is no `syncfs` (macOS, the BSDs): `sync`, all file systems, which some
+/// systems return from before the data is on disk.
+#[cfg(not(target_os = "linux"))]
+fn sync_fs(_fd: impl AsFd) -> io::Result<()> {
+    rustix::fs::sync();
+    Ok(())
+}
+
+/// Open `path` (relative to directory `dir`, or absolute) for reading only if it is a regular
+/// file: never blocks on a FIFO, never reads a device, and with `follow == false` never follows
+/// a symlink (a file swapped for any of these since it was stat'ed is an error, "changed while
+/// being read").
+pub(crate) fn open_regular(
+    dir: DirRef<'_>,
+    path: &Path,
+    follow: bool,
+) -> io::Result<std::fs::File> {
+    let mut flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    if !follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let fd =
+        rustix::fs::openat(dir, path, flags, rustix::fs::Mode::empty()).map_err(|e| match e {
+            rustix::io::Errno::LOOP => io::Error::other("changed while being read (now a symlink)"),
+            e => e.into(),
+        })?;
+    let stat = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err(io::Error::other(
+            "changed while being read (no longer a regular file)",
+        ));
+    }
+    Ok(std::fs::File::from(fd))
+}
+
+/// Permissions with exactly the bits `mode`.
+pub(crate) fn permissions(mode: u32) -> Option<std::fs::Permissions> {
+    use std::os::unix::fs::PermissionsExt;
+    Some(std::fs::Permissions::from_mode(mode))
+}
+
+/// Make directory `path` and its missing parents, each with the bits `mode` (less the umask).
+pub(crate) fn create_dirs(path: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(path)
+}
+
+/// The permission bits of `meta`.
+pub(crate) fn mode_of(meta: &std::fs::Metadata) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    meta.mode() & 0o7777
+}
+
+/// Whether the process's effective user owns the file of `meta`. Costs a `geteuid`.
+pub(crate) fn owned_by_us(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    meta.uid() == rustix::process::geteuid().as_raw()
+}
+
+/// The disk space of the file of `meta` (its allocated blocks, as `du` counts).
+pub(crate) fn allocated(meta: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.blocks() * 512
+}
+
+/// When the file at `path` last changed (its ctime: seconds, nanoseconds). Costs a `stat`.
+#[allow(clippy::unnecessary_cast)] // the field types differ between targets
+pub(crate) fn changed_at(path: &Path) -> io::Result<(i64, i64)> {
+    let st = rustix::fs::stat(path)?;
+    Ok((st.st_ctime as i64, st.st_ctime_nsec as i64))
+}
+
+/// Read from `file` at `offset` (`pread`).
+pub(crate) fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, offset)
+}
+
+/// Write all of `data` to `file` at `offset` (`pwrite`).
+pub(crate) fn write_all_at(file: &std::fs::File, data: &[u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, data, offset)
+}
