@@ -540,7 +540,9 @@ impl Locked<'_> {
         for object in loose.iter().filter(|o| reachable.contains(&o.id)) {
             let _ = fs::remove_file(&object.path); // now in the new pack
         }
-        Ok(())
+        // This process reads on (serve, a Pruner's runtime): not through the deleted packs.
+        self.objects().refresh();
+        self.reopen_repo()
     }
     /// Remove temp files that killed processes left behind (older than an hour).
     fn remove_temp_files(&self, now: DateTime<Utc>) {

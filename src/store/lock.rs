@@ -71,8 +71,11 @@ impl Store {
         if let Some(call) = &call {
             call.point_of_no_return()?;
         }
-        // Another process may have pruned while we waited: see its packs before writing.
-        self.objects.refresh();
+        // Another process may have pruned while we waited: see its packs before writing, and
+        // read through a view that does not know the packs it deleted.
+        if self.objects.refresh() {
+            self.reopen_repo()?;
+        }
         Ok(Locked {
             store: self,
             _lock: file,

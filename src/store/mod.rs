@@ -243,7 +243,8 @@ pub(crate) fn mark_as_data(dir: &Path) -> Result<()> {
 pub struct Store {
     project: PathBuf,
     git_dir: PathBuf,
-    repo: gix::ThreadSafeRepository,
+    /// gix's view of the store, opened again when the packs changed (see [`Store::lock`]).
+    repo: std::sync::RwLock<gix::ThreadSafeRepository>,
     objects: ObjectWriter,
     set_aside: Option<PathBuf>,
     lock_wait: Duration,
@@ -474,16 +475,12 @@ impl Store {
 
     /// Open the existing store at `git_dir` for `project`.
     fn at(git_dir: PathBuf, project: PathBuf, options: &OpenOptions) -> Result<Store> {
-        // The identity of reflog entries (commits name theirs explicitly).
-        let identity = ["user.name=rewind", "user.email=rewind@localhost"];
-        let open = gix::open::Options::isolated().config_overrides(identity);
-        let repo = gix::ThreadSafeRepository::open_opts(&git_dir, open)
-            .map_err(|e| Error::store(&git_dir, e))?;
+        let repo = open_repo(&git_dir)?;
         let objects = ObjectWriter::new(git_dir.join("objects"));
         Ok(Store {
             project,
             git_dir,
-            repo,
+            repo: std::sync::RwLock::new(repo),
             objects,
             set_aside: None,
             lock_wait: options.lock_wait,
@@ -576,7 +573,17 @@ impl Store {
     /// A handle on the store's repository for this thread (isolated from the environment and the
     /// global git config). Cheap: it shares the object database and config.
     pub(crate) fn repo(&self) -> gix::Repository {
-        self.repo.to_thread_local()
+        let repo = self.repo.read().unwrap_or_else(|p| p.into_inner());
+        repo.to_thread_local()
+    }
+
+    /// Open gix's view of the store again: after another process repacked, the old view may
+    /// still find an object in a pack index it loaded while the pack itself is gone. Costs
+    /// opening the repository (its config, refs layout, object database).
+    pub(crate) fn reopen_repo(&self) -> Result<()> {
+        let fresh = open_repo(&self.git_dir)?;
+        *self.repo.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        Ok(())
     }
 }
 
@@ -608,6 +615,14 @@ const _: () = {
     const fn shareable<T: Send + Sync>() {}
     shareable::<Store>();
 };
+
+/// gix's handle on the store at `git_dir`: isolated from the environment, with the identity
+/// of reflog entries (commits name theirs explicitly).
+fn open_repo(git_dir: &Path) -> Result<gix::ThreadSafeRepository> {
+    let identity = ["user.name=rewind", "user.email=rewind@localhost"];
+    let open = gix::open::Options::isolated().config_overrides(identity);
+    gix::ThreadSafeRepository::open_opts(git_dir, open).map_err(|e| Error::store(git_dir, e))
+}
 
 /// The text of a store's config: the fixed settings and `rewind.worktree`.
 fn store_config(git_dir: &Path, project: &Path) -> Result<Vec<u8>> {

@@ -77,11 +77,11 @@ impl ObjectWriter {
         writer
     }
 
-    /// Look at the packs again if they changed since the last look. Called under the store
+    /// Look at the packs again; whether they changed since the last look. Called under the store
     /// lock before writing, so that an object another process pruned is written again.
     /// Costs one `readdir` of `objects/pack` when nothing changed. An index that cannot be
     /// opened is left out (its objects count as missing and are written again).
-    pub(crate) fn refresh(&self) {
+    pub(crate) fn refresh(&self) -> bool {
         let dir = self.objects_dir.join("pack");
         let mut listing: Vec<String> = fs::read_dir(&dir)
             .map(|entries| {
@@ -94,7 +94,7 @@ impl ObjectWriter {
         listing.sort();
         let mut packs = lock(&self.packs);
         if packs.listing == listing {
-            return;
+            return false;
         }
         let indices = listing
             .iter()
@@ -104,6 +104,7 @@ impl ObjectWriter {
             })
             .collect();
         *packs = Arc::new(Packs { listing, indices });
+        true
     }
 
     /// The names in `objects/pack` at the last [`refresh`](Self::refresh), sorted. Packs are

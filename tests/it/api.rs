@@ -228,3 +228,46 @@ fn each_call_has_its_own_progress_and_cancel_flag() {
     store.restore(before, &Default::default()).unwrap();
     assert_eq!(fs::read_to_string(p.join("f0")).unwrap(), "0\n");
 }
+
+/// Found in a full run (the eight-process test, once): a handle that had read the store before
+/// another process pruned kept gix's view of the old packs. `restore` of a snapshot that prune
+/// had just removed then found the tree in a pack index it had loaded, whose pack was gone, and
+/// failed with `object` ("cannot read object … could not be found") instead of `not_found`.
+#[test]
+fn a_handle_that_read_before_another_process_pruned_sees_the_new_packs() {
+    isolate_process_home();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let p = project.path();
+    for i in 0..20 {
+        write_file(p, &format!("f{i}"), &format!("{i}\n"));
+    }
+    let store = rewind::Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    let old = store.track(&Default::default()).unwrap().hash; // the first snapshot: a pack
+    write_file(p, "f0", "changed\n");
+    store.track(&Default::default()).unwrap();
+    // This handle looks the old snapshot up: gix loads the pack's index.
+    assert_eq!(store.resolve(&old.to_string()).unwrap(), old);
+    let pruned = Command::new(crate::common::rewind_bin())
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("-C")
+        .arg(p)
+        .args(["prune", "--retention", "0s"])
+        .env("HOME", data.path())
+        .env(
+            "REWIND_NOW",
+            (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339(),
+        )
+        .output()
+        .unwrap();
+    assert!(pruned.status.success(), "{pruned:?}");
+    let err = store.restore(old, &Default::default()).unwrap_err();
+    assert_eq!(err.code(), "not_found", "{err}");
+    assert_eq!(fs::read_to_string(p.join("f0")).unwrap(), "changed\n");
+    // And what is left reads through the new pack.
+    store.track(&Default::default()).unwrap();
+    store
+        .diff(store.track(&Default::default()).unwrap().hash, None)
+        .unwrap();
+}
