@@ -202,10 +202,12 @@ struct Running {
     calls: Mutex<Vec<(String, Arc<AtomicBool>)>>,
 }
 
-/// One request's id (its JSON text; `None` for a notification) and cancel flag.
+/// One request's id (its JSON text; `None` for a notification), cancel flag, and when the
+/// server read it (its `timeout_ms` counts from then).
 struct Call {
     id: Option<String>,
     cancel: Arc<AtomicBool>,
+    read_at: Instant,
 }
 
 impl Running {
@@ -214,6 +216,7 @@ impl Running {
         let call = Call {
             id: request.get("id").map(Value::to_string),
             cancel: Arc::default(),
+            read_at: Instant::now(),
         };
         if let Some(id) = &call.id {
             let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
@@ -253,7 +256,7 @@ fn handle(store: &Store, request: Value, call: &Call) -> Option<Value> {
     let id = id.unwrap_or(Value::Null);
     let mut params = request.get("params").cloned().unwrap_or(json!({}));
     tracing::debug!(method, "request");
-    let result = timeout(&mut params).and_then(|deadline| {
+    let result = timeout(&mut params, call.read_at).and_then(|deadline| {
         let mut interrupt = crate::store::Call::new().interrupt(call.cancel.clone());
         if let Some(deadline) = deadline {
             interrupt = interrupt.deadline(deadline);
@@ -285,17 +288,17 @@ fn handle(store: &Store, request: Value, call: &Call) -> Option<Value> {
     })
 }
 
-/// Take `timeout_ms` (milliseconds, a whole number) out of `params`: the deadline it sets.
-fn timeout(params: &mut Value) -> Result<Option<Instant>, Failure> {
+/// Take `timeout_ms` (milliseconds, a whole number) out of `params`: the deadline it sets,
+/// counted from `read_at`, when the server read the request.
+fn timeout(params: &mut Value, read_at: Instant) -> Result<Option<Instant>, Failure> {
     let Some(timeout) = params.as_object_mut().and_then(|p| p.remove("timeout_ms")) else {
         return Ok(None);
     };
     let millis = timeout.as_u64().ok_or_else(|| {
         Failure::BadParams("bad params: `timeout_ms` is a whole number of milliseconds".into())
     })?;
-    Ok(Some(crate::store::deadline_in(Duration::from_millis(
-        millis,
-    ))))
+    let wait = Duration::from_millis(millis);
+    Ok(Some(crate::store::deadline_in(read_at, wait)))
 }
 
 fn error_response(id: Value, code: i64, message: &str, data_code: Option<&str>) -> Value {

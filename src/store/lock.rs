@@ -47,7 +47,7 @@ impl Store {
                 deadline: Some(deadline),
                 ..
             }) => *deadline,
-            _ => deadline_in(self.lock_wait),
+            _ => deadline_in(start, self.lock_wait),
         };
         loop {
             if let Some(call) = &call {
@@ -87,10 +87,10 @@ impl Store {
 /// How often a waiting [`Store::lock`] tries the lock again (and looks for a cancel).
 const LOCK_POLL: Duration = Duration::from_millis(10);
 
-/// The moment `wait` from now; a wait beyond a year (`--wait 18446744073709551615s`) is a year,
-/// so that the sum cannot overflow.
-pub(crate) fn deadline_in(wait: Duration) -> Instant {
-    Instant::now() + wait.min(Duration::from_secs(365 * 24 * 3600))
+/// The moment `wait` after `start`; a wait beyond a year (`--wait 18446744073709551615s`) is a
+/// year, so that the sum cannot overflow.
+pub(crate) fn deadline_in(start: Instant, wait: Duration) -> Instant {
+    start + wait.min(Duration::from_secs(365 * 24 * 3600))
 }
 
 /// Who holds the flock on `file`: only Linux tells (see the Linux version).

@@ -2087,3 +2087,31 @@ fn hello_names_the_protocol_and_every_method_the_server_answers() {
     }
     assert_eq!(run.stdout.lines().count(), methods.len() + 1);
 }
+
+/// Found by the issue-13 hostile pass: `timeout_ms` counted from when a request started to
+/// run, not from when the server read it, so a write queued behind a slow one ran (and wrote)
+/// long after its caller's timeout had passed. Here `track` waits for a lock held 1.5 s, and a
+/// `turn_begin` with 300 ms queued behind it must be cancelled, leaving no turn.
+#[test]
+fn a_request_timeout_counts_from_when_the_server_read_it() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    p.track();
+    let holder = LockHolder::hold(&p.store());
+    let mut s = Server::start(&p);
+    s.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "track"}));
+    s.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "turn_begin",
+                   "params": {"session": "s", "turn": "1", "timeout_ms": 300}}));
+    thread::sleep(Duration::from_millis(1500));
+    drop(holder);
+    let (mut track, mut begin) = (s.recv(), s.recv());
+    if track["id"] == 3 {
+        std::mem::swap(&mut track, &mut begin);
+    }
+    assert!(track["result"]["hash"].is_string(), "{track}");
+    assert_eq!(begin["id"], 3, "{begin}");
+    assert_eq!(begin["error"]["code"], -32800, "{begin}");
+    assert_eq!(s.ok("turns", Value::Null), json!([]), "no turn was begun");
+    s.close();
+}
