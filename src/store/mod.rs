@@ -626,23 +626,31 @@ fn open_repo(git_dir: &Path) -> Result<gix::ThreadSafeRepository> {
 
 /// The text of a store's config: the fixed settings and `rewind.worktree`.
 fn store_config(git_dir: &Path, project: &Path) -> Result<Vec<u8>> {
-    let mut config = gix::config::File::new(gix::config::file::Metadata::from(
-        gix::config::Source::Local,
-    ));
+    complete_config(git_dir, project, b"")
+}
+
+/// Config text `existing` with each setting of a store it lacks added (the others, a user's
+/// `rewind.maxFileSize` say, kept). A config that does not parse is an error.
+fn complete_config(git_dir: &Path, project: &Path, existing: &[u8]) -> Result<Vec<u8>> {
+    let meta = gix::config::file::Metadata::from(gix::config::Source::Local);
+    let mut config = gix::config::File::from_bytes_no_includes(existing, meta, Default::default())
+        .map_err(|e| Error::store(git_dir.join("config"), e))?;
     let worktree = gix::path::os_str_into_bstr(project.as_os_str())
         .map_err(|_| Error::store(git_dir, "the project path is not valid UTF-8"))?;
     let settings = STORE_CONFIG
         .iter()
         .map(|&(key, value)| (key, value.as_bytes().as_bstr()))
-        .chain([("rewind.worktree", worktree)]);
+        .chain([
+            ("rewind.worktree", worktree),
+            ("core.repositoryformatversion", "0".into()),
+        ]);
     for (key, value) in settings {
-        config
-            .set_raw_value(key, value)
-            .map_err(|e| Error::store(git_dir, e))?;
+        if config.raw_value(key).is_err() {
+            config
+                .set_raw_value(key, value)
+                .map_err(|e| Error::store(git_dir, e))?;
+        }
     }
-    config
-        .set_raw_value("core.repositoryformatversion", "0")
-        .map_err(|e| Error::store(git_dir, e))?;
     let mut out = Vec::new();
     config
         .write_to(&mut out)
@@ -739,6 +747,16 @@ fn repair_store(git_dir: &Path, project: &Path) -> Result<()> {
     if !config.is_file() {
         fs::write(&config, store_config(git_dir, project)?)
             .map_err(|e| Error::io("repairing store", &config, e))?;
+        return Ok(());
+    }
+    // A config that lost `rewind.worktree` (emptied, or rewritten by hand) would be used but
+    // never pruned: complete it. One that does not parse is left for opening to report.
+    let text = fs::read(&config).map_err(|e| Error::io("reading", &config, e))?;
+    let meta = gix::config::file::Metadata::from(gix::config::Source::Local);
+    let parsed = gix::config::File::from_bytes_no_includes(&text, meta, Default::default());
+    if parsed.is_ok_and(|parsed| parsed.raw_value("rewind.worktree").is_err()) {
+        let completed = complete_config(git_dir, project, &text)?;
+        crate::fs::write_atomically(&config, "index.tmp", &completed)?;
     }
     Ok(())
 }

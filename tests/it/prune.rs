@@ -2055,3 +2055,41 @@ fn retention_never_removes_an_open_turn_and_names_quota_removals() {
     );
     p.assert_fsck_clean();
 }
+
+/// Found by the issue-13 hostile pass: a store whose config lost `rewind.worktree` (emptied, or
+/// rewritten by hand without it) was used by every command but never pruned, and nothing said
+/// so: `prune --all` did not list it. Opening the store now completes its config, keeping what
+/// else the config held.
+#[test]
+fn a_store_config_without_its_worktree_is_completed_and_pruned() {
+    let sb = Sandbox::new();
+    for (name, config) in [
+        ("emptied", ""),
+        (
+            "by-hand",
+            "[core]\n\tbare = true\n[rewind]\n\tmaxFileSize = 12345\n",
+        ),
+    ] {
+        let p = sb.project(name);
+        p.file("f", "f\n");
+        p.track();
+        let store = p.store();
+        fs::write(store.join("config"), config).unwrap();
+        p.track();
+        let worktree = sb.git_in(&store, ["config", "rewind.worktree"]);
+        assert_eq!(worktree.trim(), p.path.to_string_lossy(), "{name}");
+        if name == "by-hand" {
+            let kept = sb.git_in(&store, ["config", "rewind.maxFileSize"]);
+            assert_eq!(kept.trim(), "12345", "the user's setting stays");
+        }
+        assert_eq!(sb.git_in(&store, ["config", "core.bare"]).trim(), "true");
+    }
+    let run = sb.run_rewind(["--json", "prune", "--all"]);
+    run.assert_success();
+    let rows = one_json(&run);
+    assert_eq!(
+        rows.as_array().map(Vec::len),
+        Some(2),
+        "both stores pruned: {run}"
+    );
+}
