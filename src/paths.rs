@@ -106,6 +106,20 @@ pub(crate) fn serialize_os_paths<S: serde::Serializer>(
     s.collect_seq(paths.iter().map(|p| p.to_string_lossy()))
 }
 
+/// A project path a user selected ([`Store::select`](crate::store::Store)): everything at or
+/// below `path`, or only below it (`below_only`: the user wrote a trailing `/`).
+pub(crate) struct Selection {
+    pub(crate) path: BString,
+    pub(crate) below_only: bool,
+}
+
+impl Selection {
+    /// Whether the selection holds project path `path`.
+    pub(crate) fn selects(&self, path: &BStr) -> bool {
+        is_within(path, self.path.as_ref()) && !(self.below_only && path == self.path)
+    }
+}
+
 /// Whether `path` is `dir` or below it (`dir` empty: the whole project).
 pub(crate) fn is_within(path: &BStr, dir: &BStr) -> bool {
     dir.is_empty()

@@ -21,7 +21,7 @@
 
 use std::collections::HashSet;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
@@ -30,7 +30,7 @@ use serde::Serialize;
 use crate::diff::{tree_changes, Change, Side};
 use crate::error::{Error, Result};
 use crate::fs::{Dir, Kind, Perm, ProjectRoot};
-use crate::paths::{is_within, serialize_paths};
+use crate::paths::serialize_paths;
 use crate::snapshot::visibility::Visibility;
 use crate::snapshot::TrackOptions;
 use crate::store::objects::read_blob;
@@ -233,16 +233,21 @@ impl Store {
         for (hash, paths) in patches {
             let target = locked.tree(*hash)?;
             for path in paths.iter() {
-                requests.push((target, self.project_path(path.as_ref())?));
+                requests.push((target, self.select(path.as_ref())?));
             }
         }
-        let first = requests.first().map(|r| r.0);
+        let Some(first) = requests.first().map(|r| r.0) else {
+            return Err(Error::BadPath {
+                path: PathBuf::new(),
+                reason: "none given: name the files or directories to revert",
+            });
+        };
         let current = locked.track(&TrackOptions::default())?.hash.0;
         let repo = self.repo();
         // One tree diff per distinct target, filtered by each request's path.
         let mut targets: Vec<(ObjectId, Vec<Change>)> = Vec::new();
         let mut steps: Vec<Step> = Vec::new();
-        let mut claimed: Vec<BString> = Vec::new();
+        let mut claimed: Vec<crate::paths::Selection> = Vec::new();
         for (target, path) in requests {
             let index = match targets.iter().position(|(id, _)| *id == target) {
                 Some(index) => index,
@@ -254,13 +259,10 @@ impl Store {
             for change in targets[index]
                 .1
                 .iter()
-                .filter(|c| is_within(c.path.as_ref(), path.as_ref()))
+                .filter(|c| path.selects(c.path.as_ref()))
             {
                 // A path an earlier patch named stays as that patch decided.
-                if !claimed
-                    .iter()
-                    .any(|c| is_within(change.path.as_ref(), c.as_ref()))
-                {
+                if !claimed.iter().any(|c| c.selects(change.path.as_ref())) {
                     steps.push(step_of(change, index));
                 }
             }
@@ -271,7 +273,7 @@ impl Store {
             .map(|(id, _)| self.visibility(*id, None))
             .collect::<Result<_>>()?;
         locked.apply(Plan {
-            target: first.unwrap_or(current),
+            target: first,
             current,
             steps,
             sights,

@@ -9,7 +9,6 @@ use gix::ObjectId;
 use serde::Serialize;
 
 use crate::error::{object_error, Result};
-use crate::paths::is_within;
 use crate::paths::quote;
 use crate::snapshot::TrackOptions;
 use crate::store::objects::read_blob;
@@ -170,12 +169,8 @@ impl Store {
         to: Option<SnapshotId>,
         options: &DiffOptions,
     ) -> Result<Vec<FileChange>> {
-        // Each selected path, and whether it ends in `/` (then only what is below it).
         let paths = (options.paths.iter())
-            .map(|path| {
-                let below = path.as_os_str().as_encoded_bytes().ends_with(b"/");
-                Ok((self.project_path(path)?, below))
-            })
+            .map(|path| self.select(path))
             .collect::<Result<Vec<_>>>()?;
         let (from, to) = self.resolve_pair(from, to)?;
         let repo = self.repo();
@@ -184,9 +179,7 @@ impl Store {
             .into_iter()
             .filter(|change| {
                 let path = change.path.as_ref();
-                paths.is_empty()
-                    || (paths.iter())
-                        .any(|(p, below)| is_within(path, p.as_ref()) && !(*below && path == p))
+                paths.is_empty() || paths.iter().any(|selection| selection.selects(path))
             })
             .map(|change| {
                 let mut row = file_change(&repo, change, options)?;

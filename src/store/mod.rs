@@ -495,15 +495,27 @@ impl Store {
             path: path.to_owned(),
             reason,
         };
+        if path.as_os_str().is_empty() {
+            return Err(bad("is empty (`.` is the whole project)"));
+        }
         let relative = if path.is_absolute() {
             let lexical = path.strip_prefix(self.project());
-            let canonical_parent = path.parent().and_then(|p| std::fs::canonicalize(p).ok());
-            match (lexical, canonical_parent) {
+            // Through a link to the project: its directory resolved, the last name kept (it
+            // may be a link itself, or gone). A path ending in `..` names a directory: all of
+            // it is resolved.
+            let resolved = match path.file_name() {
+                Some(name) => path
+                    .parent()
+                    .and_then(|parent| std::fs::canonicalize(parent).ok())
+                    .map(|parent| parent.join(name)),
+                None => std::fs::canonicalize(path).ok(),
+            };
+            match (lexical, resolved) {
                 (Ok(rest), _) => rest.to_owned(),
-                (Err(_), Some(parent)) if parent.starts_with(self.project()) => {
-                    let rest = parent.strip_prefix(self.project()).expect("checked");
-                    rest.join(path.file_name().unwrap_or_default())
-                }
+                (Err(_), Some(resolved)) if resolved.starts_with(self.project()) => resolved
+                    .strip_prefix(self.project())
+                    .expect("checked")
+                    .to_owned(),
                 _ => return Err(bad("is outside the project")),
             }
         } else {
@@ -541,6 +553,16 @@ impl Store {
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|_| bad("is not valid Unicode"))?;
         Ok(parts.join(&b'/').into())
+    }
+
+    /// What a user's `path` selects, as git's pathspecs do: the file or directory it names
+    /// (project-relative, see [`Self::project_path`]), or with a trailing `/` only what is
+    /// below that directory.
+    pub(crate) fn select(&self, path: &Path) -> Result<crate::paths::Selection> {
+        Ok(crate::paths::Selection {
+            below_only: path.as_os_str().as_encoded_bytes().ends_with(b"/"),
+            path: self.project_path(path)?,
+        })
     }
 
     /// The time now, by this store's [`Clock`].

@@ -271,3 +271,71 @@ fn a_handle_that_read_before_another_process_pruned_sees_the_new_packs() {
         .diff(store.track(&Default::default()).unwrap().hash, None)
         .unwrap();
 }
+
+/// Found by the issue-13 hostile pass, three ways a path given to `revert` (and `diff_full`)
+/// named something else than it says: an absolute path ending in `..` through a link to the
+/// project lost its `..` (`<link>/..`, outside the project, reverted the whole project;
+/// `<link>/src/..` only `src`); `f/` reverted the file `f` (git's pathspec, and `diff_full`,
+/// select only what is below a directory `f`); an empty path was the whole project, and no
+/// path at all recorded an undo point for nothing.
+#[test]
+fn revert_paths_mean_what_they_say() {
+    isolate_process_home();
+    let project = tempfile::tempdir().unwrap();
+    let links = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let p = fs::canonicalize(project.path()).unwrap();
+    write_file(&p, "a", "1\n");
+    write_file(&p, "src/m", "1\n");
+    let store = rewind::Store::open(&p, &rewind::OpenOptions::new(data.path())).unwrap();
+    let before = store.track(&Default::default()).unwrap().hash;
+    let edit = || {
+        write_file(&p, "a", "2\n");
+        write_file(&p, "src/m", "2\n");
+    };
+    edit();
+    let link = links.path().join("link");
+    std::os::unix::fs::symlink(&p, &link).unwrap();
+
+    let err = store.revert(before, &[link.join("..")]).unwrap_err();
+    assert_eq!(
+        err.code(),
+        "bad_path",
+        "<link>/.. is outside the project: {err}"
+    );
+    let rows = store
+        .diff_full(
+            before,
+            None,
+            &rewind::DiffOptions {
+                paths: vec![link.join("..")],
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert_eq!(rows.code(), "bad_path");
+
+    let whole = store.revert(before, &[link.join("src/..")]).unwrap();
+    let mut written: Vec<String> = whole.written.iter().map(|w| w.to_string()).collect();
+    written.sort();
+    assert_eq!(
+        written,
+        ["a", "src/m"],
+        "<link>/src/.. is the whole project"
+    );
+    edit();
+
+    let dir_only = store.revert(before, &["a/"]).unwrap();
+    assert!(
+        dir_only.written.is_empty(),
+        "`a/` selects nothing below a file: {dir_only:?}"
+    );
+    assert_eq!(fs::read_to_string(p.join("a")).unwrap(), "2\n");
+
+    let err = store.revert(before, &[""]).unwrap_err();
+    assert_eq!(err.code(), "bad_path", "{err}");
+    let none: &[&str] = &[];
+    let err = store.revert_patches(&[(before, none)]).unwrap_err();
+    assert_eq!(err.code(), "bad_path", "{err}");
+    assert_eq!(fs::read_to_string(p.join("src/m")).unwrap(), "2\n");
+}

@@ -930,27 +930,32 @@ fn property_revert_random_paths() {
                 continue;
             }
         }
-        // Name them in every accepted form.
-        let args: Vec<OsString> = selected
+        // Name them in every accepted form; with a trailing `/`, as git's pathspecs, only
+        // what is below a directory of that name.
+        let forms: Vec<(OsString, bool)> = selected
             .iter()
             .map(|s| match rng.below(4) {
-                0 => OsString::from(s),
-                1 => OsString::from(format!("./{s}")),
-                2 => w.p.path.join(s).into_os_string(),
-                _ => OsString::from(format!("{s}/")),
+                0 => (OsString::from(s), false),
+                1 => (OsString::from(format!("./{s}")), false),
+                2 => (w.p.path.join(s).into_os_string(), false),
+                _ => (OsString::from(format!("{s}/")), true),
             })
             .collect();
+        let args: Vec<OsString> = forms.iter().map(|(arg, _)| arg.clone()).collect();
+        let chosen: Vec<(&String, bool)> = selected.iter().zip(forms.iter().map(|f| f.1)).collect();
+        let picks = |p: &str| {
+            chosen
+                .iter()
+                .any(|(s, below)| within(p, s) && !(*below && p == s.as_str()))
+        };
         let what = format!(
             "round {round}: revert A -- {args:?}\n{}",
             describe(&w, &a, &b)
         );
         let expected: TreeMap = tb
             .iter()
-            .filter(|(p, _)| !selected.iter().any(|s| within(p, s)))
-            .chain(
-                ta.iter()
-                    .filter(|(p, _)| selected.iter().any(|s| within(p, s))),
-            )
+            .filter(|(p, _)| !picks(p))
+            .chain(ta.iter().filter(|(p, _)| picks(p)))
             .map(|(p, e)| (p.clone(), e.clone()))
             .collect();
 
