@@ -36,10 +36,13 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             errln!("rewind: {err}");
-            // A partial restore or prune --all already printed its outcome, listing failures.
+            // A partial restore, prune --all or an unhealthy doctor already printed its
+            // outcome, which says what failed: under --json one document, nothing after it.
             let printed = matches!(
                 err,
-                rewind::Error::Incomplete { .. } | rewind::Error::PruneFailed(_)
+                rewind::Error::Incomplete { .. }
+                    | rewind::Error::PruneFailed(_)
+                    | rewind::Error::Unhealthy(_)
             );
             if cli.global.json && !printed {
                 let error = json!({"error": {"code": err.code(), "message": err.to_string()}});
@@ -65,6 +68,7 @@ fn run(cli: &Cli) -> rewind::Result<()> {
             }
             for err in &all.failed {
                 errln!("rewind: {err}");
+                rows.push(json!({"error": {"code": err.code(), "message": err.to_string()}}));
             }
             for aside in &all.set_aside {
                 errln!(

@@ -111,13 +111,12 @@ fn git_store(sb: &Sandbox, store: &std::path::Path, args: &[&str]) -> String {
     sb.git_in(store, args)
 }
 
-/// `doctor --json` at `now`: (exit code, the report: the first JSON line; an unhealthy store
-/// adds an error line).
+/// `doctor --json` at `now`: (exit code, the report). The report is the one JSON document on
+/// stdout, unhealthy or not (an unhealthy store added an error document after it, which a
+/// JSON parser refuses: found by the issue-13 hostile pass).
 fn doctor(p: &TestProject, now: &str) -> (Option<i32>, Value) {
     let run = rw_at(p, Some(now), &["--json", "doctor"]);
-    let first = run.stdout.lines().next().unwrap_or_default();
-    let report = serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}: {run}"));
-    (run.code(), report)
+    (run.code(), one_json(&run))
 }
 
 /// Issue 12 item 10: after `git gc` and `git multi-pack-index write` in the store, a prune that
@@ -365,6 +364,20 @@ fn unreadable_store_is_a_permission_error_never_set_aside() {
         "a store prune --all cannot read fails it: {all}"
     );
     assert!(all.stderr.contains(store.to_str().unwrap()), "{all}");
+    // Under --json the failure is a row of the one document, not only a line on stderr
+    // (issue-13 hostile pass).
+    let rows = one_json(&all);
+    let failed: Vec<&Value> = (rows.as_array().unwrap().iter())
+        .filter(|row| row["error"]["code"] == "permission")
+        .collect();
+    assert_eq!(failed.len(), 1, "{all}");
+    assert!(
+        failed[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(store.to_str().unwrap()),
+        "{all}"
+    );
 
     // Readable again, but not its objects: the same error, nothing set aside.
     chmod(&store, 0o700);
