@@ -14,8 +14,10 @@
 //! 4. Record the undo point (`refs/rewind/undo`) and make it durable (`syncfs`) before any
 //!    project file changes.
 //! 5. Apply: deletions, then writes. Each file is written to a temp file in its directory, all
-//!    temp files are made durable at once, then each is renamed over the old file, so a
-//!    `kill -9` or a power cut leaves every file old or new. A path that cannot be written goes
+//!    temp files are made durable at once, then each old file is renamed aside, checked there
+//!    to be what the undo point saved (else put back: a conflict), and the new one renamed in
+//!    without replacing anything, so a `kill -9` or a power cut leaves every file old or new,
+//!    and a save made meanwhile is never lost. A path that cannot be written goes
 //!    into `failed`, and the others continue. Temp files are named with a random token that is
 //!    recorded in the store first, so only files this restore made are ever swept.
 
