@@ -14,10 +14,10 @@
 //! 4. Record the undo point (`refs/rewind/undo`) and make it durable (`syncfs`) before any
 //!    project file changes.
 //! 5. Apply: deletions, then writes. Each file is written to a temp file in its directory, all
-//!    temp files are made durable at once, then each old file is renamed aside, checked there
-//!    to be what the undo point saved (else put back: a conflict), and the new one renamed in
-//!    without replacing anything, so a `kill -9` or a power cut leaves every file old or new,
-//!    and a save made meanwhile is never lost. A path that cannot be written goes
+//!    temp files are made durable at once, then each old file is checked and swapped with its
+//!    new one in one step (`RENAME_EXCHANGE`), and what came out is looked at again (a save
+//!    that landed meanwhile is swapped back: a conflict), so a `kill -9` or a power cut leaves
+//!    every file old or new, and a save made meanwhile is never lost. A path that cannot be written goes
 //!    into `failed`, and the others continue. Temp files are named with a random token that is
 //!    recorded in the store first, so only files this restore made are ever swept.
 
@@ -235,7 +235,15 @@ impl Store {
         for (hash, paths) in patches {
             let target = locked.tree(*hash)?;
             for path in paths.iter() {
-                requests.push((target, self.select(path.as_ref())?));
+                // The file or directory the path names, whole: a trailing `/` still means the
+                // directory, which may replace a file standing there (unlike diff_full's
+                // pathspec, which lists only what is below it).
+                let path = self.project_path(path.as_ref())?;
+                let selection = crate::paths::Selection {
+                    path,
+                    below_only: false,
+                };
+                requests.push((target, selection));
             }
         }
         let Some(first) = requests.first().map(|r| r.0) else {
@@ -704,44 +712,30 @@ fn unchanged(dir: &Dir, name: &[u8], expected: Option<Side>) -> io::Result<bool>
     Ok(id == expected.id)
 }
 
-/// What [`grab`] took out of the user's way.
-enum Grabbed {
-    /// Nothing stood there.
-    Nothing,
-    /// What stood there was `expected`; it is at the aside name now.
-    Expected,
-    /// Something else stood there (someone saved since the undo point): put back.
-    Changed,
+/// Whether `a` and `b`, two looks at a file, saw it untouched: the same device and inode, type,
+/// permission bits, size and modification time (any write moves it; not the change time,
+/// which the renames here move themselves).
+fn same_file(a: &crate::fs::Found, b: &crate::fs::Found) -> bool {
+    let identity = |f: &crate::fs::Found| {
+        let s = &f.stat;
+        (f.kind, f.mode, f.size, s.dev, s.ino, s.mtime, s.size)
+    };
+    identity(a) == identity(b)
 }
 
-/// Take what stands at `name` in `dir` out of the way before looking at it: one atomic rename
-/// to `aside`, so a save that lands later makes a new file at `name`, which the no-replace
-/// rename that follows never touches (checking first and renaming after lost a save made in
-/// between). A copy that is not `expected` goes back, no-replace: should a newer save stand
-/// at `name` by then, the older copy stays at `aside`, and the error names it. Costs at most
-/// two renames, and a read and hash of the file.
-fn grab(dir: &Dir, name: &[u8], aside: &[u8], expected: Side) -> io::Result<Grabbed> {
-    match ProjectRoot::rename_in(dir, name, aside, true) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Grabbed::Nothing),
-        Err(e) => return Err(e),
-        Ok(()) => {}
-    }
-    let same = unchanged(dir, aside, Some(expected));
-    if let Ok(true) = same {
-        return Ok(Grabbed::Expected);
-    }
-    if let Err(e) = ProjectRoot::rename_in(dir, aside, name, true) {
-        let kept = format!(
-            "saved twice meanwhile; the earlier save is kept as {}",
-            aside.as_bstr()
-        );
-        return Err(io::Error::new(e.kind(), kept));
-    }
-    same.map(|_| Grabbed::Changed)
+/// What stands at `name` in `dir` if it still holds `expected`: `None` when it changed since the
+/// undo point (or is gone). Costs a `stat`, a read and a hash of the file.
+fn checked(dir: &Dir, name: &[u8], expected: Side) -> io::Result<Option<crate::fs::Found>> {
+    let Some(before) = crate::fs::stat_in(dir.as_dir(), name)? else {
+        return Ok(None);
+    };
+    Ok(unchanged(dir, name, Some(expected))?.then_some(before))
 }
 
 /// Delete the file or symlink at `path` if it still holds `expected`; `Ok(false)` when it
-/// changed since the undo point (left alone). One already gone counts as deleted.
+/// changed since the undo point (left alone). One already gone counts as deleted. The file is
+/// checked, then taken aside by one atomic rename and looked at again there: a save that landed
+/// between the check and the rename is put back (a conflict), never deleted.
 fn delete_if_unchanged(
     root: &ProjectRoot,
     path: &BStr,
@@ -752,17 +746,43 @@ fn delete_if_unchanged(
     let Some(expected) = expected else {
         return Ok(crate::fs::stat_in(dir.as_dir(), name)?.is_none());
     };
-    match grab(&dir, name, aside, expected)? {
-        Grabbed::Nothing => Ok(true),
-        Grabbed::Changed => Ok(false),
-        Grabbed::Expected => ProjectRoot::unlink_in(&dir, aside).map(|()| true),
+    if crate::fs::stat_in(dir.as_dir(), name)?.is_none() {
+        return Ok(true);
     }
+    let Some(before) = checked(&dir, name, expected)? else {
+        return Ok(false);
+    };
+    match ProjectRoot::rename_in(&dir, name, aside, true) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(e),
+        Ok(()) => {}
+    }
+    let taken = crate::fs::stat_in(dir.as_dir(), aside)?;
+    if taken.is_some_and(|taken| same_file(&taken, &before)) {
+        return ProjectRoot::unlink_in(&dir, aside).map(|()| true);
+    }
+    put_back(&dir, aside, name).map(|()| false)
 }
 
-/// Rename the staged `temp` over `name` in `dir` (project path `path`) if it still holds
-/// `expected`; `Ok(false)` when it changed since the undo point (left alone). An empty
-/// directory tree standing there (checked while planning) is removed first; the rename never
-/// replaces what appeared meanwhile.
+/// Rename `aside` back to `name` without replacing anything; should a newer save stand at
+/// `name` by then, the older one stays at `aside`, and the error names it (no byte is lost).
+fn put_back(dir: &Dir, aside: &[u8], name: &[u8]) -> io::Result<()> {
+    ProjectRoot::rename_in(dir, aside, name, true).map_err(|e| {
+        let kept = format!(
+            "saved twice meanwhile; the earlier save is kept as {}",
+            aside.as_bstr()
+        );
+        io::Error::new(e.kind(), kept)
+    })
+}
+
+/// Put the staged `temp` at `name` in `dir` (project path `path`) if `name` still holds
+/// `expected`; `Ok(false)` when it changed since the undo point (left alone). The file is
+/// checked, then swapped with `temp` in one atomic step (`RENAME_EXCHANGE`: the path holds the
+/// old file or the new one, whenever the process dies), and what came out is looked at again:
+/// a save that landed between the check and the swap is swapped back (a conflict), never
+/// overwritten. An empty directory tree standing where nothing was expected (checked while
+/// planning) is removed first; where nothing stood, the rename never replaces what appeared.
 fn replace(
     root: &ProjectRoot,
     path: &BStr,
@@ -782,19 +802,39 @@ fn replace(
             Err(e) => Err(e),
         };
     };
-    match grab(dir, name, aside, expected)? {
-        Grabbed::Nothing | Grabbed::Changed => Ok(false),
-        Grabbed::Expected => match ProjectRoot::rename_in(dir, temp, name, true) {
-            // The copy moved aside is the undo point's: it may go.
-            Ok(()) => ProjectRoot::unlink_in(dir, aside).map(|()| true),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                ProjectRoot::unlink_in(dir, aside).map(|()| false) // a newer save stands there
-            }
-            Err(e) => {
-                let _ = ProjectRoot::rename_in(dir, aside, name, true);
-                Err(e)
-            }
-        },
+    let Some(before) = checked(dir, name, expected)? else {
+        return Ok(false);
+    };
+    let ours = crate::fs::stat_in(dir.as_dir(), temp)?;
+    match ProjectRoot::exchange_in(dir, temp, name) {
+        Ok(()) => {}
+        // A file system without the swap: rename over it, the check just made.
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+            return ProjectRoot::rename_in(dir, temp, name, false).map(|()| true);
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false), // deleted meanwhile
+        Err(e) => return Err(e),
+    }
+    let out = crate::fs::stat_in(dir.as_dir(), temp)?;
+    if out.is_some_and(|out| same_file(&out, &before)) {
+        return ProjectRoot::unlink_in(dir, temp).map(|()| true);
+    }
+    // Changed between the check and the swap: swap back, and keep whatever is not ours.
+    ProjectRoot::exchange_in(dir, temp, name)?;
+    let back = crate::fs::stat_in(dir.as_dir(), temp)?;
+    match (back, ours) {
+        (Some(back), Some(ours)) if same_file(&back, &ours) => {
+            ProjectRoot::unlink_in(dir, temp).map(|()| false)
+        }
+        _ => {
+            // Saved twice meanwhile: the save that came out stays, beside the path.
+            ProjectRoot::rename_in(dir, temp, aside, true)?;
+            let kept = format!(
+                "saved twice meanwhile; one save is kept as {}",
+                aside.as_bstr()
+            );
+            Err(io::Error::other(kept))
+        }
     }
 }
 

@@ -109,6 +109,11 @@ impl ProjectRoot {
         fs::rename(from, to)
     }
 
+    /// Swapping two names in one step is not portable: `Unsupported` (the caller renames).
+    pub(crate) fn exchange_in(_dir: &Dir, _a: &[u8], _b: &[u8]) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
     /// Remove entry `name` of directory `dir` (a file or symlink; never a directory).
     pub(crate) fn unlink_in(dir: &Dir, name: &[u8]) -> io::Result<()> {
         match fs::remove_file(dir.as_dir().child(name)?) {

@@ -98,6 +98,18 @@ impl ProjectRoot {
         )?)
     }
 
+    /// Swap `a` and `b`, both in directory `dir`, in one atomic step (`RENAME_EXCHANGE`):
+    /// each name holds the other's file after it. `Unsupported` on a file system without it.
+    pub(crate) fn exchange_in(dir: &Dir, a: &[u8], b: &[u8]) -> io::Result<()> {
+        let flags = rustix::fs::RenameFlags::EXCHANGE;
+        match rustix::fs::renameat_with(&dir.0, a, &dir.0, b, flags) {
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+                Err(io::ErrorKind::Unsupported.into())
+            }
+            result => Ok(result?),
+        }
+    }
+
     /// Remove entry `name` of directory `dir` (a file or symlink; never a directory).
     pub(crate) fn unlink_in(dir: &Dir, name: &[u8]) -> io::Result<()> {
         match rustix::fs::unlinkat(&dir.0, name, AtFlags::empty()) {

@@ -930,24 +930,17 @@ fn property_revert_random_paths() {
                 continue;
             }
         }
-        // Name them in every accepted form; with a trailing `/`, as git's pathspecs, only
-        // what is below a directory of that name.
-        let forms: Vec<(OsString, bool)> = selected
+        // Name them in every accepted form.
+        let args: Vec<OsString> = selected
             .iter()
             .map(|s| match rng.below(4) {
-                0 => (OsString::from(s), false),
-                1 => (OsString::from(format!("./{s}")), false),
-                2 => (w.p.path.join(s).into_os_string(), false),
-                _ => (OsString::from(format!("{s}/")), true),
+                0 => OsString::from(s),
+                1 => OsString::from(format!("./{s}")),
+                2 => w.p.path.join(s).into_os_string(),
+                _ => OsString::from(format!("{s}/")),
             })
             .collect();
-        let args: Vec<OsString> = forms.iter().map(|(arg, _)| arg.clone()).collect();
-        let chosen: Vec<(&String, bool)> = selected.iter().zip(forms.iter().map(|f| f.1)).collect();
-        let picks = |p: &str| {
-            chosen
-                .iter()
-                .any(|(s, below)| within(p, s) && !(*below && p == s.as_str()))
-        };
+        let picks = |p: &str| selected.iter().any(|s| within(p, s));
         let what = format!(
             "round {round}: revert A -- {args:?}\n{}",
             describe(&w, &a, &b)
