@@ -106,7 +106,7 @@ pub(crate) fn serialize_os_paths<S: serde::Serializer>(
     s.collect_seq(paths.iter().map(|p| p.to_string_lossy()))
 }
 
-/// A project path a user selected ([`Store::select`](crate::store::Store)): everything at or
+/// A project path a user selected (`Store::select`): everything at or
 /// below `path`, or only below it (`below_only`: the user wrote a trailing `/`).
 pub(crate) struct Selection {
     pub(crate) path: BString,
