@@ -47,6 +47,10 @@ pub struct Doctor {
     /// automatically; delete them once their records are no longer wanted).
     #[serde(serialize_with = "crate::paths::serialize_os_paths")]
     pub set_aside: Vec<PathBuf>,
+    /// Files a killed process left in the store: temp files, packs without an index (`prune`
+    /// removes them once an hour old; they do not count against the size quota).
+    #[serde(serialize_with = "crate::paths::serialize_os_paths")]
+    pub leftovers: Vec<PathBuf>,
 }
 
 impl Doctor {
@@ -167,6 +171,7 @@ impl Store {
         Ok(Doctor {
             git_dir: self.git_dir().to_owned(),
             project: self.project().to_owned(),
+            leftovers: crate::store::leftovers(self.git_dir()),
             project_exists: self.project().is_dir(),
             size: dir_size(self.git_dir()),
             locked: self.is_locked()?,

@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::store::objects::LooseObject;
-use crate::store::{dir_size, files_below, Locked, Store};
+use crate::store::{files_below, leftovers, objects_size, Locked, Store};
 use crate::turns::session_ref;
 
 /// Default for `rewind.retention`.
@@ -209,8 +209,8 @@ impl Store {
             .unwrap_or(DateTime::<Utc>::MIN_UTC);
         let locked = self.lock()?;
         let mut outcome = PruneOutcome::default();
-        let objects = locked.git_dir().join("objects");
-        let size_before = dir_size(&objects);
+        let git_dir = locked.git_dir();
+        let size_before = objects_size(git_dir);
         locked.expire_snapshots(cutoff, &mut outcome)?;
         locked.expire_sessions(cutoff, &mut outcome)?;
         let (_, untrimmed) = locked.sessions_open_turns_need(cutoff)?;
@@ -222,9 +222,9 @@ impl Store {
         locked.expire_undo(cutoff)?;
         locked.collect(cutoff, cutoff, &mut outcome)?;
         // Over the quota: drop the oldest records, a quarter at a time, until under the target.
-        if dir_size(&objects) > max_size {
+        if objects_size(git_dir) > max_size {
             let mut candidates = locked.quota_candidates(now, cutoff)?;
-            while dir_size(&objects) > target_size && !candidates.is_empty() {
+            while objects_size(git_dir) > target_size && !candidates.is_empty() {
                 let batch = candidates.len().div_ceil(4);
                 for candidate in candidates.drain(..batch) {
                     match candidate {
@@ -249,7 +249,7 @@ impl Store {
             locked.blind_old_open_turns(cutoff)?;
         }
         locked.remove_temp_files(now);
-        outcome.bytes_freed = size_before.saturating_sub(dir_size(&objects));
+        outcome.bytes_freed = size_before.saturating_sub(objects_size(git_dir));
         tracing::debug!(?outcome, "pruned");
         // For `rewind doctor`: when the last prune ran.
         let _ = crate::fs::write_atomically(
@@ -544,35 +544,17 @@ impl Locked<'_> {
         self.objects().refresh();
         self.reopen_repo()
     }
-    /// Remove temp files that killed processes left behind (older than an hour).
+    /// Remove what killed processes left behind ([`leftovers`]: temp files, packs without
+    /// an index) once older than an hour (younger ones may belong to a `git` run in the store).
     fn remove_temp_files(&self, now: DateTime<Utc>) {
-        let objects = self.git_dir().join("objects");
-        let dirs = (0..=255u8)
-            .map(|f| objects.join(format!("{f:02x}")))
-            .chain([
-                objects.clone(),
-                objects.join("pack"),
-                self.git_dir().to_owned(),
-            ]);
         let limit = SystemTime::UNIX_EPOCH
             + Duration::from_secs((now.timestamp() - TEMP_GRACE.as_secs() as i64).max(0) as u64);
-        for dir in dirs {
-            let Ok(entries) = fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let name = name.to_string_lossy();
-                let temp = ["tmp_obj_", "tmp_pack_", "tmp_idx_", "index.tmp"]
-                    .iter()
-                    .any(|prefix| name.starts_with(prefix));
-                let old = entry
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .is_ok_and(|modified| modified < limit);
-                if temp && old {
-                    let _ = fs::remove_file(entry.path());
-                }
+        for path in leftovers(self.git_dir()) {
+            let old = fs::symlink_metadata(&path)
+                .and_then(|m| m.modified())
+                .is_ok_and(|modified| modified < limit);
+            if old {
+                let _ = fs::remove_file(&path);
             }
         }
     }

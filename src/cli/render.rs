@@ -248,6 +248,12 @@ pub(crate) fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono
             .last_prune
             .map_or("never".to_string(), |t| age(now, t))
     );
+    if !report.leftovers.is_empty() {
+        outln!(
+            "leftovers     {} file(s) a killed process left (prune removes them after an hour)",
+            report.leftovers.len()
+        );
+    }
     for aside in &report.set_aside {
         outln!(
             "set aside     {} (damaged; delete it once not needed)",

@@ -817,6 +817,49 @@ pub(crate) fn dir_size(dir: &Path) -> u64 {
         .sum()
 }
 
+/// The disk space of the store's objects that counts against its quota: all of `objects/` but
+/// the [`leftovers`] (a killed process's temp files must not make prune delete records).
+pub(crate) fn objects_size(git_dir: &Path) -> u64 {
+    let leftover: u64 = leftovers(git_dir)
+        .iter()
+        .filter_map(|f| fs::symlink_metadata(f).ok())
+        .map(|m| crate::fs::allocated(&m))
+        .sum();
+    dir_size(&git_dir.join("objects")).saturating_sub(leftover)
+}
+
+/// Files in the store that a killed process left behind: temp files (`tmp_obj_*`,
+/// `tmp_pack_*`, `tmp_idx_*`, `index.tmp*`) and packs without their index (a repack killed
+/// between its two renames: a pack git and rewind never read). Costs a `readdir` of each
+/// object directory.
+pub(crate) fn leftovers(git_dir: &Path) -> Vec<PathBuf> {
+    let objects = git_dir.join("objects");
+    let dirs = (0..=255u8)
+        .map(|f| objects.join(format!("{f:02x}")))
+        .chain([objects.clone(), objects.join("pack"), git_dir.to_owned()]);
+    let mut found = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let temp = ["tmp_obj_", "tmp_pack_", "tmp_idx_", "index.tmp"]
+                .iter()
+                .any(|prefix| name.starts_with(prefix));
+            let path = entry.path();
+            let orphan_pack = name.starts_with("pack-")
+                && name.ends_with(".pack")
+                && !path.with_extension("idx").exists();
+            if temp || orphan_pack {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
 /// Every file below `dir`, recursively.
 pub(crate) fn files_below(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();

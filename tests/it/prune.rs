@@ -2093,3 +2093,55 @@ fn a_store_config_without_its_worktree_is_completed_and_pruned() {
         "both stores pruned: {run}"
     );
 }
+
+/// Issue 18, items 1 and 4: the size quota measured everything under `objects/`, a killed
+/// prune's leftovers included, before it removed them: a 45 MB `tmp_pack_*` (or a pack without
+/// its index, from a repack killed between its two renames) made the next prune delete every
+/// idle session, for nothing; and such an orphan pack was never removed at all. Leftovers now
+/// count for nothing, `doctor` lists them, and prune removes them once an hour old (a young
+/// one may be a `git` run's).
+#[test]
+fn leftovers_of_a_killed_prune_never_cost_a_session_and_are_removed() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let clock = Clock::new();
+    p.file("a.txt", "a\n");
+    for (i, session) in ["s1", "s2", "s3"].iter().enumerate() {
+        let hours_ago = -(3 + i as i64) * 3600;
+        begin_at(&p, &clock.at(hours_ago), session, "1");
+        p.file(format!("{session}.txt"), format!("{session}\n"));
+        end_at(&p, &clock.at(hours_ago), session, "1");
+    }
+    let pack_dir = p.store().join("objects/pack");
+    fs::create_dir_all(&pack_dir).unwrap();
+    let junk = vec![7u8; 45 << 20];
+    let temp = pack_dir.join("tmp_pack_Zq1x9Y");
+    fs::write(&temp, &junk).unwrap();
+    let orphan = pack_dir.join(format!("pack-{}.pack", "ab".repeat(20)));
+    fs::write(&orphan, &junk).unwrap();
+    age_file(&orphan, 2 * 3600);
+
+    let doctor = rwj_at(&p, Some(&clock.at(0)), &["doctor"]);
+    let listed: BTreeSet<&str> = doctor["leftovers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("doctor lists leftovers: {doctor}"))
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(listed.contains(temp.to_str().unwrap()), "{doctor}");
+    assert!(listed.contains(orphan.to_str().unwrap()), "{doctor}");
+
+    let pruned = prune_at(
+        &p,
+        Some(&clock.at(0)),
+        &["--max-size", "50M", "--target-size", "30M"],
+    );
+    assert!(pruned.sessions_removed.is_empty(), "{}", pruned.json);
+    assert_eq!(turns_at(&p, &clock.at(0)).len(), 3, "{}", pruned.json);
+    assert!(!orphan.exists(), "an orphan pack over an hour old goes");
+    assert!(
+        temp.exists(),
+        "a young temp file may be a running git's: it stays"
+    );
+    assert_store_sound(&sb, &p.store(), "after prune");
+}
