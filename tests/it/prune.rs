@@ -2145,3 +2145,51 @@ fn leftovers_of_a_killed_prune_never_cost_a_session_and_are_removed() {
     );
     assert_store_sound(&sb, &p.store(), "after prune");
 }
+
+/// Issue 18, item 8: `prune --all` must report every store it could not prune (exit 1) and not
+/// wait without limit behind a busy one: a store whose config is garbage and one whose lock
+/// another process holds are each a row `{"error": {code, message}}` naming the store, the
+/// other stores are pruned, and the busy one is given up after `--wait`.
+#[test]
+fn prune_all_reports_a_garbage_config_and_a_busy_store_and_prunes_the_rest() {
+    let sb = Sandbox::new();
+    let projects: Vec<TestProject> = ["fine", "garbage", "busy"]
+        .iter()
+        .map(|name| {
+            let p = sb.project(name);
+            p.file("f", format!("{name}\n"));
+            p.track();
+            p
+        })
+        .collect();
+    let stores: Vec<std::path::PathBuf> = projects.iter().map(|p| p.store()).collect();
+    fs::write(stores[1].join("config"), "[[[ not a config").unwrap();
+    let holder = LockHolder::hold(&stores[2]);
+    let run = sb.run_rewind(["--json", "--wait", "200ms", "prune", "--all"]);
+    drop(holder);
+    assert_eq!(run.code(), Some(1), "{run}");
+    let rows = one_json(&run);
+    let rows = rows.as_array().unwrap_or_else(|| panic!("an array: {run}"));
+    let pruned: Vec<&str> = rows.iter().filter_map(|r| r["project"].as_str()).collect();
+    assert_eq!(pruned, [projects[0].path.to_str().unwrap()], "{run}");
+    let mut errors: Vec<(String, bool, bool)> = rows
+        .iter()
+        .filter(|r| r.get("error").is_some())
+        .map(|r| {
+            let message = r["error"]["message"].as_str().unwrap();
+            let code = r["error"]["code"].as_str().unwrap().to_string();
+            let names =
+                |store: &Path| message.contains(store.file_name().unwrap().to_str().unwrap());
+            (code, names(&stores[1]), names(&stores[2]))
+        })
+        .collect();
+    errors.sort();
+    assert_eq!(
+        errors,
+        [
+            ("busy".to_string(), false, true),
+            ("store".to_string(), true, false)
+        ],
+        "{run}"
+    );
+}
