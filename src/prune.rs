@@ -76,6 +76,10 @@ pub struct PruneOutcome {
     pub sessions_removed_for_size: Vec<String>,
     /// How many of `snapshots_removed` went for the size quota, not age.
     pub snapshots_removed_for_size: usize,
+    /// The store is still over `rewind.targetSize` after the quota removed all it may: what
+    /// holds the space is in use (an active session, snapshots younger than an hour).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub still_over_quota: bool,
 }
 
 /// What [`prune_all`] did with each store under a data directory.
@@ -243,6 +247,7 @@ impl Store {
                 }
                 locked.collect(cutoff, now, &mut outcome)?;
             }
+            outcome.still_over_quota = objects_size(git_dir) > target_size;
         }
         // Open turns older than the retention were not kept for: what went may have been theirs.
         if outcome.turns_removed > 0 || !outcome.sessions_removed.is_empty() {
@@ -315,8 +320,12 @@ impl Store {
     /// session's open turn begun since `cutoff` (see [`Store::sessions_open_turns_need`]).
     fn quota_candidates(&self, now: DateTime<Utc>, cutoff: DateTime<Utc>) -> Result<Vec<Record>> {
         let mut timed: Vec<(DateTime<Utc>, Record)> = Vec::new();
+        // A snapshot taken within the hour may be the checkpoint a user is about to go back to.
         for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
-            timed.push((self.commit_time(commit)?, Record::Snapshot(name)));
+            let taken = self.commit_time(commit)?;
+            if now - taken > chrono::Duration::hours(1) {
+                timed.push((taken, Record::Snapshot(name)));
+            }
         }
         let (needed, _) = self.sessions_open_turns_need(cutoff)?;
         for (session, activity) in self.session_activity()? {

@@ -172,6 +172,7 @@ class PruneOutcome(TypedDict):
     sessions_removed: list[str]
     sessions_removed_for_size: list[str]  # those of sessions_removed that went for the size quota
     snapshots_removed_for_size: int  # how many of snapshots_removed went for the size quota
+    still_over_quota: NotRequired[bool]  # present (true) when the space is held by what is in use
 
 
 # Every method of protocol 2 and the TypedDict of its result (of each row, for a list).

@@ -142,6 +142,12 @@ pub(crate) fn report_prune(
             quote(session)
         );
     }
+    if outcome.still_over_quota {
+        errln!(
+            "rewind: {}: still over its size quota (rewind.targetSize): the space is held by what is in use (an active session, snapshots younger than an hour)",
+            quote_os(project)
+        );
+    }
     if !json {
         let for_size = match outcome.snapshots_removed_for_size {
             0 => String::new(),

@@ -2031,10 +2031,12 @@ fn retention_never_removes_an_open_turn_and_names_quota_removals() {
         quota.stderr.contains("size quota") && !quota.stderr.contains("expired"),
         "{quota}"
     );
+    // (Taken two hours before: a snapshot younger than an hour is never dropped for size.)
+    let earlier = "2026-12-19T22:00:00Z";
     p.file("again.txt", "another snapshot to drop\n");
-    at(&p, later, &["track"]);
+    at(&p, earlier, &["track"]);
     p.file("again.txt", "and the current one\n");
-    at(&p, later, &["track"]);
+    at(&p, earlier, &["track"]);
     let text = at(
         &p,
         later,
@@ -2192,4 +2194,52 @@ fn prune_all_reports_a_garbage_config_and_a_busy_store_and_prunes_the_rest() {
         ],
         "{run}"
     );
+}
+
+/// Issue 18, item 2: when the space is held by an active session that the quota may not touch,
+/// prune removed every snapshot record, one taken three minutes before included, freed almost
+/// nothing, and said nothing; a `restore` of that checkpoint then failed. Now a snapshot younger
+/// than an hour is never a quota candidate, and the outcome (and stderr) say the store is still
+/// over its quota.
+#[test]
+fn the_quota_spares_a_fresh_checkpoint_and_says_when_it_cannot_get_under() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let clock = Clock::new();
+    let mut rng = XorShift::from_time();
+    for i in 0..100 {
+        let bytes: Vec<u8> = (0..20_000).map(|_| rng.next_u64() as u8).collect();
+        p.file(format!("big/{i}.bin"), bytes);
+    }
+    // The space is held by a session active ten minutes ago.
+    begin_at(&p, &clock.at(-600), "live", "1");
+    p.file("notes.txt", "the agent's\n");
+    end_at(&p, &clock.at(-600), "live", "1");
+    // A checkpoint three minutes ago.
+    p.file("notes.txt", "the user's\n");
+    let checkpoint = track_at(&p, &clock.at(-180));
+    p.file("notes.txt", "later\n");
+
+    let run = rw_at(
+        &p,
+        Some(&clock.at(0)),
+        &[
+            "--json",
+            "prune",
+            "--max-size",
+            "1M",
+            "--target-size",
+            "500k",
+        ],
+    );
+    run.assert_success();
+    let outcome = one_json(&run);
+    assert_eq!(outcome["still_over_quota"], true, "{outcome}");
+    assert!(run.stderr.contains("still over its size quota"), "{run}");
+    assert!(
+        snapshot_records(&sb, &p.store()).contains_key(&checkpoint),
+        "the fresh checkpoint's record stays: {outcome}"
+    );
+    rwj_at(&p, Some(&clock.at(0)), &["restore", &checkpoint]);
+    assert_eq!(p.read("notes.txt"), b"the user's\n");
 }

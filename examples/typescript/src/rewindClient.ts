@@ -150,6 +150,8 @@ export interface PruneOutcome {
   sessions_removed_for_size: string[];
   /** How many of `snapshots_removed` went for the size quota, not age. */
   snapshots_removed_for_size: number;
+  /** Present (true) when the store is still over its size quota: the space is in use. */
+  still_over_quota?: boolean;
 }
 
 // ---- The methods: params and result of each. ----
