@@ -370,8 +370,17 @@ impl Store {
 impl Locked<'_> {
     /// Delete every ref of `session`.
     fn delete_session(&self, session: &str) -> Result<()> {
-        for (name, _) in self.refs_under(&session_ref(session, "")?)? {
+        let prefix = session_ref(session, "")?;
+        for (name, _) in self.refs_under(&prefix)? {
             self.delete_ref(&name)?;
+        }
+        // Its directories of refs and reflogs go too: gix removes those a deletion empties only
+        // when the store's path is absolute (`--data-dir` may be relative).
+        for root in [
+            self.git_dir().join(&prefix),
+            self.git_dir().join("logs").join(&prefix),
+        ] {
+            remove_empty_dirs(&root);
         }
         Ok(())
     }
@@ -602,6 +611,20 @@ fn remove_dir(dir: &Path) -> Result<()> {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::io("removing", dir, e)),
         _ => Ok(()),
     }
+}
+
+/// Remove `dir` and the directories below it, as far as they are empty (a file keeps its
+/// directory and those above it). Costs a `readdir` per directory; the session directories it
+/// is given are two levels deep.
+fn remove_empty_dirs(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_dirs(&entry.path());
+            }
+        }
+    }
+    let _ = fs::remove_dir(dir);
 }
 
 /// A background pruner for an embedding runtime: prunes `store` shortly after it starts, then

@@ -317,9 +317,6 @@ impl Store {
             });
         }
         mark_as_data(&canonical_data)?;
-        // The store by its absolute path: a relative one (`--data-dir d`) made gix leave the
-        // directories of deleted refs behind, and printed paths that only work from here.
-        let data_dir = canonical_data.as_path();
         let git_dir = data_dir.join(store_name(&project));
         // One `lstat` decides between creating and opening (a `stat` then an `lstat` let a
         // store that another process created in between read as "not a directory"); a link
@@ -420,12 +417,7 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn all(options: &OpenOptions) -> Result<Vec<Result<Store>>> {
-        // Absolute, as `open` makes it (see there); a data dir that is missing has no stores.
-        let data_dir = &match fs::canonicalize(options.data_dir()) {
-            Ok(dir) => dir,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::io("reading data directory", options.data_dir(), e)),
-        };
+        let data_dir = options.data_dir();
         let entries = match fs::read_dir(data_dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
