@@ -757,8 +757,11 @@ fn delete_if_unchanged(
         Err(e) => return Err(e),
         Ok(()) => {}
     }
+    // Its content decides (a writer can put the mtime back): the undo point's bytes may go.
     let taken = crate::fs::stat_in(dir.as_dir(), aside)?;
-    if taken.is_some_and(|taken| same_file(&taken, &before)) {
+    if taken.is_some_and(|taken| same_file(&taken, &before))
+        && unchanged(&dir, aside, Some(expected)).unwrap_or(false)
+    {
         return ProjectRoot::unlink_in(&dir, aside).map(|()| true);
     }
     put_back(&dir, aside, name).map(|()| false)
@@ -815,8 +818,11 @@ fn replace(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false), // deleted meanwhile
         Err(e) => return Err(e),
     }
+    // Its content decides (a writer can put the mtime back): the undo point's bytes may go.
     let out = crate::fs::stat_in(dir.as_dir(), temp)?;
-    if out.is_some_and(|out| same_file(&out, &before)) {
+    if out.is_some_and(|out| same_file(&out, &before))
+        && unchanged(dir, temp, Some(expected)).unwrap_or(false)
+    {
         return ProjectRoot::unlink_in(dir, temp).map(|()| true);
     }
     // Changed between the check and the swap: swap back, and keep whatever is not ours.

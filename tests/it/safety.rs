@@ -1150,3 +1150,35 @@ fn a_save_landing_between_the_check_and_the_delete_of_a_restore_is_kept() {
         .collect();
     assert!(names.is_empty(), "nothing left behind: {names:?}");
 }
+
+/// Found by the second issue-13 hostile pass: after the swap, restore compared what came out
+/// with what it had checked by inode, size and mtime only, so a same-size write whose writer
+/// put the mtime back (`touch -r`, `cp -p`, `rsync -t`) in the window was taken for the
+/// undo point's file and deleted. Its content decides now.
+#[test]
+fn a_same_size_save_that_puts_the_mtime_back_is_kept() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f.txt", "orig\n");
+    let before = p.track();
+    p.file("f.txt", "v2!!\n");
+    p.track();
+    let mut cmd = strace(
+        &p,
+        "inject=renameat2:delay_enter=1500000:when=1",
+        &["--json", "restore", &before],
+    );
+    let child = spawn_piped(&mut cmd);
+    std::thread::sleep(Duration::from_millis(800));
+    let path = p.join("f.txt");
+    let mtime = fs::metadata(&path).unwrap().modified().unwrap();
+    let file = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut &file, b"USER").unwrap();
+    file.set_modified(mtime).unwrap();
+    drop(file);
+    let run = finish(child, DEFAULT_DEADLINE, "restore");
+    assert_no_panic(&run);
+    let o = one_json(&run);
+    assert_eq!(p.read("f.txt"), b"USER\n", "{o}");
+    assert_eq!(strings(&o["conflicts"]), vec!["f.txt"], "{o}");
+}
