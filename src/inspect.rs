@@ -286,10 +286,7 @@ impl Store {
             });
         }
         if let Some(session) = session {
-            return Err(Error::NoTurn {
-                session: session.into(),
-                turn: what.into(),
-            });
+            return Err(self.missing_turn(session, what));
         }
         let tree = self.resolve(what)?;
         let snapshots: Vec<LogEntry> = self

@@ -70,8 +70,9 @@ pub use id::{ParseIdError, SnapshotId};
 pub use inspect::{Doctor, LogEntry, LogKind, Shown};
 pub use paths::quote_path;
 pub use prune::{
-    parse_duration, parse_size, prune_all, PruneAllOutcome, PruneOptions, PruneOutcome, Pruner,
-    DEFAULT_MAX_SIZE, DEFAULT_MAX_TURNS_PER_SESSION, DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,
+    parse_duration, parse_size, prune_all, AbandonedTurn, PruneAllOutcome, PruneOptions,
+    PruneOutcome, Pruner, DEFAULT_ABANDONED_AFTER, DEFAULT_MAX_SIZE, DEFAULT_MAX_TURNS_PER_SESSION,
+    DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,
 };
 pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 #[cfg(feature = "serve")]

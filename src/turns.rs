@@ -437,7 +437,7 @@ pub(crate) fn session_ref(session: &str, rest: &str) -> Result<String> {
     ))
 }
 
-fn turn_ref(session: &str, kind: &str, turn: &str) -> Result<String> {
+pub(crate) fn turn_ref(session: &str, kind: &str, turn: &str) -> Result<String> {
     session_ref(session, &format!("{kind}/{}", ref_component("turn", turn)?))
 }
 
@@ -617,10 +617,7 @@ impl Store {
         let locked = self.lock()?;
         let begin = locked
             .ref_target(&reference)?
-            .ok_or_else(|| Error::NoTurn {
-                session: session.into(),
-                turn: turn.into(),
-            })?;
+            .ok_or_else(|| self.missing_turn(session, turn))?;
         let record = locked.as_reopened(session, locked.record(begin)?)?;
         if record.ended_at.is_some() {
             return Err(Error::Turn {
@@ -780,10 +777,7 @@ impl Store {
             Some(turn) => records.iter().position(|r| r.turn == turn),
             None => (!records.is_empty()).then_some(0),
         }
-        .ok_or_else(|| Error::NoTurn {
-            session: session.into(),
-            turn: from_turn.unwrap_or_default().into(),
-        })?;
+        .ok_or_else(|| self.missing_turn(session, from_turn.unwrap_or_default()))?;
         let undone = &records[start..];
         let current = locked.track(&TrackOptions::default())?.hash.0;
         let repo = locked.repo();
@@ -1063,10 +1057,7 @@ impl Store {
         let locked = self.lock()?;
         let records = locked.session_records(session)?;
         if let Some(turn) = turn.filter(|t| !records.iter().any(|r| r.turn == *t)) {
-            return Err(Error::NoTurn {
-                session: session.into(),
-                turn: turn.into(),
-            });
+            return Err(self.missing_turn(session, turn));
         }
         let repo = locked.repo();
         let undo = locked.undo_to_redo(session, turn)?;
@@ -1765,8 +1756,8 @@ impl Locked<'_> {
     }
     /// Keep at most `max` turns of `session`: the oldest others go (rolled-back turns stay
     /// until they expire, since the user may redo them; open turns stay), and the session's
-    /// chain is rewritten without them. Returns how many turns went.
-    pub(crate) fn trim_session(&self, session: &str, max: usize) -> Result<usize> {
+    /// chain is rewritten without them. Returns the turns that went.
+    pub(crate) fn trim_session(&self, session: &str, max: usize) -> Result<Vec<String>> {
         let records = self.session_records(session)?;
         let excess = records.len().saturating_sub(max);
         let mut dropped = Vec::new();
@@ -1781,7 +1772,7 @@ impl Locked<'_> {
             }
         }
         if dropped.is_empty() {
-            return Ok(0);
+            return Ok(dropped);
         }
         // The chain is copied without the dropped turns' commits, oldest first; the undo and
         // redo commits stay (each is the session's last word on the paths it changed), and the
@@ -1866,16 +1857,45 @@ impl Locked<'_> {
                 self.delete_ref(&turn_ref(session, kind, turn)?)?;
             }
         }
-        Ok(dropped.len())
+        Ok(dropped)
     }
 }
 
 impl Store {
+    /// The error for a turn (or, with `turn` `None`, a session) that is not in the store:
+    /// [`Error::Pruned`] when prune removed it or its session, else [`Error::NoTurn`] or
+    /// [`Error::NoSession`]. Costs reading prune's record.
+    pub(crate) fn missing_turn<'t>(
+        &self,
+        session: &str,
+        turn: impl Into<Option<&'t str>>,
+    ) -> Error {
+        let turn = turn.into();
+        let refs = [
+            turn.and_then(|turn| turn_ref(session, "turns", turn).ok()),
+            session_ref(session, "").ok(),
+        ];
+        let refs: Vec<&str> = refs.iter().flatten().map(String::as_str).collect();
+        match (self.pruned(&refs), turn) {
+            (Some((at, why)), _) => Error::Pruned {
+                session: session.into(),
+                turn: turn.map(Into::into),
+                at,
+                reason: why.reason(),
+            },
+            (None, Some(turn)) => Error::NoTurn {
+                session: session.into(),
+                turn: turn.into(),
+            },
+            (None, None) => Error::NoSession(session.into()),
+        }
+    }
+
     /// The turns of `session`, oldest first; a session without turns does not exist.
     fn session_records(&self, session: &str) -> Result<Vec<Record>> {
         match self.sessions(Some(session))?.into_iter().next() {
             Some((_, records)) if !records.is_empty() => Ok(records),
-            _ => Err(Error::NoSession(session.into())),
+            _ => Err(self.missing_turn(session, None)),
         }
     }
 

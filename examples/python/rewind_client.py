@@ -164,6 +164,12 @@ class SessionChanges(TypedDict):
     total_deletions: int
 
 
+class AbandonedTurn(TypedDict):
+    session: str
+    turn: str
+    started_at: str  # RFC 3339
+
+
 class PruneOutcome(TypedDict):
     snapshots_removed: int
     turns_removed: int
@@ -172,6 +178,7 @@ class PruneOutcome(TypedDict):
     sessions_removed: list[str]
     sessions_removed_for_size: list[str]  # those of sessions_removed that went for the size quota
     snapshots_removed_for_size: int  # how many of snapshots_removed went for the size quota
+    abandoned_turns: list[AbandonedTurn]  # open turns removed with their sessions
     still_over_quota: NotRequired[bool]  # present (true) when the space is held by what is in use
 
 

@@ -84,6 +84,9 @@ pub(crate) struct PruneArgs {
     /// How long records live, e.g. 7d, 12h, 30m [default: rewind.retention, 7d]
     #[arg(long, value_name = "DURATION", value_parser = parse_retention)]
     pub(crate) retention: Option<Duration>,
+    /// How long an open turn keeps its session, e.g. 30d [default: rewind.abandonedTurnAfter, 30d]
+    #[arg(long, value_name = "DURATION", value_parser = parse_retention)]
+    pub(crate) abandoned_after: Option<Duration>,
     /// Turns kept per session, oldest dropped first [default: rewind.maxTurnsPerSession, 100]
     #[arg(long, value_name = "N")]
     pub(crate) max_turns: Option<usize>,
@@ -100,6 +103,7 @@ impl PruneArgs {
     pub(crate) fn options(&self) -> rewind::PruneOptions {
         rewind::PruneOptions {
             retention: self.retention,
+            abandoned_after: self.abandoned_after,
             max_turns_per_session: self.max_turns,
             max_size: self.max_size,
             target_size: self.target_size,

@@ -33,6 +33,7 @@ pub(crate) use crate::id::SnapshotId;
 mod lock;
 pub(crate) mod objects;
 mod pack;
+pub(crate) mod pruned;
 mod refs;
 #[cfg(feature = "serve")]
 pub(crate) use lock::deadline_in;

@@ -2304,3 +2304,91 @@ fn an_expired_session_leaves_no_directories_with_a_relative_data_dir() {
         assert!(left.is_empty(), "{dir}: {left:?}");
     }
 }
+
+/// Issue 18, item 3: a turn left open for more than 7 days was deleted with its session, and
+/// `turn end` then said the turn "was never begun". An open turn keeps its session until it is
+/// abandoned (`rewind.abandonedTurnAfter`, 30 days by default, `--abandoned-after`); then
+/// prune removes the session and names the turn, and every error about it says it was pruned.
+#[test]
+fn a_turn_open_past_the_retention_stays_until_abandoned_and_errors_say_pruned() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let clock = Clock::new();
+    p.file("a.txt", "one\n");
+    // Session "busy": 3 turns, trimmed to 1 (while no other turn is open, which would need
+    // them). Session "quiet": a turn begun then and never ended.
+    for turn in ["1", "2", "3"] {
+        begin_at(&p, &clock.at(0), "busy", turn);
+        p.file("b.txt", turn);
+        end_at(&p, &clock.at(0), "busy", turn);
+    }
+    let trimmed = prune_at(&p, Some(&clock.at(MINUTE)), &["--max-turns", "1"]);
+    begin_at(&p, &clock.at(2 * MINUTE), "quiet", "open");
+    p.file("a.txt", "two\n");
+    assert_eq!(trimmed.turns_removed, 2, "{:?}", trimmed.json);
+    let undo_trimmed = rw_at(
+        &p,
+        Some(&clock.at(3 * MINUTE)),
+        &["--json", "undo", "--session", "busy", "--turn", "1"],
+    );
+    let message = expect_error(&undo_trimmed, "pruned")["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("maxTurnsPerSession") && message.contains("\"1\""),
+        "{undo_trimmed}"
+    );
+
+    // Past the retention, the open turn keeps its session (and so does a 20-day limit at
+    // day 19); the other session, idle, goes.
+    let day8 = prune_at(&p, Some(&clock.at(8 * DAY)), &[]);
+    assert_eq!(day8.sessions_removed, vec!["busy"], "{:?}", day8.json);
+    let day19 = prune_at(&p, Some(&clock.at(19 * DAY)), &["--abandoned-after", "20d"]);
+    assert_eq!(
+        day19.sessions_removed,
+        Vec::<String>::new(),
+        "{:?}",
+        day19.json
+    );
+    let open = turns_at(&p, &clock.at(19 * DAY));
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!((open[0].turn.as_str(), &open[0].after), ("open", &None));
+
+    // At day 31 (the default limit), it is abandoned: removed, and said so.
+    let run = rw_at(&p, Some(&clock.at(31 * DAY)), &["--json", "prune"]);
+    run.assert_success();
+    let day31 = Pruned::parse(&one_json(&run));
+    assert_eq!(day31.sessions_removed, vec!["quiet"], "{:?}", day31.json);
+    let abandoned = &day31.json["abandoned_turns"];
+    assert_eq!(abandoned[0]["session"], "quiet", "{abandoned}");
+    assert_eq!(abandoned[0]["turn"], "open", "{abandoned}");
+    assert!(
+        run.stderr.contains("abandonedTurnAfter") && !run.stderr.contains("expired"),
+        "{run}"
+    );
+    for args in [
+        &[
+            "--json",
+            "turn",
+            "end",
+            "--session",
+            "quiet",
+            "--turn",
+            "open",
+        ][..],
+        &["--json", "undo", "--session", "quiet"],
+        &["--json", "show", "open", "--session", "quiet"],
+    ] {
+        let failed = rw_at(&p, Some(&clock.at(32 * DAY)), args);
+        let message = expect_error(&failed, "pruned")["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(message.contains("abandonedTurnAfter"), "{failed}");
+    }
+    // A session that never was is still "not_found".
+    let never = rw_at(&p, None, &["--json", "undo", "--session", "never"]);
+    expect_error(&never, "not_found");
+    p.assert_fsck_clean();
+}

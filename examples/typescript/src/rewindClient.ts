@@ -150,6 +150,8 @@ export interface PruneOutcome {
   sessions_removed_for_size: string[];
   /** How many of `snapshots_removed` went for the size quota, not age. */
   snapshots_removed_for_size: number;
+  /** Open turns removed with their sessions: open longer than `rewind.abandonedTurnAfter`. */
+  abandoned_turns: { session: string; turn: string; started_at: string }[];
   /** Present (true) when the store is still over its size quota: the space is in use. */
   still_over_quota?: boolean;
 }
@@ -222,7 +224,7 @@ export const METHODS: readonly Method[] = Object.keys(methodSet) as Method[];
 
 /** `error.data.code`: the CLI's error codes (docs/integration.md, Errors); others may come. */
 export type ErrorCode =
-  | "invalid_id" | "not_found" | "ambiguous_id" | "wrong_type" | "bad_path" | "turn_state"
+  | "invalid_id" | "not_found" | "pruned" | "ambiguous_id" | "wrong_type" | "bad_path" | "turn_state"
   | "invalid_name" | "project" | "store" | "object" | "io" | "permission" | "disk_full"
   | "bad_clock" | "busy" | "cancelled"
   | (string & {});
