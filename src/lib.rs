@@ -82,5 +82,6 @@ pub use store::{
     data_dir, Call, Clock, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE,
 };
 pub use turns::{
-    Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart, UndoOptions,
+    BeginOptions, Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart,
+    UndoOptions,
 };

@@ -9,7 +9,7 @@
 //! * undo points older than `retention` (the `refs/rewind/undo` chain is cut there);
 //! * reflog entries older than `retention`.
 //!
-//! Then git's rule: refs, reflogs and the index are roots; loose objects newer than the expiry
+//! Then git's rule: refs, reflogs and the index are roots; loose objects younger than an hour
 //! are roots too; everything they reach is kept, and other loose objects are deleted. Leftover
 //! temp files older than an hour go as well. The whole run holds the store lock, so no `track`
 //! can be writing objects that nothing references yet.
@@ -28,7 +28,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::store::objects::LooseObject;
 use crate::store::pruned::Why;
-use crate::store::{files_below, leftovers, objects_size, Locked, Store};
+use crate::store::{files_below, leftovers, objects_size, Locked, Store, SNAPSHOT_RECORDS};
 use crate::turns::{session_ref, turn_ref};
 
 /// Default for `rewind.retention`.
@@ -268,19 +268,23 @@ impl Store {
             }
         }
         locked.expire_undo(cutoff)?;
-        locked.collect(cutoff, cutoff, &mut outcome)?;
+        // Unreachable objects younger than an hour may be a `git` command's, run in the store
+        // by a person; rewind writes none that nothing names (it holds the lock meanwhile).
+        locked.collect(cutoff, before(now, TEMP_GRACE), &mut outcome)?;
         // Over the quota: drop the oldest records, a quarter at a time, until under the target.
         if objects_size(git_dir) > max_size {
             let mut candidates = locked.quota_candidates(now, cutoff, abandoned)?;
+            // Dropping them all would still leave the store over the target: dropping any
+            // loses a record for nothing.
+            if locked.size_kept_without(&candidates)? > target_size {
+                candidates.clear();
+            }
             while objects_size(git_dir) > target_size && !candidates.is_empty() {
                 let batch = candidates.len().div_ceil(4);
+                let mut snapshots = Vec::new();
                 for candidate in candidates.drain(..batch) {
                     match candidate {
-                        Record::Snapshot(name) => {
-                            locked.delete_ref(&name)?;
-                            outcome.snapshots_removed += 1;
-                            outcome.snapshots_removed_for_size += 1;
-                        }
+                        Record::Snapshot(name) => snapshots.push(name),
                         Record::Session(session, turns) => {
                             locked.delete_session(&session)?;
                             removed.push((session_ref(&session, "")?, Why::Quota));
@@ -290,6 +294,9 @@ impl Store {
                         }
                     }
                 }
+                locked.delete_refs(&snapshots)?;
+                outcome.snapshots_removed += snapshots.len();
+                outcome.snapshots_removed_for_size += snapshots.len();
                 locked.collect(cutoff, now, &mut outcome)?;
             }
             outcome.still_over_quota = objects_size(git_dir) > target_size;
@@ -373,7 +380,7 @@ impl Store {
     ) -> Result<Vec<Record>> {
         let mut timed: Vec<(DateTime<Utc>, Record)> = Vec::new();
         // A snapshot taken within the hour may be the checkpoint a user is about to go back to.
-        for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
+        for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
             let taken = self.commit_time(commit)?;
             if now - taken > chrono::Duration::hours(1) {
                 timed.push((taken, Record::Snapshot(name)));
@@ -388,6 +395,90 @@ impl Store {
         }
         timed.sort_by_key(|(time, _)| *time);
         Ok(timed.into_iter().map(|(_, record)| record).collect())
+    }
+
+    /// The bytes of the objects still reachable once `candidates` are gone (each object at its
+    /// size in its pack or loose file): what the quota can bring the store down to. Costs a
+    /// reachability walk, reading the reflogs and the pack indexes.
+    fn size_kept_without(&self, candidates: &[Record]) -> Result<u64> {
+        let mut names = HashSet::new();
+        let mut prefixes = Vec::new();
+        for candidate in candidates {
+            match candidate {
+                Record::Snapshot(name) => {
+                    names.insert(name.as_str());
+                }
+                Record::Session(session, _) => prefixes.push(session_ref(session, "")?),
+            }
+        }
+        let kept =
+            |name: &str| !names.contains(name) && !prefixes.iter().any(|p| name.starts_with(p));
+        let mut roots = self.roots(&kept)?;
+        let logs = self.git_dir().join("logs");
+        for file in files_below(&logs) {
+            let name = file.strip_prefix(&logs).ok().and_then(|name| name.to_str());
+            if name.is_some_and(kept) {
+                let content = fs::read(&file).unwrap_or_default();
+                let lines = content.split_inclusive(|&b| b == b'\n');
+                roots.extend(lines.filter_map(reflog_entry).flat_map(|(ids, _)| ids));
+            }
+        }
+        let reachable = self.reachable(roots);
+        Ok(self
+            .stored_sizes()?
+            .into_iter()
+            .filter(|(id, _)| reachable.contains(id))
+            .map(|(_, size)| size)
+            .sum())
+    }
+
+    /// The roots of every collection but the reflogs: the refs `keep` accepts, the stat cache,
+    /// and the empty tree. Costs listing the refs and reading the index.
+    fn roots(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<ObjectId>> {
+        let refs = self.refs_under("refs/")?.into_iter();
+        let mut roots: Vec<ObjectId> = refs
+            .filter(|(name, _)| keep(name))
+            .map(|(_, id)| id)
+            .collect();
+        roots.extend(self.index_roots());
+        // The empty tree, written when the store was created: stock git needs it stored.
+        roots.push(ObjectId::empty_tree(gix::hash::Kind::Sha1));
+        Ok(roots)
+    }
+
+    /// Each stored object with the bytes it takes: its loose file, or its entry in a pack (the
+    /// distance to the next entry). Costs a `stat` per loose object and reading the indexes.
+    fn stored_sizes(&self) -> Result<Vec<(ObjectId, u64)>> {
+        let mut sizes: Vec<(ObjectId, u64)> = self
+            .loose_objects()
+            .into_iter()
+            .map(|o| (o.id, fs::metadata(&o.path).map_or(0, |m| m.len())))
+            .collect();
+        for file in files_below(&self.git_dir().join("objects/pack")) {
+            if file.extension().is_none_or(|e| e != "idx") {
+                continue;
+            }
+            let index = gix::odb::pack::index::File::at(&file, gix::hash::Kind::Sha1)
+                .map_err(|e| Error::store(&file, e))?;
+            let mut entries: Vec<(u64, ObjectId)> =
+                index.iter().map(|e| (e.pack_offset, e.oid)).collect();
+            entries.sort_unstable();
+            // The pack ends with a 20-byte checksum.
+            let end =
+                fs::metadata(file.with_extension("pack")).map_or(0, |m| m.len().saturating_sub(20));
+            let next = entries
+                .iter()
+                .skip(1)
+                .map(|(offset, _)| *offset)
+                .chain([end]);
+            sizes.extend(
+                entries
+                    .iter()
+                    .zip(next)
+                    .map(|((offset, id), next)| (*id, next.saturating_sub(*offset))),
+            );
+        }
+        Ok(sizes)
     }
 
     /// Every session with a turn in the store.
@@ -443,14 +534,18 @@ impl Locked<'_> {
         }
         Ok(())
     }
+    /// Delete the snapshot records taken before `cutoff`, then pack the rest into
+    /// `packed-refs` (a loose ref each, written by `track`, costs a file system block).
     fn expire_snapshots(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
-        for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
+        let mut expired = Vec::new();
+        for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
             if self.commit_time(commit)? < cutoff {
-                self.delete_ref(&name)?;
-                outcome.snapshots_removed += 1;
+                expired.push(name);
             }
         }
-        Ok(())
+        self.delete_refs(&expired)?;
+        outcome.snapshots_removed += expired.len();
+        self.pack_refs(SNAPSHOT_RECORDS)
     }
     /// Remove the sessions whose last turn ended (or began) before `cutoff`, unless a turn of
     /// theirs is still open (an open turn needs its chain and its before snapshot) or another
@@ -515,11 +610,7 @@ impl Locked<'_> {
         for id in kept.into_iter().rev() {
             parent = Some(self.rewrite_commit(id, parent)?);
         }
-        self.set_ref(
-            reference,
-            parent.expect("kept is not empty"),
-            "rewind: prune",
-        )
+        self.set_ref_rewritten(reference, parent.expect("kept is not empty"))
     }
     /// Drop reflog entries older than `cutoff`; return the ids the remaining entries name.
     fn expire_reflogs(&self, cutoff: DateTime<Utc>) -> Result<Vec<ObjectId>> {
@@ -555,10 +646,7 @@ impl Locked<'_> {
         mut roots: Vec<ObjectId>,
         outcome: &mut PruneOutcome,
     ) -> Result<HashSet<ObjectId>> {
-        roots.extend(self.refs_under("refs/")?.into_iter().map(|(_, id)| id));
-        roots.extend(self.index_roots());
-        // The empty tree, written when the store was created: stock git needs it stored.
-        roots.push(ObjectId::empty_tree(gix::hash::Kind::Sha1));
+        roots.extend(self.roots(&|_| true)?);
         let loose = self.loose_objects();
         let expiry = SystemTime::UNIX_EPOCH + Duration::from_secs(cutoff.timestamp().max(0) as u64);
         // Objects newer than the expiry, and all they reach, are kept (git's rule).

@@ -24,6 +24,7 @@ use crate::diff::{file_change, tree_changes, Change, DiffOptions, Side, Status};
 use crate::error::{Error, Result};
 use crate::paths::is_within;
 use crate::restore::{step_of, Plan, RestoreOutcome};
+use crate::snapshot::visibility::{decode_path, encode_path};
 use crate::snapshot::TrackOptions;
 use crate::store::{Locked, SnapshotId, Store};
 
@@ -132,6 +133,73 @@ pub struct Turn {
     pub changed: Vec<TurnFile>,
     /// Whether an undo rolled it back (and no redo gave it back).
     pub rolled_back: bool,
+    /// The runtime's metadata, given when the turn began ([`BeginOptions::meta`]).
+    pub meta: BTreeMap<String, String>,
+}
+
+/// Options for [`Store::begin_turn_with`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct BeginOptions {
+    /// The runtime's metadata, stored with the turn and returned by [`Store::turns`] and
+    /// [`Store::show`]: a message id, tool call ids, the model. Keys are 1 to 200 bytes,
+    /// values at most 8 KiB; any bytes of UTF-8 text.
+    pub meta: BTreeMap<String, String>,
+}
+
+impl BeginOptions {
+    /// Options with `meta`.
+    pub fn meta(meta: BTreeMap<String, String>) -> Self {
+        BeginOptions { meta }
+    }
+}
+
+/// The longest metadata key, in bytes.
+const MAX_META_KEY: usize = 200;
+/// The longest metadata value, in bytes.
+const MAX_META_VALUE: usize = 8 << 10;
+/// The trailer key of a turn's metadata lines: `Rewind-Meta: <key> <value>`, each encoded.
+const META: &str = "Rewind-Meta: ";
+
+/// The `Rewind-Meta:` lines of `meta` (an error for a key or value out of bounds).
+fn meta_lines(meta: &BTreeMap<String, String>) -> Result<String> {
+    let mut out = String::new();
+    for (key, value) in meta {
+        let reason = if key.is_empty() || key.len() > MAX_META_KEY {
+            Some(format!(
+                "key {key:?} must be 1 to {MAX_META_KEY} bytes long"
+            ))
+        } else if value.len() > MAX_META_VALUE {
+            Some(format!(
+                "value of {key:?} is longer than {MAX_META_VALUE} bytes"
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(Error::BadName {
+                what: "metadata",
+                reason,
+            });
+        }
+        out.push_str(META);
+        encode_path(&mut out, key.as_bytes());
+        out.push(' ');
+        encode_path(&mut out, value.as_bytes());
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// The metadata a commit message's `Rewind-Meta:` lines hold.
+fn parse_meta(message: &[u8]) -> BTreeMap<String, String> {
+    lines_with(message, META)
+        .filter_map(|rest| {
+            let (key, value) = rest.split_once_str(" ")?;
+            let text = |b: &[u8]| String::from_utf8(decode_path(b)?.into()).ok();
+            Some((text(key)?, text(value)?))
+        })
+        .collect()
 }
 
 /// Per-file totals of a session, from [`Store::changes`].
@@ -216,6 +284,7 @@ struct Record {
     files: usize,
     additions: usize,
     deletions: usize,
+    meta: BTreeMap<String, String>,
 }
 
 const SESSIONS: &str = "refs/rewind/sessions";
@@ -459,9 +528,29 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn begin_turn(&self, session: &str, turn: &str) -> Result<TurnStart> {
+        self.begin_turn_with(session, turn, &BeginOptions::default())
+    }
+
+    /// [`begin_turn`](Self::begin_turn), with the runtime's metadata stored with the turn (to
+    /// rewind code and conversation together). Beginning an open turn again changes nothing,
+    /// its metadata included.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// let meta = [("message_id".to_string(), "msg_01".to_string())].into();
+    /// store.begin_turn_with("chat-42", "3", &rewind::BeginOptions::meta(meta))?;
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn begin_turn_with(
+        &self,
+        session: &str,
+        turn: &str,
+        options: &BeginOptions,
+    ) -> Result<TurnStart> {
         let reference = turn_ref(session, "turns", turn)?;
+        let meta = meta_lines(&options.meta)?;
         let locked = self.lock()?;
-        Ok(locked.begin(session, turn, &reference)?.0)
+        Ok(locked.begin(session, turn, &reference, &meta)?.0)
     }
 
     /// Announce that the agent is about to edit `path` (a file, or a directory: everything
@@ -493,7 +582,7 @@ impl Store {
         }
         let reference = turn_ref(session, "turns", turn)?;
         let locked = self.lock()?;
-        let (_, begin) = locked.begin(session, turn, &reference)?;
+        let (_, begin) = locked.begin(session, turn, &reference, "")?;
         locked.announce(session, turn, begin, path)
     }
 }
@@ -546,7 +635,14 @@ impl Store {
 
 impl Locked<'_> {
     /// Begin the turn unless it is open already; its start and its begin commit.
-    fn begin(&self, session: &str, turn: &str, reference: &str) -> Result<(TurnStart, ObjectId)> {
+    /// `meta`: the turn's `Rewind-Meta:` lines.
+    fn begin(
+        &self,
+        session: &str,
+        turn: &str,
+        reference: &str,
+        meta: &str,
+    ) -> Result<(TurnStart, ObjectId)> {
         if let Some(commit) = self.ref_target(reference)? {
             let record = self.record(commit)?;
             let rolled_back = self
@@ -580,7 +676,7 @@ impl Locked<'_> {
         // What the "before" left out is recorded with it (undo never deletes those paths), and
         // which files were private (undo gives them back as private).
         let message = format!(
-            "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}{}",
+            "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}{meta}{}",
             crate::snapshot::visibility::record_lines(&snapshot),
             self.other_heads_lines(session)?,
             trailers(session, turn, self.now()?, None, None)?
@@ -660,6 +756,7 @@ impl Store {
         message.push_str(&announced_lines(&locked.announced_by(session, &record)?));
         message.push('\n');
         message.push_str(&locked.other_heads_lines(session)?);
+        message.push_str(&meta_lines(&record.meta)?);
         message.push_str(&trailers(
             session,
             turn,
@@ -738,6 +835,7 @@ impl Store {
                     deletions: record.deletions,
                     changed,
                     rolled_back,
+                    meta: record.meta,
                 });
             }
         }
@@ -1819,20 +1917,16 @@ impl Locked<'_> {
                     self.rewrite_commit(record.commit, begin)?
                 }
             };
-            self.set_ref(
-                &turn_ref(session, "turns", &record.turn)?,
-                last,
-                "rewind: prune",
-            )?;
+            self.set_ref_rewritten(&turn_ref(session, "turns", &record.turn)?, last)?;
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
             if self.ref_target(&marker)?.is_some() {
-                self.set_ref(&marker, last, "rewind: prune")?;
+                self.set_ref_rewritten(&marker, last)?;
             }
             let announced = turn_ref(session, "announced", &record.turn)?;
             if let Some(commit) = self.ref_target(&announced)? {
                 let begin = copies.get(&record.begin).copied();
                 let copy = self.rewrite_commit(commit, begin)?;
-                self.set_ref(&announced, copy, "rewind: prune")?;
+                self.set_ref_rewritten(&announced, copy)?;
             }
         }
         let head = session_ref(session, "head")?;
@@ -1840,10 +1934,10 @@ impl Locked<'_> {
         let kept_a_turn = records.len() > dropped.len();
         match parent.filter(|_| kept_a_turn) {
             Some(last) => {
-                self.set_ref(&head, last, "rewind: prune")?;
+                self.set_ref_rewritten(&head, last)?;
                 if let Some(commit) = self.ref_target(&expected)? {
                     let alone = self.rewrite_commit(commit, None)?; // only its tree matters
-                    self.set_ref(&expected, alone, "rewind: prune")?;
+                    self.set_ref_rewritten(&expected, alone)?;
                 }
             }
             // No turn kept (a limit of 0): the session goes.
@@ -2028,6 +2122,7 @@ impl Store {
             files: number("Rewind-Files"),
             additions: number("Rewind-Additions"),
             deletions: number("Rewind-Deletions"),
+            meta: parse_meta(&message),
         })
     }
 }

@@ -39,6 +39,7 @@ mod refs;
 pub(crate) use lock::deadline_in;
 pub use lock::Call;
 pub(crate) use lock::Locked;
+pub(crate) use refs::{snapshot_record, SNAPSHOT_RECORDS};
 
 /// Where stores live: `explicit`, else `$REWIND_DATA_DIR`, else `$XDG_DATA_HOME/rewind`, else
 /// `~/.local/share/rewind`.

@@ -132,6 +132,8 @@ export interface Turn {
   deletions: number;
   changed: TurnFile[];
   rolled_back: boolean;
+  /** The runtime's metadata given to `turn_begin`. */
+  meta: Record<string, string>;
 }
 export interface SessionChanges {
   session: string;
@@ -200,7 +202,7 @@ export interface Methods {
   has_changes: { params: { hash: string }; result: HasChanges };
   restore: { params: { hash: string; force?: boolean }; result: RestoreOutcome };
   revert: { params: { hash: string; paths: string[] }; result: RestoreOutcome };
-  turn_begin: { params: TurnId; result: TurnStart };
+  turn_begin: { params: TurnId & { meta?: Record<string, string> }; result: TurnStart };
   track_file: { params: TurnId & { path: string }; result: TrackedFile };
   turn_end: { params: TurnId; result: TurnEnd };
   turns: { params: { session?: string }; result: Turn[] };
@@ -416,8 +418,12 @@ export class RewindClient {
   revert(hash: string, paths: string[], options?: CallOptions): Promise<RestoreOutcome> {
     return this.call("revert", { hash, paths }, options);
   }
-  turnBegin(session: string, turn: string, options?: CallOptions): Promise<TurnStart> {
-    return this.call("turn_begin", { session, turn }, options);
+  /** `meta`: the runtime's metadata, stored with the turn (a message id, tool call ids...). */
+  turnBegin(
+    session: string, turn: string, options?: CallOptions & { meta?: Record<string, string> },
+  ): Promise<TurnStart> {
+    const { meta, ...call } = options ?? {};
+    return this.call("turn_begin", meta ? { session, turn, meta } : { session, turn }, call);
   }
   /** Announce a path the turn's agent is about to edit. */
   trackFile(session: string, turn: string, path: string, options?: CallOptions): Promise<TrackedFile> {
