@@ -307,6 +307,12 @@ impl Store {
         }
         locked.remember_pruned(now, &removed)?;
         locked.remove_temp_files(now);
+        // The directories deleted refs and expired reflogs emptied: gix removes those a
+        // deletion empties only when the store's path is absolute (`--data-dir` may be
+        // relative), and never those of reflogs it did not delete itself.
+        for dir in ["refs/rewind", "logs"] {
+            remove_empty_dirs(&locked.git_dir().join(dir));
+        }
         outcome.bytes_freed = size_before.saturating_sub(objects_size(git_dir));
         tracing::debug!(?outcome, "pruned");
         // For `rewind doctor`: when the last prune ran.
@@ -521,18 +527,12 @@ impl Locked<'_> {
     /// Delete every ref of `session`.
     fn delete_session(&self, session: &str) -> Result<()> {
         let prefix = session_ref(session, "")?;
-        for (name, _) in self.refs_under(&prefix)? {
-            self.delete_ref(&name)?;
-        }
-        // Its directories of refs and reflogs go too: gix removes those a deletion empties only
-        // when the store's path is absolute (`--data-dir` may be relative).
-        for root in [
-            self.git_dir().join(&prefix),
-            self.git_dir().join("logs").join(&prefix),
-        ] {
-            remove_empty_dirs(&root);
-        }
-        Ok(())
+        let names: Vec<String> = self
+            .refs_under(&prefix)?
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        self.delete_refs(&names)
     }
     /// Delete the snapshot records taken before `cutoff`, then pack the rest into
     /// `packed-refs` (a loose ref each, written by `track`, costs a file system block).
@@ -785,8 +785,7 @@ fn remove_dir(dir: &Path) -> Result<()> {
 }
 
 /// Remove `dir` and the directories below it, as far as they are empty (a file keeps its
-/// directory and those above it). Costs a `readdir` per directory; the session directories it
-/// is given are two levels deep.
+/// directory and those above it). Costs a `readdir` per directory (a few per session).
 fn remove_empty_dirs(dir: &Path) {
     if let Ok(entries) = fs::read_dir(dir) {
         for entry in entries.flatten() {

@@ -96,6 +96,8 @@ pub struct UndoOptions {
     pub file: Option<PathBuf>,
     /// Also undo paths someone else changed since (their bytes are kept in the undo point).
     pub force: bool,
+    /// Change nothing and record nothing: return the outcome the real undo would give now.
+    pub dry_run: bool,
 }
 
 /// Which undo [`Store::redo`] redoes.
@@ -877,7 +879,7 @@ impl Store {
         }
         .ok_or_else(|| self.missing_turn(session, from_turn.unwrap_or_default()))?;
         let undone = &records[start..];
-        let current = locked.track(&TrackOptions::default())?.hash.0;
+        let current = locked.current(options.dry_run)?;
         let repo = locked.repo();
         let mut touched: Vec<BString> = Vec::new();
         // Shared paths (changed while another session's turn was open, announced by neither
@@ -959,13 +961,21 @@ impl Store {
                 _ => changes.push(change),
             }
         }
-        let outcome = locked.apply(Plan {
+        let mut outcome = locked.apply(Plan {
             target,
             current,
             steps: changes.iter().map(|c| step_of(c, 0)).collect(),
             sights: vec![locked.visibility(target, Some(undone[0].begin))?],
             force,
+            dry_run: options.dry_run,
         })?;
+        // Left alone: what the undo saw was someone else's, then what changed as it ran.
+        conflicts.append(&mut outcome.conflicts);
+        outcome.conflicts = conflicts;
+        outcome.kept.extend(out_of_view);
+        if options.dry_run {
+            return Ok(outcome);
+        }
         // What the session left: its last commit's tree (for a turn left open, its "before":
         // what the open turn changed and the undo did not take back is not the session's).
         let base = chain.last().map_or(current, |link| link.tree);
@@ -995,7 +1005,7 @@ impl Store {
                 encode_id("turn", &record.turn)?
             ));
         }
-        for path in conflicts.iter().chain(&outcome.conflicts) {
+        for path in &outcome.conflicts {
             message.push_str(LEFT_ALONE);
             crate::snapshot::visibility::encode_path(&mut message, path);
             message.push('\n');
@@ -1013,10 +1023,6 @@ impl Store {
         for (record, marker) in rolled_back {
             locked.set_ref(&marker, record.commit, "rewind: undo")?;
         }
-        let mut outcome = outcome;
-        conflicts.append(&mut outcome.conflicts);
-        outcome.conflicts = conflicts;
-        outcome.kept.extend(out_of_view);
         Ok(outcome)
     }
 
@@ -1110,6 +1116,23 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn undo_last(&self, session: &str, force: bool) -> Result<RestoreOutcome> {
+        let options = UndoOptions {
+            force,
+            ..Default::default()
+        };
+        self.undo_last_with(session, &options)
+    }
+
+    /// [`Self::undo_last`] with `options` (`force`, `dry_run`; its `turn` is the one found, and
+    /// `file` must be `None`).
+    pub fn undo_last_with(&self, session: &str, options: &UndoOptions) -> Result<RestoreOutcome> {
+        if options.file.is_some() {
+            return Err(Error::BadPath {
+                path: options.file.clone().unwrap_or_default(),
+                reason: "the last turn is undone whole: no file goes with it",
+            });
+        }
+        let force = options.force;
         let left_alone = match force {
             true => self.turns_undone_with_files_left_alone(session)?,
             false => HashSet::new(),
@@ -1129,8 +1152,7 @@ impl Store {
         })?;
         let options = UndoOptions {
             turn: Some(turn),
-            file: None,
-            force,
+            ..options.clone()
         };
         self.undo(session, &options)
     }
@@ -1218,6 +1240,7 @@ impl Store {
             steps: changes.iter().map(|c| step_of(c, 0)).collect(),
             sights: vec![locked.visibility(point, None)?],
             force,
+            dry_run: false,
         })?;
         let rolled_back: Vec<String> = lines_with(&message, ROLLED_BACK)
             .filter_map(|t| decode_id(t.to_str().ok()?))

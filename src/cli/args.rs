@@ -59,6 +59,14 @@ pub(crate) struct TurnArgs {
     pub(crate) turn: String,
 }
 
+/// `--dry-run`.
+#[derive(Args)]
+pub(crate) struct DryRunArg {
+    /// Change nothing: say what the command would do (with each file's diff under --json)
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
 /// `--color WHEN`.
 #[derive(Args)]
 pub(crate) struct ColorArg {
@@ -173,6 +181,8 @@ pub(crate) enum Command {
         /// Also overwrite files outside the current snapshot (ignored, too large), saving them first
         #[arg(long)]
         force: bool,
+        #[command(flatten)]
+        dry_run: DryRunArg,
     },
     /// Bring only some paths back to their state in a snapshot
     ///
@@ -182,6 +192,8 @@ pub(crate) enum Command {
         /// Files or directories, project-relative or absolute inside the project
         #[arg(required = true, num_args = 1..)]
         paths: Vec<PathBuf>,
+        #[command(flatten)]
+        dry_run: DryRunArg,
     },
     /// Delete expired snapshots and sessions and the objects only they used
     ///
@@ -231,6 +243,8 @@ pub(crate) enum Command {
     /// Example: rewind undo --session chat-42 --turn 3 --file src/lib.rs
     ///
     /// Example: rewind undo --session chat-42 --last   (what the agent just did)
+    ///
+    /// Example: rewind undo --session chat-42 --turn 3 --dry-run   (what it would change, first)
     Undo {
         #[command(flatten)]
         session: SessionArg,
@@ -245,6 +259,8 @@ pub(crate) enum Command {
         file: Option<PathBuf>,
         #[command(flatten)]
         force: ForceArg,
+        #[command(flatten)]
+        dry_run: DryRunArg,
     },
     /// Bring back what the session's last undo (not redone yet) changed, and only that
     ///

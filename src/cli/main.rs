@@ -182,14 +182,29 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                 outln!("{changed}");
             }
         }
-        Command::Restore { hash, force } => {
-            let options = rewind::RestoreOptions { force: *force };
+        Command::Restore {
+            hash,
+            force,
+            dry_run,
+        } => {
+            let options = rewind::RestoreOptions {
+                force: *force,
+                dry_run: dry_run.dry_run,
+            };
             let outcome = store.restore(store.resolve(hash)?, &options)?;
             let why = "something outside the current snapshot is in the way";
             return report(json, &outcome, why, "undo");
         }
-        Command::Revert { hash, paths } => {
-            let outcome = store.revert(store.resolve(hash)?, paths)?;
+        Command::Revert {
+            hash,
+            paths,
+            dry_run,
+        } => {
+            let options = rewind::RestoreOptions {
+                dry_run: dry_run.dry_run,
+                ..Default::default()
+            };
+            let outcome = store.revert_with(store.resolve(hash)?, paths, &options)?;
             let why = "something outside the current snapshot is in the way";
             return report(json, &outcome, why, "undo");
         }
@@ -307,15 +322,18 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             turn,
             file,
             force,
+            dry_run,
             last,
         } => {
-            let (session, force) = (&session.session, force.force);
+            let options = rewind::UndoOptions {
+                turn: turn.clone(),
+                file: file.clone(),
+                force: force.force,
+                dry_run: dry_run.dry_run,
+            };
             let outcome = match last {
-                true => store.undo_last(session, force)?,
-                false => {
-                    let (turn, file) = (turn.clone(), file.clone());
-                    store.undo(session, &rewind::UndoOptions { turn, file, force })?
-                }
+                true => store.undo_last_with(&session.session, &options)?,
+                false => store.undo(&session.session, &options)?,
             };
             let why = "changed by someone else since, or in the way";
             return report(json, &outcome, why, "the whole project as it was before");

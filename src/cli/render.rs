@@ -99,14 +99,18 @@ pub(crate) fn print_file(file: &rewind::TurnFile, indent: &str) {
 /// Print what a restore, revert, undo or redo changed: files on stdout, conflicts and failures
 /// on stderr, then the command that goes back. `why` says why conflicts were left alone.
 pub(crate) fn print_outcome(outcome: &rewind::RestoreOutcome, why: &str, undo_label: &str) {
+    let would = if outcome.dry_run { "would be " } else { "" };
     for path in &outcome.written {
-        outln!("written {}", quote(path));
+        outln!("{would}written {}", quote(path));
     }
     for path in &outcome.deleted {
-        outln!("deleted {}", quote(path));
+        outln!("{would}deleted {}", quote(path));
     }
     for path in &outcome.conflicts {
-        errln!("rewind: left alone {}: {why} (use --force)", quote(path));
+        errln!(
+            "rewind: {would}left alone {}: {why} (use --force)",
+            quote(path)
+        );
     }
     for path in &outcome.kept {
         errln!(
@@ -121,7 +125,10 @@ pub(crate) fn print_outcome(outcome: &rewind::RestoreOutcome, why: &str, undo_la
             failure.error
         );
     }
-    outln!("{undo_label}: rewind restore {}", outcome.undo);
+    match outcome.dry_run {
+        true => outln!("dry run: nothing was changed"),
+        false => outln!("{undo_label}: rewind restore {}", outcome.undo),
+    }
 }
 
 /// Say what a prune removed: a line per removed session on stderr, a summary on stdout

@@ -9,6 +9,7 @@ mod api;
 mod cli;
 mod deep;
 mod diff;
+mod dry_run;
 mod faults;
 mod ignore_config;
 mod layout;
