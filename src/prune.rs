@@ -65,6 +65,8 @@ pub struct PruneOptions {
     pub max_size: Option<u64>,
     /// Size to get under once triggered (`rewind.targetSize`, 300 MB).
     pub target_size: Option<u64>,
+    /// Change nothing: say what a prune would remove now, and estimate what it would free.
+    pub dry_run: bool,
 }
 
 /// What [`Store::prune`] removed.
@@ -91,6 +93,12 @@ pub struct PruneOutcome {
     /// holds the space is in use (an active session, snapshots younger than an hour).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub still_over_quota: bool,
+    /// A dry run: nothing was removed. The records are those the real run would remove now;
+    /// `objects_removed` and `bytes_freed` are estimates (objects at their stored size, before
+    /// any repack, not counting the old copies of a rewritten chain), and so are the size
+    /// quota's choices.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// An open turn prune removed with its session (see [`PruneOptions::abandoned_after`]).
@@ -252,6 +260,9 @@ impl Store {
         let cutoff = before(now, settings.retention);
         let abandoned = before(now, settings.abandoned_after);
         let locked = self.lock()?;
+        if options.dry_run {
+            return locked.preview(&settings, now, cutoff, abandoned);
+        }
         let mut outcome = PruneOutcome::default();
         let mut removed: Vec<(String, Why)> = Vec::new();
         let git_dir = locked.git_dir();
@@ -276,27 +287,24 @@ impl Store {
             let mut candidates = locked.quota_candidates(now, cutoff, abandoned)?;
             // Dropping them all would still leave the store over the target: dropping any
             // loses a record for nothing.
-            if locked.size_kept_without(&candidates)? > target_size {
+            let all = Gone::of(&candidates)?;
+            if locked.estimate(&all, cutoff, now)?.kept_bytes > target_size {
                 candidates.clear();
             }
             while objects_size(git_dir) > target_size && !candidates.is_empty() {
                 let batch = candidates.len().div_ceil(4);
                 let mut snapshots = Vec::new();
                 for candidate in candidates.drain(..batch) {
-                    match candidate {
-                        Record::Snapshot(name) => snapshots.push(name),
-                        Record::Session(session, turns) => {
-                            locked.delete_session(&session)?;
-                            removed.push((session_ref(&session, "")?, Why::Quota));
-                            outcome.turns_removed += turns;
-                            outcome.sessions_removed.push(session.clone());
-                            outcome.sessions_removed_for_size.push(session);
+                    match &candidate {
+                        Record::Snapshot(name) => snapshots.push(name.clone()),
+                        Record::Session(session, _) => {
+                            locked.delete_session(session)?;
+                            removed.push((session_ref(session, "")?, Why::Quota));
                         }
                     }
+                    note_quota(&mut outcome, candidate);
                 }
                 locked.delete_refs(&snapshots)?;
-                outcome.snapshots_removed += snapshots.len();
-                outcome.snapshots_removed_for_size += snapshots.len();
                 locked.collect(cutoff, now, &mut outcome)?;
             }
             outcome.still_over_quota = objects_size(git_dir) > target_size;
@@ -403,39 +411,163 @@ impl Store {
         Ok(timed.into_iter().map(|(_, record)| record).collect())
     }
 
-    /// The bytes of the objects still reachable once `candidates` are gone (each object at its
-    /// size in its pack or loose file): what the quota can bring the store down to. Costs a
-    /// reachability walk, reading the reflogs and the pack indexes.
-    fn size_kept_without(&self, candidates: &[Record]) -> Result<u64> {
-        let mut names = HashSet::new();
-        let mut prefixes = Vec::new();
-        for candidate in candidates {
-            match candidate {
-                Record::Snapshot(name) => {
-                    names.insert(name.as_str());
-                }
-                Record::Session(session, _) => prefixes.push(session_ref(session, "")?),
-            }
-        }
-        let kept =
-            |name: &str| !names.contains(name) && !prefixes.iter().any(|p| name.starts_with(p));
-        let mut roots = self.roots(&kept)?;
+    /// What stays and what goes once `gone` is gone (each object at its size in its pack or
+    /// loose file; loose objects younger than `young` stay, as in a prune): what prune can
+    /// bring the store down to. Costs a reachability walk, reading the reflogs (their entries
+    /// since `cutoff`) and the pack indexes.
+    fn estimate(
+        &self,
+        gone: &Gone,
+        cutoff: DateTime<Utc>,
+        young: DateTime<Utc>,
+    ) -> Result<Estimate> {
+        let mut roots = self.roots(&|name| gone.keeps(name))?;
         let logs = self.git_dir().join("logs");
         for file in files_below(&logs) {
             let name = file.strip_prefix(&logs).ok().and_then(|name| name.to_str());
-            if name.is_some_and(kept) {
+            if name.is_some_and(|name| gone.keeps(name) && !gone.loses_reflog(name)) {
                 let content = fs::read(&file).unwrap_or_default();
-                let lines = content.split_inclusive(|&b| b == b'\n');
-                roots.extend(lines.filter_map(reflog_entry).flat_map(|(ids, _)| ids));
+                let entries = content
+                    .split_inclusive(|&b| b == b'\n')
+                    .filter_map(reflog_entry);
+                let recent = entries.filter(|(_, time)| *time >= cutoff.timestamp());
+                roots.extend(recent.flat_map(|(ids, _)| ids));
             }
         }
-        let reachable = self.reachable(roots);
+        let young = SystemTime::UNIX_EPOCH + Duration::from_secs(young.timestamp().max(0) as u64);
+        roots.extend(
+            self.loose_objects()
+                .iter()
+                .filter(|o| o.modified >= young)
+                .map(|o| o.id),
+        );
+        let reachable = self.reachable_around(roots, &gone.hollow);
+        let mut estimate = Estimate::default();
+        for (id, size) in self.stored_sizes()? {
+            match reachable.contains(&id) {
+                true => estimate.kept_bytes += size,
+                false => {
+                    estimate.freed_bytes += size;
+                    estimate.freed_objects += 1;
+                }
+            }
+        }
+        Ok(estimate)
+    }
+
+    /// What a prune would remove now and free (see [`PruneOptions::dry_run`]): the same rules,
+    /// in the same order, each applied to what the ones before would leave; nothing changes.
+    fn preview(
+        &self,
+        settings: &Settings,
+        now: DateTime<Utc>,
+        cutoff: DateTime<Utc>,
+        abandoned: DateTime<Utc>,
+    ) -> Result<PruneOutcome> {
+        let mut outcome = PruneOutcome {
+            dry_run: true,
+            ..Default::default()
+        };
+        let mut gone = Gone::default();
+        for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
+            if self.commit_time(commit)? < cutoff {
+                gone.refs.insert(name);
+                outcome.snapshots_removed += 1;
+            }
+        }
+        let expiring = self.expiring_sessions(cutoff, abandoned)?;
+        let expired: HashSet<String> = expiring
+            .iter()
+            .map(|(session, _)| session.clone())
+            .collect();
+        for (session, activity) in expiring {
+            let (prefix, _) = note_expired(&mut outcome, session, activity)?;
+            gone.prefixes.push(prefix);
+        }
+        let (_, untrimmed) = self.sessions_open_turns_need(cutoff)?;
+        for session in self.session_names(abandoned)? {
+            if expired.contains(&session) || untrimmed.contains(&session) {
+                continue;
+            }
+            let (turns, commits) = self.trim_preview(&session, settings.max_turns)?;
+            if !turns.is_empty() {
+                outcome.turns_removed += turns.len();
+                for turn in &turns {
+                    gone.refs.insert(turn_ref(&session, "turns", turn)?);
+                }
+                gone.rewritten.push(session_ref(&session, "")?);
+                gone.hollow.extend(commits);
+            }
+        }
+        let (kept_points, expired_points) = self.undo_points(cutoff)?;
+        if !expired_points.is_empty() {
+            gone.rewritten.push(UNDO_REF.into());
+            gone.hollow.extend(expired_points);
+            if kept_points.is_empty() {
+                gone.refs.insert(UNDO_REF.into());
+            }
+        }
+        let young = before(now, TEMP_GRACE);
+        let mut estimate = self.estimate(&gone, cutoff, young)?;
+        if estimate.kept_bytes > settings.max_size {
+            let candidates: Vec<Record> = self
+                .quota_candidates(now, cutoff, abandoned)?
+                .into_iter()
+                .filter(|record| !gone.holds(record))
+                .collect();
+            let mut all = Gone::of(&candidates)?;
+            all.extend(&gone);
+            let mut candidates =
+                match self.estimate(&all, cutoff, now)?.kept_bytes > settings.target_size {
+                    true => Vec::new(),
+                    false => candidates,
+                };
+            while estimate.kept_bytes > settings.target_size && !candidates.is_empty() {
+                let batch = candidates.len().div_ceil(4);
+                for candidate in candidates.drain(..batch) {
+                    gone.add(&candidate)?;
+                    note_quota(&mut outcome, candidate);
+                }
+                estimate = self.estimate(&gone, cutoff, now)?;
+            }
+            outcome.still_over_quota = estimate.kept_bytes > settings.target_size;
+        }
+        outcome.objects_removed = estimate.freed_objects;
+        outcome.bytes_freed = estimate.freed_bytes;
+        Ok(outcome)
+    }
+
+    /// The sessions retention removes now: idle since before `cutoff`, no turn open since
+    /// `abandoned` or later, and not needed by another session's open turn (see
+    /// [`Store::sessions_open_turns_need`]). Costs reading every turn record.
+    fn expiring_sessions(
+        &self,
+        cutoff: DateTime<Utc>,
+        abandoned: DateTime<Utc>,
+    ) -> Result<Vec<(String, Activity)>> {
+        let (needed, _) = self.sessions_open_turns_need(cutoff)?;
         Ok(self
-            .stored_sizes()?
+            .session_activity(abandoned)?
             .into_iter()
-            .filter(|(id, _)| reachable.contains(id))
-            .map(|(_, size)| size)
-            .sum())
+            .filter(|(session, activity)| {
+                activity.last < cutoff && !activity.open && !needed.contains(session)
+            })
+            .collect())
+    }
+
+    /// The undo points newer than `cutoff` (newest first), and the older ones. Costs a commit
+    /// read per undo point.
+    fn undo_points(&self, cutoff: DateTime<Utc>) -> Result<(Vec<ObjectId>, Vec<ObjectId>)> {
+        let (mut kept, mut expired) = (Vec::new(), Vec::new());
+        let mut next = self.ref_target(UNDO_REF)?;
+        while let Some(id) = next {
+            match expired.is_empty() && self.commit_time(id)? >= cutoff {
+                true => kept.push(id),
+                false => expired.push(id),
+            }
+            next = self.parent(id)?;
+        }
+        Ok((kept, expired))
     }
 
     /// The roots of every collection but the reflogs: the refs `keep` accepts, the stat cache,
@@ -559,58 +691,27 @@ impl Locked<'_> {
         outcome: &mut PruneOutcome,
         removed: &mut Vec<(String, Why)>,
     ) -> Result<()> {
-        let (needed, _) = self.sessions_open_turns_need(cutoff)?;
-        for (session, activity) in self.session_activity(abandoned)? {
-            if activity.last < cutoff && !activity.open && !needed.contains(&session) {
-                self.delete_session(&session)?;
-                let why = match activity.abandoned.is_empty() {
-                    true => Why::Expired,
-                    false => Why::Abandoned,
-                };
-                removed.push((session_ref(&session, "")?, why));
-                outcome.turns_removed += activity.turns;
-                outcome
-                    .abandoned_turns
-                    .extend(activity.abandoned.into_iter().map(|(turn, started_at)| {
-                        AbandonedTurn {
-                            session: session.clone(),
-                            turn,
-                            started_at,
-                        }
-                    }));
-                outcome.sessions_removed.push(session);
-            }
+        for (session, activity) in self.expiring_sessions(cutoff, abandoned)? {
+            self.delete_session(&session)?;
+            removed.push(note_expired(outcome, session, activity)?);
         }
         Ok(())
     }
     /// Keep only the undo points newer than `cutoff`: the chain is rewritten without the older
     /// ones (same trees, messages and times).
     fn expire_undo(&self, cutoff: DateTime<Utc>) -> Result<()> {
-        let reference = "refs/rewind/undo";
-        let mut kept = Vec::new();
-        let mut next = self.ref_target(reference)?;
-        let repo = self.repo();
-        while let Some(id) = next {
-            let commit = repo
-                .find_commit(id)
-                .map_err(|e| Error::store(self.git_dir(), e))?;
-            if self.commit_time(id)? < cutoff {
-                break;
-            }
-            next = commit.parent_ids().next().map(|p| p.detach());
-            kept.push(id);
-        }
-        if next.is_none() {
-            return Ok(()); // nothing expired
+        let (kept, expired) = self.undo_points(cutoff)?;
+        if expired.is_empty() {
+            return Ok(());
         }
         if kept.is_empty() {
-            return self.delete_ref(reference);
+            return self.delete_ref(UNDO_REF);
         }
         let mut parent: Option<ObjectId> = None;
         for id in kept.into_iter().rev() {
             parent = Some(self.rewrite_commit(id, parent)?);
         }
-        self.set_ref_rewritten(reference, parent.expect("kept is not empty"))
+        self.set_ref_rewritten(UNDO_REF, parent.expect("kept is not empty"))
     }
     /// Drop reflog entries older than `cutoff`; return the ids the remaining entries name.
     fn expire_reflogs(&self, cutoff: DateTime<Utc>) -> Result<Vec<ObjectId>> {
@@ -758,6 +859,113 @@ struct Activity {
     abandoned: Vec<(String, DateTime<Utc>)>,
     /// Some turn was undone.
     rolled_back: bool,
+}
+
+/// The ref of the undo points' chain.
+const UNDO_REF: &str = "refs/rewind/undo";
+
+/// Count `session`, which retention removes for `activity`, in `outcome`; returns its ref
+/// prefix and why it went.
+fn note_expired(
+    outcome: &mut PruneOutcome,
+    session: String,
+    activity: Activity,
+) -> Result<(String, Why)> {
+    let why = match activity.abandoned.is_empty() {
+        true => Why::Expired,
+        false => Why::Abandoned,
+    };
+    outcome.turns_removed += activity.turns;
+    let abandoned = activity.abandoned.into_iter();
+    outcome
+        .abandoned_turns
+        .extend(abandoned.map(|(turn, started_at)| AbandonedTurn {
+            session: session.clone(),
+            turn,
+            started_at,
+        }));
+    let prefix = session_ref(&session, "")?;
+    outcome.sessions_removed.push(session);
+    Ok((prefix, why))
+}
+
+/// Count `record`, which the size quota removes, in `outcome`.
+fn note_quota(outcome: &mut PruneOutcome, record: Record) {
+    match record {
+        Record::Snapshot(_) => {
+            outcome.snapshots_removed += 1;
+            outcome.snapshots_removed_for_size += 1;
+        }
+        Record::Session(session, turns) => {
+            outcome.turns_removed += turns;
+            outcome.sessions_removed.push(session.clone());
+            outcome.sessions_removed_for_size.push(session);
+        }
+    }
+}
+
+/// What a prune removes, as [`Store::estimate`] reads it.
+#[derive(Default)]
+struct Gone {
+    /// Refs deleted.
+    refs: HashSet<String>,
+    /// Ref prefixes deleted whole (sessions).
+    prefixes: Vec<String>,
+    /// Ref prefixes whose refs are rewritten, and so lose their reflogs.
+    rewritten: Vec<String>,
+    /// Commits cut out of their chains: trimmed turns, expired undo points.
+    hollow: HashSet<ObjectId>,
+}
+
+impl Gone {
+    /// The records `candidates`, gone.
+    fn of(candidates: &[Record]) -> Result<Gone> {
+        let mut gone = Gone::default();
+        for candidate in candidates {
+            gone.add(candidate)?;
+        }
+        Ok(gone)
+    }
+    fn add(&mut self, record: &Record) -> Result<()> {
+        match record {
+            Record::Snapshot(name) => {
+                self.refs.insert(name.clone());
+            }
+            Record::Session(session, _) => self.prefixes.push(session_ref(session, "")?),
+        }
+        Ok(())
+    }
+    fn extend(&mut self, other: &Gone) {
+        self.refs.extend(other.refs.iter().cloned());
+        self.prefixes.extend(other.prefixes.iter().cloned());
+        self.rewritten.extend(other.rewritten.iter().cloned());
+        self.hollow.extend(other.hollow.iter().copied());
+    }
+    /// Whether ref `name` stays.
+    fn keeps(&self, name: &str) -> bool {
+        !self.refs.contains(name) && !self.prefixes.iter().any(|p| name.starts_with(p))
+    }
+    /// Whether ref `name` is rewritten, losing its reflog.
+    fn loses_reflog(&self, name: &str) -> bool {
+        self.rewritten.iter().any(|p| name.starts_with(p))
+    }
+    /// Whether `record` is gone already.
+    fn holds(&self, record: &Record) -> bool {
+        match record {
+            Record::Snapshot(name) => !self.keeps(name),
+            Record::Session(session, _) => {
+                session_ref(session, "").is_ok_and(|p| self.prefixes.contains(&p))
+            }
+        }
+    }
+}
+
+/// What stays and what goes, by [`Store::estimate`].
+#[derive(Default)]
+struct Estimate {
+    kept_bytes: u64,
+    freed_bytes: u64,
+    freed_objects: usize,
 }
 
 /// A record the size quota can drop.

@@ -1880,29 +1880,13 @@ impl Locked<'_> {
     /// chain is rewritten without them. Returns the turns that went.
     pub(crate) fn trim_session(&self, session: &str, max: usize) -> Result<Vec<String>> {
         let records = self.session_records(session)?;
-        let excess = records.len().saturating_sub(max);
-        let mut dropped = Vec::new();
-        for record in &records {
-            if dropped.len() == excess {
-                break;
-            }
-            let marker = turn_ref(session, "rolled-back", &record.turn)?;
-            // An open turn is never dropped: it needs its chain and its before snapshot.
-            if record.ended_at.is_some() && self.ref_target(&marker)?.is_none() {
-                dropped.push(record.turn.clone());
-            }
-        }
+        let (dropped, dropped_commits) = self.turns_over_limit(session, &records, max)?;
         if dropped.is_empty() {
             return Ok(dropped);
         }
         // The chain is copied without the dropped turns' commits, oldest first; the undo and
         // redo commits stay (each is the session's last word on the paths it changed), and the
         // commits a message names (a redo's undo, an end's begin) are named by their new ids.
-        let dropped_commits: HashSet<ObjectId> = records
-            .iter()
-            .filter(|r| dropped.contains(&r.turn))
-            .flat_map(|r| [r.begin, r.commit])
-            .collect();
         let mut chain = Vec::new();
         let mut next = self.ref_target(&session_ref(session, "head")?)?;
         while let Some(commit) = next {
@@ -1979,6 +1963,45 @@ impl Locked<'_> {
 }
 
 impl Store {
+    /// The turns of `session` (its `records`) that keeping at most `max` drops: the oldest
+    /// ended ones not rolled back (an open turn needs its chain and its before snapshot; a
+    /// rolled-back one may be redone), with their begin and end commits. Costs a ref read per
+    /// turn looked at.
+    fn turns_over_limit(
+        &self,
+        session: &str,
+        records: &[Record],
+        max: usize,
+    ) -> Result<(Vec<String>, HashSet<ObjectId>)> {
+        let excess = records.len().saturating_sub(max);
+        let mut dropped = Vec::new();
+        for record in records {
+            if dropped.len() == excess {
+                break;
+            }
+            let marker = turn_ref(session, "rolled-back", &record.turn)?;
+            if record.ended_at.is_some() && self.ref_target(&marker)?.is_none() {
+                dropped.push(record.turn.clone());
+            }
+        }
+        let commits = records
+            .iter()
+            .filter(|r| dropped.contains(&r.turn))
+            .flat_map(|r| [r.begin, r.commit])
+            .collect();
+        Ok((dropped, commits))
+    }
+
+    /// The turns [`Locked::trim_session`] would drop from `session` (see
+    /// [`Self::turns_over_limit`]).
+    pub(crate) fn trim_preview(
+        &self,
+        session: &str,
+        max: usize,
+    ) -> Result<(Vec<String>, HashSet<ObjectId>)> {
+        self.turns_over_limit(session, &self.session_records(session)?, max)
+    }
+
     /// The error for a turn (or, with `turn` `None`, a session) that is not in the store:
     /// [`Error::Pruned`] when prune removed it or its session, else [`Error::NoTurn`] or
     /// [`Error::NoSession`]. Costs reading prune's record.
@@ -2088,7 +2111,8 @@ impl Store {
         Ok((sessions, on_chains))
     }
 
-    fn parent(&self, commit: ObjectId) -> Result<Option<ObjectId>> {
+    /// The first parent of `commit`. Costs a commit read.
+    pub(crate) fn parent(&self, commit: ObjectId) -> Result<Option<ObjectId>> {
         let repo = self.repo();
         let object = repo
             .find_commit(commit)

@@ -104,6 +104,8 @@ pub(crate) struct PruneArgs {
     /// Size to get under once over --max-size, e.g. 300M [default: rewind.targetSize]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub(crate) target_size: Option<u64>,
+    #[command(flatten)]
+    pub(crate) dry_run: DryRunArg,
 }
 
 impl PruneArgs {
@@ -115,6 +117,7 @@ impl PruneArgs {
             max_turns_per_session: self.max_turns,
             max_size: self.max_size,
             target_size: self.target_size,
+            dry_run: self.dry_run.dry_run,
         }
     }
 }

@@ -151,18 +151,24 @@ pub(crate) fn report_prune(
             "expired session"
         };
         errln!(
-            "rewind: {}: removed {what} {}",
+            "rewind: {}: {} {what} {}",
             quote_os(project),
+            if outcome.dry_run {
+                "would remove"
+            } else {
+                "removed"
+            },
             quote(session)
         );
     }
     for abandoned in &outcome.abandoned_turns {
         errln!(
-            "rewind: {}: turn {} of session {} was open since {} (rewind.abandonedTurnAfter): removed with its session",
+            "rewind: {}: turn {} of session {} was open since {} (rewind.abandonedTurnAfter): {} with its session",
             quote_os(project),
             quote(&abandoned.turn),
             quote(&abandoned.session),
-            abandoned.started_at.format("%Y-%m-%d %H:%M UTC")
+            abandoned.started_at.format("%Y-%m-%d %H:%M UTC"),
+            if outcome.dry_run { "would be removed" } else { "removed" },
         );
     }
     if outcome.still_over_quota {
@@ -177,8 +183,12 @@ pub(crate) fn report_prune(
             n => format!(" ({n} for the size quota)"),
         };
         outln!(
-            "{}: removed {} snapshots{for_size}, {} turns, {} objects ({} bytes)",
+            "{}: {} {} snapshots{for_size}, {} turns, {} objects ({} bytes)",
             quote_os(project),
+            match outcome.dry_run {
+                true => "would remove (dry run, objects and bytes estimated)",
+                false => "removed",
+            },
             outcome.snapshots_removed,
             outcome.turns_removed,
             outcome.objects_removed,

@@ -434,6 +434,16 @@ impl Store {
     /// Every object reachable from `roots`. Blobs are named by their trees, never read;
     /// each tree and commit is read once. A missing object ends its branch of the walk.
     pub(crate) fn reachable(&self, roots: Vec<ObjectId>) -> HashSet<ObjectId> {
+        self.reachable_around(roots, &HashSet::new())
+    }
+
+    /// [`Self::reachable`], as if the commits in `hollow` were cut out of every chain: their
+    /// parents stay reachable, they do not, nor their trees (unless reached otherwise).
+    pub(crate) fn reachable_around(
+        &self,
+        roots: Vec<ObjectId>,
+        hollow: &HashSet<ObjectId>,
+    ) -> HashSet<ObjectId> {
         let repo = self.repo();
         let mut seen = HashSet::new();
         let mut stack = roots;
@@ -447,7 +457,11 @@ impl Store {
             match object.kind {
                 gix::objs::Kind::Commit => {
                     if let Ok(commit) = object.try_into_commit() {
-                        stack.extend(commit.tree_id().ok().map(|t| t.detach()));
+                        if hollow.contains(&id) {
+                            seen.remove(&id);
+                        } else {
+                            stack.extend(commit.tree_id().ok().map(|t| t.detach()));
+                        }
                         stack.extend(commit.parent_ids().map(|p| p.detach()));
                     }
                 }

@@ -187,3 +187,100 @@ fn a_dry_run_changes_nothing_and_reports_what_the_real_run_then_does() {
         "the random states changed too few files ({compared})"
     );
 }
+
+/// Every file of the store: relative path -> bytes (the lock file aside).
+fn store_files(p: &TestProject) -> BTreeMap<String, (u32, Vec<u8>)> {
+    let mut files = BTreeMap::new();
+    disk(&p.store(), "", &mut files);
+    files.retain(|name, _| !name.ends_with(".lock"));
+    files
+}
+
+/// RFC 3339 of `secs` since the epoch, through chrono.
+fn rfc3339(secs: i64) -> String {
+    chrono::DateTime::from_timestamp(secs, 0)
+        .unwrap()
+        .to_rfc3339()
+}
+
+/// `prune --dry-run` changes nothing in the store and reports what the real prune, run next at
+/// the same clock, removes: the same snapshots, sessions and turns (expired, abandoned,
+/// trimmed). Random sessions, turns, snapshots and undos over two weeks. (Objects and bytes
+/// are estimates: a repack and the copies of a trimmed chain change them.)
+#[test]
+fn prune_dry_run_reports_what_the_real_prune_then_removes() {
+    let t0 = chrono::Utc::now().timestamp();
+    let hour = 3600;
+    let mut removed_something = 0;
+    for seed in 0..5u64 {
+        let mut rng = XorShift::seeded(seed);
+        let sb = Sandbox::new();
+        let p = sb.project("proj");
+        let run_at = |now: i64, args: &[&str]| at(&p, &rfc3339(now), args);
+        let mut now = t0;
+        let mut turns = BTreeMap::new();
+        for step in 0..24 {
+            now += rng.below(18) as i64 * hour;
+            p.file(format!("f{}.txt", rng.below(5)), format!("step {step}\n"));
+            let session = format!("s{}", rng.below(3));
+            match rng.below(5) {
+                0 => {
+                    run_at(now, &["track"]);
+                }
+                1 => {
+                    // (Fails when no turn is left to undo: fine.)
+                    let undo = ["undo", "--session", &session, "--last", "--force"];
+                    rw_at(&p, Some(&rfc3339(now)), &undo);
+                }
+                _ => {
+                    let n: &mut u32 = turns.entry(session.clone()).or_default();
+                    *n += 1;
+                    let turn = n.to_string();
+                    run_at(
+                        now,
+                        &["turn", "begin", "--session", &session, "--turn", &turn],
+                    );
+                    p.file(format!("g{}.txt", rng.below(5)), format!("turn {step}\n"));
+                    if rng.below(6) != 0 {
+                        run_at(
+                            now,
+                            &["turn", "end", "--session", &session, "--turn", &turn],
+                        );
+                    }
+                }
+            }
+        }
+        // Two hours on, objects written are over an hour old: only reachability decides.
+        let prune_at = now + 2 * hour + rng.below(10) as i64 * 24 * hour;
+        let max_turns = (1 + rng.below(4)).to_string();
+        let mut args = vec!["--json", "prune", "--max-turns", max_turns.as_str()];
+        if rng.below(2) == 0 {
+            args.extend(["--abandoned-after", "3d"]);
+        }
+        let what = format!(
+            "seed {seed}: `{}` at t0 + {} h",
+            args.join(" "),
+            (prune_at - t0) / hour
+        );
+        let before = store_files(&p);
+        let mut dry_args = args.clone();
+        dry_args.push("--dry-run");
+        let dry = one_json(&run_at(prune_at, &dry_args));
+        assert_eq!(dry["dry_run"], true, "{what}: {dry}");
+        assert!(
+            store_files(&p) == before,
+            "{what}: a dry run changed the store"
+        );
+        let real = one_json(&run_at(prune_at, &args));
+        for key in [
+            "snapshots_removed",
+            "turns_removed",
+            "sessions_removed",
+            "abandoned_turns",
+        ] {
+            assert_eq!(dry[key], real[key], "{what}: {key}\ndry {dry}\nreal {real}");
+        }
+        removed_something += real["turns_removed"].as_u64().unwrap();
+    }
+    assert!(removed_something > 5, "the random states pruned too little");
+}
