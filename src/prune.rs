@@ -20,7 +20,6 @@ use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
 use gix::ObjectId;
-use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -529,16 +528,9 @@ impl Locked<'_> {
             .into_iter()
             .collect();
         self.objects().start_pack()?;
-        let written = keep.par_iter().map_init(
-            || self.repo(),
-            |repo, id| -> Result<()> {
-                let object = repo
-                    .find_object(*id)
-                    .map_err(|e| Error::store(self.git_dir(), format!("object {id}: {e}")))?;
-                self.objects().pack_object(*id, object.kind, &object.data)
-            },
-        );
-        let written: Result<()> = written.collect();
+        let open = || self.repo();
+        let written =
+            crate::store::pack::write_objects(self.objects(), self.git_dir(), &keep, &open);
         let new_pack = self.objects().finish_pack(written.is_ok())?;
         written?;
         // The new pack is complete and in place: git's indexes over the old ones go first,
