@@ -23,9 +23,8 @@ const MAX_INSERT: usize = 127;
 /// Multiplier of the block hash.
 const PRIME: u32 = 0x0100_0193;
 
-/// A base prepared for delta encoding: its blocks by hash.
+/// A base's blocks by hash, for encoding deltas against that base.
 pub(crate) struct Index {
-    base: Vec<u8>,
     /// The latest block with each hash bucket, as block number + 1 (0: none).
     heads: Vec<u32>,
     /// For each block, the previous block in its bucket, as block number + 1 (0: none).
@@ -49,7 +48,7 @@ fn outgoing_factor() -> u32 {
 impl Index {
     /// Index `base` (at most 4 GiB: copy offsets are 32 bits). Costs a hash of every byte and
     /// 4 bytes per block plus 4 per bucket: about half of the base's size.
-    pub(crate) fn new(base: Vec<u8>) -> Index {
+    pub(crate) fn new(base: &[u8]) -> Index {
         let blocks = if base.len() <= u32::MAX as usize {
             base.len() / BLOCK
         } else {
@@ -67,23 +66,19 @@ impl Index {
             *link = *head;
             *head = block as u32 + 1;
         }
-        Index {
-            base,
-            heads,
-            chain,
-            mask,
-        }
-    }
-
-    /// The indexed base.
-    pub(crate) fn base(&self) -> &[u8] {
-        &self.base
+        Index { heads, chain, mask }
     }
 
     /// The longest match of `target[at..]` against a base block with hash `hash`: the base
     /// offset and length, if one of the candidates' BLOCK bytes are equal. Costs up to
     /// [`MAX_CANDIDATES`] comparisons, each as long as its match.
-    fn longest_match(&self, target: &[u8], at: usize, hash: u32) -> Option<(usize, usize)> {
+    fn longest_match(
+        &self,
+        base: &[u8],
+        target: &[u8],
+        at: usize,
+        hash: u32,
+    ) -> Option<(usize, usize)> {
         let mut best: Option<(usize, usize)> = None;
         let mut link = self.heads[(hash & self.mask) as usize];
         for _ in 0..MAX_CANDIDATES {
@@ -92,7 +87,7 @@ impl Index {
             }
             let offset = (link as usize - 1) * BLOCK;
             link = self.chain[link as usize - 1];
-            let len = common_prefix(&self.base[offset..], &target[at..]);
+            let len = common_prefix(&base[offset..], &target[at..]);
             if len >= BLOCK && best.is_none_or(|(_, best_len)| len > best_len) {
                 best = Some((offset, len));
             }
@@ -164,11 +159,15 @@ fn push_copy(mut offset: usize, mut len: usize, out: &mut Vec<u8>) {
     }
 }
 
-/// The delta that turns `index`'s base into `target`, unless it would exceed `max_size` bytes.
-/// Costs a rolling hash of every target byte not covered by a copy, the candidates' byte
-/// comparisons, and the output.
-pub(crate) fn encode(index: &Index, target: &[u8], max_size: usize) -> Option<Vec<u8>> {
-    let base = index.base();
+/// The delta that turns `base` (which `index` indexes) into `target`, unless it would exceed
+/// `max_size` bytes. Costs a rolling hash of every target byte not covered by a copy, the
+/// candidates' byte comparisons, and the output; a hopeless target stops after `max_size` bytes.
+pub(crate) fn encode(
+    base: &[u8],
+    index: &Index,
+    target: &[u8],
+    max_size: usize,
+) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(max_size.min(target.len() / 4 + 64));
     push_varint(base.len() as u64, &mut out);
     push_varint(target.len() as u64, &mut out);
@@ -183,7 +182,7 @@ pub(crate) fn encode(index: &Index, target: &[u8], max_size: usize) -> Option<Ve
             hash = block_hash(&target[at..at + BLOCK]);
             fresh = true;
         }
-        if let Some((offset, len)) = index.longest_match(target, at, hash) {
+        if let Some((offset, len)) = index.longest_match(base, target, at, hash) {
             let back = target[written..at]
                 .iter()
                 .rev()
@@ -204,7 +203,8 @@ pub(crate) fn encode(index: &Index, target: &[u8], max_size: usize) -> Option<Ve
             }
             at += 1;
         }
-        if out.len() > max_size {
+        // Pending literal bytes cost at least themselves.
+        if out.len() + (at - written) > max_size {
             return None;
         }
     }
@@ -301,7 +301,7 @@ pub(crate) mod tests {
     /// Encode `target` against `base` without a size limit and check that it applies exactly;
     /// returns the delta.
     fn round_trip(base: &[u8], target: &[u8]) -> Vec<u8> {
-        let delta = encode(&Index::new(base.to_vec()), target, usize::MAX).expect("no limit");
+        let delta = encode(base, &Index::new(base), target, usize::MAX).expect("no limit");
         assert_eq!(
             apply(base, &delta).as_deref(),
             Ok(target),
@@ -480,12 +480,15 @@ pub(crate) mod tests {
         let mut random = Random::new(4);
         let base = random.bytes(10_000);
         let other = random.bytes(10_000);
-        let index = Index::new(base.clone());
-        assert_eq!(encode(&index, &other, 5_000), None);
-        let delta = encode(&index, &base, 5_000).expect("a copy fits");
+        let index = Index::new(&base);
+        assert_eq!(encode(&base, &index, &other, 5_000), None);
+        let delta = encode(&base, &index, &base, 5_000).expect("a copy fits");
         assert_eq!(apply(&base, &delta).unwrap(), base);
-        let exact = encode(&index, &base, usize::MAX).unwrap();
-        assert_eq!(encode(&index, &base, exact.len()), Some(exact.clone()));
-        assert_eq!(encode(&index, &base, exact.len() - 1), None);
+        let exact = encode(&base, &index, &base, usize::MAX).unwrap();
+        assert_eq!(
+            encode(&base, &index, &base, exact.len()),
+            Some(exact.clone())
+        );
+        assert_eq!(encode(&base, &index, &base, exact.len() - 1), None);
     }
 }

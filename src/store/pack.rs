@@ -5,7 +5,8 @@
 //! A repack ([`write_objects`]) stores blobs and trees as deltas (`OFS_DELTA` entries) against
 //! an earlier entry of the same pack where that is less than half the object. Candidates are
 //! ordered by kind, by the hash of the name they are reached under and by size, largest first;
-//! each object is tried against the [`WINDOW`] objects before it, with chains at most
+//! each object is tried against the [`WINDOW`] objects of the same kind and name before it (the
+//! versions of one file; an object with a name of its own costs no search), with chains at most
 //! [`MAX_DEPTH`] deltas deep. The ordered list is cut into runs of about [`RUN_BYTES`], which
 //! threads encode in parallel and the pack receives in order: memory holds a window of objects
 //! per thread and the compressed entries of a few runs, never the whole store.
@@ -295,15 +296,17 @@ pub(crate) fn write_objects(
 
 /// An object in a run's window: a possible delta base.
 struct Slot {
-    kind: gix::objs::Kind,
-    index: delta::Index,
+    data: Vec<u8>,
+    /// Built when the object is first tried as a base.
+    index: std::cell::OnceCell<delta::Index>,
     /// Deltas between it and a whole object.
     depth: u32,
     id: ObjectId,
 }
 
-/// The entries of `run` (sorted candidates), in order, each a delta against an earlier one
-/// where that is less than half the object. Costs reading each object, an index of each, up to
+/// The entries of `run` (sorted candidates), in order, each a delta against one of the
+/// [`WINDOW`] objects of the same kind and name before it where that is less than half the
+/// object. Costs reading each object, an index of each object tried as a base, up to
 /// [`WINDOW`] delta encodings per object, and zlib of each entry.
 fn encode_run(
     repo: &mut gix::Repository,
@@ -313,21 +316,23 @@ fn encode_run(
     let mut window: VecDeque<Slot> = VecDeque::new();
     let mut window_bytes = 0;
     let mut out = Vec::with_capacity(run.len());
-    for candidate in run {
+    for (n, candidate) in run.iter().enumerate() {
         let id = candidate.id;
+        if n > 0 && (run[n - 1].kind, run[n - 1].name) != (candidate.kind, candidate.name) {
+            window.clear();
+            window_bytes = 0;
+        }
         let object = repo.find_object(id).map_err(|e| find_error(&id, &e))?;
         let data = object.detach().data;
         let mut best: Option<(&Slot, Vec<u8>)> = None;
-        for slot in window.iter().rev() {
-            if slot.kind != candidate.kind || slot.depth >= MAX_DEPTH {
-                continue;
-            }
+        for slot in window.iter().rev().filter(|slot| slot.depth < MAX_DEPTH) {
             let limit = best.as_ref().map_or(data.len() / 2, |(_, d)| d.len() - 1);
             // A delta inserts at least the bytes the target has beyond its base.
-            if data.len().saturating_sub(slot.index.base().len()) > limit {
+            if data.len().saturating_sub(slot.data.len()) > limit {
                 continue;
             }
-            if let Some(delta) = delta::encode(&slot.index, &data, limit) {
+            let index = slot.index.get_or_init(|| delta::Index::new(&slot.data));
+            if let Some(delta) = delta::encode(&slot.data, index, &data, limit) {
                 best = Some((slot, delta));
             }
         }
@@ -351,14 +356,14 @@ fn encode_run(
         out.push((id, entry));
         window_bytes += data.len();
         window.push_back(Slot {
-            kind: candidate.kind,
-            index: delta::Index::new(data),
+            data,
+            index: Default::default(),
             depth,
             id,
         });
         while window.len() > WINDOW || (window.len() > 1 && window_bytes > WINDOW_BYTES) {
             let gone = window.pop_front().expect("a slot");
-            window_bytes -= gone.index.base().len();
+            window_bytes -= gone.data.len();
         }
     }
     Ok(out)
