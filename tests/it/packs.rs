@@ -256,3 +256,27 @@ fn repack_of_a_store_git_gc_packed_writes_deltas() {
     );
     assert_versions_restore(&p, &[(4, &snapshots[4]), (7, &snapshots[7])]);
 }
+
+/// Prune repacked only at 2,000 loose objects: a small store kept up to 2,000 loose files of a
+/// disk block each, several times the size of its pack. Past a quarter of the packs' space (and
+/// 256 objects) they are packed now.
+#[test]
+fn loose_objects_past_a_quarter_of_the_packs_space_are_repacked() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    track_versions(&p, 4); // the first snapshot a pack, then ~320 loose objects
+    let store = p.store();
+    let loose = |sb: &Sandbox| {
+        let counts = sb.git_in(&store, ["count-objects", "-v"]);
+        let count = counts.lines().find_map(|l| l.strip_prefix("count: "));
+        count.unwrap().parse::<usize>().unwrap()
+    };
+    assert!((256..2000).contains(&loose(&sb)), "{}", loose(&sb));
+    let before = reachable_objects(&sb, &store);
+    p.rewind(["prune"]).assert_success();
+    assert_eq!(loose(&sb), 0, "all packed");
+    assert_eq!(
+        assert_repack_kept_everything(&sb, &store, &before),
+        before.len()
+    );
+}
