@@ -336,10 +336,13 @@ fn encode_run(
                 best = Some((slot, delta));
             }
         }
-        let mut compressed = Vec::with_capacity(data.len() / 2 + 64);
+        // (zlib's output buffer grows in steps of 32 KB or more: kept until the run is written,
+        // each entry is cut to its size.)
+        let mut compressed = Vec::new();
         let (entry, depth) = match best {
             Some((base, delta)) => {
                 deflate(&[&delta], &mut compressed).map_err(|e| find_error(&id, &e))?;
+                compressed.shrink_to_fit();
                 let entry = Entry::Delta {
                     base: base.id,
                     size: delta.len() as u64,
@@ -350,6 +353,7 @@ fn encode_run(
             None => {
                 push_pack_entry_header(candidate.kind, data.len() as u64, &mut compressed);
                 deflate(&[&data], &mut compressed).map_err(|e| find_error(&id, &e))?;
+                compressed.shrink_to_fit();
                 (Entry::Whole(compressed), 0)
             }
         };
