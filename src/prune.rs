@@ -22,7 +22,6 @@ use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
 use gix::ObjectId;
-use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -769,11 +768,18 @@ impl Locked<'_> {
         }
         Ok(reachable)
     }
-    /// When packs hold unreachable objects, or many loose objects remain, write every reachable
-    /// object into one new pack, then delete the old packs and the loose copies. Costs reading
-    /// and compressing every reachable object, so it runs only then.
+    /// When packs hold unreachable objects, or many loose objects remain (2,000, or a quarter
+    /// of the packs' disk space), write every reachable object into one new pack, then delete
+    /// the old packs and the loose copies. Costs reading, delta-searching and compressing every
+    /// reachable object, so it runs only then; when nothing calls for it, a `stat` per loose
+    /// object.
     fn repack(&self, reachable: &HashSet<ObjectId>, outcome: &mut PruneOutcome) -> Result<()> {
         const LOOSE_LIMIT: usize = 2000;
+        // Loose objects take a block each (4 KB where git's pack holds a delta of a few dozen
+        // bytes): past a quarter of the packs' space they call for a repack, which costs about
+        // the store's size, so the work per byte written stays bounded. Not for a handful.
+        const LOOSE_SHARE: u64 = 4;
+        const LOOSE_MIN: usize = 256;
         let pack_dir = self.git_dir().join("objects/pack");
         let mut packed = Vec::new();
         let mut old_packs = Vec::new();
@@ -788,7 +794,19 @@ impl Locked<'_> {
         }
         let unreachable_packed = packed.iter().filter(|id| !reachable.contains(*id)).count();
         let loose: Vec<LooseObject> = self.loose_objects();
-        if unreachable_packed == 0 && loose.len() < LOOSE_LIMIT {
+        let space =
+            |path: &Path| fs::symlink_metadata(path).map_or(0, |m| crate::fs::allocated(&m));
+        let loose_space: u64 = loose
+            .iter()
+            .filter(|o| reachable.contains(&o.id))
+            .map(|o| space(&o.path))
+            .sum();
+        let pack_space: u64 = old_packs
+            .iter()
+            .map(|idx| space(&idx.with_extension("pack")))
+            .sum();
+        let loose_heavy = loose.len() >= LOOSE_MIN && loose_space * LOOSE_SHARE > pack_space;
+        if unreachable_packed == 0 && loose.len() < LOOSE_LIMIT && !loose_heavy {
             return Ok(());
         }
         let keep: Vec<ObjectId> = packed
@@ -799,16 +817,9 @@ impl Locked<'_> {
             .into_iter()
             .collect();
         self.objects().start_pack()?;
-        let written = keep.par_iter().map_init(
-            || self.repo(),
-            |repo, id| -> Result<()> {
-                let object = repo
-                    .find_object(*id)
-                    .map_err(|e| Error::store(self.git_dir(), format!("object {id}: {e}")))?;
-                self.objects().pack_object(*id, object.kind, &object.data)
-            },
-        );
-        let written: Result<()> = written.collect();
+        let open = || self.repo();
+        let written =
+            crate::store::pack::write_objects(self.objects(), self.git_dir(), &keep, &open);
         let new_pack = self.objects().finish_pack(written.is_ok())?;
         written?;
         // The new pack is complete and in place: git's indexes over the old ones go first,

@@ -30,9 +30,10 @@ use objects::ObjectWriter;
 
 mod journal;
 pub(crate) use crate::id::SnapshotId;
+mod delta;
 mod lock;
 pub(crate) mod objects;
-mod pack;
+pub(crate) mod pack;
 pub(crate) mod pruned;
 mod refs;
 #[cfg(feature = "serve")]

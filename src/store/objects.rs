@@ -24,7 +24,7 @@ use gix::bstr::BStr;
 use std::time::SystemTime;
 
 use crate::error::{object_error, Error, Result};
-use crate::store::pack::{push_pack_entry_header, PackBuilder};
+use crate::store::pack::{push_pack_entry_header, Entry, PackBuilder};
 use crate::store::Store;
 
 /// Writes objects into one store's `objects/` directory.
@@ -130,7 +130,7 @@ impl ObjectWriter {
             return true;
         }
         if let Some(pack) = lock(&self.pack).as_ref() {
-            if pack.ids.contains(id) {
+            if pack.offsets.contains_key(id) {
                 return true;
             }
         }
@@ -224,6 +224,20 @@ impl ObjectWriter {
             .ok_or_else(|| Error::store(&self.objects_dir, "no pack is being written"))?;
         pack.append(id, &compressed)
             .map_err(|e| Error::io("writing pack", &pack.path, e))
+    }
+
+    /// Append `entries` in order to the pack being written (a delta after its base). Costs the
+    /// writes, under the pack's lock.
+    pub(super) fn append_entries(&self, entries: Vec<(ObjectId, Entry)>) -> Result<()> {
+        let mut pack = lock(&self.pack);
+        let pack = pack
+            .as_mut()
+            .ok_or_else(|| Error::store(&self.objects_dir, "no pack is being written"))?;
+        for (id, entry) in entries {
+            pack.append_entry(id, entry)
+                .map_err(|e| Error::io("writing pack", &pack.path, e))?;
+        }
+        Ok(())
     }
 
     /// Stream `size` bytes of `file` into a loose blob (for files too large to read whole): hash
@@ -371,7 +385,7 @@ fn temp_file(dir: &Path, prefix: &str) -> Result<tempfile::NamedTempFile> {
 }
 
 /// zlib-compress `parts` as one stream onto `out`, with this thread's compressor.
-fn deflate(parts: &[&[u8]], out: &mut Vec<u8>) -> io::Result<()> {
+pub(super) fn deflate(parts: &[&[u8]], out: &mut Vec<u8>) -> io::Result<()> {
     DEFLATE.with_borrow_mut(|compress| {
         compress.reset();
         for part in parts {

@@ -14,6 +14,7 @@ mod faults;
 mod ignore_config;
 mod layout;
 mod model;
+mod packs;
 mod prune;
 mod restore;
 mod safety;
