@@ -10,6 +10,7 @@ mod cli;
 mod deep;
 mod diff;
 mod faults;
+mod hooks;
 mod ignore_config;
 mod layout;
 mod model;
