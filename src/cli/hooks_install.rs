@@ -268,23 +268,29 @@ fn read(path: &Path) -> Result<Option<String>> {
     }
 }
 
-/// Write `text` to `path` through a temp file and a rename, keeping the old file's mode.
+/// Write `text` to `path`: a new file directly (with the umask's mode), an existing one
+/// through a temp file with its mode and a rename, so that it is whole at every moment.
 fn write(path: &Path, text: &str) -> Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
     let dir = dir.unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|err| io_failure("creating", dir, err))?;
+    let mode = match std::fs::metadata(path) {
+        Ok(meta) => meta.permissions(),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            let mut file =
+                std::fs::File::create_new(path).map_err(|err| io_failure("creating", path, err))?;
+            return file
+                .write_all(text.as_bytes())
+                .and_then(|()| file.sync_all())
+                .map_err(|err| io_failure("writing", path, err));
+        }
+        Err(err) => return Err(io_failure("reading", path, err)),
+    };
     let mut temp =
         tempfile::NamedTempFile::new_in(dir).map_err(|err| io_failure("writing in", dir, err))?;
     temp.write_all(text.as_bytes())
         .and_then(|()| temp.as_file().sync_all())
         .map_err(|err| io_failure("writing in", dir, err))?;
-    let mode = match std::fs::metadata(path) {
-        Ok(meta) => meta.permissions(),
-        Err(_) => {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::Permissions::from_mode(0o644)
-        }
-    };
     std::fs::set_permissions(temp.path(), mode).map_err(|err| io_failure("writing", path, err))?;
     temp.persist(path)
         .map_err(|err| io_failure("writing", path, err.error))?;
