@@ -125,7 +125,8 @@ fn read_payload(agent: Agent) -> Result<Payload, String> {
     })
 }
 
-/// Begin or end the session's turn in the project's store.
+/// Begin or end the session's turn in the project's store. Costs one snapshot (two when it
+/// ends a turn left open) and a read of the session's turns: about a no-change `track`.
 fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()> {
     let project = project(agent, global, payload.cwd.as_deref());
     let open = rewind::OpenOptions::new(rewind::data_dir(global.data_dir.as_deref())?)
