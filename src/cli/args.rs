@@ -241,7 +241,7 @@ pub(crate) enum Command {
         #[arg(long, required_unless_present = "last_session")]
         session: Option<String>,
         /// The project's most recent session (the one whose last turn began last); without
-        /// --turn or --file, its last turn not undone yet (as --last)
+        /// --turn or --file, from its last turn that changed files and is not undone yet
         #[arg(long, conflicts_with = "session")]
         last_session: bool,
         /// The first turn to undo; later turns are undone too

@@ -362,12 +362,18 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                 _ => last_session_of(store)?,
             };
             let (session, force) = (&session, force.force);
-            // --last-session alone: what the agent just did.
-            let last = *last || (*last_session && turn.is_none() && file.is_none());
+            // --last-session alone: what the agent just did, from its last turn that changed
+            // files (a turn where it only answered would undo nothing); --last without such.
+            let alone = *last_session && turn.is_none() && file.is_none();
+            let turn = match alone && !force {
+                true => last_changing_turn(store, session)?,
+                false => turn.clone(),
+            };
+            let last = *last || (alone && turn.is_none());
             let outcome = match last {
                 true => store.undo_last(session, force)?,
                 false => {
-                    let (turn, file) = (turn.clone(), file.clone());
+                    let file = file.clone();
                     store.undo(session, &rewind::UndoOptions { turn, file, force })?
                 }
             };
@@ -413,6 +419,16 @@ fn last_session_of(store: &rewind::Store) -> rewind::Result<String> {
     let last = turns.into_iter().max_by_key(|turn| turn.started_at);
     last.map(|turn| turn.session)
         .ok_or_else(|| rewind::Error::NoSession("(any: the project has no turns yet)".into()))
+}
+
+/// The session's last ended turn that changed files and is not rolled back. Reads the
+/// session's turns.
+fn last_changing_turn(store: &rewind::Store, session: &str) -> rewind::Result<Option<String>> {
+    let turns = store.turns(Some(session))?;
+    let mut changing = turns
+        .into_iter()
+        .filter(|t| t.ended_at.is_some() && !t.rolled_back && t.files > 0);
+    Ok(changing.next_back().map(|t| t.turn))
 }
 
 /// Print what a restore, revert, undo or redo did; a partial one is an error (exit 1).

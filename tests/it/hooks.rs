@@ -139,6 +139,26 @@ fn claude_code_prompts_are_turns_that_undo_bash_edits_too() {
 }
 
 #[test]
+fn undo_last_session_skips_turns_where_the_agent_only_answered() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit a"));
+    p.file("a.txt", "2\n");
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    hook(
+        &p,
+        "claude-code",
+        &claude_prompt(&p, "chat-1", "what did you change?"),
+    );
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    p.rewind(["undo", "--last-session"]).assert_success();
+    assert_eq!(text(&p, "a.txt").as_deref(), Some("1\n"));
+    let rows = turns(&p, &["--session", "chat-1"]);
+    assert!(rows.iter().all(|r| r["rolled_back"] == true), "{rows:?}");
+}
+
+#[test]
 fn a_stop_again_while_stop_hook_active_and_a_stop_without_a_begin_are_quiet() {
     let sb = Sandbox::new();
     let p = sb.project("p");
