@@ -120,15 +120,17 @@ pub(crate) fn install(agent: Agent, scope: Scope, dry_run: bool, global: &Global
     let command = command_file(agent, &path);
     let command_missing = command.as_ref().is_some_and(|(file, _)| !file.exists());
     if dry_run {
+        let mut changes = Vec::new();
         if let Some(after) = after.as_deref().filter(|_| changed) {
-            print_change(&path, before.as_deref().unwrap_or(""), after);
+            changes.push(change(&path, before.as_deref().unwrap_or(""), after));
         }
         if let (Some((file, text)), true) = (&command, command_missing) {
-            print_change(file, "", text);
+            changes.push(change(file, "", text));
         }
-        if !changed && !command_missing {
+        if changes.is_empty() && !global.json {
             outln!("{}: rewind's hooks are installed already", path.display());
         }
+        print_changes(global.json, &changes);
         return Ok(());
     }
     let mut backup = None;
@@ -188,16 +190,18 @@ pub(crate) fn uninstall(agent: Agent, scope: Scope, dry_run: bool, global: &Glob
     let command = command_file(agent, &path)
         .filter(|(file, text)| std::fs::read_to_string(file).is_ok_and(|t| t == *text));
     if dry_run {
+        let mut changes = Vec::new();
         if changed {
             let (from, to) = (
                 current.as_deref().unwrap_or(""),
                 after.as_deref().unwrap_or(""),
             );
-            print_change(&path, from, to);
+            changes.push(change(&path, from, to));
         }
         if let Some((file, text)) = &command {
-            print_change(file, text, "");
+            changes.push(change(file, text, ""));
         }
+        print_changes(global.json, &changes);
         return Ok(());
     }
     if changed {
@@ -514,9 +518,9 @@ fn without_hooks(text: &str) -> std::result::Result<String, String> {
     }
 }
 
-/// Print what a change does to a file: the lines that differ, as `-` and `+` lines between
-/// the common start and end (a file that was not there is all `+`).
-fn print_change(path: &Path, from: &str, to: &str) {
+/// What a change does to a file: the lines that differ, as `-` and `+` lines between the
+/// common start and end (a file that was not there is all `+`). Linear in the texts.
+fn change(path: &Path, from: &str, to: &str) -> (PathBuf, String) {
     let (old, new): (Vec<&str>, Vec<&str>) = (from.lines().collect(), to.lines().collect());
     let head = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
     let tail = old[head..]
@@ -536,5 +540,21 @@ fn print_change(path: &Path, from: &str, to: &str) {
     for line in &new[head..new.len() - tail] {
         let _ = writeln!(out, "+{line}");
     }
-    crate::render::write_stdout(out.as_bytes());
+    (path.to_owned(), out)
+}
+
+/// Print a dry run's changes: as they are, or under `--json` one document
+/// `{"dry_run": true, "changes": [{"path", "diff"}]}`.
+fn print_changes(json: bool, changes: &[(PathBuf, String)]) {
+    if json {
+        let rows: Vec<_> = changes
+            .iter()
+            .map(|(path, diff)| json!({"path": path.to_string_lossy(), "diff": diff}))
+            .collect();
+        print_json(&json!({"dry_run": true, "changes": rows}));
+    } else {
+        for (_, diff) in changes {
+            crate::render::write_stdout(diff.as_bytes());
+        }
+    }
 }

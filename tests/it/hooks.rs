@@ -551,6 +551,15 @@ fn install_keeps_the_file_as_it_was_and_dry_run_writes_nothing() {
     );
     assert_eq!(p.read(".claude/settings.json"), original.as_bytes());
     assert!(!p.join(".claude/commands").exists());
+    let run = hooks(&p, &["--json", "install", "claude-code", "--dry-run"]);
+    run.assert_success();
+    let changes = one_json(&run)["changes"].as_array().unwrap().clone();
+    assert_eq!(
+        changes.len(),
+        2,
+        "the settings and the slash command: {run}"
+    );
+    assert_eq!(p.read(".claude/settings.json"), original.as_bytes());
     let run = hooks(&p, &["--json", "install", "claude-code"]);
     run.assert_success();
     let backup = one_json(&run)["backup"].as_str().unwrap().to_owned();
