@@ -110,7 +110,7 @@ fn group_is_ours(group: &Node) -> bool {
 
 /// `rewind hooks install`: add rewind's hooks (and slash command) to the agent's settings.
 pub(crate) fn install(agent: Agent, scope: Scope, dry_run: bool, global: &Global) -> Result<()> {
-    let path = settings_path(agent, scope, global)?;
+    let path = through_symlink(settings_path(agent, scope, global)?);
     let before = read(&path)?;
     let after = with_hooks(agent, before.as_deref().unwrap_or(""))
         .map_err(|reason| settings_failure(&path, reason))?;
@@ -170,7 +170,7 @@ pub(crate) fn install(agent: Agent, scope: Scope, dry_run: bool, global: &Global
 
 /// `rewind hooks uninstall`: take rewind's hooks (and slash command) out again.
 pub(crate) fn uninstall(agent: Agent, scope: Scope, dry_run: bool, global: &Global) -> Result<()> {
-    let path = settings_path(agent, scope, global)?;
+    let path = through_symlink(settings_path(agent, scope, global)?);
     let current = read(&path)?;
     let record = record_paths(global, &path)?;
     let installed = std::fs::read_to_string(&record.1).ok();
@@ -248,6 +248,15 @@ pub(crate) fn uninstall(agent: Agent, scope: Scope, dry_run: bool, global: &Glob
         outln!("{}: rewind's hooks are not installed", path.display());
     }
     Ok(())
+}
+
+/// The file a symlink names (settings kept in a dotfiles repository), so that the write goes
+/// there and the link stays; any other path as it is.
+fn through_symlink(path: PathBuf) -> PathBuf {
+    match path.is_symlink() {
+        true => std::fs::canonicalize(&path).unwrap_or(path),
+        false => path,
+    }
 }
 
 fn settings_failure(path: &Path, reason: String) -> Failure {

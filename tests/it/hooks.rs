@@ -497,6 +497,24 @@ fn install_merges_into_odd_settings_and_uninstall_gives_the_bytes_back() {
 }
 
 #[test]
+fn install_into_settings_that_are_a_symlink_writes_through_it_and_keeps_the_link() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    let dotfiles = sb.project("dotfiles");
+    let original = ODD_SETTINGS[3].1;
+    dotfiles.file("claude.json", original);
+    p.symlink(".claude/settings.json", dotfiles.join("claude.json"));
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    assert!(p.join(".claude/settings.json").is_symlink());
+    assert!(text(&dotfiles, "claude.json")
+        .unwrap()
+        .contains("rewind hook claude-code"));
+    hooks(&p, &["uninstall", "claude-code"]).assert_success();
+    assert!(p.join(".claude/settings.json").is_symlink());
+    assert_eq!(dotfiles.read("claude.json"), original.as_bytes());
+}
+
+#[test]
 fn install_where_there_was_no_settings_file_and_uninstall_leaves_none() {
     let sb = Sandbox::new();
     let p = sb.project("p");
