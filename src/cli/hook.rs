@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Mutex;
 
 use serde_json::Value;
 
@@ -76,6 +77,13 @@ struct Payload {
 
 /// Run the hook: read the payload, begin or end a turn; exit 0 whatever happens.
 pub(crate) fn run(agent: Agent, global: &Global) -> ExitCode {
+    // A panic's message goes into the one line below, not onto stderr by itself.
+    static PANIC: Mutex<String> = Mutex::new(String::new());
+    std::panic::set_hook(Box::new(|info| {
+        if let Ok(mut message) = PANIC.lock() {
+            *message = info.to_string().replace('\n', " ");
+        }
+    }));
     let outcome = std::panic::catch_unwind(|| {
         let payload = read_payload(agent)?;
         handle(agent, global, &payload).map_err(|err| format!("{}: {err}", payload.event))
@@ -83,7 +91,10 @@ pub(crate) fn run(agent: Agent, global: &Global) -> ExitCode {
     let failure = match outcome {
         Ok(Ok(())) => None,
         Ok(Err(message)) => Some(message),
-        Err(_) => Some("panicked (a bug in rewind; the agent goes on)".to_owned()),
+        Err(_) => Some(format!(
+            "a bug in rewind (the agent goes on): {}",
+            PANIC.lock().map(|m| m.clone()).unwrap_or_default()
+        )),
     };
     if let Some(message) = failure {
         let line = format!("rewind hook {}: {message}", agent.name());

@@ -45,7 +45,16 @@ pub(crate) enum Scope {
 /// The agent's settings file in `scope`.
 fn settings_path(agent: Agent, scope: Scope, global: &Global) -> Result<PathBuf> {
     let base = match scope {
-        Scope::Project => global.project.clone().unwrap_or_else(|| ".".into()),
+        Scope::Project => {
+            let project = global.project.clone().unwrap_or_else(|| ".".into());
+            if !project.is_dir() {
+                return Err(Failure {
+                    code: "project",
+                    message: format!("{}: not a directory", project.display()),
+                });
+            }
+            project
+        }
         Scope::User => {
             let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
             let codex_home = std::env::var_os("CODEX_HOME").filter(|h| !h.is_empty());

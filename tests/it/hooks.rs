@@ -603,6 +603,15 @@ fn install_refuses_settings_it_cannot_read_and_leaves_them_alone() {
 }
 
 #[test]
+fn install_into_a_project_that_is_not_there_creates_nothing() {
+    let sb = Sandbox::new();
+    let run = sb.run_rewind(["-C", "gone", "hooks", "install", "claude-code"]);
+    run.assert_code(1);
+    assert!(run.stderr.contains("not a directory"), "{run}");
+    assert!(!sb.root.join("gone").exists());
+}
+
+#[test]
 fn install_for_the_user_and_for_gemini_and_codex_use_their_own_files() {
     let sb = Sandbox::new();
     let p = sb.project("p");
