@@ -631,6 +631,13 @@ fn install_for_the_user_and_for_gemini_and_codex_use_their_own_files() {
         codex["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"],
         "rewind hook codex"
     );
+    for agent in ["gemini", "codex"] {
+        hooks(&p, &["uninstall", agent]).assert_success();
+    }
+    hooks(&p, &["uninstall", "claude-code", "--user"]).assert_success();
+    for dir in [p.join(".gemini"), p.join(".codex"), sb.home.join(".claude")] {
+        assert!(!dir.exists(), "{}", dir.display());
+    }
 }
 
 #[test]
