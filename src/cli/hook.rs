@@ -145,6 +145,15 @@ fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()
         .lock_wait(global.wait.unwrap_or(rewind::DEFAULT_LOCK_WAIT))
         .clock(crate::clock()?);
     let store = rewind::Store::open(&project, &open)?;
+    if let Some(aside) = store.set_aside() {
+        let line = format!(
+            "rewind hook {}: warning: the store had lost its objects: moved to {} and a new one started",
+            agent.name(),
+            aside.display()
+        );
+        errln!("{line}");
+        log(global, &line);
+    }
     let event = agent
         .events()
         .into_iter()

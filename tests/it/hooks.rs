@@ -346,6 +346,24 @@ fn codex_prompt_and_stop_are_a_turn_with_codex_turn_id() {
 }
 
 #[test]
+fn a_store_that_lost_its_objects_is_said_in_the_log_and_the_turn_still_begins() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    p.track();
+    fs::remove_dir_all(p.store().join("objects")).unwrap();
+    let payload = claude_prompt(&p, "chat-1", "edit");
+    let run = hook_with(&p, "claude-code", payload.to_string().as_bytes(), &[]);
+    assert!(run.stderr.contains("lost its objects"), "{run}");
+    let log = fs::read_to_string(sb.data_dir.join("hooks.log")).unwrap();
+    assert!(log.contains("lost its objects"), "{log}");
+    assert_eq!(
+        shape(&turns(&p, &["--session", "chat-1"])),
+        [("1".into(), false)]
+    );
+}
+
+#[test]
 fn malformed_payloads_missing_fields_and_unknown_events_exit_0_with_one_line() {
     let sb = Sandbox::new();
     let p = sb.project("p");
