@@ -247,6 +247,30 @@ fn the_rewind_undo_slash_command_is_no_turn_of_its_own() {
 }
 
 #[test]
+fn undo_from_inside_the_agent_walks_back_when_its_prompt_began_a_turn() {
+    // An agent that passes the slash command's expanded text as the prompt: a turn begins
+    // around the undo, on either side of it.
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    for content in ["2\n", "3\n"] {
+        hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit"));
+        p.file("a.txt", content);
+        hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    }
+    let expanded = "Above is what `rewind undo` just did";
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", expanded));
+    p.rewind(["undo", "--last-session"]).assert_success();
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    assert_eq!(text(&p, "a.txt").as_deref(), Some("2\n"));
+    // The undo first, then the prompt's turn.
+    p.rewind(["undo", "--last-session"]).assert_success();
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", expanded));
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    assert_eq!(text(&p, "a.txt").as_deref(), Some("1\n"));
+}
+
+#[test]
 fn a_long_prompt_is_cut_at_a_character_boundary_within_the_metadata_limit() {
     let sb = Sandbox::new();
     let p = sb.project("p");
