@@ -11,6 +11,7 @@ mod deep;
 mod diff;
 mod dry_run;
 mod faults;
+mod hooks;
 mod ignore_config;
 mod layout;
 mod model;
