@@ -27,7 +27,9 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::store::objects::LooseObject;
 use crate::store::pruned::Why;
-use crate::store::{files_below, leftovers, objects_size, Locked, Store, SNAPSHOT_RECORDS};
+use crate::store::{
+    files_below, leftovers, objects_size, Locked, Store, RECORDS, SNAPSHOT_RECORDS,
+};
 use crate::turns::{session_ref, turn_ref};
 
 /// Default for `rewind.retention`.
@@ -278,6 +280,8 @@ impl Store {
             }
         }
         locked.expire_undo(cutoff)?;
+        // The records left go into `packed-refs` (a loose ref costs a file system block).
+        locked.pack_refs(RECORDS)?;
         // Unreachable objects younger than an hour may be a `git` command's, run in the store
         // by a person; rewind writes none that nothing names (it holds the lock meanwhile).
         locked.collect(cutoff, before(now, TEMP_GRACE), &mut outcome)?;
@@ -665,8 +669,7 @@ impl Locked<'_> {
             .collect();
         self.delete_refs(&names)
     }
-    /// Delete the snapshot records taken before `cutoff`, then pack the rest into
-    /// `packed-refs` (a loose ref each, written by `track`, costs a file system block).
+    /// Delete the snapshot records taken before `cutoff`.
     fn expire_snapshots(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
         let mut expired = Vec::new();
         for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
@@ -676,7 +679,7 @@ impl Locked<'_> {
         }
         self.delete_refs(&expired)?;
         outcome.snapshots_removed += expired.len();
-        self.pack_refs(SNAPSHOT_RECORDS)
+        Ok(())
     }
     /// Remove the sessions whose last turn ended (or began) before `cutoff`, unless a turn of
     /// theirs is still open (an open turn needs its chain and its before snapshot) or another

@@ -40,7 +40,7 @@ mod refs;
 pub(crate) use lock::deadline_in;
 pub use lock::Call;
 pub(crate) use lock::Locked;
-pub(crate) use refs::{snapshot_record, SNAPSHOT_RECORDS};
+pub(crate) use refs::{snapshot_record, RECORDS, SNAPSHOT_RECORDS};
 
 /// Where stores live: `explicit`, else `$REWIND_DATA_DIR`, else `$XDG_DATA_HOME/rewind`, else
 /// `~/.local/share/rewind`.

@@ -23,7 +23,11 @@ const NAMES: &[&str] = &[
 
 /// Every entry below `dir`: relative path -> (mode, bytes or link target).
 fn disk(dir: &Path, prefix: &str, out: &mut BTreeMap<String, (u32, Vec<u8>)>) {
-    for entry in fs::read_dir(dir).unwrap().flatten() {
+    // (A store may have no `logs/`: rewind's records have no reflogs.)
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
         let rel = format!("{prefix}{}", entry.file_name().to_string_lossy());
         let meta = fs::symlink_metadata(entry.path()).unwrap();
         let mode = meta.permissions().mode();
