@@ -91,7 +91,7 @@ pub struct PruneOutcome {
     /// Open turns that went with their sessions: open for longer than `abandoned_after`.
     pub abandoned_turns: Vec<AbandonedTurn>,
     /// The store is still over `rewind.targetSize` after the quota removed all it may: what
-    /// holds the space is in use (an active session, snapshots younger than an hour).
+    /// holds the space is in use (an active session, snapshots taken within the hour).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub still_over_quota: bool,
     /// A dry run: nothing was removed. The records are those the real run would remove now;
@@ -397,10 +397,12 @@ impl Store {
     ) -> Result<Vec<Record>> {
         let mut timed: Vec<(DateTime<Utc>, Record)> = Vec::new();
         // A snapshot taken within the hour may be the checkpoint a user is about to go back to.
+        // Its record's time is when it was first taken in the hour (a record is refreshed at
+        // most hourly), so a record younger than two hours may have been taken within it.
         for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
-            let taken = self.commit_time(commit)?;
-            if now - taken > chrono::Duration::hours(1) {
-                timed.push((taken, Record::Snapshot(name)));
+            let recorded = self.commit_time(commit)?;
+            if now - recorded > chrono::Duration::hours(2) {
+                timed.push((recorded, Record::Snapshot(name)));
             }
         }
         let (needed, _) = self.sessions_open_turns_need(cutoff)?;
@@ -573,14 +575,16 @@ impl Store {
         Ok((kept, expired))
     }
 
-    /// The roots of every collection but the reflogs: the refs `keep` accepts, the stat cache,
-    /// and the empty tree. Costs listing the refs and reading the index.
+    /// The roots of every collection but the reflogs: the refs `keep` accepts, the undo points
+    /// their sessions' undos name, the stat cache, and the empty tree. Costs listing the refs,
+    /// reading the sessions' chains and the index.
     fn roots(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<ObjectId>> {
         let refs = self.refs_under("refs/")?.into_iter();
         let mut roots: Vec<ObjectId> = refs
             .filter(|(name, _)| keep(name))
             .map(|(_, id)| id)
             .collect();
+        roots.extend(self.undo_points_of_sessions(keep)?);
         roots.extend(self.index_roots());
         // The empty tree, written when the store was created: stock git needs it stored.
         roots.push(ObjectId::empty_tree(gix::hash::Kind::Sha1));

@@ -1963,27 +1963,25 @@ impl Locked<'_> {
 }
 
 impl Store {
-    /// The turns of `session` (its `records`) that keeping at most `max` drops: the oldest
-    /// ended ones not rolled back (an open turn needs its chain and its before snapshot; a
-    /// rolled-back one may be redone), with their begin and end commits. Costs a ref read per
-    /// turn looked at.
+    /// The turns of `session` (its `records`) that keeping at most `max` drops: of the ended
+    /// turns not rolled back, all but the newest `max` (an open turn needs its chain and its
+    /// before snapshot, a rolled-back one may be redone: neither counts, neither goes), with
+    /// their begin and end commits. Costs a ref read per turn.
     fn turns_over_limit(
         &self,
         session: &str,
         records: &[Record],
         max: usize,
     ) -> Result<(Vec<String>, HashSet<ObjectId>)> {
-        let excess = records.len().saturating_sub(max);
-        let mut dropped = Vec::new();
+        let mut removable = Vec::new();
         for record in records {
-            if dropped.len() == excess {
-                break;
-            }
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
             if record.ended_at.is_some() && self.ref_target(&marker)?.is_none() {
-                dropped.push(record.turn.clone());
+                removable.push(record.turn.clone());
             }
         }
+        let mut dropped = removable;
+        dropped.truncate(dropped.len().saturating_sub(max));
         let commits = records
             .iter()
             .filter(|r| dropped.contains(&r.turn))
@@ -2109,6 +2107,34 @@ impl Store {
             sessions.push((session, records));
         }
         Ok((sessions, on_chains))
+    }
+
+    /// The undo points the chains of the sessions whose head ref `keep` accepts name (an
+    /// undo's commit names the snapshot its redo restores from): prune's roots, so that they
+    /// live as long as their session. Costs a commit read per commit of those chains.
+    pub(crate) fn undo_points_of_sessions(
+        &self,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<ObjectId>> {
+        let repo = self.repo();
+        let mut points = Vec::new();
+        for (name, head) in self.refs_under(&format!("{SESSIONS}/"))? {
+            if !name.ends_with("/head") || !keep(&name) {
+                continue;
+            }
+            let mut next = Some(head);
+            while let Some(id) = next {
+                let commit = repo
+                    .find_commit(id)
+                    .map_err(|e| Error::store(self.git_dir(), e))?;
+                let message = commit.message_raw_sloppy();
+                points.extend(
+                    lines_with(message, UNDO_POINT).filter_map(|hex| ObjectId::from_hex(hex).ok()),
+                );
+                next = commit.parent_ids().next().map(|id| id.detach());
+            }
+        }
+        Ok(points)
     }
 
     /// The first parent of `commit`. Costs a commit read.

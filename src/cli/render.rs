@@ -173,7 +173,7 @@ pub(crate) fn report_prune(
     }
     if outcome.still_over_quota {
         errln!(
-            "rewind: {}: still over its size quota (rewind.targetSize): the space is held by what is in use (an active session, snapshots younger than an hour)",
+            "rewind: {}: still over its size quota (rewind.targetSize): the space is held by what is in use (an active session, snapshots taken within the hour)",
             quote_os(project)
         );
     }
