@@ -268,16 +268,38 @@ impl Store {
         let mut removed: Vec<(String, Why)> = Vec::new();
         let git_dir = locked.git_dir();
         let size_before = objects_size(git_dir);
-        locked.expire_snapshots(cutoff, &mut outcome)?;
-        locked.expire_sessions(cutoff, abandoned, &mut outcome, &mut removed)?;
+        // What goes, decided first: the marks that must outlive it (open turns made blind, the
+        // record of what was pruned) are written before anything goes, so that a kill between
+        // leaves them.
+        let expiring = locked.expiring_sessions(cutoff, abandoned)?;
         let (_, untrimmed) = locked.sessions_open_turns_need(cutoff)?;
+        let mut trimmed = Vec::new();
         for session in locked.session_names(abandoned)? {
-            if !untrimmed.contains(&session) {
-                for turn in locked.trim_session(&session, settings.max_turns)? {
-                    outcome.turns_removed += 1;
-                    removed.push((turn_ref(&session, "turns", &turn)?, Why::Trimmed));
+            let expires = expiring.iter().any(|(expiring, _)| *expiring == session);
+            if !expires && !untrimmed.contains(&session) {
+                let (turns, _) = locked.trim_preview(&session, settings.max_turns)?;
+                for turn in &turns {
+                    removed.push((turn_ref(&session, "turns", turn)?, Why::Trimmed));
+                }
+                if !turns.is_empty() {
+                    trimmed.push(session);
                 }
             }
+        }
+        for (session, activity) in &expiring {
+            removed.push((session_ref(session, "")?, activity.why()));
+        }
+        if !removed.is_empty() {
+            locked.blind_old_open_turns(cutoff)?;
+            locked.remember_pruned(now, &removed)?;
+        }
+        locked.expire_snapshots(cutoff, &mut outcome)?;
+        for (session, activity) in expiring {
+            locked.delete_session(&session)?;
+            note_expired(&mut outcome, session, activity)?;
+        }
+        for session in trimmed {
+            outcome.turns_removed += locked.trim_session(&session, settings.max_turns)?.len();
         }
         locked.expire_undo(cutoff)?;
         // The records left go into `packed-refs` (a loose ref costs a file system block).
@@ -295,15 +317,22 @@ impl Store {
                 candidates.clear();
             }
             while objects_size(git_dir) > target_size && !candidates.is_empty() {
-                let batch = candidates.len().div_ceil(4);
+                let batch: Vec<Record> = candidates.drain(..candidates.len().div_ceil(4)).collect();
+                let mut sessions = Vec::new();
+                for candidate in &batch {
+                    if let Record::Session(session, _) = candidate {
+                        sessions.push((session_ref(session, "")?, Why::Quota));
+                    }
+                }
+                if !sessions.is_empty() {
+                    locked.blind_old_open_turns(cutoff)?;
+                    locked.remember_pruned(now, &sessions)?;
+                }
                 let mut snapshots = Vec::new();
-                for candidate in candidates.drain(..batch) {
+                for candidate in batch {
                     match &candidate {
                         Record::Snapshot(name) => snapshots.push(name.clone()),
-                        Record::Session(session, _) => {
-                            locked.delete_session(session)?;
-                            removed.push((session_ref(session, "")?, Why::Quota));
-                        }
+                        Record::Session(session, _) => locked.delete_session(session)?,
                     }
                     note_quota(&mut outcome, candidate);
                 }
@@ -312,11 +341,6 @@ impl Store {
             }
             outcome.still_over_quota = objects_size(git_dir) > target_size;
         }
-        // Open turns older than the retention were not kept for: what went may have been theirs.
-        if outcome.turns_removed > 0 || !outcome.sessions_removed.is_empty() {
-            locked.blind_old_open_turns(cutoff)?;
-        }
-        locked.remember_pruned(now, &removed)?;
         locked.remove_temp_files(now);
         // The directories deleted refs and expired reflogs emptied: gix removes those a
         // deletion empties only when the store's path is absolute (`--data-dir` may be
@@ -447,7 +471,12 @@ impl Store {
                 .map(|o| o.id),
         );
         let reachable = self.reachable_around(roots, &gone.hollow);
-        let mut estimate = Estimate::default();
+        // What a pack of them costs besides its entries: its index (a 1,072-byte header and
+        // trailer, 28 bytes an object), and the directories `objects/`, `pack/` and `info/`.
+        let mut estimate = Estimate {
+            kept_bytes: 1072 + 28 * reachable.len() as u64 + 3 * 4096,
+            ..Default::default()
+        };
         for (id, size) in self.stored_sizes()? {
             match reachable.contains(&id) {
                 true => estimate.kept_bytes += size,
@@ -486,7 +515,7 @@ impl Store {
             .map(|(session, _)| session.clone())
             .collect();
         for (session, activity) in expiring {
-            let (prefix, _) = note_expired(&mut outcome, session, activity)?;
+            let prefix = note_expired(&mut outcome, session, activity)?;
             gone.prefixes.push(prefix);
         }
         let (_, untrimmed) = self.sessions_open_turns_need(cutoff)?;
@@ -591,13 +620,19 @@ impl Store {
         Ok(roots)
     }
 
-    /// Each stored object with the bytes it takes: its loose file, or its entry in a pack (the
-    /// distance to the next entry). Costs a `stat` per loose object and reading the indexes.
+    /// Each stored object with the disk space it takes: its loose file's blocks, or its entry
+    /// in a pack (the distance to the next entry). Costs a `stat` per loose object and reading
+    /// the indexes.
     fn stored_sizes(&self) -> Result<Vec<(ObjectId, u64)>> {
         let mut sizes: Vec<(ObjectId, u64)> = self
             .loose_objects()
             .into_iter()
-            .map(|o| (o.id, fs::metadata(&o.path).map_or(0, |m| m.len())))
+            .map(|o| {
+                (
+                    o.id,
+                    fs::metadata(&o.path).map_or(0, |m| crate::fs::allocated(&m)),
+                )
+            })
             .collect();
         for file in files_below(&self.git_dir().join("objects/pack")) {
             if file.extension().is_none_or(|e| e != "idx") {
@@ -685,24 +720,6 @@ impl Locked<'_> {
         outcome.snapshots_removed += expired.len();
         Ok(())
     }
-    /// Remove the sessions whose last turn ended (or began) before `cutoff`, unless a turn of
-    /// theirs is still open (an open turn needs its chain and its before snapshot) or another
-    /// session's open turn needs them (see [`Store::sessions_open_turns_need`]). A turn open
-    /// since before `abandoned` is abandoned: it keeps its session no longer, and goes with it.
-    /// Adds each removed session to `removed`.
-    fn expire_sessions(
-        &self,
-        cutoff: DateTime<Utc>,
-        abandoned: DateTime<Utc>,
-        outcome: &mut PruneOutcome,
-        removed: &mut Vec<(String, Why)>,
-    ) -> Result<()> {
-        for (session, activity) in self.expiring_sessions(cutoff, abandoned)? {
-            self.delete_session(&session)?;
-            removed.push(note_expired(outcome, session, activity)?);
-        }
-        Ok(())
-    }
     /// Keep only the undo points newer than `cutoff`: the chain is rewritten without the older
     /// ones (same trees, messages and times).
     fn expire_undo(&self, cutoff: DateTime<Utc>) -> Result<()> {
@@ -766,13 +783,16 @@ impl Locked<'_> {
         if !unreachable.is_empty() {
             self.remove_git_caches()?;
         }
+        let mut fanouts = HashSet::new();
         for object in unreachable {
             match fs::remove_file(&object.path) {
                 Ok(()) => outcome.objects_removed += 1,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(Error::io("removing object", &object.path, e)),
             }
+            fanouts.extend(object.path.parent().map(Path::to_path_buf));
         }
+        remove_empty(fanouts);
         Ok(reachable)
     }
     /// When packs hold unreachable objects, or many loose objects remain (2,000, or a quarter
@@ -843,9 +863,12 @@ impl Locked<'_> {
             }
         }
         outcome.objects_removed += unreachable_packed;
+        let mut fanouts = HashSet::new();
         for object in loose.iter().filter(|o| reachable.contains(&o.id)) {
             let _ = fs::remove_file(&object.path); // now in the new pack
+            fanouts.extend(object.path.parent().map(Path::to_path_buf));
         }
+        remove_empty(fanouts);
         // This process reads on (serve, a Pruner's runtime): not through the deleted packs.
         self.objects().refresh();
         self.reopen_repo()
@@ -882,17 +905,19 @@ struct Activity {
 /// The ref of the undo points' chain.
 const UNDO_REF: &str = "refs/rewind/undo";
 
+impl Activity {
+    /// Why retention removes the session.
+    fn why(&self) -> Why {
+        match self.abandoned.is_empty() {
+            true => Why::Expired,
+            false => Why::Abandoned,
+        }
+    }
+}
+
 /// Count `session`, which retention removes for `activity`, in `outcome`; returns its ref
-/// prefix and why it went.
-fn note_expired(
-    outcome: &mut PruneOutcome,
-    session: String,
-    activity: Activity,
-) -> Result<(String, Why)> {
-    let why = match activity.abandoned.is_empty() {
-        true => Why::Expired,
-        false => Why::Abandoned,
-    };
+/// prefix.
+fn note_expired(outcome: &mut PruneOutcome, session: String, activity: Activity) -> Result<String> {
     outcome.turns_removed += activity.turns;
     let abandoned = activity.abandoned.into_iter();
     outcome
@@ -904,7 +929,7 @@ fn note_expired(
         }));
     let prefix = session_ref(&session, "")?;
     outcome.sessions_removed.push(session);
-    Ok((prefix, why))
+    Ok(prefix)
 }
 
 /// Count `record`, which the size quota removes, in `outcome`.
@@ -1000,6 +1025,14 @@ fn reflog_entry(line: &[u8]) -> Option<([ObjectId; 2], i64)> {
     let line = gix::refs::file::log::LineRef::from_bytes(line).ok()?;
     let time = line.signature.time().ok()?;
     Some(([line.previous_oid(), line.new_oid()], time.seconds))
+}
+
+/// Remove those of `dirs` that are empty (a loose object's fan-out directory once its objects
+/// went: 4 KB of disk each, counted against the quota). Costs an `rmdir` each.
+fn remove_empty(dirs: HashSet<PathBuf>) {
+    for dir in dirs {
+        let _ = fs::remove_dir(dir);
+    }
 }
 
 /// `rm -r dir`; a missing directory is fine.

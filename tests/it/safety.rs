@@ -1182,3 +1182,80 @@ fn a_same_size_save_that_puts_the_mtime_back_is_kept() {
     assert_eq!(p.read("f.txt"), b"USER\n", "{o}");
     assert_eq!(strings(&o["conflicts"]), vec!["f.txt"], "{o}");
 }
+
+/// Found by the issue-18 hostile pass: prune removed an expired session, then marked the older
+/// open turn of another session "blind" (what it could know of the removed session is gone).
+/// A `kill -9` between the two left the turn unmarked, and its end then took the removed
+/// session's announced edit for its own: `undo` reverted another session's work. The marks are
+/// now written before anything goes; here prune is killed at each of its renames in turn.
+#[test]
+fn a_prune_killed_at_any_rename_never_lets_an_open_turn_take_another_sessions_edit() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let at = |now: &str, args: &[&str]| crate::common::at(&p, now, args);
+    p.file("a.txt", "a\n").file("x.txt", "x\n");
+    at(
+        "2026-12-01T00:00:00Z",
+        &["turn", "begin", "--session", "A", "--turn", "1"],
+    );
+    let b = |args: &[&str]| at("2026-12-01T01:00:00Z", args);
+    b(&["turn", "begin", "--session", "B", "--turn", "1"]);
+    b(&[
+        "turn",
+        "track-file",
+        "--session",
+        "B",
+        "--turn",
+        "1",
+        "x.txt",
+    ]);
+    p.file("x.txt", "x\nB's edit\n");
+    b(&["turn", "end", "--session", "B", "--turn", "1"]);
+    let saved = sb.root.join("saved");
+    fs::create_dir_all(&saved).unwrap();
+    let copy = |from: &Path, to: &Path| {
+        let _ = fs::remove_dir_all(to);
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    copy(&sb.data_dir, &saved.join("data"));
+    copy(&p.path, &saved.join("proj"));
+    let now = "2026-12-09T00:00:00Z";
+    let mut killed = 0;
+    for when in 1.. {
+        copy(&saved.join("data"), &sb.data_dir);
+        copy(&saved.join("proj"), &p.path);
+        let inject = format!("inject=rename,renameat,renameat2:signal=KILL:when={when}");
+        let mut cmd = strace(&p, &inject, &["prune"]);
+        cmd.env("REWIND_NOW", now);
+        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+        assert_no_panic(&run);
+        if run.code() == Some(0) {
+            break; // fewer renames than `when`: every point was tried
+        }
+        killed += 1;
+        at(now, &["prune"]);
+        p.file("a.txt", "a\nA's edit\n");
+        let ended = one_json(&at(
+            now,
+            &["--json", "turn", "end", "--session", "A", "--turn", "1"],
+        ));
+        let x = ended["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["file"] == "x.txt");
+        assert!(
+            x.is_some_and(|x| x["origin"] == "shared"),
+            "killed at rename {when}: B's announced edit is not A's: {ended}"
+        );
+        at(now, &["undo", "--session", "A", "--turn", "1"]);
+        assert_eq!(p.read("x.txt"), b"x\nB's edit\n", "killed at rename {when}");
+    }
+    assert!(killed > 3, "prune was killed at only {killed} renames");
+}
