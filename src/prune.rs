@@ -268,6 +268,12 @@ impl Store {
         let mut removed: Vec<(String, Why)> = Vec::new();
         let git_dir = locked.git_dir();
         let size_before = objects_size(git_dir);
+        // Under the store lock, a lock file on one of rewind's refs is a killed run's.
+        for file in files_below(&git_dir.join(RECORDS)) {
+            if file.extension().is_some_and(|e| e == "lock") {
+                let _ = fs::remove_file(file);
+            }
+        }
         // What goes, decided first: the marks that must outlive it (open turns made blind, the
         // record of what was pruned) are written before anything goes, so that a kill between
         // leaves them.
@@ -298,12 +304,13 @@ impl Store {
             locked.delete_session(&session)?;
             note_expired(&mut outcome, session, activity)?;
         }
+        // The records left go into `packed-refs` (a loose ref costs a file system block), and
+        // so a trim moves a session's refs in one write.
+        locked.pack_refs(RECORDS)?;
         for session in trimmed {
             outcome.turns_removed += locked.trim_session(&session, settings.max_turns)?.len();
         }
         locked.expire_undo(cutoff)?;
-        // The records left go into `packed-refs` (a loose ref costs a file system block).
-        locked.pack_refs(RECORDS)?;
         // Unreachable objects younger than an hour may be a `git` command's, run in the store
         // by a person; rewind writes none that nothing names (it holds the lock meanwhile).
         locked.collect(cutoff, before(now, TEMP_GRACE), &mut outcome)?;

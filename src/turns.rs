@@ -1914,6 +1914,9 @@ impl Locked<'_> {
             copies.insert(commit, copy);
             parent = Some(copy);
         }
+        // Every ref moves in one write of `packed-refs` (prune packed them all first): a kill
+        // leaves the old chain or the new one, never turns of both.
+        let mut edits: Vec<(String, Option<ObjectId>)> = Vec::new();
         for record in records.iter().filter(|r| !dropped.contains(&r.turn)) {
             // An end commit off the chain (its turn overlapped another of the session's) goes
             // with its begin.
@@ -1924,16 +1927,16 @@ impl Locked<'_> {
                     self.rewrite_commit(record.commit, begin)?
                 }
             };
-            self.set_ref_rewritten(&turn_ref(session, "turns", &record.turn)?, last)?;
+            edits.push((turn_ref(session, "turns", &record.turn)?, Some(last)));
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
             if self.ref_target(&marker)?.is_some() {
-                self.set_ref_rewritten(&marker, last)?;
+                edits.push((marker, Some(last)));
             }
             let announced = turn_ref(session, "announced", &record.turn)?;
             if let Some(commit) = self.ref_target(&announced)? {
                 let begin = copies.get(&record.begin).copied();
                 let copy = self.rewrite_commit(commit, begin)?;
-                self.set_ref_rewritten(&announced, copy)?;
+                edits.push((announced, Some(copy)));
             }
         }
         let head = session_ref(session, "head")?;
@@ -1941,23 +1944,21 @@ impl Locked<'_> {
         let kept_a_turn = records.len() > dropped.len();
         match parent.filter(|_| kept_a_turn) {
             Some(last) => {
-                self.set_ref_rewritten(&head, last)?;
+                edits.push((head, Some(last)));
                 if let Some(commit) = self.ref_target(&expected)? {
                     let alone = self.rewrite_commit(commit, None)?; // only its tree matters
-                    self.set_ref_rewritten(&expected, alone)?;
+                    edits.push((expected, Some(alone)));
                 }
             }
             // No turn kept (a limit of 0): the session goes.
-            None => {
-                self.delete_ref(&head)?;
-                self.delete_ref(&expected)?;
-            }
+            None => edits.extend([(head, None), (expected, None)]),
         }
         for turn in &dropped {
             for kind in ["turns", "rolled-back"] {
-                self.delete_ref(&turn_ref(session, kind, turn)?)?;
+                edits.push((turn_ref(session, kind, turn)?, None));
             }
         }
+        self.set_refs_at_once(&edits)?;
         Ok(dropped)
     }
 }

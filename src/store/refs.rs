@@ -129,6 +129,48 @@ impl Locked<'_> {
             _ => Ok(()),
         }
     }
+    /// Move or delete (`None`) every ref of `edits` at once: one transaction that writes them
+    /// into `packed-refs`, whose rename is its only commit point when none of them is loose
+    /// (prune packs them first), so a kill leaves all or none. Costs one rewrite of
+    /// `packed-refs`.
+    pub(crate) fn set_refs_at_once(&self, edits: &[(String, Option<ObjectId>)]) -> Result<()> {
+        let git_dir = self.git_dir();
+        let _ = fs::remove_file(git_dir.join("packed-refs.lock"));
+        let mut changes = Vec::new();
+        for (name, target) in edits {
+            self.remove_stale_ref_lock(name);
+            let change = match target {
+                Some(id) => Change::Update {
+                    log: LogChange::default(),
+                    expected: PreviousValue::Any,
+                    new: Target::Object(*id),
+                },
+                None if self.ref_target(name)?.is_some() => Change::Delete {
+                    expected: PreviousValue::Any,
+                    log: RefLog::AndReference,
+                },
+                None => continue,
+            };
+            changes.push(edit(name, change)?);
+        }
+        self.commit_packed(changes)
+    }
+    /// Commit `changes` to rewind's refs through `packed-refs` (no loose ref written, any loose
+    /// one removed; no reflog). Costs one rewrite of `packed-refs`.
+    fn commit_packed(&self, changes: Vec<RefEdit>) -> Result<()> {
+        let repo = self.repo_for(RECORDS);
+        let packed = gix::refs::file::transaction::PackedRefs::DeletionsAndNonSymbolicUpdatesRemoveLooseSourceReference(
+            Box::new(repo.objects.clone()),
+        );
+        let fail = gix::lock::acquire::Fail::Immediately;
+        repo.refs
+            .transaction()
+            .packed_refs(packed)
+            .prepare(changes, fail, fail)
+            .and_then(|prepared| prepared.commit(None))
+            .map_err(|e| Error::store(self.git_dir(), e))?;
+        Ok(())
+    }
     /// The repository to write `reference` with: one that writes no reflog for rewind's records.
     fn repo_for(&self, reference: &str) -> gix::Repository {
         let mut repo = self.repo();
@@ -163,17 +205,7 @@ impl Locked<'_> {
             .collect::<Result<Vec<_>>>()?;
         if !edits.is_empty() {
             let _ = fs::remove_file(git_dir.join("packed-refs.lock"));
-            let repo = self.repo_for(prefix);
-            let packed = gix::refs::file::transaction::PackedRefs::DeletionsAndNonSymbolicUpdatesRemoveLooseSourceReference(
-                Box::new(repo.objects.clone()),
-            );
-            let fail = gix::lock::acquire::Fail::Immediately;
-            repo.refs
-                .transaction()
-                .packed_refs(packed)
-                .prepare(edits, fail, fail)
-                .and_then(|prepared| prepared.commit(None))
-                .map_err(|e| Error::store(git_dir, e))?;
+            self.commit_packed(edits)?;
         }
         // Their directory, if packing emptied it (the next loose one creates it again).
         let _ = fs::remove_dir(git_dir.join(prefix));

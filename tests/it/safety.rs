@@ -1259,3 +1259,71 @@ fn a_prune_killed_at_any_rename_never_lets_an_open_turn_take_another_sessions_ed
     }
     assert!(killed > 3, "prune was killed at only {killed} renames");
 }
+
+/// Found by the issue-18 hostile pass: a trim moved each kept turn's ref, then the head, then
+/// deleted the dropped turns' refs, one at a time; `kill -9` in between left turns off the
+/// chain for good (`turns` listed 4, 5, 3; the next prune then removed the newest turns, and
+/// `undo` deleted files with the empty tree as "before"). A trim now moves every ref in one
+/// write of `packed-refs`. Prune is killed at each of its renames in turn.
+#[test]
+fn a_trim_killed_at_any_rename_leaves_the_old_chain_or_the_new() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let at = |now: &str, args: &[&str]| crate::common::at(&p, now, args);
+    let now = "2026-12-01T06:00:00Z";
+    for t in 1..=5 {
+        let turn = t.to_string();
+        at(now, &["turn", "begin", "--session", "s", "--turn", &turn]);
+        p.file(format!("f{t}.txt"), format!("{t}\n"));
+        at(now, &["turn", "end", "--session", "s", "--turn", &turn]);
+    }
+    let saved = sb.root.join("saved");
+    fs::create_dir_all(&saved).unwrap();
+    let copy = |from: &Path, to: &Path| {
+        let _ = fs::remove_dir_all(to);
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    copy(&sb.data_dir, &saved.join("data"));
+    copy(&p.path, &saved.join("proj"));
+    let ids = || -> Vec<String> {
+        let turns = one_json(&at(now, &["--json", "turns", "--session", "s"]));
+        let rows = turns.as_array().unwrap().iter();
+        rows.map(|t| t["turn"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut killed = 0;
+    for when in 1.. {
+        copy(&saved.join("data"), &sb.data_dir);
+        copy(&saved.join("proj"), &p.path);
+        let inject = format!("inject=rename,renameat,renameat2:signal=KILL:when={when}");
+        let mut cmd = strace(&p, &inject, &["prune", "--max-turns", "3"]);
+        cmd.env("REWIND_NOW", now);
+        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+        assert_no_panic(&run);
+        if run.code() == Some(0) {
+            break;
+        }
+        killed += 1;
+        let left = ids();
+        assert!(
+            left == ["1", "2", "3", "4", "5"] || left == ["3", "4", "5"],
+            "killed at rename {when}: turns {left:?}"
+        );
+        at(now, &["prune", "--max-turns", "3"]);
+        assert_eq!(ids(), ["3", "4", "5"], "killed at rename {when}");
+        p.assert_fsck_clean();
+        at(now, &["undo", "--session", "s", "--turn", "4"]);
+        assert!(!p.join("f4.txt").exists() && !p.join("f5.txt").exists());
+        assert!(
+            p.join("f3.txt").exists(),
+            "killed at rename {when}: turn 3 is not undone"
+        );
+    }
+    assert!(killed > 3, "prune was killed at only {killed} renames");
+}
