@@ -6,7 +6,8 @@
 //! * a session, with all its turns, `retention` after its last turn began or ended; a session
 //!   with an open turn stays until that turn is abandoned (open for `abandoned_after`, 30 days
 //!   by default), and the outcome names the abandoned turns;
-//! * undo points older than `retention` (the `refs/rewind/undo` chain is cut there);
+//! * undo points older than `retention` (the `refs/rewind/undo` chain is cut there, once they
+//!   are an eighth as many as the newer ones: a cut copies every newer point);
 //! * reflog entries older than `retention`.
 //!
 //! Then git's rule: refs, reflogs and the index are roots; loose objects younger than an hour
@@ -596,8 +597,10 @@ impl Store {
             .collect())
     }
 
-    /// The undo points newer than `cutoff` (newest first), and the older ones. Costs a commit
-    /// read per undo point.
+    /// The undo points to keep (newest first) and those to cut off the chain now: those older
+    /// than `cutoff`, once they are at least an eighth as many as the newer ones (cutting
+    /// rewrites every newer point, so it waits until that is worth it: hourly points are not
+    /// all copied at every hourly prune); else none. Costs a commit read per undo point.
     fn undo_points(&self, cutoff: DateTime<Utc>) -> Result<(Vec<ObjectId>, Vec<ObjectId>)> {
         let (mut kept, mut expired) = (Vec::new(), Vec::new());
         let mut next = self.ref_target(UNDO_REF)?;
@@ -607,6 +610,9 @@ impl Store {
                 false => expired.push(id),
             }
             next = self.parent(id)?;
+        }
+        if expired.len() * 8 < kept.len() {
+            kept.append(&mut expired);
         }
         Ok((kept, expired))
     }
@@ -732,7 +738,7 @@ impl Locked<'_> {
     fn expire_undo(&self, cutoff: DateTime<Utc>) -> Result<()> {
         let (kept, expired) = self.undo_points(cutoff)?;
         if expired.is_empty() {
-            return Ok(());
+            return Ok(()); // nothing expired, or not enough yet to be worth a rewrite
         }
         if kept.is_empty() {
             return self.delete_ref(UNDO_REF);

@@ -2679,3 +2679,41 @@ fn the_quota_estimate_counts_the_pack_index() {
     assert_eq!(outcome["still_over_quota"], true, "{outcome}");
     assert_eq!(snapshot_records(&sb, &p.store()), before);
 }
+
+/// Found by the simulated weeks (issue 18): once undo points began to expire, every hourly prune
+/// rewrote the whole rest of the undo chain (no commit of it survived two prunes). The chain is
+/// now cut only once the expired points are an eighth as many as the kept ones: a point lives
+/// at most an eighth of the chain longer than the retention.
+#[test]
+fn the_undo_chain_is_not_rewritten_at_every_prune() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let clock = Clock::new();
+    p.file("f.txt", "0\n");
+    let base = track_at(&p, &clock.at(0));
+    let (step, steps) = (4 * HOUR, 9 * 6);
+    let mut rewrites = 0;
+    for i in 1..=steps {
+        let now = clock.at(2 * HOUR + i * step);
+        p.file("f.txt", format!("{i}\n"));
+        restore_at(&p, &now, &base); // an undo point
+        track_at(&p, &now); // (base again: its record stays fresh)
+        let head = p.store_git(["rev-parse", "refs/rewind/undo"]);
+        prune_at(&p, Some(&now), &[]);
+        rewrites += usize::from(p.store_git(["rev-parse", "refs/rewind/undo"]) != head);
+    }
+    let chain = undo_chain(&sb, &p.store());
+    let oldest = chain.last().unwrap().2;
+    let newest = chain[0].2;
+    // 42 points within the retention at the end; up to 5 more (under an eighth) may wait.
+    assert!(chain.len() <= 42 + 6, "{} points", chain.len());
+    assert!(
+        newest - oldest < 7 * DAY + 6 * step,
+        "the oldest point is too old"
+    );
+    assert!(
+        rewrites <= 4,
+        "the chain was rewritten at {rewrites} prunes"
+    );
+    p.assert_fsck_clean();
+}
