@@ -1471,10 +1471,23 @@ impl Store {
         let during = self.commits_of_others_during(session, record)?;
         if during.unknown {
             // What another session did meanwhile cannot be read any more (its chain was
-            // trimmed and the old commits removed): any change of the turn may be theirs.
+            // trimmed and the old commits removed): any change of the turn may be theirs, but
+            // those an ended turn named its own when it ended (knowing what the others did).
             let after = record.after.unwrap_or(current);
             let changes = tree_changes(&repo, record.before, after)?;
-            return Ok(changes.into_iter().map(|c| c.path).collect());
+            let (end, _) = commit_and_tree(&repo, record.commit)?;
+            let own: HashSet<BString> = match record.ended_at {
+                Some(_) => parse_files(end.message_raw_sloppy()).unwrap_or_default(),
+                None => Vec::new(),
+            }
+            .into_iter()
+            .map(|f| f.file)
+            .collect();
+            return Ok(changes
+                .into_iter()
+                .map(|c| c.path)
+                .filter(|path| !own.contains(path))
+                .collect());
         }
         for commit in during.commits {
             let (object, tree) = commit_and_tree(&repo, commit)?;
