@@ -22,3 +22,4 @@ mod store_safety;
 mod track;
 mod turns;
 mod wait;
+mod weeks;
