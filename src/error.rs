@@ -128,6 +128,18 @@ pub enum Error {
         /// The turn asked for.
         turn: String,
     },
+    /// Prune removed the session (or the turn), for the reason given.
+    #[error("{} was pruned on {}: {reason}", pruned_what(session, turn.as_deref()), at.format("%Y-%m-%d %H:%M UTC"))]
+    Pruned {
+        /// The session.
+        session: String,
+        /// The turn asked for, if one was.
+        turn: Option<String>,
+        /// When prune removed it (the store's clock).
+        at: chrono::DateTime<chrono::Utc>,
+        /// Why it went.
+        reason: &'static str,
+    },
     /// A path named to `revert` is in neither the snapshot nor the project.
     #[error("no file or directory {path} in snapshot {hash} or in the project")]
     NoSuchPath {
@@ -237,6 +249,7 @@ impl Error {
             | Error::NoSuchPath { .. }
             | Error::PathNotChanged { .. }
             | Error::NothingLeft { .. } => "not_found",
+            Error::Pruned { .. } => "pruned",
             Error::PruneFailed(_) => "prune_failed",
             Error::Unhealthy(_) => "unhealthy",
             Error::Busy { .. } => "busy",
@@ -252,6 +265,14 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 impl From<crate::id::ParseIdError> for Error {
     fn from(err: crate::id::ParseIdError) -> Self {
         Error::InvalidId(err.0)
+    }
+}
+
+/// `turn "T" of session "S"`, or `session "S"`.
+fn pruned_what(session: &str, turn: Option<&str>) -> String {
+    match turn {
+        Some(turn) => format!("turn {turn:?} of session {session:?}"),
+        None => format!("session {session:?}"),
     }
 }
 

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::prune::LAST_PRUNE;
 use crate::store::{dir_size, files_below};
-use crate::store::{SnapshotId, Store};
+use crate::store::{SnapshotId, Store, SNAPSHOT_RECORDS};
 
 /// What [`Store::doctor`] found.
 #[derive(Debug, Clone, Serialize)]
@@ -76,6 +76,8 @@ pub struct Shown {
     pub title: String,
     /// The diff, as `git diff` writes it.
     pub diff: Vec<u8>,
+    /// The turn shown (`None` for a snapshot): its metadata, files and times.
+    pub turn: Option<crate::turns::Turn>,
 }
 
 /// One record of the store, as [`Store::log`] lists it.
@@ -182,7 +184,7 @@ impl Store {
                 .count(),
             snapshots: refs
                 .iter()
-                .filter(|(n, _)| n.starts_with("refs/rewind/snapshots/"))
+                .filter(|(n, _)| n.starts_with(SNAPSHOT_RECORDS))
                 .count(),
             sessions: sessions.len(),
             turns: turns.len(),
@@ -204,8 +206,8 @@ impl Store {
     /// ```
     pub fn log(&self) -> Result<Vec<LogEntry>> {
         let mut entries = Vec::new();
-        for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
-            let Ok(tree) = name.trim_start_matches("refs/rewind/snapshots/").parse() else {
+        for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
+            let Ok(tree) = name.trim_start_matches(SNAPSHOT_RECORDS).parse() else {
                 continue; // not a record of ours
             };
             entries.push(LogEntry {
@@ -276,7 +278,11 @@ impl Store {
             let files: Vec<BString> = turn.changed.iter().map(|f| f.file.clone()).collect();
             let only = turn.ended_at.is_some().then_some(&files[..]);
             let diff = self.diff_of(turn.before, turn.after, only)?;
-            return Ok(Shown { title, diff });
+            return Ok(Shown {
+                title,
+                diff,
+                turn: Some(turn.clone()),
+            });
         }
         if matching.len() > 1 {
             return Err(Error::Turn {
@@ -286,10 +292,7 @@ impl Store {
             });
         }
         if let Some(session) = session {
-            return Err(Error::NoTurn {
-                session: session.into(),
-                turn: what.into(),
-            });
+            return Err(self.missing_turn(session, what));
         }
         let tree = self.resolve(what)?;
         let snapshots: Vec<LogEntry> = self
@@ -309,7 +312,11 @@ impl Store {
             ))
         );
         let diff = self.diff(from, Some(tree))?;
-        Ok(Shown { title, diff })
+        Ok(Shown {
+            title,
+            diff,
+            turn: None,
+        })
     }
 
     /// The undo points, newest first: (time, tree).

@@ -70,8 +70,9 @@ pub use id::{ParseIdError, SnapshotId};
 pub use inspect::{Doctor, LogEntry, LogKind, Shown};
 pub use paths::quote_path;
 pub use prune::{
-    parse_duration, parse_size, prune_all, PruneAllOutcome, PruneOptions, PruneOutcome, Pruner,
-    DEFAULT_MAX_SIZE, DEFAULT_MAX_TURNS_PER_SESSION, DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,
+    parse_duration, parse_size, prune_all, AbandonedTurn, PruneAllOutcome, PruneOptions,
+    PruneOutcome, Pruner, DEFAULT_ABANDONED_AFTER, DEFAULT_MAX_SIZE, DEFAULT_MAX_TURNS_PER_SESSION,
+    DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,
 };
 pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 #[cfg(feature = "serve")]
@@ -81,5 +82,6 @@ pub use store::{
     data_dir, Call, Clock, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE,
 };
 pub use turns::{
-    Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart, UndoOptions,
+    BeginOptions, Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart,
+    UndoOptions,
 };

@@ -3,11 +3,13 @@
 //! What expires (the clock is the store's clock, so `REWIND_NOW` decides in tests):
 //! * a snapshot `track` returned, `retention` after it was last taken (each one is recorded as
 //!   `refs/rewind/snapshots/<tree>`, a commit of the tree at the time it was taken);
-//! * a session, with all its turns, `retention` after its last turn began or ended;
+//! * a session, with all its turns, `retention` after its last turn began or ended; a session
+//!   with an open turn stays until that turn is abandoned (open for `abandoned_after`, 30 days
+//!   by default), and the outcome names the abandoned turns;
 //! * undo points older than `retention` (the `refs/rewind/undo` chain is cut there);
 //! * reflog entries older than `retention`.
 //!
-//! Then git's rule: refs, reflogs and the index are roots; loose objects newer than the expiry
+//! Then git's rule: refs, reflogs and the index are roots; loose objects younger than an hour
 //! are roots too; everything they reach is kept, and other loose objects are deleted. Leftover
 //! temp files older than an hour go as well. The whole run holds the store lock, so no `track`
 //! can be writing objects that nothing references yet.
@@ -25,8 +27,9 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::store::objects::LooseObject;
-use crate::store::{files_below, leftovers, objects_size, Locked, Store};
-use crate::turns::session_ref;
+use crate::store::pruned::Why;
+use crate::store::{files_below, leftovers, objects_size, Locked, Store, SNAPSHOT_RECORDS};
+use crate::turns::{session_ref, turn_ref};
 
 /// Default for `rewind.retention`.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -36,6 +39,9 @@ pub(crate) const LAST_PRUNE: &str = "rewind-last-prune";
 
 /// Temp files younger than this may belong to a running process.
 const TEMP_GRACE: Duration = Duration::from_secs(3600);
+
+/// Default for `rewind.abandonedTurnAfter`: an open turn keeps its session this long.
+pub const DEFAULT_ABANDONED_AFTER: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Default for `rewind.maxTurnsPerSession`.
 pub const DEFAULT_MAX_TURNS_PER_SESSION: usize = 100;
@@ -50,6 +56,9 @@ pub const DEFAULT_TARGET_SIZE: u64 = 300 << 20;
 pub struct PruneOptions {
     /// How long records live (`rewind.retention`, default 7 days).
     pub retention: Option<Duration>,
+    /// How long an open turn keeps its session from expiring (`rewind.abandonedTurnAfter`,
+    /// default 30 days); after that the turn counts as abandoned.
+    pub abandoned_after: Option<Duration>,
     /// Turns kept per session (`rewind.maxTurnsPerSession`, default 100).
     pub max_turns_per_session: Option<usize>,
     /// Store size that triggers dropping the oldest records (`rewind.maxSize`, 500 MB).
@@ -76,10 +85,24 @@ pub struct PruneOutcome {
     pub sessions_removed_for_size: Vec<String>,
     /// How many of `snapshots_removed` went for the size quota, not age.
     pub snapshots_removed_for_size: usize,
+    /// Open turns that went with their sessions: open for longer than `abandoned_after`.
+    pub abandoned_turns: Vec<AbandonedTurn>,
     /// The store is still over `rewind.targetSize` after the quota removed all it may: what
     /// holds the space is in use (an active session, snapshots younger than an hour).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub still_over_quota: bool,
+}
+
+/// An open turn prune removed with its session (see [`PruneOptions::abandoned_after`]).
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct AbandonedTurn {
+    /// The session.
+    pub session: String,
+    /// The turn.
+    pub turn: String,
+    /// When it began.
+    pub started_at: DateTime<Utc>,
 }
 
 /// What [`prune_all`] did with each store under a data directory.
@@ -169,30 +192,48 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
     number.checked_mul(seconds).map(Duration::from_secs)
 }
 
+/// [`PruneOptions`] completed from a store's git config and the defaults.
+struct Settings {
+    retention: Duration,
+    abandoned_after: Duration,
+    max_turns: usize,
+    max_size: u64,
+    target_size: u64,
+}
+
+/// `now - age`, or the start of the calendar when `age` reaches back further.
+fn before(now: DateTime<Utc>, age: Duration) -> DateTime<Utc> {
+    chrono::TimeDelta::from_std(age)
+        .ok()
+        .and_then(|age| now.checked_sub_signed(age))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
 impl Store {
     /// `options` completed from the store's git config and the defaults.
-    fn prune_settings(&self, options: &PruneOptions) -> (Duration, usize, u64, u64) {
+    fn prune_settings(&self, options: &PruneOptions) -> Settings {
         let repo = self.repo();
         let config = repo.config_snapshot();
         let value = |key: &str| config.string(key).map(|v| v.to_string());
-        (
-            options
-                .retention
-                .or_else(|| value("rewind.retention").and_then(|v| parse_duration(&v)))
+        let duration = |key: &str| value(key).and_then(|v| parse_duration(&v));
+        let size = |key: &str| value(key).and_then(|v| parse_size(&v));
+        Settings {
+            retention: (options.retention)
+                .or_else(|| duration("rewind.retention"))
                 .unwrap_or(DEFAULT_RETENTION),
-            options
-                .max_turns_per_session
+            abandoned_after: (options.abandoned_after)
+                .or_else(|| duration("rewind.abandonedTurnAfter"))
+                .unwrap_or(DEFAULT_ABANDONED_AFTER),
+            max_turns: (options.max_turns_per_session)
                 .or_else(|| value("rewind.maxTurnsPerSession").and_then(|v| v.trim().parse().ok()))
                 .unwrap_or(DEFAULT_MAX_TURNS_PER_SESSION),
-            options
-                .max_size
-                .or_else(|| value("rewind.maxSize").and_then(|v| parse_size(&v)))
+            max_size: (options.max_size)
+                .or_else(|| size("rewind.maxSize"))
                 .unwrap_or(DEFAULT_MAX_SIZE),
-            options
-                .target_size
-                .or_else(|| value("rewind.targetSize").and_then(|v| parse_size(&v)))
+            target_size: (options.target_size)
+                .or_else(|| size("rewind.targetSize"))
                 .unwrap_or(DEFAULT_TARGET_SIZE),
-        )
+        }
     }
 
     /// Delete expired records and the objects nothing live reaches (see the module docs).
@@ -204,47 +245,58 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn prune(&self, options: &PruneOptions) -> Result<PruneOutcome> {
-        let (retention, max_turns, max_size, target_size) = self.prune_settings(options);
+        let settings = self.prune_settings(options);
+        let (max_size, target_size) = (settings.max_size, settings.target_size);
         let now = self.now()?;
         // A retention longer than the calendar reaches back expires nothing.
-        let cutoff = chrono::TimeDelta::from_std(retention)
-            .ok()
-            .and_then(|retention| now.checked_sub_signed(retention))
-            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let cutoff = before(now, settings.retention);
+        let abandoned = before(now, settings.abandoned_after);
         let locked = self.lock()?;
         let mut outcome = PruneOutcome::default();
+        let mut removed: Vec<(String, Why)> = Vec::new();
         let git_dir = locked.git_dir();
         let size_before = objects_size(git_dir);
         locked.expire_snapshots(cutoff, &mut outcome)?;
-        locked.expire_sessions(cutoff, &mut outcome)?;
+        locked.expire_sessions(cutoff, abandoned, &mut outcome, &mut removed)?;
         let (_, untrimmed) = locked.sessions_open_turns_need(cutoff)?;
-        for session in locked.session_names()? {
+        for session in locked.session_names(abandoned)? {
             if !untrimmed.contains(&session) {
-                outcome.turns_removed += locked.trim_session(&session, max_turns)?;
+                for turn in locked.trim_session(&session, settings.max_turns)? {
+                    outcome.turns_removed += 1;
+                    removed.push((turn_ref(&session, "turns", &turn)?, Why::Trimmed));
+                }
             }
         }
         locked.expire_undo(cutoff)?;
-        locked.collect(cutoff, cutoff, &mut outcome)?;
+        // Unreachable objects younger than an hour may be a `git` command's, run in the store
+        // by a person; rewind writes none that nothing names (it holds the lock meanwhile).
+        locked.collect(cutoff, before(now, TEMP_GRACE), &mut outcome)?;
         // Over the quota: drop the oldest records, a quarter at a time, until under the target.
         if objects_size(git_dir) > max_size {
-            let mut candidates = locked.quota_candidates(now, cutoff)?;
+            let mut candidates = locked.quota_candidates(now, cutoff, abandoned)?;
+            // Dropping them all would still leave the store over the target: dropping any
+            // loses a record for nothing.
+            if locked.size_kept_without(&candidates)? > target_size {
+                candidates.clear();
+            }
             while objects_size(git_dir) > target_size && !candidates.is_empty() {
                 let batch = candidates.len().div_ceil(4);
+                let mut snapshots = Vec::new();
                 for candidate in candidates.drain(..batch) {
                     match candidate {
-                        Record::Snapshot(name) => {
-                            locked.delete_ref(&name)?;
-                            outcome.snapshots_removed += 1;
-                            outcome.snapshots_removed_for_size += 1;
-                        }
+                        Record::Snapshot(name) => snapshots.push(name),
                         Record::Session(session, turns) => {
                             locked.delete_session(&session)?;
+                            removed.push((session_ref(&session, "")?, Why::Quota));
                             outcome.turns_removed += turns;
                             outcome.sessions_removed.push(session.clone());
                             outcome.sessions_removed_for_size.push(session);
                         }
                     }
                 }
+                locked.delete_refs(&snapshots)?;
+                outcome.snapshots_removed += snapshots.len();
+                outcome.snapshots_removed_for_size += snapshots.len();
                 locked.collect(cutoff, now, &mut outcome)?;
             }
             outcome.still_over_quota = objects_size(git_dir) > target_size;
@@ -253,6 +305,7 @@ impl Store {
         if outcome.turns_removed > 0 || !outcome.sessions_removed.is_empty() {
             locked.blind_old_open_turns(cutoff)?;
         }
+        locked.remember_pruned(now, &removed)?;
         locked.remove_temp_files(now);
         outcome.bytes_freed = size_before.saturating_sub(objects_size(git_dir));
         tracing::debug!(?outcome, "pruned");
@@ -318,17 +371,23 @@ impl Store {
     /// were not active in the last hour, have no open turn (retention never touches those),
     /// hold no rolled-back turn (those wait for their age) and are not needed by another
     /// session's open turn begun since `cutoff` (see [`Store::sessions_open_turns_need`]).
-    fn quota_candidates(&self, now: DateTime<Utc>, cutoff: DateTime<Utc>) -> Result<Vec<Record>> {
+    /// A turn open since before `abandoned` no longer counts as open.
+    fn quota_candidates(
+        &self,
+        now: DateTime<Utc>,
+        cutoff: DateTime<Utc>,
+        abandoned: DateTime<Utc>,
+    ) -> Result<Vec<Record>> {
         let mut timed: Vec<(DateTime<Utc>, Record)> = Vec::new();
         // A snapshot taken within the hour may be the checkpoint a user is about to go back to.
-        for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
+        for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
             let taken = self.commit_time(commit)?;
             if now - taken > chrono::Duration::hours(1) {
                 timed.push((taken, Record::Snapshot(name)));
             }
         }
         let (needed, _) = self.sessions_open_turns_need(cutoff)?;
-        for (session, activity) in self.session_activity()? {
+        for (session, activity) in self.session_activity(abandoned)? {
             let idle = now - activity.last > chrono::Duration::hours(1);
             if idle && !activity.open && !activity.rolled_back && !needed.contains(&session) {
                 timed.push((activity.last, Record::Session(session, activity.turns)));
@@ -338,14 +397,99 @@ impl Store {
         Ok(timed.into_iter().map(|(_, record)| record).collect())
     }
 
-    /// Every session with a turn in the store.
-    fn session_names(&self) -> Result<Vec<String>> {
-        Ok(self.session_activity()?.into_keys().collect())
+    /// The bytes of the objects still reachable once `candidates` are gone (each object at its
+    /// size in its pack or loose file): what the quota can bring the store down to. Costs a
+    /// reachability walk, reading the reflogs and the pack indexes.
+    fn size_kept_without(&self, candidates: &[Record]) -> Result<u64> {
+        let mut names = HashSet::new();
+        let mut prefixes = Vec::new();
+        for candidate in candidates {
+            match candidate {
+                Record::Snapshot(name) => {
+                    names.insert(name.as_str());
+                }
+                Record::Session(session, _) => prefixes.push(session_ref(session, "")?),
+            }
+        }
+        let kept =
+            |name: &str| !names.contains(name) && !prefixes.iter().any(|p| name.starts_with(p));
+        let mut roots = self.roots(&kept)?;
+        let logs = self.git_dir().join("logs");
+        for file in files_below(&logs) {
+            let name = file.strip_prefix(&logs).ok().and_then(|name| name.to_str());
+            if name.is_some_and(kept) {
+                let content = fs::read(&file).unwrap_or_default();
+                let lines = content.split_inclusive(|&b| b == b'\n');
+                roots.extend(lines.filter_map(reflog_entry).flat_map(|(ids, _)| ids));
+            }
+        }
+        let reachable = self.reachable(roots);
+        Ok(self
+            .stored_sizes()?
+            .into_iter()
+            .filter(|(id, _)| reachable.contains(id))
+            .map(|(_, size)| size)
+            .sum())
     }
 
-    /// Each session's turn count, last activity, and whether a turn is open or rolled back.
-    /// Costs reading every turn's commit.
-    fn session_activity(&self) -> Result<BTreeMap<String, Activity>> {
+    /// The roots of every collection but the reflogs: the refs `keep` accepts, the stat cache,
+    /// and the empty tree. Costs listing the refs and reading the index.
+    fn roots(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<ObjectId>> {
+        let refs = self.refs_under("refs/")?.into_iter();
+        let mut roots: Vec<ObjectId> = refs
+            .filter(|(name, _)| keep(name))
+            .map(|(_, id)| id)
+            .collect();
+        roots.extend(self.index_roots());
+        // The empty tree, written when the store was created: stock git needs it stored.
+        roots.push(ObjectId::empty_tree(gix::hash::Kind::Sha1));
+        Ok(roots)
+    }
+
+    /// Each stored object with the bytes it takes: its loose file, or its entry in a pack (the
+    /// distance to the next entry). Costs a `stat` per loose object and reading the indexes.
+    fn stored_sizes(&self) -> Result<Vec<(ObjectId, u64)>> {
+        let mut sizes: Vec<(ObjectId, u64)> = self
+            .loose_objects()
+            .into_iter()
+            .map(|o| (o.id, fs::metadata(&o.path).map_or(0, |m| m.len())))
+            .collect();
+        for file in files_below(&self.git_dir().join("objects/pack")) {
+            if file.extension().is_none_or(|e| e != "idx") {
+                continue;
+            }
+            let index = gix::odb::pack::index::File::at(&file, gix::hash::Kind::Sha1)
+                .map_err(|e| Error::store(&file, e))?;
+            let mut entries: Vec<(u64, ObjectId)> =
+                index.iter().map(|e| (e.pack_offset, e.oid)).collect();
+            entries.sort_unstable();
+            // The pack ends with a 20-byte checksum.
+            let end =
+                fs::metadata(file.with_extension("pack")).map_or(0, |m| m.len().saturating_sub(20));
+            let next = entries
+                .iter()
+                .skip(1)
+                .map(|(offset, _)| *offset)
+                .chain([end]);
+            sizes.extend(
+                entries
+                    .iter()
+                    .zip(next)
+                    .map(|((offset, id), next)| (*id, next.saturating_sub(*offset))),
+            );
+        }
+        Ok(sizes)
+    }
+
+    /// Every session with a turn in the store.
+    fn session_names(&self, abandoned: DateTime<Utc>) -> Result<Vec<String>> {
+        Ok(self.session_activity(abandoned)?.into_keys().collect())
+    }
+
+    /// Each session's turn count, last activity, and whether a turn is open (since `abandoned`
+    /// or later: one open since before is abandoned) or rolled back. Costs reading every turn's
+    /// commit.
+    fn session_activity(&self, abandoned: DateTime<Utc>) -> Result<BTreeMap<String, Activity>> {
         let mut sessions: BTreeMap<String, Activity> = BTreeMap::new();
         for turn in self.turns(None)? {
             // The later of the two: a clock that stepped back during the turn must not age it.
@@ -356,11 +500,17 @@ impl Store {
                 turns: 0,
                 last: at,
                 open: false,
+                abandoned: Vec::new(),
                 rolled_back: false,
             });
             activity.turns += 1;
             activity.last = activity.last.max(at);
-            activity.open |= turn.ended_at.is_none();
+            if turn.ended_at.is_none() {
+                match turn.started_at < abandoned {
+                    true => activity.abandoned.push((turn.turn, turn.started_at)),
+                    false => activity.open = true,
+                }
+            }
             activity.rolled_back |= turn.rolled_back;
         }
         Ok(sessions)
@@ -384,24 +534,50 @@ impl Locked<'_> {
         }
         Ok(())
     }
+    /// Delete the snapshot records taken before `cutoff`, then pack the rest into
+    /// `packed-refs` (a loose ref each, written by `track`, costs a file system block).
     fn expire_snapshots(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
-        for (name, commit) in self.refs_under("refs/rewind/snapshots/")? {
+        let mut expired = Vec::new();
+        for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
             if self.commit_time(commit)? < cutoff {
-                self.delete_ref(&name)?;
-                outcome.snapshots_removed += 1;
+                expired.push(name);
             }
         }
-        Ok(())
+        self.delete_refs(&expired)?;
+        outcome.snapshots_removed += expired.len();
+        self.pack_refs(SNAPSHOT_RECORDS)
     }
     /// Remove the sessions whose last turn ended (or began) before `cutoff`, unless a turn of
     /// theirs is still open (an open turn needs its chain and its before snapshot) or another
-    /// session's open turn needs them (see [`Store::sessions_open_turns_need`]).
-    fn expire_sessions(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
+    /// session's open turn needs them (see [`Store::sessions_open_turns_need`]). A turn open
+    /// since before `abandoned` is abandoned: it keeps its session no longer, and goes with it.
+    /// Adds each removed session to `removed`.
+    fn expire_sessions(
+        &self,
+        cutoff: DateTime<Utc>,
+        abandoned: DateTime<Utc>,
+        outcome: &mut PruneOutcome,
+        removed: &mut Vec<(String, Why)>,
+    ) -> Result<()> {
         let (needed, _) = self.sessions_open_turns_need(cutoff)?;
-        for (session, activity) in self.session_activity()? {
+        for (session, activity) in self.session_activity(abandoned)? {
             if activity.last < cutoff && !activity.open && !needed.contains(&session) {
                 self.delete_session(&session)?;
+                let why = match activity.abandoned.is_empty() {
+                    true => Why::Expired,
+                    false => Why::Abandoned,
+                };
+                removed.push((session_ref(&session, "")?, why));
                 outcome.turns_removed += activity.turns;
+                outcome
+                    .abandoned_turns
+                    .extend(activity.abandoned.into_iter().map(|(turn, started_at)| {
+                        AbandonedTurn {
+                            session: session.clone(),
+                            turn,
+                            started_at,
+                        }
+                    }));
                 outcome.sessions_removed.push(session);
             }
         }
@@ -434,11 +610,7 @@ impl Locked<'_> {
         for id in kept.into_iter().rev() {
             parent = Some(self.rewrite_commit(id, parent)?);
         }
-        self.set_ref(
-            reference,
-            parent.expect("kept is not empty"),
-            "rewind: prune",
-        )
+        self.set_ref_rewritten(reference, parent.expect("kept is not empty"))
     }
     /// Drop reflog entries older than `cutoff`; return the ids the remaining entries name.
     fn expire_reflogs(&self, cutoff: DateTime<Utc>) -> Result<Vec<ObjectId>> {
@@ -474,10 +646,7 @@ impl Locked<'_> {
         mut roots: Vec<ObjectId>,
         outcome: &mut PruneOutcome,
     ) -> Result<HashSet<ObjectId>> {
-        roots.extend(self.refs_under("refs/")?.into_iter().map(|(_, id)| id));
-        roots.extend(self.index_roots());
-        // The empty tree, written when the store was created: stock git needs it stored.
-        roots.push(ObjectId::empty_tree(gix::hash::Kind::Sha1));
+        roots.extend(self.roots(&|_| true)?);
         let loose = self.loose_objects();
         let expiry = SystemTime::UNIX_EPOCH + Duration::from_secs(cutoff.timestamp().max(0) as u64);
         // Objects newer than the expiry, and all they reach, are kept (git's rule).
@@ -583,8 +752,10 @@ struct Activity {
     turns: usize,
     /// The latest start or end of its turns.
     last: DateTime<Utc>,
-    /// Some turn was begun and not ended.
+    /// Some turn was begun and not ended, and is not abandoned.
     open: bool,
+    /// The turns open since before the abandon limit, each with its start.
+    abandoned: Vec<(String, DateTime<Utc>)>,
     /// Some turn was undone.
     rolled_back: bool,
 }

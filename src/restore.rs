@@ -36,7 +36,7 @@ use crate::paths::serialize_paths;
 use crate::snapshot::visibility::Visibility;
 use crate::snapshot::TrackOptions;
 use crate::store::objects::read_blob;
-use crate::store::{Locked, SnapshotId, Store};
+use crate::store::{snapshot_record, Locked, SnapshotId, Store};
 
 /// Options for [`Store::restore`].
 #[derive(Debug, Clone, Default)]
@@ -370,7 +370,7 @@ impl Locked<'_> {
                 .map_err(|e| Error::store(self.git_dir(), e))?
                 .detach();
             // Its record: the current snapshot's, plus the saved files' narrow modes.
-            let current_record = format!("refs/rewind/snapshots/{}", plan.current);
+            let current_record = snapshot_record(plan.current);
             let mut lines = match self.ref_target(&current_record)? {
                 Some(record) => self.recorded_left_out_lines(record)?,
                 None => String::new(),
@@ -383,7 +383,7 @@ impl Locked<'_> {
                 .map(|(path, (_, _, perm))| (path.clone(), *perm));
             lines.push_str(&crate::snapshot::visibility::mode_lines(narrow));
             self.commit(
-                &format!("refs/rewind/snapshots/{undo}"),
+                &snapshot_record(undo),
                 &format!("rewind: snapshot\n\n{lines}"),
                 undo,
                 None,

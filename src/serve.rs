@@ -387,6 +387,15 @@ struct TurnId {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct TurnBegin {
+    session: String,
+    turn: String,
+    #[serde(default)]
+    meta: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct TrackFile {
     session: String,
     turn: String,
@@ -506,8 +515,13 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
             value(store.revert(store.resolve(&hash)?, &paths)?)
         }
         "turn_begin" => {
-            let TurnId { session, turn } = params(raw)?;
-            let start = store.begin_turn(&session, &turn)?;
+            let TurnBegin {
+                session,
+                turn,
+                meta,
+            } = params(raw)?;
+            let options = crate::turns::BeginOptions::meta(meta);
+            let start = store.begin_turn_with(&session, &turn, &options)?;
             value(
                 json!({"session": session, "turn": turn, "before": start.before, "skipped": start.skipped}),
             )

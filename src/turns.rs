@@ -24,6 +24,7 @@ use crate::diff::{file_change, tree_changes, Change, DiffOptions, Side, Status};
 use crate::error::{Error, Result};
 use crate::paths::is_within;
 use crate::restore::{step_of, Plan, RestoreOutcome};
+use crate::snapshot::visibility::{decode_path, encode_path};
 use crate::snapshot::TrackOptions;
 use crate::store::{Locked, SnapshotId, Store};
 
@@ -132,6 +133,73 @@ pub struct Turn {
     pub changed: Vec<TurnFile>,
     /// Whether an undo rolled it back (and no redo gave it back).
     pub rolled_back: bool,
+    /// The runtime's metadata, given when the turn began ([`BeginOptions::meta`]).
+    pub meta: BTreeMap<String, String>,
+}
+
+/// Options for [`Store::begin_turn_with`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct BeginOptions {
+    /// The runtime's metadata, stored with the turn and returned by [`Store::turns`] and
+    /// [`Store::show`]: a message id, tool call ids, the model. Keys are 1 to 200 bytes,
+    /// values at most 8 KiB; any bytes of UTF-8 text.
+    pub meta: BTreeMap<String, String>,
+}
+
+impl BeginOptions {
+    /// Options with `meta`.
+    pub fn meta(meta: BTreeMap<String, String>) -> Self {
+        BeginOptions { meta }
+    }
+}
+
+/// The longest metadata key, in bytes.
+const MAX_META_KEY: usize = 200;
+/// The longest metadata value, in bytes.
+const MAX_META_VALUE: usize = 8 << 10;
+/// The trailer key of a turn's metadata lines: `Rewind-Meta: <key> <value>`, each encoded.
+const META: &str = "Rewind-Meta: ";
+
+/// The `Rewind-Meta:` lines of `meta` (an error for a key or value out of bounds).
+fn meta_lines(meta: &BTreeMap<String, String>) -> Result<String> {
+    let mut out = String::new();
+    for (key, value) in meta {
+        let reason = if key.is_empty() || key.len() > MAX_META_KEY {
+            Some(format!(
+                "key {key:?} must be 1 to {MAX_META_KEY} bytes long"
+            ))
+        } else if value.len() > MAX_META_VALUE {
+            Some(format!(
+                "value of {key:?} is longer than {MAX_META_VALUE} bytes"
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(Error::BadName {
+                what: "metadata",
+                reason,
+            });
+        }
+        out.push_str(META);
+        encode_path(&mut out, key.as_bytes());
+        out.push(' ');
+        encode_path(&mut out, value.as_bytes());
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// The metadata a commit message's `Rewind-Meta:` lines hold.
+fn parse_meta(message: &[u8]) -> BTreeMap<String, String> {
+    lines_with(message, META)
+        .filter_map(|rest| {
+            let (key, value) = rest.split_once_str(" ")?;
+            let text = |b: &[u8]| String::from_utf8(decode_path(b)?.into()).ok();
+            Some((text(key)?, text(value)?))
+        })
+        .collect()
 }
 
 /// Per-file totals of a session, from [`Store::changes`].
@@ -216,6 +284,7 @@ struct Record {
     files: usize,
     additions: usize,
     deletions: usize,
+    meta: BTreeMap<String, String>,
 }
 
 const SESSIONS: &str = "refs/rewind/sessions";
@@ -437,7 +506,7 @@ pub(crate) fn session_ref(session: &str, rest: &str) -> Result<String> {
     ))
 }
 
-fn turn_ref(session: &str, kind: &str, turn: &str) -> Result<String> {
+pub(crate) fn turn_ref(session: &str, kind: &str, turn: &str) -> Result<String> {
     session_ref(session, &format!("{kind}/{}", ref_component("turn", turn)?))
 }
 
@@ -459,9 +528,29 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn begin_turn(&self, session: &str, turn: &str) -> Result<TurnStart> {
+        self.begin_turn_with(session, turn, &BeginOptions::default())
+    }
+
+    /// [`begin_turn`](Self::begin_turn), with the runtime's metadata stored with the turn (to
+    /// rewind code and conversation together). Beginning an open turn again changes nothing,
+    /// its metadata included.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// let meta = [("message_id".to_string(), "msg_01".to_string())].into();
+    /// store.begin_turn_with("chat-42", "3", &rewind::BeginOptions::meta(meta))?;
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn begin_turn_with(
+        &self,
+        session: &str,
+        turn: &str,
+        options: &BeginOptions,
+    ) -> Result<TurnStart> {
         let reference = turn_ref(session, "turns", turn)?;
+        let meta = meta_lines(&options.meta)?;
         let locked = self.lock()?;
-        Ok(locked.begin(session, turn, &reference)?.0)
+        Ok(locked.begin(session, turn, &reference, &meta)?.0)
     }
 
     /// Announce that the agent is about to edit `path` (a file, or a directory: everything
@@ -493,7 +582,7 @@ impl Store {
         }
         let reference = turn_ref(session, "turns", turn)?;
         let locked = self.lock()?;
-        let (_, begin) = locked.begin(session, turn, &reference)?;
+        let (_, begin) = locked.begin(session, turn, &reference, "")?;
         locked.announce(session, turn, begin, path)
     }
 }
@@ -546,7 +635,14 @@ impl Store {
 
 impl Locked<'_> {
     /// Begin the turn unless it is open already; its start and its begin commit.
-    fn begin(&self, session: &str, turn: &str, reference: &str) -> Result<(TurnStart, ObjectId)> {
+    /// `meta`: the turn's `Rewind-Meta:` lines.
+    fn begin(
+        &self,
+        session: &str,
+        turn: &str,
+        reference: &str,
+        meta: &str,
+    ) -> Result<(TurnStart, ObjectId)> {
         if let Some(commit) = self.ref_target(reference)? {
             let record = self.record(commit)?;
             let rolled_back = self
@@ -580,7 +676,7 @@ impl Locked<'_> {
         // What the "before" left out is recorded with it (undo never deletes those paths), and
         // which files were private (undo gives them back as private).
         let message = format!(
-            "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}{}",
+            "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}{meta}{}",
             crate::snapshot::visibility::record_lines(&snapshot),
             self.other_heads_lines(session)?,
             trailers(session, turn, self.now()?, None, None)?
@@ -617,10 +713,7 @@ impl Store {
         let locked = self.lock()?;
         let begin = locked
             .ref_target(&reference)?
-            .ok_or_else(|| Error::NoTurn {
-                session: session.into(),
-                turn: turn.into(),
-            })?;
+            .ok_or_else(|| self.missing_turn(session, turn))?;
         let record = locked.as_reopened(session, locked.record(begin)?)?;
         if record.ended_at.is_some() {
             return Err(Error::Turn {
@@ -663,6 +756,7 @@ impl Store {
         message.push_str(&announced_lines(&locked.announced_by(session, &record)?));
         message.push('\n');
         message.push_str(&locked.other_heads_lines(session)?);
+        message.push_str(&meta_lines(&record.meta)?);
         message.push_str(&trailers(
             session,
             turn,
@@ -741,6 +835,7 @@ impl Store {
                     deletions: record.deletions,
                     changed,
                     rolled_back,
+                    meta: record.meta,
                 });
             }
         }
@@ -780,10 +875,7 @@ impl Store {
             Some(turn) => records.iter().position(|r| r.turn == turn),
             None => (!records.is_empty()).then_some(0),
         }
-        .ok_or_else(|| Error::NoTurn {
-            session: session.into(),
-            turn: from_turn.unwrap_or_default().into(),
-        })?;
+        .ok_or_else(|| self.missing_turn(session, from_turn.unwrap_or_default()))?;
         let undone = &records[start..];
         let current = locked.track(&TrackOptions::default())?.hash.0;
         let repo = locked.repo();
@@ -1063,10 +1155,7 @@ impl Store {
         let locked = self.lock()?;
         let records = locked.session_records(session)?;
         if let Some(turn) = turn.filter(|t| !records.iter().any(|r| r.turn == *t)) {
-            return Err(Error::NoTurn {
-                session: session.into(),
-                turn: turn.into(),
-            });
+            return Err(self.missing_turn(session, turn));
         }
         let repo = locked.repo();
         let undo = locked.undo_to_redo(session, turn)?;
@@ -1765,8 +1854,8 @@ impl Locked<'_> {
     }
     /// Keep at most `max` turns of `session`: the oldest others go (rolled-back turns stay
     /// until they expire, since the user may redo them; open turns stay), and the session's
-    /// chain is rewritten without them. Returns how many turns went.
-    pub(crate) fn trim_session(&self, session: &str, max: usize) -> Result<usize> {
+    /// chain is rewritten without them. Returns the turns that went.
+    pub(crate) fn trim_session(&self, session: &str, max: usize) -> Result<Vec<String>> {
         let records = self.session_records(session)?;
         let excess = records.len().saturating_sub(max);
         let mut dropped = Vec::new();
@@ -1781,7 +1870,7 @@ impl Locked<'_> {
             }
         }
         if dropped.is_empty() {
-            return Ok(0);
+            return Ok(dropped);
         }
         // The chain is copied without the dropped turns' commits, oldest first; the undo and
         // redo commits stay (each is the session's last word on the paths it changed), and the
@@ -1828,20 +1917,16 @@ impl Locked<'_> {
                     self.rewrite_commit(record.commit, begin)?
                 }
             };
-            self.set_ref(
-                &turn_ref(session, "turns", &record.turn)?,
-                last,
-                "rewind: prune",
-            )?;
+            self.set_ref_rewritten(&turn_ref(session, "turns", &record.turn)?, last)?;
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
             if self.ref_target(&marker)?.is_some() {
-                self.set_ref(&marker, last, "rewind: prune")?;
+                self.set_ref_rewritten(&marker, last)?;
             }
             let announced = turn_ref(session, "announced", &record.turn)?;
             if let Some(commit) = self.ref_target(&announced)? {
                 let begin = copies.get(&record.begin).copied();
                 let copy = self.rewrite_commit(commit, begin)?;
-                self.set_ref(&announced, copy, "rewind: prune")?;
+                self.set_ref_rewritten(&announced, copy)?;
             }
         }
         let head = session_ref(session, "head")?;
@@ -1849,10 +1934,10 @@ impl Locked<'_> {
         let kept_a_turn = records.len() > dropped.len();
         match parent.filter(|_| kept_a_turn) {
             Some(last) => {
-                self.set_ref(&head, last, "rewind: prune")?;
+                self.set_ref_rewritten(&head, last)?;
                 if let Some(commit) = self.ref_target(&expected)? {
                     let alone = self.rewrite_commit(commit, None)?; // only its tree matters
-                    self.set_ref(&expected, alone, "rewind: prune")?;
+                    self.set_ref_rewritten(&expected, alone)?;
                 }
             }
             // No turn kept (a limit of 0): the session goes.
@@ -1866,16 +1951,45 @@ impl Locked<'_> {
                 self.delete_ref(&turn_ref(session, kind, turn)?)?;
             }
         }
-        Ok(dropped.len())
+        Ok(dropped)
     }
 }
 
 impl Store {
+    /// The error for a turn (or, with `turn` `None`, a session) that is not in the store:
+    /// [`Error::Pruned`] when prune removed it or its session, else [`Error::NoTurn`] or
+    /// [`Error::NoSession`]. Costs reading prune's record.
+    pub(crate) fn missing_turn<'t>(
+        &self,
+        session: &str,
+        turn: impl Into<Option<&'t str>>,
+    ) -> Error {
+        let turn = turn.into();
+        let refs = [
+            turn.and_then(|turn| turn_ref(session, "turns", turn).ok()),
+            session_ref(session, "").ok(),
+        ];
+        let refs: Vec<&str> = refs.iter().flatten().map(String::as_str).collect();
+        match (self.pruned(&refs), turn) {
+            (Some((at, why)), _) => Error::Pruned {
+                session: session.into(),
+                turn: turn.map(Into::into),
+                at,
+                reason: why.reason(),
+            },
+            (None, Some(turn)) => Error::NoTurn {
+                session: session.into(),
+                turn: turn.into(),
+            },
+            (None, None) => Error::NoSession(session.into()),
+        }
+    }
+
     /// The turns of `session`, oldest first; a session without turns does not exist.
     fn session_records(&self, session: &str) -> Result<Vec<Record>> {
         match self.sessions(Some(session))?.into_iter().next() {
             Some((_, records)) if !records.is_empty() => Ok(records),
-            _ => Err(Error::NoSession(session.into())),
+            _ => Err(self.missing_turn(session, None)),
         }
     }
 
@@ -2008,6 +2122,7 @@ impl Store {
             files: number("Rewind-Files"),
             additions: number("Rewind-Additions"),
             deletions: number("Rewind-Deletions"),
+            meta: parse_meta(&message),
         })
     }
 }

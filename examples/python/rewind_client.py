@@ -154,6 +154,7 @@ class Turn(TypedDict):
     deletions: int
     changed: list[TurnFile]
     rolled_back: bool
+    meta: dict[str, str]  # the runtime's metadata given to turn_begin
 
 
 class SessionChanges(TypedDict):
@@ -164,6 +165,12 @@ class SessionChanges(TypedDict):
     total_deletions: int
 
 
+class AbandonedTurn(TypedDict):
+    session: str
+    turn: str
+    started_at: str  # RFC 3339
+
+
 class PruneOutcome(TypedDict):
     snapshots_removed: int
     turns_removed: int
@@ -172,6 +179,7 @@ class PruneOutcome(TypedDict):
     sessions_removed: list[str]
     sessions_removed_for_size: list[str]  # those of sessions_removed that went for the size quota
     snapshots_removed_for_size: int  # how many of snapshots_removed went for the size quota
+    abandoned_turns: list[AbandonedTurn]  # open turns removed with their sessions
     still_over_quota: NotRequired[bool]  # present (true) when the space is held by what is in use
 
 
@@ -478,8 +486,14 @@ class RewindClient:
     def revert(self, hash: str, paths: list[str], **options: Unpack[CallOptions]) -> RestoreOutcome:
         return cast(RestoreOutcome, self.call("revert", {"hash": hash, "paths": list(paths)}, **options))
 
-    def turn_begin(self, session: str, turn: str, **options: Unpack[CallOptions]) -> TurnStart:
-        return cast(TurnStart, self.call("turn_begin", {"session": session, "turn": turn}, **options))
+    def turn_begin(
+        self, session: str, turn: str, meta: dict[str, str] | None = None, **options: Unpack[CallOptions]
+    ) -> TurnStart:
+        """Begin a turn; `meta` (a message id, tool call ids...) is stored with it."""
+        params: dict[str, object] = {"session": session, "turn": turn}
+        if meta:
+            params["meta"] = dict(meta)
+        return cast(TurnStart, self.call("turn_begin", params, **options))
 
     def track_file(self, session: str, turn: str, path: str, **options: Unpack[CallOptions]) -> TrackedFile:
         """Announce a path the turn's agent is about to edit."""
@@ -643,7 +657,7 @@ def selftest(rewind: str) -> int:
 
         @step
         def turn() -> None:
-            begun = rw.turn_begin("py", "1")
+            begun = rw.turn_begin("py", "1", meta={"message_id": "msg_1"})
             check_shape("turn_begin shape", begun, TurnStart)
             check("turn_begin", begun["session"] == "py" and begun["turn"] == "1" and len(begun["before"]) == 40, begun)
             tracked = rw.track_file("py", "1", "b.txt")
@@ -665,6 +679,7 @@ def selftest(rewind: str) -> int:
                 check_shape("turns shape", record, Turn)
             check("turns", len(turns) == 1 and turns[0]["ended_at"] is not None and not turns[0]["rolled_back"], turns)
             check("turns changed", turns[0]["changed"] == expected, turns)
+            check("turns meta", turns[0]["meta"] == {"message_id": "msg_1"}, turns)
             totals = rw.changes("py")
             check_shape("changes shape", totals, SessionChanges)
             check("changes", (totals["files"], totals["total_files"]) == (expected, 1), totals)

@@ -84,6 +84,9 @@ pub(crate) struct PruneArgs {
     /// How long records live, e.g. 7d, 12h, 30m [default: rewind.retention, 7d]
     #[arg(long, value_name = "DURATION", value_parser = parse_retention)]
     pub(crate) retention: Option<Duration>,
+    /// How long an open turn keeps its session, e.g. 30d [default: rewind.abandonedTurnAfter, 30d]
+    #[arg(long, value_name = "DURATION", value_parser = parse_retention)]
+    pub(crate) abandoned_after: Option<Duration>,
     /// Turns kept per session, oldest dropped first [default: rewind.maxTurnsPerSession, 100]
     #[arg(long, value_name = "N")]
     pub(crate) max_turns: Option<usize>,
@@ -100,6 +103,7 @@ impl PruneArgs {
     pub(crate) fn options(&self) -> rewind::PruneOptions {
         rewind::PruneOptions {
             retention: self.retention,
+            abandoned_after: self.abandoned_after,
             max_turns_per_session: self.max_turns,
             max_size: self.max_size,
             target_size: self.target_size,
@@ -269,8 +273,14 @@ pub(crate) enum Command {
 pub(crate) enum TurnCommand {
     /// Snapshot the project as the turn's "before"
     ///
-    /// Example: rewind turn begin --session chat-42 --turn 3
-    Begin(TurnArgs),
+    /// Example: rewind turn begin --session chat-42 --turn 3 --meta message_id=msg_01
+    Begin {
+        #[command(flatten)]
+        turn: TurnArgs,
+        /// Runtime metadata stored with the turn (`turns` and `show` return it); repeatable
+        #[arg(long, value_name = "KEY=VALUE", value_parser = parse_meta)]
+        meta: Vec<(String, String)>,
+    },
     /// Note a file the agent is about to edit (begins the turn if needed)
     ///
     /// Example: rewind turn track-file --session chat-42 --turn 3 src/lib.rs
@@ -307,6 +317,14 @@ fn parse_wait(text: &str) -> Result<Duration, String> {
         None => rewind::parse_duration(text),
     };
     wait.ok_or_else(|| format!("{text:?} is not a duration such as 500ms, 10s, 2m or 0"))
+}
+
+/// `key=value` (the key up to the first `=`) for `turn begin --meta`.
+fn parse_meta(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.into(), value.into())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
 }
 
 fn parse_retention(text: &str) -> Result<Duration, String> {

@@ -207,17 +207,25 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             color,
         } => {
             let shown = store.show(what, session.as_deref())?;
+            let meta = shown.turn.as_ref().map(|turn| &turn.meta);
             if json {
-                print_json(
-                    &json!({"what": shown.title, "diff": String::from_utf8_lossy(&shown.diff)}),
-                );
-            } else if color::wanted(color.color) {
-                write_stdout(color::paint(true, "33", shown.title).as_bytes());
-                write_stdout(b"\n");
-                write_stdout(&color::colorize(&shown.diff));
+                let mut row =
+                    json!({"what": shown.title, "diff": String::from_utf8_lossy(&shown.diff)});
+                if let Some(meta) = meta {
+                    row["meta"] = json!(meta);
+                }
+                print_json(&row);
             } else {
-                outln!("{}", shown.title);
-                write_stdout(&shown.diff);
+                let color = color::wanted(color.color);
+                write_stdout(color::paint(color, "33", shown.title).as_bytes());
+                write_stdout(b"\n");
+                for (key, value) in meta.into_iter().flatten() {
+                    outln!("{}: {}", quote(key), quote(value));
+                }
+                match color {
+                    true => write_stdout(&color::colorize(&shown.diff)),
+                    false => write_stdout(&shown.diff),
+                }
             }
         }
         Command::Log => {
@@ -247,8 +255,12 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             report.ensure_healthy()?;
         }
         Command::Completions { .. } => unreachable!("handled before the store opens"),
-        Command::Turn(TurnCommand::Begin(TurnArgs { session, turn })) => {
-            let start = store.begin_turn(session, turn)?;
+        Command::Turn(TurnCommand::Begin {
+            turn: TurnArgs { session, turn },
+            meta,
+        }) => {
+            let options = rewind::BeginOptions::meta(meta.iter().cloned().collect());
+            let start = store.begin_turn_with(session, turn, &options)?;
             if json {
                 print_json(
                     &json!({"session": session, "turn": turn, "before": start.before, "skipped": start.skipped}),

@@ -132,14 +132,30 @@ pub(crate) fn report_prune(
     outcome: &rewind::PruneOutcome,
 ) -> serde_json::Value {
     for session in &outcome.sessions_removed {
-        let what = match outcome.sessions_removed_for_size.contains(session) {
-            true => "session (the store was over its size quota, rewind.maxSize)",
-            false => "expired session",
+        let what = if outcome.sessions_removed_for_size.contains(session) {
+            "session (the store was over its size quota, rewind.maxSize)"
+        } else if outcome
+            .abandoned_turns
+            .iter()
+            .any(|a| &a.session == session)
+        {
+            "session with an abandoned turn"
+        } else {
+            "expired session"
         };
         errln!(
             "rewind: {}: removed {what} {}",
             quote_os(project),
             quote(session)
+        );
+    }
+    for abandoned in &outcome.abandoned_turns {
+        errln!(
+            "rewind: {}: turn {} of session {} was open since {} (rewind.abandonedTurnAfter): removed with its session",
+            quote_os(project),
+            quote(&abandoned.turn),
+            quote(&abandoned.session),
+            abandoned.started_at.format("%Y-%m-%d %H:%M UTC")
         );
     }
     if outcome.still_over_quota {

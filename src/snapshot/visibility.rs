@@ -25,7 +25,7 @@ use gix::ObjectId;
 use crate::error::{Error, Result};
 use crate::snapshot::ignore::{DirRules, Excludes};
 use crate::snapshot::Snapshot;
-use crate::store::{Locked, Store};
+use crate::store::{snapshot_record, Locked, Store};
 
 /// The trailer key of a left-out path in snapshot and turn commits.
 const LEFT_OUT: &str = "Rewind-Left-Out: ";
@@ -224,7 +224,7 @@ impl Locked<'_> {
     /// new line rewrites it.
     pub(crate) fn record_snapshot(&self, snapshot: &crate::snapshot::Snapshot) -> Result<()> {
         let tree = snapshot.hash.0;
-        let reference = format!("refs/rewind/snapshots/{tree}");
+        let reference = snapshot_record(tree);
         let mut lines = crate::snapshot::visibility::record_lines(snapshot);
         if let Some(commit) = self.ref_target(&reference)? {
             let taken = self.commit_time(commit)?;
@@ -258,7 +258,7 @@ impl Store {
         let repo = self.repo();
         let mut left_out = Vec::new();
         let mut modes: HashMap<BString, u32> = HashMap::new();
-        let record = self.ref_target(&format!("refs/rewind/snapshots/{tree}"))?;
+        let record = self.ref_target(&snapshot_record(tree))?;
         for commit in record.into_iter().chain(extra) {
             let object = repo
                 .find_commit(commit)

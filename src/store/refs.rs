@@ -8,8 +8,22 @@ use chrono::{DateTime, Utc};
 use gix::bstr::BStr;
 use gix::ObjectId;
 
+use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+use gix::refs::Target;
+
 use crate::error::{kind_name, object_error, Error, Result};
-use crate::store::{Locked, SnapshotId, Store};
+use crate::store::{files_below, Locked, SnapshotId, Store};
+
+/// Where snapshot records live: `refs/rewind/snapshots/<tree>`, each a commit of the tree that
+/// names the time it was taken and what it left out. They are written without a reflog entry
+/// (the commit says all an entry would, and a reflog file per snapshot cost more than the
+/// objects), and prune moves them into `packed-refs`.
+pub(crate) const SNAPSHOT_RECORDS: &str = "refs/rewind/snapshots/";
+
+/// The snapshot record of `tree`.
+pub(crate) fn snapshot_record(tree: impl std::fmt::Display) -> String {
+    format!("{SNAPSHOT_RECORDS}{tree}")
+}
 
 impl Store {
     /// The commit a reference points to, if it exists.
@@ -85,10 +99,11 @@ impl Locked<'_> {
             .map_err(|e| Error::io("encoding commit", &self.git_dir, e))?;
         self.objects.write(gix::objs::Kind::Commit, &data)
     }
-    /// Point `reference` at `target`, creating or moving it.
+    /// Point `reference` at `target`, creating or moving it (with a reflog entry, unless it is a
+    /// snapshot record).
     pub(crate) fn set_ref(&self, reference: &str, target: ObjectId, log: &str) -> Result<()> {
         self.remove_stale_ref_lock(reference);
-        self.repo()
+        self.repo_for(reference)
             .reference(
                 reference,
                 target,
@@ -97,6 +112,76 @@ impl Locked<'_> {
             )
             .map_err(|e| Error::store(&self.git_dir, e))?;
         Ok(())
+    }
+    /// Point `reference` at a copy of its history (prune cut the chain), and drop its reflog:
+    /// every entry, this update's too, names the old chain and would keep it all.
+    pub(crate) fn set_ref_rewritten(&self, reference: &str, target: ObjectId) -> Result<()> {
+        self.set_ref(reference, target, "rewind: prune")?;
+        let log = self.git_dir().join("logs").join(reference);
+        match fs::remove_file(&log) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io("removing reflog", log, e))
+            }
+            _ => Ok(()),
+        }
+    }
+    /// The repository to write `reference` with: one that writes no reflog for a snapshot
+    /// record.
+    fn repo_for(&self, reference: &str) -> gix::Repository {
+        let mut repo = self.repo();
+        if reference.starts_with(SNAPSHOT_RECORDS) {
+            repo.refs.write_reflog = gix::refs::store::WriteReflog::Disable;
+        }
+        repo
+    }
+    /// Move the loose refs under `prefix` into `packed-refs`, as `git pack-refs` does, and drop
+    /// their reflogs. Costs reading the loose refs and rewriting `packed-refs` once.
+    pub(crate) fn pack_refs(&self, prefix: &str) -> Result<()> {
+        let git_dir = self.git_dir();
+        let loose: std::collections::HashSet<String> = files_below(&git_dir.join(prefix))
+            .iter()
+            .filter_map(|file| file.strip_prefix(git_dir).ok()?.to_str().map(str::to_owned))
+            .collect();
+        let edits = self
+            .refs_under(prefix)?
+            .into_iter()
+            .filter(|(name, _)| loose.contains(name))
+            .map(|(name, id)| {
+                self.remove_stale_ref_lock(&name);
+                edit(
+                    &name,
+                    Change::Update {
+                        log: LogChange::default(),
+                        expected: PreviousValue::MustExistAndMatch(Target::Object(id)),
+                        new: Target::Object(id),
+                    },
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if !edits.is_empty() {
+            let _ = fs::remove_file(git_dir.join("packed-refs.lock"));
+            let repo = self.repo_for(prefix);
+            let packed = gix::refs::file::transaction::PackedRefs::DeletionsAndNonSymbolicUpdatesRemoveLooseSourceReference(
+                Box::new(repo.objects.clone()),
+            );
+            let fail = gix::lock::acquire::Fail::Immediately;
+            repo.refs
+                .transaction()
+                .packed_refs(packed)
+                .prepare(edits, fail, fail)
+                .and_then(|prepared| prepared.commit(None))
+                .map_err(|e| Error::store(git_dir, e))?;
+        }
+        // Their directory, if packing emptied it (the next loose one creates it again).
+        let _ = fs::remove_dir(git_dir.join(prefix));
+        match fs::remove_dir_all(git_dir.join("logs").join(prefix)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(
+                "removing reflogs",
+                git_dir.join("logs").join(prefix),
+                e,
+            )),
+            _ => Ok(()),
+        }
     }
     /// Under the store lock, a `<ref>.lock` file can only be left over from a killed process.
     pub(crate) fn remove_stale_ref_lock(&self, reference: &str) {
@@ -150,19 +235,33 @@ impl Store {
 impl Locked<'_> {
     /// Delete `reference` and its reflog.
     pub(crate) fn delete_ref(&self, reference: &str) -> Result<()> {
+        self.delete_refs(&[reference])
+    }
+    /// Delete `refs` and their reflogs in one transaction: `packed-refs` is rewritten once.
+    pub(crate) fn delete_refs(&self, refs: &[impl AsRef<str>]) -> Result<()> {
         // Under the store lock, lock files can only be left over from killed processes.
-        self.remove_stale_ref_lock(reference);
+        for reference in refs {
+            self.remove_stale_ref_lock(reference.as_ref());
+        }
         let _ = fs::remove_file(self.git_dir().join("packed-refs.lock"));
-        let repo = self.repo();
-        if let Some(found) = repo
-            .try_find_reference(reference)
-            .map_err(|e| Error::store(self.git_dir(), e))?
-        {
-            found
-                .delete()
+        let mut edits = Vec::new();
+        for reference in refs {
+            if self.ref_target(reference.as_ref())?.is_some() {
+                let delete = Change::Delete {
+                    expected: PreviousValue::Any,
+                    log: RefLog::AndReference,
+                };
+                edits.push(edit(reference.as_ref(), delete)?);
+            }
+        }
+        if !edits.is_empty() {
+            self.repo()
+                .edit_references(edits)
                 .map_err(|e| Error::store(self.git_dir(), e))?;
         }
-        let _ = fs::remove_file(self.git_dir().join("logs").join(reference));
+        for reference in refs {
+            let _ = fs::remove_file(self.git_dir().join("logs").join(reference.as_ref()));
+        }
         Ok(())
     }
 }
@@ -228,4 +327,15 @@ impl Store {
             }),
         }
     }
+}
+
+/// The edit `change` of ref `name`.
+fn edit(name: &str, change: Change) -> Result<RefEdit> {
+    Ok(RefEdit {
+        change,
+        name: name
+            .try_into()
+            .map_err(|e| Error::store(name, format!("bad ref name: {e}")))?,
+        deref: false,
+    })
 }

@@ -257,7 +257,8 @@ fn a_handle_that_read_before_another_process_pruned_sees_the_new_packs() {
         .env("HOME", data.path())
         .env(
             "REWIND_NOW",
-            (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339(),
+            // Two hours on: unreachable objects younger than an hour would stay.
+            (chrono::Utc::now() + chrono::Duration::hours(2)).to_rfc3339(),
         )
         .output()
         .unwrap();

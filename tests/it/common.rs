@@ -1452,3 +1452,26 @@ pub fn run_killed(
         ),
     }
 }
+
+/// Exit 1, `{"error": {"code": code, ...}}` on stdout, one line on stderr.
+pub fn expect_error(run: &Run, code: &str) -> Value {
+    assert_no_panic(run);
+    run.assert_code(1);
+    let json = one_json(run);
+    assert_eq!(
+        json["error"]["code"].as_str(),
+        Some(code),
+        "wrong error code: {run}"
+    );
+    assert_one_line_stderr(run);
+    json
+}
+
+pub fn assert_one_line_stderr(run: &Run) {
+    let lines: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "stderr must be a one-line message: {run}");
+}

@@ -18,7 +18,7 @@ use crate::common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -902,8 +902,10 @@ fn reflog_entries_are_roots_until_they_expire() {
     let store = p.store();
     let records = snapshot_records(&sb, &store);
     let (a_commit, b_commit) = (records[&a].clone(), records[&b].clone());
-    // An entry of B's reflog, dated T0 + 7d, names A's commit (as a ref update would).
-    let log = store.join(format!("logs/refs/rewind/snapshots/{b}"));
+    // A ref a person made in the store, at B's commit; an entry of its reflog, dated T0 + 7d,
+    // names A's commit (as a ref update would). (Snapshot records have no reflog.)
+    sb.git_in(&store, ["update-ref", "refs/hand/b", &b_commit]);
+    let log = store.join("logs/refs/hand/b");
     fs::create_dir_all(log.parent().unwrap()).unwrap();
     let mut content = fs::read(&log).unwrap_or_default();
     content.extend_from_slice(
@@ -920,7 +922,7 @@ fn reflog_entries_are_roots_until_they_expire() {
     let pruned = prune_at(&p, Some(&clock.at(8 * DAY)), &[]);
     assert_eq!(pruned.snapshots_removed, 1, "{}", pruned.json);
     assert!(!snapshot_records(&sb, &store).contains_key(&a));
-    let kept = fs::read_to_string(&log).expect("B's reflog keeps its recent entry");
+    let kept = fs::read_to_string(&log).expect("the reflog keeps its recent entry");
     assert!(kept.contains("by hand"), "{kept}");
     assert_tree_complete(&sb, &store, &a);
     assert_fsck_no_dangling(&sb, &store, "after the first prune");
@@ -1965,19 +1967,13 @@ fn retention_never_removes_an_open_turn_and_names_quota_removals() {
     p.file("now.txt", "small\n");
     at(&p, &hour(5), &["track"]);
 
-    // Over the quota, then with a turn limit of 0, then past the retention: the open turn
-    // stays, and so does all its before snapshot.
+    // Over the quota (4 MB, of which the open turn holds 2 MB: dropping the other session
+    // gets under the target), then with a turn limit of 0, then past the retention: the open
+    // turn stays, and so does all its before snapshot.
     let quota = at(
         &p,
         &hour(5),
-        &[
-            "--json",
-            "prune",
-            "--max-size",
-            "1M",
-            "--target-size",
-            "100k",
-        ],
+        &["--json", "prune", "--max-size", "3M", "--target-size", "3M"],
     );
     let outcome = one_json(&quota);
     let later = "2026-12-20T00:00:00Z";
@@ -2033,14 +2029,21 @@ fn retention_never_removes_an_open_turn_and_names_quota_removals() {
     );
     // (Taken two hours before: a snapshot younger than an hour is never dropped for size.)
     let earlier = "2026-12-19T22:00:00Z";
-    p.file("again.txt", "another snapshot to drop\n");
+    // It holds 1 MB no other record holds: dropping it gets the store under 2.5 MB.
+    let mut rng = XorShift::from_time();
+    p.file(
+        "again.bin",
+        (0..1 << 20)
+            .map(|_| rng.next_u64() as u8)
+            .collect::<Vec<u8>>(),
+    );
     at(&p, earlier, &["track"]);
-    p.file("again.txt", "and the current one\n");
+    p.remove("again.bin");
     at(&p, earlier, &["track"]);
     let text = at(
         &p,
         later,
-        &["prune", "--max-size", "1", "--target-size", "1"],
+        &["prune", "--max-size", "1", "--target-size", "2500k"],
     );
     assert!(text.stdout.contains("for the size quota"), "{text}");
 
@@ -2211,6 +2214,11 @@ fn the_quota_spares_a_fresh_checkpoint_and_says_when_it_cannot_get_under() {
         let bytes: Vec<u8> = (0..20_000).map(|_| rng.next_u64() as u8).collect();
         p.file(format!("big/{i}.bin"), bytes);
     }
+    // A checkpoint two hours ago, whose record holds little but what the session holds too:
+    // dropping it cannot bring the store under the target, so it stays.
+    p.file("old.txt", "old\n");
+    let old = track_at(&p, &clock.at(-2 * HOUR));
+    p.remove("old.txt");
     // The space is held by a session active ten minutes ago.
     begin_at(&p, &clock.at(-600), "live", "1");
     p.file("notes.txt", "the agent's\n");
@@ -2236,9 +2244,14 @@ fn the_quota_spares_a_fresh_checkpoint_and_says_when_it_cannot_get_under() {
     let outcome = one_json(&run);
     assert_eq!(outcome["still_over_quota"], true, "{outcome}");
     assert!(run.stderr.contains("still over its size quota"), "{run}");
+    let records = snapshot_records(&sb, &p.store());
     assert!(
-        snapshot_records(&sb, &p.store()).contains_key(&checkpoint),
+        records.contains_key(&checkpoint),
         "the fresh checkpoint's record stays: {outcome}"
+    );
+    assert!(
+        records.contains_key(&old) && outcome["snapshots_removed_for_size"] == 0,
+        "a record whose removal could not bring the store under the target stays: {outcome}"
     );
     rwj_at(&p, Some(&clock.at(0)), &["restore", &checkpoint]);
     assert_eq!(p.read("notes.txt"), b"the user's\n");
@@ -2303,4 +2316,190 @@ fn an_expired_session_leaves_no_directories_with_a_relative_data_dir() {
             .collect();
         assert!(left.is_empty(), "{dir}: {left:?}");
     }
+}
+
+/// Issue 18, item 3: a turn left open for more than 7 days was deleted with its session, and
+/// `turn end` then said the turn "was never begun". An open turn keeps its session until it is
+/// abandoned (`rewind.abandonedTurnAfter`, 30 days by default, `--abandoned-after`); then
+/// prune removes the session and names the turn, and every error about it says it was pruned.
+#[test]
+fn a_turn_open_past_the_retention_stays_until_abandoned_and_errors_say_pruned() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let clock = Clock::new();
+    p.file("a.txt", "one\n");
+    // Session "busy": 3 turns, trimmed to 1 (while no other turn is open, which would need
+    // them). Session "quiet": a turn begun then and never ended.
+    for turn in ["1", "2", "3"] {
+        begin_at(&p, &clock.at(0), "busy", turn);
+        p.file("b.txt", turn);
+        end_at(&p, &clock.at(0), "busy", turn);
+    }
+    let trimmed = prune_at(&p, Some(&clock.at(MINUTE)), &["--max-turns", "1"]);
+    begin_at(&p, &clock.at(2 * MINUTE), "quiet", "open");
+    p.file("a.txt", "two\n");
+    assert_eq!(trimmed.turns_removed, 2, "{:?}", trimmed.json);
+    let undo_trimmed = rw_at(
+        &p,
+        Some(&clock.at(3 * MINUTE)),
+        &["--json", "undo", "--session", "busy", "--turn", "1"],
+    );
+    let message = expect_error(&undo_trimmed, "pruned")["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("maxTurnsPerSession") && message.contains("\"1\""),
+        "{undo_trimmed}"
+    );
+
+    // Past the retention, the open turn keeps its session (and so does a 20-day limit at
+    // day 19); the other session, idle, goes.
+    let day8 = prune_at(&p, Some(&clock.at(8 * DAY)), &[]);
+    assert_eq!(day8.sessions_removed, vec!["busy"], "{:?}", day8.json);
+    let day19 = prune_at(&p, Some(&clock.at(19 * DAY)), &["--abandoned-after", "20d"]);
+    assert_eq!(
+        day19.sessions_removed,
+        Vec::<String>::new(),
+        "{:?}",
+        day19.json
+    );
+    let open = turns_at(&p, &clock.at(19 * DAY));
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!((open[0].turn.as_str(), &open[0].after), ("open", &None));
+
+    // At day 31 (the default limit), it is abandoned: removed, and said so.
+    let run = rw_at(&p, Some(&clock.at(31 * DAY)), &["--json", "prune"]);
+    run.assert_success();
+    let day31 = Pruned::parse(&one_json(&run));
+    assert_eq!(day31.sessions_removed, vec!["quiet"], "{:?}", day31.json);
+    let abandoned = &day31.json["abandoned_turns"];
+    assert_eq!(abandoned[0]["session"], "quiet", "{abandoned}");
+    assert_eq!(abandoned[0]["turn"], "open", "{abandoned}");
+    assert!(
+        run.stderr.contains("abandonedTurnAfter") && !run.stderr.contains("expired"),
+        "{run}"
+    );
+    for args in [
+        &[
+            "--json",
+            "turn",
+            "end",
+            "--session",
+            "quiet",
+            "--turn",
+            "open",
+        ][..],
+        &["--json", "undo", "--session", "quiet"],
+        &["--json", "show", "open", "--session", "quiet"],
+    ] {
+        let failed = rw_at(&p, Some(&clock.at(32 * DAY)), args);
+        let message = expect_error(&failed, "pruned")["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(message.contains("abandonedTurnAfter"), "{failed}");
+    }
+    // A session that never was is still "not_found".
+    let never = rw_at(&p, None, &["--json", "undo", "--session", "never"]);
+    expect_error(&never, "not_found");
+    p.assert_fsck_clean();
+}
+
+/// Every file below `dir` (none when it does not exist).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        match entry.file_type().unwrap().is_dir() {
+            true => files.extend(files_under(&entry.path())),
+            false => files.push(entry.path()),
+        }
+    }
+    files
+}
+
+/// Issue 18, item 5: trimming a session to its turn limit rewrote its whole chain at every
+/// prune, and the old chains stayed reachable through the rewritten refs' reflogs (and as young
+/// loose objects) for 7 days: 2,341 commits in a store with 312 live. Now the rewritten refs'
+/// reflogs restart, and the old copies go at the same prune.
+#[test]
+fn trimming_keeps_no_old_copy_of_the_session_chain() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let clock = Clock::new();
+    let commits = |p: &TestProject| {
+        let listing = p.store_git(["cat-file", "--batch-all-objects", "--batch-check"]);
+        listing.lines().filter(|l| l.contains(" commit ")).count()
+    };
+    for round in 0..6i64 {
+        // Two hours on: the objects of the rounds before are over an hour old.
+        let now = clock.at(2 * HOUR + round * MINUTE);
+        let turn = round.to_string();
+        begin_at(&p, &now, "s", &turn);
+        p.file("f.txt", format!("round {round}\n"));
+        end_at(&p, &now, "s", &turn);
+        prune_at(&p, Some(&now), &["--max-turns", "3"]);
+        let live = p.store_git(["rev-list", "--all"]).lines().count();
+        let with_reflogs = p
+            .store_git(["rev-list", "--all", "--reflog"])
+            .lines()
+            .count();
+        assert_eq!(
+            with_reflogs, live,
+            "round {round}: reflogs reach commits no ref does"
+        );
+        assert_eq!(commits(&p), live, "round {round}: unreachable commits stay");
+        p.assert_fsck_clean();
+    }
+    assert_eq!(turn_ids_of(&p, "s"), ["3", "4", "5"]);
+}
+
+/// Issue 18, item 6: every snapshot cost a loose ref and a reflog file (41 MB of `refs/` and
+/// `logs/` for a 4 MB project after a busy 150 s). Snapshot records are now written without a
+/// reflog and prune packs them into `packed-refs`, where git still sees them.
+#[test]
+fn snapshot_records_go_to_packed_refs_without_reflogs() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let clock = Clock::new();
+    let mut trees = BTreeSet::new();
+    for i in 0..20 {
+        p.file("f.txt", format!("version {i}\n"));
+        trees.insert(track_at(&p, &clock.at(MINUTE)));
+    }
+    let store = p.store();
+    let records_dir = store.join("refs/rewind/snapshots");
+    assert_eq!(
+        files_under(&store.join("logs/refs/rewind/snapshots")),
+        Vec::<PathBuf>::new()
+    );
+    assert_eq!(
+        files_under(&records_dir).len(),
+        20,
+        "track writes a loose ref"
+    );
+
+    prune_at(&p, Some(&clock.at(2 * MINUTE)), &[]);
+    assert!(!records_dir.exists(), "all packed, no empty directory left");
+    let packed = fs::read_to_string(store.join("packed-refs")).unwrap();
+    assert_eq!(
+        packed.matches("refs/rewind/snapshots/").count(),
+        20,
+        "{packed}"
+    );
+    let records = snapshot_records(&sb, &store);
+    assert_eq!(records.keys().cloned().collect::<BTreeSet<_>>(), trees);
+    p.assert_fsck_clean();
+    // Retaking one after an hour refreshes it (a loose ref again, over the packed one); the
+    // oldest can still be restored.
+    p.file("f.txt", "version 19\n");
+    track_at(&p, &clock.at(2 * HOUR));
+    let oldest = trees.iter().next().unwrap().clone();
+    restore_at(&p, &clock.at(2 * HOUR), &oldest);
+
+    // Past the retention, the records go from packed-refs in one rewrite.
+    let expired = prune_at(&p, Some(&clock.at(9 * DAY)), &[]);
+    assert!(expired.snapshots_removed >= 20, "{:?}", expired.json);
+    assert_eq!(snapshot_records(&sb, &store), BTreeMap::new());
+    p.assert_fsck_clean();
 }

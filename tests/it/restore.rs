@@ -53,15 +53,6 @@ impl Outcome {
     }
 }
 
-fn assert_one_line_stderr(run: &Run) {
-    let lines: Vec<&str> = run
-        .stderr
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .collect();
-    assert_eq!(lines.len(), 1, "stderr must be a one-line message: {run}");
-}
-
 fn string_set(json: &Value, key: &str, run: &Run) -> BTreeSet<String> {
     json[key]
         .as_array()
@@ -142,20 +133,6 @@ fn revert_args<S: AsRef<OsStr>>(hash: &str, paths: &[S]) -> Vec<OsString> {
 
 fn revert<S: AsRef<OsStr>>(p: &TestProject, hash: &str, paths: &[S]) -> Outcome {
     parse_outcome(p.rewind(revert_args(hash, paths)))
-}
-
-/// Exit 1, `{"error": {"code": code, ...}}` on stdout, one line on stderr.
-fn expect_error(run: &Run, code: &str) -> Value {
-    assert_no_panic(run);
-    run.assert_code(1);
-    let json = one_json(run);
-    assert_eq!(
-        json["error"]["code"].as_str(),
-        Some(code),
-        "wrong error code: {run}"
-    );
-    assert_one_line_stderr(run);
-    json
 }
 
 // ---------------------------------------------------------------------------

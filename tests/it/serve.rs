@@ -2115,3 +2115,26 @@ fn a_request_timeout_counts_from_when_the_server_read_it() {
     assert_eq!(s.ok("turns", Value::Null), json!([]), "no turn was begun");
     s.close();
 }
+
+/// `turn_begin` takes the turn's metadata (issue 14, part 6); `turns` returns it.
+#[test]
+fn turn_begin_stores_metadata_that_turns_returns() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "one\n");
+    let mut s = Server::start(&p);
+    let meta = json!({"message_id": "msg_7", "model": "m"});
+    s.ok(
+        "turn_begin",
+        json!({"session": "s", "turn": "1", "meta": meta}),
+    );
+    p.file("a.txt", "two\n");
+    s.ok("turn_end", json!({"session": "s", "turn": "1"}));
+    let turns = s.ok("turns", json!({"session": "s"}));
+    assert_eq!(turns[0]["meta"], meta, "{turns}");
+    let bad = s.request(
+        "turn_begin",
+        Some(json!({"session": "s", "turn": "2", "meta": {"k": 1}})),
+    );
+    assert_eq!(bad["error"]["code"], -32602, "a non-string value: {bad}");
+}

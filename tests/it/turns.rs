@@ -1996,3 +1996,90 @@ fn unknown_sessions_are_not_found_everywhere() {
     }
     assert_eq!(p.read("a.txt"), b"b\n");
 }
+
+/// Issue 14, part 6: `turn begin --meta key=value` stores the runtime's metadata with the turn;
+/// `turns` and `show` return it, git sees it in the commits, and it survives the rewrite of a
+/// trimmed chain. Keys and values take any text (spaces, `=`, newlines, non-ASCII).
+#[test]
+fn turn_metadata_is_stored_with_the_turn_and_returned() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let meta: BTreeMap<&str, &str> = [
+        ("message_id", "msg_01"),
+        ("tool calls", "call_1,call_2"),
+        ("expr", "a=b"),
+        ("model", "模型 v2\nsecond line"),
+        ("empty", ""),
+    ]
+    .into();
+    let mut args = vec!["turn", "begin", "--session", "s", "--turn", "1"];
+    let pairs: Vec<String> = meta.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    for pair in &pairs {
+        args.extend(["--meta", pair.as_str()]);
+    }
+    rwj(&p, &args);
+    let expected = serde_json::to_value(&meta).unwrap();
+    let listed = |p: &TestProject| rwj(p, &["turns", "--session", "s"]);
+    assert_eq!(listed(&p)[0]["meta"], expected, "while open");
+    p.file("a.txt", "agent\n");
+    end(&p, "s", "1");
+    assert_eq!(listed(&p)[0]["meta"], expected, "once ended");
+    let shown = rwj(&p, &["show", "1", "--session", "s"]);
+    assert_eq!(shown["meta"], expected, "{shown}");
+    let human = rw(&p, &["show", "1", "--session", "s"]);
+    human.assert_success();
+    assert!(human.stdout.contains("message_id: msg_01\n"), "{human}");
+    // git sees it: a trailer line in the turn's commits.
+    let log = p.store_git(["log", "--format=%B", "refs/rewind/sessions/s/turns/1"]);
+    assert!(log.contains("Rewind-Meta: message_id msg_01\n"), "{log}");
+
+    // A turn without metadata has an empty map; trimming keeps the rest's.
+    begin(&p, "s", "2");
+    p.file("a.txt", "agent 2\n");
+    end(&p, "s", "2");
+    assert_eq!(listed(&p)[1]["meta"], serde_json::json!({}));
+    let mut args = vec!["turn", "begin", "--session", "s", "--turn", "3"];
+    args.extend(["--meta", "message_id=msg_03"]);
+    rwj(&p, &args);
+    end(&p, "s", "3");
+    rwj(&p, &["prune", "--max-turns", "1"]);
+    let left = listed(&p);
+    assert_eq!(left.as_array().unwrap().len(), 1, "{left}");
+    assert_eq!(left[0]["meta"], serde_json::json!({"message_id": "msg_03"}));
+    p.assert_fsck_clean();
+
+    // Malformed pairs are usage errors; a key over 200 bytes is refused.
+    for bad in ["novalue", "=x"] {
+        let run = rw(
+            &p,
+            &[
+                "turn",
+                "begin",
+                "--session",
+                "s",
+                "--turn",
+                "4",
+                "--meta",
+                bad,
+            ],
+        );
+        run.assert_code(2);
+    }
+    let long = format!("{}=v", "k".repeat(201));
+    let run = rw(
+        &p,
+        &[
+            "--json",
+            "turn",
+            "begin",
+            "--session",
+            "s",
+            "--turn",
+            "4",
+            "--meta",
+            &long,
+        ],
+    );
+    crate::common::expect_error(&run, "invalid_name");
+    assert_eq!(listed(&p).as_array().unwrap().len(), 1, "nothing begun");
+}

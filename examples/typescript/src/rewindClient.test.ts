@@ -68,7 +68,7 @@ const turnEnd: Shape<TurnEnd> = {
 const turn: Shape<Turn> = {
   session: "required", turn: "required", started_at: "required", ended_at: "required", before: "required",
   after: "required", files: "required", additions: "required", deletions: "required", changed: "required",
-  rolled_back: "required",
+  rolled_back: "required", meta: "required",
 };
 const sessionChanges: Shape<SessionChanges> = {
   session: "required", files: "required", total_files: "required", total_additions: "required",
@@ -77,7 +77,7 @@ const sessionChanges: Shape<SessionChanges> = {
 const pruneOutcome: Shape<PruneOutcome> = {
   snapshots_removed: "required", turns_removed: "required", objects_removed: "required", bytes_freed: "required",
   sessions_removed: "required", sessions_removed_for_size: "required", snapshots_removed_for_size: "required",
-  still_over_quota: "optional",
+  abandoned_turns: "required", still_over_quota: "optional",
 };
 
 const ID = /^[0-9a-f]{40}$/;
@@ -173,7 +173,7 @@ describe("rewind serve through RewindClient", () => {
   });
 
   test("a turn: turn_begin, track_file, turn_end, then turns and changes", async () => {
-    const begun = await rw.turnBegin("ts", "1");
+    const begun = await rw.turnBegin("ts", "1", { meta: { message_id: "msg_1" } });
     assertShape(begun, turnStart, "turn_begin");
     assert.equal(begun.session, "ts");
     assert.match(begun.before, ID);
@@ -194,6 +194,7 @@ describe("rewind serve through RewindClient", () => {
     const [only] = turns;
     assert.ok(only !== undefined && only.ended_at !== null && !only.rolled_back, JSON.stringify(turns));
     assert.deepEqual(only.changed, ended.files);
+    assert.deepEqual(only.meta, { message_id: "msg_1" });
     const totals = await rw.changes("ts");
     assertShape(totals, sessionChanges, "changes");
     assert.deepEqual(totals, { session: "ts", files: ended.files, total_files: 1, total_additions: 1, total_deletions: 1 });

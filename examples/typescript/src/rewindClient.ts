@@ -132,6 +132,8 @@ export interface Turn {
   deletions: number;
   changed: TurnFile[];
   rolled_back: boolean;
+  /** The runtime's metadata given to `turn_begin`. */
+  meta: Record<string, string>;
 }
 export interface SessionChanges {
   session: string;
@@ -150,6 +152,8 @@ export interface PruneOutcome {
   sessions_removed_for_size: string[];
   /** How many of `snapshots_removed` went for the size quota, not age. */
   snapshots_removed_for_size: number;
+  /** Open turns removed with their sessions: open longer than `rewind.abandonedTurnAfter`. */
+  abandoned_turns: { session: string; turn: string; started_at: string }[];
   /** Present (true) when the store is still over its size quota: the space is in use. */
   still_over_quota?: boolean;
 }
@@ -198,7 +202,7 @@ export interface Methods {
   has_changes: { params: { hash: string }; result: HasChanges };
   restore: { params: { hash: string; force?: boolean }; result: RestoreOutcome };
   revert: { params: { hash: string; paths: string[] }; result: RestoreOutcome };
-  turn_begin: { params: TurnId; result: TurnStart };
+  turn_begin: { params: TurnId & { meta?: Record<string, string> }; result: TurnStart };
   track_file: { params: TurnId & { path: string }; result: TrackedFile };
   turn_end: { params: TurnId; result: TurnEnd };
   turns: { params: { session?: string }; result: Turn[] };
@@ -222,7 +226,7 @@ export const METHODS: readonly Method[] = Object.keys(methodSet) as Method[];
 
 /** `error.data.code`: the CLI's error codes (docs/integration.md, Errors); others may come. */
 export type ErrorCode =
-  | "invalid_id" | "not_found" | "ambiguous_id" | "wrong_type" | "bad_path" | "turn_state"
+  | "invalid_id" | "not_found" | "pruned" | "ambiguous_id" | "wrong_type" | "bad_path" | "turn_state"
   | "invalid_name" | "project" | "store" | "object" | "io" | "permission" | "disk_full"
   | "bad_clock" | "busy" | "cancelled"
   | (string & {});
@@ -414,8 +418,12 @@ export class RewindClient {
   revert(hash: string, paths: string[], options?: CallOptions): Promise<RestoreOutcome> {
     return this.call("revert", { hash, paths }, options);
   }
-  turnBegin(session: string, turn: string, options?: CallOptions): Promise<TurnStart> {
-    return this.call("turn_begin", { session, turn }, options);
+  /** `meta`: the runtime's metadata, stored with the turn (a message id, tool call ids...). */
+  turnBegin(
+    session: string, turn: string, options?: CallOptions & { meta?: Record<string, string> },
+  ): Promise<TurnStart> {
+    const { meta, ...call } = options ?? {};
+    return this.call("turn_begin", meta ? { session, turn, meta } : { session, turn }, call);
   }
   /** Announce a path the turn's agent is about to edit. */
   trackFile(session: string, turn: string, path: string, options?: CallOptions): Promise<TrackedFile> {

@@ -1,0 +1,125 @@
+//! What prune removed, and when and why: so that an error about a session or turn that is gone
+//! says it was pruned, rather than that it never existed.
+//!
+//! One line per removed session or trimmed turn in `rewind-pruned`:
+//! `<unix seconds> <reason> <ref>`, where `<ref>` is the session's ref prefix or the turn's ref
+//! (already encoded: no whitespace). Lines go after [`REMEMBERED_FOR`].
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::error::Result;
+use crate::store::{Locked, Store};
+
+/// The store file of the record.
+const PRUNED: &str = "rewind-pruned";
+
+/// How long a removal is remembered (well past the longest default limit, 30 days for an
+/// abandoned turn).
+const REMEMBERED_FOR: Duration = Duration::from_secs(90 * 86400);
+
+/// Why prune removed a session or a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Why {
+    /// The session was idle for longer than the retention.
+    Expired,
+    /// The session's open turn was left open longer than `rewind.abandonedTurnAfter`.
+    Abandoned,
+    /// The session held more turns than `rewind.maxTurnsPerSession`.
+    Trimmed,
+    /// The store was over its size quota.
+    Quota,
+}
+
+impl Why {
+    const ALL: [Why; 4] = [Why::Expired, Why::Abandoned, Why::Trimmed, Why::Quota];
+
+    fn word(self) -> &'static str {
+        match self {
+            Why::Expired => "expired",
+            Why::Abandoned => "abandoned",
+            Why::Trimmed => "trimmed",
+            Why::Quota => "quota",
+        }
+    }
+
+    /// The reason, as an error message ends with it.
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            Why::Expired => "its session was idle for longer than the retention (rewind.retention)",
+            Why::Abandoned => {
+                "its session had a turn open for longer than rewind.abandonedTurnAfter"
+            }
+            Why::Trimmed => "its session held more turns than rewind.maxTurnsPerSession",
+            Why::Quota => "the store was over its size quota (rewind.maxSize)",
+        }
+    }
+}
+
+impl Locked<'_> {
+    /// Add `removed` (refs, each with its reason) to the record at time `now`, dropping lines
+    /// older than [`REMEMBERED_FOR`]. Costs reading and rewriting the record (a line per removal
+    /// of the last 90 days).
+    pub(crate) fn remember_pruned(
+        &self,
+        now: DateTime<Utc>,
+        removed: &[(String, Why)],
+    ) -> Result<()> {
+        if removed.is_empty() {
+            return Ok(());
+        }
+        let path = self.git_dir().join(PRUNED);
+        let since = now.timestamp() - REMEMBERED_FOR.as_secs() as i64;
+        let old = std::fs::read_to_string(&path).unwrap_or_default();
+        let mut text: String = old
+            .lines()
+            .filter(|line| parse(line).is_some_and(|(at, _, _)| at >= since))
+            .flat_map(|line| [line, "\n"])
+            .collect();
+        for (reference, why) in removed {
+            text.push_str(&format!("{} {} {reference}\n", now.timestamp(), why.word()));
+        }
+        crate::fs::write_atomically(&path, "index.tmp", text.as_bytes())
+    }
+}
+
+impl Store {
+    /// When and why prune removed the first of `refs` it remembers removing (the newest
+    /// removal of it). Costs reading the record.
+    pub(crate) fn pruned(&self, refs: &[&str]) -> Option<(DateTime<Utc>, Why)> {
+        let text = std::fs::read_to_string(self.git_dir().join(PRUNED)).ok()?;
+        refs.iter().find_map(|wanted| {
+            text.lines()
+                .filter_map(parse)
+                .filter(|(_, _, reference)| reference == wanted)
+                .max_by_key(|(at, _, _)| *at)
+                .and_then(|(at, why, _)| Some((DateTime::from_timestamp(at, 0)?, why)))
+        })
+    }
+}
+
+/// One line of the record: time, reason, ref.
+fn parse(line: &str) -> Option<(i64, Why, &str)> {
+    let mut fields = line.splitn(3, ' ');
+    let at = fields.next()?.parse().ok()?;
+    let word = fields.next()?;
+    let why = Why::ALL.into_iter().find(|why| why.word() == word)?;
+    Some((at, why, fields.next()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse, Why};
+
+    #[test]
+    fn a_record_line_reads_back_and_garbage_does_not() {
+        assert_eq!(
+            parse("1700000000 trimmed refs/rewind/sessions/a/turns/b"),
+            Some((1700000000, Why::Trimmed, "refs/rewind/sessions/a/turns/b"))
+        );
+        for garbage in ["", "x expired r", "1 nope r", "1 expired"] {
+            assert_eq!(parse(garbage), None, "{garbage:?}");
+        }
+    }
+}
