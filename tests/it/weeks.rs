@@ -2,12 +2,13 @@
 //!
 //! `simulated_weeks_of_turns_and_hourly_prunes_keep_what_the_rules_keep` drives the `rewind`
 //! binary through days of simulated time (`REWIND_NOW`): three sessions that wake and sleep at
-//! random hours, each turn's agent editing its session's directory (`s1/`, `s2/`, `s3/`), the
-//! user editing `user/` while no turn is open, `track` snapshots, `undo` of turns (redone or
-//! not), turns left open for hours, past the retention, or past the abandon limit, and `rewind prune --max-turns 8` every hour,
-//! now and then first killed (SIGKILL) at a random rename, unlink or write (strace fault
-//! injection) and then run again. A model of the retention rules (src/prune.rs) runs beside it.
-//! After every completed prune:
+//! random hours, each turn's agent announcing and editing files of its session's directory
+//! (`s1/`, `s2/`, `s3/`), the user editing `user/` while no turn is open, `track` snapshots,
+//! `undo` of turns (redone or not), turns left open for hours, past the retention, or past the
+//! abandon limit, and `rewind prune --max-turns 8 --abandoned-after 8d` every hour, now and
+//! then first killed (SIGKILL) at a random rename, unlink or write (strace fault injection) and
+//! then run again. A model of the retention rules (src/prune.rs) runs beside it. After every
+//! completed prune:
 //! * `git fsck --strict` is clean;
 //! * the turns of every session (`turns --json`: ids, order, rolled back or not, ended or not)
 //!   are the model's, and so are the sessions and the turn count the prune reports removed;
@@ -15,7 +16,8 @@
 //!   (taken again within the last `retention - 1h`: a record is refreshed at most hourly) does;
 //! * a surviving turn picked at random is undone and redone exactly: undo leaves its
 //!   session's directory as it was before that turn and every other path alone, redo gives
-//!   back every byte;
+//!   back every byte (after every prune that removed turns or followed a kill, and every sixth
+//!   other one: two commands each, the larger part of the run's time);
 //! * no leftover older than the grace period (an hour): `doctor --json`'s "leftovers", and a
 //!   walk of the store for `tmp_*`, packs without an index, `*.lock` and empty directories
 //!   under `refs/` and `logs/` (but git's own `refs/heads` and `refs/tags`).
@@ -144,6 +146,9 @@ struct Turn {
     started: i64,
     ended: Option<i64>,
     rolled_back: bool,
+    /// Another session's undo or redo changed files while it was open: rewind counts those
+    /// changes as shared, a conflict for its undo, so the model undoes it no more.
+    saw_undo: bool,
     /// The session's directory when the turn began.
     before: Files,
 }
@@ -361,6 +366,7 @@ impl<'a> Weeks<'a> {
             started: now,
             ended: None,
             rolled_back: false,
+            saw_undo: false,
             before,
         });
         s.open_saw = Some(saw);
@@ -413,11 +419,15 @@ impl<'a> Weeks<'a> {
 
     /// A turn: begun, edited, and ended now, or (sometimes) left open for up to three days.
     fn turn(&mut self, session: &'static str) {
+        // A session's first turn is often forgotten (its agent crashed): so a run of ten days
+        // meets the abandon limit.
+        let first = self.sessions[session].turns.is_empty() && self.stats.turns < SESSIONS.len();
         self.begin(session);
         self.edit(session);
-        if self.chance(5) {
+        if (first && self.chance(35)) || self.chance(5) {
             // Mostly hours; else past the retention, or past the abandon limit.
             let (least, spread) = match self.rng.below(5) {
+                _ if first => (ABANDONED_AFTER + HOUR, 3 * DAY),
                 0 => (RETENTION, DAY),
                 1 | 2 => (ABANDONED_AFTER + HOUR, 3 * DAY),
                 _ => (2 * HOUR, 2 * DAY),
@@ -433,14 +443,14 @@ impl<'a> Weeks<'a> {
     }
 
     /// The turns of `session` an undo may start from: ended, and neither it nor a later turn
-    /// rolled back or open.
+    /// rolled back, open, or open while another session's undo or redo changed files.
     fn undoable(&self, session: &str) -> Vec<usize> {
         let turns = &self.sessions[session].turns;
         (0..turns.len())
             .filter(|&i| {
                 turns[i..]
                     .iter()
-                    .all(|t| t.ended.is_some() && !t.rolled_back)
+                    .all(|t| t.ended.is_some() && !t.rolled_back && !t.saw_undo)
             })
             .collect()
     }
@@ -515,6 +525,16 @@ impl<'a> Weeks<'a> {
         }
         let (session, index) = candidates[self.rng.below(candidates.len() as u64) as usize];
         self.undo(session, index);
+        self.seen_by_open_turns(session);
+    }
+
+    /// An undo or redo of `session` changed files while other sessions' turns were open.
+    fn seen_by_open_turns(&mut self, session: &str) {
+        for (_, other) in self.sessions.iter_mut().filter(|(s, _)| **s != session) {
+            if other.open() {
+                other.turns.last_mut().unwrap().saw_undo = true;
+            }
+        }
     }
 
     fn random_redo(&mut self) {
@@ -526,6 +546,7 @@ impl<'a> Weeks<'a> {
         if !ready.is_empty() {
             let session = ready[self.rng.below(ready.len() as u64) as usize];
             self.redo(session);
+            self.seen_by_open_turns(session);
         }
     }
 
@@ -542,8 +563,8 @@ impl<'a> Weeks<'a> {
                 self.turn(session);
             }
             50..=69 if !self.any_open() => self.edit("user"),
-            82..=91 if !self.any_open() => self.random_undo(),
-            92..=99 if !self.any_open() => self.random_redo(),
+            82..=91 => self.random_undo(),
+            92..=99 => self.random_redo(),
             _ => self.track(),
         }
     }
@@ -812,7 +833,9 @@ impl<'a> Weeks<'a> {
             let entries: Vec<fs::DirEntry> = fs::read_dir(&dir).unwrap().flatten().collect();
             let rel = dir.strip_prefix(&self.store).unwrap();
             let git_own = [Path::new("refs/heads"), Path::new("refs/tags")].contains(&rel);
-            let in_refs = rel.starts_with("refs") || rel.starts_with("logs");
+            let in_refs = ["refs", "logs"]
+                .iter()
+                .any(|root| rel.starts_with(root) && rel != Path::new(root));
             if entries.is_empty() && in_refs && !git_own && mtime(&dir) < old {
                 found.push(format!("empty directory {}", rel.display()));
             }
