@@ -990,7 +990,7 @@ fn simulated_weeks_of_turns_and_hourly_prunes_keep_what_the_rules_keep() {
     );
 }
 
-/// Found by the simulated weeks (seeds 2 and 3): session s2's turn, open while s1 ran a turn,
+/// Found by the simulated weeks (seeds 2, 3 and 7 at commit a0767b9): session s2's turn, open while s1 ran a turn,
 /// ends having written a file it announced and no one else touched; s1 runs more turns and a
 /// prune trims it (`--max-turns 1`). Undo of s2's turn then calls that file a conflict and
 /// leaves it; without the trim the same undo deletes it.
