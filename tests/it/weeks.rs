@@ -652,7 +652,7 @@ impl<'a> Weeks<'a> {
             "--max-turns",
             &MAX_TURNS.to_string(),
             "--abandoned-after",
-            &format!("{ABANDONED_AFTER}s"),
+            &format!("{}d", ABANDONED_AFTER / DAY),
         ]
         .map(String::from);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -867,15 +867,13 @@ impl<'a> Weeks<'a> {
     fn check_undo_redo(&mut self) {
         let candidates: Vec<(&'static str, usize)> = SESSIONS
             .iter()
-            .filter(|s| !self.sessions[*s].open())
             .flat_map(|s| self.undoable(s).into_iter().map(move |i| (*s, i)))
             .collect();
         if candidates.is_empty() {
             return;
         }
         let (session, index) = candidates[self.rng.below(candidates.len() as u64) as usize];
-        // The session's own pending redo is given up: redo takes the latest undo.
-        let pending = self.sessions.get_mut(session).unwrap().redo.take();
+        // A redo the session had pending is given up: redo takes the latest undo.
         let before = self.undo(session, index);
         self.redo(session);
         let diffs = differences(&before, &files_of(&self.p.path));
@@ -885,7 +883,6 @@ impl<'a> Weeks<'a> {
                 diffs.join("\n  ")
             ));
         }
-        drop(pending);
         self.stats.checks += 1;
     }
 
