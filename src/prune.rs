@@ -22,13 +22,14 @@ use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
 use gix::ObjectId;
-use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::store::objects::LooseObject;
 use crate::store::pruned::Why;
-use crate::store::{files_below, leftovers, objects_size, Locked, Store, SNAPSHOT_RECORDS};
+use crate::store::{
+    files_below, leftovers, objects_size, Locked, Store, RECORDS, SNAPSHOT_RECORDS,
+};
 use crate::turns::{session_ref, turn_ref};
 
 /// Default for `rewind.retention`.
@@ -65,6 +66,8 @@ pub struct PruneOptions {
     pub max_size: Option<u64>,
     /// Size to get under once triggered (`rewind.targetSize`, 300 MB).
     pub target_size: Option<u64>,
+    /// Change nothing: say what a prune would remove now, and estimate what it would free.
+    pub dry_run: bool,
 }
 
 /// What [`Store::prune`] removed.
@@ -88,9 +91,15 @@ pub struct PruneOutcome {
     /// Open turns that went with their sessions: open for longer than `abandoned_after`.
     pub abandoned_turns: Vec<AbandonedTurn>,
     /// The store is still over `rewind.targetSize` after the quota removed all it may: what
-    /// holds the space is in use (an active session, snapshots younger than an hour).
+    /// holds the space is in use (an active session, snapshots taken within the hour).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub still_over_quota: bool,
+    /// A dry run: nothing was removed. The records are those the real run would remove now;
+    /// `objects_removed` and `bytes_freed` are estimates (objects at their stored size, before
+    /// any repack, not counting the old copies of a rewritten chain), and so are the size
+    /// quota's choices.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// An open turn prune removed with its session (see [`PruneOptions::abandoned_after`]).
@@ -252,6 +261,9 @@ impl Store {
         let cutoff = before(now, settings.retention);
         let abandoned = before(now, settings.abandoned_after);
         let locked = self.lock()?;
+        if options.dry_run {
+            return locked.preview(&settings, now, cutoff, abandoned);
+        }
         let mut outcome = PruneOutcome::default();
         let mut removed: Vec<(String, Why)> = Vec::new();
         let git_dir = locked.git_dir();
@@ -268,6 +280,8 @@ impl Store {
             }
         }
         locked.expire_undo(cutoff)?;
+        // The records left go into `packed-refs` (a loose ref costs a file system block).
+        locked.pack_refs(RECORDS)?;
         // Unreachable objects younger than an hour may be a `git` command's, run in the store
         // by a person; rewind writes none that nothing names (it holds the lock meanwhile).
         locked.collect(cutoff, before(now, TEMP_GRACE), &mut outcome)?;
@@ -276,27 +290,24 @@ impl Store {
             let mut candidates = locked.quota_candidates(now, cutoff, abandoned)?;
             // Dropping them all would still leave the store over the target: dropping any
             // loses a record for nothing.
-            if locked.size_kept_without(&candidates)? > target_size {
+            let all = Gone::of(&candidates)?;
+            if locked.estimate(&all, cutoff, now)?.kept_bytes > target_size {
                 candidates.clear();
             }
             while objects_size(git_dir) > target_size && !candidates.is_empty() {
                 let batch = candidates.len().div_ceil(4);
                 let mut snapshots = Vec::new();
                 for candidate in candidates.drain(..batch) {
-                    match candidate {
-                        Record::Snapshot(name) => snapshots.push(name),
-                        Record::Session(session, turns) => {
-                            locked.delete_session(&session)?;
-                            removed.push((session_ref(&session, "")?, Why::Quota));
-                            outcome.turns_removed += turns;
-                            outcome.sessions_removed.push(session.clone());
-                            outcome.sessions_removed_for_size.push(session);
+                    match &candidate {
+                        Record::Snapshot(name) => snapshots.push(name.clone()),
+                        Record::Session(session, _) => {
+                            locked.delete_session(session)?;
+                            removed.push((session_ref(session, "")?, Why::Quota));
                         }
                     }
+                    note_quota(&mut outcome, candidate);
                 }
                 locked.delete_refs(&snapshots)?;
-                outcome.snapshots_removed += snapshots.len();
-                outcome.snapshots_removed_for_size += snapshots.len();
                 locked.collect(cutoff, now, &mut outcome)?;
             }
             outcome.still_over_quota = objects_size(git_dir) > target_size;
@@ -307,6 +318,12 @@ impl Store {
         }
         locked.remember_pruned(now, &removed)?;
         locked.remove_temp_files(now);
+        // The directories deleted refs and expired reflogs emptied: gix removes those a
+        // deletion empties only when the store's path is absolute (`--data-dir` may be
+        // relative), and never those of reflogs it did not delete itself.
+        for dir in ["refs/rewind", "logs"] {
+            remove_empty_dirs(&locked.git_dir().join(dir));
+        }
         outcome.bytes_freed = size_before.saturating_sub(objects_size(git_dir));
         tracing::debug!(?outcome, "pruned");
         // For `rewind doctor`: when the last prune ran.
@@ -380,10 +397,12 @@ impl Store {
     ) -> Result<Vec<Record>> {
         let mut timed: Vec<(DateTime<Utc>, Record)> = Vec::new();
         // A snapshot taken within the hour may be the checkpoint a user is about to go back to.
+        // Its record's time is when it was first taken in the hour (a record is refreshed at
+        // most hourly), so a record younger than two hours may have been taken within it.
         for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
-            let taken = self.commit_time(commit)?;
-            if now - taken > chrono::Duration::hours(1) {
-                timed.push((taken, Record::Snapshot(name)));
+            let recorded = self.commit_time(commit)?;
+            if now - recorded > chrono::Duration::hours(2) {
+                timed.push((recorded, Record::Snapshot(name)));
             }
         }
         let (needed, _) = self.sessions_open_turns_need(cutoff)?;
@@ -397,49 +416,175 @@ impl Store {
         Ok(timed.into_iter().map(|(_, record)| record).collect())
     }
 
-    /// The bytes of the objects still reachable once `candidates` are gone (each object at its
-    /// size in its pack or loose file): what the quota can bring the store down to. Costs a
-    /// reachability walk, reading the reflogs and the pack indexes.
-    fn size_kept_without(&self, candidates: &[Record]) -> Result<u64> {
-        let mut names = HashSet::new();
-        let mut prefixes = Vec::new();
-        for candidate in candidates {
-            match candidate {
-                Record::Snapshot(name) => {
-                    names.insert(name.as_str());
-                }
-                Record::Session(session, _) => prefixes.push(session_ref(session, "")?),
-            }
-        }
-        let kept =
-            |name: &str| !names.contains(name) && !prefixes.iter().any(|p| name.starts_with(p));
-        let mut roots = self.roots(&kept)?;
+    /// What stays and what goes once `gone` is gone (each object at its size in its pack or
+    /// loose file; loose objects younger than `young` stay, as in a prune): what prune can
+    /// bring the store down to. Costs a reachability walk, reading the reflogs (their entries
+    /// since `cutoff`) and the pack indexes.
+    fn estimate(
+        &self,
+        gone: &Gone,
+        cutoff: DateTime<Utc>,
+        young: DateTime<Utc>,
+    ) -> Result<Estimate> {
+        let mut roots = self.roots(&|name| gone.keeps(name))?;
         let logs = self.git_dir().join("logs");
         for file in files_below(&logs) {
             let name = file.strip_prefix(&logs).ok().and_then(|name| name.to_str());
-            if name.is_some_and(kept) {
+            if name.is_some_and(|name| gone.keeps(name) && !gone.loses_reflog(name)) {
                 let content = fs::read(&file).unwrap_or_default();
-                let lines = content.split_inclusive(|&b| b == b'\n');
-                roots.extend(lines.filter_map(reflog_entry).flat_map(|(ids, _)| ids));
+                let entries = content
+                    .split_inclusive(|&b| b == b'\n')
+                    .filter_map(reflog_entry);
+                let recent = entries.filter(|(_, time)| *time >= cutoff.timestamp());
+                roots.extend(recent.flat_map(|(ids, _)| ids));
             }
         }
-        let reachable = self.reachable(roots);
-        Ok(self
-            .stored_sizes()?
-            .into_iter()
-            .filter(|(id, _)| reachable.contains(id))
-            .map(|(_, size)| size)
-            .sum())
+        let young = SystemTime::UNIX_EPOCH + Duration::from_secs(young.timestamp().max(0) as u64);
+        roots.extend(
+            self.loose_objects()
+                .iter()
+                .filter(|o| o.modified >= young)
+                .map(|o| o.id),
+        );
+        let reachable = self.reachable_around(roots, &gone.hollow);
+        let mut estimate = Estimate::default();
+        for (id, size) in self.stored_sizes()? {
+            match reachable.contains(&id) {
+                true => estimate.kept_bytes += size,
+                false => {
+                    estimate.freed_bytes += size;
+                    estimate.freed_objects += 1;
+                }
+            }
+        }
+        Ok(estimate)
     }
 
-    /// The roots of every collection but the reflogs: the refs `keep` accepts, the stat cache,
-    /// and the empty tree. Costs listing the refs and reading the index.
+    /// What a prune would remove now and free (see [`PruneOptions::dry_run`]): the same rules,
+    /// in the same order, each applied to what the ones before would leave; nothing changes.
+    fn preview(
+        &self,
+        settings: &Settings,
+        now: DateTime<Utc>,
+        cutoff: DateTime<Utc>,
+        abandoned: DateTime<Utc>,
+    ) -> Result<PruneOutcome> {
+        let mut outcome = PruneOutcome {
+            dry_run: true,
+            ..Default::default()
+        };
+        let mut gone = Gone::default();
+        for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
+            if self.commit_time(commit)? < cutoff {
+                gone.refs.insert(name);
+                outcome.snapshots_removed += 1;
+            }
+        }
+        let expiring = self.expiring_sessions(cutoff, abandoned)?;
+        let expired: HashSet<String> = expiring
+            .iter()
+            .map(|(session, _)| session.clone())
+            .collect();
+        for (session, activity) in expiring {
+            let (prefix, _) = note_expired(&mut outcome, session, activity)?;
+            gone.prefixes.push(prefix);
+        }
+        let (_, untrimmed) = self.sessions_open_turns_need(cutoff)?;
+        for session in self.session_names(abandoned)? {
+            if expired.contains(&session) || untrimmed.contains(&session) {
+                continue;
+            }
+            let (turns, commits) = self.trim_preview(&session, settings.max_turns)?;
+            if !turns.is_empty() {
+                outcome.turns_removed += turns.len();
+                for turn in &turns {
+                    gone.refs.insert(turn_ref(&session, "turns", turn)?);
+                }
+                gone.rewritten.push(session_ref(&session, "")?);
+                gone.hollow.extend(commits);
+            }
+        }
+        let (kept_points, expired_points) = self.undo_points(cutoff)?;
+        if !expired_points.is_empty() {
+            gone.rewritten.push(UNDO_REF.into());
+            gone.hollow.extend(expired_points);
+            if kept_points.is_empty() {
+                gone.refs.insert(UNDO_REF.into());
+            }
+        }
+        let young = before(now, TEMP_GRACE);
+        let mut estimate = self.estimate(&gone, cutoff, young)?;
+        if estimate.kept_bytes > settings.max_size {
+            let candidates: Vec<Record> = self
+                .quota_candidates(now, cutoff, abandoned)?
+                .into_iter()
+                .filter(|record| !gone.holds(record))
+                .collect();
+            let mut all = Gone::of(&candidates)?;
+            all.extend(&gone);
+            let mut candidates =
+                match self.estimate(&all, cutoff, now)?.kept_bytes > settings.target_size {
+                    true => Vec::new(),
+                    false => candidates,
+                };
+            while estimate.kept_bytes > settings.target_size && !candidates.is_empty() {
+                let batch = candidates.len().div_ceil(4);
+                for candidate in candidates.drain(..batch) {
+                    gone.add(&candidate)?;
+                    note_quota(&mut outcome, candidate);
+                }
+                estimate = self.estimate(&gone, cutoff, now)?;
+            }
+            outcome.still_over_quota = estimate.kept_bytes > settings.target_size;
+        }
+        outcome.objects_removed = estimate.freed_objects;
+        outcome.bytes_freed = estimate.freed_bytes;
+        Ok(outcome)
+    }
+
+    /// The sessions retention removes now: idle since before `cutoff`, no turn open since
+    /// `abandoned` or later, and not needed by another session's open turn (see
+    /// [`Store::sessions_open_turns_need`]). Costs reading every turn record.
+    fn expiring_sessions(
+        &self,
+        cutoff: DateTime<Utc>,
+        abandoned: DateTime<Utc>,
+    ) -> Result<Vec<(String, Activity)>> {
+        let (needed, _) = self.sessions_open_turns_need(cutoff)?;
+        Ok(self
+            .session_activity(abandoned)?
+            .into_iter()
+            .filter(|(session, activity)| {
+                activity.last < cutoff && !activity.open && !needed.contains(session)
+            })
+            .collect())
+    }
+
+    /// The undo points newer than `cutoff` (newest first), and the older ones. Costs a commit
+    /// read per undo point.
+    fn undo_points(&self, cutoff: DateTime<Utc>) -> Result<(Vec<ObjectId>, Vec<ObjectId>)> {
+        let (mut kept, mut expired) = (Vec::new(), Vec::new());
+        let mut next = self.ref_target(UNDO_REF)?;
+        while let Some(id) = next {
+            match expired.is_empty() && self.commit_time(id)? >= cutoff {
+                true => kept.push(id),
+                false => expired.push(id),
+            }
+            next = self.parent(id)?;
+        }
+        Ok((kept, expired))
+    }
+
+    /// The roots of every collection but the reflogs: the refs `keep` accepts, the undo points
+    /// their sessions' undos name, the stat cache, and the empty tree. Costs listing the refs,
+    /// reading the sessions' chains and the index.
     fn roots(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<ObjectId>> {
         let refs = self.refs_under("refs/")?.into_iter();
         let mut roots: Vec<ObjectId> = refs
             .filter(|(name, _)| keep(name))
             .map(|(_, id)| id)
             .collect();
+        roots.extend(self.undo_points_of_sessions(keep)?);
         roots.extend(self.index_roots());
         // The empty tree, written when the store was created: stock git needs it stored.
         roots.push(ObjectId::empty_tree(gix::hash::Kind::Sha1));
@@ -521,21 +666,14 @@ impl Locked<'_> {
     /// Delete every ref of `session`.
     fn delete_session(&self, session: &str) -> Result<()> {
         let prefix = session_ref(session, "")?;
-        for (name, _) in self.refs_under(&prefix)? {
-            self.delete_ref(&name)?;
-        }
-        // Its directories of refs and reflogs go too: gix removes those a deletion empties only
-        // when the store's path is absolute (`--data-dir` may be relative).
-        for root in [
-            self.git_dir().join(&prefix),
-            self.git_dir().join("logs").join(&prefix),
-        ] {
-            remove_empty_dirs(&root);
-        }
-        Ok(())
+        let names: Vec<String> = self
+            .refs_under(&prefix)?
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        self.delete_refs(&names)
     }
-    /// Delete the snapshot records taken before `cutoff`, then pack the rest into
-    /// `packed-refs` (a loose ref each, written by `track`, costs a file system block).
+    /// Delete the snapshot records taken before `cutoff`.
     fn expire_snapshots(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
         let mut expired = Vec::new();
         for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
@@ -545,7 +683,7 @@ impl Locked<'_> {
         }
         self.delete_refs(&expired)?;
         outcome.snapshots_removed += expired.len();
-        self.pack_refs(SNAPSHOT_RECORDS)
+        Ok(())
     }
     /// Remove the sessions whose last turn ended (or began) before `cutoff`, unless a turn of
     /// theirs is still open (an open turn needs its chain and its before snapshot) or another
@@ -559,58 +697,27 @@ impl Locked<'_> {
         outcome: &mut PruneOutcome,
         removed: &mut Vec<(String, Why)>,
     ) -> Result<()> {
-        let (needed, _) = self.sessions_open_turns_need(cutoff)?;
-        for (session, activity) in self.session_activity(abandoned)? {
-            if activity.last < cutoff && !activity.open && !needed.contains(&session) {
-                self.delete_session(&session)?;
-                let why = match activity.abandoned.is_empty() {
-                    true => Why::Expired,
-                    false => Why::Abandoned,
-                };
-                removed.push((session_ref(&session, "")?, why));
-                outcome.turns_removed += activity.turns;
-                outcome
-                    .abandoned_turns
-                    .extend(activity.abandoned.into_iter().map(|(turn, started_at)| {
-                        AbandonedTurn {
-                            session: session.clone(),
-                            turn,
-                            started_at,
-                        }
-                    }));
-                outcome.sessions_removed.push(session);
-            }
+        for (session, activity) in self.expiring_sessions(cutoff, abandoned)? {
+            self.delete_session(&session)?;
+            removed.push(note_expired(outcome, session, activity)?);
         }
         Ok(())
     }
     /// Keep only the undo points newer than `cutoff`: the chain is rewritten without the older
     /// ones (same trees, messages and times).
     fn expire_undo(&self, cutoff: DateTime<Utc>) -> Result<()> {
-        let reference = "refs/rewind/undo";
-        let mut kept = Vec::new();
-        let mut next = self.ref_target(reference)?;
-        let repo = self.repo();
-        while let Some(id) = next {
-            let commit = repo
-                .find_commit(id)
-                .map_err(|e| Error::store(self.git_dir(), e))?;
-            if self.commit_time(id)? < cutoff {
-                break;
-            }
-            next = commit.parent_ids().next().map(|p| p.detach());
-            kept.push(id);
-        }
-        if next.is_none() {
-            return Ok(()); // nothing expired
+        let (kept, expired) = self.undo_points(cutoff)?;
+        if expired.is_empty() {
+            return Ok(());
         }
         if kept.is_empty() {
-            return self.delete_ref(reference);
+            return self.delete_ref(UNDO_REF);
         }
         let mut parent: Option<ObjectId> = None;
         for id in kept.into_iter().rev() {
             parent = Some(self.rewrite_commit(id, parent)?);
         }
-        self.set_ref_rewritten(reference, parent.expect("kept is not empty"))
+        self.set_ref_rewritten(UNDO_REF, parent.expect("kept is not empty"))
     }
     /// Drop reflog entries older than `cutoff`; return the ids the remaining entries name.
     fn expire_reflogs(&self, cutoff: DateTime<Utc>) -> Result<Vec<ObjectId>> {
@@ -668,11 +775,18 @@ impl Locked<'_> {
         }
         Ok(reachable)
     }
-    /// When packs hold unreachable objects, or many loose objects remain, write every reachable
-    /// object into one new pack, then delete the old packs and the loose copies. Costs reading
-    /// and compressing every reachable object, so it runs only then.
+    /// When packs hold unreachable objects, or many loose objects remain (2,000, or a quarter
+    /// of the packs' disk space), write every reachable object into one new pack, then delete
+    /// the old packs and the loose copies. Costs reading, delta-searching and compressing every
+    /// reachable object, so it runs only then; when nothing calls for it, a `stat` per loose
+    /// object.
     fn repack(&self, reachable: &HashSet<ObjectId>, outcome: &mut PruneOutcome) -> Result<()> {
         const LOOSE_LIMIT: usize = 2000;
+        // Loose objects take a block each (4 KB where git's pack holds a delta of a few dozen
+        // bytes): past a quarter of the packs' space they call for a repack, which costs about
+        // the store's size, so the work per byte written stays bounded. Not for a handful.
+        const LOOSE_SHARE: u64 = 4;
+        const LOOSE_MIN: usize = 256;
         let pack_dir = self.git_dir().join("objects/pack");
         let mut packed = Vec::new();
         let mut old_packs = Vec::new();
@@ -687,7 +801,19 @@ impl Locked<'_> {
         }
         let unreachable_packed = packed.iter().filter(|id| !reachable.contains(*id)).count();
         let loose: Vec<LooseObject> = self.loose_objects();
-        if unreachable_packed == 0 && loose.len() < LOOSE_LIMIT {
+        let space =
+            |path: &Path| fs::symlink_metadata(path).map_or(0, |m| crate::fs::allocated(&m));
+        let loose_space: u64 = loose
+            .iter()
+            .filter(|o| reachable.contains(&o.id))
+            .map(|o| space(&o.path))
+            .sum();
+        let pack_space: u64 = old_packs
+            .iter()
+            .map(|idx| space(&idx.with_extension("pack")))
+            .sum();
+        let loose_heavy = loose.len() >= LOOSE_MIN && loose_space * LOOSE_SHARE > pack_space;
+        if unreachable_packed == 0 && loose.len() < LOOSE_LIMIT && !loose_heavy {
             return Ok(());
         }
         let keep: Vec<ObjectId> = packed
@@ -698,16 +824,9 @@ impl Locked<'_> {
             .into_iter()
             .collect();
         self.objects().start_pack()?;
-        let written = keep.par_iter().map_init(
-            || self.repo(),
-            |repo, id| -> Result<()> {
-                let object = repo
-                    .find_object(*id)
-                    .map_err(|e| Error::store(self.git_dir(), format!("object {id}: {e}")))?;
-                self.objects().pack_object(*id, object.kind, &object.data)
-            },
-        );
-        let written: Result<()> = written.collect();
+        let open = || self.repo();
+        let written =
+            crate::store::pack::write_objects(self.objects(), self.git_dir(), &keep, &open);
         let new_pack = self.objects().finish_pack(written.is_ok())?;
         written?;
         // The new pack is complete and in place: git's indexes over the old ones go first,
@@ -760,6 +879,113 @@ struct Activity {
     rolled_back: bool,
 }
 
+/// The ref of the undo points' chain.
+const UNDO_REF: &str = "refs/rewind/undo";
+
+/// Count `session`, which retention removes for `activity`, in `outcome`; returns its ref
+/// prefix and why it went.
+fn note_expired(
+    outcome: &mut PruneOutcome,
+    session: String,
+    activity: Activity,
+) -> Result<(String, Why)> {
+    let why = match activity.abandoned.is_empty() {
+        true => Why::Expired,
+        false => Why::Abandoned,
+    };
+    outcome.turns_removed += activity.turns;
+    let abandoned = activity.abandoned.into_iter();
+    outcome
+        .abandoned_turns
+        .extend(abandoned.map(|(turn, started_at)| AbandonedTurn {
+            session: session.clone(),
+            turn,
+            started_at,
+        }));
+    let prefix = session_ref(&session, "")?;
+    outcome.sessions_removed.push(session);
+    Ok((prefix, why))
+}
+
+/// Count `record`, which the size quota removes, in `outcome`.
+fn note_quota(outcome: &mut PruneOutcome, record: Record) {
+    match record {
+        Record::Snapshot(_) => {
+            outcome.snapshots_removed += 1;
+            outcome.snapshots_removed_for_size += 1;
+        }
+        Record::Session(session, turns) => {
+            outcome.turns_removed += turns;
+            outcome.sessions_removed.push(session.clone());
+            outcome.sessions_removed_for_size.push(session);
+        }
+    }
+}
+
+/// What a prune removes, as [`Store::estimate`] reads it.
+#[derive(Default)]
+struct Gone {
+    /// Refs deleted.
+    refs: HashSet<String>,
+    /// Ref prefixes deleted whole (sessions).
+    prefixes: Vec<String>,
+    /// Ref prefixes whose refs are rewritten, and so lose their reflogs.
+    rewritten: Vec<String>,
+    /// Commits cut out of their chains: trimmed turns, expired undo points.
+    hollow: HashSet<ObjectId>,
+}
+
+impl Gone {
+    /// The records `candidates`, gone.
+    fn of(candidates: &[Record]) -> Result<Gone> {
+        let mut gone = Gone::default();
+        for candidate in candidates {
+            gone.add(candidate)?;
+        }
+        Ok(gone)
+    }
+    fn add(&mut self, record: &Record) -> Result<()> {
+        match record {
+            Record::Snapshot(name) => {
+                self.refs.insert(name.clone());
+            }
+            Record::Session(session, _) => self.prefixes.push(session_ref(session, "")?),
+        }
+        Ok(())
+    }
+    fn extend(&mut self, other: &Gone) {
+        self.refs.extend(other.refs.iter().cloned());
+        self.prefixes.extend(other.prefixes.iter().cloned());
+        self.rewritten.extend(other.rewritten.iter().cloned());
+        self.hollow.extend(other.hollow.iter().copied());
+    }
+    /// Whether ref `name` stays.
+    fn keeps(&self, name: &str) -> bool {
+        !self.refs.contains(name) && !self.prefixes.iter().any(|p| name.starts_with(p))
+    }
+    /// Whether ref `name` is rewritten, losing its reflog.
+    fn loses_reflog(&self, name: &str) -> bool {
+        self.rewritten.iter().any(|p| name.starts_with(p))
+    }
+    /// Whether `record` is gone already.
+    fn holds(&self, record: &Record) -> bool {
+        match record {
+            Record::Snapshot(name) => !self.keeps(name),
+            Record::Session(session, _) => {
+                session_ref(session, "").is_ok_and(|p| self.prefixes.contains(&p))
+            }
+        }
+    }
+}
+
+/// What stays and what goes, by [`Store::estimate`].
+#[derive(Default)]
+struct Estimate {
+    kept_bytes: u64,
+    freed_bytes: u64,
+    freed_objects: usize,
+}
+
 /// A record the size quota can drop.
 enum Record {
     /// A snapshot record's ref name.
@@ -785,8 +1011,7 @@ fn remove_dir(dir: &Path) -> Result<()> {
 }
 
 /// Remove `dir` and the directories below it, as far as they are empty (a file keeps its
-/// directory and those above it). Costs a `readdir` per directory; the session directories it
-/// is given are two levels deep.
+/// directory and those above it). Costs a `readdir` per directory (a few per session).
 fn remove_empty_dirs(dir: &Path) {
     if let Ok(entries) = fs::read_dir(dir) {
         for entry in entries.flatten() {

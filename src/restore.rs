@@ -29,7 +29,7 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
 use serde::Serialize;
 
-use crate::diff::{tree_changes, Change, Side};
+use crate::diff::{tree_changes, write_change, Change, Side};
 use crate::error::{Error, Result};
 use crate::fs::{Dir, Kind, Perm, ProjectRoot};
 use crate::paths::serialize_paths;
@@ -44,6 +44,9 @@ pub struct RestoreOptions {
     /// Overwrite paths that exist on disk but are not in the current snapshot (ignored or too
     /// large files), after saving their bytes into the undo tree.
     pub force: bool,
+    /// Change nothing and record nothing: return the outcome the real run would give now
+    /// (with `diff`, and the snapshot of the project as `undo`).
+    pub dry_run: bool,
 }
 
 /// What [`Store::restore`] and [`Store::revert`] did.
@@ -69,8 +72,26 @@ pub struct RestoreOutcome {
     /// repository then, or left out for size or type): not deleted.
     #[serde(serialize_with = "serialize_paths")]
     pub kept: Vec<BString>,
-    /// A snapshot of the project from just before: `restore(undo)` puts everything back.
+    /// A snapshot of the project from just before: `restore(undo)` puts everything back. (In a
+    /// dry run, the project now; nothing is recorded.)
     pub undo: SnapshotId,
+    /// A dry run: nothing was changed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// In a dry run, the patch each written or deleted file would get, as `git diff` writes it
+    /// (from the file now to what the run would leave).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "serialize_lossy"
+    )]
+    pub diff: Option<Vec<u8>>,
+}
+
+/// `Some(bytes)` as a (lossy) JSON string.
+fn serialize_lossy<S: serde::Serializer>(diff: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&String::from_utf8_lossy(
+        diff.as_deref().unwrap_or_default(),
+    ))
 }
 
 /// A path that could not be changed.
@@ -121,6 +142,8 @@ pub(crate) struct Plan {
     /// What each snapshot of the plan could see.
     pub(crate) sights: Vec<Visibility>,
     pub(crate) force: bool,
+    /// Decide every step, then stop: nothing is written, deleted or recorded.
+    pub(crate) dry_run: bool,
 }
 
 /// What stands where the target adds a path the current snapshot lacks.
@@ -162,7 +185,7 @@ impl Store {
         // Under the lock first: a prune between the check and the lock could remove `hash`.
         let locked = self.lock()?;
         let target = locked.tree(hash)?;
-        let current = locked.track(&TrackOptions::default())?.hash.0;
+        let current = locked.current(options.dry_run)?;
         let changes = tree_changes(&self.repo(), current, target)?;
         locked.apply(Plan {
             target,
@@ -170,6 +193,7 @@ impl Store {
             steps: changes.iter().map(|c| step_of(c, 0)).collect(),
             sights: vec![self.visibility(target, None)?],
             force: options.force,
+            dry_run: options.dry_run,
         })
     }
 
@@ -187,6 +211,16 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn revert(&self, hash: SnapshotId, paths: &[impl AsRef<Path>]) -> Result<RestoreOutcome> {
+        self.revert_with(hash, paths, &RestoreOptions::default())
+    }
+
+    /// [`Self::revert`] with options (`dry_run`, `force`).
+    pub fn revert_with(
+        &self,
+        hash: SnapshotId,
+        paths: &[impl AsRef<Path>],
+        options: &RestoreOptions,
+    ) -> Result<RestoreOutcome> {
         let target = self.tree(hash)?;
         let repo = self.repo();
         // (A prune may remove the snapshot meanwhile: then it is not found, as under the lock.)
@@ -209,7 +243,7 @@ impl Store {
                 });
             }
         }
-        self.revert_patches(&[(hash, paths)])
+        self.revert_patches_with(&[(hash, paths)], options)
     }
 
     /// Revert several `(hash, paths)` patches at once: for a path named in several, the first
@@ -229,6 +263,15 @@ impl Store {
     pub fn revert_patches<P: AsRef<Path>>(
         &self,
         patches: &[(SnapshotId, &[P])],
+    ) -> Result<RestoreOutcome> {
+        self.revert_patches_with(patches, &RestoreOptions::default())
+    }
+
+    /// [`Self::revert_patches`] with options.
+    fn revert_patches_with<P: AsRef<Path>>(
+        &self,
+        patches: &[(SnapshotId, &[P])],
+        options: &RestoreOptions,
     ) -> Result<RestoreOutcome> {
         let locked = self.lock()?;
         let mut requests = Vec::new();
@@ -252,7 +295,7 @@ impl Store {
                 reason: "none given: name the files or directories to revert",
             });
         };
-        let current = locked.track(&TrackOptions::default())?.hash.0;
+        let current = locked.current(options.dry_run)?;
         let repo = self.repo();
         // One tree diff per distinct target, filtered by each request's path.
         let mut targets: Vec<(ObjectId, Vec<Change>)> = Vec::new();
@@ -287,12 +330,24 @@ impl Store {
             current,
             steps,
             sights,
-            force: false,
+            force: options.force,
+            dry_run: options.dry_run,
         })
     }
 }
 
 impl Locked<'_> {
+    /// The snapshot of the project a run starts from: recorded (the undo point), or, for a dry
+    /// run, not. Costs a [`track`](Self::track).
+    pub(crate) fn current(&self, dry_run: bool) -> Result<ObjectId> {
+        let options = TrackOptions::default();
+        let snapshot = match dry_run {
+            true => self.peek(&options)?,
+            false => self.track(&options)?,
+        };
+        Ok(snapshot.hash.0)
+    }
+
     /// Check, then carry out `plan` (see the module docs).
     pub(crate) fn apply(&self, mut plan: Plan) -> Result<RestoreOutcome> {
         let repo = self.repo();
@@ -315,6 +370,8 @@ impl Locked<'_> {
             conflicts: Vec::new(),
             kept: Vec::new(),
             undo: SnapshotId(plan.current),
+            dry_run: plan.dry_run,
+            diff: None,
         };
         let deleting: HashSet<&BStr> = plan
             .steps
@@ -338,6 +395,25 @@ impl Locked<'_> {
                 _ => {}
             }
             actions.push(action);
+        }
+        if plan.dry_run {
+            let mut diff = Vec::new();
+            for (step, action) in plan.steps.iter().zip(&actions) {
+                match action {
+                    Action::Delete => outcome.deleted.push(step.path.clone()),
+                    Action::Write | Action::SaveAndWrite(_) => {
+                        outcome.written.push(step.path.clone())
+                    }
+                    _ => continue,
+                }
+                let current = match action {
+                    Action::SaveAndWrite(_) => None, // what stands there is outside the snapshot
+                    _ => step.current,
+                };
+                write_change(&repo, &mut diff, step.path.as_ref(), current, step.target)?;
+            }
+            outcome.diff = Some(diff);
+            return Ok(outcome);
         }
 
         // The undo tree: the current snapshot, plus what `force` replaces outside it.

@@ -369,6 +369,8 @@ struct Restore {
     hash: String,
     #[serde(default)]
     force: bool,
+    #[serde(default)]
+    dry_run: bool,
 }
 
 #[derive(Deserialize)]
@@ -376,6 +378,8 @@ struct Restore {
 struct Revert {
     hash: String,
     paths: Vec<PathBuf>,
+    #[serde(default)]
+    dry_run: bool,
 }
 
 #[derive(Deserialize)]
@@ -425,6 +429,8 @@ struct Undo {
     file: Option<PathBuf>,
     #[serde(default)]
     force: bool,
+    #[serde(default)]
+    dry_run: bool,
     /// The most recent turn not undone yet (instead of `turn` and `file`).
     #[serde(default)]
     last: bool,
@@ -504,15 +510,25 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
             value(json!({"hash": full, "changed": changed}))
         }
         "restore" => {
-            let Restore { hash, force } = params(raw)?;
-            value(store.restore(
-                store.resolve(&hash)?,
-                &crate::restore::RestoreOptions { force },
-            )?)
+            let Restore {
+                hash,
+                force,
+                dry_run,
+            } = params(raw)?;
+            let options = crate::restore::RestoreOptions { force, dry_run };
+            value(store.restore(store.resolve(&hash)?, &options)?)
         }
         "revert" => {
-            let Revert { hash, paths } = params(raw)?;
-            value(store.revert(store.resolve(&hash)?, &paths)?)
+            let Revert {
+                hash,
+                paths,
+                dry_run,
+            } = params(raw)?;
+            let options = crate::restore::RestoreOptions {
+                dry_run,
+                ..Default::default()
+            };
+            value(store.revert_with(store.resolve(&hash)?, &paths, &options)?)
         }
         "turn_begin" => {
             let TurnBegin {
@@ -552,6 +568,7 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
                 turn,
                 file,
                 force,
+                dry_run,
                 last,
             } = params(raw)?;
             if last && (turn.is_some() || file.is_some()) {
@@ -559,9 +576,15 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
                     "bad params: `last` goes without `turn` and `file`".into(),
                 ));
             }
+            let options = crate::turns::UndoOptions {
+                turn,
+                file,
+                force,
+                dry_run,
+            };
             value(match last {
-                true => store.undo_last(&session, force)?,
-                false => store.undo(&session, &crate::turns::UndoOptions { turn, file, force })?,
+                true => store.undo_last_with(&session, &options)?,
+                false => store.undo(&session, &options)?,
             })
         }
         "redo" => {

@@ -96,6 +96,8 @@ pub struct UndoOptions {
     pub file: Option<PathBuf>,
     /// Also undo paths someone else changed since (their bytes are kept in the undo point).
     pub force: bool,
+    /// Change nothing and record nothing: return the outcome the real undo would give now.
+    pub dry_run: bool,
 }
 
 /// Which undo [`Store::redo`] redoes.
@@ -877,7 +879,7 @@ impl Store {
         }
         .ok_or_else(|| self.missing_turn(session, from_turn.unwrap_or_default()))?;
         let undone = &records[start..];
-        let current = locked.track(&TrackOptions::default())?.hash.0;
+        let current = locked.current(options.dry_run)?;
         let repo = locked.repo();
         let mut touched: Vec<BString> = Vec::new();
         // Shared paths (changed while another session's turn was open, announced by neither
@@ -959,13 +961,21 @@ impl Store {
                 _ => changes.push(change),
             }
         }
-        let outcome = locked.apply(Plan {
+        let mut outcome = locked.apply(Plan {
             target,
             current,
             steps: changes.iter().map(|c| step_of(c, 0)).collect(),
             sights: vec![locked.visibility(target, Some(undone[0].begin))?],
             force,
+            dry_run: options.dry_run,
         })?;
+        // Left alone: what the undo saw was someone else's, then what changed as it ran.
+        conflicts.append(&mut outcome.conflicts);
+        outcome.conflicts = conflicts;
+        outcome.kept.extend(out_of_view);
+        if options.dry_run {
+            return Ok(outcome);
+        }
         // What the session left: its last commit's tree (for a turn left open, its "before":
         // what the open turn changed and the undo did not take back is not the session's).
         let base = chain.last().map_or(current, |link| link.tree);
@@ -995,7 +1005,7 @@ impl Store {
                 encode_id("turn", &record.turn)?
             ));
         }
-        for path in conflicts.iter().chain(&outcome.conflicts) {
+        for path in &outcome.conflicts {
             message.push_str(LEFT_ALONE);
             crate::snapshot::visibility::encode_path(&mut message, path);
             message.push('\n');
@@ -1013,10 +1023,6 @@ impl Store {
         for (record, marker) in rolled_back {
             locked.set_ref(&marker, record.commit, "rewind: undo")?;
         }
-        let mut outcome = outcome;
-        conflicts.append(&mut outcome.conflicts);
-        outcome.conflicts = conflicts;
-        outcome.kept.extend(out_of_view);
         Ok(outcome)
     }
 
@@ -1110,6 +1116,23 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn undo_last(&self, session: &str, force: bool) -> Result<RestoreOutcome> {
+        let options = UndoOptions {
+            force,
+            ..Default::default()
+        };
+        self.undo_last_with(session, &options)
+    }
+
+    /// [`Self::undo_last`] with `options` (`force`, `dry_run`; its `turn` is the one found, and
+    /// `file` must be `None`).
+    pub fn undo_last_with(&self, session: &str, options: &UndoOptions) -> Result<RestoreOutcome> {
+        if options.file.is_some() {
+            return Err(Error::BadPath {
+                path: options.file.clone().unwrap_or_default(),
+                reason: "the last turn is undone whole: no file goes with it",
+            });
+        }
+        let force = options.force;
         let left_alone = match force {
             true => self.turns_undone_with_files_left_alone(session)?,
             false => HashSet::new(),
@@ -1129,8 +1152,7 @@ impl Store {
         })?;
         let options = UndoOptions {
             turn: Some(turn),
-            file: None,
-            force,
+            ..options.clone()
         };
         self.undo(session, &options)
     }
@@ -1218,6 +1240,7 @@ impl Store {
             steps: changes.iter().map(|c| step_of(c, 0)).collect(),
             sights: vec![locked.visibility(point, None)?],
             force,
+            dry_run: false,
         })?;
         let rolled_back: Vec<String> = lines_with(&message, ROLLED_BACK)
             .filter_map(|t| decode_id(t.to_str().ok()?))
@@ -1857,29 +1880,13 @@ impl Locked<'_> {
     /// chain is rewritten without them. Returns the turns that went.
     pub(crate) fn trim_session(&self, session: &str, max: usize) -> Result<Vec<String>> {
         let records = self.session_records(session)?;
-        let excess = records.len().saturating_sub(max);
-        let mut dropped = Vec::new();
-        for record in &records {
-            if dropped.len() == excess {
-                break;
-            }
-            let marker = turn_ref(session, "rolled-back", &record.turn)?;
-            // An open turn is never dropped: it needs its chain and its before snapshot.
-            if record.ended_at.is_some() && self.ref_target(&marker)?.is_none() {
-                dropped.push(record.turn.clone());
-            }
-        }
+        let (dropped, dropped_commits) = self.turns_over_limit(session, &records, max)?;
         if dropped.is_empty() {
             return Ok(dropped);
         }
         // The chain is copied without the dropped turns' commits, oldest first; the undo and
         // redo commits stay (each is the session's last word on the paths it changed), and the
         // commits a message names (a redo's undo, an end's begin) are named by their new ids.
-        let dropped_commits: HashSet<ObjectId> = records
-            .iter()
-            .filter(|r| dropped.contains(&r.turn))
-            .flat_map(|r| [r.begin, r.commit])
-            .collect();
         let mut chain = Vec::new();
         let mut next = self.ref_target(&session_ref(session, "head")?)?;
         while let Some(commit) = next {
@@ -1956,6 +1963,43 @@ impl Locked<'_> {
 }
 
 impl Store {
+    /// The turns of `session` (its `records`) that keeping at most `max` drops: of the ended
+    /// turns not rolled back, all but the newest `max` (an open turn needs its chain and its
+    /// before snapshot, a rolled-back one may be redone: neither counts, neither goes), with
+    /// their begin and end commits. Costs a ref read per turn.
+    fn turns_over_limit(
+        &self,
+        session: &str,
+        records: &[Record],
+        max: usize,
+    ) -> Result<(Vec<String>, HashSet<ObjectId>)> {
+        let mut removable = Vec::new();
+        for record in records {
+            let marker = turn_ref(session, "rolled-back", &record.turn)?;
+            if record.ended_at.is_some() && self.ref_target(&marker)?.is_none() {
+                removable.push(record.turn.clone());
+            }
+        }
+        let mut dropped = removable;
+        dropped.truncate(dropped.len().saturating_sub(max));
+        let commits = records
+            .iter()
+            .filter(|r| dropped.contains(&r.turn))
+            .flat_map(|r| [r.begin, r.commit])
+            .collect();
+        Ok((dropped, commits))
+    }
+
+    /// The turns [`Locked::trim_session`] would drop from `session` (see
+    /// [`Self::turns_over_limit`]).
+    pub(crate) fn trim_preview(
+        &self,
+        session: &str,
+        max: usize,
+    ) -> Result<(Vec<String>, HashSet<ObjectId>)> {
+        self.turns_over_limit(session, &self.session_records(session)?, max)
+    }
+
     /// The error for a turn (or, with `turn` `None`, a session) that is not in the store:
     /// [`Error::Pruned`] when prune removed it or its session, else [`Error::NoTurn`] or
     /// [`Error::NoSession`]. Costs reading prune's record.
@@ -2065,7 +2109,36 @@ impl Store {
         Ok((sessions, on_chains))
     }
 
-    fn parent(&self, commit: ObjectId) -> Result<Option<ObjectId>> {
+    /// The undo points the chains of the sessions whose head ref `keep` accepts name (an
+    /// undo's commit names the snapshot its redo restores from): prune's roots, so that they
+    /// live as long as their session. Costs a commit read per commit of those chains.
+    pub(crate) fn undo_points_of_sessions(
+        &self,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<ObjectId>> {
+        let repo = self.repo();
+        let mut points = Vec::new();
+        for (name, head) in self.refs_under(&format!("{SESSIONS}/"))? {
+            if !name.ends_with("/head") || !keep(&name) {
+                continue;
+            }
+            let mut next = Some(head);
+            while let Some(id) = next {
+                let commit = repo
+                    .find_commit(id)
+                    .map_err(|e| Error::store(self.git_dir(), e))?;
+                let message = commit.message_raw_sloppy();
+                points.extend(
+                    lines_with(message, UNDO_POINT).filter_map(|hex| ObjectId::from_hex(hex).ok()),
+                );
+                next = commit.parent_ids().next().map(|id| id.detach());
+            }
+        }
+        Ok(points)
+    }
+
+    /// The first parent of `commit`. Costs a commit read.
+    pub(crate) fn parent(&self, commit: ObjectId) -> Result<Option<ObjectId>> {
         let repo = self.repo();
         let object = repo
             .find_commit(commit)

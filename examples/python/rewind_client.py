@@ -109,7 +109,9 @@ class RestoreOutcome(TypedDict):
     failed: list[Failure]
     conflicts: list[str]
     kept: list[str]
-    undo: str  # restore(undo) puts everything back as it was before
+    undo: str  # restore(undo) puts everything back as it was before (dry run: the project now)
+    dry_run: NotRequired[bool]  # present (true) for a dry run: nothing was changed
+    diff: NotRequired[str]  # in a dry run, the patch of each file written or deleted
 
 
 class TurnFile(TypedDict):
@@ -480,11 +482,22 @@ class RewindClient:
     def has_changes(self, hash: str, **options: Unpack[CallOptions]) -> bool:
         return cast(HasChanges, self.call("has_changes", {"hash": hash}, **options))["changed"]
 
-    def restore(self, hash: str, force: bool = False, **options: Unpack[CallOptions]) -> RestoreOutcome:
-        return cast(RestoreOutcome, self.call("restore", {"hash": hash, "force": force}, **options))
+    def restore(
+        self, hash: str, force: bool = False, dry_run: bool = False, **options: Unpack[CallOptions]
+    ) -> RestoreOutcome:
+        """`dry_run`: change nothing, return what the restore would do (with `diff`)."""
+        params: dict[str, object] = {"hash": hash, "force": force}
+        if dry_run:
+            params["dry_run"] = True
+        return cast(RestoreOutcome, self.call("restore", params, **options))
 
-    def revert(self, hash: str, paths: list[str], **options: Unpack[CallOptions]) -> RestoreOutcome:
-        return cast(RestoreOutcome, self.call("revert", {"hash": hash, "paths": list(paths)}, **options))
+    def revert(
+        self, hash: str, paths: list[str], dry_run: bool = False, **options: Unpack[CallOptions]
+    ) -> RestoreOutcome:
+        params: dict[str, object] = {"hash": hash, "paths": list(paths)}
+        if dry_run:
+            params["dry_run"] = True
+        return cast(RestoreOutcome, self.call("revert", params, **options))
 
     def turn_begin(
         self, session: str, turn: str, meta: dict[str, str] | None = None, **options: Unpack[CallOptions]
@@ -513,6 +526,7 @@ class RewindClient:
         file: str | None = None,
         force: bool = False,
         last: bool = False,
+        dry_run: bool = False,
         **options: Unpack[CallOptions],
     ) -> RestoreOutcome:
         """Undo `turn` and the later turns (with `file`: only that path), or with `last` the most
@@ -522,6 +536,8 @@ class RewindClient:
         params["force"] = force
         if last:
             params["last"] = True
+        if dry_run:
+            params["dry_run"] = True
         return cast(RestoreOutcome, self.call("undo", params, **options))
 
     def redo(
@@ -733,6 +749,10 @@ def selftest(rewind: str) -> int:
 
         @step
         def revert_and_restore() -> None:
+            preview = rw.revert(state["before"], ["a.txt"], dry_run=True)
+            check_shape("revert dry-run shape", preview, RestoreOutcome)
+            check("revert dry run", preview.get("dry_run") is True and preview["written"] == ["a.txt"], preview)
+            check("revert dry run changed nothing", (project / "a.txt").read_bytes() != b"one\ntwo\n")
             reverted = rw.revert(state["before"], ["a.txt"])
             check_shape("revert shape", reverted, RestoreOutcome)
             check("revert", (reverted["written"], reverted["deleted"], reverted["failed"]) == (["a.txt"], [], []), reverted)

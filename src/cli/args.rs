@@ -59,6 +59,14 @@ pub(crate) struct TurnArgs {
     pub(crate) turn: String,
 }
 
+/// `--dry-run`.
+#[derive(Args)]
+pub(crate) struct DryRunArg {
+    /// Change nothing: say what the command would do (with each file's diff under --json)
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
 /// `--color WHEN`.
 #[derive(Args)]
 pub(crate) struct ColorArg {
@@ -96,6 +104,8 @@ pub(crate) struct PruneArgs {
     /// Size to get under once over --max-size, e.g. 300M [default: rewind.targetSize]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub(crate) target_size: Option<u64>,
+    #[command(flatten)]
+    pub(crate) dry_run: DryRunArg,
 }
 
 impl PruneArgs {
@@ -107,6 +117,7 @@ impl PruneArgs {
             max_turns_per_session: self.max_turns,
             max_size: self.max_size,
             target_size: self.target_size,
+            dry_run: self.dry_run.dry_run,
         }
     }
 }
@@ -173,6 +184,8 @@ pub(crate) enum Command {
         /// Also overwrite files outside the current snapshot (ignored, too large), saving them first
         #[arg(long)]
         force: bool,
+        #[command(flatten)]
+        dry_run: DryRunArg,
     },
     /// Bring only some paths back to their state in a snapshot
     ///
@@ -182,6 +195,8 @@ pub(crate) enum Command {
         /// Files or directories, project-relative or absolute inside the project
         #[arg(required = true, num_args = 1..)]
         paths: Vec<PathBuf>,
+        #[command(flatten)]
+        dry_run: DryRunArg,
     },
     /// Delete expired snapshots and sessions and the objects only they used
     ///
@@ -220,20 +235,32 @@ pub(crate) enum Command {
     Turn(TurnCommand),
     /// List turns, oldest first (all sessions, or one)
     ///
-    /// Example: rewind turns --session chat-42
+    /// Example: rewind turns --session chat-42      (or: rewind turns --last-session)
     Turns {
         /// Only this session's turns
         #[arg(long)]
         session: Option<String>,
+        /// Only the turns of the project's most recent session (the one whose last turn began last)
+        #[arg(long, conflicts_with = "session")]
+        last_session: bool,
     },
     /// Undo what a session did from a turn on (default: its first turn), or one file of it
     ///
     /// Example: rewind undo --session chat-42 --turn 3 --file src/lib.rs
     ///
     /// Example: rewind undo --session chat-42 --last   (what the agent just did)
+    ///
+    /// Example: rewind undo --session chat-42 --turn 3 --dry-run   (what it would change, first)
+    ///
+    /// Example: rewind undo --last-session   (the last turn of the project's most recent session)
     Undo {
-        #[command(flatten)]
-        session: SessionArg,
+        /// The agent's session (conversation) id
+        #[arg(long, required_unless_present = "last_session")]
+        session: Option<String>,
+        /// The project's most recent session (the one whose last turn began last); without
+        /// --turn or --file, from its last turn that changed files and is not undone yet
+        #[arg(long, conflicts_with = "session")]
+        last_session: bool,
         /// The first turn to undo; later turns are undone too
         #[arg(long, conflicts_with = "last")]
         turn: Option<String>,
@@ -245,6 +272,8 @@ pub(crate) enum Command {
         file: Option<PathBuf>,
         #[command(flatten)]
         force: ForceArg,
+        #[command(flatten)]
+        dry_run: DryRunArg,
     },
     /// Bring back what the session's last undo (not redone yet) changed, and only that
     ///
@@ -260,6 +289,20 @@ pub(crate) enum Command {
         #[command(flatten)]
         force: ForceArg,
     },
+    /// Record an agent's turns from its hooks: reads the hook's JSON payload on stdin
+    ///
+    /// A prompt begins the session's next turn (1, 2, ...), the agent's stop ends it. Prints
+    /// nothing on stdout and exits 0 whatever happens (a failure is one line on stderr and in
+    /// <data dir>/hooks.log): a hook must never block or feed the agent.
+    ///
+    /// Example: echo "$payload" | rewind hook claude-code
+    Hook {
+        #[arg(value_enum)]
+        agent: Agent,
+    },
+    /// Install rewind's hooks in an agent's settings, or take them out
+    #[command(subcommand)]
+    Hooks(HooksCommand),
     /// Per-file totals across a session
     ///
     /// Example: rewind changes --session chat-42
@@ -293,6 +336,46 @@ pub(crate) enum TurnCommand {
     ///
     /// Example: rewind turn end --session chat-42 --turn 3
     End(TurnArgs),
+}
+
+/// `rewind hooks install|uninstall AGENT`.
+#[derive(Subcommand)]
+pub(crate) enum HooksCommand {
+    /// Merge rewind's hooks into the agent's settings (a copy of the file as it was is kept)
+    ///
+    /// Example: rewind hooks install claude-code          (.claude/settings.json)
+    Install(HooksArgs),
+    /// Take rewind's hooks out of the agent's settings (the file as it was, when unchanged since)
+    ///
+    /// Example: rewind hooks uninstall claude-code --user (~/.claude/settings.json)
+    Uninstall(HooksArgs),
+}
+
+/// The agent, the settings file, and whether to only show the change.
+#[derive(Args)]
+pub(crate) struct HooksArgs {
+    #[arg(value_enum)]
+    pub(crate) agent: Agent,
+    /// The project's settings (-C, else the current directory) [default]
+    #[arg(long = "project", id = "project_settings", conflicts_with = "user")]
+    pub(crate) project_settings: bool,
+    /// The user's settings, for every project
+    #[arg(long)]
+    pub(crate) user: bool,
+    /// Print the change and write nothing
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
+/// An agent whose hooks rewind understands.
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum Agent {
+    /// Claude Code: UserPromptSubmit and Stop, in .claude/settings.json
+    ClaudeCode,
+    /// Gemini CLI: BeforeAgent and AfterAgent, in .gemini/settings.json
+    Gemini,
+    /// Codex: UserPromptSubmit and Stop, in .codex/hooks.json
+    Codex,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -5,6 +5,9 @@
 
 mod args;
 mod color;
+mod hook;
+mod hooks_install;
+mod jsonc;
 mod progress;
 mod render;
 
@@ -16,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::Parser;
 use serde_json::json;
 
-use args::{Cli, Command, Global, TurnArgs, TurnCommand};
+use args::{Cli, Command, Global, HooksCommand, TurnArgs, TurnCommand};
 use render::{errln, outln, print_json, quote, write_stdout};
 
 fn main() -> ExitCode {
@@ -31,6 +34,12 @@ fn main() -> ExitCode {
             .with_ansi(std::io::stderr().is_terminal())
             .with_max_level(level)
             .init();
+    }
+    match &cli.command {
+        // Whatever happens, a hook exits 0 and prints nothing on stdout.
+        Command::Hook { agent } => return hook::run(*agent, &cli.global),
+        Command::Hooks(command) => return hooks(command, &cli.global),
+        _ => {}
     }
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -47,6 +56,35 @@ fn main() -> ExitCode {
             if cli.global.json && !printed {
                 let error = json!({"error": {"code": err.code(), "message": err.to_string()}});
                 outln!("{error}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `rewind hooks install|uninstall`: the agent's settings file, no store.
+fn hooks(command: &HooksCommand, global: &Global) -> ExitCode {
+    let (install, args) = match command {
+        HooksCommand::Install(args) => (true, args),
+        HooksCommand::Uninstall(args) => (false, args),
+    };
+    let scope = match args.user {
+        true => hooks_install::Scope::User,
+        false => hooks_install::Scope::Project,
+    };
+    let done = match install {
+        true => hooks_install::install(args.agent, scope, args.dry_run, global),
+        false => hooks_install::uninstall(args.agent, scope, args.dry_run, global),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            errln!("rewind: {}", failure.message);
+            if global.json {
+                outln!(
+                    "{}",
+                    json!({"error": {"code": failure.code, "message": failure.message}})
+                );
             }
             ExitCode::from(1)
         }
@@ -182,14 +220,29 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                 outln!("{changed}");
             }
         }
-        Command::Restore { hash, force } => {
-            let options = rewind::RestoreOptions { force: *force };
+        Command::Restore {
+            hash,
+            force,
+            dry_run,
+        } => {
+            let options = rewind::RestoreOptions {
+                force: *force,
+                dry_run: dry_run.dry_run,
+            };
             let outcome = store.restore(store.resolve(hash)?, &options)?;
             let why = "something outside the current snapshot is in the way";
             return report(json, &outcome, why, "undo");
         }
-        Command::Revert { hash, paths } => {
-            let outcome = store.revert(store.resolve(hash)?, paths)?;
+        Command::Revert {
+            hash,
+            paths,
+            dry_run,
+        } => {
+            let options = rewind::RestoreOptions {
+                dry_run: dry_run.dry_run,
+                ..Default::default()
+            };
+            let outcome = store.revert_with(store.resolve(hash)?, paths, &options)?;
             let why = "something outside the current snapshot is in the way";
             return report(json, &outcome, why, "undo");
         }
@@ -254,7 +307,9 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             }
             report.ensure_healthy()?;
         }
-        Command::Completions { .. } => unreachable!("handled before the store opens"),
+        Command::Completions { .. } | Command::Hook { .. } | Command::Hooks(_) => {
+            unreachable!("handled before the store opens")
+        }
         Command::Turn(TurnCommand::Begin {
             turn: TurnArgs { session, turn },
             meta,
@@ -294,7 +349,14 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                 }
             }
         }
-        Command::Turns { session } => {
+        Command::Turns {
+            session,
+            last_session,
+        } => {
+            let session = match last_session {
+                true => Some(last_session_of(store)?),
+                false => session.clone(),
+            };
             let turns = store.turns(session.as_deref())?;
             if json {
                 print_json(&turns);
@@ -304,18 +366,35 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
         }
         Command::Undo {
             session,
+            last_session,
             turn,
             file,
             force,
+            dry_run,
             last,
         } => {
-            let (session, force) = (&session.session, force.force);
+            let session = match (session, last_session) {
+                (Some(session), false) => session.clone(),
+                _ => last_session_of(store)?,
+            };
+            let force = force.force;
+            // --last-session alone: what the agent just did, from its last turn that changed
+            // files (a turn where it only answered would undo nothing); --last without such.
+            let alone = *last_session && turn.is_none() && file.is_none();
+            let turn = match alone && !force {
+                true => last_changing_turn(store, &session)?,
+                false => turn.clone(),
+            };
+            let last = *last || (alone && turn.is_none());
+            let options = rewind::UndoOptions {
+                turn,
+                file: file.clone(),
+                force,
+                dry_run: dry_run.dry_run,
+            };
             let outcome = match last {
-                true => store.undo_last(session, force)?,
-                false => {
-                    let (turn, file) = (turn.clone(), file.clone());
-                    store.undo(session, &rewind::UndoOptions { turn, file, force })?
-                }
+                true => store.undo_last_with(&session, &options)?,
+                false => store.undo(&session, &options)?,
             };
             let why = "changed by someone else since, or in the way";
             return report(json, &outcome, why, "the whole project as it was before");
@@ -351,6 +430,24 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
         }
     }
     Ok(())
+}
+
+/// The project's most recent session: the one whose last turn began last. Reads every turn.
+fn last_session_of(store: &rewind::Store) -> rewind::Result<String> {
+    let turns = store.turns(None)?;
+    let last = turns.into_iter().max_by_key(|turn| turn.started_at);
+    last.map(|turn| turn.session)
+        .ok_or_else(|| rewind::Error::NoSession("(any: the project has no turns yet)".into()))
+}
+
+/// The session's last ended turn that changed files and is not rolled back. Reads the
+/// session's turns.
+fn last_changing_turn(store: &rewind::Store, session: &str) -> rewind::Result<Option<String>> {
+    let turns = store.turns(Some(session))?;
+    let mut changing = turns
+        .into_iter()
+        .filter(|t| t.ended_at.is_some() && !t.rolled_back && t.files > 0);
+    Ok(changing.next_back().map(|t| t.turn))
 }
 
 /// Print what a restore, revert, undo or redo did; a partial one is an error (exit 1).

@@ -99,14 +99,18 @@ pub(crate) fn print_file(file: &rewind::TurnFile, indent: &str) {
 /// Print what a restore, revert, undo or redo changed: files on stdout, conflicts and failures
 /// on stderr, then the command that goes back. `why` says why conflicts were left alone.
 pub(crate) fn print_outcome(outcome: &rewind::RestoreOutcome, why: &str, undo_label: &str) {
+    let would = if outcome.dry_run { "would be " } else { "" };
     for path in &outcome.written {
-        outln!("written {}", quote(path));
+        outln!("{would}written {}", quote(path));
     }
     for path in &outcome.deleted {
-        outln!("deleted {}", quote(path));
+        outln!("{would}deleted {}", quote(path));
     }
     for path in &outcome.conflicts {
-        errln!("rewind: left alone {}: {why} (use --force)", quote(path));
+        errln!(
+            "rewind: {would}left alone {}: {why} (use --force)",
+            quote(path)
+        );
     }
     for path in &outcome.kept {
         errln!(
@@ -121,7 +125,10 @@ pub(crate) fn print_outcome(outcome: &rewind::RestoreOutcome, why: &str, undo_la
             failure.error
         );
     }
-    outln!("{undo_label}: rewind restore {}", outcome.undo);
+    match outcome.dry_run {
+        true => outln!("dry run: nothing was changed"),
+        false => outln!("{undo_label}: rewind restore {}", outcome.undo),
+    }
 }
 
 /// Say what a prune removed: a line per removed session on stderr, a summary on stdout
@@ -144,23 +151,29 @@ pub(crate) fn report_prune(
             "expired session"
         };
         errln!(
-            "rewind: {}: removed {what} {}",
+            "rewind: {}: {} {what} {}",
             quote_os(project),
+            if outcome.dry_run {
+                "would remove"
+            } else {
+                "removed"
+            },
             quote(session)
         );
     }
     for abandoned in &outcome.abandoned_turns {
         errln!(
-            "rewind: {}: turn {} of session {} was open since {} (rewind.abandonedTurnAfter): removed with its session",
+            "rewind: {}: turn {} of session {} was open since {} (rewind.abandonedTurnAfter): {} with its session",
             quote_os(project),
             quote(&abandoned.turn),
             quote(&abandoned.session),
-            abandoned.started_at.format("%Y-%m-%d %H:%M UTC")
+            abandoned.started_at.format("%Y-%m-%d %H:%M UTC"),
+            if outcome.dry_run { "would be removed" } else { "removed" },
         );
     }
     if outcome.still_over_quota {
         errln!(
-            "rewind: {}: still over its size quota (rewind.targetSize): the space is held by what is in use (an active session, snapshots younger than an hour)",
+            "rewind: {}: still over its size quota (rewind.targetSize): the space is held by what is in use (an active session, snapshots taken within the hour)",
             quote_os(project)
         );
     }
@@ -170,8 +183,12 @@ pub(crate) fn report_prune(
             n => format!(" ({n} for the size quota)"),
         };
         outln!(
-            "{}: removed {} snapshots{for_size}, {} turns, {} objects ({} bytes)",
+            "{}: {} {} snapshots{for_size}, {} turns, {} objects ({} bytes)",
             quote_os(project),
+            match outcome.dry_run {
+                true => "would remove (dry run, objects and bytes estimated)",
+                false => "removed",
+            },
             outcome.snapshots_removed,
             outcome.turns_removed,
             outcome.objects_removed,

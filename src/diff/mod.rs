@@ -219,16 +219,13 @@ impl Store {
             if !wanted(change.path.as_ref()) {
                 continue;
             }
-            match (change.before, change.after) {
-                // A file <-> symlink change prints as a deletion and a creation, as git does.
-                (Some(before), Some(after)) if before.is_link() != after.is_link() => {
-                    write_patch(&repo, &mut out, change.path.as_ref(), Some(before), None)?;
-                    write_patch(&repo, &mut out, change.path.as_ref(), None, Some(after))?;
-                }
-                (before, after) => {
-                    write_patch(&repo, &mut out, change.path.as_ref(), before, after)?
-                }
-            }
+            write_change(
+                &repo,
+                &mut out,
+                change.path.as_ref(),
+                change.before,
+                change.after,
+            )?;
         }
         Ok(out)
     }
@@ -310,6 +307,25 @@ pub(crate) fn file_change(
         row.after = new.to_str_lossy().into_owned();
     }
     Ok(row)
+}
+
+/// Append git's patch for the change of `path` from `before` to `after` (a file <-> symlink
+/// change as a deletion and a creation, as git prints it). Costs reading both blobs and a line
+/// diff.
+pub(crate) fn write_change(
+    repo: &gix::Repository,
+    out: &mut Vec<u8>,
+    path: &BStr,
+    before: Option<Side>,
+    after: Option<Side>,
+) -> Result<()> {
+    match (before, after) {
+        (Some(before), Some(after)) if before.is_link() != after.is_link() => {
+            write_patch(repo, out, path, Some(before), None)?;
+            write_patch(repo, out, path, None, Some(after))
+        }
+        (before, after) => write_patch(repo, out, path, before, after),
+    }
 }
 
 /// Append git's patch for one path: headers, then hunks or the binary notice.

@@ -239,6 +239,14 @@ impl Store {
 impl Locked<'_> {
     /// [`Store::track`], under the lock.
     pub(crate) fn track(&self, options: &TrackOptions) -> Result<Snapshot> {
+        let snapshot = self.peek(options)?;
+        self.record_snapshot(&snapshot)?;
+        Ok(snapshot)
+    }
+
+    /// The project as it is now, snapshotted (its objects stored, the stat cache refreshed)
+    /// but not recorded: what a dry run compares with. Costs a [`track`](Self::track).
+    pub(crate) fn peek(&self, options: &TrackOptions) -> Result<Snapshot> {
         Ok(self
             .snapshot(options, None)?
             .expect("runs to the end without a probe"))
@@ -350,7 +358,6 @@ impl Locked<'_> {
             hidden_outside,
             skipped,
         };
-        self.record_snapshot(&snapshot)?;
         tracing::debug!(hash = %snapshot.hash, files, skipped = snapshot.skipped.len(), "snapshot taken");
         Ok(Some(snapshot))
     }

@@ -30,16 +30,17 @@ use objects::ObjectWriter;
 
 mod journal;
 pub(crate) use crate::id::SnapshotId;
+mod delta;
 mod lock;
 pub(crate) mod objects;
-mod pack;
+pub(crate) mod pack;
 pub(crate) mod pruned;
 mod refs;
 #[cfg(feature = "serve")]
 pub(crate) use lock::deadline_in;
 pub use lock::Call;
 pub(crate) use lock::Locked;
-pub(crate) use refs::{snapshot_record, SNAPSHOT_RECORDS};
+pub(crate) use refs::{snapshot_record, RECORDS, SNAPSHOT_RECORDS};
 
 /// Where stores live: `explicit`, else `$REWIND_DATA_DIR`, else `$XDG_DATA_HOME/rewind`, else
 /// `~/.local/share/rewind`.

@@ -24,7 +24,7 @@ use gix::bstr::BStr;
 use std::time::SystemTime;
 
 use crate::error::{object_error, Error, Result};
-use crate::store::pack::{push_pack_entry_header, PackBuilder};
+use crate::store::pack::{push_pack_entry_header, Entry, PackBuilder};
 use crate::store::Store;
 
 /// Writes objects into one store's `objects/` directory.
@@ -130,7 +130,7 @@ impl ObjectWriter {
             return true;
         }
         if let Some(pack) = lock(&self.pack).as_ref() {
-            if pack.ids.contains(id) {
+            if pack.offsets.contains_key(id) {
                 return true;
             }
         }
@@ -224,6 +224,20 @@ impl ObjectWriter {
             .ok_or_else(|| Error::store(&self.objects_dir, "no pack is being written"))?;
         pack.append(id, &compressed)
             .map_err(|e| Error::io("writing pack", &pack.path, e))
+    }
+
+    /// Append `entries` in order to the pack being written (a delta after its base). Costs the
+    /// writes, under the pack's lock.
+    pub(super) fn append_entries(&self, entries: Vec<(ObjectId, Entry)>) -> Result<()> {
+        let mut pack = lock(&self.pack);
+        let pack = pack
+            .as_mut()
+            .ok_or_else(|| Error::store(&self.objects_dir, "no pack is being written"))?;
+        for (id, entry) in entries {
+            pack.append_entry(id, entry)
+                .map_err(|e| Error::io("writing pack", &pack.path, e))?;
+        }
+        Ok(())
     }
 
     /// Stream `size` bytes of `file` into a loose blob (for files too large to read whole): hash
@@ -371,7 +385,7 @@ fn temp_file(dir: &Path, prefix: &str) -> Result<tempfile::NamedTempFile> {
 }
 
 /// zlib-compress `parts` as one stream onto `out`, with this thread's compressor.
-fn deflate(parts: &[&[u8]], out: &mut Vec<u8>) -> io::Result<()> {
+pub(super) fn deflate(parts: &[&[u8]], out: &mut Vec<u8>) -> io::Result<()> {
     DEFLATE.with_borrow_mut(|compress| {
         compress.reset();
         for part in parts {
@@ -434,6 +448,16 @@ impl Store {
     /// Every object reachable from `roots`. Blobs are named by their trees, never read;
     /// each tree and commit is read once. A missing object ends its branch of the walk.
     pub(crate) fn reachable(&self, roots: Vec<ObjectId>) -> HashSet<ObjectId> {
+        self.reachable_around(roots, &HashSet::new())
+    }
+
+    /// [`Self::reachable`], as if the commits in `hollow` were cut out of every chain: their
+    /// parents stay reachable, they do not, nor their trees (unless reached otherwise).
+    pub(crate) fn reachable_around(
+        &self,
+        roots: Vec<ObjectId>,
+        hollow: &HashSet<ObjectId>,
+    ) -> HashSet<ObjectId> {
         let repo = self.repo();
         let mut seen = HashSet::new();
         let mut stack = roots;
@@ -447,7 +471,11 @@ impl Store {
             match object.kind {
                 gix::objs::Kind::Commit => {
                     if let Ok(commit) = object.try_into_commit() {
-                        stack.extend(commit.tree_id().ok().map(|t| t.detach()));
+                        if hollow.contains(&id) {
+                            seen.remove(&id);
+                        } else {
+                            stack.extend(commit.tree_id().ok().map(|t| t.detach()));
+                        }
                         stack.extend(commit.parent_ids().map(|p| p.detach()));
                     }
                 }

@@ -1,22 +1,40 @@
-//! Packs: while pruning repacks, new objects are appended to one pack file; its version-2
-//! index is written when it is complete, and both become visible by a rename.
+//! Packs: while a first snapshot or a prune's repack runs, new objects are appended to one pack
+//! file; its version-2 index is written when it is complete, and both become visible by a
+//! rename.
+//!
+//! A repack ([`write_objects`]) stores blobs and trees as deltas (`OFS_DELTA` entries) against
+//! an earlier entry of the same pack where that is less than half the object. Candidates are
+//! ordered by kind, by the hash of the name they are reached under and by size, largest first;
+//! each object is tried against the [`WINDOW`] objects of the same kind and name before it (the
+//! versions of one file; an object with a name of its own costs no search), with chains at most
+//! [`MAX_DEPTH`] deltas deep. The ordered list is cut into runs of about [`RUN_BYTES`], which
+//! threads encode in parallel and the pack receives in order: memory holds a window of objects
+//! per thread and the compressed entries of a few runs, never the whole store.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
+use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::store::delta;
+use crate::store::objects::{deflate, ObjectWriter};
 
-/// A pack entry's header: type and size as git's variable-length integer.
-pub(super) fn push_pack_entry_header(kind: gix::objs::Kind, size: u64, out: &mut Vec<u8>) {
-    let type_id: u8 = match kind {
-        gix::objs::Kind::Commit => 1,
-        gix::objs::Kind::Tree => 2,
-        gix::objs::Kind::Blob => 3,
-        gix::objs::Kind::Tag => 4,
-    };
+/// Objects each object is tried against as a delta base.
+const WINDOW: usize = 10;
+/// The longest chain of deltas a reader has to resolve.
+const MAX_DEPTH: u32 = 50;
+/// The raw bytes of one run of candidates encoded by one thread.
+const RUN_BYTES: u64 = 8 << 20;
+/// The raw bytes a window holds at most (beyond its newest object).
+const WINDOW_BYTES: usize = 64 << 20;
+/// Objects larger than this are stored whole, never read into a window.
+const MAX_DELTA_OBJECT: u64 = 64 << 20;
+
+/// A pack entry's header: type number and size as git's variable-length integer.
+fn push_header(type_id: u8, size: u64, out: &mut Vec<u8>) {
     let mut byte = (type_id << 4) | (size & 0x0f) as u8;
     let mut rest = size >> 4;
     while rest != 0 {
@@ -27,13 +45,51 @@ pub(super) fn push_pack_entry_header(kind: gix::objs::Kind, size: u64, out: &mut
     out.push(byte);
 }
 
+/// A pack entry's header for a whole object of `kind`.
+pub(super) fn push_pack_entry_header(kind: gix::objs::Kind, size: u64, out: &mut Vec<u8>) {
+    let type_id: u8 = match kind {
+        gix::objs::Kind::Commit => 1,
+        gix::objs::Kind::Tree => 2,
+        gix::objs::Kind::Blob => 3,
+        gix::objs::Kind::Tag => 4,
+    };
+    push_header(type_id, size, out);
+}
+
+/// An `OFS_DELTA` entry's header: type 6, the delta's size, then the distance back to the base
+/// entry (big-endian base-128, each continued byte counting one more than its bits say).
+fn push_delta_header(delta_size: u64, distance: u64, out: &mut Vec<u8>) {
+    push_header(6, delta_size, out);
+    let mut bytes = vec![(distance & 0x7f) as u8];
+    let mut rest = distance >> 7;
+    while rest != 0 {
+        rest -= 1;
+        bytes.push(0x80 | (rest & 0x7f) as u8);
+        rest >>= 7;
+    }
+    out.extend(bytes.iter().rev());
+}
+
+/// One object's entry, as a repack thread made it.
+pub(super) enum Entry {
+    /// Header and zlib data of the whole object.
+    Whole(Vec<u8>),
+    /// A delta of `size` bytes (zlib-compressed) against object `base`, written earlier.
+    Delta {
+        base: ObjectId,
+        size: u64,
+        compressed: Vec<u8>,
+    },
+}
+
 /// A pack being written: entries are appended after a 12-byte header filled in at the end.
 pub(super) struct PackBuilder {
     pub(super) path: PathBuf,
     file: BufWriter<tempfile::NamedTempFile>,
     offset: u64,
     pub(super) entries: Vec<(ObjectId, u64, u32)>,
-    pub(super) ids: HashSet<ObjectId>,
+    /// Where each entry starts.
+    pub(super) offsets: HashMap<ObjectId, u64>,
 }
 
 const PACK_HEADER_LEN: u64 = 12;
@@ -49,19 +105,40 @@ impl PackBuilder {
             file,
             offset: PACK_HEADER_LEN,
             entries: Vec::new(),
-            ids: HashSet::new(),
+            offsets: HashMap::new(),
         })
     }
 
     /// Append one entry (header + zlib data); a second copy of an id is dropped.
     pub(super) fn append(&mut self, id: ObjectId, entry: &[u8]) -> io::Result<()> {
-        if !self.ids.insert(id) {
+        if self.offsets.contains_key(&id) {
             return Ok(());
         }
         self.file.write_all(entry)?;
         self.entries.push((id, self.offset, crc32fast::hash(entry)));
+        self.offsets.insert(id, self.offset);
         self.offset += entry.len() as u64;
         Ok(())
+    }
+
+    /// Append `entry` for object `id`; a delta's base must be in the pack already.
+    pub(super) fn append_entry(&mut self, id: ObjectId, entry: Entry) -> io::Result<()> {
+        match entry {
+            Entry::Whole(bytes) => self.append(id, &bytes),
+            Entry::Delta {
+                base,
+                size,
+                compressed,
+            } => {
+                let base_offset = *self.offsets.get(&base).ok_or_else(|| {
+                    io::Error::other(format!("delta base {base} of {id} is not in the pack"))
+                })?;
+                let mut bytes = Vec::with_capacity(compressed.len() + 16);
+                push_delta_header(size, self.offset - base_offset, &mut bytes);
+                bytes.extend_from_slice(&compressed);
+                self.append(id, &bytes)
+            }
+        }
     }
 
     /// Fill in the header, append the checksum, write the `.idx`, and rename both into `dir`;
@@ -106,6 +183,194 @@ impl PackBuilder {
         crate::fs::persist(index_temp, &index_path)?;
         Ok(index_path)
     }
+}
+
+/// An object as the delta search sees it.
+struct Candidate {
+    id: ObjectId,
+    kind: gix::objs::Kind,
+    size: u64,
+    /// The hash of the entry name it is reached under (0: none, a root tree).
+    name: u32,
+}
+
+/// A hash of an entry name, so that the versions of one file sort together. Costs a
+/// multiply-add per byte.
+fn name_hash(name: &[u8]) -> u32 {
+    name.iter().fold(0x811c_9dc5u32, |h, &b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// Append every object of `keep` (distinct ids) to the pack `writer` is writing: commits and
+/// tags whole, blobs and trees as deltas where that pays (see the module's description).
+/// `open` gives each thread its handle on the store. Costs reading every object twice (its
+/// header and names of trees, then its data), indexing and trying the window for each blob
+/// and tree, and zlib of what is written.
+pub(crate) fn write_objects(
+    writer: &ObjectWriter,
+    git_dir: &Path,
+    keep: &[ObjectId],
+    open: &(dyn Fn() -> gix::Repository + Sync),
+) -> Result<()> {
+    let find_error = |id: &ObjectId, e: &dyn std::fmt::Display| {
+        Error::store(git_dir, format!("object {id}: {e}"))
+    };
+    // Kind and size of each object; the names trees give their entries.
+    let listed: Vec<(Candidate, Vec<(ObjectId, u32)>)> = keep
+        .par_iter()
+        .map_init(open, |repo, &id| -> Result<_> {
+            let header = repo.find_header(id).map_err(|e| find_error(&id, &e))?;
+            let mut names = Vec::new();
+            if header.kind() == gix::objs::Kind::Tree {
+                let tree = repo.find_tree(id).map_err(|e| find_error(&id, &e))?;
+                let decoded = tree.decode().map_err(|e| find_error(&id, &e))?;
+                let entries = decoded.entries.iter().filter(|e| !e.mode.is_commit());
+                names.extend(entries.map(|e| (e.oid.to_owned(), name_hash(e.filename))));
+            }
+            let candidate = Candidate {
+                id,
+                kind: header.kind(),
+                size: header.size(),
+                name: 0,
+            };
+            Ok((candidate, names))
+        })
+        .collect::<Result<_>>()?;
+    let mut names: HashMap<ObjectId, u32> = HashMap::new();
+    for (child, name) in listed.iter().flat_map(|(_, names)| names) {
+        names.entry(*child).or_insert(*name);
+    }
+    let (mut deltifiable, whole): (Vec<Candidate>, Vec<Candidate>) = listed
+        .into_iter()
+        .map(|(mut candidate, _)| {
+            candidate.name = names.get(&candidate.id).copied().unwrap_or(0);
+            candidate
+        })
+        .partition(|c| {
+            matches!(c.kind, gix::objs::Kind::Blob | gix::objs::Kind::Tree)
+                && c.size <= MAX_DELTA_OBJECT
+        });
+    drop(names);
+    deltifiable.sort_unstable_by(|a, b| {
+        (a.kind as u8, a.name, b.size, a.id).cmp(&(b.kind as u8, b.name, a.size, b.id))
+    });
+
+    whole
+        .par_iter()
+        .map_init(open, |repo, candidate| -> Result<()> {
+            let object = repo
+                .find_object(candidate.id)
+                .map_err(|e| find_error(&candidate.id, &e))?;
+            writer.pack_object(candidate.id, object.kind, &object.data)
+        })
+        .collect::<Result<()>>()?;
+
+    let mut runs = Vec::new();
+    let mut rest = deltifiable.as_slice();
+    while !rest.is_empty() {
+        let mut bytes = 0;
+        let len = rest
+            .iter()
+            .take_while(|c| {
+                bytes += c.size;
+                bytes <= RUN_BYTES
+            })
+            .count()
+            .max(1);
+        runs.push(&rest[..len]);
+        rest = &rest[len..];
+    }
+    let parallel = 2 * rayon::current_num_threads();
+    for batch in runs.chunks(parallel) {
+        let encoded: Vec<Vec<(ObjectId, Entry)>> = batch
+            .par_iter()
+            .map_init(open, |repo, run| encode_run(repo, run, &find_error))
+            .collect::<Result<_>>()?;
+        for entries in encoded {
+            writer.append_entries(entries)?;
+        }
+    }
+    Ok(())
+}
+
+/// An object in a run's window: a possible delta base.
+struct Slot {
+    data: Vec<u8>,
+    /// Built when the object is first tried as a base.
+    index: std::cell::OnceCell<delta::Index>,
+    /// Deltas between it and a whole object.
+    depth: u32,
+    id: ObjectId,
+}
+
+/// The entries of `run` (sorted candidates), in order, each a delta against one of the
+/// [`WINDOW`] objects of the same kind and name before it where that is less than half the
+/// object. Costs reading each object, an index of each object tried as a base, up to
+/// [`WINDOW`] delta encodings per object, and zlib of each entry.
+fn encode_run(
+    repo: &mut gix::Repository,
+    run: &[Candidate],
+    find_error: &(dyn Fn(&ObjectId, &dyn std::fmt::Display) -> Error + Sync),
+) -> Result<Vec<(ObjectId, Entry)>> {
+    let mut window: VecDeque<Slot> = VecDeque::new();
+    let mut window_bytes = 0;
+    let mut out = Vec::with_capacity(run.len());
+    for (n, candidate) in run.iter().enumerate() {
+        let id = candidate.id;
+        if n > 0 && (run[n - 1].kind, run[n - 1].name) != (candidate.kind, candidate.name) {
+            window.clear();
+            window_bytes = 0;
+        }
+        let object = repo.find_object(id).map_err(|e| find_error(&id, &e))?;
+        let data = object.detach().data;
+        let mut best: Option<(&Slot, Vec<u8>)> = None;
+        for slot in window.iter().rev().filter(|slot| slot.depth < MAX_DEPTH) {
+            let limit = best.as_ref().map_or(data.len() / 2, |(_, d)| d.len() - 1);
+            // A delta inserts at least the bytes the target has beyond its base.
+            if data.len().saturating_sub(slot.data.len()) > limit {
+                continue;
+            }
+            let index = slot.index.get_or_init(|| delta::Index::new(&slot.data));
+            if let Some(delta) = delta::encode(&slot.data, index, &data, limit) {
+                best = Some((slot, delta));
+            }
+        }
+        // (zlib's output buffer grows in steps of 32 KB or more: kept until the run is written,
+        // each entry is cut to its size.)
+        let mut compressed = Vec::new();
+        let (entry, depth) = match best {
+            Some((base, delta)) => {
+                deflate(&[&delta], &mut compressed).map_err(|e| find_error(&id, &e))?;
+                compressed.shrink_to_fit();
+                let entry = Entry::Delta {
+                    base: base.id,
+                    size: delta.len() as u64,
+                    compressed,
+                };
+                (entry, base.depth + 1)
+            }
+            None => {
+                push_pack_entry_header(candidate.kind, data.len() as u64, &mut compressed);
+                deflate(&[&data], &mut compressed).map_err(|e| find_error(&id, &e))?;
+                compressed.shrink_to_fit();
+                (Entry::Whole(compressed), 0)
+            }
+        };
+        out.push((id, entry));
+        window_bytes += data.len();
+        window.push_back(Slot {
+            data,
+            index: Default::default(),
+            depth,
+            id,
+        });
+        while window.len() > WINDOW || (window.len() > 1 && window_bytes > WINDOW_BYTES) {
+            let gone = window.pop_front().expect("a slot");
+            window_bytes -= gone.data.len();
+        }
+    }
+    Ok(out)
 }
 
 /// A version-2 pack index for `entries` (sorted by id): fan-out, ids, CRCs, offsets, checksums.

@@ -1,6 +1,9 @@
 //! References: the store's named records (`refs/rewind/...`), the commits they point to, and
-//! resolving a user's id to a snapshot. Every ref update writes a reflog entry, as git does
-//! with `core.logAllRefUpdates=always`.
+//! resolving a user's id to a snapshot. rewind's records are written without reflog entries
+//! (each commit names its time and what it needs, and a chain only grows, so an entry would
+//! say nothing the commits do not), and prune moves them into `packed-refs`: a record costs no
+//! file of its own past the next prune. Refs a person makes in the store get reflogs, as
+//! `core.logAllRefUpdates=always` asks.
 
 use std::fs;
 
@@ -14,10 +17,11 @@ use gix::refs::Target;
 use crate::error::{kind_name, object_error, Error, Result};
 use crate::store::{files_below, Locked, SnapshotId, Store};
 
+/// Where rewind's records live (see the module docs).
+pub(crate) const RECORDS: &str = "refs/rewind/";
+
 /// Where snapshot records live: `refs/rewind/snapshots/<tree>`, each a commit of the tree that
-/// names the time it was taken and what it left out. They are written without a reflog entry
-/// (the commit says all an entry would, and a reflog file per snapshot cost more than the
-/// objects), and prune moves them into `packed-refs`.
+/// names the time it was taken and what it left out.
 pub(crate) const SNAPSHOT_RECORDS: &str = "refs/rewind/snapshots/";
 
 /// The snapshot record of `tree`.
@@ -99,8 +103,8 @@ impl Locked<'_> {
             .map_err(|e| Error::io("encoding commit", &self.git_dir, e))?;
         self.objects.write(gix::objs::Kind::Commit, &data)
     }
-    /// Point `reference` at `target`, creating or moving it (with a reflog entry, unless it is a
-    /// snapshot record).
+    /// Point `reference` at `target`, creating or moving it (a reflog entry only for a ref that
+    /// is not rewind's).
     pub(crate) fn set_ref(&self, reference: &str, target: ObjectId, log: &str) -> Result<()> {
         self.remove_stale_ref_lock(reference);
         self.repo_for(reference)
@@ -125,11 +129,10 @@ impl Locked<'_> {
             _ => Ok(()),
         }
     }
-    /// The repository to write `reference` with: one that writes no reflog for a snapshot
-    /// record.
+    /// The repository to write `reference` with: one that writes no reflog for rewind's records.
     fn repo_for(&self, reference: &str) -> gix::Repository {
         let mut repo = self.repo();
-        if reference.starts_with(SNAPSHOT_RECORDS) {
+        if reference.starts_with(RECORDS) {
             repo.refs.write_reflog = gix::refs::store::WriteReflog::Disable;
         }
         repo

@@ -1772,17 +1772,18 @@ fn sessions_keep_their_newest_turns_and_rolled_back_ones() {
             &["turn", "end", "--session", "s", "--turn", &turn],
         );
     }
-    // Turn 5 undone: a rolled-back turn waits for its age, whatever the count limit.
+    // Turn 5 undone: a rolled-back turn waits for its age, and does not count against the
+    // limit (the newest two of the others stay).
     at(&p, &hour(6), &["undo", "--session", "s", "--turn", "5"]);
     let outcome = one_json(&at(&p, &hour(7), &["--json", "prune", "--max-turns", "2"]));
-    assert_eq!(outcome["turns_removed"], 3, "{outcome}");
-    assert_eq!(turn_ids(&p, &hour(7)), ["4", "5"]);
+    assert_eq!(outcome["turns_removed"], 2, "{outcome}");
+    assert_eq!(turn_ids(&p, &hour(7)), ["3", "4", "5"]);
     // The chain holds only the kept turns (a begin and an end commit each), and the undo's
     // commit (the session's last word on what it undid).
     let log = p.store_git(["log", "--format=%s", "refs/rewind/sessions/s/head"]);
-    assert_eq!(log.lines().count(), 5, "{log}");
+    assert_eq!(log.lines().count(), 7, "{log}");
     assert!(log.lines().next().unwrap().contains("undo"), "{log}");
-    for gone in ["1", "2", "3"] {
+    for gone in ["1", "2"] {
         let listed = p.store_git([
             "for-each-ref",
             &format!("refs/rewind/sessions/s/turns/{gone}"),
@@ -1798,7 +1799,7 @@ fn sessions_keep_their_newest_turns_and_rolled_back_ones() {
     assert!(!p.join("f4.txt").exists());
     assert!(
         p.join("f3.txt").exists(),
-        "turn 3's file is not the kept turns' to undo"
+        "turn 3's file is not the undone turns' to undo"
     );
 
     // The config key sets the limit too.
@@ -1806,7 +1807,7 @@ fn sessions_keep_their_newest_turns_and_rolled_back_ones() {
     let outcome = one_json(&at(&p, &hour(9), &["--json", "prune"]));
     assert_eq!(
         outcome["turns_removed"], 0,
-        "both remaining turns are rolled back: {outcome}"
+        "the one turn not rolled back is within the limit: {outcome}"
     );
     p.assert_fsck_clean();
 }
@@ -1821,9 +1822,10 @@ fn over_the_size_quota_the_oldest_snapshots_go_but_not_the_current_one() {
         let bytes: Vec<u8> = (0..20_000).map(|_| rng.next_u64() as u8).collect();
         p.file(format!("big/{i}.bin"), bytes);
     }
-    let a = at(&p, &hour(1), &["track"]).stdout.trim().to_string();
+    // (Three hours before the prune: a record younger than two hours is spared.)
+    let a = at(&p, &hour(0), &["track"]).stdout.trim().to_string();
     let big_blob = p.store_git(["rev-parse", &format!("{a}:big/0.bin")]);
-    // Snapshot B, an hour later: small.
+    // Snapshot B, two hours later: small.
     p.remove("big");
     p.file("small.txt", "small\n");
     let b = at(&p, &hour(2), &["track"]).stdout.trim().to_string();
@@ -2027,8 +2029,9 @@ fn retention_never_removes_an_open_turn_and_names_quota_removals() {
         quota.stderr.contains("size quota") && !quota.stderr.contains("expired"),
         "{quota}"
     );
-    // (Taken two hours before: a snapshot younger than an hour is never dropped for size.)
-    let earlier = "2026-12-19T22:00:00Z";
+    // (Taken three hours before: a snapshot whose record is younger than two hours is never
+    // dropped for size.)
+    let earlier = "2026-12-19T21:00:00Z";
     // It holds 1 MB no other record holds: dropping it gets the store under 2.5 MB.
     let mut rng = XorShift::from_time();
     p.file(
@@ -2214,10 +2217,10 @@ fn the_quota_spares_a_fresh_checkpoint_and_says_when_it_cannot_get_under() {
         let bytes: Vec<u8> = (0..20_000).map(|_| rng.next_u64() as u8).collect();
         p.file(format!("big/{i}.bin"), bytes);
     }
-    // A checkpoint two hours ago, whose record holds little but what the session holds too:
+    // A checkpoint three hours ago, whose record holds little but what the session holds too:
     // dropping it cannot bring the store under the target, so it stays.
     p.file("old.txt", "old\n");
-    let old = track_at(&p, &clock.at(-2 * HOUR));
+    let old = track_at(&p, &clock.at(-3 * HOUR));
     p.remove("old.txt");
     // The space is held by a session active ten minutes ago.
     begin_at(&p, &clock.at(-600), "live", "1");
@@ -2502,4 +2505,130 @@ fn snapshot_records_go_to_packed_refs_without_reflogs() {
     assert!(expired.snapshots_removed >= 20, "{:?}", expired.json);
     assert_eq!(snapshot_records(&sb, &store), BTreeMap::new());
     p.assert_fsck_clean();
+}
+
+/// Found by the issue-18 hostile pass: turns 1-3 undone, then turns 4 and 5, then a prune with
+/// a limit of 3 removed turns 4 and 5 (the agent's latest work: `undo --last` then found nothing)
+/// and kept the rolled-back ones, which it may not remove. Rolled-back and open turns no longer
+/// count against the limit.
+#[test]
+fn the_turn_limit_never_drops_the_newest_turns_behind_rolled_back_ones() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    for t in 1..=5u32 {
+        let turn = t.to_string();
+        at(
+            &p,
+            &hour(t),
+            &["turn", "begin", "--session", "s", "--turn", &turn],
+        );
+        p.file(format!("f{t}.txt"), format!("turn {t}\n"));
+        at(
+            &p,
+            &hour(t),
+            &["turn", "end", "--session", "s", "--turn", &turn],
+        );
+        if t == 3 {
+            at(&p, &hour(t), &["undo", "--session", "s", "--turn", "1"]);
+        }
+    }
+    let outcome = one_json(&at(&p, &hour(7), &["--json", "prune", "--max-turns", "3"]));
+    assert_eq!(outcome["turns_removed"], 0, "{outcome}");
+    assert_eq!(turn_ids(&p, &hour(7)), ["1", "2", "3", "4", "5"]);
+    at(&p, &hour(8), &["undo", "--session", "s", "--last"]);
+    assert!(
+        !p.join("f5.txt").exists(),
+        "the newest turn can still be undone"
+    );
+    p.assert_fsck_clean();
+}
+
+/// Found by the issue-18 hostile pass: an undo `--force`d over a user's edit keeps its bytes in
+/// the undo point, which the session's undo commit names and `redo` restores from. Prune
+/// expired that undo point with the undo chain's other old points while the session lived on,
+/// and `redo` then failed ("object not found") with the user's bytes gone. Undo points a
+/// session's chain names now live as long as the session.
+#[test]
+fn a_kept_session_keeps_the_undo_point_its_redo_needs() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let day = |d: u32| format!("2026-12-{:02}T00:00:00Z", d + 1);
+    p.file("a.txt", "1\n");
+    at(
+        &p,
+        &day(0),
+        &["turn", "begin", "--session", "s", "--turn", "1"],
+    );
+    p.file("f", "agent\n");
+    at(
+        &p,
+        &day(0),
+        &["turn", "end", "--session", "s", "--turn", "1"],
+    );
+    p.file("f", "the user's own edit\n");
+    at(
+        &p,
+        &day(0),
+        &["undo", "--session", "s", "--last", "--force"],
+    );
+    assert!(!p.join("f").exists());
+    at(
+        &p,
+        &day(5),
+        &["turn", "begin", "--session", "s", "--turn", "2"],
+    );
+    p.file("g", "g\n");
+    at(
+        &p,
+        &day(5),
+        &["turn", "end", "--session", "s", "--turn", "2"],
+    );
+    at(&p, &day(8), &["prune"]);
+    p.assert_fsck_clean();
+    at(&p, &day(8), &["redo", "--session", "s", "--force"]);
+    assert_eq!(p.read("f"), b"the user's own edit\n");
+}
+
+/// Found by the issue-18 hostile pass: a checkpoint `track` returned 20 minutes before the prune
+/// went for the size quota, because its record (refreshed at most hourly) was 70 minutes old;
+/// `restore` of it then failed. A record younger than two hours is spared.
+#[test]
+fn the_quota_spares_a_checkpoint_whose_record_was_not_refreshed_yet() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let clock = Clock::new();
+    let start = 2 * HOUR; // (objects are over an hour old by the real clock at the prune)
+    let mut rng = XorShift::seeded(9);
+    p.file("a.txt", "1\n");
+    p.file(
+        "big.bin",
+        (0..1 << 20)
+            .map(|_| rng.next_u64() as u8)
+            .collect::<Vec<u8>>(),
+    );
+    track_at(&p, &clock.at(start));
+    let checkpoint = track_at(&p, &clock.at(start + 50 * MINUTE));
+    p.remove("big.bin");
+    p.file("a.txt", "2\n");
+    track_at(&p, &clock.at(start + 55 * MINUTE));
+    let now = clock.at(start + 70 * MINUTE);
+    let run = rw_at(
+        &p,
+        Some(&now),
+        &[
+            "--json",
+            "prune",
+            "--max-size",
+            "500k",
+            "--target-size",
+            "100k",
+        ],
+    );
+    run.assert_success();
+    assert!(
+        snapshot_records(&sb, &p.store()).contains_key(&checkpoint),
+        "{run}"
+    );
+    restore_at(&p, &now, &checkpoint);
+    assert_eq!(p.read("big.bin").len(), 1 << 20);
 }

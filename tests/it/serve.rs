@@ -1076,7 +1076,7 @@ fn unknown_methods_and_bad_params() {
         // extra fields
         ("track", json!({"max_file_size": 10})),
         ("patch", json!({"hash": h, "extra": 1})),
-        ("restore", json!({"hash": h, "dry_run": true})),
+        ("restore", json!({"hash": h, "preview": true})),
         ("turns", json!({"session": "s", "limit": 3})),
         ("prune", json!({"retention": "1s"})),
         // mistyped fields

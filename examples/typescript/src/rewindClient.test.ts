@@ -54,7 +54,7 @@ const hasChanges: Shape<HasChanges> = { hash: "required", changed: "required" };
 const failure: Shape<Failure> = { path: "required", error: "required" };
 const restoreOutcome: Shape<RestoreOutcome> = {
   hash: "required", written: "required", deleted: "required", failed: "required", conflicts: "required",
-  kept: "required", undo: "required",
+  kept: "required", undo: "required", dry_run: "optional", diff: "optional",
 };
 const turnFile: Shape<TurnFile> = {
   file: "required", status: "required", additions: "required", deletions: "required", origin: "required",

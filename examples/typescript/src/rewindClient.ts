@@ -87,8 +87,12 @@ export interface RestoreOutcome {
   failed: Failure[];
   conflicts: string[];
   kept: string[];
-  /** `restore(undo)` puts everything back as it was before. */
+  /** `restore(undo)` puts everything back as it was before (in a dry run: the project now). */
   undo: string;
+  /** Present (true) for a dry run: nothing was changed or recorded. */
+  dry_run?: boolean;
+  /** In a dry run, the patch of each file written or deleted, as `git diff` writes it. */
+  diff?: string;
 }
 /** Whose change a file of a turn is (see docs/integration.md, "Two agents on one project"). */
 export type Origin = "unannounced" | "announced" | "shared";
@@ -165,8 +169,9 @@ export interface TurnId {
   turn: string;
 }
 /** Which turns an undo takes back: `turn` and the later ones (with `file`: only that path), or
- * with `last: true` the most recent turn not undone yet. `force`: conflicts too. */
-export type UndoWhich = { force?: boolean } & (
+ * with `last: true` the most recent turn not undone yet. `force`: conflicts too. `dry_run`:
+ * change nothing, say what it would do. */
+export type UndoWhich = { force?: boolean; dry_run?: boolean } & (
   | { last?: false; turn?: string; file?: string }
   | { last: true; turn?: never; file?: never }
 );
@@ -200,8 +205,8 @@ export interface Methods {
   diff: { params: { from: string; to?: string }; result: DiffText };
   diff_full: { params: DiffFullParams; result: FileChange[] };
   has_changes: { params: { hash: string }; result: HasChanges };
-  restore: { params: { hash: string; force?: boolean }; result: RestoreOutcome };
-  revert: { params: { hash: string; paths: string[] }; result: RestoreOutcome };
+  restore: { params: { hash: string; force?: boolean; dry_run?: boolean }; result: RestoreOutcome };
+  revert: { params: { hash: string; paths: string[]; dry_run?: boolean }; result: RestoreOutcome };
   turn_begin: { params: TurnId & { meta?: Record<string, string> }; result: TurnStart };
   track_file: { params: TurnId & { path: string }; result: TrackedFile };
   turn_end: { params: TurnId; result: TurnEnd };
@@ -412,11 +417,14 @@ export class RewindClient {
   async hasChanges(hash: string, options?: CallOptions): Promise<boolean> {
     return (await this.call("has_changes", { hash }, options)).changed;
   }
-  restore(hash: string, force = false, options?: CallOptions): Promise<RestoreOutcome> {
-    return this.call("restore", { hash, force }, options);
+  /** `dry_run`: change nothing, return what the restore would do (with `diff`). */
+  restore(hash: string, force = false, options?: CallOptions & { dry_run?: boolean }): Promise<RestoreOutcome> {
+    const { dry_run, ...call } = options ?? {};
+    return this.call("restore", dry_run ? { hash, force, dry_run } : { hash, force }, call);
   }
-  revert(hash: string, paths: string[], options?: CallOptions): Promise<RestoreOutcome> {
-    return this.call("revert", { hash, paths }, options);
+  revert(hash: string, paths: string[], options?: CallOptions & { dry_run?: boolean }): Promise<RestoreOutcome> {
+    const { dry_run, ...call } = options ?? {};
+    return this.call("revert", dry_run ? { hash, paths, dry_run } : { hash, paths }, call);
   }
   /** `meta`: the runtime's metadata, stored with the turn (a message id, tool call ids...). */
   turnBegin(

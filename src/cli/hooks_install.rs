@@ -1,0 +1,578 @@
+//! `rewind hooks install AGENT` and `rewind hooks uninstall AGENT`: rewind's hooks merged into
+//! the agent's settings file, and taken out again.
+//!
+//! The file is edited as text, not parsed and printed again: install inserts its entries after
+//! the last member or item of the object or array they go in, with the indentation found
+//! there, and every other byte (comments, key order, spacing) stays. What install wrote and
+//! the file as it was are kept under `<data dir>/hooks/`, so that uninstall gives back the
+//! user's file byte for byte when nobody changed it since; when someone did, uninstall takes
+//! out only rewind's entries.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::args::{Agent, Global};
+use crate::jsonc::{self, Node};
+use crate::render::{outln, print_json};
+
+/// Why a hooks command failed: an error code (as in `--json` errors) and a message.
+pub(crate) struct Failure {
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+}
+
+type Result<T> = std::result::Result<T, Failure>;
+
+fn io_failure(action: &str, path: &Path, err: std::io::Error) -> Failure {
+    Failure {
+        code: "io",
+        message: format!("{action} {}: {err}", path.display()),
+    }
+}
+
+/// Where the settings go.
+#[derive(Clone, Copy)]
+pub(crate) enum Scope {
+    /// The project's settings (`-C`, else the current directory).
+    Project,
+    /// The user's settings, for every project.
+    User,
+}
+
+/// The agent's settings file in `scope`.
+fn settings_path(agent: Agent, scope: Scope, global: &Global) -> Result<PathBuf> {
+    let base = match scope {
+        Scope::Project => {
+            let project = global.project.clone().unwrap_or_else(|| ".".into());
+            if !project.is_dir() {
+                return Err(Failure {
+                    code: "project",
+                    message: format!("{}: not a directory", project.display()),
+                });
+            }
+            project
+        }
+        Scope::User => {
+            let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+            let codex_home = std::env::var_os("CODEX_HOME").filter(|h| !h.is_empty());
+            match (agent, codex_home, home) {
+                (Agent::Codex, Some(dir), _) => return Ok(PathBuf::from(dir).join("hooks.json")),
+                (_, _, Some(home)) => PathBuf::from(home),
+                (_, _, None) => {
+                    return Err(Failure {
+                        code: "settings",
+                        message: "HOME is not set: no user settings to edit".into(),
+                    })
+                }
+            }
+        }
+    };
+    Ok(match agent {
+        Agent::ClaudeCode => base.join(".claude/settings.json"),
+        Agent::Gemini => base.join(".gemini/settings.json"),
+        Agent::Codex => base.join(".codex/hooks.json"),
+    })
+}
+
+/// The slash command install adds next to the settings (Claude Code's `.claude/commands/`), and
+/// its text.
+fn command_file(agent: Agent, settings: &Path) -> Option<(PathBuf, &'static str)> {
+    match agent {
+        Agent::ClaudeCode => Some((
+            settings.with_file_name("commands").join("rewind-undo.md"),
+            include_str!("../../examples/claude-code/commands/rewind-undo.md"),
+        )),
+        Agent::Gemini | Agent::Codex => None,
+    }
+}
+
+/// The hook entry (a matcher group) rewind adds to each of its events, on one line.
+fn group(agent: Agent) -> String {
+    let command = serde_json::to_string(&format!("rewind hook {}", agent.name()))
+        .expect("a string prints as JSON");
+    let name = match agent {
+        Agent::Gemini => "\"name\": \"rewind\", ",
+        Agent::ClaudeCode | Agent::Codex => "",
+    };
+    format!("{{\"hooks\": [{{{name}\"type\": \"command\", \"command\": {command}}}]}}")
+}
+
+/// Whether a hook command is rewind's (`rewind hook AGENT`, the binary by any path).
+fn is_ours(command: &str) -> bool {
+    let mut words = command.split_whitespace();
+    let program = words.next().map(Path::new).and_then(Path::file_name);
+    program.is_some_and(|p| p == "rewind") && words.next() == Some("hook")
+}
+
+/// Whether a matcher group runs rewind's hook.
+fn group_is_ours(group: &Node) -> bool {
+    group.get("hooks").is_some_and(|hooks| {
+        hooks
+            .items()
+            .iter()
+            .any(|h| h.get("command").and_then(Node::as_str).is_some_and(is_ours))
+    })
+}
+
+/// `rewind hooks install`: add rewind's hooks (and slash command) to the agent's settings.
+pub(crate) fn install(agent: Agent, scope: Scope, dry_run: bool, global: &Global) -> Result<()> {
+    let path = through_symlink(settings_path(agent, scope, global)?);
+    let before = read(&path)?;
+    let after = with_hooks(agent, before.as_deref().unwrap_or(""))
+        .map_err(|reason| settings_failure(&path, reason))?;
+    let changed = after
+        .as_deref()
+        .is_some_and(|a| Some(a) != before.as_deref());
+    let command = command_file(agent, &path);
+    let command_missing = command.as_ref().is_some_and(|(file, _)| !file.exists());
+    if dry_run {
+        let mut changes = Vec::new();
+        if let Some(after) = after.as_deref().filter(|_| changed) {
+            changes.push(change(&path, before.as_deref().unwrap_or(""), after));
+        }
+        if let (Some((file, text)), true) = (&command, command_missing) {
+            changes.push(change(file, "", text));
+        }
+        if changes.is_empty() && !global.json {
+            outln!("{}: rewind's hooks are installed already", path.display());
+        }
+        print_changes(global.json, &changes);
+        return Ok(());
+    }
+    let mut backup = None;
+    if let Some(after) = after.as_deref().filter(|_| changed) {
+        backup = Some(remember(global, &path, before.as_deref(), after)?);
+        write(&path, after)?;
+    }
+    if let (Some((file, text)), true) = (&command, command_missing) {
+        write(file, text)?;
+    }
+    let events: Vec<_> = agent.events().iter().map(|(name, _)| *name).collect();
+    if global.json {
+        print_json(&json!({
+            "agent": agent.name(),
+            "settings": path.to_string_lossy(),
+            "changed": changed,
+            "backup": backup.as_ref().map(|b: &PathBuf| b.to_string_lossy()),
+            "command_file": command.as_ref().filter(|_| command_missing).map(|(f, _)| f.to_string_lossy()),
+        }));
+    } else if changed {
+        outln!(
+            "{}: rewind's hooks added ({})",
+            path.display(),
+            events.join(", ")
+        );
+        if let Some(backup) = backup {
+            outln!("the file as it was: {}", backup.display());
+        }
+    } else {
+        outln!("{}: rewind's hooks are installed already", path.display());
+    }
+    if let (Some((file, _)), true, false) = (command, command_missing, global.json) {
+        outln!("{}: written", file.display());
+    }
+    Ok(())
+}
+
+/// `rewind hooks uninstall`: take rewind's hooks (and slash command) out again.
+pub(crate) fn uninstall(agent: Agent, scope: Scope, dry_run: bool, global: &Global) -> Result<()> {
+    let path = through_symlink(settings_path(agent, scope, global)?);
+    let current = read(&path)?;
+    let record = record_paths(global, &path)?;
+    let installed = std::fs::read_to_string(&record.1).ok();
+    // The file as install left it: it goes back to what it was, byte for byte.
+    let restore = match (&current, &installed) {
+        (Some(current), Some(installed)) if current == installed => Some(read(&record.0)?),
+        _ => None,
+    };
+    let after = match (&restore, &current) {
+        (Some(original), _) => original.clone(),
+        (None, Some(current)) => {
+            Some(without_hooks(current).map_err(|reason| settings_failure(&path, reason))?)
+        }
+        (None, None) => None,
+    };
+    let changed = after != current;
+    let command = command_file(agent, &path)
+        .filter(|(file, text)| std::fs::read_to_string(file).is_ok_and(|t| t == *text));
+    if dry_run {
+        let mut changes = Vec::new();
+        if changed {
+            let (from, to) = (
+                current.as_deref().unwrap_or(""),
+                after.as_deref().unwrap_or(""),
+            );
+            changes.push(change(&path, from, to));
+        }
+        if let Some((file, text)) = &command {
+            changes.push(change(file, text, ""));
+        }
+        print_changes(global.json, &changes);
+        return Ok(());
+    }
+    if changed {
+        match &after {
+            Some(text) => write(&path, text)?,
+            None => {
+                std::fs::remove_file(&path).map_err(|err| io_failure("removing", &path, err))?
+            }
+        }
+    }
+    if restore.is_some() {
+        for file in [&record.0, &record.1] {
+            if let Err(err) = std::fs::remove_file(file) {
+                if err.kind() != std::io::ErrorKind::NotFound {
+                    return Err(io_failure("removing", file, err));
+                }
+            }
+        }
+    }
+    if let Some((file, _)) = &command {
+        std::fs::remove_file(file).map_err(|err| io_failure("removing", file, err))?;
+        // The directory install made for it, when nothing else is in it.
+        let _ = file.parent().map(std::fs::remove_dir);
+    }
+    if matches!(restore, Some(None)) {
+        // The settings directory (`.claude`) install made, when nothing else is in it.
+        let _ = path.parent().map(std::fs::remove_dir);
+    }
+    if global.json {
+        print_json(&json!({
+            "agent": agent.name(),
+            "settings": path.to_string_lossy(),
+            "changed": changed,
+            "restored": restore.is_some(),
+        }));
+    } else if restore.is_some() {
+        outln!("{}: back as it was before install", path.display());
+    } else if changed {
+        outln!(
+            "{}: rewind's hooks taken out (the file changed since install: the rest is as it is now)",
+            path.display()
+        );
+    } else {
+        outln!("{}: rewind's hooks are not installed", path.display());
+    }
+    Ok(())
+}
+
+/// The file a symlink names (settings kept in a dotfiles repository), so that the write goes
+/// there and the link stays; any other path as it is.
+fn through_symlink(path: PathBuf) -> PathBuf {
+    match path.is_symlink() {
+        true => std::fs::canonicalize(&path).unwrap_or(path),
+        false => path,
+    }
+}
+
+fn settings_failure(path: &Path, reason: String) -> Failure {
+    Failure {
+        code: "settings",
+        message: format!("{}: {reason}; the file is left as it is", path.display()),
+    }
+}
+
+/// The file's text; `None` when there is no file.
+fn read(path: &Path) -> Result<Option<String>> {
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| Failure {
+            code: "settings",
+            message: format!(
+                "{}: not UTF-8 text; the file is left as it is",
+                path.display()
+            ),
+        }),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(io_failure("reading", path, err)),
+    }
+}
+
+/// Write `text` to `path`: a new file directly (with the umask's mode), an existing one
+/// through a temp file with its mode and a rename, so that it is whole at every moment.
+fn write(path: &Path, text: &str) -> Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let dir = dir.unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|err| io_failure("creating", dir, err))?;
+    let mode = match std::fs::metadata(path) {
+        Ok(meta) => meta.permissions(),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            let mut file =
+                std::fs::File::create_new(path).map_err(|err| io_failure("creating", path, err))?;
+            return file
+                .write_all(text.as_bytes())
+                .and_then(|()| file.sync_all())
+                .map_err(|err| io_failure("writing", path, err));
+        }
+        Err(err) => return Err(io_failure("reading", path, err)),
+    };
+    let mut temp =
+        tempfile::NamedTempFile::new_in(dir).map_err(|err| io_failure("writing in", dir, err))?;
+    temp.write_all(text.as_bytes())
+        .and_then(|()| temp.as_file().sync_all())
+        .map_err(|err| io_failure("writing in", dir, err))?;
+    std::fs::set_permissions(temp.path(), mode).map_err(|err| io_failure("writing", path, err))?;
+    temp.persist(path)
+        .map_err(|err| io_failure("writing", path, err.error))?;
+    Ok(())
+}
+
+/// The files that keep, for one settings file, the text before install (absent: there was no
+/// file) and the text install wrote: `<data dir>/hooks/<sha1 of the path>.{before,installed}`.
+fn record_paths(global: &Global, settings: &Path) -> Result<(PathBuf, PathBuf)> {
+    let data = rewind::data_dir(global.data_dir.as_deref()).map_err(|err| Failure {
+        code: err.code(),
+        message: err.to_string(),
+    })?;
+    let absolute =
+        std::path::absolute(settings).map_err(|err| io_failure("resolving", settings, err))?;
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(absolute.as_os_str().as_encoded_bytes());
+    let digest = hasher.try_finalize().expect("sha1 of a path");
+    let dir = data.join("hooks");
+    Ok((
+        dir.join(format!("{}.before", digest.to_hex())),
+        dir.join(format!("{}.installed", digest.to_hex())),
+    ))
+}
+
+/// Keep the file as it was (unless the record of an earlier install still describes it) and
+/// what install writes; returns where the old file is kept.
+fn remember(
+    global: &Global,
+    settings: &Path,
+    before: Option<&str>,
+    after: &str,
+) -> Result<PathBuf> {
+    let (before_path, installed_path) = record_paths(global, settings)?;
+    let earlier = std::fs::read_to_string(&installed_path).ok();
+    // A partial earlier install left the file as it is: its "before" is still the user's file.
+    if earlier.as_deref() != before || earlier.is_none() {
+        match before {
+            Some(text) => write(&before_path, text)?,
+            None => match std::fs::remove_file(&before_path) {
+                Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_failure("removing", &before_path, err))
+                }
+                _ => {}
+            },
+        }
+    }
+    write(&installed_path, after)?;
+    Ok(before_path)
+}
+
+/// The text with rewind's hooks on every event that lacks them; `None` when it has them all.
+fn with_hooks(agent: Agent, text: &str) -> std::result::Result<Option<String>, String> {
+    let group = group(agent);
+    if text.trim().is_empty() {
+        let mut out = String::from("{\n  \"hooks\": {\n");
+        let members: Vec<String> = agent
+            .events()
+            .iter()
+            .map(|(event, _)| format!("    \"{event}\": [{group}]"))
+            .collect();
+        out.push_str(&members.join(",\n"));
+        out.push_str("\n  }\n}\n");
+        return Ok(Some(out));
+    }
+    let root = jsonc::parse(text)?;
+    if !matches!(root.kind, jsonc::Kind::Object(_)) {
+        return Err("the settings are not a JSON object".into());
+    }
+    let unit = indent_unit(text, &root);
+    let mut edits: Vec<(usize, String)> = Vec::new();
+    let missing: Vec<&str> = match root.get("hooks") {
+        None => agent.events().iter().map(|(e, _)| *e).collect(),
+        Some(hooks) if matches!(hooks.kind, jsonc::Kind::Object(_)) => {
+            let mut missing = Vec::new();
+            for (event, _) in agent.events() {
+                match hooks.get(event) {
+                    None => missing.push(event),
+                    Some(groups) if groups.items().iter().any(group_is_ours) => {}
+                    Some(groups) if matches!(groups.kind, jsonc::Kind::Array(_)) => {
+                        edits.extend(append(text, groups, &unit, |_| group.clone()));
+                    }
+                    Some(_) => return Err(format!("hooks.{event} is not an array")),
+                }
+            }
+            if !missing.is_empty() {
+                edits.extend(append(text, hooks, &unit, |indent| {
+                    members(&missing, &group, indent)
+                }));
+            }
+            Vec::new()
+        }
+        Some(_) => return Err("\"hooks\" is not an object".into()),
+    };
+    if !missing.is_empty() {
+        edits.extend(append(text, &root, &unit, |indent| {
+            let inner = format!("{indent}{unit}");
+            format!(
+                "\"hooks\": {{\n{inner}{}\n{indent}}}",
+                members(&missing, &group, &inner)
+            )
+        }));
+    }
+    if edits.is_empty() {
+        return Ok(None);
+    }
+    edits.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+    let mut out = text.to_owned();
+    for (at, insert) in edits {
+        out.insert_str(at, &insert);
+    }
+    Ok(Some(out))
+}
+
+/// `"Event": [group]` members, one a line at `indent` (the first without it).
+fn members(events: &[&str], group: &str, indent: &str) -> String {
+    let lines: Vec<String> = events
+        .iter()
+        .map(|e| format!("\"{e}\": [{group}]"))
+        .collect();
+    lines.join(&format!(",\n{indent}"))
+}
+
+/// The text's indentation step: how much deeper the root's first member is than the root's
+/// line (two spaces when the file does not show it).
+fn indent_unit(text: &str, root: &Node) -> String {
+    let first = root
+        .children()
+        .first()
+        .map(|child| line_indent(text, child.start));
+    match first {
+        Some(child) if child.len() > line_indent(text, root.start).len() => {
+            child[line_indent(text, root.start).len()..].to_owned()
+        }
+        _ => "  ".to_owned(),
+    }
+}
+
+/// The whitespace that starts the line `at` is on.
+fn line_indent(text: &str, at: usize) -> &str {
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = &text[start..];
+    &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
+}
+
+/// The insertions that add an item as the last of `container` (an object or array): the item
+/// is made by `item` from the indentation it gets. After the last item when there is one (a
+/// comma after it, the item on the next line, after a comment that ends the line), else
+/// inside the brackets.
+fn append(
+    text: &str,
+    container: &Node,
+    unit: &str,
+    item: impl Fn(&str) -> String,
+) -> Vec<(usize, String)> {
+    let children = container.children();
+    let multiline = text[container.start..container.end].contains('\n');
+    let Some(last) = children.last() else {
+        let outer = line_indent(text, container.start);
+        let indent = format!("{outer}{unit}");
+        return match multiline {
+            true => vec![(container.start + 1, format!("\n{indent}{}", item(&indent)))],
+            false => vec![(
+                container.start + 1,
+                format!("\n{indent}{}\n{outer}", item(&indent)),
+            )],
+        };
+    };
+    let indent = line_indent(text, last.start).to_owned();
+    // A trailing comma after the last item stays; the new item follows it.
+    let after = jsonc::skip_blank(text, last.end);
+    let (comma, from) = match text.as_bytes().get(after) {
+        Some(b',') => (None, after + 1),
+        _ => (Some((last.end, ",".to_owned())), last.end),
+    };
+    if !multiline {
+        let insert = format!(" {}", item(&indent));
+        return merge(comma, (from, insert));
+    }
+    // The rest of the line after the last item: blank, or a `//` comment, keeps its place.
+    let line_end = text[from..].find('\n').map_or(text.len(), |i| from + i);
+    let rest = text[from..line_end].trim();
+    let at = match rest.is_empty() || rest.starts_with("//") {
+        true => line_end,
+        false => from,
+    };
+    merge(comma, (at, format!("\n{indent}{}", item(&indent))))
+}
+
+/// One insertion, or two.
+fn merge(first: Option<(usize, String)>, second: (usize, String)) -> Vec<(usize, String)> {
+    match first {
+        Some((at, text)) if at == second.0 => vec![(at, text + &second.1)],
+        Some(first) => vec![first, second],
+        None => vec![second],
+    }
+}
+
+/// The text without rewind's matcher groups (each with the separator before it, or after it
+/// for a first item); what else install added (an emptied array) stays.
+fn without_hooks(text: &str) -> std::result::Result<String, String> {
+    let mut text = text.to_owned();
+    loop {
+        let root = jsonc::parse(&text)?;
+        let Some(hooks) = root.get("hooks") else {
+            return Ok(text);
+        };
+        let found = hooks.children().into_iter().find_map(|groups| {
+            let items = groups.items();
+            let index = items.iter().position(group_is_ours)?;
+            Some(match (index, items.len()) {
+                (0, 1) => (groups.start + 1, groups.end - 1),
+                (0, _) => (items[0].start, items[1].start),
+                (i, _) => (items[i - 1].end, items[i].end),
+            })
+        });
+        match found {
+            Some((from, to)) => text.replace_range(from..to, ""),
+            None => return Ok(text),
+        }
+    }
+}
+
+/// What a change does to a file: the lines that differ, as `-` and `+` lines between the
+/// common start and end (a file that was not there is all `+`). Linear in the texts.
+fn change(path: &Path, from: &str, to: &str) -> (PathBuf, String) {
+    let (old, new): (Vec<&str>, Vec<&str>) = (from.lines().collect(), to.lines().collect());
+    let head = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let tail = old[head..]
+        .iter()
+        .rev()
+        .zip(new[head..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut out = format!(
+        "--- {0}\n+++ {0}\n@@ line {1} @@\n",
+        path.display(),
+        head + 1
+    );
+    for line in &old[head..old.len() - tail] {
+        let _ = writeln!(out, "-{line}");
+    }
+    for line in &new[head..new.len() - tail] {
+        let _ = writeln!(out, "+{line}");
+    }
+    (path.to_owned(), out)
+}
+
+/// Print a dry run's changes: as they are, or under `--json` one document
+/// `{"dry_run": true, "changes": [{"path", "diff"}]}`.
+fn print_changes(json: bool, changes: &[(PathBuf, String)]) {
+    if json {
+        let rows: Vec<_> = changes
+            .iter()
+            .map(|(path, diff)| json!({"path": path.to_string_lossy(), "diff": diff}))
+            .collect();
+        print_json(&json!({"dry_run": true, "changes": rows}));
+    } else {
+        for (_, diff) in changes {
+            crate::render::write_stdout(diff.as_bytes());
+        }
+    }
+}

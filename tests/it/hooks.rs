@@ -1,0 +1,722 @@
+//! `rewind hook AGENT` fed the payloads each agent documents, with edits in between made as
+//! the agent's tools and its shell make them; `rewind hooks install|uninstall` on settings
+//! files that hold other hooks, comments and odd formatting.
+//!
+//! A hook's contract: nothing on stdout (Claude Code adds a UserPromptSubmit hook's stdout to
+//! the model's context; Gemini CLI and Codex parse it as JSON), exit 0 whatever happens (2
+//! blocks the agent), never a panic.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::common::*;
+
+/// Run `rewind hook AGENT` in the project with `payload` on stdin (and `env`); asserts the
+/// contract every run keeps: exit 0, stdout empty, no panic.
+fn hook_with(p: &TestProject, agent: &str, payload: &[u8], env: &[(&str, &Path)]) -> Run {
+    let mut cmd = p.sb.rewind_command(["hook", agent]);
+    cmd.current_dir(&p.path);
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    let run = run_with_stdin(&mut cmd, payload);
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(0), "a hook exits 0: {run}");
+    assert_eq!(run.stdout, "", "a hook prints nothing on stdout: {run}");
+    run
+}
+
+/// [`hook_with`] a JSON payload; asserts that it went quietly (nothing on stderr either).
+fn hook(p: &TestProject, agent: &str, payload: &Value) -> Run {
+    let run = hook_with(p, agent, payload.to_string().as_bytes(), &[]);
+    assert_eq!(run.stderr, "", "a hook that worked says nothing: {run}");
+    run
+}
+
+/// Claude Code's UserPromptSubmit payload (hooks reference, code.claude.com/docs/en/hooks).
+fn claude_prompt(p: &TestProject, session: &str, prompt: &str) -> Value {
+    json!({
+        "session_id": session,
+        "transcript_path": format!("/home/user/.claude/projects/p/{session}.jsonl"),
+        "cwd": p.path,
+        "permission_mode": "default",
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": prompt,
+    })
+}
+
+/// Claude Code's Stop payload.
+fn claude_stop(p: &TestProject, session: &str, stop_hook_active: bool) -> Value {
+    json!({
+        "session_id": session,
+        "transcript_path": format!("/home/user/.claude/projects/p/{session}.jsonl"),
+        "cwd": p.path,
+        "permission_mode": "default",
+        "hook_event_name": "Stop",
+        "stop_hook_active": stop_hook_active,
+    })
+}
+
+/// `rewind --json turns ARGS` as JSON rows.
+fn turns(p: &TestProject, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["--json", "turns"];
+    all.extend(args);
+    let run = p.rewind(all);
+    run.assert_success();
+    one_json(&run).as_array().unwrap().clone()
+}
+
+/// `(turn, ended)` of each row.
+fn shape(rows: &[Value]) -> Vec<(String, bool)> {
+    rows.iter()
+        .map(|r| (r["turn"].as_str().unwrap().into(), !r["ended_at"].is_null()))
+        .collect()
+}
+
+/// A shell command in the project, as the agent's Bash tool runs it.
+fn shell(p: &TestProject, script: &str) {
+    let status = Command::new("sh")
+        .args(["-c", script])
+        .current_dir(&p.path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "sh -c {script}");
+}
+
+fn text(p: &TestProject, rel: &str) -> Option<String> {
+    fs::read_to_string(p.join(rel)).ok()
+}
+
+#[test]
+fn claude_code_prompts_are_turns_that_undo_bash_edits_too() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("src/lib.rs", "fn a() {}\n")
+        .file("notes.txt", "keep\n");
+    hook(
+        &p,
+        "claude-code",
+        &claude_prompt(&p, "chat-1", "rename a to b"),
+    );
+    // The Edit tool rewrites the file; the Bash tool deletes and creates through the shell.
+    fs::write(p.join("src/lib.rs"), "fn b() {}\n").unwrap();
+    shell(
+        &p,
+        "rm notes.txt && mkdir -p gen && printf 'out\\n' > gen/out.txt",
+    );
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "and add c"));
+    shell(&p, "printf 'fn c() {}\\n' >> src/lib.rs");
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+
+    let rows = turns(&p, &["--last-session"]);
+    assert_eq!(shape(&rows), [("1".into(), true), ("2".into(), true)]);
+    assert_eq!(rows[0]["meta"]["prompt"], "rename a to b");
+    assert_eq!(rows[0]["meta"]["agent"], "claude-code");
+    assert_eq!(
+        rows[0]["meta"]["transcript_path"],
+        "/home/user/.claude/projects/p/chat-1.jsonl"
+    );
+    let files: Vec<&str> = rows[0]["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["gen/out.txt", "notes.txt", "src/lib.rs"]);
+
+    // The user's undo: the last turn first, then the one before it.
+    p.rewind(["undo", "--last-session"]).assert_success();
+    assert_eq!(text(&p, "src/lib.rs").as_deref(), Some("fn b() {}\n"));
+    p.rewind(["undo", "--last-session"]).assert_success();
+    assert_eq!(text(&p, "src/lib.rs").as_deref(), Some("fn a() {}\n"));
+    assert_eq!(text(&p, "notes.txt").as_deref(), Some("keep\n"));
+    assert!(!p.join("gen/out.txt").exists());
+    assert_fsck_clean(&sb, &p.store());
+}
+
+#[test]
+fn undo_last_session_skips_turns_where_the_agent_only_answered() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit a"));
+    p.file("a.txt", "2\n");
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    hook(
+        &p,
+        "claude-code",
+        &claude_prompt(&p, "chat-1", "what did you change?"),
+    );
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    p.rewind(["undo", "--last-session"]).assert_success();
+    assert_eq!(text(&p, "a.txt").as_deref(), Some("1\n"));
+    let rows = turns(&p, &["--session", "chat-1"]);
+    assert!(rows.iter().all(|r| r["rolled_back"] == true), "{rows:?}");
+}
+
+#[test]
+fn a_stop_again_while_stop_hook_active_and_a_stop_without_a_begin_are_quiet() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    // Installed mid-session: the first event rewind sees is a stop.
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    assert!(
+        !p.rewind(["turns", "--last-session"]).status.success(),
+        "no turn yet"
+    );
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "go"));
+    p.file("a.txt", "2\n");
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    // Another stop hook blocked the stop: Claude goes on, then stops again.
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", true));
+    let rows = turns(&p, &["--session", "chat-1"]);
+    assert_eq!(shape(&rows), [("1".into(), true)]);
+    assert_eq!(rows[0]["files"], 1);
+}
+
+#[test]
+fn two_sessions_in_one_project_count_their_own_turns() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "a\n").file("b.txt", "b\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "edit a"));
+    p.file("a.txt", "a2\n");
+    hook(&p, "claude-code", &claude_stop(&p, "A", false));
+    hook(&p, "claude-code", &claude_prompt(&p, "B", "edit b"));
+    p.file("b.txt", "b2\n");
+    hook(&p, "claude-code", &claude_stop(&p, "B", false));
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "edit a again"));
+    p.file("a.txt", "a3\n");
+    hook(&p, "claude-code", &claude_stop(&p, "A", false));
+
+    let a = turns(&p, &["--session", "A"]);
+    assert_eq!(shape(&a), [("1".into(), true), ("2".into(), true)]);
+    assert_eq!(shape(&turns(&p, &["--session", "B"])), [("1".into(), true)]);
+    // The most recent session is A's (its turn 2 began last).
+    let last = turns(&p, &["--last-session"]);
+    assert!(last.iter().all(|r| r["session"] == "A"), "{last:?}");
+    p.rewind(["undo", "--last-session"]).assert_success();
+    assert_eq!(text(&p, "a.txt").as_deref(), Some("a2\n"));
+    assert_eq!(
+        text(&p, "b.txt").as_deref(),
+        Some("b2\n"),
+        "B's file is B's"
+    );
+}
+
+#[test]
+fn an_interrupted_turn_ends_at_the_next_prompt() {
+    // Claude Code runs no Stop hook when the user interrupts the agent.
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "first"));
+    p.file("a.txt", "2\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "second"));
+    let rows = turns(&p, &["--session", "chat-1"]);
+    assert_eq!(shape(&rows), [("1".into(), true), ("2".into(), false)]);
+    assert_eq!(rows[0]["files"], 1);
+}
+
+#[test]
+fn the_rewind_undo_slash_command_is_no_turn_of_its_own() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit"));
+    p.file("a.txt", "2\n");
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    // `/rewind-undo`: its prompt comes through the hook, its command undoes turn 1.
+    hook(
+        &p,
+        "claude-code",
+        &claude_prompt(&p, "chat-1", "/rewind-undo"),
+    );
+    p.rewind(["undo", "--last-session"]).assert_success();
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    assert_eq!(text(&p, "a.txt").as_deref(), Some("1\n"));
+    assert_eq!(
+        shape(&turns(&p, &["--session", "chat-1"])),
+        [("1".into(), true)]
+    );
+}
+
+#[test]
+fn undo_from_inside_the_agent_walks_back_when_its_prompt_began_a_turn() {
+    // An agent that passes the slash command's expanded text as the prompt: a turn begins
+    // around the undo, on either side of it.
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    for content in ["2\n", "3\n"] {
+        hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit"));
+        p.file("a.txt", content);
+        hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    }
+    let expanded = "Above is what `rewind undo` just did";
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", expanded));
+    p.rewind(["undo", "--last-session"]).assert_success();
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    assert_eq!(text(&p, "a.txt").as_deref(), Some("2\n"));
+    // The undo first, then the prompt's turn.
+    p.rewind(["undo", "--last-session"]).assert_success();
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", expanded));
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    assert_eq!(text(&p, "a.txt").as_deref(), Some("1\n"));
+}
+
+#[test]
+fn a_long_prompt_is_cut_at_a_character_boundary_within_the_metadata_limit() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    // 3-byte characters: 8 KiB falls inside one.
+    let prompt = "é€".repeat(2000);
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", &prompt));
+    let rows = turns(&p, &["--session", "chat-1"]);
+    let kept = rows[0]["meta"]["prompt"].as_str().unwrap();
+    assert!(kept.len() <= 8192 && kept.len() > 8180, "{}", kept.len());
+    assert!(prompt.starts_with(kept));
+    assert_eq!(
+        rows[0]["meta"]["prompt_truncated"],
+        prompt.len().to_string()
+    );
+}
+
+#[test]
+fn the_project_is_claude_project_dir_when_the_shell_moved_into_a_subdirectory() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("sub/a.txt", "1\n");
+    let mut prompt = claude_prompt(&p, "chat-1", "edit");
+    prompt["cwd"] = json!(p.join("sub"));
+    let env = [("CLAUDE_PROJECT_DIR", p.path.as_path())];
+    hook_with(&p, "claude-code", prompt.to_string().as_bytes(), &env);
+    p.file("sub/a.txt", "2\n");
+    let mut stop = claude_stop(&p, "chat-1", false);
+    stop["cwd"] = json!(p.join("sub"));
+    hook_with(&p, "claude-code", stop.to_string().as_bytes(), &env);
+    let rows = turns(&p, &["--session", "chat-1"]);
+    assert_eq!(shape(&rows), [("1".into(), true)]);
+    assert_eq!(rows[0]["changed"][0]["file"], "sub/a.txt");
+}
+
+#[test]
+fn gemini_before_and_after_agent_are_a_turn() {
+    // Gemini CLI's hooks reference (docs/hooks/reference.md): base fields, then the event's.
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    let base = |event: &str| {
+        json!({
+            "session_id": "g-1",
+            "transcript_path": "/home/user/.gemini/tmp/chats/g-1.json",
+            "cwd": p.path,
+            "hook_event_name": event,
+            "timestamp": "2026-11-30T12:00:00.000Z",
+            "prompt": "edit a",
+        })
+    };
+    hook(&p, "gemini", &base("BeforeAgent"));
+    shell(&p, "printf '2\\n' > a.txt");
+    let mut after = base("AfterAgent");
+    after["prompt_response"] = json!("done");
+    after["stop_hook_active"] = json!(false);
+    hook(&p, "gemini", &after);
+    let rows = turns(&p, &["--session", "g-1"]);
+    assert_eq!(shape(&rows), [("1".into(), true)]);
+    assert_eq!(rows[0]["meta"]["agent"], "gemini");
+    p.rewind(["undo", "--last-session"]).assert_success();
+    assert_eq!(text(&p, "a.txt").as_deref(), Some("1\n"));
+}
+
+#[test]
+fn codex_prompt_and_stop_are_a_turn_with_codex_turn_id() {
+    // Codex's generated hook schemas (codex-rs/hooks/schema/generated): transcript_path null.
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    let base = |event: &str| {
+        json!({
+            "session_id": "019d036d-c7fa-72d2-b6fd-78878bfe34e4",
+            "turn_id": "019d036e-3164-72c3-a170-98925564c4fc",
+            "transcript_path": null,
+            "cwd": p.path,
+            "hook_event_name": event,
+            "model": "gpt-5-codex",
+            "permission_mode": "default",
+        })
+    };
+    let mut prompt = base("UserPromptSubmit");
+    prompt["prompt"] = json!("edit a");
+    hook(&p, "codex", &prompt);
+    shell(&p, "printf '2\\n' > a.txt");
+    let mut stop = base("Stop");
+    stop["stop_hook_active"] = json!(false);
+    stop["last_assistant_message"] = json!(null);
+    hook(&p, "codex", &stop);
+    let rows = turns(&p, &["--last-session"]);
+    assert_eq!(shape(&rows), [("1".into(), true)]);
+    assert_eq!(
+        rows[0]["meta"]["turn_id"],
+        "019d036e-3164-72c3-a170-98925564c4fc"
+    );
+    assert!(rows[0]["meta"].get("transcript_path").is_none());
+}
+
+#[test]
+fn a_store_that_lost_its_objects_is_said_in_the_log_and_the_turn_still_begins() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    p.track();
+    fs::remove_dir_all(p.store().join("objects")).unwrap();
+    let payload = claude_prompt(&p, "chat-1", "edit");
+    let run = hook_with(&p, "claude-code", payload.to_string().as_bytes(), &[]);
+    assert!(run.stderr.contains("lost its objects"), "{run}");
+    let log = fs::read_to_string(sb.data_dir.join("hooks.log")).unwrap();
+    assert!(log.contains("lost its objects"), "{log}");
+    assert_eq!(
+        shape(&turns(&p, &["--session", "chat-1"])),
+        [("1".into(), false)]
+    );
+}
+
+#[test]
+fn malformed_payloads_missing_fields_and_unknown_events_exit_0_with_one_line() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    let nested = "[".repeat(100_000);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", Vec::new()),
+        ("not JSON", b"garbage".to_vec()),
+        ("not UTF-8", vec![0xff, 0xfe, b'{']),
+        ("an array", b"[]".to_vec()),
+        ("nested deeper than the parser goes", nested.into_bytes()),
+        ("no event", json!({"session_id": "s"}).to_string().into_bytes()),
+        (
+            "no session",
+            json!({"hook_event_name": "Stop", "cwd": p.path}).to_string().into_bytes(),
+        ),
+        (
+            "a session that is not a string",
+            json!({"hook_event_name": "Stop", "session_id": 7}).to_string().into_bytes(),
+        ),
+        (
+            "an event rewind does not handle",
+            json!({"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash"})
+                .to_string()
+                .into_bytes(),
+        ),
+        (
+            "another agent's event",
+            json!({"hook_event_name": "BeforeAgent", "session_id": "s"}).to_string().into_bytes(),
+        ),
+        (
+            "the home directory as the project",
+            json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "cwd": sb.home, "prompt": "x"})
+                .to_string()
+                .into_bytes(),
+        ),
+        (
+            "a cwd that is not there",
+            json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "cwd": p.join("gone"), "prompt": "x"})
+                .to_string()
+                .into_bytes(),
+        ),
+    ];
+    for (what, payload) in &cases {
+        let run = hook_with(&p, "claude-code", payload, &[]);
+        assert_eq!(
+            run.stderr.lines().count(),
+            1,
+            "{what}: one line on stderr: {run}"
+        );
+        assert!(
+            run.stderr.starts_with("rewind hook claude-code: "),
+            "{what}: {run}"
+        );
+    }
+    let log = fs::read_to_string(sb.data_dir.join("hooks.log")).unwrap();
+    assert_eq!(log.lines().count(), cases.len(), "{log}");
+    assert!(
+        !p.rewind(["turns", "--last-session"]).status.success(),
+        "none of them began a turn"
+    );
+}
+
+// ---- install / uninstall ------------------------------------------------------------------
+
+/// `rewind hooks ARGS` in the project with the sandbox's HOME.
+fn hooks(p: &TestProject, args: &[&str]) -> Run {
+    let mut all = vec!["hooks"];
+    all.extend(args);
+    let run = p.rewind(all);
+    assert_no_panic(&run);
+    run
+}
+
+/// Settings files as people keep them: other hooks, comments, tabs, trailing commas, one
+/// line, no final newline, CRLF line ends.
+const ODD_SETTINGS: &[(&str, &str)] = &[
+    ("empty object", "{}"),
+    ("empty object over lines", "{\n}\n"),
+    ("one line", "{\"model\":\"opus\",\"cleanupPeriodDays\":20}"),
+    (
+        "tabs, other hooks on both events",
+        "{\n\t\"hooks\": {\n\t\t\"UserPromptSubmit\": [\n\t\t\t{\"hooks\": [{\"type\": \"command\", \"command\": \"log-prompt\"}]}\n\t\t],\n\t\t\"Stop\": [\n\t\t\t{\"hooks\": [{\"type\": \"command\", \"command\": \"notify-send done\"}]}\n\t\t]\n\t}\n}\n",
+    ),
+    (
+        "comments and trailing commas",
+        "// team settings\n{\n    /* the model */\n    \"model\": \"opus\", // fav\n    \"hooks\": {\n        \"PreToolUse\": [\n            {\"matcher\": \"Bash\", \"hooks\": [{\"type\": \"command\", \"command\": \"guard\"}]},\n        ],\n        \"Stop\": [],\n    },\n}",
+    ),
+    (
+        "CRLF, empty hooks",
+        "{\r\n  \"permissions\": {\"allow\": [\"Bash(npm test)\"]},\r\n  \"hooks\": {}\r\n}\r\n",
+    ),
+];
+
+#[test]
+fn install_merges_into_odd_settings_and_uninstall_gives_the_bytes_back() {
+    for (what, original) in ODD_SETTINGS {
+        let sb = Sandbox::new();
+        let p = sb.project("p");
+        p.file(".claude/settings.json", original);
+        hooks(&p, &["install", "claude-code"]).assert_success();
+        let installed = text(&p, ".claude/settings.json").unwrap();
+        assert_ne!(&installed, original, "{what}");
+        // Every byte of the user's file is still there, in order.
+        let mut rest = installed.as_str();
+        for ch in original.chars() {
+            let at = rest
+                .find(ch)
+                .unwrap_or_else(|| panic!("{what}: lost {ch:?}:\n{installed}"));
+            rest = &rest[at + ch.len_utf8()..];
+        }
+        assert_eq!(
+            installed.matches("rewind hook claude-code").count(),
+            2,
+            "{what}:\n{installed}"
+        );
+        if !original.contains("//") {
+            let value: Value = serde_json::from_str(&installed)
+                .unwrap_or_else(|e| panic!("{what}: not JSON ({e}):\n{installed}"));
+            for event in ["UserPromptSubmit", "Stop"] {
+                let commands: Vec<&str> = value["hooks"][event]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|g| g["hooks"].as_array().unwrap())
+                    .map(|h| h["command"].as_str().unwrap())
+                    .collect();
+                assert!(
+                    commands.contains(&"rewind hook claude-code"),
+                    "{what}: {event}"
+                );
+            }
+        }
+        hooks(&p, &["install", "claude-code"]).assert_success();
+        assert_eq!(
+            text(&p, ".claude/settings.json").unwrap(),
+            installed,
+            "{what}: twice"
+        );
+        assert!(p.join(".claude/commands/rewind-undo.md").exists());
+        hooks(&p, &["uninstall", "claude-code"]).assert_success();
+        assert_eq!(
+            p.read(".claude/settings.json"),
+            original.as_bytes(),
+            "{what}"
+        );
+        assert!(!p.join(".claude/commands").exists(), "{what}");
+    }
+}
+
+#[test]
+fn install_into_settings_that_are_a_symlink_writes_through_it_and_keeps_the_link() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    let dotfiles = sb.project("dotfiles");
+    let original = ODD_SETTINGS[3].1;
+    dotfiles.file("claude.json", original);
+    p.symlink(".claude/settings.json", dotfiles.join("claude.json"));
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    assert!(p.join(".claude/settings.json").is_symlink());
+    assert!(text(&dotfiles, "claude.json")
+        .unwrap()
+        .contains("rewind hook claude-code"));
+    hooks(&p, &["uninstall", "claude-code"]).assert_success();
+    assert!(p.join(".claude/settings.json").is_symlink());
+    assert_eq!(dotfiles.read("claude.json"), original.as_bytes());
+}
+
+#[test]
+fn install_where_there_was_no_settings_file_and_uninstall_leaves_none() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    let value: Value = serde_json::from_str(&text(&p, ".claude/settings.json").unwrap()).unwrap();
+    assert_eq!(
+        value["hooks"]["Stop"][0]["hooks"][0],
+        json!({"type": "command", "command": "rewind hook claude-code"})
+    );
+    hooks(&p, &["uninstall", "claude-code"]).assert_success();
+    assert!(!p.join(".claude").exists());
+}
+
+#[test]
+fn uninstall_after_the_user_edited_the_settings_keeps_their_edit() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file(".claude/settings.json", ODD_SETTINGS[3].1);
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    let edited = text(&p, ".claude/settings.json").unwrap().replacen(
+        "{\n",
+        "{\n\t\"model\": \"sonnet\",\n",
+        1,
+    );
+    p.file(".claude/settings.json", &edited);
+    hooks(&p, &["uninstall", "claude-code"]).assert_success();
+    let after = text(&p, ".claude/settings.json").unwrap();
+    assert!(!after.contains("rewind hook"), "{after}");
+    let value: Value = serde_json::from_str(&after).unwrap();
+    assert_eq!(value["model"], "sonnet");
+    assert_eq!(
+        value["hooks"]["Stop"][0]["hooks"][0]["command"],
+        "notify-send done"
+    );
+    assert_eq!(
+        value["hooks"]["UserPromptSubmit"].as_array().unwrap().len(),
+        1
+    );
+}
+
+#[test]
+fn install_keeps_the_file_as_it_was_and_dry_run_writes_nothing() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    let original = ODD_SETTINGS[4].1;
+    p.file(".claude/settings.json", original);
+    let run = hooks(&p, &["install", "claude-code", "--dry-run"]);
+    run.assert_success();
+    assert!(
+        run.stdout.contains("+") && run.stdout.contains("rewind hook claude-code"),
+        "{run}"
+    );
+    assert_eq!(p.read(".claude/settings.json"), original.as_bytes());
+    assert!(!p.join(".claude/commands").exists());
+    let run = hooks(&p, &["--json", "install", "claude-code", "--dry-run"]);
+    run.assert_success();
+    let changes = one_json(&run)["changes"].as_array().unwrap().clone();
+    assert_eq!(
+        changes.len(),
+        2,
+        "the settings and the slash command: {run}"
+    );
+    assert_eq!(p.read(".claude/settings.json"), original.as_bytes());
+    let run = hooks(&p, &["--json", "install", "claude-code"]);
+    run.assert_success();
+    let backup = one_json(&run)["backup"].as_str().unwrap().to_owned();
+    assert_eq!(fs::read(backup).unwrap(), original.as_bytes());
+}
+
+#[test]
+fn install_refuses_settings_it_cannot_read_and_leaves_them_alone() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    for bad in [
+        "{\"hooks\": ",
+        "[1, 2]",
+        "{\"hooks\": []}",
+        "{\"hooks\": {\"Stop\": {}}}",
+    ] {
+        p.file(".claude/settings.json", bad);
+        let run = hooks(&p, &["install", "claude-code"]);
+        run.assert_code(1);
+        assert_eq!(run.stderr.lines().count(), 1, "{run}");
+        assert_eq!(p.read(".claude/settings.json"), bad.as_bytes());
+    }
+}
+
+#[test]
+fn install_into_a_project_that_is_not_there_creates_nothing() {
+    let sb = Sandbox::new();
+    let run = sb.run_rewind(["-C", "gone", "hooks", "install", "claude-code"]);
+    run.assert_code(1);
+    assert!(run.stderr.contains("not a directory"), "{run}");
+    assert!(!sb.root.join("gone").exists());
+}
+
+#[test]
+fn install_for_the_user_and_for_gemini_and_codex_use_their_own_files() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    hooks(&p, &["install", "claude-code", "--user"]).assert_success();
+    assert!(sb.home.join(".claude/settings.json").exists());
+    assert!(sb.home.join(".claude/commands/rewind-undo.md").exists());
+    assert!(!p.join(".claude").exists());
+    hooks(&p, &["install", "gemini"]).assert_success();
+    let gemini: Value = serde_json::from_str(&text(&p, ".gemini/settings.json").unwrap()).unwrap();
+    assert_eq!(
+        gemini["hooks"]["AfterAgent"][0]["hooks"][0]["command"],
+        "rewind hook gemini"
+    );
+    hooks(&p, &["install", "codex"]).assert_success();
+    let codex: Value = serde_json::from_str(&text(&p, ".codex/hooks.json").unwrap()).unwrap();
+    assert_eq!(
+        codex["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"],
+        "rewind hook codex"
+    );
+    for agent in ["gemini", "codex"] {
+        hooks(&p, &["uninstall", agent]).assert_success();
+    }
+    hooks(&p, &["uninstall", "claude-code", "--user"]).assert_success();
+    for dir in [p.join(".gemini"), p.join(".codex"), sb.home.join(".claude")] {
+        assert!(!dir.exists(), "{}", dir.display());
+    }
+}
+
+#[test]
+fn the_installed_command_run_as_claude_code_runs_it_records_a_turn() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    let settings: Value =
+        serde_json::from_str(&text(&p, ".claude/settings.json").unwrap()).unwrap();
+    let command = |event: &str| {
+        settings["hooks"][event][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // Claude Code runs the command through a shell, with `rewind` found on PATH.
+    let bin_dir = rewind_bin().parent().unwrap().to_owned();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
+    let run_hook = |event: &str, payload: &Value| {
+        let mut cmd = sb.isolated("sh");
+        cmd.args(["-c", &command(event)])
+            .current_dir(&p.path)
+            .env("PATH", &path)
+            .env("REWIND_DATA_DIR", &sb.data_dir)
+            .env("CLAUDE_PROJECT_DIR", &p.path);
+        let run = run_with_stdin(&mut cmd, payload.to_string().as_bytes());
+        assert_eq!(
+            (run.code(), run.stdout.as_str(), run.stderr.as_str()),
+            (Some(0), "", "")
+        );
+    };
+    run_hook("UserPromptSubmit", &claude_prompt(&p, "chat-1", "edit"));
+    p.file("a.txt", "2\n");
+    run_hook("Stop", &claude_stop(&p, "chat-1", false));
+    assert_eq!(
+        shape(&turns(&p, &["--session", "chat-1"])),
+        [("1".into(), true)]
+    );
+}
