@@ -20,7 +20,7 @@
 //!   other one: two commands each, the larger part of the run's time);
 //! * no leftover older than the grace period (an hour): `doctor --json`'s "leftovers", and a
 //!   walk of the store for `tmp_*`, packs without an index, `*.lock` and empty directories
-//!   under `refs/` and `logs/` (but git's own `refs/heads` and `refs/tags`).
+//!   under `refs/` and `logs/` (but those git spares: `refs/<x>`, `logs/refs/<x>`).
 //!
 //! The clock starts at the real time now (see tests/it/prune.rs): object files get real
 //! modification times, so only reachability decides what prune deletes.
@@ -32,7 +32,8 @@
 //!   ago, or an open turn of another session begun within the retention saw it move (its head
 //!   is not the one that turn's begin recorded); the prune names the abandoned open turns that
 //!   went, and their `turn end` fails with code `pruned`;
-//! * a session keeps at most `--max-turns` turns: the oldest ended, not rolled-back ones go;
+//! * a session keeps at most `--max-turns` ended, not rolled-back turns: the oldest of those
+//!   go (open and rolled-back turns neither count nor go);
 //!   no session an open turn (begun within the retention) of another session knows is trimmed.
 //!
 //! Seeds: fixed by default (`REWIND_TEST_SEED=<n>` replays another one); `REWIND_WEEKS_DAYS=<n>`
@@ -623,10 +624,12 @@ impl<'a> Weeks<'a> {
                 continue;
             }
             let turns = &mut self.sessions.get_mut(name).unwrap().turns;
-            let mut excess = turns.len().saturating_sub(MAX_TURNS);
+            let removable = |t: &Turn| t.ended.is_some() && !t.rolled_back;
+            let mut excess = turns.iter().filter(|t| removable(t)).count();
+            excess = excess.saturating_sub(MAX_TURNS);
             let before = turns.len();
             turns.retain(|t| {
-                let drop = excess > 0 && t.ended.is_some() && !t.rolled_back;
+                let drop = excess > 0 && removable(t);
                 excess -= usize::from(drop);
                 !drop
             });
@@ -832,11 +835,13 @@ impl<'a> Weeks<'a> {
         while let Some(dir) = walk.pop() {
             let entries: Vec<fs::DirEntry> = fs::read_dir(&dir).unwrap().flatten().collect();
             let rel = dir.strip_prefix(&self.store).unwrap();
-            let git_own = [Path::new("refs/heads"), Path::new("refs/tags")].contains(&rel);
-            let in_refs = ["refs", "logs"]
-                .iter()
-                .any(|root| rel.starts_with(root) && rel != Path::new(root));
-            if entries.is_empty() && in_refs && !git_own && mtime(&dir) < old {
+            // Git spares `refs/`, `logs/refs/` and the directories right below them (`refs/heads`)
+            // when it deletes a ref.
+            let depth = rel.components().count();
+            let spared =
+                (rel.starts_with("refs") && depth <= 2) || (rel.starts_with("logs") && depth <= 3);
+            let in_refs = rel.starts_with("refs") || rel.starts_with("logs");
+            if entries.is_empty() && in_refs && !spared && mtime(&dir) < old {
                 found.push(format!("empty directory {}", rel.display()));
             }
             for entry in entries {
