@@ -1410,6 +1410,49 @@ impl Drop for LockHolder {
     }
 }
 
+/// Runs `rewind -C project ARGS` (with `REWIND_NOW=now` when given) under strace, killed
+/// (SIGKILL) at the `when`-th `syscall` of any thread (`at` = `(syscall, when)`); returns
+/// whether it was killed. A run that fails without being killed, panics or outlives `deadline`
+/// fails the test.
+pub fn run_killed(
+    sb: &Sandbox,
+    project: &Path,
+    now: Option<&str>,
+    args: &[&str],
+    at: (&str, u64),
+    deadline: Duration,
+) -> bool {
+    let (syscall, when) = at;
+    let mut cmd = sb.isolated("strace");
+    if let Some(now) = now {
+        cmd.env("REWIND_NOW", now);
+    }
+    cmd.env("RUST_BACKTRACE", "1")
+        .current_dir(&sb.root)
+        .args(["-f", "-qq", "-o", "/dev/null", "-e"])
+        .arg(format!("inject={syscall}:signal=KILL:when={when}"))
+        .arg(rewind_bin())
+        .arg("--data-dir")
+        .arg(&sb.data_dir)
+        .arg("-C")
+        .arg(project)
+        .args(args);
+    let run = run_with_deadline(&mut cmd, deadline);
+    assert_no_panic(&run);
+    assert!(
+        !run.stderr.contains("strace:"),
+        "strace could not run the injection: {run}"
+    );
+    match run.code() {
+        Some(0) => false,
+        Some(137) | None => true,
+        _ => panic!(
+            "`rewind {}` failed without being killed: {run}",
+            args.join(" ")
+        ),
+    }
+}
+
 /// Exit 1, `{"error": {"code": code, ...}}` on stdout, one line on stderr.
 pub fn expect_error(run: &Run, code: &str) -> Value {
     assert_no_panic(run);

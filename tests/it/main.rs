@@ -25,3 +25,4 @@ mod store_safety;
 mod track;
 mod turns;
 mod wait;
+mod weeks;

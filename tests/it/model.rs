@@ -1810,36 +1810,6 @@ fn kill_test_changes(p: &TestProject, round: &str) {
     }
 }
 
-/// Runs rewind under strace, killed (SIGKILL) at the `when`-th `syscall` of any thread;
-/// returns whether it was killed.
-fn run_killed(sb: &Sandbox, project: &Path, args: &[&str], syscall: &str, when: u64) -> bool {
-    let mut cmd = sb.isolated("strace");
-    cmd.env("RUST_BACKTRACE", "1")
-        .current_dir(&sb.root)
-        .args(["-f", "-qq", "-o", "/dev/null", "-e"])
-        .arg(format!("inject={syscall}:signal=KILL:when={when}"))
-        .arg(rewind_bin())
-        .arg("--data-dir")
-        .arg(&sb.data_dir)
-        .arg("-C")
-        .arg(project)
-        .args(args);
-    let run = run_with_deadline(&mut cmd, DEADLINE);
-    assert_no_panic(&run);
-    assert!(
-        !run.stderr.contains("strace:"),
-        "strace could not run the injection: {run}"
-    );
-    match run.code() {
-        Some(0) => false,
-        Some(137) | None => true,
-        _ => panic!(
-            "`rewind {}` failed without being killed: {run}",
-            args.join(" ")
-        ),
-    }
-}
-
 #[test]
 fn kill_9_during_restore_and_undo_leaves_the_project_recoverable() {
     require_tool("strace", "to kill rewind at a chosen syscall");
@@ -1880,7 +1850,7 @@ fn kill_9_during_restore_and_undo_leaves_the_project_recoverable() {
         );
         let before = fs_snapshot(&p.path);
         let undo_before = undo_ref(&sb, &store);
-        let killed = run_killed(&sb, &p.path, args, syscall, when);
+        let killed = run_killed(&sb, &p.path, None, args, (syscall, when), DEADLINE);
         killed_rounds += usize::from(killed);
         eprintln!("{what}: {}", if killed { "killed" } else { "completed" });
         assert_fsck_clean(&sb, &store);
