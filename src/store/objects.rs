@@ -199,8 +199,7 @@ impl ObjectWriter {
         deflate(&[&header, data], &mut compressed).map_err(|e| self.write_error(e))?;
         let target = self.loose_path(&id);
         let dir = target.parent().expect("fan-out directory");
-        self.ensure_fanout(id.as_bytes()[0], dir)?;
-        let mut temp = temp_file(dir, "tmp_obj_")?;
+        let mut temp = self.in_fanout(id.as_bytes()[0], dir, || temp_file(dir, "tmp_obj_"))?;
         temp.write_all(&compressed)
             .map_err(|e| Error::io("writing object", temp.path(), e))?;
         crate::fs::persist(temp, &target)?;
@@ -297,6 +296,8 @@ impl ObjectWriter {
                 .into_inner()
                 .map_err(|e| self.write_error(e.into_error()))?;
             let target = self.loose_path(&id);
+            // (One `mkdir` for a streamed file: another process may have removed the directory.)
+            self.fanout_made[id.as_bytes()[0] as usize].store(false, Ordering::Relaxed);
             self.ensure_fanout(id.as_bytes()[0], target.parent().expect("fan-out dir"))?;
             crate::fs::persist(temp, &target)?;
         }
@@ -330,6 +331,21 @@ impl ObjectWriter {
 
     fn write_error(&self, e: io::Error) -> Error {
         Error::io("writing object", &self.objects_dir, e)
+    }
+
+    /// Run `create` (a file) in fan-out directory `dir` (number `fanout`), made first unless
+    /// this process made it already; once more after making it again when it is gone (a prune
+    /// in another process, or a person's `git prune`, removes empty fan-out directories).
+    fn in_fanout<T>(&self, fanout: u8, dir: &Path, create: impl Fn() -> Result<T>) -> Result<T> {
+        self.ensure_fanout(fanout, dir)?;
+        match create() {
+            Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                self.fanout_made[fanout as usize].store(false, Ordering::Relaxed);
+                self.ensure_fanout(fanout, dir)?;
+                create()
+            }
+            other => other,
+        }
     }
 
     /// Create fan-out directory `dir` (number `fanout`) unless this process did already.
