@@ -1211,34 +1211,8 @@ fn a_prune_killed_at_any_rename_never_lets_an_open_turn_take_another_sessions_ed
     ]);
     p.file("x.txt", "x\nB's edit\n");
     b(&["turn", "end", "--session", "B", "--turn", "1"]);
-    let saved = sb.root.join("saved");
-    fs::create_dir_all(&saved).unwrap();
-    let copy = |from: &Path, to: &Path| {
-        let _ = fs::remove_dir_all(to);
-        let status = Command::new("cp")
-            .arg("-a")
-            .arg(from)
-            .arg(to)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    };
-    copy(&sb.data_dir, &saved.join("data"));
-    copy(&p.path, &saved.join("proj"));
     let now = "2026-12-09T00:00:00Z";
-    let mut killed = 0;
-    for when in 1.. {
-        copy(&saved.join("data"), &sb.data_dir);
-        copy(&saved.join("proj"), &p.path);
-        let inject = format!("inject=rename,renameat,renameat2:signal=KILL:when={when}");
-        let mut cmd = strace(&p, &inject, &["prune"]);
-        cmd.env("REWIND_NOW", now);
-        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
-        assert_no_panic(&run);
-        if run.code() == Some(0) {
-            break; // fewer renames than `when`: every point was tried
-        }
-        killed += 1;
+    kill_at_each_rename(&sb, &p, now, &["prune"], |when| {
         at(now, &["prune"]);
         p.file("a.txt", "a\nA's edit\n");
         let ended = one_json(&at(
@@ -1256,8 +1230,7 @@ fn a_prune_killed_at_any_rename_never_lets_an_open_turn_take_another_sessions_ed
         );
         at(now, &["undo", "--session", "A", "--turn", "1"]);
         assert_eq!(p.read("x.txt"), b"x\nB's edit\n", "killed at rename {when}");
-    }
-    assert!(killed > 3, "prune was killed at only {killed} renames");
+    });
 }
 
 /// Found by the issue-18 hostile pass: a trim moved each kept turn's ref, then the head, then
@@ -1277,39 +1250,13 @@ fn a_trim_killed_at_any_rename_leaves_the_old_chain_or_the_new() {
         p.file(format!("f{t}.txt"), format!("{t}\n"));
         at(now, &["turn", "end", "--session", "s", "--turn", &turn]);
     }
-    let saved = sb.root.join("saved");
-    fs::create_dir_all(&saved).unwrap();
-    let copy = |from: &Path, to: &Path| {
-        let _ = fs::remove_dir_all(to);
-        let status = Command::new("cp")
-            .arg("-a")
-            .arg(from)
-            .arg(to)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    };
-    copy(&sb.data_dir, &saved.join("data"));
-    copy(&p.path, &saved.join("proj"));
     let ids = || -> Vec<String> {
         let turns = one_json(&at(now, &["--json", "turns", "--session", "s"]));
         let rows = turns.as_array().unwrap().iter();
         rows.map(|t| t["turn"].as_str().unwrap().to_string())
             .collect()
     };
-    let mut killed = 0;
-    for when in 1.. {
-        copy(&saved.join("data"), &sb.data_dir);
-        copy(&saved.join("proj"), &p.path);
-        let inject = format!("inject=rename,renameat,renameat2:signal=KILL:when={when}");
-        let mut cmd = strace(&p, &inject, &["prune", "--max-turns", "3"]);
-        cmd.env("REWIND_NOW", now);
-        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
-        assert_no_panic(&run);
-        if run.code() == Some(0) {
-            break;
-        }
-        killed += 1;
+    kill_at_each_rename(&sb, &p, now, &["prune", "--max-turns", "3"], |when| {
         let left = ids();
         assert!(
             left == ["1", "2", "3", "4", "5"] || left == ["3", "4", "5"],
@@ -1324,6 +1271,52 @@ fn a_trim_killed_at_any_rename_leaves_the_old_chain_or_the_new() {
             p.join("f3.txt").exists(),
             "killed at rename {when}: turn 3 is not undone"
         );
+    });
+}
+
+/// Run `rewind ARGS` at `now`, killed at its first rename, then (from the same project and
+/// store again) at its second, and so on until it completes; `check(n)` runs after each kill
+/// at rename `n`. Asserts it was killed at more than three renames. Costs a copy of the project
+/// and the data dir per run.
+fn kill_at_each_rename(
+    sb: &Sandbox,
+    p: &TestProject,
+    now: &str,
+    args: &[&str],
+    mut check: impl FnMut(u32),
+) {
+    let saved = sb.root.join("saved");
+    fs::create_dir_all(&saved).unwrap();
+    let copy = |from: &Path, to: &Path| {
+        let _ = fs::remove_dir_all(to);
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    copy(&sb.data_dir, &saved.join("data"));
+    copy(&p.path, &saved.join("proj"));
+    let mut killed = 0;
+    for when in 1.. {
+        copy(&saved.join("data"), &sb.data_dir);
+        copy(&saved.join("proj"), &p.path);
+        let inject = format!("inject=rename,renameat,renameat2:signal=KILL:when={when}");
+        let mut cmd = strace(p, &inject, args);
+        cmd.env("REWIND_NOW", now);
+        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+        assert_no_panic(&run);
+        if run.code() == Some(0) {
+            break; // fewer renames than `when`: every point was tried
+        }
+        killed += 1;
+        check(when);
     }
-    assert!(killed > 3, "prune was killed at only {killed} renames");
+    assert!(
+        killed > 3,
+        "`rewind {}` was killed at only {killed} renames",
+        args.join(" ")
+    );
 }
