@@ -391,6 +391,13 @@ struct TurnId {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct Prune {
+    #[serde(default)]
+    dry_run: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct TurnBegin {
     session: String,
     turn: String,
@@ -602,8 +609,12 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
             value(store.changes(&session)?)
         }
         "prune" => {
-            let Empty {} = params(raw)?;
-            value(store.prune(&Default::default())?)
+            let Prune { dry_run } = params(raw)?;
+            let options = crate::prune::PruneOptions {
+                dry_run,
+                ..Default::default()
+            };
+            value(store.prune(&options)?)
         }
         _ => Err(Failure::UnknownMethod),
     }

@@ -183,6 +183,7 @@ class PruneOutcome(TypedDict):
     snapshots_removed_for_size: int  # how many of snapshots_removed went for the size quota
     abandoned_turns: list[AbandonedTurn]  # open turns removed with their sessions
     still_over_quota: NotRequired[bool]  # present (true) when the space is held by what is in use
+    dry_run: NotRequired[bool]  # present (true) for a dry run: nothing removed, objects/bytes estimated
 
 
 # Every method of protocol 2 and the TypedDict of its result (of each row, for a list).
@@ -552,8 +553,9 @@ class RewindClient:
         """Per-file totals of a session."""
         return cast(SessionChanges, self.call("changes", {"session": session}, **options))
 
-    def prune(self, **options: Unpack[CallOptions]) -> PruneOutcome:
-        return cast(PruneOutcome, self.call("prune", **options))
+    def prune(self, dry_run: bool = False, **options: Unpack[CallOptions]) -> PruneOutcome:
+        """`dry_run`: remove nothing, say what a prune would remove now."""
+        return cast(PruneOutcome, self.call("prune", {"dry_run": True} if dry_run else None, **options))
 
 
 def _drop_none(params: dict[str, Any]) -> dict[str, Any]:
@@ -797,6 +799,9 @@ def selftest(rewind: str) -> int:
 
         @step
         def prune() -> None:
+            preview = rw.prune(dry_run=True)
+            check_shape("prune dry-run shape", preview, PruneOutcome)
+            check("prune dry run", preview.get("dry_run") is True and preview["sessions_removed"] == [], preview)
             outcome = rw.prune()
             check_shape("prune shape", outcome, PruneOutcome)
             check("prune", outcome["sessions_removed"] == [], outcome)  # nothing has expired

@@ -77,7 +77,7 @@ const sessionChanges: Shape<SessionChanges> = {
 const pruneOutcome: Shape<PruneOutcome> = {
   snapshots_removed: "required", turns_removed: "required", objects_removed: "required", bytes_freed: "required",
   sessions_removed: "required", sessions_removed_for_size: "required", snapshots_removed_for_size: "required",
-  abandoned_turns: "required", still_over_quota: "optional",
+  abandoned_turns: "required", still_over_quota: "optional", dry_run: "optional",
 };
 
 const ID = /^[0-9a-f]{40}$/;

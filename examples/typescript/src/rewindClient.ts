@@ -160,6 +160,8 @@ export interface PruneOutcome {
   abandoned_turns: { session: string; turn: string; started_at: string }[];
   /** Present (true) when the store is still over its size quota: the space is in use. */
   still_over_quota?: boolean;
+  /** Present (true) for a dry run: nothing was removed; objects and bytes are estimates. */
+  dry_run?: boolean;
 }
 
 // ---- The methods: params and result of each. ----
@@ -214,7 +216,7 @@ export interface Methods {
   undo: { params: UndoParams; result: RestoreOutcome };
   redo: { params: RedoParams; result: RestoreOutcome };
   changes: { params: { session: string }; result: SessionChanges };
-  prune: { params: NoParams; result: PruneOutcome };
+  prune: { params: { dry_run?: boolean }; result: PruneOutcome };
 }
 export type Method = keyof Methods;
 
@@ -455,8 +457,10 @@ export class RewindClient {
   changes(session: string, options?: CallOptions): Promise<SessionChanges> {
     return this.call("changes", { session }, options);
   }
-  prune(options?: CallOptions): Promise<PruneOutcome> {
-    return this.call("prune", {}, options);
+  /** `dry_run`: remove nothing, say what a prune would remove now (and estimate what it frees). */
+  prune(options?: CallOptions & { dry_run?: boolean }): Promise<PruneOutcome> {
+    const { dry_run, ...call } = options ?? {};
+    return this.call("prune", dry_run ? { dry_run } : {}, call);
   }
 }
 
