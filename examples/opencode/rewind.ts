@@ -20,19 +20,40 @@ export const Rewind: Plugin = async ({ directory }) => {
   });
   const pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
   let nextId = 1;
+  // Why calls fail at once: the server could not start, or has exited.
+  let gone: Error | undefined;
+  const fail = (err: Error) => {
+    gone ??= err;
+    for (const waiting of pending.values()) waiting.reject(gone);
+    pending.clear();
+  };
+  // The server keeps OpenCode alive only while an answer is awaited: a host that is done can
+  // exit, which closes the server's stdin, and the server exits. (A runtime whose streams
+  // lack ref/unref keeps its own rule.)
+  const refs = (handle: object) => handle as { ref?: () => void; unref?: () => void };
+  const stdout = refs(server.stdout!);
+  for (const handle of [server, server.stdin!, server.stdout!, server.stderr!]) refs(handle).unref?.();
   createInterface({ input: server.stdout! }).on("line", (line) => {
     const reply = JSON.parse(line);
     const call = pending.get(reply.id);
     pending.delete(reply.id);
+    if (pending.size === 0) stdout.unref?.();
     if (reply.error) call?.reject(new Error(`${reply.error.message} (${reply.error.data?.code})`));
     else call?.resolve(reply.result);
   });
   server.stderr!.on("data", (chunk) => console.error(`rewind: ${chunk}`));
-  server.on("error", (err) => console.error(`rewind: cannot start rewind serve: ${err.message}`));
+  server.stdin!.on("error", fail); // the server exited with requests unwritten
+  server.on("error", (err) => {
+    console.error(`rewind: cannot start rewind serve: ${err.message}`);
+    fail(new Error(`rewind serve did not start: ${err.message}`));
+  });
+  server.on("close", (code, signal) => fail(new Error(`rewind serve exited (${signal ?? code})`)));
 
   const call = (method: string, params: object): Promise<any> =>
     new Promise((resolve, reject) => {
+      if (gone) return reject(gone);
       const id = nextId++;
+      if (pending.size === 0) stdout.ref?.();
       pending.set(id, { resolve, reject });
       server.stdin!.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
     });
@@ -68,8 +89,9 @@ export const Rewind: Plugin = async ({ directory }) => {
 
   return {
     "chat.message": async (input, output) => {
+      // What the user typed: not the text OpenCode adds (`synthetic`, e.g. an attached file).
       const text = output.parts
-        .map((part: any) => (part.type === "text" ? part.text : ""))
+        .flatMap((part) => (part.type === "text" && !part.synthetic ? [part.text] : []))
         .join("\n");
       const meta: Record<string, string> = { agent: "opencode" };
       if (input.messageID) meta.message_id = input.messageID;
@@ -93,7 +115,7 @@ export const Rewind: Plugin = async ({ directory }) => {
     },
     event: async ({ event }) => {
       if (event.type !== "session.idle") return;
-      await quietly("turn end", end((event.properties as any).sessionID));
+      await quietly("turn end", end(event.properties.sessionID));
     },
   };
 };
