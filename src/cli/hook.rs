@@ -203,10 +203,11 @@ fn project(agent: Agent, global: &Global, cwd: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-/// The session's turns; none for a session the store does not know yet.
+/// The session's turns; none for a session the store does not know yet, or that prune removed
+/// (a conversation resumed after its session expired starts again from turn 1).
 fn session_turns(store: &rewind::Store, session: &str) -> rewind::Result<Vec<rewind::Turn>> {
     match store.turns(Some(session)) {
-        Err(err) if err.code() == "not_found" => Ok(Vec::new()),
+        Err(err) if matches!(err.code(), "not_found" | "pruned") => Ok(Vec::new()),
         other => other,
     }
 }

@@ -119,14 +119,16 @@ fn group_is_ours(group: &Node) -> bool {
 
 /// `rewind hooks install`: add rewind's hooks (and slash command) to the agent's settings.
 pub(crate) fn install(agent: Agent, scope: Scope, dry_run: bool, global: &Global) -> Result<()> {
-    let path = through_symlink(settings_path(agent, scope, global)?);
+    let named = settings_path(agent, scope, global)?;
+    let path = through_symlink(named.clone());
     let before = read(&path)?;
     let after = with_hooks(agent, before.as_deref().unwrap_or(""))
         .map_err(|reason| settings_failure(&path, reason))?;
     let changed = after
         .as_deref()
         .is_some_and(|a| Some(a) != before.as_deref());
-    let command = command_file(agent, &path);
+    // (Beside the settings the agent reads, not beside a symlink's target.)
+    let command = command_file(agent, &named);
     let command_missing = command.as_ref().is_some_and(|(file, _)| !file.exists());
     if dry_run {
         let mut changes = Vec::new();
@@ -179,7 +181,8 @@ pub(crate) fn install(agent: Agent, scope: Scope, dry_run: bool, global: &Global
 
 /// `rewind hooks uninstall`: take rewind's hooks (and slash command) out again.
 pub(crate) fn uninstall(agent: Agent, scope: Scope, dry_run: bool, global: &Global) -> Result<()> {
-    let path = through_symlink(settings_path(agent, scope, global)?);
+    let named = settings_path(agent, scope, global)?;
+    let path = through_symlink(named.clone());
     let current = read(&path)?;
     let record = record_paths(global, &path)?;
     let installed = std::fs::read_to_string(&record.1).ok();
@@ -196,7 +199,7 @@ pub(crate) fn uninstall(agent: Agent, scope: Scope, dry_run: bool, global: &Glob
         (None, None) => None,
     };
     let changed = after != current;
-    let command = command_file(agent, &path)
+    let command = command_file(agent, &named)
         .filter(|(file, text)| std::fs::read_to_string(file).is_ok_and(|t| t == *text));
     if dry_run {
         let mut changes = Vec::new();
@@ -275,8 +278,16 @@ fn settings_failure(path: &Path, reason: String) -> Failure {
     }
 }
 
-/// The file's text; `None` when there is no file.
+/// The file's text; `None` when there is no file. Anything but a regular file (a device, a
+/// FIFO that would block the read, a socket) is refused, and so never replaced.
 fn read(path: &Path) -> Result<Option<String>> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            let reason = "not a regular file".to_owned();
+            return Err(settings_failure(path, reason));
+        }
+        _ => {}
+    }
     match std::fs::read(path) {
         Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| Failure {
             code: "settings",

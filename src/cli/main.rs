@@ -23,7 +23,18 @@ use args::{Cli, Command, Global, HooksCommand, TurnArgs, TurnCommand};
 use render::{errln, outln, print_json, quote, write_stdout};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // An agent runs `rewind hook ...`: exit 2 would block it (a settings file written for
+        // another version of rewind, say), so a usage error there is one line and exit 0.
+        Err(err) if err.use_stderr() && std::env::args().any(|arg| arg == "hook") => {
+            let first = err.to_string();
+            let first = first.lines().next().unwrap_or_default();
+            errln!("rewind hook: {}", first.trim_start_matches("error: "));
+            return ExitCode::SUCCESS;
+        }
+        Err(err) => err.exit(),
+    };
     if let Some(level) = std::env::var("REWIND_LOG")
         .ok()
         .and_then(|l| l.parse().ok())

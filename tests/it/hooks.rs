@@ -720,3 +720,99 @@ fn the_installed_command_run_as_claude_code_runs_it_records_a_turn() {
         [("1".into(), true)]
     );
 }
+
+/// Found by the issue-15 hostile pass: a settings path that is a device (through a symlink) was
+/// replaced by a regular file (as root, `/dev/null` itself), and a FIFO hung install for ever.
+/// Anything but a regular file is refused and left as it is.
+#[test]
+fn install_refuses_a_settings_path_that_is_a_device_or_a_fifo() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    // A device of our own (not /dev/null): the null device's numbers.
+    let device = sb.root.join("mynull");
+    let made = Command::new("mknod")
+        .arg(&device)
+        .args(["c", "1", "3"])
+        .status()
+        .unwrap();
+    assert!(made.success(), "mknod (the tests run as root)");
+    p.symlink(".claude/settings.json", &device);
+    let run = hooks(&p, &["install", "claude-code"]);
+    run.assert_code(1);
+    assert!(run.stderr.contains("not a regular file"), "{run}");
+    let kind = fs::metadata(&device).unwrap().file_type();
+    assert!(
+        std::os::unix::fs::FileTypeExt::is_char_device(&kind),
+        "the device stays"
+    );
+    assert!(!sb.root.join("commands").exists());
+
+    let q = sb.project("q");
+    fs::create_dir_all(q.join(".claude")).unwrap();
+    q.fifo(".claude/settings.json");
+    let mut cmd = q.rewind_command(["hooks", "install", "claude-code"]);
+    let run = run_with_deadline(&mut cmd, std::time::Duration::from_secs(10));
+    run.assert_code(1);
+    assert!(run.stderr.contains("not a regular file"), "{run}");
+}
+
+/// Found by the issue-15 hostile pass: with the settings a symlink into a dotfiles repository,
+/// the slash command went beside the link's target, where Claude Code never looks.
+#[test]
+fn the_slash_command_goes_beside_the_settings_the_agent_reads() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    let dotfiles = sb.project("dotfiles");
+    dotfiles.file("claude.json", "{}\n");
+    p.symlink(".claude/settings.json", dotfiles.join("claude.json"));
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    assert!(p.join(".claude/commands/rewind-undo.md").is_file());
+    assert!(!dotfiles.join("commands").exists());
+    hooks(&p, &["uninstall", "claude-code"]).assert_success();
+    assert!(!p.join(".claude/commands/rewind-undo.md").exists());
+}
+
+/// Found by the issue-15 hostile pass: `rewind hook` exited 2 on a usage error (an agent name
+/// or flag this build does not know, from a settings file written for another version), and
+/// exit 2 blocks the agent. It exits 0 with one line on stderr.
+#[test]
+fn a_hook_with_arguments_this_build_does_not_know_never_blocks_the_agent() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    for args in [
+        &["hook", "nosuchagent"][..],
+        &["hook", "claude-code", "--bogus"],
+        &["--wait", "bogus", "hook", "claude-code"],
+    ] {
+        let mut cmd = p.rewind_command(args);
+        cmd.stdin(std::process::Stdio::null());
+        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+        assert_no_panic(&run);
+        assert_eq!(run.code(), Some(0), "{run}");
+        assert!(run.stdout.is_empty(), "{run}");
+        assert_eq!(run.stderr.lines().count(), 1, "{run}");
+    }
+    // Elsewhere a usage error is still exit 2.
+    p.rewind(["bogus"]).assert_code(2);
+}
+
+/// Found by the issue-15 hostile pass: once prune removed a session, every later prompt of that
+/// conversation (resumed after a week, or `codex resume`) failed with `pruned` and recorded no
+/// turn. It starts again from turn 1.
+#[test]
+fn a_conversation_resumed_after_its_session_was_pruned_records_turns_again() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "go"));
+    p.file("a.txt", "2\n");
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    let later = (chrono::Utc::now() + chrono::Duration::days(8)).to_rfc3339();
+    at(&p, &later, &["prune"]);
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "again"));
+    p.file("a.txt", "3\n");
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    let rows = turns(&p, &["--session", "chat-1"]);
+    assert_eq!(shape(&rows), [("1".into(), true)]);
+    assert_eq!(rows[0]["meta"]["prompt"], "again");
+}
