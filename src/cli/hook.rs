@@ -247,7 +247,7 @@ fn meta(agent: Agent, payload: &Payload) -> BTreeMap<String, String> {
 /// Append `line` to `<data dir>/hooks.log`, with the time; a log that cannot be written is
 /// said on stderr and otherwise ignored.
 fn log(global: &Global, line: &str) {
-    let Ok(dir) = rewind::data_dir(global.data_dir.as_deref()) else {
+    let Ok(dir) = rewind::private_data_dir(global.data_dir.as_deref()) else {
         return;
     };
     let path = dir.join("hooks.log");

@@ -333,7 +333,7 @@ fn write(path: &Path, text: &str) -> Result<()> {
 /// The files that keep, for one settings file, the text before install (absent: there was no
 /// file) and the text install wrote: `<data dir>/hooks/<sha1 of the path>.{before,installed}`.
 fn record_paths(global: &Global, settings: &Path) -> Result<(PathBuf, PathBuf)> {
-    let data = rewind::data_dir(global.data_dir.as_deref()).map_err(|err| Failure {
+    let data = rewind::private_data_dir(global.data_dir.as_deref()).map_err(|err| Failure {
         code: err.code(),
         message: err.to_string(),
     })?;

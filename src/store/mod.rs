@@ -66,6 +66,15 @@ pub fn data_dir(explicit: Option<&Path>) -> Result<PathBuf> {
         .ok_or(Error::NoDataDir)
 }
 
+/// [`data_dir`], created private (0700) if it is not there yet, for whatever else keeps files
+/// in it (`rewind hooks` keeps the settings it changed, which may hold secrets). Costs a
+/// `stat`, plus a `readdir` when the directory is open to others.
+pub fn private_data_dir(explicit: Option<&Path>) -> Result<PathBuf> {
+    let dir = data_dir(explicit)?;
+    prepare_data_dir(&dir)?;
+    Ok(dir)
+}
+
 /// The store's directory name for a canonical project path: readable, and unique per path.
 fn store_name(project: &Path) -> String {
     let bytes = project.as_os_str().as_encoded_bytes();
@@ -713,6 +722,8 @@ fn prepare_data_dir(data_dir: &Path) -> Result<()> {
             || name.contains(".git.damaged-")
             || name.starts_with(".creating-")
             || name == DATA_MARKER
+            || name == "hooks" // `rewind hooks`' records and log
+            || name == "hooks.log"
     });
     if only_stores {
         make_private(data_dir, &meta)?;

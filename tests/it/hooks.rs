@@ -816,3 +816,23 @@ fn a_conversation_resumed_after_its_session_was_pruned_records_turns_again() {
     assert_eq!(shape(&rows), [("1".into(), true)]);
     assert_eq!(rows[0]["meta"]["prompt"], "again");
 }
+
+/// Found by the issue-15 hostile pass: `hooks install` created the data dir with the umask's
+/// mode, so the settings backup in it (a token in the settings, say) was readable by every
+/// user. The data dir is created private, as a store would create it.
+#[test]
+fn install_keeps_the_settings_backup_private() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file(
+        ".claude/settings.json",
+        "{\"env\": {\"GITHUB_TOKEN\": \"secret\"}}\n",
+    );
+    assert!(!sb.data_dir.exists());
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    let mode = fs::metadata(&sb.data_dir).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o700
+    );
+}
