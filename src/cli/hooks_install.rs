@@ -100,21 +100,23 @@ fn group(agent: Agent) -> String {
     format!("{{\"hooks\": [{{{name}\"type\": \"command\", \"command\": {command}}}]}}")
 }
 
-/// Whether a hook command is rewind's (`rewind hook AGENT`, the binary by any path).
-fn is_ours(command: &str) -> bool {
-    let mut words = command.split_whitespace();
-    let program = words.next().map(Path::new).and_then(Path::file_name);
-    program.is_some_and(|p| p == "rewind") && words.next() == Some("hook")
+/// Whether a hook entry runs rewind's hook for `agent` (`rewind hook AGENT` alone, the binary
+/// by any path): a command that does more (`rewind hook claude-code && say done`) is the
+/// user's.
+fn is_ours(agent: Agent, hook: &Node) -> bool {
+    let Some(command) = hook.get("command").and_then(Node::as_str) else {
+        return false;
+    };
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let program = words.first().map(Path::new).and_then(Path::file_name);
+    program.is_some_and(|p| p == "rewind") && words[1..] == ["hook", agent.name()]
 }
 
-/// Whether a matcher group runs rewind's hook.
-fn group_is_ours(group: &Node) -> bool {
-    group.get("hooks").is_some_and(|hooks| {
-        hooks
-            .items()
-            .iter()
-            .any(|h| h.get("command").and_then(Node::as_str).is_some_and(is_ours))
-    })
+/// Whether a matcher group runs rewind's hook for `agent`.
+fn group_is_ours(agent: Agent, group: &Node) -> bool {
+    group
+        .get("hooks")
+        .is_some_and(|hooks| hooks.items().iter().any(|hook| is_ours(agent, hook)))
 }
 
 /// `rewind hooks install`: add rewind's hooks (and slash command) to the agent's settings.
@@ -194,7 +196,7 @@ pub(crate) fn uninstall(agent: Agent, scope: Scope, dry_run: bool, global: &Glob
     let after = match (&restore, &current) {
         (Some(original), _) => original.clone(),
         (None, Some(current)) => {
-            Some(without_hooks(current).map_err(|reason| settings_failure(&path, reason))?)
+            Some(without_hooks(agent, current).map_err(|reason| settings_failure(&path, reason))?)
         }
         (None, None) => None,
     };
@@ -402,7 +404,7 @@ fn with_hooks(agent: Agent, text: &str) -> std::result::Result<Option<String>, S
             for (event, _) in agent.events() {
                 match hooks.get(event) {
                     None => missing.push(event),
-                    Some(groups) if groups.items().iter().any(group_is_ours) => {}
+                    Some(groups) if groups.items().iter().any(|g| group_is_ours(agent, g)) => {}
                     Some(groups) if matches!(groups.kind, jsonc::Kind::Array(_)) => {
                         edits.extend(append(text, groups, &unit, |_| group.clone()));
                     }
@@ -522,28 +524,43 @@ fn merge(first: Option<(usize, String)>, second: (usize, String)) -> Vec<(usize,
     }
 }
 
-/// The text without rewind's matcher groups (each with the separator before it, or after it
-/// for a first item); what else install added (an emptied array) stays.
-fn without_hooks(text: &str) -> std::result::Result<String, String> {
+/// `text` without rewind's hook entries for `agent`, in the events install writes: a matcher
+/// group that holds only rewind's entry goes whole, else only the entry (a hook the user put
+/// beside it stays). Costs a parse per entry removed.
+fn without_hooks(agent: Agent, text: &str) -> std::result::Result<String, String> {
     let mut text = text.to_owned();
     loop {
         let root = jsonc::parse(&text)?;
         let Some(hooks) = root.get("hooks") else {
             return Ok(text);
         };
-        let found = hooks.children().into_iter().find_map(|groups| {
+        let found = agent.events().into_iter().find_map(|(event, _)| {
+            let groups = hooks.get(event)?;
             let items = groups.items();
-            let index = items.iter().position(group_is_ours)?;
-            Some(match (index, items.len()) {
-                (0, 1) => (groups.start + 1, groups.end - 1),
-                (0, _) => (items[0].start, items[1].start),
-                (i, _) => (items[i - 1].end, items[i].end),
+            items.iter().enumerate().find_map(|(g, group)| {
+                let list = group.get("hooks")?;
+                let entries = list.items();
+                let h = entries.iter().position(|hook| is_ours(agent, hook))?;
+                Some(match entries.len() {
+                    1 => cut(groups, items, g),
+                    _ => cut(list, entries, h),
+                })
             })
         });
         match found {
             Some((from, to)) => text.replace_range(from..to, ""),
             None => return Ok(text),
         }
+    }
+}
+
+/// The text to cut to take item `i` out of `array` (whose items are `items`): the item, and
+/// the comma and blanks between it and a neighbour.
+fn cut(array: &Node, items: &[Node], i: usize) -> (usize, usize) {
+    match (i, items.len()) {
+        (0, 1) => (array.start + 1, array.end - 1),
+        (0, _) => (items[0].start, items[1].start),
+        (i, _) => (items[i - 1].end, items[i].end),
     }
 }
 

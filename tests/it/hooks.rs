@@ -836,3 +836,36 @@ fn install_keeps_the_settings_backup_private() {
         0o700
     );
 }
+
+/// Found by the issue-15 hostile pass: once the settings changed after install, uninstall took
+/// out every entry whose command held `rewind hook` (a user's `rewind hook claude-code && say
+/// done` under Notification too) and the whole matcher group around rewind's entry (a hook the
+/// user had put beside it too). Only rewind's own entry goes, from the events install writes.
+#[test]
+fn uninstall_takes_out_only_rewinds_own_entry() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    let edited = r#"{
+  "model": "sonnet",
+  "hooks": {
+    "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "rewind hook claude-code"}]}],
+    "Stop": [{"hooks": [{"type": "command", "command": "rewind hook claude-code"}, {"type": "command", "command": "myhook"}]}],
+    "Notification": [{"hooks": [{"type": "command", "command": "rewind hook claude-code && say done"}]}]
+  }
+}
+"#;
+    p.file(".claude/settings.json", edited);
+    hooks(&p, &["uninstall", "claude-code"]).assert_success();
+    let left: Value = serde_json::from_str(&text(&p, ".claude/settings.json").unwrap()).unwrap();
+    assert_eq!(left["model"], "sonnet");
+    assert_eq!(left["hooks"]["UserPromptSubmit"], json!([]));
+    assert_eq!(
+        left["hooks"]["Stop"],
+        json!([{"hooks": [{"type": "command", "command": "myhook"}]}])
+    );
+    assert_eq!(
+        left["hooks"]["Notification"][0]["hooks"][0]["command"],
+        "rewind hook claude-code && say done"
+    );
+}
