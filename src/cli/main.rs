@@ -386,7 +386,11 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
         } => {
             let session = match (session, last_session) {
                 (Some(session), false) => session.clone(),
-                _ => last_session_of(store)?,
+                _ => {
+                    let session = last_session_to_undo(store)?;
+                    errln!("rewind: undoing session {}", quote(&session));
+                    session
+                }
             };
             let force = force.force;
             // --last-session alone: what the agent just did, from its last turn that changed
@@ -449,6 +453,20 @@ fn last_session_of(store: &rewind::Store) -> rewind::Result<String> {
     let last = turns.into_iter().max_by_key(|turn| turn.started_at);
     last.map(|turn| turn.session)
         .ok_or_else(|| rewind::Error::NoSession("(any: the project has no turns yet)".into()))
+}
+
+/// The session `undo --last-session` undoes: the one whose last ended turn that changed files,
+/// not rolled back, began last (a session that since only answered a question undoes
+/// nothing); else [`last_session_of`]. Reads every turn.
+fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
+    let turns = store.turns(None)?;
+    let changing = turns
+        .into_iter()
+        .filter(|t| t.ended_at.is_some() && !t.rolled_back && t.files > 0);
+    match changing.max_by_key(|turn| turn.started_at) {
+        Some(turn) => Ok(turn.session),
+        None => last_session_of(store),
+    }
 }
 
 /// The session's last ended turn that changed files and is not rolled back. Reads the

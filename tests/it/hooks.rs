@@ -869,3 +869,22 @@ fn uninstall_takes_out_only_rewinds_own_entry() {
         "rewind hook claude-code && say done"
     );
 }
+
+/// Found by the issue-15 hostile pass: session A changed a file, then session B only answered a
+/// question; `undo --last-session` picked B, undid nothing and said it had. It undoes the
+/// session whose last turn that changed files began last, and names it.
+#[test]
+fn undo_last_session_undoes_the_last_session_that_changed_files() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("f.txt", "1\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "edit f"));
+    p.file("f.txt", "2\n");
+    hook(&p, "claude-code", &claude_stop(&p, "A", false));
+    hook(&p, "claude-code", &claude_prompt(&p, "B", "what is f?"));
+    hook(&p, "claude-code", &claude_stop(&p, "B", false));
+    let run = p.rewind(["undo", "--last-session"]);
+    run.assert_success();
+    assert!(run.stderr.contains("undoing session A"), "{run}");
+    assert_eq!(text(&p, "f.txt").unwrap(), "1\n");
+}
