@@ -27,7 +27,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         // An agent runs `rewind hook ...`: exit 2 would block it (a settings file written for
         // another version of rewind, say), so a usage error there is one line and exit 0.
-        Err(err) if err.use_stderr() && std::env::args().any(|arg| arg == "hook") => {
+        Err(err) if err.use_stderr() && std::env::args_os().any(|arg| arg == "hook") => {
             let first = err.to_string();
             let first = first.lines().next().unwrap_or_default();
             errln!("rewind hook: {}", first.trim_start_matches("error: "));
