@@ -43,13 +43,19 @@ impl Agent {
         }
     }
 
-    /// The agent's hook events rewind listens to, with their meaning.
-    pub(crate) fn events(self) -> [(&'static str, Event); 2] {
+    /// The agent's hook events rewind listens to, with their meaning. Claude Code's
+    /// `SessionEnd` ends a turn its user interrupted (no `Stop` runs then) when the session
+    /// closes without another prompt: left open, it would make every other session's changes
+    /// shared until abandoned.
+    pub(crate) fn events(self) -> &'static [(&'static str, Event)] {
         match self {
-            Agent::ClaudeCode | Agent::Codex => {
-                [("UserPromptSubmit", Event::Prompt), ("Stop", Event::Stop)]
-            }
-            Agent::Gemini => [("BeforeAgent", Event::Prompt), ("AfterAgent", Event::Stop)],
+            Agent::ClaudeCode => &[
+                ("UserPromptSubmit", Event::Prompt),
+                ("Stop", Event::Stop),
+                ("SessionEnd", Event::Stop),
+            ],
+            Agent::Codex => &[("UserPromptSubmit", Event::Prompt), ("Stop", Event::Stop)],
+            Agent::Gemini => &[("BeforeAgent", Event::Prompt), ("AfterAgent", Event::Stop)],
         }
     }
 
@@ -156,9 +162,9 @@ fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()
     }
     let event = agent
         .events()
-        .into_iter()
+        .iter()
         .find(|(name, _)| *name == payload.event)
-        .map(|(_, event)| event);
+        .map(|(_, event)| *event);
     let turns = session_turns(&store, &payload.session)?;
     // Turns left open: the agent was interrupted (no stop hook runs then), or it crashed.
     // What they did is theirs, so they end now; one an undo rolled back cannot end and stays.

@@ -401,7 +401,7 @@ fn with_hooks(agent: Agent, text: &str) -> std::result::Result<Option<String>, S
         None => agent.events().iter().map(|(e, _)| *e).collect(),
         Some(hooks) if matches!(hooks.kind, jsonc::Kind::Object(_)) => {
             let mut missing = Vec::new();
-            for (event, _) in agent.events() {
+            for &(event, _) in agent.events() {
                 match hooks.get(event) {
                     None => missing.push(event),
                     Some(groups) if groups.items().iter().any(|g| group_is_ours(agent, g)) => {}
@@ -534,7 +534,7 @@ fn without_hooks(agent: Agent, text: &str) -> std::result::Result<String, String
         let Some(hooks) = root.get("hooks") else {
             return Ok(text);
         };
-        let found = agent.events().into_iter().find_map(|(event, _)| {
+        let found = agent.events().iter().find_map(|&(event, _)| {
             let groups = hooks.get(event)?;
             let items = groups.items();
             items.iter().enumerate().find_map(|(g, group)| {

@@ -501,13 +501,13 @@ fn install_merges_into_odd_settings_and_uninstall_gives_the_bytes_back() {
         }
         assert_eq!(
             installed.matches("rewind hook claude-code").count(),
-            2,
+            3,
             "{what}:\n{installed}"
         );
         if !original.contains("//") {
             let value: Value = serde_json::from_str(&installed)
                 .unwrap_or_else(|e| panic!("{what}: not JSON ({e}):\n{installed}"));
-            for event in ["UserPromptSubmit", "Stop"] {
+            for event in ["UserPromptSubmit", "Stop", "SessionEnd"] {
                 let commands: Vec<&str> = value["hooks"][event]
                     .as_array()
                     .unwrap()
@@ -887,4 +887,28 @@ fn undo_last_session_undoes_the_last_session_that_changed_files() {
     run.assert_success();
     assert!(run.stderr.contains("undoing session A"), "{run}");
     assert_eq!(text(&p, "f.txt").unwrap(), "1\n");
+}
+
+/// Found by the issue-15 hostile pass: a turn the user interrupted (no `Stop` runs then) in a
+/// session closed without another prompt stayed open, and made every other session's changes
+/// shared (undo left them alone) until abandoned. Claude Code's `SessionEnd` ends it.
+#[test]
+fn a_session_that_ends_after_an_interrupt_ends_its_turn() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    let installed = text(&p, ".claude/settings.json").unwrap();
+    assert!(installed.contains("\"SessionEnd\""), "{installed}");
+    p.file("a.txt", "1\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "edit a"));
+    p.file("a.txt", "2\n");
+    // Interrupted: no Stop. The user closes the session.
+    let mut end = claude_stop(&p, "A", false);
+    end["hook_event_name"] = json!("SessionEnd");
+    end["reason"] = json!("prompt_input_exit");
+    let run = hook(&p, "claude-code", &end);
+    assert!(run.stdout.is_empty(), "{run}");
+    let rows = turns(&p, &["--session", "A"]);
+    assert_eq!(shape(&rows), [("1".into(), true)]);
+    assert_eq!(rows[0]["files"], 1);
 }
