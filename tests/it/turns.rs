@@ -2049,26 +2049,8 @@ fn turn_metadata_is_stored_with_the_turn_and_returned() {
     p.assert_fsck_clean();
 
     // Malformed pairs are usage errors; a key over 200 bytes is refused.
-    for bad in ["novalue", "=x"] {
-        let run = rw(
-            &p,
-            &[
-                "turn",
-                "begin",
-                "--session",
-                "s",
-                "--turn",
-                "4",
-                "--meta",
-                bad,
-            ],
-        );
-        run.assert_code(2);
-    }
-    let long = format!("{}=v", "k".repeat(201));
-    let run = rw(
-        &p,
-        &[
+    let begin_4 = |meta: &str| {
+        let args = [
             "--json",
             "turn",
             "begin",
@@ -2077,9 +2059,14 @@ fn turn_metadata_is_stored_with_the_turn_and_returned() {
             "--turn",
             "4",
             "--meta",
-            &long,
-        ],
-    );
+            meta,
+        ];
+        rw(&p, &args)
+    };
+    for bad in ["novalue", "=x"] {
+        begin_4(bad).assert_code(2);
+    }
+    let run = begin_4(&format!("{}=v", "k".repeat(201)));
     crate::common::expect_error(&run, "invalid_name");
     assert_eq!(listed(&p).as_array().unwrap().len(), 1, "nothing begun");
 }

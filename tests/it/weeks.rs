@@ -464,20 +464,14 @@ impl<'a> Weeks<'a> {
         let (id, want_dir) = (turn.id.clone(), turn.before.clone());
         let out = self.rw(&["undo", "--session", session, "--turn", &id]);
         self.bump_head(session);
-        for key in ["conflicts", "failed"] {
-            if out[key].as_array().is_none_or(|a| !a.is_empty()) {
-                self.fail(format!("undo of turn {id} of {session}: {key}: {out}"));
-            }
-        }
-        let want = replaced(&before, session, &want_dir);
-        let diffs = differences(&want, &files_of(&self.p.path));
-        if !diffs.is_empty() {
-            self.fail(format!(
-                "undo of turn {id} of {session} did not give the project as it was before the \
-                 turn in {session}/ and as it was elsewhere:\n  {}",
-                diffs.join("\n  ")
-            ));
-        }
+        self.expect_exactly(
+            &out,
+            &replaced(&before, session, &want_dir),
+            &format!(
+                "undo of turn {id} of {session} (as it was before the turn in {session}/, \
+                 as it was elsewhere)"
+            ),
+        );
         let s = self.sessions.get_mut(session).unwrap();
         let undone: Vec<String> = s.turns[index..].iter().map(|t| t.id.clone()).collect();
         for t in &mut s.turns[index..] {
@@ -494,25 +488,34 @@ impl<'a> Weeks<'a> {
         let (undone, dir) = self.sessions.get_mut(session).unwrap().redo.take().unwrap();
         let out = self.rw(&["redo", "--session", session]);
         self.bump_head(session);
-        for key in ["conflicts", "failed"] {
-            if out[key].as_array().is_none_or(|a| !a.is_empty()) {
-                self.fail(format!("redo of {session}: {key}: {out}"));
-            }
-        }
-        let want = replaced(&before, session, &dir);
-        let diffs = differences(&want, &files_of(&self.p.path));
-        if !diffs.is_empty() {
-            self.fail(format!(
-                "redo of {session} (turns {undone:?}) did not give back what its undo changed:\n  {}",
-                diffs.join("\n  ")
-            ));
-        }
+        self.expect_exactly(
+            &out,
+            &replaced(&before, session, &dir),
+            &format!("redo of {session} (turns {undone:?}: what its undo changed, back)"),
+        );
         for t in &mut self.sessions.get_mut(session).unwrap().turns {
             if undone.contains(&t.id) {
                 t.rolled_back = false;
             }
         }
         self.stats.redos += 1;
+    }
+
+    /// `out`, an undo's or redo's outcome, has no conflict and no failure, and the project is
+    /// now `want` exactly; else the run fails, saying `what`.
+    fn expect_exactly(&self, out: &Value, want: &Files, what: &str) {
+        for key in ["conflicts", "failed"] {
+            if out[key].as_array().is_none_or(|a| !a.is_empty()) {
+                self.fail(format!("{what}: {key}: {out}"));
+            }
+        }
+        let diffs = differences(want, &files_of(&self.p.path));
+        if !diffs.is_empty() {
+            self.fail(format!(
+                "{what}: the project differs:\n  {}",
+                diffs.join("\n  ")
+            ));
+        }
     }
 
     /// A random undo (left rolled back until a redo, which may never come).
