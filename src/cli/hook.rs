@@ -21,6 +21,8 @@ use crate::render::errln;
 const MAX_PAYLOAD: u64 = 64 << 20;
 /// The longest metadata value the library stores (`BeginOptions::meta`).
 const MAX_META_VALUE: usize = 8 << 10;
+/// The size at which `hooks.log` is rotated.
+const MAX_LOG: u64 = 1 << 20;
 /// The metadata value that marks a prompt cut to [`MAX_META_VALUE`].
 const TRUNCATED: &str = "prompt_truncated";
 
@@ -117,7 +119,13 @@ fn read_payload(agent: Agent) -> Result<Payload, String> {
         .take(MAX_PAYLOAD)
         .read_to_end(&mut text)
         .map_err(|err| format!("reading the payload on stdin: {err}"))?;
+    // A lone surrogate (`\ud800`, from a prompt cut inside a pair) is JSON serde_json refuses:
+    // it becomes U+FFFD, so that the turn is still recorded.
     let value: Value = serde_json::from_slice(&text)
+        .or_else(|err| match lone_surrogates_replaced(&text) {
+            Some(lossy) => serde_json::from_slice(&lossy),
+            None => Err(err),
+        })
         .map_err(|err| format!("the payload on stdin is not JSON: {err}"))?;
     let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
     let event = text("hook_event_name")
@@ -152,13 +160,11 @@ fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()
         .clock(crate::clock()?);
     let store = rewind::Store::open(&project, &open)?;
     if let Some(aside) = store.set_aside() {
-        let line = format!(
-            "rewind hook {}: warning: the store had lost its objects: moved to {} and a new one started",
-            agent.name(),
+        let what = format!(
+            "the store had lost its objects: moved to {} and a new one started",
             aside.display()
         );
-        errln!("{line}");
-        log(global, &line);
+        warn(agent, global, &what);
     }
     let event = agent
         .events()
@@ -172,9 +178,24 @@ fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()
         .iter()
         .filter(|t| t.ended_at.is_none() && !t.rolled_back)
     {
-        match store.end_turn(&payload.session, &turn.turn) {
-            Err(err) if err.code() == "turn_state" => {}
-            other => drop(other?),
+        let end = match store.end_turn(&payload.session, &turn.turn) {
+            Err(err) if err.code() == "turn_state" => continue,
+            other => other?,
+        };
+        // A repository the agent made (`git init`, a clone) is not entered by snapshots: its
+        // files are in no turn, and undo cannot take them back.
+        for nested in end
+            .skipped
+            .iter()
+            .filter(|s| s.reason == rewind::SkipReason::NestedRepo)
+        {
+            let what = format!(
+                "turn {} of session {}: {} is a nested repository: its files are not in the turn (undo leaves them)",
+                turn.turn,
+                payload.session,
+                crate::render::quote(&nested.path)
+            );
+            warn(agent, global, &what);
         }
     }
     if event != Some(Event::Prompt) || is_rewind_command(payload.prompt.as_deref()) {
@@ -182,15 +203,64 @@ fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()
         // a begin, finds none). Rewind's own slash commands are no turn of the agent.
         return Ok(());
     }
-    let next = turns
-        .iter()
-        .filter_map(|t| t.turn.parse::<u64>().ok())
-        .max()
-        .unwrap_or(0)
-        + 1;
     let options = rewind::BeginOptions::meta(meta(agent, payload));
-    store.begin_turn_with(&payload.session, &next.to_string(), &options)?;
+    store.begin_turn_with(&payload.session, &next_turn(&turns), &options)?;
     Ok(())
+}
+
+/// The session's next turn number: one more than its highest, in decimal of any length (a
+/// session numbered up to `u64::MAX` by hand goes on to `18446744073709551616`, never wraps).
+/// Linear in the turns.
+fn next_turn(turns: &[rewind::Turn]) -> String {
+    let numbers = turns.iter().map(|t| t.turn.as_str()).filter(|t| {
+        !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) && (*t == "0" || !t.starts_with('0'))
+    });
+    let highest = numbers.max_by_key(|t| (t.len(), *t)).unwrap_or("0");
+    let mut digits = highest.as_bytes().to_vec();
+    // Add one: nines become zeros until a digit takes the carry, else a new leading one.
+    match digits.iter().rposition(|&d| d != b'9') {
+        Some(at) => {
+            digits[at] += 1;
+            digits[at + 1..].fill(b'0');
+        }
+        None => {
+            digits.fill(b'0');
+            digits.insert(0, b'1');
+        }
+    }
+    String::from_utf8(digits).expect("ASCII digits")
+}
+
+/// `text` with each `\uXXXX` escape of a lone surrogate replaced by `\ufffd`; `None` when it
+/// has none. Linear in the text.
+fn lone_surrogates_replaced(text: &[u8]) -> Option<Vec<u8>> {
+    let surrogate = |at: usize| -> Option<u16> {
+        let hex = text.get(at..at + 6)?.strip_prefix(b"\\u")?;
+        let code = u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+        (0xd800..=0xdfff).contains(&code).then_some(code)
+    };
+    let (mut out, mut at, mut replaced) = (Vec::with_capacity(text.len()), 0, false);
+    while at < text.len() {
+        if text[at] != b'\\' {
+            out.push(text[at]);
+            at += 1;
+            continue;
+        }
+        let len = match surrogate(at) {
+            // Any other escape, whole (so that `\\` never starts one).
+            None => 2,
+            Some(0xd800..=0xdbff) if surrogate(at + 6).is_some_and(|low| low >= 0xdc00) => 12,
+            Some(_) => {
+                out.extend_from_slice(b"\\ufffd");
+                replaced = true;
+                at += 6;
+                continue;
+            }
+        };
+        out.extend_from_slice(&text[at..(at + len).min(text.len())]);
+        at += len;
+    }
+    replaced.then_some(out)
 }
 
 /// The project: `-C`, else the agent's project variable, else the payload's `cwd`, else the
@@ -250,8 +320,17 @@ fn meta(agent: Agent, payload: &Payload) -> BTreeMap<String, String> {
     meta
 }
 
+/// A warning (the turn is recorded all the same): one line on stderr and in the log.
+fn warn(agent: Agent, global: &Global, what: &str) {
+    let line = format!("rewind hook {}: warning: {what}", agent.name());
+    errln!("{line}");
+    log(global, &line);
+}
+
 /// Append `line` to `<data dir>/hooks.log`, with the time; a log that cannot be written is
-/// said on stderr and otherwise ignored.
+/// said on stderr and otherwise ignored. A log of [`MAX_LOG`] bytes or more first becomes
+/// `hooks.log.1` (replacing the one before), so that the two stay about that size. Costs a
+/// `stat` and an append.
 fn log(global: &Global, line: &str) {
     let Ok(dir) = rewind::private_data_dir(global.data_dir.as_deref()) else {
         return;
@@ -259,6 +338,9 @@ fn log(global: &Global, line: &str) {
     let path = dir.join("hooks.log");
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let written = std::fs::create_dir_all(&dir).and_then(|()| {
+        if std::fs::metadata(&path).is_ok_and(|meta| meta.len() >= MAX_LOG) {
+            std::fs::rename(&path, dir.join("hooks.log.1"))?;
+        }
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)

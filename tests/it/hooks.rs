@@ -912,3 +912,100 @@ fn a_session_that_ends_after_an_interrupt_ends_its_turn() {
     assert_eq!(shape(&rows), [("1".into(), true)]);
     assert_eq!(rows[0]["files"], 1);
 }
+
+/// Found by the issue-15 hostile pass: a lone surrogate escape in the payload (`\ud800`, a
+/// prompt cut inside a pair) made serde_json refuse the whole payload, and no turn began. It
+/// becomes U+FFFD and the turn is recorded.
+#[test]
+fn a_lone_surrogate_in_the_payload_still_records_the_turn() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    let cwd = serde_json::to_string(&p.path).unwrap();
+    let payload = format!(
+        r#"{{"session_id": "chat-1", "cwd": {cwd}, "hook_event_name": "UserPromptSubmit", "prompt": "fix \ud800 and \\ud800 and \ud83d\ude00 and \udc00"}}"#
+    );
+    let run = hook_with(&p, "claude-code", payload.as_bytes(), &[]);
+    assert_eq!(run.stderr, "", "{run}");
+    let rows = turns(&p, &["--session", "chat-1"]);
+    assert_eq!(shape(&rows), [("1".into(), false)]);
+    assert_eq!(
+        rows[0]["meta"]["prompt"],
+        "fix \u{fffd} and \\ud800 and \u{1f600} and \u{fffd}"
+    );
+}
+
+/// Found by the issue-15 hostile pass: a session whose highest turn number is `u64::MAX`
+/// (begun by hand, or by another runtime) made the next prompt's number overflow (a panic,
+/// caught; in a release build it wrapped to 0). Numbers go on in decimal.
+#[test]
+fn a_turn_number_at_u64_max_goes_on_without_wrapping() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    let max = u64::MAX.to_string();
+    for turn in ["7", "0999", &max] {
+        let args = ["turn", "begin", "--session", "chat-1", "--turn", turn];
+        p.rewind(args).assert_success();
+        p.rewind(["turn", "end", "--session", "chat-1", "--turn", turn])
+            .assert_success();
+    }
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "go"));
+    let rows = turns(&p, &["--session", "chat-1"]);
+    let last = rows.last().unwrap();
+    assert_eq!(last["turn"], "18446744073709551616");
+    assert_eq!(last["meta"]["prompt"], "go");
+}
+
+/// Found by the issue-15 hostile pass: `hooks.log` grew without bound (a hook failing on every
+/// prompt for months). At 1 MiB it becomes `hooks.log.1`, replacing the one before.
+#[test]
+fn the_hooks_log_is_rotated_at_a_size() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    fs::create_dir_all(&sb.data_dir).unwrap();
+    let log = sb.data_dir.join("hooks.log");
+    let old = "x".repeat(1 << 20);
+    fs::write(&log, &old).unwrap();
+    fs::write(sb.data_dir.join("hooks.log.1"), "older\n").unwrap();
+    hook_with(&p, "claude-code", b"garbage", &[]);
+    assert_eq!(
+        fs::read_to_string(sb.data_dir.join("hooks.log.1")).unwrap(),
+        old
+    );
+    let new = fs::read_to_string(&log).unwrap();
+    assert_eq!(new.lines().count(), 1, "{new}");
+    assert!(new.contains("not JSON"), "{new}");
+    // Below the size, lines are appended.
+    hook_with(&p, "claude-code", b"garbage", &[]);
+    assert_eq!(fs::read_to_string(&log).unwrap().lines().count(), 2);
+}
+
+/// Found by the issue-15 hostile pass: a repository the agent created in the project (`git
+/// init`, a clone) is not entered by snapshots, so its files were in no turn and undo left
+/// them, and nothing said so. The hook says so on stderr and in `hooks.log`.
+#[test]
+fn a_nested_repository_the_agent_creates_is_said_to_be_outside_the_turn() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    hook(
+        &p,
+        "claude-code",
+        &claude_prompt(&p, "chat-1", "vendor a lib"),
+    );
+    p.file("vendor/lib/src.rs", "fn lib() {}\n");
+    sb.git(Some(&p.join("vendor/lib")), ["init", "-q"]);
+    let stop = claude_stop(&p, "chat-1", false);
+    let run = hook_with(&p, "claude-code", stop.to_string().as_bytes(), &[]);
+    assert!(
+        run.stderr.contains("vendor/lib") && run.stderr.contains("nested repository"),
+        "{run}"
+    );
+    let log = fs::read_to_string(sb.data_dir.join("hooks.log")).unwrap();
+    assert!(log.contains("vendor/lib"), "{log}");
+    assert_eq!(
+        shape(&turns(&p, &["--session", "chat-1"])),
+        [("1".into(), true)]
+    );
+}
