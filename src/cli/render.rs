@@ -203,34 +203,55 @@ pub(crate) fn report_prune(
 /// A table of turns: age, session, turn, files and +/- (coloured when stdout is a terminal).
 pub(crate) fn print_turns(turns: &[rewind::Turn], now: chrono::DateTime<chrono::Utc>) {
     let color = std::io::stdout().is_terminal();
-    outln!(
-        "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  state",
+    let prompts = turns.iter().any(|t| t.meta.contains_key("prompt"));
+    let header = format!(
+        "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  {:<11}  {}",
         "age",
         "session",
         "turn",
         "files",
         "+",
-        "-"
+        "-",
+        "state",
+        if prompts { "prompt" } else { "" }
     );
+    outln!("{}", header.trim_end());
     for turn in turns {
         let state = match (turn.rolled_back, turn.ended_at) {
             (true, _) => "rolled back",
             (false, None) => "open",
             (false, Some(_)) => "done",
         };
-        outln!(
-            "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  {state}",
+        let row = format!(
+            "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  {state:<11}  {}",
             age(now, turn.started_at),
             quote(&turn.session),
             quote(&turn.turn),
             turn.files,
             paint(color, "32", format!("+{}", turn.additions)),
             paint(color, "31", format!("-{}", turn.deletions)),
+            turn.meta
+                .get("prompt")
+                .map_or(String::new(), |p| prompt_column(p)),
         );
+        outln!("{}", row.trim_end());
         for file in &turn.changed {
             print_file(file, "    ");
         }
     }
+}
+
+/// How many characters of a turn's prompt the turns table shows.
+const PROMPT_WIDTH: usize = 60;
+
+/// A turn's prompt (the hooks' `prompt` metadata) on one line: its first [`PROMPT_WIDTH`]
+/// characters in quotes, with line ends, control and format characters escaped (nothing a
+/// terminal would act on), `...` after a cut. Linear in those characters.
+fn prompt_column(prompt: &str) -> String {
+    let mut chars = prompt.chars();
+    let shown: String = chars.by_ref().take(PROMPT_WIDTH).collect();
+    let cut = if chars.next().is_some() { "..." } else { "" };
+    format!("{shown:?}{cut}")
 }
 
 /// "5 minutes ago", "just now", "3 days ago".

@@ -1009,3 +1009,29 @@ fn a_nested_repository_the_agent_creates_is_said_to_be_outside_the_turn() {
         [("1".into(), true)]
     );
 }
+
+/// Found by the issue-15 hostile pass: the human `turns` table showed no prompt, so telling
+/// the hooks' turns apart meant `--json`. Each turn's prompt is its last column, on one line,
+/// cut to 60 characters, quoted with control characters escaped.
+#[test]
+fn the_turns_table_shows_each_prompt_on_one_quoted_line() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    let long = format!("rename \"a\"\nthen \x1b[2J\u{202e} {}", "é".repeat(100));
+    for prompt in ["edit a", long.as_str()] {
+        hook(&p, "claude-code", &claude_prompt(&p, "chat-1", prompt));
+        hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    }
+    let run = p.rewind(["turns", "--session", "chat-1"]);
+    run.assert_success();
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{run}");
+    assert!(lines[0].ends_with("state        prompt"), "{run}");
+    assert!(lines[1].ends_with("done         \"edit a\""), "{run}");
+    let shown = format!(
+        "\"rename \\\"a\\\"\\nthen \\u{{1b}}[2J\\u{{202e}} {}\"...",
+        "é".repeat(60 - 22)
+    );
+    assert!(lines[2].ends_with(&shown), "{run}");
+}
