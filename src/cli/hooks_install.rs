@@ -397,12 +397,12 @@ fn with_hooks(agent: Agent, text: &str) -> std::result::Result<Option<String>, S
     }
     let unit = indent_unit(text, &root);
     let mut edits: Vec<(usize, String)> = Vec::new();
-    let missing: Vec<&str> = match root.get("hooks") {
+    let missing: Vec<&str> = match root.unique(text, "hooks")? {
         None => agent.events().iter().map(|(e, _)| *e).collect(),
         Some(hooks) if matches!(hooks.kind, jsonc::Kind::Object(_)) => {
             let mut missing = Vec::new();
             for &(event, _) in agent.events() {
-                match hooks.get(event) {
+                match hooks.unique(text, event)? {
                     None => missing.push(event),
                     Some(groups) if groups.items().iter().any(|g| group_is_ours(agent, g)) => {}
                     Some(groups) if matches!(groups.kind, jsonc::Kind::Array(_)) => {
@@ -531,36 +531,73 @@ fn without_hooks(agent: Agent, text: &str) -> std::result::Result<String, String
     let mut text = text.to_owned();
     loop {
         let root = jsonc::parse(&text)?;
-        let Some(hooks) = root.get("hooks") else {
+        let Some(hooks) = root.unique(&text, "hooks")? else {
             return Ok(text);
         };
-        let found = agent.events().iter().find_map(|&(event, _)| {
-            let groups = hooks.get(event)?;
+        let mut found = None;
+        for &(event, _) in agent.events() {
+            let Some(groups) = hooks.unique(&text, event)? else {
+                continue;
+            };
             let items = groups.items();
-            items.iter().enumerate().find_map(|(g, group)| {
+            found = items.iter().enumerate().find_map(|(g, group)| {
                 let list = group.get("hooks")?;
                 let entries = list.items();
                 let h = entries.iter().position(|hook| is_ours(agent, hook))?;
                 Some(match entries.len() {
-                    1 => cut(groups, items, g),
-                    _ => cut(list, entries, h),
+                    1 => cut(&text, groups, items, g),
+                    _ => cut(&text, list, entries, h),
                 })
-            })
-        });
-        match found {
-            Some((from, to)) => text.replace_range(from..to, ""),
-            None => return Ok(text),
+            });
+            if found.is_some() {
+                break;
+            }
+        }
+        let Some(ranges) = found else {
+            return Ok(text);
+        };
+        for (from, to) in ranges {
+            text.replace_range(from..to, "");
         }
     }
 }
 
-/// The text to cut to take item `i` out of `array` (whose items are `items`): the item, and
-/// the comma and blanks between it and a neighbour.
-fn cut(array: &Node, items: &[Node], i: usize) -> (usize, usize) {
-    match (i, items.len()) {
-        (0, 1) => (array.start + 1, array.end - 1),
-        (0, _) => (items[0].start, items[1].start),
-        (i, _) => (items[i - 1].end, items[i].end),
+/// The ranges of `text` to cut (last first) to take item `i` out of `array` (whose items are
+/// `items`): the item, one comma beside it and the blanks between them; a comment between the
+/// item and a neighbour stays (it may be about the neighbour).
+fn cut(text: &str, array: &Node, items: &[Node], i: usize) -> Vec<(usize, usize)> {
+    let item = &items[i];
+    // Where the comments (if any) in text[from..to] end: blanks after them go.
+    let comments_end = |from: usize, to: usize| from + text[from..to].trim_end().len();
+    let comma_after = |node: &Node| {
+        let at = jsonc::skip_blank(text, node.end);
+        (text.as_bytes().get(at) == Some(&b',')).then_some(at)
+    };
+    match (i, comma_after(item)) {
+        (0, comma) if items.len() == 1 => {
+            let inside = (array.start + 1, array.end - 1);
+            let rest_blank = text[inside.0..item.start].trim().is_empty()
+                && text[item.end..inside.1]
+                    .trim()
+                    .trim_start_matches(',')
+                    .is_empty();
+            match (rest_blank, comma) {
+                (true, _) => vec![inside],
+                (false, Some(comma)) => vec![(comma, comma + 1), (item.start, item.end)],
+                (false, None) => vec![(comments_end(inside.0, item.start), item.end)],
+            }
+        }
+        (0, Some(comma)) => {
+            let next = comma + 1 + (text[comma + 1..].len() - text[comma + 1..].trim_start().len());
+            vec![(comma, next), (item.start, item.end)]
+        }
+        _ => {
+            let comma = comma_after(&items[i - 1]).expect("a comma between two items");
+            vec![
+                (comments_end(comma + 1, item.start), item.end),
+                (comma, comma + 1),
+            ]
+        }
     }
 }
 

@@ -30,6 +30,25 @@ impl Node {
         }
     }
 
+    /// The value of member `key` of an object (in `text`, the text it was parsed from); a key
+    /// given twice is refused, since readers differ on which one counts (JavaScript's
+    /// `JSON.parse` takes the last, others the first).
+    pub(crate) fn unique(&self, text: &str, key: &str) -> Result<Option<&Node>, String> {
+        let Kind::Object(members) = &self.kind else {
+            return Ok(None);
+        };
+        let mut found = members.iter().filter(|(k, _)| k == key).map(|(_, v)| v);
+        let first = found.next();
+        match (first, found.next()) {
+            (Some(first), Some(again)) => Err(format!(
+                "\"{key}\" is given twice (lines {} and {}): which one the agent reads is unclear",
+                line_of(text, first.start),
+                line_of(text, again.start)
+            )),
+            _ => Ok(first),
+        }
+    }
+
     /// The string, if it is one.
     pub(crate) fn as_str(&self) -> Option<&str> {
         match &self.kind {
@@ -76,6 +95,15 @@ pub(crate) fn skip_blank(text: &str, at: usize) -> usize {
     }
 }
 
+/// The line (from 1) that byte `at` of `text` is on.
+fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
 /// Deeper nesting is refused (a settings file is a few levels deep).
 const MAX_DEPTH: usize = 256;
 
@@ -86,9 +114,7 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn error(&self, what: &str) -> String {
-        let before = &self.text.as_bytes()[..self.at.min(self.text.len())];
-        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-        format!("line {line}: {what}")
+        format!("line {}: {what}", line_of(self.text, self.at))
     }
 
     fn peek(&self) -> Option<u8> {

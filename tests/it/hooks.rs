@@ -1035,3 +1035,75 @@ fn the_turns_table_shows_each_prompt_on_one_quoted_line() {
     );
     assert!(lines[2].ends_with(&shown), "{run}");
 }
+
+/// Found by the issue-15 hostile pass: uninstall after the user edited the settings cut from
+/// the end of the entry before rewind's to the end of rewind's, and so dropped a comment the
+/// user had written between them. Comments beside rewind's entry stay.
+#[test]
+fn uninstall_keeps_a_comment_written_beside_rewinds_entry() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    let rewind = r#"{"hooks": [{"type": "command", "command": "rewind hook claude-code"}]}"#;
+    let edited = format!(
+        r#"{{
+  "hooks": {{
+    "UserPromptSubmit": [
+      {{"hooks": [{{"type": "command", "command": "log-prompt"}}]}}, // logs every prompt
+      {rewind}
+    ],
+    "Stop": [
+      {rewind}, /* rewind's, before mine */
+      {{"hooks": [{{"type": "command", "command": "notify-send done"}}]}}
+    ],
+    "SessionEnd": [
+      // only rewind here
+      {rewind}
+    ]
+  }}
+}}
+"#
+    );
+    p.file(".claude/settings.json", &edited);
+    hooks(&p, &["uninstall", "claude-code"]).assert_success();
+    let expected = r#"{
+  "hooks": {
+    "UserPromptSubmit": [
+      {"hooks": [{"type": "command", "command": "log-prompt"}]} // logs every prompt
+    ],
+    "Stop": [
+      /* rewind's, before mine */
+      {"hooks": [{"type": "command", "command": "notify-send done"}]}
+    ],
+    "SessionEnd": [
+      // only rewind here
+    ]
+  }
+}
+"#;
+    assert_eq!(text(&p, ".claude/settings.json").unwrap(), expected);
+}
+
+/// Found by the issue-15 hostile pass: settings with the `hooks` key twice (or an event twice
+/// in it) were edited in one of them, while which one the agent reads depends on its JSON
+/// reader (JavaScript's takes the last). Install and uninstall refuse them with one line and
+/// leave the file as it is.
+#[test]
+fn settings_with_a_key_given_twice_are_refused() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    let rewind = r#"[{"hooks": [{"type": "command", "command": "rewind hook claude-code"}]}]"#;
+    for twice in [
+        "{\n  \"hooks\": {},\n  \"model\": \"opus\",\n  \"hooks\": {\"Stop\": []}\n}\n".to_owned(),
+        format!("{{\"hooks\": {{\"Stop\": {rewind},\n \"Stop\": []}}}}\n"),
+    ] {
+        p.file(".claude/settings.json", &twice);
+        for action in ["install", "uninstall"] {
+            let run = hooks(&p, &[action, "claude-code"]);
+            run.assert_code(1);
+            assert_eq!(run.stderr.lines().count(), 1, "{run}");
+            assert!(run.stderr.contains("is given twice (lines "), "{run}");
+            assert_eq!(p.read(".claude/settings.json"), twice.as_bytes());
+        }
+    }
+}
