@@ -78,21 +78,99 @@ fn settings_path(agent: Agent, scope: Scope, global: &Global) -> Result<PathBuf>
 }
 
 /// The slash command install adds next to the settings (Claude Code's `.claude/commands/`), and
-/// its text.
-fn command_file(agent: Agent, settings: &Path) -> Option<(PathBuf, &'static str)> {
+/// its text, which runs rewind as `command` does.
+fn command_file(agent: Agent, settings: &Path, command: &Command) -> Option<(PathBuf, String)> {
     match agent {
         Agent::ClaudeCode => Some((
             settings.with_file_name("commands").join("rewind-undo.md"),
-            include_str!("../../examples/claude-code/commands/rewind-undo.md"),
+            include_str!("../../examples/claude-code/commands/rewind-undo.md")
+                .replace("`rewind -C", &format!("`{} -C", command.rewind)),
         )),
         Agent::Gemini | Agent::Codex => None,
     }
 }
 
+/// How rewind's hook is run: `rewind`, with `--data-dir DIR` when install was given a data
+/// dir other than the one rewind finds by itself (`$REWIND_DATA_DIR`, ...), since the agent
+/// runs the hook without install's arguments.
+struct Command {
+    /// `rewind` or `rewind --data-dir DIR`, DIR absolute and quoted for the shell.
+    rewind: String,
+    /// The hook entry's command: `<rewind> hook AGENT`.
+    hook: String,
+}
+
+impl Command {
+    fn new(agent: Agent, global: &Global) -> Result<Command> {
+        let data = |explicit| {
+            rewind::data_dir(explicit).map_err(|err| Failure {
+                code: err.code(),
+                message: err.to_string(),
+            })
+        };
+        let chosen = data(global.data_dir.as_deref())?;
+        let chosen =
+            std::path::absolute(&chosen).map_err(|err| io_failure("resolving", &chosen, err))?;
+        let rewind = match data(None).ok().and_then(|d| std::path::absolute(d).ok()) {
+            Some(default) if default == chosen => "rewind".to_owned(),
+            _ => {
+                let dir = chosen.to_str().filter(|d| !d.contains(['`', '\n', '\r']));
+                let dir = dir.ok_or_else(|| Failure {
+                    code: "settings",
+                    message: format!(
+                        "{}: a data dir that is not UTF-8 or holds a backquote or line end cannot be written into the agent's settings",
+                        chosen.display()
+                    ),
+                })?;
+                format!("rewind --data-dir {}", shell_quoted(dir))
+            }
+        };
+        let hook = format!("{rewind} hook {}", agent.name());
+        Ok(Command { rewind, hook })
+    }
+}
+
+/// `word` as one word for the shell: as it is when it holds only characters the shell gives
+/// no meaning, else in single quotes (a quote in it as `'\''`).
+fn shell_quoted(word: &str) -> String {
+    match !word.is_empty() && word.chars().all(is_plain) {
+        true => word.to_owned(),
+        false => format!("'{}'", word.replace('\'', r"'\''")),
+    }
+}
+
+/// A character the shell takes as itself outside quotes.
+fn is_plain(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "/._-+,:@%=^".contains(c)
+}
+
+/// The words of a simple shell command: plain characters, single quotes and backslash
+/// escapes (the quoting [`shell_quoted`] writes and people type); `None` for anything else
+/// (variables, operators, double quotes), which is then no command of rewind's. Linear.
+fn shell_words(command: &str) -> Option<Vec<String>> {
+    let (mut words, mut word, mut open) = (Vec::new(), None::<String>, false);
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' if open => open = false,
+            _ if open => word.get_or_insert_default().push(c),
+            '\'' => {
+                open = true;
+                word.get_or_insert_default();
+            }
+            '\\' => word.get_or_insert_default().push(chars.next()?),
+            ' ' | '\t' => words.extend(word.take()),
+            c if is_plain(c) => word.get_or_insert_default().push(c),
+            _ => return None,
+        }
+    }
+    words.extend(word);
+    (!open).then_some(words)
+}
+
 /// The hook entry (a matcher group) rewind adds to each of its events, on one line.
-fn group(agent: Agent) -> String {
-    let command = serde_json::to_string(&format!("rewind hook {}", agent.name()))
-        .expect("a string prints as JSON");
+fn group(agent: Agent, command: &Command) -> String {
+    let command = serde_json::to_string(&command.hook).expect("a string prints as JSON");
     let name = match agent {
         Agent::Gemini => "\"name\": \"rewind\", ",
         Agent::ClaudeCode | Agent::Codex => "",
@@ -100,23 +178,33 @@ fn group(agent: Agent) -> String {
     format!("{{\"hooks\": [{{{name}\"type\": \"command\", \"command\": {command}}}]}}")
 }
 
-/// Whether a hook entry runs rewind's hook for `agent` (`rewind hook AGENT` alone, the binary
-/// by any path): a command that does more (`rewind hook claude-code && say done`) is the
-/// user's.
+/// Whether a hook entry runs rewind's hook for `agent`: `rewind hook AGENT` alone (the binary
+/// by any path), with or without `--data-dir DIR` before `hook`. A command that does more
+/// (`rewind hook claude-code && say done`) is the user's.
 fn is_ours(agent: Agent, hook: &Node) -> bool {
     let Some(command) = hook.get("command").and_then(Node::as_str) else {
         return false;
     };
-    let words: Vec<&str> = command.split_whitespace().collect();
-    let program = words.first().map(Path::new).and_then(Path::file_name);
-    program.is_some_and(|p| p == "rewind") && words[1..] == ["hook", agent.name()]
+    let Some(words) = shell_words(command) else {
+        return false;
+    };
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let rest = match words.as_slice() {
+        [program, rest @ ..] if Path::new(program).file_name() == Some("rewind".as_ref()) => rest,
+        _ => return false,
+    };
+    let rest = match rest {
+        ["--data-dir", _, rest @ ..] => rest,
+        [flag, rest @ ..] if flag.starts_with("--data-dir=") => rest,
+        rest => rest,
+    };
+    rest == ["hook", agent.name()]
 }
 
-/// Whether a matcher group runs rewind's hook for `agent`.
-fn group_is_ours(agent: Agent, group: &Node) -> bool {
-    group
-        .get("hooks")
-        .is_some_and(|hooks| hooks.items().iter().any(|hook| is_ours(agent, hook)))
+/// The first of rewind's hook entries in a matcher group.
+fn ours_in(agent: Agent, group: &Node) -> Option<&Node> {
+    let hooks = group.get("hooks")?;
+    hooks.items().iter().find(|hook| is_ours(agent, hook))
 }
 
 /// `rewind hooks install`: add rewind's hooks (and slash command) to the agent's settings.
@@ -124,13 +212,14 @@ pub(crate) fn install(agent: Agent, scope: Scope, dry_run: bool, global: &Global
     let named = settings_path(agent, scope, global)?;
     let path = through_symlink(named.clone());
     let before = read(&path)?;
-    let after = with_hooks(agent, before.as_deref().unwrap_or(""))
+    let runs = Command::new(agent, global)?;
+    let after = with_hooks(agent, &runs, before.as_deref().unwrap_or(""))
         .map_err(|reason| settings_failure(&path, reason))?;
     let changed = after
         .as_deref()
         .is_some_and(|a| Some(a) != before.as_deref());
     // (Beside the settings the agent reads, not beside a symlink's target.)
-    let command = command_file(agent, &named);
+    let command = command_file(agent, &named, &runs);
     let command_missing = command.as_ref().is_some_and(|(file, _)| !file.exists());
     if dry_run {
         let mut changes = Vec::new();
@@ -201,7 +290,7 @@ pub(crate) fn uninstall(agent: Agent, scope: Scope, dry_run: bool, global: &Glob
         (None, None) => None,
     };
     let changed = after != current;
-    let command = command_file(agent, &named)
+    let command = command_file(agent, &named, &Command::new(agent, global)?)
         .filter(|(file, text)| std::fs::read_to_string(file).is_ok_and(|t| t == *text));
     if dry_run {
         let mut changes = Vec::new();
@@ -378,8 +467,12 @@ fn remember(
 }
 
 /// The text with rewind's hooks on every event that lacks them; `None` when it has them all.
-fn with_hooks(agent: Agent, text: &str) -> std::result::Result<Option<String>, String> {
-    let group = group(agent);
+fn with_hooks(
+    agent: Agent,
+    command: &Command,
+    text: &str,
+) -> std::result::Result<Option<String>, String> {
+    let group = group(agent, command);
     if text.trim().is_empty() {
         let mut out = String::from("{\n  \"hooks\": {\n");
         let members: Vec<String> = agent
@@ -396,19 +489,28 @@ fn with_hooks(agent: Agent, text: &str) -> std::result::Result<Option<String>, S
         return Err("the settings are not a JSON object".into());
     }
     let unit = indent_unit(text, &root);
+    // Insertions, and the replacement of an entry of rewind's that runs it another way.
     let mut edits: Vec<(usize, String)> = Vec::new();
+    let mut replace = None;
     let missing: Vec<&str> = match root.unique(text, "hooks")? {
         None => agent.events().iter().map(|(e, _)| *e).collect(),
         Some(hooks) if matches!(hooks.kind, jsonc::Kind::Object(_)) => {
             let mut missing = Vec::new();
             for &(event, _) in agent.events() {
-                match hooks.unique(text, event)? {
-                    None => missing.push(event),
-                    Some(groups) if groups.items().iter().any(|g| group_is_ours(agent, g)) => {}
-                    Some(groups) if matches!(groups.kind, jsonc::Kind::Array(_)) => {
+                let groups = hooks.unique(text, event)?;
+                let ours = groups.and_then(|g| g.items().iter().find_map(|g| ours_in(agent, g)));
+                match (groups, ours.and_then(|hook| hook.get("command"))) {
+                    (None, _) => missing.push(event),
+                    (_, Some(found)) if found.as_str() == Some(command.hook.as_str()) => {}
+                    (_, Some(found)) => {
+                        // Installed with another data dir: one rewrite a run (the entries
+                        // after it are found on the next).
+                        replace.get_or_insert((found.start, found.end));
+                    }
+                    (Some(groups), None) if matches!(groups.kind, jsonc::Kind::Array(_)) => {
                         edits.extend(append(text, groups, &unit, |_| group.clone()));
                     }
-                    Some(_) => return Err(format!("hooks.{event} is not an array")),
+                    (Some(_), None) => return Err(format!("hooks.{event} is not an array")),
                 }
             }
             if !missing.is_empty() {
@@ -428,6 +530,12 @@ fn with_hooks(agent: Agent, text: &str) -> std::result::Result<Option<String>, S
                 members(&missing, &group, &inner)
             )
         }));
+    }
+    if let Some((from, to)) = replace {
+        let mut out = text.to_owned();
+        let string = serde_json::to_string(&command.hook).expect("a string prints as JSON");
+        out.replace_range(from..to, &string);
+        return Ok(Some(with_hooks(agent, command, &out)?.unwrap_or(out)));
     }
     if edits.is_empty() {
         return Ok(None);

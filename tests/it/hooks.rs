@@ -6,6 +6,7 @@
 //! the model's context; Gemini CLI and Codex parse it as JSON), exit 0 whatever happens (2
 //! blocks the agent), never a panic.
 
+use std::ffi::OsStr;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
@@ -453,11 +454,17 @@ fn malformed_payloads_missing_fields_and_unknown_events_exit_0_with_one_line() {
 
 // ---- install / uninstall ------------------------------------------------------------------
 
-/// `rewind hooks ARGS` in the project with the sandbox's HOME.
+/// `rewind hooks ARGS` in the project with the sandbox's HOME, as a user runs it: the data dir
+/// comes from `REWIND_DATA_DIR` (the agent has it too), not `--data-dir`, so that the entry
+/// install writes is `rewind hook AGENT` (with `--data-dir`:
+/// `install_with_a_data_dir_writes_it_into_the_hook_command`).
 fn hooks(p: &TestProject, args: &[&str]) -> Run {
-    let mut all = vec!["hooks"];
-    all.extend(args);
-    let run = p.rewind(all);
+    let mut cmd =
+        p.sb.rewind_command_no_data_dir([OsStr::new("-C"), p.path.as_os_str()]);
+    cmd.arg("hooks")
+        .args(args)
+        .env("REWIND_DATA_DIR", &p.sb.data_dir);
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
     assert_no_panic(&run);
     run
 }
@@ -1106,4 +1113,125 @@ fn settings_with_a_key_given_twice_are_refused() {
             assert_eq!(p.read(".claude/settings.json"), twice.as_bytes());
         }
     }
+}
+
+/// Found by the issue-15 hostile pass: `hooks install --data-dir X` wrote `rewind hook AGENT`,
+/// so the agent's hooks (and `/rewind-undo`) used the default data dir, not X. The entry
+/// carries `--data-dir X`, quoted for the shell; installing again changes nothing, installing
+/// with the default data dir rewrites it, and uninstall knows it either way.
+#[test]
+fn install_with_a_data_dir_writes_it_into_the_hook_command() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    let data = sb.root.join("my data's");
+    let install = |data: Option<&Path>, action: &str| {
+        let mut cmd = sb.rewind_command_no_data_dir(std::iter::empty::<&str>());
+        if let Some(data) = data {
+            cmd.arg("--data-dir").arg(data);
+        }
+        cmd.arg("-C")
+            .arg(&p.path)
+            .args(["hooks", action, "claude-code"]);
+        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+        run.assert_success();
+        text(&p, ".claude/settings.json")
+    };
+    let installed = install(Some(&data), "install").unwrap();
+    let settings: Value = serde_json::from_str(&installed).unwrap();
+    let command = format!(
+        "rewind --data-dir '{}/my data'\\''s' hook claude-code",
+        sb.root.display()
+    );
+    for event in ["UserPromptSubmit", "Stop", "SessionEnd"] {
+        assert_eq!(settings["hooks"][event][0]["hooks"][0]["command"], command);
+    }
+    let slash = text(&p, ".claude/commands/rewind-undo.md").unwrap();
+    assert!(
+        slash.contains(&format!(
+            "`rewind --data-dir '{}/my data'\\''s' -C ",
+            sb.root.display()
+        )),
+        "{slash}"
+    );
+    assert_eq!(install(Some(&data), "install").unwrap(), installed, "twice");
+
+    // Claude Code runs it through a shell, with no REWIND_DATA_DIR: the turn is in X.
+    let bin_dir = rewind_bin().parent().unwrap().to_owned();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
+    let mut cmd = sb.isolated("sh");
+    cmd.args(["-c", &command])
+        .current_dir(&p.path)
+        .env("PATH", &path);
+    let payload = claude_prompt(&p, "chat-1", "edit");
+    let run = run_with_stdin(&mut cmd, payload.to_string().as_bytes());
+    assert_eq!((run.code(), run.stderr.as_str()), (Some(0), ""), "{run}");
+    let mut cmd = sb.rewind_command_no_data_dir(["--json", "turns", "--session", "chat-1"]);
+    cmd.arg("--data-dir").arg(&data).arg("-C").arg(&p.path);
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    run.assert_success();
+    assert_eq!(one_json(&run)[0]["meta"]["prompt"], "edit");
+
+    // With the data dir rewind finds by itself (here $HOME/.local/share/rewind), the entry
+    // is rewritten to the plain command.
+    let plain = install(None, "install").unwrap();
+    assert_eq!(
+        plain.matches("\"rewind hook claude-code\"").count(),
+        3,
+        "{plain}"
+    );
+    assert!(!plain.contains("--data-dir"), "{plain}");
+    // Uninstall knows rewind's entry with --data-dir too.
+    p.file(
+        ".claude/settings.json",
+        installed.replacen("{", "{\"model\": \"opus\",", 1),
+    );
+    let left = install(None, "uninstall").unwrap();
+    assert!(!left.contains("rewind"), "{left}");
+    assert!(left.contains("\"model\": \"opus\""), "{left}");
+}
+
+/// With `--data-dir` in rewind's entry, uninstall (which matched `rewind hook AGENT` word for
+/// word) left it. It takes rewind's entry with any path to the binary and any data dir, quoted
+/// or not, and nothing that does more or that the shell would expand.
+#[test]
+fn uninstall_takes_rewinds_entry_with_a_data_dir_and_no_other_command() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    let entries = [
+        ("/usr/local/bin/rewind hook claude-code", true),
+        ("rewind --data-dir /d hook claude-code", true),
+        ("rewind --data-dir '/a b'\\''c' hook claude-code", true),
+        ("rewind --data-dir=/d hook claude-code", true),
+        ("rewind --data-dir", false),
+        ("rewind", false),
+        ("", false),
+        ("rewind hook claude-code; rm -rf x", false),
+        ("rewind --data-dir $HOME/d hook claude-code", false),
+        ("rewind --data-dir '/unclosed hook claude-code", false),
+        ("rewind hook gemini", false),
+    ];
+    let list: Vec<String> = entries
+        .iter()
+        .map(|(c, _)| json!({"hooks": [{"type": "command", "command": c}]}).to_string())
+        .collect();
+    p.file(
+        ".claude/settings.json",
+        format!("{{\"hooks\": {{\"Stop\": [\n{}\n]}}}}\n", list.join(",\n")),
+    );
+    hooks(&p, &["uninstall", "claude-code"]).assert_success();
+    let left: Value = serde_json::from_str(&text(&p, ".claude/settings.json").unwrap()).unwrap();
+    let commands: Vec<&str> = left["hooks"]["Stop"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["hooks"][0]["command"].as_str().unwrap())
+        .collect();
+    let kept: Vec<&str> = entries
+        .iter()
+        .filter(|(_, ours)| !ours)
+        .map(|(c, _)| *c)
+        .collect();
+    assert_eq!(commands, kept);
 }
