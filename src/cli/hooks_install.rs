@@ -238,10 +238,10 @@ pub(crate) fn install(agent: Agent, scope: Scope, dry_run: bool, global: &Global
     let mut backup = None;
     if let Some(after) = after.as_deref().filter(|_| changed) {
         backup = Some(remember(global, &path, before.as_deref(), after)?);
-        write(&path, after)?;
+        write(&path, after, Some(before.as_deref()))?;
     }
     if let (Some((file, text)), true) = (&command, command_missing) {
-        write(file, text)?;
+        write(file, text, Some(None))?;
     }
     let events: Vec<_> = agent.events().iter().map(|(name, _)| *name).collect();
     if global.json {
@@ -309,8 +309,9 @@ pub(crate) fn uninstall(agent: Agent, scope: Scope, dry_run: bool, global: &Glob
     }
     if changed {
         match &after {
-            Some(text) => write(&path, text)?,
+            Some(text) => write(&path, text, Some(current.as_deref()))?,
             None => {
+                unchanged(&path, current.as_deref())?;
                 std::fs::remove_file(&path).map_err(|err| io_failure("removing", &path, err))?
             }
         }
@@ -394,15 +395,28 @@ fn read(path: &Path) -> Result<Option<String>> {
 
 /// Write `text` to `path`: a new file directly (with the umask's mode), an existing one
 /// through a temp file with its mode and a rename, so that it is whole at every moment.
-fn write(path: &Path, text: &str) -> Result<()> {
+///
+/// With `was` (the text read before, `None` inside for no file), the file is read again just
+/// before it is replaced, and one that changed since (an editor saved it) is refused and left
+/// as it now is: only the microseconds between that read and the rename stay open. A
+/// read-only file (no write permission bit; root could write it) is refused. A file with other
+/// hard links is rewritten in place, so that every link sees the change (not atomic: a crash
+/// in the write leaves part of it; the data dir's backup holds the file as it was).
+fn write(path: &Path, text: &str, was: Option<Option<&str>>) -> Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
     let dir = dir.unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|err| io_failure("creating", dir, err))?;
-    let mode = match std::fs::metadata(path) {
-        Ok(meta) => meta.permissions(),
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            if matches!(was, Some(Some(_))) {
+                return Err(changed_failure(path));
+            }
             let mut file =
-                std::fs::File::create_new(path).map_err(|err| io_failure("creating", path, err))?;
+                std::fs::File::create_new(path).map_err(|err| match (err.kind(), was) {
+                    (std::io::ErrorKind::AlreadyExists, Some(_)) => changed_failure(path),
+                    _ => io_failure("creating", path, err),
+                })?;
             return file
                 .write_all(text.as_bytes())
                 .and_then(|()| file.sync_all())
@@ -410,15 +424,76 @@ fn write(path: &Path, text: &str) -> Result<()> {
         }
         Err(err) => return Err(io_failure("reading", path, err)),
     };
+    if meta.permissions().readonly() {
+        let reason = "read-only: rewind does not replace it (make it writable first)";
+        return Err(settings_failure(path, reason.to_owned()));
+    }
+    if links(&meta) > 1 {
+        return write_in_place(path, text, was);
+    }
     let mut temp =
         tempfile::NamedTempFile::new_in(dir).map_err(|err| io_failure("writing in", dir, err))?;
     temp.write_all(text.as_bytes())
         .and_then(|()| temp.as_file().sync_all())
         .map_err(|err| io_failure("writing in", dir, err))?;
-    std::fs::set_permissions(temp.path(), mode).map_err(|err| io_failure("writing", path, err))?;
+    std::fs::set_permissions(temp.path(), meta.permissions())
+        .map_err(|err| io_failure("writing", path, err))?;
+    if let Some(was) = was {
+        unchanged(path, was)?;
+    }
     temp.persist(path)
         .map_err(|err| io_failure("writing", path, err.error))?;
     Ok(())
+}
+
+/// [`write`] into the file itself (one with other hard links), after checking that it still
+/// holds `was`. Costs a read and a write of the file.
+fn write_in_place(path: &Path, text: &str, was: Option<Option<&str>>) -> Result<()> {
+    use std::io::{Read as _, Seek as _};
+    let fail = |err| io_failure("writing", path, err);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(fail)?;
+    if let Some(was) = was {
+        let mut now = Vec::new();
+        file.read_to_end(&mut now).map_err(fail)?;
+        if Some(now.as_slice()) != was.map(str::as_bytes) {
+            return Err(changed_failure(path));
+        }
+    }
+    file.rewind()
+        .and_then(|()| file.write_all(text.as_bytes()))
+        .and_then(|()| file.set_len(text.len() as u64))
+        .and_then(|()| file.sync_all())
+        .map_err(fail)
+}
+
+/// How many hard links the file has (1 where the system does not tell).
+fn links(meta: &std::fs::Metadata) -> u64 {
+    #[cfg(unix)]
+    return std::os::unix::fs::MetadataExt::nlink(meta);
+    #[cfg(not(unix))]
+    return 1;
+}
+
+/// Refuse when the file no longer holds `was` (`None`: no file). Costs a read of the file.
+fn unchanged(path: &Path, was: Option<&str>) -> Result<()> {
+    let now = match std::fs::read(path) {
+        Ok(bytes) => Some(bytes),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) => return Err(io_failure("reading", path, err)),
+    };
+    match now.as_deref() == was.map(str::as_bytes) {
+        true => Ok(()),
+        false => Err(changed_failure(path)),
+    }
+}
+
+fn changed_failure(path: &Path) -> Failure {
+    let reason = "it changed while rewind was editing it (run the command again)".to_owned();
+    settings_failure(path, reason)
 }
 
 /// The files that keep, for one settings file, the text before install (absent: there was no
@@ -453,7 +528,7 @@ fn remember(
     // A partial earlier install left the file as it is: its "before" is still the user's file.
     if earlier.as_deref() != before || earlier.is_none() {
         match before {
-            Some(text) => write(&before_path, text)?,
+            Some(text) => write(&before_path, text, None)?,
             None => match std::fs::remove_file(&before_path) {
                 Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
                     return Err(io_failure("removing", &before_path, err))
@@ -462,7 +537,7 @@ fn remember(
             },
         }
     }
-    write(&installed_path, after)?;
+    write(&installed_path, after, None)?;
     Ok(before_path)
 }
 

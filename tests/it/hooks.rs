@@ -1235,3 +1235,118 @@ fn uninstall_takes_rewinds_entry_with_a_data_dir_and_no_other_command() {
         .collect();
     assert_eq!(commands, kept);
 }
+
+/// Found by the issue-15 hostile pass: install replaced a read-only settings file (as root,
+/// which the permission bits do not stop). It is refused with one line and left as it is.
+#[test]
+fn install_refuses_a_read_only_settings_file() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    let original = ODD_SETTINGS[3].1;
+    p.file(".claude/settings.json", original);
+    p.chmod(".claude/settings.json", 0o444);
+    let run = hooks(&p, &["install", "claude-code"]);
+    run.assert_code(1);
+    assert_eq!(run.stderr.lines().count(), 1, "{run}");
+    assert!(run.stderr.contains("read-only"), "{run}");
+    assert_eq!(p.read(".claude/settings.json"), original.as_bytes());
+    let mode = fs::metadata(p.join(".claude/settings.json"))
+        .unwrap()
+        .permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o444
+    );
+    assert!(!p.join(".claude/commands").exists());
+}
+
+/// Found by the issue-15 hostile pass: a settings file hard-linked from a dotfiles directory
+/// was replaced by a new file, which split the link (the dotfiles copy kept no hooks, and
+/// uninstall's restore went to one side only). It is written in place: both names see install
+/// and uninstall.
+#[test]
+fn install_into_a_hard_linked_settings_file_keeps_the_link() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    let dotfiles = sb.project("dotfiles");
+    let original = ODD_SETTINGS[4].1;
+    dotfiles.file("claude.json", original);
+    fs::create_dir_all(p.join(".claude")).unwrap();
+    fs::hard_link(
+        dotfiles.join("claude.json"),
+        p.join(".claude/settings.json"),
+    )
+    .unwrap();
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    let installed = text(&dotfiles, "claude.json").unwrap();
+    assert!(installed.contains("rewind hook claude-code"), "{installed}");
+    assert_eq!(text(&p, ".claude/settings.json").unwrap(), installed);
+    let links = |path: &Path| std::os::unix::fs::MetadataExt::nlink(&fs::metadata(path).unwrap());
+    assert_eq!(links(&p.join(".claude/settings.json")), 2);
+    hooks(&p, &["uninstall", "claude-code"]).assert_success();
+    assert_eq!(dotfiles.read("claude.json"), original.as_bytes());
+    assert_eq!(links(&dotfiles.join("claude.json")), 2);
+}
+
+/// Found by the issue-15 hostile pass: an edit saved to the settings while install ran (after
+/// install read the file, before it renamed its new one over it) was lost. Install reads the
+/// file again just before the rename and refuses, leaving the edit. The window is held open
+/// by a FIFO where install reads its own record of the last install.
+#[test]
+fn an_edit_saved_while_install_runs_is_not_lost() {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file(".claude/settings.json", "{}\n");
+    // The record's name (a hash of the settings path): from an install and uninstall.
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    let record = fs::read_dir(sb.data_dir.join("hooks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|path| path.extension() == Some(OsStr::new("installed")))
+        .unwrap();
+    hooks(&p, &["uninstall", "claude-code"]).assert_success();
+    assert!(!record.exists());
+    let status = Command::new("mkfifo").arg(&record).status().unwrap();
+    assert!(status.success(), "mkfifo");
+
+    let mut cmd =
+        p.sb.rewind_command_no_data_dir([OsStr::new("-C"), p.path.as_os_str()]);
+    cmd.args(["hooks", "install", "claude-code"])
+        .env("REWIND_DATA_DIR", &sb.data_dir);
+    let mut child = spawn_piped(&mut cmd);
+    // Wait (at most 10 s) until install opens the FIFO to read: O_NONBLOCK opens for writing
+    // only once there is a reader.
+    let started = std::time::Instant::now();
+    let mut fifo = loop {
+        match fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(0o4000) // O_NONBLOCK
+            .open(&record)
+        {
+            Ok(file) => break file,
+            Err(_) if started.elapsed() < std::time::Duration::from_secs(10) => {
+                assert!(child.try_wait().unwrap().is_none(), "install ended early");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(err) => panic!("install never read its record: {err}"),
+        }
+    };
+    let edited = "{\"model\": \"opus\"}\n";
+    p.file(".claude/settings.json", edited);
+    fs::remove_file(&record).unwrap();
+    fifo.write_all(b"{}\n").unwrap();
+    drop(fifo);
+    let run = finish(child, DEFAULT_DEADLINE, "hooks install");
+    run.assert_code(1);
+    assert!(
+        run.stderr.contains("changed while rewind was editing it"),
+        "{run}"
+    );
+    assert_eq!(text(&p, ".claude/settings.json").unwrap(), edited);
+    // Run again, it installs into the edited file.
+    hooks(&p, &["install", "claude-code"]).assert_success();
+    let now = text(&p, ".claude/settings.json").unwrap();
+    assert!(now.contains("opus") && now.contains("rewind hook"), "{now}");
+}
