@@ -172,39 +172,122 @@ fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()
         .find(|(name, _)| *name == payload.event)
         .map(|(_, event)| *event);
     let turns = session_turns(&store, &payload.session)?;
+    let prompt = payload
+        .prompt
+        .as_deref()
+        .filter(|_| event == Some(Event::Prompt));
+    let left_open = turns.iter().any(|t| t.ended_at.is_none() && !t.rolled_back);
     // Turns left open: the agent was interrupted (no stop hook runs then), or it crashed.
     // What they did is theirs, so they end now; one an undo rolled back cannot end and stays.
-    for turn in turns
-        .iter()
-        .filter(|t| t.ended_at.is_none() && !t.rolled_back)
-    {
-        let end = match store.end_turn(&payload.session, &turn.turn) {
-            Err(err) if err.code() == "turn_state" => continue,
-            other => other?,
-        };
-        // A repository the agent made (`git init`, a clone) is not entered by snapshots: its
-        // files are in no turn, and undo cannot take them back.
-        for nested in end
-            .skipped
+    // A prompt running rewind's own command leaves them to its undo, which refuses one that
+    // changed files (what changed since the interrupt may be the user's).
+    if !prompt.is_some_and(runs_rewind_command) {
+        for turn in turns
             .iter()
-            .filter(|s| s.reason == rewind::SkipReason::NestedRepo)
+            .filter(|t| t.ended_at.is_none() && !t.rolled_back)
         {
-            let what = format!(
-                "turn {} of session {}: {} is a nested repository: its files are not in the turn (undo leaves them)",
-                turn.turn,
-                payload.session,
-                crate::render::quote(&nested.path)
-            );
-            warn(agent, global, &what);
+            end_turn(agent, global, &store, &payload.session, turn)?;
         }
     }
-    if event != Some(Event::Prompt) || is_rewind_command(payload.prompt.as_deref()) {
-        // A stop ended the open turn above (a stop again while `stop_hook_active`, or without
-        // a begin, finds none). Rewind's own slash commands are no turn of the agent.
+    // A stop ended the open turn above (a stop again while `stop_hook_active`, or without a
+    // begin, finds none). A prompt that is only rewind's own command is no turn of the agent;
+    // one with more instructions is, unless a turn is still open (its work goes there).
+    let Some(prompt) = prompt.filter(|p| !only_rewind_command(p)) else {
+        return Ok(());
+    };
+    if runs_rewind_command(prompt) && left_open {
         return Ok(());
     }
     let options = rewind::BeginOptions::meta(meta(agent, payload));
     store.begin_turn_with(&payload.session, &next_turn(&turns), &options)?;
+    Ok(())
+}
+
+/// End an open turn of the session, and say what it could not take in: a repository the agent
+/// made (`git init`, a clone) is not entered by snapshots, so its files are in no turn and
+/// undo cannot take them back. One that cannot end (an undo rolled it back) stays.
+fn end_turn(
+    agent: Agent,
+    global: &Global,
+    store: &rewind::Store,
+    session: &str,
+    turn: &rewind::Turn,
+) -> rewind::Result<()> {
+    let end = match store.end_turn(session, &turn.turn) {
+        Err(err) if err.code() == "turn_state" => return Ok(()),
+        other => other?,
+    };
+    let nested = end
+        .skipped
+        .iter()
+        .filter(|s| s.reason == rewind::SkipReason::NestedRepo);
+    for nested in nested {
+        let what = format!(
+            "turn {} of session {session}: {} is a nested repository: its files are not in the turn (undo leaves them)",
+            turn.turn,
+            crate::render::quote(&nested.path)
+        );
+        warn(agent, global, &what);
+    }
+    Ok(())
+}
+
+/// What `undo --last-session` does about its session's open turn, before the undo. One that
+/// changed files so far (the agent at work, or interrupted) is refused: no hook marks an
+/// interrupt, so what changed since may be the user's, by hand. An empty one that the hooks
+/// began (`/rewind-undo` with more instructions, or an agent that passes the command's
+/// expanded text) is ended, and its metadata returned for [`reopen`], so that what the agent
+/// does after the undo is in a turn and not rolled back with the undo. Costs a dry-run undo of
+/// the open turn (a snapshot).
+pub(crate) fn set_open_turn_aside(
+    store: &rewind::Store,
+    session: &str,
+    dry_run: bool,
+) -> rewind::Result<Option<BTreeMap<String, String>>> {
+    let turns = store.turns(Some(session))?;
+    let open = turns
+        .iter()
+        .rev()
+        .find(|t| t.ended_at.is_none() && !t.rolled_back);
+    let Some(open) = open else {
+        return Ok(None);
+    };
+    let options = rewind::UndoOptions {
+        turn: Some(open.turn.clone()),
+        file: None,
+        force: false,
+        dry_run: true,
+    };
+    let preview = store.undo(session, &options)?;
+    let lists = [
+        &preview.written,
+        &preview.deleted,
+        &preview.conflicts,
+        &preview.kept,
+    ];
+    if lists.iter().any(|list| !list.is_empty()) {
+        return Err(rewind::Error::Turn {
+            session: session.to_owned(),
+            turn: open.turn.clone(),
+            reason: "is open and has changed files (the agent is at work, or was interrupted: what changed since may be yours): let it end, or undo it by name with --session and --turn",
+        });
+    }
+    if dry_run || !open.meta.contains_key("agent") {
+        return Ok(None);
+    }
+    store.end_turn(session, &open.turn)?;
+    Ok(Some(open.meta.clone()))
+}
+
+/// Begin the session's next turn with the metadata of the one [`set_open_turn_aside`] ended.
+pub(crate) fn reopen(
+    store: &rewind::Store,
+    session: &str,
+    meta: BTreeMap<String, String>,
+) -> rewind::Result<()> {
+    let turns = session_turns(store, session)?;
+    let options = rewind::BeginOptions::meta(meta);
+    store.begin_turn_with(session, &next_turn(&turns), &options)?;
     Ok(())
 }
 
@@ -288,10 +371,16 @@ fn session_turns(store: &rewind::Store, session: &str) -> rewind::Result<Vec<rew
     }
 }
 
-/// Whether the prompt runs one of rewind's own commands (`/rewind-undo`): those change files
-/// through rewind, and a turn around them would be the next thing an undo takes.
-fn is_rewind_command(prompt: Option<&str>) -> bool {
-    prompt.is_some_and(|p| p.trim_start().starts_with("/rewind-"))
+/// Whether the prompt runs one of rewind's own slash commands (`/rewind-undo`, perhaps with
+/// more instructions after it).
+fn runs_rewind_command(prompt: &str) -> bool {
+    prompt.trim_start().starts_with("/rewind-")
+}
+
+/// Whether the prompt is only one of rewind's own commands: those change files through rewind,
+/// and a turn around them would be the next thing an undo takes.
+fn only_rewind_command(prompt: &str) -> bool {
+    runs_rewind_command(prompt) && !prompt.trim().contains(char::is_whitespace)
 }
 
 /// The turn's metadata: the agent, the prompt (cut to the library's limit, at a character

@@ -392,6 +392,11 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                     session
                 }
             };
+            // (Its open turn: refused when it changed files, else ended and begun again after.)
+            let reopen = match *last_session {
+                true => hook::set_open_turn_aside(store, &session, dry_run.dry_run)?,
+                false => None,
+            };
             let force = force.force;
             // --last-session alone: what the agent just did, from its last turn that changed
             // files (a turn where it only answered would undo nothing); --last without such.
@@ -408,9 +413,13 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                 dry_run: dry_run.dry_run,
             };
             let outcome = match last {
-                true => store.undo_last_with(&session, &options)?,
-                false => store.undo(&session, &options)?,
+                true => store.undo_last_with(&session, &options),
+                false => store.undo(&session, &options),
             };
+            if let Some(meta) = reopen {
+                hook::reopen(store, &session, meta)?;
+            }
+            let outcome = outcome?;
             let why = "changed by someone else since, or in the way";
             return report(json, &outcome, why, "the whole project as it was before");
         }

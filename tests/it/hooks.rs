@@ -1350,3 +1350,96 @@ fn an_edit_saved_while_install_runs_is_not_lost() {
     let now = text(&p, ".claude/settings.json").unwrap();
     assert!(now.contains("opus") && now.contains("rewind hook"), "{now}");
 }
+
+/// Found by the issue-15 hostile pass: `undo --last-session` while the agent was at work (its
+/// turn open) took back that turn's edits so far along with the last ended turn. It refuses,
+/// and changes nothing, while the open turn has changed files; once the turn ends, it undoes
+/// that turn.
+#[test]
+fn undo_last_session_during_an_open_turn_leaves_that_turns_edits() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n").file("b.txt", "1\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit a"));
+    p.file("a.txt", "2\n");
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit b"));
+    p.file("b.txt", "2\n");
+    let run = p.rewind(["undo", "--last-session"]);
+    run.assert_code(1);
+    assert!(
+        run.stderr.contains("is open and has changed files"),
+        "{run}"
+    );
+    assert_eq!(text(&p, "a.txt").unwrap(), "2\n");
+    assert_eq!(text(&p, "b.txt").unwrap(), "2\n");
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    p.rewind(["undo", "--last-session"]).assert_success();
+    assert_eq!(text(&p, "b.txt").unwrap(), "1\n");
+    assert_eq!(text(&p, "a.txt").unwrap(), "2\n");
+}
+
+/// Found by the issue-15 hostile pass: after an interrupt (no `Stop` runs), a hand edit, then
+/// `/rewind-undo`: the prompt ended the interrupted turn with the hand edit in it, and the undo
+/// reverted the hand edit. No hook marks the interrupt, so the agent's edits and the user's
+/// cannot be told apart: the prompt leaves the turn open and its undo refuses, naming it.
+#[test]
+fn rewind_undo_after_an_interrupt_and_a_hand_edit_leaves_the_hand_edit() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n")
+        .file("b.txt", "1\n")
+        .file("mine.txt", "1\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit a"));
+    p.file("a.txt", "2\n");
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit b"));
+    p.file("b.txt", "2\n");
+    // Interrupted: no Stop. The user edits a file by hand, then types /rewind-undo.
+    p.file("mine.txt", "mine\n");
+    hook(
+        &p,
+        "claude-code",
+        &claude_prompt(&p, "chat-1", "/rewind-undo"),
+    );
+    let run = p.rewind(["undo", "--last-session"]);
+    run.assert_code(1);
+    assert!(run.stderr.contains("turn \"2\""), "{run}");
+    assert_eq!(text(&p, "mine.txt").unwrap(), "mine\n");
+    assert_eq!(text(&p, "a.txt").unwrap(), "2\n");
+    assert_eq!(
+        shape(&turns(&p, &["--session", "chat-1"])),
+        [("1".into(), true), ("2".into(), false)]
+    );
+}
+
+/// Found by the issue-15 hostile pass: a prompt that runs `/rewind-undo` and gives more
+/// instructions began no turn (and a turn around it would have been rolled back by its own
+/// undo), so the edits the agent made after the undo were in no turn. It is a turn: the undo
+/// ends it while it is empty and begins the next with its prompt, which holds those edits.
+#[test]
+fn a_rewind_prompt_with_more_instructions_puts_the_edits_after_the_undo_in_a_turn() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit a"));
+    p.file("a.txt", "2\n");
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    let prompt = "/rewind-undo then add b.txt";
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", prompt));
+    // The slash command's undo, then the agent's edit.
+    p.rewind(["undo", "--last-session"]).assert_success();
+    assert_eq!(text(&p, "a.txt").unwrap(), "1\n");
+    p.file("b.txt", "new\n");
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    let rows = turns(&p, &["--session", "chat-1"]);
+    let last = rows.last().unwrap();
+    assert_eq!(
+        (last["ended_at"].is_null(), &last["meta"]["prompt"]),
+        (false, &json!(prompt))
+    );
+    assert_eq!(last["changed"][0]["file"], "b.txt", "{rows:?}");
+    p.rewind(["undo", "--last-session"]).assert_success();
+    assert!(!p.join("b.txt").exists());
+    assert_eq!(text(&p, "a.txt").unwrap(), "1\n");
+}
