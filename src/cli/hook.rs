@@ -205,7 +205,8 @@ fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()
 
 /// End an open turn of the session, and say what it could not take in: a repository the agent
 /// made (`git init`, a clone) is not entered by snapshots, so its files are in no turn and
-/// undo cannot take them back. One that cannot end (an undo rolled it back) stays.
+/// undo cannot take them back. One that cannot end (an undo rolled it back) stays. Costs a
+/// snapshot and the turn's diff.
 fn end_turn(
     agent: Agent,
     global: &Global,
@@ -280,6 +281,7 @@ pub(crate) fn set_open_turn_aside(
 }
 
 /// Begin the session's next turn with the metadata of the one [`set_open_turn_aside`] ended.
+/// Costs reading the session's turns and a snapshot.
 pub(crate) fn reopen(
     store: &rewind::Store,
     session: &str,

@@ -79,7 +79,7 @@ fn settings_path(agent: Agent, scope: Scope, global: &Global) -> Result<PathBuf>
 
 /// The slash command install adds next to the settings (Claude Code's `.claude/commands/`), and
 /// its text, which runs rewind as `command` does.
-fn command_file(agent: Agent, settings: &Path, command: &Command) -> Option<(PathBuf, String)> {
+fn command_file(agent: Agent, settings: &Path, command: &HookCommand) -> Option<(PathBuf, String)> {
     match agent {
         Agent::ClaudeCode => Some((
             settings.with_file_name("commands").join("rewind-undo.md"),
@@ -93,15 +93,16 @@ fn command_file(agent: Agent, settings: &Path, command: &Command) -> Option<(Pat
 /// How rewind's hook is run: `rewind`, with `--data-dir DIR` when install was given a data
 /// dir other than the one rewind finds by itself (`$REWIND_DATA_DIR`, ...), since the agent
 /// runs the hook without install's arguments.
-struct Command {
+struct HookCommand {
     /// `rewind` or `rewind --data-dir DIR`, DIR absolute and quoted for the shell.
     rewind: String,
     /// The hook entry's command: `<rewind> hook AGENT`.
     hook: String,
 }
 
-impl Command {
-    fn new(agent: Agent, global: &Global) -> Result<Command> {
+impl HookCommand {
+    /// Costs resolving the data dir twice (environment variables only).
+    fn new(agent: Agent, global: &Global) -> Result<HookCommand> {
         let data = |explicit| {
             rewind::data_dir(explicit).map_err(|err| Failure {
                 code: err.code(),
@@ -126,7 +127,7 @@ impl Command {
             }
         };
         let hook = format!("{rewind} hook {}", agent.name());
-        Ok(Command { rewind, hook })
+        Ok(HookCommand { rewind, hook })
     }
 }
 
@@ -169,7 +170,7 @@ fn shell_words(command: &str) -> Option<Vec<String>> {
 }
 
 /// The hook entry (a matcher group) rewind adds to each of its events, on one line.
-fn group(agent: Agent, command: &Command) -> String {
+fn group(agent: Agent, command: &HookCommand) -> String {
     let command = serde_json::to_string(&command.hook).expect("a string prints as JSON");
     let name = match agent {
         Agent::Gemini => "\"name\": \"rewind\", ",
@@ -212,7 +213,7 @@ pub(crate) fn install(agent: Agent, scope: Scope, dry_run: bool, global: &Global
     let named = settings_path(agent, scope, global)?;
     let path = through_symlink(named.clone());
     let before = read(&path)?;
-    let runs = Command::new(agent, global)?;
+    let runs = HookCommand::new(agent, global)?;
     let after = with_hooks(agent, &runs, before.as_deref().unwrap_or(""))
         .map_err(|reason| settings_failure(&path, reason))?;
     let changed = after
@@ -290,7 +291,7 @@ pub(crate) fn uninstall(agent: Agent, scope: Scope, dry_run: bool, global: &Glob
         (None, None) => None,
     };
     let changed = after != current;
-    let command = command_file(agent, &named, &Command::new(agent, global)?)
+    let command = command_file(agent, &named, &HookCommand::new(agent, global)?)
         .filter(|(file, text)| std::fs::read_to_string(file).is_ok_and(|t| t == *text));
     if dry_run {
         let mut changes = Vec::new();
@@ -544,7 +545,7 @@ fn remember(
 /// The text with rewind's hooks on every event that lacks them; `None` when it has them all.
 fn with_hooks(
     agent: Agent,
-    command: &Command,
+    command: &HookCommand,
     text: &str,
 ) -> std::result::Result<Option<String>, String> {
     let group = group(agent, command);
@@ -747,7 +748,8 @@ fn without_hooks(agent: Agent, text: &str) -> std::result::Result<String, String
 
 /// The ranges of `text` to cut (last first) to take item `i` out of `array` (whose items are
 /// `items`): the item, one comma beside it and the blanks between them; a comment between the
-/// item and a neighbour stays (it may be about the neighbour).
+/// item and a neighbour stays (it may be about the neighbour). Linear in the text between
+/// the item and its neighbour.
 fn cut(text: &str, array: &Node, items: &[Node], i: usize) -> Vec<(usize, usize)> {
     let item = &items[i];
     // Where the comments (if any) in text[from..to] end: blanks after them go.

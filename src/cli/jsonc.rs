@@ -32,7 +32,7 @@ impl Node {
 
     /// The value of member `key` of an object (in `text`, the text it was parsed from); a key
     /// given twice is refused, since readers differ on which one counts (JavaScript's
-    /// `JSON.parse` takes the last, others the first).
+    /// `JSON.parse` takes the last, others the first). Linear in the object's members.
     pub(crate) fn unique(&self, text: &str, key: &str) -> Result<Option<&Node>, String> {
         let Kind::Object(members) = &self.kind else {
             return Ok(None);
