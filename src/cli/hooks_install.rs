@@ -291,7 +291,10 @@ pub(crate) fn uninstall(agent: Agent, scope: Scope, dry_run: bool, global: &Glob
         (None, None) => None,
     };
     let changed = after != current;
-    let command = command_file(agent, &named, &HookCommand::new(agent, global)?)
+    // (A data dir install refuses wrote no slash command.)
+    let command = HookCommand::new(agent, global)
+        .ok()
+        .and_then(|runs| command_file(agent, &named, &runs))
         .filter(|(file, text)| std::fs::read_to_string(file).is_ok_and(|t| t == *text));
     if dry_run {
         let mut changes = Vec::new();
