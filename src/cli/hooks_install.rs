@@ -83,10 +83,29 @@ fn command_file(agent: Agent, settings: &Path, command: &HookCommand) -> Option<
     match agent {
         Agent::ClaudeCode => Some((
             settings.with_file_name("commands").join("rewind-undo.md"),
-            include_str!("../../examples/claude-code/commands/rewind-undo.md")
-                .replace("`rewind -C", &format!("`{} -C", command.rewind)),
+            SLASH_COMMAND.replace("`rewind -C", &format!("`{} -C", command.rewind)),
         )),
         Agent::Gemini | Agent::Codex => None,
+    }
+}
+
+/// Claude Code's `/rewind-undo`, as install writes it for the default data dir.
+const SLASH_COMMAND: &str = include_str!("../../examples/claude-code/commands/rewind-undo.md");
+
+/// Whether `text` is the slash command as install writes it, for any data dir (`rewind
+/// --data-dir DIR -C` in place of `rewind -C`): one the user changed is theirs. Linear.
+fn is_our_command_file(text: &str) -> bool {
+    let at = SLASH_COMMAND
+        .find("`rewind -C")
+        .expect("the slash command runs rewind")
+        + 8;
+    let (head, tail) = SLASH_COMMAND.split_at(at);
+    let middle = text
+        .strip_prefix(head)
+        .and_then(|rest| rest.strip_suffix(tail));
+    match middle.map(shell_words) {
+        Some(Some(words)) => words.is_empty() || (words.len() == 2 && words[0] == "--data-dir"),
+        _ => false,
     }
 }
 
@@ -221,14 +240,24 @@ pub(crate) fn install(agent: Agent, scope: Scope, dry_run: bool, global: &Global
         .is_some_and(|a| Some(a) != before.as_deref());
     // (Beside the settings the agent reads, not beside a symlink's target.)
     let command = command_file(agent, &named, &runs);
-    let command_missing = command.as_ref().is_some_and(|(file, _)| !file.exists());
+    // Written when missing, and rewritten when it is rewind's for another data dir (a file
+    // the user changed stays).
+    let command_was = command
+        .as_ref()
+        .and_then(|(file, _)| std::fs::read_to_string(file).ok());
+    let command_missing = command
+        .as_ref()
+        .is_some_and(|(_, text)| match &command_was {
+            None => true,
+            Some(was) => was != text && is_our_command_file(was),
+        });
     if dry_run {
         let mut changes = Vec::new();
         if let Some(after) = after.as_deref().filter(|_| changed) {
             changes.push(change(&path, before.as_deref().unwrap_or(""), after));
         }
         if let (Some((file, text)), true) = (&command, command_missing) {
-            changes.push(change(file, "", text));
+            changes.push(change(file, command_was.as_deref().unwrap_or(""), text));
         }
         if changes.is_empty() && !global.json {
             outln!("{}: rewind's hooks are installed already", path.display());
@@ -242,7 +271,7 @@ pub(crate) fn install(agent: Agent, scope: Scope, dry_run: bool, global: &Global
         write(&path, after, Some(before.as_deref()))?;
     }
     if let (Some((file, text)), true) = (&command, command_missing) {
-        write(file, text, Some(None))?;
+        write(file, text, Some(command_was.as_deref()))?;
     }
     let events: Vec<_> = agent.events().iter().map(|(name, _)| *name).collect();
     if global.json {
@@ -295,7 +324,10 @@ pub(crate) fn uninstall(agent: Agent, scope: Scope, dry_run: bool, global: &Glob
     let command = HookCommand::new(agent, global)
         .ok()
         .and_then(|runs| command_file(agent, &named, &runs))
-        .filter(|(file, text)| std::fs::read_to_string(file).is_ok_and(|t| t == *text));
+        .and_then(|(file, _)| {
+            let text = std::fs::read_to_string(&file).ok()?;
+            is_our_command_file(&text).then_some((file, text))
+        });
     if dry_run {
         let mut changes = Vec::new();
         if changed {

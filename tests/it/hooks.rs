@@ -1188,6 +1188,20 @@ fn install_with_a_data_dir_writes_it_into_the_hook_command() {
         "{plain}"
     );
     assert!(!plain.contains("--data-dir"), "{plain}");
+    let slash = text(&p, ".claude/commands/rewind-undo.md").unwrap();
+    assert!(
+        slash.contains("`rewind -C "),
+        "the slash command too: {slash}"
+    );
+    // Back to X: the slash command for X again; a slash command the user changed stays.
+    install(Some(&data), "install").unwrap();
+    let slash = text(&p, ".claude/commands/rewind-undo.md").unwrap();
+    assert!(slash.contains("`rewind --data-dir '"), "{slash}");
+    let mine = slash.replace("Change no file.", "Change no file. Be brief.");
+    p.file(".claude/commands/rewind-undo.md", &mine);
+    install(None, "install").unwrap();
+    assert_eq!(text(&p, ".claude/commands/rewind-undo.md").unwrap(), mine);
+    p.file(".claude/commands/rewind-undo.md", &slash);
     // Uninstall knows rewind's entry with --data-dir too.
     p.file(
         ".claude/settings.json",
@@ -1196,6 +1210,10 @@ fn install_with_a_data_dir_writes_it_into_the_hook_command() {
     let left = install(None, "uninstall").unwrap();
     assert!(!left.contains("rewind"), "{left}");
     assert!(left.contains("\"model\": \"opus\""), "{left}");
+    assert!(
+        !p.join(".claude/commands").exists(),
+        "X's slash command is rewind's too"
+    );
 }
 
 /// With `--data-dir` in rewind's entry, uninstall (which matched `rewind hook AGENT` word for
