@@ -286,6 +286,13 @@ pub(crate) fn temp_file(
         .map_err(|e| crate::error::Error::io("creating a temp file in", dir, e))
 }
 
+/// How many hard links the file `meta` describes has (1 where the platform does not tell):
+/// `rewind hooks install` rewrites a settings file with other links in place, so that the
+/// links stay one file.
+pub fn hard_links(meta: &std::fs::Metadata) -> u64 {
+    links(meta)
+}
+
 /// Set the permission bits of `path` to `mode` (nothing where the platform has none).
 pub(crate) fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
     match permissions(mode) {

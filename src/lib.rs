@@ -64,6 +64,7 @@ mod turns;
 
 pub use diff::{DiffOptions, FileChange, Patch, Status};
 pub use error::{BoxError, Error, Result};
+pub use fs::hard_links;
 /// Paths in outcomes are bytes, as the file system names them (`gix`'s `BString`).
 pub use gix::bstr::BString;
 pub use id::{ParseIdError, SnapshotId};

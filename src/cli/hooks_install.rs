@@ -464,7 +464,7 @@ fn write(path: &Path, text: &str, was: Option<Option<&str>>) -> Result<()> {
         let reason = "read-only: rewind does not replace it (make it writable first)";
         return Err(settings_failure(path, reason.to_owned()));
     }
-    if links(&meta) > 1 {
+    if rewind::hard_links(&meta) > 1 {
         return write_in_place(path, text, was);
     }
     let mut temp =
@@ -504,14 +504,6 @@ fn write_in_place(path: &Path, text: &str, was: Option<Option<&str>>) -> Result<
         .and_then(|()| file.set_len(text.len() as u64))
         .and_then(|()| file.sync_all())
         .map_err(fail)
-}
-
-/// How many hard links the file has (1 where the system does not tell).
-fn links(meta: &std::fs::Metadata) -> u64 {
-    #[cfg(unix)]
-    return std::os::unix::fs::MetadataExt::nlink(meta);
-    #[cfg(not(unix))]
-    return 1;
 }
 
 /// Refuse when the file no longer holds `was` (`None`: no file). Costs a read of the file.

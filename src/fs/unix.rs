@@ -326,6 +326,11 @@ pub(crate) fn permissions(mode: u32) -> Option<std::fs::Permissions> {
     Some(std::fs::Permissions::from_mode(mode))
 }
 
+/// How many hard links the file `meta` describes has.
+pub(crate) fn links(meta: &std::fs::Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::nlink(meta)
+}
+
 /// Make directory `path` and its missing parents, each with the bits `mode` (less the umask).
 pub(crate) fn create_dirs(path: &Path, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
