@@ -165,8 +165,9 @@ fn is_plain(c: char) -> bool {
 }
 
 /// The words of a simple shell command: plain characters, single quotes and backslash
-/// escapes (the quoting [`shell_quoted`] writes and people type); `None` for anything else
-/// (variables, operators, double quotes), which is then no command of rewind's. Linear.
+/// escapes (the quoting [`shell_quoted`] writes and people type), and `~`, `$NAME` or
+/// `${NAME}` as they are; `None` for anything else (operators, command substitution, double
+/// quotes), which is then no command of rewind's. Linear.
 fn shell_words(command: &str) -> Option<Vec<String>> {
     let (mut words, mut word, mut open) = (Vec::new(), None::<String>, false);
     let mut chars = command.chars();
@@ -180,7 +181,7 @@ fn shell_words(command: &str) -> Option<Vec<String>> {
             }
             '\\' => word.get_or_insert_default().push(chars.next()?),
             ' ' | '\t' => words.extend(word.take()),
-            c if is_plain(c) => word.get_or_insert_default().push(c),
+            c if is_plain(c) || "~${}".contains(c) => word.get_or_insert_default().push(c),
             _ => return None,
         }
     }

@@ -1218,7 +1218,7 @@ fn install_with_a_data_dir_writes_it_into_the_hook_command() {
 
 /// With `--data-dir` in rewind's entry, uninstall (which matched `rewind hook AGENT` word for
 /// word) left it. It takes rewind's entry with any path to the binary and any data dir, quoted
-/// or not, and nothing that does more or that the shell would expand.
+/// or not, and nothing that does more (operators, command substitution).
 #[test]
 fn uninstall_takes_rewinds_entry_with_a_data_dir_and_no_other_command() {
     let sb = Sandbox::new();
@@ -1233,7 +1233,11 @@ fn uninstall_takes_rewinds_entry_with_a_data_dir_and_no_other_command() {
         ("rewind", false),
         ("", false),
         ("rewind hook claude-code; rm -rf x", false),
-        ("rewind --data-dir $HOME/d hook claude-code", false),
+        ("rewind --data-dir $HOME/d hook claude-code", true),
+        ("~/.cargo/bin/rewind hook claude-code", true),
+        ("${CARGO_HOME}/bin/rewind hook claude-code", true),
+        ("$(which rewind) hook claude-code", false),
+        ("rewind hook claude-code `say done`", false),
         ("rewind --data-dir '/unclosed hook claude-code", false),
         ("rewind hook gemini", false),
     ];
