@@ -205,8 +205,10 @@ fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()
 
 /// End an open turn of the session, and say what it could not take in: a repository the agent
 /// made (`git init`, a clone) is not entered by snapshots, so its files are in no turn and
-/// undo cannot take them back. One that cannot end (an undo rolled it back) stays. Costs a
-/// snapshot and the turn's diff.
+/// undo cannot take them back. (One whose `.git` was there before the turn began, a vendored
+/// repository, is not said at every turn; where the system does not tell when a file was
+/// created, it is.) One that cannot end (an undo rolled it back) stays. Costs a snapshot and
+/// the turn's diff, and a `stat` per nested repository.
 fn end_turn(
     agent: Agent,
     global: &Global,
@@ -218,10 +220,17 @@ fn end_turn(
         Err(err) if err.code() == "turn_state" => return Ok(()),
         other => other?,
     };
+    let made_in_turn = |path: &rewind::BString| {
+        let git = gix::bstr::ByteSlice::to_path(path.as_slice())
+            .ok()
+            .map(|p| store.project().join(p).join(".git"));
+        let created = git.and_then(|git| std::fs::symlink_metadata(git).ok()?.created().ok());
+        created.is_none_or(|at| chrono::DateTime::<chrono::Utc>::from(at) >= turn.started_at)
+    };
     let nested = end
         .skipped
         .iter()
-        .filter(|s| s.reason == rewind::SkipReason::NestedRepo);
+        .filter(|s| s.reason == rewind::SkipReason::NestedRepo && made_in_turn(&s.path));
     for nested in nested {
         let what = format!(
             "turn {} of session {session}: {} is a nested repository: its files are not in the turn (undo leaves them)",

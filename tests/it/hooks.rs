@@ -992,12 +992,18 @@ fn the_hooks_log_is_rotated_at_a_size() {
 /// init`, a clone) is not entered by snapshots, so its files were in no turn and undo left
 /// them, and nothing said so. Its files are never silently outside the turn: either the turn
 /// holds them (once snapshots take nested repositories' files in) or the hook says so, on
-/// stderr and in `hooks.log`.
+/// stderr and in `hooks.log`. One that was there before the turn (vendored) is not said at
+/// every turn.
 #[test]
 fn a_nested_repository_the_agent_creates_is_said_to_be_outside_the_turn() {
     let sb = Sandbox::new();
     let p = sb.project("p");
-    p.file("a.txt", "1\n");
+    p.file("a.txt", "1\n").file("old/lib/x.rs", "x\n");
+    sb.git(Some(&p.join("old/lib")), ["init", "-q"]);
+    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit a"));
+    p.file("a.txt", "2\n");
+    // Quiet (`hook` asserts an empty stderr): old/lib was there before the turn.
+    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
     hook(
         &p,
         "claude-code",
@@ -1007,9 +1013,10 @@ fn a_nested_repository_the_agent_creates_is_said_to_be_outside_the_turn() {
     sb.git(Some(&p.join("vendor/lib")), ["init", "-q"]);
     let stop = claude_stop(&p, "chat-1", false);
     let run = hook_with(&p, "claude-code", stop.to_string().as_bytes(), &[]);
+    assert!(!run.stderr.contains("old/lib"), "{run}");
     let rows = turns(&p, &["--session", "chat-1"]);
-    assert_eq!(shape(&rows), [("1".into(), true)]);
-    let in_turn = rows[0]["changed"]
+    assert_eq!(shape(&rows), [("1".into(), true), ("2".into(), true)]);
+    let in_turn = rows[1]["changed"]
         .as_array()
         .unwrap()
         .iter()
