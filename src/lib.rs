@@ -58,11 +58,11 @@ mod restore;
 mod serve;
 mod snapshot;
 mod store;
-#[cfg(test)]
-mod testing;
+#[doc(hidden)]
+pub mod testing;
 mod turns;
 
-pub use diff::{DiffOptions, FileChange, Patch, Status};
+pub use diff::{ConflictHunk, DiffOptions, FileChange, Patch, Status};
 pub use error::{BoxError, Error, Result};
 /// Paths in outcomes are bytes, as the file system names them (`gix`'s `BString`).
 pub use gix::bstr::BString;

@@ -1,0 +1,391 @@
+//! The three-way text merge (`rewind::testing::merge_texts`) against
+//! `git merge-file -p -L a -L b -L c ours base theirs`: the merged text byte for byte, the
+//! number of conflicts (git's exit code), and each conflict's ours/theirs lines against the
+//! lines git prints between its markers.
+//!
+//! Random cases come from fixed seeds; `REWIND_MERGE_CASES=N` runs N cases per seed instead of
+//! the default.
+
+use crate::common::*;
+use std::fs;
+
+const LABELS: [&str; 3] = ["a", "b", "c"];
+/// Random cases per seed in `cargo test` (about 5 s on the reference machine).
+const DEFAULT_CASES: usize = 1500;
+
+/// The three files of a case, written once per test into a sandbox.
+struct Oracle {
+    sb: Sandbox,
+}
+
+impl Oracle {
+    fn new() -> Oracle {
+        Oracle { sb: Sandbox::new() }
+    }
+
+    /// `git merge-file -p -L a -L b -L c ours base theirs`: stdout and the exit code (the
+    /// number of conflicts).
+    fn merge_file(&self, base: &[u8], ours: &[u8], theirs: &[u8]) -> (Vec<u8>, i32) {
+        let dir = &self.sb.root;
+        fs::write(dir.join("base"), base).unwrap();
+        fs::write(dir.join("ours"), ours).unwrap();
+        fs::write(dir.join("theirs"), theirs).unwrap();
+        let out = self
+            .sb
+            .isolated("git")
+            .current_dir(dir)
+            .args(["merge-file", "-p", "-L", "a", "-L", "b", "-L", "c"])
+            .args(["ours", "base", "theirs"])
+            .output()
+            .expect("git merge-file is this test's oracle");
+        let code = out.status.code().expect("git merge-file exited");
+        assert!((0..127).contains(&code), "git merge-file failed: {out:?}");
+        (out.stdout, code)
+    }
+
+    /// How `merge_texts` differs from git on this case, if it does.
+    fn differs(&self, base: &[u8], ours: &[u8], theirs: &[u8]) -> Option<String> {
+        let (git_text, git_conflicts) = self.merge_file(base, ours, theirs);
+        let (text, conflicts) = rewind::testing::merge_texts(base, ours, theirs, LABELS);
+        let case = format!(
+            "base {:?}\nours {:?}\ntheirs {:?}\ngit ({git_conflicts} conflicts):\n{}\nrewind ({} conflicts):\n{}",
+            String::from_utf8_lossy(base),
+            String::from_utf8_lossy(ours),
+            String::from_utf8_lossy(theirs),
+            String::from_utf8_lossy(&git_text),
+            conflicts.len(),
+            String::from_utf8_lossy(&text),
+        );
+        if text != git_text || conflicts.len() != git_conflicts as usize {
+            return Some(case);
+        }
+        if sections_between_markers(&git_text)
+            != conflicts
+                .iter()
+                .map(|c| {
+                    [
+                        lines_of(ours, c.ours_start, c.ours_lines),
+                        lines_of(theirs, c.theirs_start, c.theirs_lines),
+                    ]
+                })
+                .collect::<Vec<_>>()
+        {
+            return Some(format!("conflict lines {conflicts:?} for\n{case}"));
+        }
+        let base_lines = split_lines(base).len() as u32;
+        if let Some(c) = conflicts
+            .iter()
+            .find(|c| c.base_start < 1 || c.base_start - 1 + c.base_lines > base_lines)
+        {
+            return Some(format!("base lines out of range {c:?} for\n{case}"));
+        }
+        None
+    }
+
+    /// Fails with the case when `merge_texts` differs from git.
+    fn check(&self, base: &str, ours: &str, theirs: &str) {
+        let (base, ours, theirs) = (base.as_bytes(), ours.as_bytes(), theirs.as_bytes());
+        if let Some(difference) = self.differs(base, ours, theirs) {
+            panic!("differs from git merge-file:\n{difference}");
+        }
+    }
+
+    /// The number of conflicts git reports, after [`Oracle::check`].
+    fn conflicts(&self, base: &str, ours: &str, theirs: &str) -> i32 {
+        self.check(base, ours, theirs);
+        self.merge_file(base.as_bytes(), ours.as_bytes(), theirs.as_bytes())
+            .1
+    }
+}
+
+/// Lines keep their `\n`; a last line may have none.
+fn split_lines(text: &[u8]) -> Vec<&[u8]> {
+    text.split_inclusive(|&b| b == b'\n').collect()
+}
+
+/// `count` lines of `text` from 1-based line `start`, each ending in a newline (git adds one
+/// to a last line inside a conflict), the newline left out so CRLF and LF compare alike.
+fn lines_of(text: &[u8], start: u32, count: u32) -> Lines {
+    let lines = split_lines(text);
+    let from = start as usize - 1;
+    lines[from..from + count as usize]
+        .iter()
+        .map(|l| trim_eol(l).to_vec())
+        .collect()
+}
+
+fn trim_eol(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// Lines without their line ends.
+type Lines = Vec<Vec<u8>>;
+
+/// The ours and theirs lines git prints between each conflict's markers.
+fn sections_between_markers(text: &[u8]) -> Vec<[Lines; 2]> {
+    let mut sections: Vec<[Lines; 2]> = Vec::new();
+    let mut side = None;
+    for line in split_lines(text) {
+        let line = trim_eol(line);
+        match (line, side) {
+            (b"<<<<<<< a", None) => {
+                sections.push([Vec::new(), Vec::new()]);
+                side = Some(0);
+            }
+            (b"=======", Some(0)) => side = Some(1),
+            (b">>>>>>> c", Some(1)) => side = None,
+            (_, Some(s)) => sections.last_mut().unwrap()[s].push(line.to_vec()),
+            (_, None) => {}
+        }
+    }
+    sections
+}
+
+// ---------------------------------------------------------------------------
+// Random cases
+// ---------------------------------------------------------------------------
+
+/// Few distinct lines, so changes collide and diffs have many equally short answers: letters,
+/// lines without a letter or digit (which join conflicts), indented and blank lines (where
+/// `git diff`'s indent heuristic would place changes elsewhere).
+const ALPHABET: [&str; 12] = [
+    "a", "b", "c", "d", "x y", "{", "}", "", ";", "  a", "\tb", "    }",
+];
+
+/// Line ends of one case.
+#[derive(Clone, Copy)]
+enum Ends {
+    Lf,
+    Crlf,
+    Mixed,
+}
+
+fn random_line(rng: &mut XorShift, ends: Ends) -> Vec<u8> {
+    let mut line = ALPHABET[rng.below(ALPHABET.len() as u64) as usize]
+        .as_bytes()
+        .to_vec();
+    let crlf = match ends {
+        Ends::Lf => false,
+        Ends::Crlf => true,
+        Ends::Mixed => rng.below(2) == 0,
+    };
+    line.extend_from_slice(if crlf { b"\r\n" } else { b"\n" });
+    line
+}
+
+/// `lines` after up to `edits` random inserts, deletes and replacements.
+fn edit(rng: &mut XorShift, lines: &[Vec<u8>], edits: u64, ends: Ends) -> Vec<Vec<u8>> {
+    let mut lines = lines.to_vec();
+    for _ in 0..rng.below(edits + 1) {
+        let at = rng.below(lines.len() as u64 + 1) as usize;
+        match rng.below(3) {
+            0 => lines.insert(at, random_line(rng, ends)),
+            1 if at < lines.len() => {
+                lines.remove(at);
+            }
+            _ if at < lines.len() => lines[at] = random_line(rng, ends),
+            _ => {}
+        }
+    }
+    lines
+}
+
+/// The file's bytes, its last newline dropped one time in four.
+fn render(rng: &mut XorShift, lines: &[Vec<u8>]) -> Vec<u8> {
+    let mut text = lines.concat();
+    if rng.below(4) == 0 {
+        let line_end = text.ends_with(b"\r\n") as usize + text.ends_with(b"\n") as usize;
+        text.truncate(text.len() - line_end);
+    }
+    text
+}
+
+/// One random case: base, ours, theirs. Sometimes a side equals base, both sides are the same,
+/// or a file is empty.
+fn random_case(rng: &mut XorShift) -> [Vec<u8>; 3] {
+    let ends = match rng.below(4) {
+        0 => Ends::Crlf,
+        1 => Ends::Mixed,
+        _ => Ends::Lf,
+    };
+    let (size, edits) = if rng.below(5) == 0 { (40, 10) } else { (10, 4) };
+    let base: Vec<_> = (0..rng.below(size + 1))
+        .map(|_| random_line(rng, ends))
+        .collect();
+    let ours = edit(rng, &base, edits, ends);
+    let theirs = match rng.below(10) {
+        0 => base.clone(),
+        1 => ours.clone(),
+        2 => Vec::new(),
+        _ => edit(rng, &base, edits, ends),
+    };
+    let ours = if rng.below(10) == 0 {
+        base.clone()
+    } else {
+        ours
+    };
+    [render(rng, &base), render(rng, &ours), render(rng, &theirs)]
+}
+
+/// Cases per seed: [`DEFAULT_CASES`], or `REWIND_MERGE_CASES`.
+fn cases() -> usize {
+    std::env::var("REWIND_MERGE_CASES")
+        .ok()
+        .map(|n| n.parse().expect("REWIND_MERGE_CASES is a number"))
+        .unwrap_or(DEFAULT_CASES)
+}
+
+/// Every random case of `seed` gives git's text and conflict count; the first difference (of
+/// how many) is shown.
+fn random_cases_match_git(seed: u64) {
+    let oracle = Oracle::new();
+    let mut rng = XorShift::seeded(seed);
+    let cases = cases();
+    let mut differences = Vec::new();
+    for _ in 0..cases {
+        let [base, ours, theirs] = random_case(&mut rng);
+        if let Some(difference) = oracle.differs(&base, &ours, &theirs) {
+            differences.push(difference);
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "seed {seed}: {} of {cases} cases differ from git merge-file; the first:\n{}",
+        differences.len(),
+        differences[0]
+    );
+}
+
+#[test]
+fn random_cases_match_git_seed_1() {
+    random_cases_match_git(1);
+}
+
+#[test]
+fn random_cases_match_git_seed_2() {
+    random_cases_match_git(2);
+}
+
+// ---------------------------------------------------------------------------
+// Named cases
+// ---------------------------------------------------------------------------
+
+#[test]
+fn changes_to_adjacent_lines_conflict() {
+    let o = Oracle::new();
+    assert_eq!(o.conflicts("a\nb\n", "A\nb\n", "a\nB\n"), 1);
+    assert_eq!(o.conflicts("a\nb\nc\n", "A\nb\nc\n", "a\nb\nC\n"), 0);
+}
+
+#[test]
+fn insertions_at_the_same_place_conflict_unless_equal() {
+    let o = Oracle::new();
+    assert_eq!(o.conflicts("a\nb\n", "a\nx\nb\n", "a\ny\nb\n"), 1);
+    assert_eq!(o.conflicts("a\nb\n", "a\nx\nb\n", "a\nx\nb\n"), 0);
+}
+
+#[test]
+fn the_same_change_on_both_sides_is_clean() {
+    let o = Oracle::new();
+    assert_eq!(o.conflicts("a\nb\nc\n", "a\nB\n", "a\nB\n"), 0);
+    assert_eq!(o.conflicts("a\nb\n", "", ""), 0);
+}
+
+#[test]
+fn only_the_lines_the_two_sides_disagree_on_conflict() {
+    let o = Oracle::new();
+    let base = "1\n2\n3\n4\n5\n6\n7\n";
+    assert_eq!(
+        o.conflicts(
+            base,
+            "x\nsame\nline\nkept\nagain\ny\n",
+            "z\nsame\nline\nkept\nagain\nw\n"
+        ),
+        2
+    );
+}
+
+#[test]
+fn conflicts_three_lines_apart_are_one() {
+    let o = Oracle::new();
+    assert_eq!(
+        o.conflicts("1\nx\ny\nz\n2\n", "A\nx\ny\nz\nB\n", "C\nx\ny\nz\nD\n"),
+        1
+    );
+    assert_eq!(
+        o.conflicts(
+            "1\nw\nx\ny\nz\n2\n",
+            "A\nw\nx\ny\nz\nB\n",
+            "C\nw\nx\ny\nz\nD\n"
+        ),
+        2
+    );
+}
+
+#[test]
+fn conflicts_apart_by_lines_without_letters_or_digits_are_one() {
+    let o = Oracle::new();
+    assert_eq!(
+        o.conflicts(
+            "1\n{\n}\n;\n \n2\n",
+            "A\n{\n}\n;\n \nB\n",
+            "C\n{\n}\n;\n \nD\n"
+        ),
+        1
+    );
+}
+
+#[test]
+fn markers_end_in_crlf_when_the_lines_around_do() {
+    let o = Oracle::new();
+    o.check("b\r\n", "x\r\n", "y\r\n");
+    o.check("b\r\nq\n", "x\r\n", "y\n");
+    o.check("b\nq\r\n", "x\r\n", "y\r\n");
+    o.check("b\r\n", "x", "y");
+    o.check("b\r\n", "p\r\nx", "p\r\ny");
+    o.check("b\r\n", "", "y\r\n");
+    // No base line to tell: LF, though both sides use CRLF.
+    o.check("", "x\r\n", "y\r\n");
+}
+
+#[test]
+fn a_missing_final_newline_inside_a_conflict_gets_one() {
+    let o = Oracle::new();
+    o.check("a\nb\n", "a\nx", "a\ny");
+    o.check("a\r\nb\r\n", "a\r\nx", "a\r\ny");
+    o.check("a\nb", "a\nb\n", "a\nc");
+    o.check("a\nb", "a\nb\n", "a\nb");
+}
+
+#[test]
+fn empty_files_merge() {
+    let o = Oracle::new();
+    o.check("", "", "");
+    o.check("", "a\n", "");
+    o.check("a\n", "", "a\n");
+    o.check("", "a\n", "b\n");
+}
+
+#[test]
+fn conflict_hunks_name_their_lines() {
+    let (_, conflicts) = rewind::testing::merge_texts(
+        b"1\n2\n3\n4\n5\n6\n7\n8\n9\n",
+        b"1\n2\nours\n4\n5\n6\n7\n8\n",
+        b"1\n2\ntheirs\n4\n5\n6\n7\n8\n9\n10\n",
+        LABELS,
+    );
+    let hunk = |ours_start, ours_lines, base_start, base_lines, theirs_start, theirs_lines| {
+        rewind::ConflictHunk {
+            ours_start,
+            ours_lines,
+            base_start,
+            base_lines,
+            theirs_start,
+            theirs_lines,
+        }
+    };
+    // Line 3 changed both ways; after line 8, ours deleted 9 where theirs added 10: an empty
+    // region of ours just before its line 9 (one past its end).
+    assert_eq!(conflicts, [hunk(3, 1, 3, 1, 3, 1), hunk(9, 0, 9, 1, 9, 2)]);
+}
