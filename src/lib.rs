@@ -58,8 +58,8 @@ mod restore;
 mod serve;
 mod snapshot;
 mod store;
-#[doc(hidden)]
-pub mod testing;
+#[cfg(test)]
+mod testing;
 mod turns;
 
 pub use diff::{ConflictHunk, DiffOptions, FileChange, Patch, Status};
@@ -82,6 +82,21 @@ pub use store::{
     data_dir, private_data_dir, Call, Clock, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT,
     DEFAULT_MAX_FILE_SIZE,
 };
+/// Crate internals that the integration tests (tests/it) compare with git; not an API.
+#[doc(hidden)]
+pub mod for_tests {
+    /// `merge_texts` of the three-way merge (`git merge-file -p -L ours_label -L base_label
+    /// -L theirs_label ours base theirs`): the merged text and its conflicts.
+    pub fn merge_texts(
+        base: &[u8],
+        ours: &[u8],
+        theirs: &[u8],
+        labels: [&str; 3],
+    ) -> (Vec<u8>, Vec<crate::ConflictHunk>) {
+        let merged = crate::diff::merge::merge_texts(base, ours, theirs, labels);
+        (merged.text, merged.conflicts)
+    }
+}
 pub use turns::{
     BeginOptions, Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart,
     UndoOptions,
