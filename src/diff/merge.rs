@@ -58,9 +58,10 @@ pub(crate) struct Merged {
 
 /// `git merge-file -p -L ours_label -L base_label -L theirs_label ours base theirs`: `text` is
 /// what git prints (with markers when `conflicts` is not empty). The base label is only printed
-/// by git's diff3 styles, so it is unused here. Costs one hash per line of the three texts, the
-/// two line diffs from base (O((N+M)·D) each), a diff of each conflicting region's two sides,
-/// and one copy of the output.
+/// by git's diff3 styles, so it is unused here. Texts must have fewer than 2^31 lines each
+/// (the line diff's bound; git refuses files over 1 GiB). Costs one hash per line of the three
+/// texts, the two line diffs from base (O((N+M)·D) each), a diff of each conflicting region's
+/// two sides, and one copy of the output.
 pub(crate) fn merge_texts(base: &[u8], ours: &[u8], theirs: &[u8], labels: [&str; 3]) -> Merged {
     let mut interner = Interner::new(0);
     let base = Text::new(base, &mut interner);
