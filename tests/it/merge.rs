@@ -451,3 +451,60 @@ fn conflicts_around_the_same_change_on_both_sides_are_one() {
         1
     );
 }
+
+// ---------------------------------------------------------------------------
+// Large files: the line diff's known gap (docs/design.md, Line diffs)
+// ---------------------------------------------------------------------------
+
+/// `cases` random merges of a base of `lines` to `lines * 1.5` lines, each side `edits`
+/// random inserts, deletes and replacements of it; how many differ from git.
+fn large_merges_differing(seed: u64, cases: usize, lines: u64, edits: usize) -> usize {
+    let oracle = Oracle::new();
+    let mut rng = XorShift::seeded(seed);
+    let mut differing = 0;
+    for _ in 0..cases {
+        let base: Vec<String> = (0..lines + rng.below(lines / 2))
+            .map(|_| match rng.below(10) {
+                0 => ["", "{", "}", "    x;"][rng.below(4) as usize].to_string(),
+                _ => format!("line {}", rng.below(2000)),
+            })
+            .collect();
+        let mut side = || {
+            let mut text = base.clone();
+            for _ in 0..edits {
+                let at = rng.below(text.len() as u64 + 1) as usize;
+                let line = format!("line {}", rng.below(2000));
+                match rng.below(3) {
+                    0 => text.insert(at, line),
+                    1 if at < text.len() => {
+                        text.remove(at);
+                    }
+                    _ if at < text.len() => text[at] = line,
+                    _ => {}
+                }
+            }
+            text.join("\n") + "\n"
+        };
+        let (ours, theirs) = (side(), side());
+        let base = base.join("\n") + "\n";
+        let differs = oracle.differs(base.as_bytes(), ours.as_bytes(), theirs.as_bytes());
+        differing += differs.is_some() as usize;
+    }
+    differing
+}
+
+/// Files of 20,000–30,000 lines with 400 changes a side merge as git merges them.
+#[test]
+fn large_merges_match_git() {
+    assert_eq!(large_merges_differing(21, 4, 20_000, 400), 0);
+}
+
+/// Known difference, the line diff's (docs/design.md, Line diffs and Three-way merge): past
+/// 35,000 lines with hundreds of scattered changes, imara's Myers gives up on a minimal script
+/// at other points than git's, and the merge differs with it. Held at the rate this fixed set
+/// measures (3 of 4); tighten it when the line diff comes closer to git.
+#[test]
+fn large_heavily_edited_merges_differ_from_git_at_the_measured_rate() {
+    const MEASURED: usize = 3;
+    assert_eq!(large_merges_differing(13, 4, 40_000, 1000), MEASURED);
+}
