@@ -200,11 +200,15 @@ fn regions(base: &Text, ours: &Text, theirs: &Text, tokens: u32) -> Vec<Region> 
         let mut end = start;
         let (o_before, t_before) = (o.clone(), t.clone());
         while o.take_if_starts_by(&mut end) || t.take_if_starts_by(&mut end) {}
-        let base_range = start..end;
-        let ours_range = o.side_range(&o_before, base_range.clone());
-        let theirs_range = t.side_range(&t_before, base_range.clone());
-        let same = || ours.tokens[as_usize(&ours_range)] == theirs.tokens[as_usize(&theirs_range)];
-        let kind = match (o.next - o_before.next, t.next - t_before.next) {
+        let mut region = Region {
+            kind: Kind::Conflict,
+            ours: o.side_range(&o_before, start..end),
+            theirs: t.side_range(&t_before, start..end),
+            base: start..end,
+        };
+        let same =
+            || ours.tokens[as_usize(&region.ours)] == theirs.tokens[as_usize(&region.theirs)];
+        region.kind = match (o.next - o_before.next, t.next - t_before.next) {
             (_, 0) => Kind::Ours,
             (0, _) => Kind::Theirs,
             // One change on each side, of the same base lines to the same lines, leaves no
@@ -214,24 +218,13 @@ fn regions(base: &Text, ours: &Text, theirs: &Text, tokens: u32) -> Vec<Region> 
             }
             _ if same() => Kind::Same,
             _ => {
-                refine(
-                    ours,
-                    theirs,
-                    &base_range,
-                    &ours_range,
-                    &theirs_range,
-                    tokens,
-                )
-                .for_each(|conflict| join_or_push(&mut regions, conflict, ours));
+                for conflict in refine(ours, theirs, &region, tokens) {
+                    join_or_push(&mut regions, conflict, ours);
+                }
                 continue;
             }
         };
-        regions.push(Region {
-            kind,
-            base: base_range,
-            ours: ours_range,
-            theirs: theirs_range,
-        });
+        regions.push(region);
     }
     regions
 }
@@ -242,21 +235,20 @@ fn regions(base: &Text, ours: &Text, theirs: &Text, tokens: u32) -> Vec<Region> 
 fn refine<'r>(
     ours: &Text,
     theirs: &Text,
-    base: &'r Range<u32>,
-    ours_range: &'r Range<u32>,
-    theirs_range: &'r Range<u32>,
+    region: &'r Region,
     tokens: u32,
 ) -> impl Iterator<Item = Region> + 'r {
     let changes = line_changes(
-        &ours.tokens[as_usize(ours_range)],
-        &theirs.tokens[as_usize(theirs_range)],
+        &ours.tokens[as_usize(&region.ours)],
+        &theirs.tokens[as_usize(&region.theirs)],
         tokens,
     );
+    let (o0, t0) = (region.ours.start, region.theirs.start);
     changes.into_iter().map(move |(o, t)| Region {
         kind: Kind::Conflict,
-        base: base.clone(),
-        ours: ours_range.start + o.start..ours_range.start + o.end,
-        theirs: theirs_range.start + t.start..theirs_range.start + t.end,
+        base: region.base.clone(),
+        ours: o0 + o.start..o0 + o.end,
+        theirs: t0 + t.start..t0 + t.end,
     })
 }
 
