@@ -82,6 +82,11 @@ pub use store::{
     data_dir, private_data_dir, Call, Clock, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT,
     DEFAULT_MAX_FILE_SIZE,
 };
+pub use turns::{
+    BeginOptions, Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart,
+    UndoOptions,
+};
+
 /// Crate internals that the integration tests (tests/it) compare with git; not an API.
 #[doc(hidden)]
 pub mod for_tests {
@@ -97,7 +102,3 @@ pub mod for_tests {
         (merged.text, merged.conflicts)
     }
 }
-pub use turns::{
-    BeginOptions, Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart,
-    UndoOptions,
-};
