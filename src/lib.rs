@@ -62,7 +62,7 @@ mod store;
 mod testing;
 mod turns;
 
-pub use diff::{DiffOptions, FileChange, Patch, Status};
+pub use diff::{ConflictHunk, DiffOptions, FileChange, Patch, Status};
 pub use error::{BoxError, Error, Result};
 pub use fs::hard_links;
 /// Paths in outcomes are bytes, as the file system names them (`gix`'s `BString`).
@@ -87,3 +87,19 @@ pub use turns::{
     BeginOptions, Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart,
     UndoOptions,
 };
+
+/// Crate internals that the integration tests (tests/it) compare with git; not an API.
+#[doc(hidden)]
+pub mod for_tests {
+    /// `merge_texts` of the three-way merge (`git merge-file -p -L ours_label -L base_label
+    /// -L theirs_label ours base theirs`): the merged text and its conflicts.
+    pub fn merge_texts(
+        base: &[u8],
+        ours: &[u8],
+        theirs: &[u8],
+        labels: [&str; 3],
+    ) -> (Vec<u8>, Vec<crate::ConflictHunk>) {
+        let merged = crate::diff::merge::merge_texts(base, ours, theirs, labels);
+        (merged.text, merged.conflicts)
+    }
+}

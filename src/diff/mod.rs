@@ -15,9 +15,11 @@ use crate::store::objects::read_blob;
 use crate::store::{SnapshotId, Store};
 
 mod lines;
+pub(crate) mod merge;
 mod tree;
 
 use lines::LineDiff;
+pub use merge::ConflictHunk;
 pub(crate) use tree::{tree_changes, Change, Side};
 
 /// git decides a side is binary when a NUL byte appears in its first 8,000 bytes.

@@ -14,6 +14,7 @@ mod faults;
 mod hooks;
 mod ignore_config;
 mod layout;
+mod merge;
 mod model;
 mod packs;
 mod prune;
