@@ -38,6 +38,10 @@ use crate::snapshot::TrackOptions;
 use crate::store::objects::read_blob;
 use crate::store::{snapshot_record, Locked, SnapshotId, Store};
 
+mod merge;
+pub use merge::ConflictDetail;
+pub(crate) use merge::{reverse_turns, write_blob, Reversed, TurnSides};
+
 /// Options for [`Store::restore`].
 #[derive(Debug, Clone, Default)]
 pub struct RestoreOptions {
@@ -72,6 +76,18 @@ pub struct RestoreOutcome {
     /// repository then, or left out for size or type): not deleted.
     #[serde(serialize_with = "serialize_paths")]
     pub kept: Vec<BString>,
+    /// Files written with a three-way merge (also in `written`): an undo took the turns' hunks
+    /// out and kept the others' (`undo` with `only` or `merge`).
+    #[serde(
+        serialize_with = "serialize_paths",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub merged: Vec<BString>,
+    /// For an undo, each path left alone because someone else changed it too (and, with
+    /// `only` and `force`, each file written with conflict markers): whether a merge would be
+    /// clean, and where the edits overlap.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conflict_details: Vec<ConflictDetail>,
     /// A snapshot of the project from just before: `restore(undo)` puts everything back. (In a
     /// dry run, the project now; nothing is recorded.)
     pub undo: SnapshotId,
@@ -144,6 +160,9 @@ pub(crate) struct Plan {
     pub(crate) force: bool,
     /// Decide every step, then stop: nothing is written, deleted or recorded.
     pub(crate) dry_run: bool,
+    /// Where the steps' blobs are read, when not the store: a view holding a dry run's merged
+    /// texts in memory.
+    pub(crate) objects: Option<gix::Repository>,
 }
 
 /// What stands where the target adds a path the current snapshot lacks.
@@ -194,6 +213,7 @@ impl Store {
             sights: vec![self.visibility(target, None)?],
             force: options.force,
             dry_run: options.dry_run,
+            objects: None,
         })
     }
 
@@ -332,6 +352,7 @@ impl Store {
             sights,
             force: options.force,
             dry_run: options.dry_run,
+            objects: None,
         })
     }
 }
@@ -351,11 +372,14 @@ impl Locked<'_> {
     /// Check, then carry out `plan` (see the module docs).
     pub(crate) fn apply(&self, mut plan: Plan) -> Result<RestoreOutcome> {
         let repo = self.repo();
+        // The blobs to write (and a dry run's patches) come from there; what is recorded goes
+        // to the store.
+        let blobs = plan.objects.take().unwrap_or_else(|| self.repo());
         // Read every blob to be written first: a missing or corrupt object stops everything here.
         let mut contents = Vec::with_capacity(plan.steps.len());
         for step in &plan.steps {
             contents.push(match step.target {
-                Some(side) => Some(read_blob(&repo, side.id, step.path.as_ref())?),
+                Some(side) => Some(read_blob(&blobs, side.id, step.path.as_ref())?),
                 None => None,
             });
         }
@@ -369,6 +393,8 @@ impl Locked<'_> {
             failed: Vec::new(),
             conflicts: Vec::new(),
             kept: Vec::new(),
+            merged: Vec::new(),
+            conflict_details: Vec::new(),
             undo: SnapshotId(plan.current),
             dry_run: plan.dry_run,
             diff: None,
@@ -410,7 +436,7 @@ impl Locked<'_> {
                     Action::SaveAndWrite(_) => None, // what stands there is outside the snapshot
                     _ => step.current,
                 };
-                write_change(&repo, &mut diff, step.path.as_ref(), current, step.target)?;
+                write_change(&blobs, &mut diff, step.path.as_ref(), current, step.target)?;
             }
             outcome.diff = Some(diff);
             return Ok(outcome);

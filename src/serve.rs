@@ -441,6 +441,12 @@ struct Undo {
     /// The most recent turn not undone yet (instead of `turn` and `file`).
     #[serde(default)]
     last: bool,
+    /// `turn` alone, later turns kept (three-way merges).
+    #[serde(default)]
+    only: bool,
+    /// Merge paths someone else changed since instead of leaving them alone.
+    #[serde(default)]
+    merge: bool,
 }
 
 /// The protocol's version: additions (methods, params, result members) keep it; a change that
@@ -577,10 +583,17 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
                 force,
                 dry_run,
                 last,
+                only,
+                merge,
             } = params(raw)?;
             if last && (turn.is_some() || file.is_some()) {
                 return Err(Failure::BadParams(
                     "bad params: `last` goes without `turn` and `file`".into(),
+                ));
+            }
+            if only && (turn.is_none() || merge) {
+                return Err(Failure::BadParams(
+                    "bad params: `only` needs `turn`, and merges already (no `merge`)".into(),
                 ));
             }
             let options = crate::turns::UndoOptions {
@@ -588,6 +601,8 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
                 file,
                 force,
                 dry_run,
+                only,
+                merge,
             };
             value(match last {
                 true => store.undo_last_with(&session, &options)?,

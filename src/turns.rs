@@ -23,7 +23,9 @@ use serde::Serialize;
 use crate::diff::{file_change, tree_changes, Change, DiffOptions, Side, Status};
 use crate::error::{Error, Result};
 use crate::paths::is_within;
-use crate::restore::{step_of, Plan, RestoreOutcome};
+use crate::restore::{
+    reverse_turns, step_of, write_blob, ConflictDetail, Plan, RestoreOutcome, Reversed, TurnSides,
+};
 use crate::snapshot::visibility::{decode_path, encode_path};
 use crate::snapshot::TrackOptions;
 use crate::store::{Locked, SnapshotId, Store};
@@ -98,6 +100,15 @@ pub struct UndoOptions {
     pub force: bool,
     /// Change nothing and record nothing: return the outcome the real undo would give now.
     pub dry_run: bool,
+    /// Undo `turn` alone and keep the later turns: each path it changed gets a three-way merge
+    /// (the file now, what the turn left, what it found), as `git merge-file` computes it. A
+    /// clean merge is written; overlapping hunks are a conflict, left alone (with `force`,
+    /// written with git's conflict markers; the file's bytes are in the undo point).
+    pub only: bool,
+    /// Merge paths someone else changed since (the user, another session) instead of leaving
+    /// them alone: the turns' hunks are taken out, theirs stay. Where the hunks overlap, the
+    /// path is still a conflict.
+    pub merge: bool,
 }
 
 /// Which undo [`Store::redo`] redoes.
@@ -265,6 +276,8 @@ struct ChainLink {
     kind: ChainKind,
     /// For an end commit that lists them, the turn's own files.
     own: Option<HashSet<BString>>,
+    /// For an undo commit, the paths it merged (someone else's edits are in them).
+    merged: HashSet<BString>,
 }
 
 /// A session's id and its turns, oldest first.
@@ -320,6 +333,9 @@ const BEGIN: &str = "Rewind-Begin: ";
 const REOPENED: &str = "Rewind-Reopened: ";
 /// In an undo's commit: a path it left alone (someone else's, or in the way).
 const LEFT_ALONE: &str = "Rewind-Left-Alone: ";
+/// In an undo's commit: a path it wrote with a merge that kept someone else's edits (so a
+/// later undo treats it as someone else's too).
+const MERGED: &str = "Rewind-Merged: ";
 /// In an undo's commit: the snapshot taken just before it (what a redo brings back).
 const UNDO_POINT: &str = "Rewind-Undo-Point: ";
 /// In an undo's or redo's commit: a path it wrote or deleted (percent-encoded). A redo brings
@@ -878,6 +894,9 @@ impl Store {
             None => (!records.is_empty()).then_some(0),
         }
         .ok_or_else(|| self.missing_turn(session, from_turn.unwrap_or_default()))?;
+        if options.only {
+            return locked.undo_alone(session, &records[start], only, options);
+        }
         let undone = &records[start..];
         let current = locked.current(options.dry_run)?;
         let repo = locked.repo();
@@ -885,11 +904,14 @@ impl Store {
         // Shared paths (changed while another session's turn was open, announced by neither
         // or both) are someone else's as much as the session's.
         let mut shared = Vec::new();
-        for record in undone {
+        // For each path, the undone turns that changed it (by index in `undone`).
+        let mut changed_by: HashMap<BString, Vec<usize>> = HashMap::new();
+        for (index, record) in undone.iter().enumerate() {
             for (path, origin) in locked.turn_paths(session, record, current)? {
                 if origin == Origin::Shared {
                     shared.push(path.clone());
                 }
+                changed_by.entry(path.clone()).or_default().push(index);
                 touched.push(path);
             }
         }
@@ -912,10 +934,16 @@ impl Store {
         }
         // (A turn a redo gave back starts from the project as the redo found it.)
         let target = locked.as_reopened(session, undone[0].clone())?.before;
-        let mut conflicts = Vec::new();
-        let mut changes = Vec::new();
+        let mut d = Decisions::default();
+        // Paths someone else changed too: merged (with `merge`), or a conflict that says
+        // whether a merge would be clean. Merged texts go to the store only when written.
+        let merges = match options.merge && !options.dry_run {
+            true => locked.repo(),
+            false => locked.repo().with_object_memory(),
+        };
+        let mut merger = TurnMerger::new(&merges, undone, current);
         let differing = tree_changes(&repo, current, target)?;
-        let differs: HashSet<&BString> = differing.iter().map(|c| &c.path).collect();
+        let differs: HashSet<BString> = differing.iter().map(|c| c.path.clone()).collect();
         // Paths the turns changed that no snapshot sees now (ignored since, say) but that are
         // on disk: left as they are, and said so.
         let mut out_of_view = Vec::new();
@@ -942,12 +970,48 @@ impl Store {
                 locked.visibility(record.before, Some(record.begin))?,
             ));
         }
+        // A path someone else changed too: merged (with `merge`), else a conflict that says
+        // whether a merge would be clean. Also when the project holds what the target does: a
+        // file the user made between turns that a later turn deleted comes back by a merge.
+        let mut around_others =
+            |d: &mut Decisions, path: &BString, now: Option<Side>| -> Result<()> {
+                let turns = &changed_by[path];
+                let (mergeable, hunks) = match merger.reverse(&locked, session, path, now, turns)? {
+                    Reversed::Side { side, .. } if side == now => return Ok(()),
+                    Reversed::Side { side, merged: m } if options.merge => {
+                        if m {
+                            d.merged.push(path.clone());
+                        }
+                        let (path, before, after) = (path.clone(), now, side);
+                        d.changes.push(Change {
+                            path,
+                            before,
+                            after,
+                        });
+                        return Ok(());
+                    }
+                    Reversed::Side { .. } => (true, Vec::new()),
+                    Reversed::Conflict { hunks, .. } => (false, hunks),
+                };
+                d.details
+                    .push(ConflictDetail::new(path.clone(), mergeable, hunks));
+                d.conflicts.push(path.clone());
+                Ok(())
+            };
+        if !force {
+            for path in touched
+                .iter()
+                .filter(|p| others.contains(*p) && !differs.contains(*p))
+            {
+                around_others(&mut d, path, side_at(&repo, current, path.as_ref())?)?;
+            }
+        }
         for change in differing {
             if touched.binary_search(&change.path).is_err() {
                 continue; // not the agent's: edits between turns by someone else stay
             }
             if !force && others.contains(&change.path) {
-                conflicts.push(change.path.clone());
+                around_others(&mut d, &change.path, change.before)?;
                 continue;
             }
             let mut unseen = false;
@@ -957,22 +1021,29 @@ impl Store {
             }
             match (unseen, change.after) {
                 (true, None) => out_of_view.push(change.path.clone()),
-                (true, Some(_)) if !force => conflicts.push(change.path.clone()),
-                _ => changes.push(change),
+                (true, Some(_)) if !force => d.conflicts.push(change.path.clone()),
+                _ => d.changes.push(change),
             }
         }
         let mut outcome = locked.apply(Plan {
             target,
             current,
-            steps: changes.iter().map(|c| step_of(c, 0)).collect(),
+            steps: d.changes.iter().map(|c| step_of(c, 0)).collect(),
             sights: vec![locked.visibility(target, Some(undone[0].begin))?],
             force,
             dry_run: options.dry_run,
+            objects: Some(merges.clone()),
         })?;
         // Left alone: what the undo saw was someone else's, then what changed as it ran.
-        conflicts.append(&mut outcome.conflicts);
-        outcome.conflicts = conflicts;
+        d.conflicts.append(&mut outcome.conflicts);
+        outcome.conflicts = d.conflicts;
         outcome.kept.extend(out_of_view);
+        outcome.merged = d
+            .merged
+            .into_iter()
+            .filter(|p| outcome.written.contains(p))
+            .collect();
+        outcome.conflict_details = d.details;
         if options.dry_run {
             return Ok(outcome);
         }
@@ -1005,11 +1076,8 @@ impl Store {
                 encode_id("turn", &record.turn)?
             ));
         }
-        for path in &outcome.conflicts {
-            message.push_str(LEFT_ALONE);
-            crate::snapshot::visibility::encode_path(&mut message, path);
-            message.push('\n');
-        }
+        push_path_lines(&mut message, LEFT_ALONE, &outcome.conflicts);
+        push_path_lines(&mut message, MERGED, &outcome.merged);
         message.push_str(&trailers(
             session,
             &undone[0].turn,
@@ -1019,7 +1087,7 @@ impl Store {
         )?);
         message.push_str(UNDO_TRAILER);
         message.push('\n');
-        locked.record_on_chain(session, base, &changes, &outcome, &message)?;
+        locked.record_on_chain(session, base, &d.changes, &outcome, &message)?;
         for (record, marker) in rolled_back {
             locked.set_ref(&marker, record.commit, "rewind: undo")?;
         }
@@ -1093,7 +1161,15 @@ impl Store {
                 }
                 _ => None,
             };
-            chain.push(ChainLink { tree, kind, own });
+            let merged = lines_with(message, MERGED)
+                .filter_map(decode_path)
+                .collect();
+            chain.push(ChainLink {
+                tree,
+                kind,
+                own,
+                merged,
+            });
             if commit == begin {
                 break;
             }
@@ -1241,6 +1317,7 @@ impl Store {
             sights: vec![locked.visibility(point, None)?],
             force,
             dry_run: false,
+            objects: None,
         })?;
         let rolled_back: Vec<String> = lines_with(&message, ROLLED_BACK)
             .filter_map(|t| decode_id(t.to_str().ok()?))
@@ -1374,7 +1451,14 @@ impl Store {
                         };
                     }
                 }
-                ChainKind::Undo => last_word.extend(changed.map(|path| (path, to.tree))),
+                ChainKind::Undo => {
+                    for path in changed {
+                        match to.merged.contains(&path) {
+                            true => others.insert(path),
+                            false => last_word.insert(path, to.tree).is_some(),
+                        };
+                    }
+                }
                 // A gap: someone else's, unless a turn left open runs into it.
                 ChainKind::Begin if from.kind != ChainKind::Begin => others.extend(changed),
                 ChainKind::Begin => {}
@@ -1722,7 +1806,261 @@ impl Store {
     }
 }
 
+/// What a range undo decided per path, before applying it.
+#[derive(Default)]
+struct Decisions {
+    changes: Vec<Change>,
+    /// Left alone.
+    conflicts: Vec<BString>,
+    details: Vec<ConflictDetail>,
+    /// Of `changes`, the paths written by a merge.
+    merged: Vec<BString>,
+}
+
+/// Takes undone turns out of single paths, latest first (see [`reverse_turns`]). Each turn's
+/// "before" (as a redo reopened it) and "after" (the project now, for a turn still open) are
+/// looked up once; a turn an undo rolled back whole is out already and skipped.
+struct TurnMerger<'a> {
+    /// Where merged texts are written (object memory unless they are to be written).
+    repo: &'a gix::Repository,
+    undone: &'a [Record],
+    current: ObjectId,
+    /// Per undone turn: `None` until looked up, then its trees (`None`: rolled back).
+    trees: Vec<Option<Option<(ObjectId, ObjectId)>>>,
+    left_alone: Option<HashSet<String>>,
+}
+
+impl<'a> TurnMerger<'a> {
+    fn new(repo: &'a gix::Repository, undone: &'a [Record], current: ObjectId) -> Self {
+        TurnMerger {
+            repo,
+            undone,
+            current,
+            trees: vec![None; undone.len()],
+            left_alone: None,
+        }
+    }
+
+    /// The "before" and "after" trees of undone turn `index`; `None` if an undo rolled it
+    /// back whole. Costs the rolled-back lookup and [`Store::as_reopened`], once per turn.
+    fn trees(
+        &mut self,
+        locked: &Locked,
+        session: &str,
+        index: usize,
+    ) -> Result<Option<(ObjectId, ObjectId)>> {
+        if let Some(trees) = self.trees[index] {
+            return Ok(trees);
+        }
+        let record = &self.undone[index];
+        let marker = turn_ref(session, "rolled-back", &record.turn)?;
+        let mut out = locked.ref_target(&marker)?.is_none();
+        if !out {
+            if self.left_alone.is_none() {
+                self.left_alone = Some(locked.turns_undone_with_files_left_alone(session)?);
+            }
+            out = self
+                .left_alone
+                .as_ref()
+                .is_some_and(|l| l.contains(&record.turn));
+        }
+        let trees = match out {
+            true => {
+                let before = locked.as_reopened(session, record.clone())?.before;
+                Some((before, record.after.unwrap_or(self.current)))
+            }
+            false => None,
+        };
+        self.trees[index] = Some(trees);
+        Ok(trees)
+    }
+
+    /// Take undone turns `turns` (indexes, oldest first) out of `path`, which holds `now`.
+    /// Costs [`reverse_turns`] plus two tree lookups per turn.
+    fn reverse(
+        &mut self,
+        locked: &Locked,
+        session: &str,
+        path: &BString,
+        now: Option<Side>,
+        turns: &[usize],
+    ) -> Result<Reversed> {
+        let mut sides = Vec::new();
+        let mut last_turn = None;
+        for &index in turns.iter().rev() {
+            let Some((before, after)) = self.trees(locked, session, index)? else {
+                continue;
+            };
+            sides.push(TurnSides {
+                before: side_at(self.repo, before, path.as_ref())?,
+                after: side_at(self.repo, after, path.as_ref())?,
+            });
+            last_turn.get_or_insert(&self.undone[index].turn);
+        }
+        let turn = last_turn.map_or(String::new(), |t| format!(" {t:?}"));
+        let (after, before) = (format!("after turn{turn}"), format!("before turn{turn}"));
+        reverse_turns(
+            self.repo,
+            path.as_ref(),
+            now,
+            &sides,
+            ["now", &after, &before],
+        )
+    }
+}
+
+/// Append a `key` line per path (percent-encoded) to a commit message.
+fn push_path_lines(message: &mut String, key: &str, paths: &[BString]) {
+    for path in paths {
+        message.push_str(key);
+        encode_path(message, path);
+        message.push('\n');
+    }
+}
+
 impl Locked<'_> {
+    /// [`Store::undo`] with `only`: `record`'s work taken out of each path it changed (below
+    /// `only`, if given) by a three-way merge, and the later turns' and anyone else's kept.
+    /// Costs a [`track`](Self::track), then per path a merge when others changed it too.
+    fn undo_alone(
+        &self,
+        session: &str,
+        record: &Record,
+        only: Option<BString>,
+        options: &UndoOptions,
+    ) -> Result<RestoreOutcome> {
+        let marker = turn_ref(session, "rolled-back", &record.turn)?;
+        if self.ref_target(&marker)?.is_some()
+            && !self
+                .turns_undone_with_files_left_alone(session)?
+                .contains(&record.turn)
+        {
+            return Err(Error::Turn {
+                session: session.into(),
+                turn: record.turn.clone(),
+                reason: "is undone already (redo it first)",
+            });
+        }
+        let current = self.current(options.dry_run)?;
+        let repo = self.repo();
+        let mut paths: Vec<BString> = self
+            .turn_paths(session, record, current)?
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect();
+        if let Some(only) = &only {
+            paths.retain(|p| is_within(p.as_ref(), only.as_ref()));
+            if paths.is_empty() {
+                return Err(Error::PathNotChanged {
+                    path: only.to_str_lossy().into_owned(),
+                    session: session.into(),
+                });
+            }
+        }
+        let merges = match options.dry_run {
+            true => self.repo().with_object_memory(),
+            false => self.repo(),
+        };
+        let undone = std::slice::from_ref(record);
+        let mut merger = TurnMerger::new(&merges, undone, current);
+        let (mut changes, mut conflicts, mut details, mut merged) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for path in paths {
+            let now = side_at(&repo, current, path.as_ref())?;
+            match merger.reverse(self, session, &path, now, &[0])? {
+                Reversed::Side { side, .. } if side == now => {}
+                Reversed::Side { side, merged: m } => {
+                    if m {
+                        merged.push(path.clone());
+                    }
+                    changes.push(Change {
+                        path,
+                        before: now,
+                        after: side,
+                    });
+                }
+                Reversed::Conflict {
+                    hunks,
+                    markers: Some((mode, text)),
+                } if options.force => {
+                    details.push(ConflictDetail::new(path.clone(), false, hunks));
+                    let id = write_blob(&merges, &text)?;
+                    let after = Some(Side { mode, id });
+                    changes.push(Change {
+                        path,
+                        before: now,
+                        after,
+                    });
+                }
+                Reversed::Conflict { hunks, .. } => {
+                    details.push(ConflictDetail::new(path.clone(), false, hunks));
+                    conflicts.push(path);
+                }
+            }
+        }
+        // The project as the undo leaves it: now, with the changes.
+        let mut editor = merges
+            .edit_tree(current)
+            .map_err(|e| Error::store(self.git_dir(), e))?;
+        for change in &changes {
+            let edited = match change.after {
+                Some(side) => editor.upsert(change.path.as_bstr(), entry_kind(side.mode), side.id),
+                None => editor.remove(change.path.as_bstr()),
+            };
+            edited.map_err(|e| Error::store(self.git_dir(), e))?;
+        }
+        let target = editor
+            .write()
+            .map_err(|e| Error::store(self.git_dir(), e))?
+            .detach();
+        let before = self.as_reopened(session, record.clone())?.before;
+        let mut outcome = self.apply(Plan {
+            target,
+            current,
+            steps: changes.iter().map(|c| step_of(c, 0)).collect(),
+            sights: vec![self.visibility(before, Some(record.begin))?],
+            force: options.force,
+            dry_run: options.dry_run,
+            objects: Some(merges.clone()),
+        })?;
+        conflicts.append(&mut outcome.conflicts);
+        outcome.conflicts = conflicts;
+        outcome.merged = merged
+            .into_iter()
+            .filter(|p| outcome.written.contains(p))
+            .collect();
+        outcome.conflict_details = details;
+        if options.dry_run {
+            return Ok(outcome);
+        }
+        let base = match self.ref_target(&session_ref(session, "head")?)? {
+            Some(head) => commit_and_tree(&repo, head)?.1,
+            None => current,
+        };
+        let mut message = format!(
+            "rewind: undo of turn {:?} alone, in session {session:?}\n\n{UNDO_POINT}{}\n",
+            record.turn, outcome.undo
+        );
+        // (Its paths below `only` alone do not roll the turn back.)
+        let rolled_back = outcome.failed.is_empty() && only.is_none();
+        if rolled_back {
+            message.push_str(&format!(
+                "{ROLLED_BACK}{}\n",
+                encode_id("turn", &record.turn)?
+            ));
+        }
+        push_path_lines(&mut message, LEFT_ALONE, &outcome.conflicts);
+        push_path_lines(&mut message, MERGED, &outcome.merged);
+        message.push_str(&trailers(session, &record.turn, self.now()?, None, None)?);
+        message.push_str(UNDO_TRAILER);
+        message.push('\n');
+        self.record_on_chain(session, base, &changes, &outcome, &message)?;
+        if rolled_back {
+            self.set_ref(&marker, record.commit, "rewind: undo")?;
+        }
+        Ok(outcome)
+    }
+
     /// Append an undo or redo to the session's chain: a commit (with `message`, and a
     /// `Rewind-Changed:` line per path it wrote or deleted) of what the session left, `base`
     /// (its last commit's tree: an end, an undo, or an open turn's "before") with the `changes`

@@ -100,6 +100,25 @@ class Failure(TypedDict):
     error: str
 
 
+class ConflictHunk(TypedDict):
+    """Where an undo's turns and someone else's edits overlap (1-based line ranges)."""
+
+    ours_start: int
+    ours_lines: int
+    base_start: int
+    base_lines: int
+    theirs_start: int
+    theirs_lines: int
+
+
+class ConflictDetail(TypedDict):
+    """A file an undo left alone: whether a merge would be clean, and where edits overlap."""
+
+    file: str
+    mergeable: bool
+    hunks: list[ConflictHunk]
+
+
 class RestoreOutcome(TypedDict):
     """What restore, revert, undo and redo did."""
 
@@ -112,6 +131,8 @@ class RestoreOutcome(TypedDict):
     undo: str  # restore(undo) puts everything back as it was before (dry run: the project now)
     dry_run: NotRequired[bool]  # present (true) for a dry run: nothing was changed
     diff: NotRequired[str]  # in a dry run, the patch of each file written or deleted
+    merged: NotRequired[list[str]]  # files an undo wrote with a three-way merge
+    conflict_details: NotRequired[list[ConflictDetail]]  # an undo's conflicts, explained
 
 
 class TurnFile(TypedDict):
@@ -528,17 +549,19 @@ class RewindClient:
         force: bool = False,
         last: bool = False,
         dry_run: bool = False,
+        only: bool = False,
+        merge: bool = False,
         **options: Unpack[CallOptions],
     ) -> RestoreOutcome:
         """Undo `turn` and the later turns (with `file`: only that path), or with `last` the most
-        recent turn not undone yet (without `turn` and `file`). Conflicts are left alone and
-        listed, unless `force`."""
+        recent turn not undone yet (without `turn` and `file`), or with `only` `turn` alone (later
+        turns kept, by three-way merges). Conflicts are left alone and listed, unless `force`;
+        with `merge`, files someone else changed since are merged."""
         params = _drop_none({"session": session, "turn": turn, "file": file})
         params["force"] = force
-        if last:
-            params["last"] = True
-        if dry_run:
-            params["dry_run"] = True
+        for key, flag in (("last", last), ("dry_run", dry_run), ("only", only), ("merge", merge)):
+            if flag:
+                params[key] = True
         return cast(RestoreOutcome, self.call("undo", params, **options))
 
     def redo(

@@ -252,6 +252,10 @@ pub(crate) enum Command {
     ///
     /// Example: rewind undo --session chat-42 --turn 3 --dry-run   (what it would change, first)
     ///
+    /// Example: rewind undo --session chat-42 --turn 3 --only   (turn 3 alone; turns 4, 5... stay)
+    ///
+    /// Example: rewind undo --session chat-42 --turn 3 --merge   (keep the user's edits since)
+    ///
     /// Example: rewind undo --last-session   (the last turn of the project's most recent session)
     Undo {
         /// The agent's session (conversation) id
@@ -270,6 +274,15 @@ pub(crate) enum Command {
         /// Only this path
         #[arg(long)]
         file: Option<PathBuf>,
+        /// Undo --turn alone and keep the later turns: each file it changed gets a three-way
+        /// merge (as git merge-file); overlapping edits are a conflict, left alone (with
+        /// --force, written with conflict markers)
+        #[arg(long, requires = "turn", conflicts_with = "merge")]
+        only: bool,
+        /// Merge files someone else changed since instead of leaving them alone: the agent's
+        /// hunks are taken out, the others stay
+        #[arg(long)]
+        merge: bool,
         #[command(flatten)]
         force: ForceArg,
         #[command(flatten)]

@@ -264,9 +264,8 @@ pub(crate) fn set_open_turn_aside(
     };
     let options = rewind::UndoOptions {
         turn: Some(open.turn.clone()),
-        file: None,
-        force: false,
         dry_run: true,
+        ..Default::default()
     };
     let preview = store.undo(session, &options)?;
     let lists = [

@@ -383,6 +383,8 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             force,
             dry_run,
             last,
+            only,
+            merge,
         } => {
             let session = match (session, last_session) {
                 (Some(session), false) => session.clone(),
@@ -411,6 +413,8 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                 file: file.clone(),
                 force,
                 dry_run: dry_run.dry_run,
+                only: *only,
+                merge: *merge,
             };
             let outcome = match last {
                 true => store.undo_last_with(&session, &options),

@@ -101,16 +101,43 @@ pub(crate) fn print_file(file: &rewind::TurnFile, indent: &str) {
 pub(crate) fn print_outcome(outcome: &rewind::RestoreOutcome, why: &str, undo_label: &str) {
     let would = if outcome.dry_run { "would be " } else { "" };
     for path in &outcome.written {
-        outln!("{would}written {}", quote(path));
+        match outcome.merged.contains(path) {
+            true => outln!("{would}merged {}", quote(path)),
+            false => outln!("{would}written {}", quote(path)),
+        }
     }
     for path in &outcome.deleted {
         outln!("{would}deleted {}", quote(path));
     }
     for path in &outcome.conflicts {
-        errln!(
-            "rewind: {would}left alone {}: {why} (use --force)",
-            quote(path)
-        );
+        let detail = outcome.conflict_details.iter().find(|d| d.file == *path);
+        let hint = match detail {
+            Some(d) if d.mergeable => "use --merge to keep both, or --force".to_owned(),
+            Some(d) if !d.hunks.is_empty() => {
+                let lines: Vec<String> = d
+                    .hunks
+                    .iter()
+                    .map(|h| match h.ours_lines {
+                        0 | 1 => h.ours_start.to_string(),
+                        n => format!("{}-{}", h.ours_start, h.ours_start + n - 1),
+                    })
+                    .collect();
+                format!(
+                    "the edits overlap at line {}; use --force",
+                    lines.join(", ")
+                )
+            }
+            _ => "use --force".to_owned(),
+        };
+        errln!("rewind: {would}left alone {}: {why} ({hint})", quote(path));
+    }
+    for detail in &outcome.conflict_details {
+        if outcome.written.contains(&detail.file) {
+            errln!(
+                "rewind: {would}written with conflict markers {}: its edits and the turn's overlap",
+                quote(&detail.file)
+            );
+        }
     }
     for path in &outcome.kept {
         errln!(

@@ -19,6 +19,7 @@ pub(crate) mod merge;
 mod tree;
 
 use lines::LineDiff;
+pub(crate) use merge::merge_texts;
 pub use merge::ConflictHunk;
 pub(crate) use tree::{tree_changes, Change, Side};
 
@@ -262,7 +263,7 @@ fn blob_size(repo: &gix::Repository, id: ObjectId, path: &BStr) -> Result<u64> {
         .map_err(|e| object_error(&id, path, e))
 }
 
-fn is_binary(data: &[u8]) -> bool {
+pub(crate) fn is_binary(data: &[u8]) -> bool {
     data[..data.len().min(BINARY_PROBE)].contains(&0)
 }
 

@@ -25,5 +25,6 @@ mod sessions;
 mod store_safety;
 mod track;
 mod turns;
+mod undo_merge;
 mod wait;
 mod weeks;

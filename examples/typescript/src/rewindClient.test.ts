@@ -55,6 +55,7 @@ const failure: Shape<Failure> = { path: "required", error: "required" };
 const restoreOutcome: Shape<RestoreOutcome> = {
   hash: "required", written: "required", deleted: "required", failed: "required", conflicts: "required",
   kept: "required", undo: "required", dry_run: "optional", diff: "optional",
+  merged: "optional", conflict_details: "optional",
 };
 const turnFile: Shape<TurnFile> = {
   file: "required", status: "required", additions: "required", deletions: "required", origin: "required",

@@ -92,7 +92,26 @@ export interface RestoreOutcome {
   /** Present (true) for a dry run: nothing was changed or recorded. */
   dry_run?: boolean;
   /** In a dry run, the patch of each file written or deleted, as `git diff` writes it. */
-  diff?: string;
+  diff?: string;  /** Files an undo wrote with a three-way merge (also in `written`). */
+  merged?: string[];
+  /** For an undo: each file left alone because someone else changed it too (or, with `only`
+   * and `force`, written with conflict markers). */
+  conflict_details?: ConflictDetail[];
+}
+/** Where an undo's turns and someone else's edits overlap, as 1-based line ranges. */
+export interface ConflictHunk {
+  ours_start: number;
+  ours_lines: number;
+  base_start: number;
+  base_lines: number;
+  theirs_start: number;
+  theirs_lines: number;
+}
+/** A file an undo left alone: whether a merge would be clean, and where the edits overlap. */
+export interface ConflictDetail {
+  file: string;
+  mergeable: boolean;
+  hunks: ConflictHunk[];
 }
 /** Whose change a file of a turn is (see docs/integration.md, "Two agents on one project"). */
 export type Origin = "unannounced" | "announced" | "shared";
@@ -171,11 +190,13 @@ export interface TurnId {
   turn: string;
 }
 /** Which turns an undo takes back: `turn` and the later ones (with `file`: only that path), or
- * with `last: true` the most recent turn not undone yet. `force`: conflicts too. `dry_run`:
- * change nothing, say what it would do. */
+ * with `last: true` the most recent turn not undone yet, or with `only: true` `turn` alone
+ * (later turns kept, by three-way merges). `force`: conflicts too. `dry_run`: change nothing,
+ * say what it would do. `merge`: merge files someone else changed since. */
 export type UndoWhich = { force?: boolean; dry_run?: boolean } & (
-  | { last?: false; turn?: string; file?: string }
-  | { last: true; turn?: never; file?: never }
+  | { last?: false; only?: false; turn?: string; file?: string; merge?: boolean }
+  | { last?: false; only: true; turn: string; file?: string; merge?: never }
+  | { last: true; only?: never; turn?: never; file?: never; merge?: boolean }
 );
 export type UndoParams = { session: string } & UndoWhich;
 /** Which undo a redo takes back (default: the session's last one not redone yet). */

@@ -1,0 +1,654 @@
+//! Undo one turn and keep the rest (`only`), and merge around someone else's edits (`merge`)
+//! (issue 14, parts 1 and 2). `git merge-file` is the oracle: each path the undone turns
+//! changed must end as `git merge-file -p now after before` says (one turn at a time, latest
+//! first), or be left alone where git reports a conflict; every other path stays; and the
+//! undo point gives back every byte. Random sessions with fixed seeds; `REWIND_UNDO_MERGE_CASES`
+//! runs more.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::{isolate_process_home, XorShift};
+
+/// Project files: path -> bytes.
+type Files = BTreeMap<String, Vec<u8>>;
+
+/// What a turn did to one path: what it found, what it left.
+type TurnSides<'a> = (Option<&'a Vec<u8>>, Option<&'a Vec<u8>>);
+
+const PATHS: &[&str] = &["a.txt", "b.txt", "d/c.txt", "d/e.txt"];
+
+fn read_files(root: &Path) -> Files {
+    PATHS
+        .iter()
+        .filter_map(|p| Some((p.to_string(), fs::read(root.join(p)).ok()?)))
+        .collect()
+}
+
+fn write_files(root: &Path, files: &Files) {
+    for path in PATHS {
+        let full = root.join(path);
+        match files.get(*path) {
+            Some(data) => {
+                fs::create_dir_all(full.parent().unwrap()).unwrap();
+                fs::write(&full, data).unwrap();
+            }
+            None => {
+                let _ = fs::remove_file(&full);
+            }
+        }
+    }
+}
+
+/// A random edit of `files`: lines replaced, inserted or removed in one file (from a small
+/// alphabet, so edits collide), a file created or deleted.
+fn edit(rng: &mut XorShift, files: &mut Files) {
+    let path = PATHS[rng.below(PATHS.len() as u64) as usize].to_string();
+    let Some(text) = files.get(&path) else {
+        let lines = 3 + rng.below(8);
+        let text = (0..lines).map(|_| line(rng)).collect::<Vec<_>>().concat();
+        files.insert(path, text);
+        return;
+    };
+    if rng.below(12) == 0 {
+        files.remove(&path);
+        return;
+    }
+    let mut lines: Vec<Vec<u8>> = text
+        .split_inclusive(|b| *b == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect();
+    for _ in 0..1 + rng.below(3) {
+        let at = rng.below(lines.len() as u64 + 1) as usize;
+        match rng.below(3) {
+            0 if at < lines.len() => lines[at] = line(rng),
+            1 if at < lines.len() => drop(lines.remove(at)),
+            _ => lines.insert(at, line(rng)),
+        }
+    }
+    if rng.below(10) == 0 {
+        if let Some(last) = lines.last_mut() {
+            last.retain(|b| *b != b'\n'); // no final newline
+        }
+    } else if let Some(last) = lines.last_mut().filter(|l| !l.ends_with(b"\n")) {
+        last.push(b'\n');
+    }
+    files.insert(path, lines.concat());
+}
+
+fn line(rng: &mut XorShift) -> Vec<u8> {
+    format!("line {}\n", rng.below(12)).into_bytes()
+}
+
+/// `git merge-file -p -L now -L after -L before now after before`: the text and whether clean.
+fn git_merge_file(now: &[u8], after: &[u8], before: &[u8], labels: [&str; 3]) -> (Vec<u8>, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["now", "after", "before"];
+    for (name, data) in names.iter().zip([now, after, before]) {
+        fs::write(dir.path().join(name), data).unwrap();
+    }
+    let out = Command::new("git")
+        .current_dir(dir.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir.path())
+        .args(["merge-file", "-p"])
+        .args(labels.iter().flat_map(|l| ["-L", l]))
+        .args(names)
+        .output()
+        .expect("git merge-file");
+    let code = out.status.code().expect("git merge-file exited");
+    assert!((0..127).contains(&code), "git merge-file failed: {out:?}");
+    (out.stdout, code == 0)
+}
+
+/// What taking the turns `(before, after)` (latest first) out of a path holding `now` gives,
+/// as git computes it: `Some(result)`, or `None` for a conflict (the path left alone).
+fn expected(
+    now: Option<&Vec<u8>>,
+    turns: &[TurnSides],
+    labels: [&str; 3],
+) -> Option<Option<Vec<u8>>> {
+    let mut ours = now.cloned();
+    for (before, after) in turns {
+        let (before, after) = (before.cloned(), after.cloned());
+        if ours == after {
+            ours = before;
+        } else if before == after || ours == before {
+        } else {
+            let (Some(o), Some(a), Some(b)) = (&ours, &after, &before) else {
+                return None;
+            };
+            let (text, clean) = git_merge_file(o, a, b, labels);
+            if !clean {
+                return None;
+            }
+            ours = Some(text);
+        }
+    }
+    Some(ours)
+}
+
+struct Session {
+    /// Per turn: the files when it began and when it ended.
+    turns: Vec<(Files, Files)>,
+}
+
+/// A session of `turns` random turns, with the user's edits between and after them.
+fn random_session(rng: &mut XorShift, store: &rewind::Store, root: &Path, turns: usize) -> Session {
+    let mut files = Files::new();
+    for _ in 0..4 {
+        edit(rng, &mut files);
+    }
+    write_files(root, &files);
+    let mut session = Session { turns: Vec::new() };
+    for turn in 1..=turns {
+        store.begin_turn("s", &turn.to_string()).unwrap();
+        let before = files.clone();
+        for _ in 0..1 + rng.below(3) {
+            edit(rng, &mut files);
+        }
+        write_files(root, &files);
+        store.end_turn("s", &turn.to_string()).unwrap();
+        session.turns.push((before, files.clone()));
+        if rng.below(2) == 0 {
+            edit(rng, &mut files); // the user's
+            write_files(root, &files);
+        }
+    }
+    session
+}
+
+fn labels(turn: usize) -> [String; 3] {
+    [
+        "now".into(),
+        format!("after turn \"{turn}\""),
+        format!("before turn \"{turn}\""),
+    ]
+}
+
+/// Check one undo (of turn `from`, `only` it or all from it with `merge`) against git.
+fn check_undo(seed: u64, only: bool, force: bool) {
+    let mut rng = XorShift::seeded(seed);
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let root = project.path();
+    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    let n = 2 + rng.below(3) as usize;
+    let session = random_session(&mut rng, &store, root, n);
+    let from = 1 + rng.below(n as u64) as usize;
+    let undone: Vec<usize> = match only {
+        true => vec![from],
+        false => (from..=n).collect(),
+    };
+    let now = read_files(root);
+    let options = rewind::UndoOptions {
+        turn: Some(from.to_string()),
+        only,
+        merge: !only,
+        force,
+        ..Default::default()
+    };
+    let preview = store
+        .undo(
+            "s",
+            &rewind::UndoOptions {
+                dry_run: true,
+                ..options.clone()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        read_files(root),
+        now,
+        "seed {seed}: a dry run changed files"
+    );
+    let outcome = store.undo("s", &options).unwrap();
+    let context =
+        format!("seed {seed}, {n} turns, undo from {from} (only: {only}, force: {force})");
+    assert!(outcome.is_complete(), "{context}: {outcome:?}");
+    assert_eq!(
+        (
+            &preview.written,
+            &preview.deleted,
+            &preview.conflicts,
+            &preview.merged
+        ),
+        (
+            &outcome.written,
+            &outcome.deleted,
+            &outcome.conflicts,
+            &outcome.merged
+        ),
+        "{context}: the dry run said otherwise"
+    );
+    let after = read_files(root);
+    let label = labels(from);
+    let label = [label[0].as_str(), &label[1], &label[2]];
+    for path in PATHS {
+        let turns: Vec<_> = undone
+            .iter()
+            .rev()
+            .map(|t| {
+                (
+                    session.turns[t - 1].0.get(*path),
+                    session.turns[t - 1].1.get(*path),
+                )
+            })
+            .filter(|(before, after)| before != after)
+            .collect();
+        let conflict = outcome.conflicts.iter().any(|c| c == path.as_bytes());
+        let want = match expected(now.get(*path), &turns, label) {
+            Some(result) => {
+                assert!(
+                    !conflict,
+                    "{context}: {path} merges cleanly in git, rewind left it alone"
+                );
+                result
+            }
+            // A forced single turn writes git's conflict markers.
+            None if only && force => {
+                let (now, a, b) = (now.get(*path), turns[0].1, turns[0].0);
+                match (now, a, b) {
+                    (Some(n), Some(a), Some(b)) => Some(git_merge_file(n, a, b, label).0),
+                    _ => now.cloned(),
+                }
+            }
+            None => {
+                assert!(
+                    conflict || turns.is_empty(),
+                    "{context}: {path} conflicts in git, rewind did not say so"
+                );
+                now.get(*path).cloned()
+            }
+        };
+        assert_eq!(
+            after
+                .get(*path)
+                .map(|b| String::from_utf8_lossy(b).into_owned()),
+            want.map(|b| String::from_utf8_lossy(&b).into_owned()),
+            "{context}: {path}"
+        );
+    }
+    // Every byte the undo replaced comes back from its undo point.
+    store.restore(outcome.undo, &Default::default()).unwrap();
+    assert_eq!(
+        read_files(root),
+        now,
+        "{context}: the undo point does not give the project back"
+    );
+}
+
+fn cases(default: u64) -> u64 {
+    std::env::var("REWIND_UNDO_MERGE_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn undo_only_gives_what_git_merge_file_gives_on_random_sessions() {
+    isolate_process_home();
+    for seed in 0..cases(60) {
+        check_undo(seed, true, false);
+    }
+}
+
+#[test]
+fn undo_only_with_force_writes_gits_conflict_markers() {
+    isolate_process_home();
+    for seed in 1000..1000 + cases(40) {
+        check_undo(seed, true, true);
+    }
+}
+
+#[test]
+fn undo_merge_keeps_the_users_edits_on_random_sessions() {
+    isolate_process_home();
+    for seed in 2000..2000 + cases(60) {
+        check_undo(seed, false, false);
+    }
+}
+
+fn numbered(lines: std::ops::Range<u32>) -> String {
+    lines.map(|n| format!("line {n}\n")).collect()
+}
+
+/// The story the issue tells: turn 1 edits the top of a file, turn 2 the bottom, the user a
+/// line in the middle; undoing turn 1 alone keeps turn 2's edit and the user's.
+#[test]
+fn undo_only_takes_a_middle_turn_out_and_keeps_later_turns_and_the_users_edit() {
+    isolate_process_home();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let root = project.path();
+    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    let f = root.join("f.txt");
+    fs::write(&f, numbered(1..21)).unwrap();
+    store.begin_turn("s", "1").unwrap();
+    fs::write(&f, numbered(1..21).replace("line 2\n", "agent one\n")).unwrap();
+    fs::write(root.join("new.txt"), "made by turn 1\n").unwrap();
+    store.end_turn("s", "1").unwrap();
+    store.begin_turn("s", "2").unwrap();
+    let two = numbered(1..21)
+        .replace("line 2\n", "agent one\n")
+        .replace("line 19\n", "agent two\n");
+    fs::write(&f, &two).unwrap();
+    store.end_turn("s", "2").unwrap();
+    fs::write(&f, two.replace("line 10\n", "the user\n")).unwrap();
+
+    let options = rewind::UndoOptions {
+        turn: Some("1".into()),
+        only: true,
+        ..Default::default()
+    };
+    let outcome = store.undo("s", &options).unwrap();
+    assert_eq!(
+        fs::read_to_string(&f).unwrap(),
+        numbered(1..21)
+            .replace("line 19\n", "agent two\n")
+            .replace("line 10\n", "the user\n")
+    );
+    assert!(!root.join("new.txt").exists(), "the file turn 1 made stays");
+    assert_eq!(outcome.merged, vec![rewind::BString::from("f.txt")]);
+    assert_eq!(outcome.deleted, vec![rewind::BString::from("new.txt")]);
+
+    // Turn 2 is still there to undo, the session's last turn not undone; the user's line is
+    // in its file, so a plain undo leaves it alone (mergeable), and `merge` keeps that line.
+    let outcome = store.undo_last("s", false).unwrap();
+    assert_eq!(outcome.conflicts, vec![rewind::BString::from("f.txt")]);
+    assert!(outcome.conflict_details[0].mergeable, "{outcome:?}");
+    let merge = rewind::UndoOptions {
+        turn: Some("2".into()),
+        merge: true,
+        ..Default::default()
+    };
+    let outcome = store.undo("s", &merge).unwrap();
+    assert!(outcome.conflicts.is_empty(), "{outcome:?}");
+    assert_eq!(
+        fs::read_to_string(&f).unwrap(),
+        numbered(1..21).replace("line 10\n", "the user\n"),
+        "undoing turn 2 next takes its line out and keeps the user's"
+    );
+}
+
+/// A redo of an `only` undo brings the turn's work back, and an undo of a turn already undone
+/// alone is refused rather than applied twice.
+#[test]
+fn undo_only_is_redone_and_not_applied_twice() {
+    isolate_process_home();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let root = project.path();
+    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    let f = root.join("f.txt");
+    fs::write(&f, numbered(1..11)).unwrap();
+    store.begin_turn("s", "1").unwrap();
+    fs::write(&f, numbered(1..11).replace("line 1\n", "one\n")).unwrap();
+    store.end_turn("s", "1").unwrap();
+    store.begin_turn("s", "2").unwrap();
+    let two = numbered(1..11)
+        .replace("line 1\n", "one\n")
+        .replace("line 9\n", "nine\n");
+    fs::write(&f, &two).unwrap();
+    store.end_turn("s", "2").unwrap();
+    let options = rewind::UndoOptions {
+        turn: Some("1".into()),
+        only: true,
+        ..Default::default()
+    };
+    store.undo("s", &options).unwrap();
+    let err = store.undo("s", &options).unwrap_err();
+    assert_eq!(err.code(), "turn_state", "{err}");
+    store.redo("s", &Default::default()).unwrap();
+    assert_eq!(fs::read_to_string(&f).unwrap(), two);
+}
+
+/// Without `merge`, a path the user edited since is left alone, and the outcome says a merge
+/// would be clean; with `merge` it is merged, and a later undo still treats it as the user's.
+#[test]
+fn a_conflict_says_it_is_mergeable_and_merge_keeps_the_users_hunk() {
+    isolate_process_home();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let root = project.path();
+    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    let f = root.join("f.txt");
+    fs::write(&f, numbered(1..21)).unwrap();
+    store.begin_turn("s", "1").unwrap();
+    fs::write(&f, numbered(1..21).replace("line 2\n", "agent\n")).unwrap();
+    store.end_turn("s", "1").unwrap();
+    let users = numbered(1..21)
+        .replace("line 2\n", "agent\n")
+        .replace("line 15\n", "user\n");
+    fs::write(&f, &users).unwrap();
+
+    let plain = rewind::UndoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    let outcome = store.undo("s", &plain).unwrap();
+    assert_eq!(outcome.conflicts, vec![rewind::BString::from("f.txt")]);
+    assert_eq!(outcome.conflict_details.len(), 1);
+    assert!(outcome.conflict_details[0].mergeable, "{outcome:?}");
+    assert_eq!(
+        fs::read_to_string(&f).unwrap(),
+        users,
+        "a conflict is left alone"
+    );
+    store
+        .redo("s", &Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let merge = rewind::UndoOptions {
+        merge: true,
+        ..plain.clone()
+    };
+    let outcome = store.undo("s", &merge).unwrap();
+    assert_eq!(outcome.merged, vec![rewind::BString::from("f.txt")]);
+    assert_eq!(
+        fs::read_to_string(&f).unwrap(),
+        numbered(1..21).replace("line 15\n", "user\n")
+    );
+}
+
+/// Overlapping edits: left alone with the hunk reported; with `force`, git's markers.
+#[test]
+fn undo_only_reports_overlapping_hunks_and_force_writes_markers() {
+    isolate_process_home();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let root = project.path();
+    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    let f = root.join("f.txt");
+    fs::write(&f, numbered(1..11)).unwrap();
+    store.begin_turn("s", "1").unwrap();
+    fs::write(&f, numbered(1..11).replace("line 5\n", "agent\n")).unwrap();
+    store.end_turn("s", "1").unwrap();
+    let users = numbered(1..11).replace("line 5\n", "user\n");
+    fs::write(&f, &users).unwrap();
+    let options = rewind::UndoOptions {
+        turn: Some("1".into()),
+        only: true,
+        ..Default::default()
+    };
+    let outcome = store.undo("s", &options).unwrap();
+    assert_eq!(outcome.conflicts, vec![rewind::BString::from("f.txt")]);
+    let detail = &outcome.conflict_details[0];
+    assert!(!detail.mergeable);
+    assert_eq!(
+        (
+            detail.hunks.len(),
+            detail.hunks[0].ours_start,
+            detail.hunks[0].ours_lines
+        ),
+        (1, 5, 1)
+    );
+    assert_eq!(fs::read_to_string(&f).unwrap(), users);
+
+    let forced = rewind::UndoOptions {
+        force: true,
+        ..options
+    };
+    let outcome = store.undo("s", &forced).unwrap();
+    let after = numbered(1..11).replace("line 5\n", "agent\n");
+    let label = labels(1);
+    let (markers, clean) = git_merge_file(
+        users.as_bytes(),
+        after.as_bytes(),
+        numbered(1..11).as_bytes(),
+        [label[0].as_str(), &label[1], &label[2]],
+    );
+    assert!(!clean);
+    assert_eq!(fs::read(&f).unwrap(), markers);
+    store.restore(outcome.undo, &Default::default()).unwrap();
+    assert_eq!(
+        fs::read_to_string(&f).unwrap(),
+        users,
+        "the user's bytes are in the undo point"
+    );
+}
+
+/// A binary file merges only when nobody changed it since the turn.
+#[test]
+fn undo_only_restores_an_unchanged_binary_file_and_leaves_a_changed_one() {
+    isolate_process_home();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let root = project.path();
+    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    fs::write(root.join("a.bin"), b"a\0one\n").unwrap();
+    fs::write(root.join("b.bin"), b"b\0one\n").unwrap();
+    store.begin_turn("s", "1").unwrap();
+    fs::write(root.join("a.bin"), b"a\0two\n").unwrap();
+    fs::write(root.join("b.bin"), b"b\0two\n").unwrap();
+    store.end_turn("s", "1").unwrap();
+    fs::write(root.join("b.bin"), b"b\0user\n").unwrap();
+    let options = rewind::UndoOptions {
+        turn: Some("1".into()),
+        only: true,
+        ..Default::default()
+    };
+    let outcome = store.undo("s", &options).unwrap();
+    assert_eq!(fs::read(root.join("a.bin")).unwrap(), b"a\0one\n");
+    assert_eq!(fs::read(root.join("b.bin")).unwrap(), b"b\0user\n");
+    assert_eq!(outcome.conflicts, vec![rewind::BString::from("b.bin")]);
+}
+
+/// A file the user made between two turns, which the later turn deleted: an undo of both found
+/// nothing to do (the first turn's "before" lacks it too) and said nothing.
+#[test]
+fn a_user_file_a_later_turn_deleted_is_not_silently_left_deleted() {
+    isolate_process_home();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let root = project.path();
+    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    fs::write(root.join("a.txt"), "a\n").unwrap();
+    store.begin_turn("s", "1").unwrap();
+    fs::write(root.join("a.txt"), "agent\n").unwrap();
+    store.end_turn("s", "1").unwrap();
+    fs::write(root.join("mine.txt"), "the user's\n").unwrap();
+    store.begin_turn("s", "2").unwrap();
+    fs::remove_file(root.join("mine.txt")).unwrap();
+    store.end_turn("s", "2").unwrap();
+
+    let plain = rewind::UndoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    let preview = store
+        .undo(
+            "s",
+            &rewind::UndoOptions {
+                dry_run: true,
+                ..plain.clone()
+            },
+        )
+        .unwrap();
+    assert_eq!(preview.conflicts, vec![rewind::BString::from("mine.txt")]);
+    assert!(preview.conflict_details[0].mergeable, "{preview:?}");
+    let outcome = store
+        .undo(
+            "s",
+            &rewind::UndoOptions {
+                merge: true,
+                ..plain
+            },
+        )
+        .unwrap();
+    assert!(outcome.conflicts.is_empty(), "{outcome:?}");
+    assert_eq!(
+        fs::read_to_string(root.join("mine.txt")).unwrap(),
+        "the user's\n"
+    );
+    assert_eq!(fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+}
+
+/// The command line: `--only` needs `--turn` (a usage error, exit 2); human output says what
+/// was merged and which conflicts would merge; `--json` carries `merged` and
+/// `conflict_details`.
+#[test]
+fn the_cli_reports_merges_and_mergeable_conflicts() {
+    let sb = crate::common::Sandbox::new();
+    let p = sb.project("p");
+    let body = numbered(1..21);
+    p.file("f.txt", &body).file("g.txt", &body);
+    let ok = |args: &[&str]| {
+        let run = p.rewind(args);
+        run.assert_success();
+        run
+    };
+    ok(&["turn", "begin", "--session", "s", "--turn", "1"]);
+    p.file("f.txt", body.replace("line 2\n", "agent\n"));
+    p.file("g.txt", body.replace("line 2\n", "agent\n"));
+    ok(&["turn", "end", "--session", "s", "--turn", "1"]);
+    ok(&["turn", "begin", "--session", "s", "--turn", "2"]);
+    p.file(
+        "f.txt",
+        body.replace("line 2\n", "agent\n")
+            .replace("line 18\n", "two\n"),
+    );
+    ok(&["turn", "end", "--session", "s", "--turn", "2"]);
+    p.file(
+        "g.txt",
+        body.replace("line 2\n", "agent\n")
+            .replace("line 12\n", "user\n"),
+    );
+
+    p.rewind(["undo", "--session", "s", "--only"])
+        .assert_code(2);
+    let plain = p.rewind(["undo", "--session", "s", "--turn", "1", "--dry-run"]);
+    plain.assert_success();
+    assert!(
+        plain.stderr.contains("would be left alone g.txt") && plain.stderr.contains("use --merge"),
+        "{plain}"
+    );
+    let json = p.rewind(["--json", "undo", "--session", "s", "--turn", "1", "--only"]);
+    json.assert_success();
+    let outcome = crate::common::one_json(&json);
+    assert_eq!(
+        outcome["merged"],
+        serde_json::json!(["f.txt", "g.txt"]),
+        "{json}"
+    );
+    assert_eq!(
+        outcome["written"],
+        serde_json::json!(["f.txt", "g.txt"]),
+        "{json}"
+    );
+    assert!(outcome.get("conflict_details").is_none(), "{json}");
+    assert_eq!(
+        String::from_utf8(p.read("g.txt")).unwrap(),
+        body.replace("line 12\n", "user\n")
+    );
+    let redo = p.rewind(["redo", "--session", "s"]);
+    redo.assert_success();
+    let human = p.rewind(["undo", "--session", "s", "--turn", "1", "--only"]);
+    human.assert_success();
+    assert!(
+        human.stdout.contains("merged f.txt\nmerged g.txt\n"),
+        "{human}"
+    );
+}
