@@ -94,7 +94,7 @@ const LINK_TARGETS: &[&str] = &[
 /// Action classes; `REWIND_MODEL_SKIP` may leave some out while hunting further bugs.
 const CLASSES: &[&str] = &[
     "ignore", "git", "nested", "symlink", "fifo", "big", "odd", "chmod", "undo", "redo", "restore",
-    "revert", "force", "midturn",
+    "revert", "force", "midturn", "merge",
 ];
 
 /// What a path holds, as far as "no byte lost" is concerned (git keeps only the exec bit).
@@ -1353,9 +1353,17 @@ impl<'a> Model<'a> {
             };
         let file =
             (!last && self.chance(25)).then(|| PathBuf::from(OsStr::from_bytes(self.pick_name())));
+        // One turn alone (`--only`), or merging around others' edits (`--merge`): what a merge
+        // writes is `git merge-file`'s (undo_merge checks that), so only the frame rule and the
+        // undo point are checked for them here.
+        let merging = !last && self.on("merge") && self.chance(20);
+        let only = merging && from.is_some() && self.chance(50);
         let mut args: Vec<OsString> = vec!["undo".into(), "--session".into(), session.into()];
         if last {
             args.push("--last".into());
+        }
+        if merging {
+            args.push(if only { "--only" } else { "--merge" }.into());
         }
         if let Some(i) = from {
             args.extend(["--turn".into(), self.turns[i].id.clone().into()]);
@@ -1371,7 +1379,7 @@ impl<'a> Model<'a> {
         let Some((o, before, after)) = self.changing_op(args, Writer::Rewind(session)) else {
             return;
         };
-        if !force {
+        if !force && !merging {
             self.check_own(&op, session, &prior, &before, &after, None);
         }
         let begin = &self.turns[begin_of].begin;
@@ -1390,12 +1398,13 @@ impl<'a> Model<'a> {
                 ));
             }
         }
-        if !problems.is_empty() {
+        if !problems.is_empty() && !merging {
             self.violation(format!("{op}:\n  {}", problems.join("\n  ")));
         }
         // Rolled back unless a file could not be written; the undo names the turns no earlier
         // undo had rolled back, and those an earlier undo rolled back leaving files alone.
         let rolled_back: Vec<usize> = match file.is_none() && o.failed == 0 {
+            true if only => vec![begin_of],
             true => of_session
                 .into_iter()
                 .filter(|&i| {
