@@ -79,8 +79,8 @@ pub use restore::{Failure, RestoreOptions, RestoreOutcome};
 pub use serve::serve;
 pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use store::{
-    data_dir, private_data_dir, Call, Clock, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT,
-    DEFAULT_MAX_FILE_SIZE,
+    data_dir, private_data_dir, Call, Clock, NestedRepos, OpenOptions, Progress, Store,
+    DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE,
 };
 pub use turns::{
     BeginOptions, Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart,

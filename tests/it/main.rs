@@ -15,6 +15,7 @@ mod hooks;
 mod ignore_config;
 mod layout;
 mod model;
+mod nested;
 mod packs;
 mod prune;
 mod restore;
