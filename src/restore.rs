@@ -5,7 +5,7 @@
 //! 2. Plan: the paths whose snapshot entry differs from the target's. Only paths in the current
 //!    snapshot or in the target are ever touched. A path the target lacks is deleted only if
 //!    the target could have seen it (see [`crate::snapshot::visibility`]): a file that was ignored, too
-//!    large, special or inside a nested repository when the target was taken is `kept`.
+//!    large, special or inside a nested repository the target left out is `kept`.
 //! 3. Check: every blob the plan writes is read from the store first; a missing or corrupt
 //!    object stops the run before any file changes. What stands on disk is looked at through
 //!    directory descriptors: a path the target adds where something outside the current

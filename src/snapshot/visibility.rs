@@ -194,7 +194,8 @@ impl Visibility {
     }
 
     /// Whether the snapshot could see (would have included) a file at `path`. Costs a few
-    /// binary searches, and per directory not met before, a tree lookup of its `.gitignore`.
+    /// binary searches, per directory not met before a tree lookup of its `.gitignore`, and per
+    /// nested repository not met before a read of its `info/exclude`.
     pub(crate) fn can_see(&mut self, repo: &gix::Repository, path: &BStr) -> Result<bool> {
         let hidden_by_record = self.left_out.iter().any(|l| {
             path == l.as_bstr()
