@@ -731,13 +731,16 @@ fn inside_dot_git(path: &BStr) -> bool {
         .any(|name| name.eq_ignore_ascii_case(b".git"))
 }
 
-/// Whether directory `dir` holds nothing but directories and files in `deleting`. Costs a walk
-/// of the directory (iterative: no stack per level).
+/// Whether directory `dir` holds nothing but directories and files in `deleting` (a `.git` of
+/// any kind is a repository's: never entered, never replaced). Costs a walk of the directory
+/// (iterative: no stack per level).
 fn holds_only(root: &ProjectRoot, dir: &BStr, deleting: &HashSet<&BStr>) -> io::Result<bool> {
     let mut pending: Vec<BString> = vec![dir.to_owned()];
     while let Some(dir) = pending.pop() {
         for (child, kind) in root.list(dir.as_ref())? {
+            let name = child.rsplit_str(b"/").next().unwrap_or_default();
             match kind {
+                _ if name == b".git" => return Ok(false),
                 Kind::Dir => pending.push(child),
                 _ if deleting.contains(child.as_bstr()) => {}
                 _ => return Ok(false),

@@ -562,3 +562,22 @@ fn restore_refuses_paths_inside_a_dot_git() {
     assert_same_snapshot(&sub_git, &fs_snapshot(&p.join("sub/.git")), "sub/.git");
     assert!(run.stdout.contains(".git/hooks/post-checkout"), "{run}");
 }
+
+/// The target has a file where a directory now holds a repository further down, whose `.git`
+/// is an empty directory: the directory was taken for empty once the repository's files were
+/// deleted, and replaced, `.git` and all.
+#[test]
+fn restore_never_removes_a_nested_empty_dot_git_to_put_a_file_back() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("d", "a file in the target\n");
+    let target = p.track();
+    p.remove("d")
+        .dir("d/n/.git")
+        .file("d/n/f.txt", "in the repository\n");
+    let o = rwj(&p, &["restore", &target]);
+    assert_eq!(strings(&o["conflicts"]), vec!["d"], "{o}");
+    assert!(p.join("d/n/.git").is_dir(), "{o}");
+    let undo = o["undo"].as_str().unwrap();
+    assert_eq!(p.store_blob(undo, "d/n/f.txt"), b"in the repository\n");
+}
