@@ -147,7 +147,8 @@ impl Walk<'_> {
     /// Snapshot the files of directory `job` and spawn a job for each of its subdirectories.
     /// Returns its parts in index order, each subdirectory as the id of its job.
     /// Costs one `openat`, one `readdir` and one `fstatat` per file, plus reading the files that
-    /// changed (through [`crate::fs`]: descriptors on Unix, paths elsewhere).
+    /// changed (through [`crate::fs`]: descriptors on Unix, paths elsewhere); at a nested
+    /// repository's root, a few small reads for its `info/exclude`.
     pub(super) fn dir<'s>(
         &'s self,
         scope: &rayon::Scope<'s>,

@@ -601,15 +601,48 @@ impl<'a> Model<'a> {
         }
     }
 
-    /// `git init sub` (files under sub/ become a nested repository) or `rm -rf sub/.git`.
+    /// `git init sub` (files under sub/ become a nested repository), with its git dir in `sub`
+    /// or beside the project (`sub/.git` a `gitdir:` file, as for a submodule); a rule in its
+    /// `info/exclude` (its own, which the project's rules do not reach); or `rm -rf sub/.git`.
     fn nested_action(&mut self) {
         let sub = self.root.join("sub");
-        if sub.join(".git").exists() {
-            fs::remove_dir_all(sub.join(".git")).unwrap();
-            self.log.push("rm -rf sub/.git".into());
-        } else {
-            self.clear_way(b"sub/.keep");
-            self.git_logged(&sub, &["init".as_ref(), "-q".as_ref()]);
+        let dot_git = sub.join(".git");
+        let separate = self.root.with_file_name("sub-git");
+        match dot_git.symlink_metadata() {
+            Ok(found) if self.chance(40) => {
+                let git_dir = if found.is_dir() { dot_git } else { separate };
+                let exclude = git_dir.join("info/exclude");
+                let rule = self.pick(&["f.txt\n", "*.txt\n", "# none\n"]);
+                fs::create_dir_all(exclude.parent().unwrap()).unwrap();
+                fs::write(&exclude, rule).unwrap();
+                self.log.push(format!(
+                    "echo {} > {}",
+                    q(rule.trim().as_bytes()),
+                    exclude.display()
+                ));
+            }
+            Ok(found) => {
+                match found.is_dir() {
+                    true => fs::remove_dir_all(&dot_git).unwrap(),
+                    false => fs::remove_file(&dot_git).unwrap(),
+                }
+                self.log.push("rm -rf sub/.git".into());
+            }
+            Err(_) => {
+                self.clear_way(b"sub/.keep");
+                if self.chance(50) {
+                    self.git_logged(&sub, &["init".as_ref(), "-q".as_ref()]);
+                } else {
+                    let _ = fs::remove_dir_all(&separate);
+                    let args = [
+                        "init".as_ref(),
+                        "-q".as_ref(),
+                        "--separate-git-dir".as_ref(),
+                        separate.as_os_str(),
+                    ];
+                    self.git_logged(&sub, &args);
+                }
+            }
         }
     }
 
