@@ -64,7 +64,8 @@ fn record(p: &TestProject, tree: &str) -> String {
 }
 
 /// The workspace: a plain folder whose `.gitignore` ignores `*.log` and `build/`, holding
-/// `api` (a repository with its own ignore rules and `info/exclude`) and `web` (a repository
+/// `api` (a repository with its own ignore rules and `info/exclude`), `api-wt` (a linked
+/// worktree of it) and `web` (a repository
 /// with a submodule `lib`, added with `git submodule add` from a local path, with rules of its
 /// own in its `.gitignore` and in `web/.git/modules/lib/info/exclude`).
 fn workspace(sb: &Sandbox) -> TestProject<'_> {
@@ -95,8 +96,16 @@ fn workspace(sb: &Sandbox) -> TestProject<'_> {
         );
     let exclude = api.join(".git/info/exclude");
     let mut rules = fs::read(&exclude).unwrap_or_default();
-    rules.extend_from_slice(b"secret.txt\n");
+    rules.extend_from_slice(b"/secret.txt\n"); // anchored at api's root
     fs::write(&exclude, rules).unwrap();
+    // A linked worktree of api beside it: its `.git` file names a git dir whose `commondir`
+    // holds api's `info/exclude`.
+    api.git(["worktree", "add", "-q", "../api-wt"]);
+    ws.file(
+        "api-wt/secret.txt",
+        "excluded by api's info/exclude, through commondir\n",
+    )
+    .file("api-wt/wt.txt", "the worktree's own file\n");
 
     let web = sb.project_at(&ws.join("web"));
     web.git_init();
@@ -131,19 +140,26 @@ fn workspace(sb: &Sandbox) -> TestProject<'_> {
     ws
 }
 
-/// Every file of the three repositories' `.git` (directories, the submodule's `.git` file and
-/// its git dir under `web/.git/modules`), with modes, mtimes and bytes.
+/// Every file of the repositories' `.git` (directories, the submodule's and the worktree's
+/// `.git` files, their git dirs under `web/.git/modules` and `api/.git/worktrees`), with modes,
+/// mtimes and bytes.
 fn git_dirs(ws: &TestProject) -> Vec<std::collections::BTreeMap<std::path::PathBuf, FsEntry>> {
-    let gitfile = fs::symlink_metadata(ws.join("web/lib/.git")).unwrap();
-    assert!(gitfile.is_file());
     vec![
         fs_snapshot(&ws.join("api/.git")),
         fs_snapshot(&ws.join("web/.git")),
-        fs_snapshot(&ws.join("web/lib")) // the submodule's `.git` file, as a listing entry
-            .into_iter()
-            .filter(|(path, _)| path == Path::new(".git"))
-            .collect(),
+        dot_git_file(&ws.join("web/lib")),
+        dot_git_file(&ws.join("api-wt")),
     ]
+}
+
+/// The `.git` file of a submodule or worktree `dir`, as an entry of its listing.
+fn dot_git_file(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, FsEntry> {
+    let listing = fs_snapshot(dir).into_iter();
+    let found: std::collections::BTreeMap<_, _> = listing
+        .filter(|(path, _)| path == Path::new(".git"))
+        .collect();
+    assert_eq!(found[Path::new(".git")].kind, 'f', "{}", dir.display());
+    found
 }
 
 /// Snapshot the workspace and check it against git: the workspace's own files as `git add -A`
@@ -162,12 +178,22 @@ fn track_like_git(ws: &TestProject) -> String {
     let ours: String = ws
         .store_git(["ls-tree", "-r", &hash])
         .lines()
-        .filter(|line| !line.contains("\tapi/") && !line.contains("\tweb/"))
+        .filter(|line| {
+            !["\tapi/", "\tapi-wt/", "\tweb/"]
+                .iter()
+                .any(|r| line.contains(r))
+        })
         .map(|line| format!("{line}\n"))
         .collect();
     assert_eq!(ours, outer.listing, "the workspace's own files");
-    let (api, _) = git_repo_tree(ws.sb, &ws.join("api"), &[]);
-    assert_eq!(subtree(ws, &hash, "api"), Some(api), "api as git writes it");
+    for repo in ["api", "api-wt"] {
+        let (id, _) = git_repo_tree(ws.sb, &ws.join(repo), &[]);
+        assert_eq!(
+            subtree(ws, &hash, repo),
+            Some(id),
+            "{repo} as git writes it"
+        );
+    }
     let (lib, _) = git_repo_tree(ws.sb, &ws.join("web/lib"), &[]);
     assert_eq!(
         subtree(ws, &hash, "web/lib"),
@@ -207,6 +233,7 @@ fn workspace_of_three_repos_snapshots_each_under_its_own_rules_and_undoes_each_t
         "debug.log",
         "api/cache.tmp",
         "api/secret.txt",
+        "api-wt/secret.txt",
         "web/lib/local.cfg",
     ] {
         assert!(!paths.contains(path), "{path} is left out: {paths:?}");
@@ -220,6 +247,7 @@ fn workspace_of_three_repos_snapshots_each_under_its_own_rules_and_undoes_each_t
     let recorded = record(&ws, &start);
     for line in [
         "Rewind-Nested: repo api",
+        "Rewind-Nested: repo api-wt",
         "Rewind-Nested: repo web",
         "Rewind-Nested: repo web/lib",
         "Rewind-Left-Out: ignored api/secret.txt",
@@ -312,8 +340,9 @@ fn skip_leaves_nested_repositories_out_as_before() {
     let git_before = git_dirs(&ws);
     let t = ws.track_matches_git();
     t.assert_skipped("api", "nested_repo");
+    t.assert_skipped("api-wt", "nested_repo");
     t.assert_skipped("web", "nested_repo");
-    assert_eq!(t.skipped.len(), 2, "{}", t.json);
+    assert_eq!(t.skipped.len(), 3, "{}", t.json);
     let recorded = record(&ws, &t.hash);
     assert!(
         recorded.contains("Rewind-Left-Out: nested_repo api\n"),
