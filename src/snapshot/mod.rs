@@ -103,6 +103,9 @@ pub enum SkipReason {
     Unreadable,
     /// rewind's own data: a data directory or a store (it holds the data marker file).
     RewindData,
+    /// A name git refuses in a tree: `.git` in another case (`.GIT`, `.Git`), which a
+    /// case-insensitive file system takes for a repository's `.git`.
+    ReservedName,
 }
 
 impl SkipReason {
@@ -114,6 +117,7 @@ impl SkipReason {
             SkipReason::SpecialFile => "special_file",
             SkipReason::Unreadable => "unreadable",
             SkipReason::RewindData => "rewind_data",
+            SkipReason::ReservedName => "reserved_name",
         }
     }
 }

@@ -203,6 +203,7 @@ impl Walk<'_> {
         let mut listed: Vec<(BString, usize, Option<Kind>)> = Vec::new();
         let mut gitignore = false;
         let mut nested = false;
+        let mut reserved = Vec::new();
         let include_nested = self.nested_repos == NestedRepos::Include && !tracked_only;
         let name_start = if rel.is_empty() { 0 } else { rel.len() + 1 };
         for entry in entries.by_ref() {
@@ -218,6 +219,14 @@ impl Walk<'_> {
                 b".git" => return Ok(skipped(rel, SkipReason::NestedRepo, None)),
                 _ if name == crate::store::DATA_MARKER.as_bytes() => {
                     return Ok(skipped(rel, SkipReason::RewindData, None))
+                }
+                _ if name.eq_ignore_ascii_case(b".git") => {
+                    reserved.push(Part::Skipped(Skipped {
+                        path: join(rel.as_ref(), name),
+                        reason: SkipReason::ReservedName,
+                        detail: None,
+                    }));
+                    continue;
                 }
                 _ => {}
             }
@@ -304,7 +313,7 @@ impl Walk<'_> {
             Looked::Settled(part) => Ok(Some(part)),
             Looked::Vanished => Ok(None),
         };
-        let file_parts: Vec<Part> = if looked.iter().any(|l| matches!(l, Looked::Read { .. })) {
+        let mut file_parts: Vec<Part> = if looked.iter().any(|l| matches!(l, Looked::Read { .. })) {
             let parts: Result<Vec<_>> = looked.into_par_iter().map(read).collect();
             parts?.into_iter().flatten().collect()
         } else {
@@ -314,6 +323,10 @@ impl Walk<'_> {
             };
             looked.into_iter().filter_map(settled).collect()
         };
+        if !reserved.is_empty() {
+            file_parts.append(&mut reserved);
+            file_parts.sort_by(|a, b| file_path(a).cmp(file_path(b)));
+        }
 
         // Merge files and subdirectories (both sorted) into index order, giving each
         // subdirectory the next job id; its job runs once this directory is done with its fd.
@@ -350,13 +363,7 @@ impl Walk<'_> {
             });
         };
         for part in file_parts {
-            let path = match &part {
-                Part::File(file) => &file.path,
-                Part::Skipped(skip) => &skip.path,
-                Part::Dir(_) | Part::Hidden(_) | Part::PrivateDir(..) | Part::Nested(_) => {
-                    unreachable!("files only")
-                }
-            };
+            let path = file_path(&part);
             while let Some(dir) = dirs.next_if(|(((dir, ..), _), _)| {
                 gix::objs::tree::name_order(dir, true, path, false).is_le()
             }) {
@@ -573,6 +580,17 @@ pub(super) fn pair_sorted<T, C: Clone>(
             (item, found)
         })
         .collect()
+}
+
+/// The path of a file's part (a file, or a file left out).
+fn file_path(part: &Part) -> &BString {
+    match part {
+        Part::File(file) => &file.path,
+        Part::Skipped(skip) => &skip.path,
+        Part::Dir(_) | Part::Hidden(_) | Part::PrivateDir(..) | Part::Nested(_) => {
+            unreachable!("files only")
+        }
+    }
 }
 
 /// `parent/name`, or `name` at the root.

@@ -539,7 +539,14 @@ impl Tracked {
                     .as_str()
                     .unwrap_or_else(|| panic!("skipped entry without reason: {s}"));
                 assert!(
-                    ["too_large", "nested_repo", "special_file", "unreadable"].contains(&reason),
+                    [
+                        "too_large",
+                        "nested_repo",
+                        "special_file",
+                        "unreadable",
+                        "reserved_name"
+                    ]
+                    .contains(&reason),
                     "unknown skip reason in {s}"
                 );
                 // Tolerate "dir/" for directories.

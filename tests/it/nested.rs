@@ -610,3 +610,24 @@ fn restore_never_removes_a_nested_empty_dot_git_to_put_a_file_back() {
     let undo = o["undo"].as_str().unwrap();
     assert_eq!(p.store_blob(undo, "d/n/f.txt"), b"in the repository\n");
 }
+
+/// `.git` in another case is a name git refuses (`git add` fails on it, `git fsck` flags a
+/// tree holding it, and a case-insensitive file system takes it for a repository's `.git`):
+/// it is left out and reported, and the store stays fsck-clean.
+#[test]
+fn a_dot_git_in_another_case_is_left_out_reported_and_the_store_stays_fsck_clean() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file(
+        ".GIT/config",
+        "not a repository on a case-sensitive file system\n",
+    )
+    .file("sub/.Git", "a file\n")
+    .file("sub/kept.txt", "k\n")
+    .file("top.txt", "t\n");
+    let t = p.track_matches_git_excluding(&[".GIT", "sub/.Git"]);
+    t.assert_skipped(".GIT", "reserved_name");
+    t.assert_skipped("sub/.Git", "reserved_name");
+    assert_eq!(t.skipped.len(), 2, "{}", t.json);
+    p.assert_fsck_clean();
+}
