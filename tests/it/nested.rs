@@ -631,3 +631,55 @@ fn a_dot_git_in_another_case_is_left_out_reported_and_the_store_stays_fsck_clean
     assert_eq!(t.skipped.len(), 2, "{}", t.json);
     p.assert_fsck_clean();
 }
+
+/// The files read to find a nested repository's `info/exclude` (its `.git` file, the git dir's
+/// `commondir`, `info/exclude` itself) are read only when they are regular files: a FIFO there
+/// would block `track` for ever, a link to /dev/zero would read without end. The repository's
+/// files are snapshotted all the same.
+#[test]
+fn hostile_nested_repository_files_never_hang_track() {
+    let mkfifo = |path: &Path| {
+        let _ = fs::remove_file(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(path).status();
+        assert!(made.unwrap().success(), "mkfifo {}", path.display());
+    };
+    let link_zero = |path: &Path| {
+        let _ = fs::remove_file(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", path).unwrap();
+    };
+    type Setup = fn(&Path, &dyn Fn(&Path), &dyn Fn(&Path));
+    let cases: [(&str, Setup); 5] = [
+        ("sub/.git is a FIFO", |sub, fifo, _| fifo(&sub.join(".git"))),
+        ("sub/.git -> /dev/zero", |sub, _, zero| {
+            zero(&sub.join(".git"))
+        }),
+        ("sub/.git/info/exclude is a FIFO", |sub, fifo, _| {
+            fifo(&sub.join(".git/info/exclude"))
+        }),
+        ("sub/.git/info/exclude -> /dev/zero", |sub, _, zero| {
+            zero(&sub.join(".git/info/exclude"))
+        }),
+        (
+            "a gitdir: file whose commondir is a FIFO",
+            |sub, fifo, _| {
+                let git_dir = sub.with_file_name("sub-git-dir");
+                fs::create_dir_all(&git_dir).unwrap();
+                fs::write(sub.join(".git"), format!("gitdir: {}\n", git_dir.display())).unwrap();
+                fifo(&git_dir.join("commondir"));
+            },
+        ),
+    ];
+    for (what, setup) in cases {
+        let sb = Sandbox::new();
+        let p = sb.project("p");
+        p.file("sub/f.txt", "the repository's file\n");
+        setup(&p.join("sub"), &mkfifo, &link_zero);
+        let run = run_with_deadline(&mut p.rewind_command(["--json", "track"]), DEFAULT_DEADLINE);
+        assert_no_panic(&run);
+        run.assert_success();
+        let hash = Tracked::parse(&run.stdout).hash;
+        assert!(p.store_paths(&hash).contains("sub/f.txt"), "{what}: {run}");
+    }
+}
