@@ -29,7 +29,10 @@
 //! Every file git would add: `.gitignore` rules at every level, the enclosing repository's
 //! `info/exclude` and the user's `core.excludesFile` apply, but files that the project's own
 //! git index tracks stay in. Bytes are stored raw (no filters, no end-of-line conversion).
-//! Left out and reported in [`Snapshot::skipped`]: nested repositories (never entered), FIFOs,
+//! Nested repositories and submodules hold their working files under their own ignore rules,
+//! their `.git` never entered (git would record a gitlink; [`NestedRepos`] and
+//! `rewind.nestedRepos = skip` leave them out, reported as nested repositories).
+//! Left out and reported in [`Snapshot::skipped`]: FIFOs,
 //! sockets and devices (never opened), unreadable files, and new files above the size cap
 //! (`rewind.maxFileSize`, 2 MiB by default; a file already in the previous snapshot stays).
 //!
@@ -80,8 +83,8 @@ pub use restore::{ConflictDetail, Failure, RestoreOptions, RestoreOutcome};
 pub use serve::serve;
 pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions};
 pub use store::{
-    data_dir, private_data_dir, Call, Clock, OpenOptions, Progress, Store, DEFAULT_LOCK_WAIT,
-    DEFAULT_MAX_FILE_SIZE,
+    data_dir, private_data_dir, Call, Clock, NestedRepos, OpenOptions, Progress, Store,
+    DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE,
 };
 pub use turns::{
     BeginOptions, Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart,

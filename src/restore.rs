@@ -5,7 +5,7 @@
 //! 2. Plan: the paths whose snapshot entry differs from the target's. Only paths in the current
 //!    snapshot or in the target are ever touched. A path the target lacks is deleted only if
 //!    the target could have seen it (see [`crate::snapshot::visibility`]): a file that was ignored, too
-//!    large, special or inside a nested repository when the target was taken is `kept`.
+//!    large, special or inside a nested repository the target left out is `kept`.
 //! 3. Check: every blob the plan writes is read from the store first; a missing or corrupt
 //!    object stops the run before any file changes. What stands on disk is looked at through
 //!    directory descriptors: a path the target adds where something outside the current
@@ -36,7 +36,7 @@ use crate::paths::serialize_paths;
 use crate::snapshot::visibility::Visibility;
 use crate::snapshot::TrackOptions;
 use crate::store::objects::read_blob;
-use crate::store::{snapshot_record, Locked, SnapshotId, Store};
+use crate::store::{snapshot_record, Locked, NestedRepos, SnapshotId, Store};
 
 mod merge;
 pub use merge::ConflictDetail;
@@ -405,9 +405,23 @@ impl Locked<'_> {
             .filter(|s| s.current.is_some() && s.target.is_none())
             .map(|s| s.path.as_bstr())
             .collect();
+        let enter_nested = self.nested_repos()? == NestedRepos::Include;
         let mut actions = Vec::with_capacity(plan.steps.len());
         for step in &plan.steps {
-            let action = match self.action(&root, &repo, step, &deleting, &mut plan.sights) {
+            // No snapshot rewind takes holds such a path: a damaged or forged tree.
+            let decided = match inside_dot_git(step.path.as_ref()) {
+                true => Err(io::Error::other(
+                    "refused: a path in a `.git` is never written",
+                )),
+                false => self.action(
+                    &root,
+                    &repo,
+                    step,
+                    (&deleting, enter_nested),
+                    &mut plan.sights,
+                ),
+            };
+            let action = match decided {
                 Ok(Action::SaveAndWrite(_)) if !plan.force => Action::Conflict,
                 Ok(action) => action,
                 Err(e) => {
@@ -497,7 +511,7 @@ impl Locked<'_> {
         let token = self.write_journal(
             plan.steps
                 .iter()
-                .filter(|s| s.target.is_some())
+                .filter(|s| s.target.is_some() && !inside_dot_git(s.path.as_ref()))
                 .map(|s| s.path.as_bstr()),
         )?;
         // The undo point and the journal are durable before the first project file changes.
@@ -581,7 +595,7 @@ impl Locked<'_> {
         root: &ProjectRoot,
         repo: &gix::Repository,
         step: &Step,
-        deleting: &HashSet<&BStr>,
+        (deleting, enter_nested): (&HashSet<&BStr>, bool),
         sights: &mut [Visibility],
     ) -> io::Result<Action> {
         let path = step.path.as_bstr();
@@ -605,7 +619,7 @@ impl Locked<'_> {
                 None | Some(Kind::File | Kind::Symlink) => Action::Write,
                 Some(Kind::Dir | Kind::Special) => Action::Conflict,
             },
-            (None, Some(_)) => match obstacle(root, path, deleting)? {
+            (None, Some(_)) => match obstacle(root, path, deleting, enter_nested)? {
                 Obstacle::None => Action::Write,
                 Obstacle::File(kind) => Action::SaveAndWrite(kind),
                 Obstacle::Kept => Action::Conflict,
@@ -690,9 +704,16 @@ fn is_change(action: Action) -> bool {
 
 /// What stands on disk where the target puts `path`, which the current snapshot lacks.
 /// `deleting`: the current snapshot's paths this run deletes (they are not obstacles).
+/// `enter_nested`: a nested repository on the way is entered (its files are snapshotted);
+/// otherwise it is never written into. A repository standing at `path` itself is never replaced.
 /// Descends through directory descriptors, one component at a time; a symlink, file or special
 /// file on the way ends the search.
-fn obstacle(root: &ProjectRoot, path: &BStr, deleting: &HashSet<&BStr>) -> io::Result<Obstacle> {
+fn obstacle(
+    root: &ProjectRoot,
+    path: &BStr,
+    deleting: &HashSet<&BStr>,
+    enter_nested: bool,
+) -> io::Result<Obstacle> {
     let mut dir = root.open_dir(b"", None)?;
     let names: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
     for (i, name) in names.iter().enumerate() {
@@ -708,8 +729,8 @@ fn obstacle(root: &ProjectRoot, path: &BStr, deleting: &HashSet<&BStr>) -> io::R
                 let ours =
                     crate::fs::stat_in(child.as_dir(), crate::store::DATA_MARKER.as_bytes())?
                         .is_some();
-                if nested || ours {
-                    return Ok(Obstacle::Kept); // never written into
+                if ours || (nested && (is_target || !enter_nested)) {
+                    return Ok(Obstacle::Kept); // never written into, nor replaced
                 }
                 if is_target {
                     // Only empty directories and files this run deletes may be replaced.
@@ -729,13 +750,23 @@ fn obstacle(root: &ProjectRoot, path: &BStr, deleting: &HashSet<&BStr>) -> io::R
     Ok(Obstacle::None)
 }
 
-/// Whether directory `dir` holds nothing but directories and files in `deleting`. Costs a walk
-/// of the directory (iterative: no stack per level).
+/// Whether `path` has a `.git` component (in any case: a case-insensitive file system would
+/// take `.GIT` for `.git`).
+fn inside_dot_git(path: &BStr) -> bool {
+    path.split(|&b| b == b'/')
+        .any(|name| name.eq_ignore_ascii_case(b".git"))
+}
+
+/// Whether directory `dir` holds nothing but directories and files in `deleting` (a `.git` of
+/// any kind is a repository's: never entered, never replaced). Costs a walk of the directory
+/// (iterative: no stack per level).
 fn holds_only(root: &ProjectRoot, dir: &BStr, deleting: &HashSet<&BStr>) -> io::Result<bool> {
     let mut pending: Vec<BString> = vec![dir.to_owned()];
     while let Some(dir) = pending.pop() {
         for (child, kind) in root.list(dir.as_ref())? {
+            let name = child.rsplit_str(b"/").next().unwrap_or_default();
             match kind {
+                _ if name == b".git" => return Ok(false),
                 Kind::Dir => pending.push(child),
                 _ if deleting.contains(child.as_bstr()) => {}
                 _ => return Ok(false),

@@ -5,6 +5,10 @@
 //! of git's config (read by gix, includes followed, the repository's own config last). Within one
 //! file the last matching line wins; a `!` line re-includes.
 //! A file that the project's own git index tracks is never left out for being ignored.
+//!
+//! Inside a nested repository the rules start again, as `git -C nested add -A` sees them: its own
+//! `.gitignore` files, its `$GIT_DIR/info/exclude`, then the user's excludes file; the rules of
+//! the project around it do not apply there.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -25,10 +29,16 @@ struct ProjectRepo {
     index_path: PathBuf,
 }
 
-/// Rules that hold for the whole walk: those from outside the project, and the tracked set.
+/// Rules that hold for the whole walk (or, for a nested repository, below its root): those from
+/// outside the project, and the tracked set.
 pub(crate) struct Excludes {
-    /// Global excludes, `info/exclude`, then `.gitignore` files above the project: lowest
-    /// priority first. Matched with paths relative to the enclosing repository's root.
+    /// The project directory these rules hold below: empty for the project, else the path of a
+    /// nested repository.
+    root: BString,
+    /// The user's excludes file: the lowest priority.
+    global: Option<Arc<List<Ignore>>>,
+    /// `info/exclude`, then `.gitignore` files above the project: lowest priority first.
+    /// Matched with paths relative to the enclosing repository's root (below `root`).
     outer: Vec<List<Ignore>>,
     repo: Option<ProjectRepo>,
     /// Paths (project-relative, sorted) that the project's own index tracks; read on first need.
@@ -131,12 +141,11 @@ impl Excludes {
                 .and_then(|config| excludes_file(&config))
                 .map(|file| project.join(file)),
         };
+        let global = global.and_then(|file| {
+            let bytes = read_small(CWD, &file, true).ok()?;
+            Some(Arc::new(list_from_bytes(&bytes, &file, BStr::new(""))))
+        });
         let mut outer = Vec::new();
-        if let Some(file) = global {
-            if let Ok(bytes) = read_small(CWD, &file, true) {
-                outer.push(list_from_bytes(&bytes, &file, BStr::new("")));
-            }
-        }
         let repo = found.map(|(repo, work_tree)| {
             let exclude = repo.common_dir().join("info/exclude");
             if let Ok(bytes) = read_small(CWD, &exclude, true) {
@@ -164,8 +173,48 @@ impl Excludes {
             }
         });
         Excludes {
+            root: BString::default(),
+            global,
             outer,
             repo,
+            tracked: OnceLock::new(),
+        }
+    }
+
+    /// The rules below the nested repository at project path `root`, whose directory is `base`
+    /// below `dir` (`""` when `dir` is the repository's own directory): the user's excludes file
+    /// and the repository's `info/exclude`, found through its `.git` (a `gitdir:` file is followed
+    /// only to read that, and a `commondir` in the git dir, as git does). Nothing else of the
+    /// repository is read, so the files its index tracks are not known. Costs a few small reads.
+    pub(crate) fn nested(&self, root: &BStr, dir: DirRef<'_>, base: &Path) -> Excludes {
+        let dot_git = base.join(".git");
+        let git_dir = match read_small(dir, &dot_git, true) {
+            Ok(content) => match content
+                .strip_prefix(b"gitdir:")
+                .and_then(|target| gix::path::from_byte_slice(target.trim()).ok())
+            {
+                Some(target) => base.join(target),
+                None => dot_git, // not a repository's link: no rules of its own
+            },
+            Err(_) => dot_git,
+        };
+        let common = match read_small(dir, &git_dir.join("commondir"), true) {
+            Ok(common) => match gix::path::from_byte_slice(common.trim()) {
+                Ok(common) => git_dir.join(common),
+                Err(_) => git_dir,
+            },
+            Err(_) => git_dir,
+        };
+        let exclude = common.join("info/exclude");
+        let outer = read_small(dir, &exclude, true)
+            .map(|bytes| list_from_bytes(&bytes, &exclude, BStr::new("")))
+            .into_iter()
+            .collect();
+        Excludes {
+            root: root.into(),
+            global: self.global.clone(),
+            outer,
+            repo: None,
             tracked: OnceLock::new(),
         }
     }
@@ -191,20 +240,27 @@ impl Excludes {
             }
             node = rules.parent.as_deref();
         }
-        if self.outer.is_empty() {
+        if self.outer.is_empty() && self.global.is_none() {
             return None;
         }
+        let below_root = match self.root.is_empty() {
+            true => rel,
+            false => rel.get(self.root.len() + 1..).unwrap_or_default().as_bstr(),
+        };
         let full: BString;
         let path = match &self.repo {
             Some(repo) if !repo.prefix.is_empty() => {
-                full = [repo.prefix.as_slice(), rel.as_bytes()].concat().into();
+                full = [repo.prefix.as_slice(), below_root.as_bytes()]
+                    .concat()
+                    .into();
                 full.as_ref()
             }
-            _ => rel,
+            _ => below_root,
         };
         self.outer
             .iter()
             .rev()
+            .chain(self.global.as_deref())
             .find_map(|list| matching(list, path))
             .and_then(|ignored| ignored.then_some(Rules::Outside))
     }
@@ -400,6 +456,8 @@ mod tests {
         let root = DirRules::from_bytes(&DirRules::root(), root_rules, "".into());
         let sub = DirRules::from_bytes(&root, sub_rules, "sub".into());
         let excludes = Excludes {
+            root: BString::default(),
+            global: None,
             outer: vec![list_from_bytes(
                 outer_rules,
                 Path::new("exclude"),

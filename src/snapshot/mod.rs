@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use gix::bstr::BString;
 use gix::index::entry::{stat, Mode, Stat};
@@ -68,6 +68,10 @@ pub struct Snapshot {
     /// `.gitignore` files above it): recorded, since no snapshot holds those rules.
     #[serde(skip)]
     pub(crate) hidden_outside: Vec<BString>,
+    /// Directories holding another repository whose working files the snapshot holds (under
+    /// `rewind.nestedRepos = include`): recorded, since their ignore rules are their own.
+    #[serde(skip)]
+    pub(crate) nested: Vec<BString>,
 }
 
 /// A path left out of a snapshot, and why.
@@ -90,7 +94,8 @@ pub struct Skipped {
 pub enum SkipReason {
     /// A new file above the size cap.
     TooLarge,
-    /// A directory holding a `.git` directory or file: another repository, never entered.
+    /// A directory holding a `.git` directory or file: another repository, never entered
+    /// (under `rewind.nestedRepos = skip`, or inside an ignored directory).
     NestedRepo,
     /// A FIFO, socket or device: never opened.
     SpecialFile,
@@ -98,6 +103,9 @@ pub enum SkipReason {
     Unreadable,
     /// rewind's own data: a data directory or a store (it holds the data marker file).
     RewindData,
+    /// A name git refuses in a tree: `.git` in another case (`.GIT`, `.Git`), which a
+    /// case-insensitive file system takes for a repository's `.git`.
+    ReservedName,
 }
 
 impl SkipReason {
@@ -109,6 +117,7 @@ impl SkipReason {
             SkipReason::SpecialFile => "special_file",
             SkipReason::Unreadable => "unreadable",
             SkipReason::RewindData => "rewind_data",
+            SkipReason::ReservedName => "reserved_name",
         }
     }
 }
@@ -135,6 +144,8 @@ enum Part {
     Hidden(BString),
     /// This directory's permission bits, narrower than 0755 (after its other parts).
     PrivateDir(BString, u32),
+    /// This directory holds a nested repository, whose files it holds (after its other parts).
+    Nested(BString),
 }
 
 /// Join the directories' parts, each listed by its job id (the root is 0), into one list of
@@ -144,7 +155,11 @@ fn assemble(
     mut dirs: Vec<Option<Vec<Part>>>,
     files: &mut Vec<FileEntry>,
     skipped: &mut Vec<Skipped>,
-    (hidden, private_dirs): (&mut Vec<BString>, &mut Vec<(BString, u32)>),
+    (hidden, private_dirs, nested): (
+        &mut Vec<BString>,
+        &mut Vec<(BString, u32)>,
+        &mut Vec<BString>,
+    ),
 ) {
     let mut take = |id: usize| dirs.get_mut(id).and_then(Option::take).unwrap_or_default();
     let mut stack = vec![take(0).into_iter()];
@@ -154,6 +169,7 @@ fn assemble(
             Some(Part::Skipped(skip)) => skipped.push(skip),
             Some(Part::Hidden(path)) => hidden.push(path),
             Some(Part::PrivateDir(path, perm)) => private_dirs.push((path, perm)),
+            Some(Part::Nested(path)) => nested.push(path),
             Some(Part::Dir(id)) => stack.push(take(id).into_iter()),
             None => {
                 stack.pop();
@@ -329,6 +345,7 @@ impl Locked<'_> {
         }
         let Some(Scanned {
             files,
+            nested,
             private_modes,
             hidden_outside,
             skipped,
@@ -356,6 +373,7 @@ impl Locked<'_> {
             files,
             private_modes,
             hidden_outside,
+            nested,
             skipped,
         };
         tracing::debug!(hash = %snapshot.hash, files, skipped = snapshot.skipped.len(), "snapshot taken");
@@ -379,7 +397,8 @@ impl Locked<'_> {
             max_file_size: options
                 .max_file_size
                 .unwrap_or_else(|| self.max_file_size()),
-            excludes: Excludes::load(self.project()),
+            excludes: Arc::new(Excludes::load(self.project())),
+            nested_repos: self.nested_repos()?,
             objects: self.objects(),
             next_id: AtomicUsize::new(1),
             done: Mutex::new(Vec::new()),
@@ -394,11 +413,12 @@ impl Locked<'_> {
         let mut skipped = Vec::new();
         let mut hidden_outside = Vec::new();
         let mut private_dirs = Vec::new();
+        let mut nested = Vec::new();
         assemble(
             dirs,
             &mut files,
             &mut skipped,
-            (&mut hidden_outside, &mut private_dirs),
+            (&mut hidden_outside, &mut private_dirs, &mut nested),
         );
         hidden_outside.sort_unstable();
         hidden_outside.truncate(MAX_RECORDED_HIDDEN);
@@ -442,6 +462,7 @@ impl Locked<'_> {
             (dir, perm)
         }));
         Ok(Some(Scanned {
+            nested,
             private_modes,
             hidden_outside,
             files: files.len(),
@@ -455,6 +476,7 @@ impl Locked<'_> {
 /// A walked project: how many files, what was left out, and its cache-tree.
 struct Scanned {
     files: usize,
+    nested: Vec<BString>,
     private_modes: Vec<(BString, u32)>,
     hidden_outside: Vec<BString>,
     skipped: Vec<Skipped>,

@@ -9,20 +9,28 @@
 //! - it is ignored under the target's own rules: the `.gitignore` blobs in the target tree,
 //!   plus the rules from outside the project (global excludes, the enclosing repository's
 //!   `info/exclude`), or
-//! - the snapshot recorded it (or a directory above it) as left out: a nested repository,
-//!   too large, a special file, unreadable, rewind's own data.
+//! - the snapshot recorded it (or a directory above it) as left out: a nested repository
+//!   (under `rewind.nestedRepos = skip`, and in every snapshot taken before that setting),
+//!   too large, a special file, unreadable, rewind's own data, or
+//! - it is inside a nested repository whose files the snapshot held, and ignored under that
+//!   repository's rules (only: the project's rules do not reach inside it): its `.gitignore`
+//!   blobs from its root down, its `info/exclude` and the user's excludes file. A tree taken
+//!   both while a directory was a repository and while it was not (`git init` changes no
+//!   file) has it recorded `mixed`: a path below it is seen only if both readings see it.
 //!
 //! What a snapshot left out is recorded with it: as `Rewind-Left-Out:` lines in the snapshot
 //! record (`refs/rewind/snapshots/<tree>`, the union over every time that tree was taken) and
-//! in a turn's begin commit.
+//! in a turn's begin commit, with a `Rewind-Nested:` line per nested repository it held.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
 
 use crate::error::{Error, Result};
+use crate::fs::CWD;
 use crate::snapshot::ignore::{DirRules, Excludes};
 use crate::snapshot::Snapshot;
 use crate::store::{snapshot_record, Locked, Store};
@@ -31,6 +39,14 @@ use crate::store::{snapshot_record, Locked, Store};
 const LEFT_OUT: &str = "Rewind-Left-Out: ";
 /// The trailer key of a file's narrow permission bits in snapshot and turn commits.
 const MODE: &str = "Rewind-Mode: ";
+/// The trailer key of a nested repository whose files a snapshot holds.
+const NESTED: &str = "Rewind-Nested: ";
+/// The word of a `Rewind-Nested:` line: a repository at every take of the tree...
+const REPO: &str = "repo";
+/// ...or at some takes only.
+const MIXED: &str = "mixed";
+/// The trailer keys [`Store::recorded_left_out_lines`] copies.
+const KEYS: [&str; 3] = [LEFT_OUT, MODE, NESTED];
 
 /// One record line: `key`, a word, then `path` with every byte outside `!`..`~` (and `%`)
 /// written `%XX`, so any name fits on one line and decodes exactly.
@@ -66,7 +82,8 @@ fn parse_lines<'m>(message: &'m [u8], key: &str) -> impl Iterator<Item = (&'m [u
 
 /// The lines a snapshot is recorded with: a `Rewind-Left-Out: <reason> <path>` line per path
 /// it left out (`ignored` for those hidden by rules from outside the project), and a
-/// `Rewind-Mode: 0600 <path>` line per file narrower than 0644.
+/// `Rewind-Mode: 0600 <path>` line per file narrower than 0644, and a `Rewind-Nested: repo
+/// <path>` line per nested repository whose files it holds.
 pub(crate) fn record_lines(snapshot: &Snapshot) -> String {
     let mut out = String::new();
     for skip in &snapshot.skipped {
@@ -74,6 +91,9 @@ pub(crate) fn record_lines(snapshot: &Snapshot) -> String {
     }
     for path in &snapshot.hidden_outside {
         record_line(&mut out, LEFT_OUT, "ignored", path);
+    }
+    for path in &snapshot.nested {
+        record_line(&mut out, NESTED, REPO, path);
     }
     out.push_str(&mode_lines(snapshot.private_modes.iter().cloned()));
     out
@@ -84,6 +104,33 @@ pub(crate) fn mode_lines(modes: impl IntoIterator<Item = (BString, u32)>) -> Str
     let mut out = String::new();
     for (path, mode) in modes {
         record_line(&mut out, MODE, &format!("{mode:04o}"), &path);
+    }
+    out
+}
+
+/// `lines` (of one take of a tree) with its `Rewind-Nested:` lines merged with those `recorded`
+/// for the earlier takes: a directory that was a repository at every take stays `repo`; one
+/// that was one at some takes only (no repository, or left out, at others) becomes `mixed`.
+fn merge_nested(recorded: &str, lines: &str) -> String {
+    let nested = |text: &str| -> HashMap<BString, Vec<u8>> {
+        parse_lines(text.as_bytes(), NESTED)
+            .map(|(word, path)| (path, word.to_vec()))
+            .collect()
+    };
+    let (before, now) = (nested(recorded), nested(lines));
+    let mut paths: Vec<&BString> = before.keys().chain(now.keys()).collect();
+    paths.sort_unstable();
+    paths.dedup();
+    let mut out: String = lines
+        .lines()
+        .filter(|line| !line.starts_with(NESTED))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    for path in paths {
+        let always = [&before, &now]
+            .iter()
+            .all(|take| take.get(path).is_some_and(|word| word == REPO.as_bytes()));
+        record_line(&mut out, NESTED, if always { REPO } else { MIXED }, path);
     }
     out
 }
@@ -125,13 +172,19 @@ pub(crate) fn decode_path(encoded: &[u8]) -> Option<BString> {
 /// What one snapshot could see (see the module docs).
 pub(crate) struct Visibility {
     tree: ObjectId,
+    project: PathBuf,
     /// Recorded left-out paths, sorted: each hides itself and everything below it.
     left_out: Vec<BString>,
+    /// Recorded nested repositories whose files the snapshot held, sorted, each with whether it
+    /// was one at every take of the tree (`repo`, not `mixed`).
+    nested: Vec<(BString, bool)>,
     /// Recorded narrow permission bits; a path seen with several keeps the narrowest.
     modes: HashMap<BString, u32>,
-    excludes: Excludes,
-    /// The chained `.gitignore` rules of the target's directories, by directory.
-    rules: HashMap<BString, Arc<DirRules>>,
+    /// The rules from outside the project (`""`) and from outside each nested repository met,
+    /// by the root they hold below.
+    excludes: HashMap<BString, Excludes>,
+    /// The chained `.gitignore` rules of the target's directories, by (root, directory).
+    rules: HashMap<(BString, BString), Arc<DirRules>>,
 }
 
 impl Visibility {
@@ -141,7 +194,8 @@ impl Visibility {
     }
 
     /// Whether the snapshot could see (would have included) a file at `path`. Costs a few
-    /// binary searches, and per directory not met before, a tree lookup of its `.gitignore`.
+    /// binary searches, per directory not met before a tree lookup of its `.gitignore`, and per
+    /// nested repository not met before a read of its `info/exclude`.
     pub(crate) fn can_see(&mut self, repo: &gix::Repository, path: &BStr) -> Result<bool> {
         let hidden_by_record = self.left_out.iter().any(|l| {
             path == l.as_bstr()
@@ -150,36 +204,86 @@ impl Visibility {
         if hidden_by_record {
             return Ok(false);
         }
-        // Each directory on the way, then the path itself, under the rules above it.
-        let mut dir = BString::default();
-        for name in path.split(|&b| b == b'/') {
-            let rules = self.rules_of(repo, dir.as_ref())?;
-            let mut child = dir.clone();
-            if !child.is_empty() {
-                child.push(b'/');
+        // Under the rules of the innermost nested repository above it; if that was not one at
+        // every take, also under those of the next one out (or the project's), and so on.
+        let mut roots = Vec::new();
+        let mut settled = false;
+        let above = |n: &BString| path.starts_with(n) && path.get(n.len()) == Some(&b'/');
+        for (root, always) in self.nested.iter().rev().filter(|(n, _)| above(n)) {
+            roots.push(root.clone());
+            if *always {
+                settled = true;
+                break;
             }
-            child.extend_from_slice(name);
-            let is_dir = child.len() < path.len();
-            if self.excludes.is_ignored(&rules, child.as_ref(), is_dir) {
+        }
+        if !settled {
+            roots.push(BString::default());
+        }
+        for root in roots {
+            if !self.ensure_excludes(root.as_ref()) {
                 return Ok(false);
             }
-            dir = child;
+            // Each directory on the way, then the path itself, under the rules above it.
+            let mut dir = root.clone();
+            let below = match root.is_empty() {
+                true => path,
+                false => path[root.len() + 1..].as_bstr(),
+            };
+            for name in below.split(|&b| b == b'/') {
+                let rules = self.rules_of(repo, root.as_ref(), dir.as_ref())?;
+                let mut child = dir.clone();
+                if !child.is_empty() {
+                    child.push(b'/');
+                }
+                child.extend_from_slice(name);
+                let is_dir = child.len() < path.len();
+                if self.excludes[&root].is_ignored(&rules, child.as_ref(), is_dir) {
+                    return Ok(false);
+                }
+                dir = child;
+            }
         }
         Ok(true)
     }
 
-    /// The rules in force inside directory `dir` of the target tree, built from the root down
-    /// (iteratively: no stack per level).
-    fn rules_of(&mut self, repo: &gix::Repository, dir: &BStr) -> Result<Arc<DirRules>> {
+    /// Load the rules from outside the nested repository at `root` if not yet loaded (the
+    /// project's are); `false` when its path cannot be named on this system (nothing below it
+    /// is then seen). Costs [`Excludes::nested`] once per repository.
+    fn ensure_excludes(&mut self, root: &BStr) -> bool {
+        if self.excludes.contains_key(root) {
+            return true;
+        }
+        let Ok(rel) = crate::paths::os_path(root) else {
+            return false;
+        };
+        let dir = self.project.join(rel);
+        let own = self.excludes[BStr::new("")].nested(root, CWD, &dir);
+        self.excludes.insert(root.into(), own);
+        true
+    }
+
+    /// The rules in force inside directory `dir` of the target tree, starting at `root` (the
+    /// project, or a nested repository) and built from there down (iteratively: no stack per
+    /// level).
+    fn rules_of(
+        &mut self,
+        repo: &gix::Repository,
+        root: &BStr,
+        dir: &BStr,
+    ) -> Result<Arc<DirRules>> {
         let mut rules = DirRules::root();
-        let mut prefixes: Vec<&[u8]> = vec![b""];
+        let mut prefixes: Vec<&[u8]> = vec![root.as_bytes()];
+        let below = dir.get(root.len()..).unwrap_or_default();
         prefixes.extend(
-            dir.find_iter(b"/")
-                .map(|slash| &dir.as_bytes()[..slash])
-                .chain((!dir.is_empty()).then_some(dir.as_bytes())),
+            below
+                .find_iter(b"/")
+                .filter(|&slash| slash > 0)
+                .map(|slash| &dir.as_bytes()[..root.len() + slash])
+                .chain((dir.len() > root.len()).then_some(dir.as_bytes())),
         );
         for prefix in prefixes {
-            if let Some(known) = self.rules.get(prefix.as_bstr()) {
+            let key = (BString::from(root), BString::from(prefix));
+            if let Some(known) = self.rules.get(&key) {
                 rules = known.clone();
                 continue;
             }
@@ -191,7 +295,7 @@ impl Visibility {
             if let Some(bytes) = blob_at(repo, self.tree, file.as_ref())? {
                 rules = DirRules::from_bytes(&rules, &bytes, prefix.as_bstr());
             }
-            self.rules.insert(prefix.into(), rules.clone());
+            self.rules.insert(key, rules.clone());
         }
         Ok(rules)
     }
@@ -229,13 +333,14 @@ impl Locked<'_> {
         if let Some(commit) = self.ref_target(&reference)? {
             let taken = self.commit_time(commit)?;
             let recorded = self.recorded_left_out_lines(commit)?;
+            lines = merge_nested(&recorded, &lines);
             let new_paths = lines
                 .lines()
                 .any(|line| !recorded.lines().any(|r| r == line));
             if !new_paths && self.now()? - taken < chrono::Duration::hours(1) {
                 return Ok(());
             }
-            for line in recorded.lines() {
+            for line in recorded.lines().filter(|line| !line.starts_with(NESTED)) {
                 if !lines.lines().any(|l| l == line) {
                     lines.push_str(line);
                     lines.push('\n');
@@ -257,6 +362,7 @@ impl Store {
     pub(crate) fn visibility(&self, tree: ObjectId, extra: Option<ObjectId>) -> Result<Visibility> {
         let repo = self.repo();
         let mut left_out = Vec::new();
+        let mut nested: HashMap<BString, bool> = HashMap::new();
         let mut modes: HashMap<BString, u32> = HashMap::new();
         let record = self.ref_target(&snapshot_record(tree))?;
         for commit in record.into_iter().chain(extra) {
@@ -265,22 +371,31 @@ impl Store {
                 .map_err(|e| Error::store(self.git_dir(), e))?;
             let message = object.message_raw_sloppy();
             left_out.extend(parse_left_out(message));
+            for (word, path) in parse_lines(message, NESTED) {
+                *nested.entry(path).or_insert(true) &= word == REPO.as_bytes();
+            }
             for (path, mode) in parse_modes(message) {
                 *modes.entry(path).or_insert(mode) &= mode;
             }
         }
         left_out.sort_unstable();
         left_out.dedup();
+        let mut nested: Vec<(BString, bool)> = nested.into_iter().collect();
+        nested.sort_unstable();
+        let excludes = HashMap::from([(BString::default(), Excludes::load(self.project()))]);
         Ok(Visibility {
             tree,
+            project: self.project().to_owned(),
             left_out,
+            nested,
             modes,
-            excludes: Excludes::load(self.project()),
+            excludes,
             rules: HashMap::new(),
         })
     }
 
-    /// The `Rewind-Left-Out:` and `Rewind-Mode:` lines of commit `record`, as they are.
+    /// The `Rewind-Left-Out:`, `Rewind-Mode:` and `Rewind-Nested:` lines of commit `record`,
+    /// as they are.
     pub(crate) fn recorded_left_out_lines(&self, record: ObjectId) -> Result<String> {
         let repo = self.repo();
         let object = repo
@@ -288,7 +403,7 @@ impl Store {
             .map_err(|e| Error::store(self.git_dir(), e))?;
         let mut lines = String::new();
         for line in object.message_raw_sloppy().lines() {
-            if line.starts_with(LEFT_OUT.as_bytes()) || line.starts_with(MODE.as_bytes()) {
+            if KEYS.iter().any(|key| line.starts_with(key.as_bytes())) {
                 lines.push_str(&line.to_str_lossy());
                 lines.push('\n');
             }
@@ -323,6 +438,7 @@ mod tests {
                 })
                 .collect(),
             hidden_outside: paths.clone(),
+            nested: Vec::new(),
             private_modes: paths.iter().map(|p| (p.clone(), 0o600)).collect(),
         };
         let text = record_lines(&snapshot);

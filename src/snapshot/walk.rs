@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::fs::{open_child, stat_at, Dir, DirRef, Kind, Listing};
 use crate::snapshot::ignore::{DirRules, Excludes, Rules};
 use crate::store::objects::{lock, ObjectWriter};
+use crate::store::NestedRepos;
 
 /// Everything the parallel walk shares.
 pub(super) struct Walk<'a> {
@@ -29,7 +30,10 @@ pub(super) struct Walk<'a> {
     pub(super) previous: &'a gix::index::State,
     pub(super) previous_time: gix::index::entry::stat::Time,
     pub(super) max_file_size: u64,
-    pub(super) excludes: Excludes,
+    /// The rules from outside the project (the root job's; nested repositories get their own).
+    pub(super) excludes: Arc<Excludes>,
+    /// Whether nested repositories' working files are snapshotted (`rewind.nestedRepos`).
+    pub(super) nested_repos: NestedRepos,
     pub(super) objects: &'a ObjectWriter,
     /// The id the next directory job gets (the root's is 0).
     pub(super) next_id: AtomicUsize,
@@ -75,6 +79,8 @@ pub(super) struct DirJob<'w> {
     pub(super) anchor: Option<Arc<HeldDir<'w>>>,
     pub(super) below_anchor: usize,
     pub(super) rules: Arc<DirRules>,
+    /// The rules from outside the project, or from outside the nested repository `rel` is in.
+    pub(super) excludes: Arc<Excludes>,
     /// The directory is ignored: keep only files the project's own index tracks.
     pub(super) tracked_only: bool,
     /// The range of previous index entries below `rel`.
@@ -92,6 +98,7 @@ impl Walk<'_> {
             anchor: None,
             below_anchor: 0,
             rules: DirRules::root(),
+            excludes: self.excludes.clone(),
             tracked_only: false,
             cached: 0..previous_len,
         };
@@ -140,7 +147,8 @@ impl Walk<'_> {
     /// Snapshot the files of directory `job` and spawn a job for each of its subdirectories.
     /// Returns its parts in index order, each subdirectory as the id of its job.
     /// Costs one `openat`, one `readdir` and one `fstatat` per file, plus reading the files that
-    /// changed (through [`crate::fs`]: descriptors on Unix, paths elsewhere).
+    /// changed (through [`crate::fs`]: descriptors on Unix, paths elsewhere); at a nested
+    /// repository's root, a few small reads for its `info/exclude`.
     pub(super) fn dir<'s>(
         &'s self,
         scope: &rayon::Scope<'s>,
@@ -151,6 +159,7 @@ impl Walk<'_> {
             anchor,
             below_anchor,
             rules,
+            excludes,
             tracked_only,
             cached,
             ..
@@ -193,15 +202,31 @@ impl Walk<'_> {
         // (path, where its name starts, its type if the directory entry says)
         let mut listed: Vec<(BString, usize, Option<Kind>)> = Vec::new();
         let mut gitignore = false;
+        let mut nested = false;
+        let mut reserved = Vec::new();
+        let include_nested = self.nested_repos == NestedRepos::Include && !tracked_only;
         let name_start = if rel.is_empty() { 0 } else { rel.len() + 1 };
         for entry in entries.by_ref() {
             let Ok(entry) = entry else { continue };
             let name = entry.name();
             match name {
                 b".git" if rel.is_empty() => continue, // the project's own repository
+                // Another repository: its `.git` is never entered, its files only if included.
+                b".git" if include_nested => {
+                    nested = true;
+                    continue;
+                }
                 b".git" => return Ok(skipped(rel, SkipReason::NestedRepo, None)),
                 _ if name == crate::store::DATA_MARKER.as_bytes() => {
                     return Ok(skipped(rel, SkipReason::RewindData, None))
+                }
+                _ if name.eq_ignore_ascii_case(b".git") => {
+                    reserved.push(Part::Skipped(Skipped {
+                        path: join(rel.as_ref(), name),
+                        reason: SkipReason::ReservedName,
+                        detail: None,
+                    }));
+                    continue;
                 }
                 _ => {}
             }
@@ -210,6 +235,15 @@ impl Walk<'_> {
             listed.push((join(rel.as_ref(), name), name_start, kind));
         }
         let dir_fd = entries.dir().expect("an open directory has a descriptor");
+        // A nested repository's own rules start here; the project's do not reach inside it.
+        let (rules, excludes) = match nested {
+            true => {
+                hidden.push(Part::Nested(rel.clone()));
+                let own = excludes.nested(rel.as_ref(), dir_fd, Path::new(""));
+                (DirRules::root(), Arc::new(own))
+            }
+            false => (rules, excludes),
+        };
         let rules = if gitignore && !tracked_only {
             let source = self.abs(rel.as_ref()).join(".gitignore");
             DirRules::child(&rules, dir_fd, &source, rel.as_ref())
@@ -231,17 +265,17 @@ impl Walk<'_> {
             let is_dir = kind == Kind::Dir;
             let by = match tracked_only {
                 true => None,
-                false => self.excludes.ignored_by(&rules, child.as_ref(), is_dir),
+                false => excludes.ignored_by(&rules, child.as_ref(), is_dir),
             };
             let ignored = tracked_only || by.is_some();
             if by == Some(Rules::Outside) {
                 hidden.push(Part::Hidden(child.clone()));
             }
             if is_dir {
-                if !ignored || self.excludes.tracks_below(child.as_ref()) {
+                if !ignored || excludes.tracks_below(child.as_ref()) {
                     dirs.push((child, ignored));
                 }
-            } else if !ignored || self.excludes.is_tracked(child.as_ref()) {
+            } else if !ignored || excludes.is_tracked(child.as_ref()) {
                 files.push((child, name_start));
             }
         }
@@ -279,7 +313,7 @@ impl Walk<'_> {
             Looked::Settled(part) => Ok(Some(part)),
             Looked::Vanished => Ok(None),
         };
-        let file_parts: Vec<Part> = if looked.iter().any(|l| matches!(l, Looked::Read { .. })) {
+        let mut file_parts: Vec<Part> = if looked.iter().any(|l| matches!(l, Looked::Read { .. })) {
             let parts: Result<Vec<_>> = looked.into_par_iter().map(read).collect();
             parts?.into_iter().flatten().collect()
         } else {
@@ -289,6 +323,10 @@ impl Walk<'_> {
             };
             looked.into_iter().filter_map(settled).collect()
         };
+        if !reserved.is_empty() {
+            file_parts.append(&mut reserved);
+            file_parts.sort_by(|a, b| file_path(a).cmp(file_path(b)));
+        }
 
         // Merge files and subdirectories (both sorted) into index order, giving each
         // subdirectory the next job id; its job runs once this directory is done with its fd.
@@ -319,18 +357,13 @@ impl Walk<'_> {
                 anchor: anchor.clone(),
                 below_anchor,
                 rules: rules.clone(),
+                excludes: excludes.clone(),
                 tracked_only: ignored,
                 cached: cached.unwrap_or(0..0),
             });
         };
         for part in file_parts {
-            let path = match &part {
-                Part::File(file) => &file.path,
-                Part::Skipped(skip) => &skip.path,
-                Part::Dir(_) | Part::Hidden(_) | Part::PrivateDir(..) => {
-                    unreachable!("files only")
-                }
-            };
+            let path = file_path(&part);
             while let Some(dir) = dirs.next_if(|(((dir, ..), _), _)| {
                 gix::objs::tree::name_order(dir, true, path, false).is_le()
             }) {
@@ -547,6 +580,17 @@ pub(super) fn pair_sorted<T, C: Clone>(
             (item, found)
         })
         .collect()
+}
+
+/// The path of a file's part (a file, or a file left out).
+fn file_path(part: &Part) -> &BString {
+    match part {
+        Part::File(file) => &file.path,
+        Part::Skipped(skip) => &skip.path,
+        Part::Dir(_) | Part::Hidden(_) | Part::PrivateDir(..) | Part::Nested(_) => {
+            unreachable!("files only")
+        }
+    }
 }
 
 /// `parent/name`, or `name` at the root.

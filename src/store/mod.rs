@@ -644,6 +644,45 @@ impl Store {
     }
 }
 
+/// `rewind.nestedRepos`: what a snapshot does with a repository nested in the project (a
+/// directory holding a `.git` directory or file: a submodule, a linked worktree, a clone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NestedRepos {
+    /// Its working files, under its own ignore rules; its `.git` is never entered (the default).
+    #[default]
+    Include,
+    /// Left out whole, reported as `nested_repo` (rewind before this setting).
+    Skip,
+}
+
+impl Store {
+    /// `rewind.nestedRepos` from the store config (`include` or `skip`, any case), else
+    /// [`NestedRepos::Include`]. Another value is an error, not a guess.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// if store.nested_repos()? == rewind::NestedRepos::Skip {
+    ///     println!("nested repositories are left out");
+    /// }
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn nested_repos(&self) -> Result<NestedRepos> {
+        let repo = self.repo();
+        let config = repo.config_snapshot();
+        let Some(value) = config.string("rewind.nestedRepos") else {
+            return Ok(NestedRepos::default());
+        };
+        match value.to_str_lossy().trim().to_ascii_lowercase().as_str() {
+            "include" => Ok(NestedRepos::Include),
+            "skip" => Ok(NestedRepos::Skip),
+            other => Err(Error::store(
+                self.git_dir().join("config"),
+                format!("rewind.nestedRepos is {other:?}: it must be include or skip"),
+            )),
+        }
+    }
+}
+
 // Runtimes share one `Store` between threads.
 const _: () = {
     const fn shareable<T: Send + Sync>() {}

@@ -539,7 +539,14 @@ impl Tracked {
                     .as_str()
                     .unwrap_or_else(|| panic!("skipped entry without reason: {s}"));
                 assert!(
-                    ["too_large", "nested_repo", "special_file", "unreadable"].contains(&reason),
+                    [
+                        "too_large",
+                        "nested_repo",
+                        "special_file",
+                        "unreadable",
+                        "reserved_name"
+                    ]
+                    .contains(&reason),
                     "unknown skip reason in {s}"
                 );
                 // Tolerate "dir/" for directories.
@@ -1474,4 +1481,38 @@ pub fn assert_one_line_stderr(run: &Run) {
         .filter(|l| !l.trim().is_empty())
         .collect();
     assert_eq!(lines.len(), 1, "stderr must be a one-line message: {run}");
+}
+
+/// The tree `git -C repo add -A && git write-tree` writes for the repository whose work tree is
+/// `repo` (a nested repository, a submodule), with `excludes` (paths relative to `repo`) left
+/// out as pathspec exclusions: its id and its top level (`git ls-tree`). The index and the
+/// objects go to a throw-away directory (`GIT_INDEX_FILE`, `GIT_OBJECT_DIRECTORY`): nothing is
+/// written into the repository.
+pub fn git_repo_tree(sb: &Sandbox, repo: &Path, excludes: &[&str]) -> (String, String) {
+    let tmp = tempfile::Builder::new()
+        .prefix("rewind-nested-oracle-")
+        .tempdir()
+        .unwrap();
+    let objects = tmp.path().join("objects");
+    fs::create_dir_all(&objects).unwrap();
+    let git = |args: &[&str]| {
+        let mut cmd = sb.git_command(Some(repo));
+        cmd.env("GIT_INDEX_FILE", tmp.path().join("index"))
+            .env("GIT_OBJECT_DIRECTORY", &objects)
+            .args(args);
+        let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+        run.assert_success();
+        run.stdout
+    };
+    let mut add = vec!["add", "-A", "--", "."];
+    let excluded: Vec<String> = excludes
+        .iter()
+        .map(|e| format!(":(exclude,literal){e}"))
+        .collect();
+    add.extend(excluded.iter().map(String::as_str));
+    git(&add);
+    let id = git(&["write-tree"]).trim().to_string();
+    assert_oid(&id, "the nested repository's git oracle");
+    let listing = git(&["ls-tree", &id]);
+    (id, listing)
 }

@@ -16,6 +16,7 @@ mod ignore_config;
 mod layout;
 mod merge;
 mod model;
+mod nested;
 mod packs;
 mod prune;
 mod restore;

@@ -601,15 +601,48 @@ impl<'a> Model<'a> {
         }
     }
 
-    /// `git init sub` (files under sub/ become a nested repository) or `rm -rf sub/.git`.
+    /// `git init sub` (files under sub/ become a nested repository), with its git dir in `sub`
+    /// or beside the project (`sub/.git` a `gitdir:` file, as for a submodule); a rule in its
+    /// `info/exclude` (its own, which the project's rules do not reach); or `rm -rf sub/.git`.
     fn nested_action(&mut self) {
         let sub = self.root.join("sub");
-        if sub.join(".git").exists() {
-            fs::remove_dir_all(sub.join(".git")).unwrap();
-            self.log.push("rm -rf sub/.git".into());
-        } else {
-            self.clear_way(b"sub/.keep");
-            self.git_logged(&sub, &["init".as_ref(), "-q".as_ref()]);
+        let dot_git = sub.join(".git");
+        let separate = self.root.with_file_name("sub-git");
+        match dot_git.symlink_metadata() {
+            Ok(found) if self.chance(40) => {
+                let git_dir = if found.is_dir() { dot_git } else { separate };
+                let exclude = git_dir.join("info/exclude");
+                let rule = self.pick(&["f.txt\n", "*.txt\n", "# none\n"]);
+                fs::create_dir_all(exclude.parent().unwrap()).unwrap();
+                fs::write(&exclude, rule).unwrap();
+                self.log.push(format!(
+                    "echo {} > {}",
+                    q(rule.trim().as_bytes()),
+                    exclude.display()
+                ));
+            }
+            Ok(found) => {
+                match found.is_dir() {
+                    true => fs::remove_dir_all(&dot_git).unwrap(),
+                    false => fs::remove_file(&dot_git).unwrap(),
+                }
+                self.log.push("rm -rf sub/.git".into());
+            }
+            Err(_) => {
+                self.clear_way(b"sub/.keep");
+                if self.chance(50) {
+                    self.git_logged(&sub, &["init".as_ref(), "-q".as_ref()]);
+                } else {
+                    let _ = fs::remove_dir_all(&separate);
+                    let args = [
+                        "init".as_ref(),
+                        "-q".as_ref(),
+                        "--separate-git-dir".as_ref(),
+                        separate.as_os_str(),
+                    ];
+                    self.git_logged(&sub, &args);
+                }
+            }
         }
     }
 
@@ -982,15 +1015,70 @@ impl<'a> Model<'a> {
             .is_ok_and(|t| t.split(|&b| b == b'\n').any(|l| l.starts_with(b"!")));
         let expressible = excludes.iter().all(|e| !e.contains(['\u{fffd}', '\n']));
         if expressible && (excludes.is_empty() || !negated) {
+            // git's tree leaves the nested repository `sub` out; rewind holds its files as
+            // `git -C sub add -A` takes them, unless the project's rules ignore `sub`.
             let want = git_tree(self.sb, &self.root, &excludes);
-            if want.id != hash {
-                let got = self.sb.git_in_run(&self.store, ["ls-tree", "-r", &hash]);
+            let nested = self.root.join("sub/.git").symlink_metadata().is_ok();
+            let got = self.sb.git_in(&self.store, ["ls-tree", "-r", &hash]);
+            let outside_sub: String = got
+                .lines()
+                .filter(|line| !line.contains("\tsub/"))
+                .map(|line| format!("{line}\n"))
+                .collect();
+            let (ours, theirs) = match nested {
+                false => (hash.clone(), want.id.clone()),
+                true => (outside_sub, want.listing.clone()),
+            };
+            if ours != theirs {
                 self.violation(format!(
                     "track: rewind's tree {hash} differs from git's {} (left out: {:?})\nrewind:\n{}git:\n{}",
-                    want.id, excludes, got.stdout, want.listing
+                    want.id, excludes, got, want.listing
                 ));
             }
+            if nested {
+                let run = self.sb.git_in_run(
+                    &self.store,
+                    ["rev-parse", "-q", "--verify", &format!("{hash}:sub")],
+                );
+                let ours = run.status.success().then(|| run.stdout.trim().to_string());
+                let theirs = self.sub_tree(&excludes);
+                if ours != theirs {
+                    self.violation(format!(
+                        "track: the nested repository sub is {ours:?} in rewind's tree {hash}, {theirs:?} to git\nrewind:\n{got}"
+                    ));
+                }
+            }
         }
+    }
+
+    /// The tree of the nested repository `sub` as `git -C sub add -A` writes it (`excludes`
+    /// below it left out), or `None` when the project's rules ignore `sub` or it holds no file.
+    fn sub_tree(&self, excludes: &[&str]) -> Option<String> {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut cmd = self.sb.git_command(Some(&self.root));
+        cmd.arg("--git-dir")
+            .arg(scratch.path())
+            .arg("--work-tree")
+            .arg(&self.root)
+            .args(["check-ignore", "--no-index", "-q", "sub/"]);
+        self.sb.git(
+            None,
+            [
+                "init".as_ref(),
+                "-q".as_ref(),
+                "--bare".as_ref(),
+                scratch.path().as_os_str(),
+            ],
+        );
+        if run_with_deadline(&mut cmd, DEFAULT_DEADLINE).code() == Some(0) {
+            return None;
+        }
+        let below: Vec<&str> = excludes
+            .iter()
+            .filter_map(|e| e.strip_prefix("sub/"))
+            .collect();
+        let (id, _) = git_repo_tree(self.sb, &self.root.join("sub"), &below);
+        (id != empty_tree(self.sb)).then_some(id)
     }
 
     fn restore(&mut self) {

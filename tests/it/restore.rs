@@ -426,6 +426,9 @@ impl<'a> World<'a> {
             );
         }
         let store = p.store();
+        // The world's nested repositories stand for what restore leaves alone: the setting
+        // that leaves them out (under the default, their files are snapshotted: tests/it/nested.rs).
+        p.store_git(["config", "rewind.nestedRepos", "skip"]);
         World {
             sb,
             p,

@@ -418,6 +418,8 @@ fn subdirectory_project_keeps_files_tracked_by_enclosing_index() {
 fn nested_repos_are_left_out_reported_and_untouched() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
+    // Under `skip` (the default snapshots their files: tests/it/nested.rs).
+    p.store_git(["config", "rewind.nestedRepos", "skip"]);
     p.git_init();
     p.file("top.txt", "top\n").commit_all("init");
     p.file("untracked.txt", "u\n");
