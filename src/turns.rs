@@ -894,6 +894,22 @@ impl Store {
             None => (!records.is_empty()).then_some(0),
         }
         .ok_or_else(|| self.missing_turn(session, from_turn.unwrap_or_default()))?;
+        // An undo that leaves a later turn of the session open would count as that turn's
+        // own work when it ends (and come back with its undo): only an undo of the open turn
+        // whole (from it or an earlier one, every file) may run while it is open.
+        let whole = only.is_none() && (!options.only || start + 1 == records.len());
+        if let Some(open) = records.iter().find(|r| r.ended_at.is_none()) {
+            let rolled_back = locked
+                .ref_target(&turn_ref(session, "rolled-back", &open.turn)?)?
+                .is_some();
+            if !whole && !rolled_back {
+                return Err(Error::Turn {
+                    session: session.into(),
+                    turn: open.turn.clone(),
+                    reason: "is open: end it before undoing part of the session",
+                });
+            }
+        }
         if options.only {
             return locked.undo_alone(session, &records[start], only, options);
         }
@@ -903,13 +919,13 @@ impl Store {
         let mut touched: Vec<BString> = Vec::new();
         // Shared paths (changed while another session's turn was open, announced by neither
         // or both) are someone else's as much as the session's.
-        let mut shared = Vec::new();
+        let mut during = HashSet::new();
         // For each path, the undone turns that changed it (by index in `undone`).
         let mut changed_by: HashMap<BString, Vec<usize>> = HashMap::new();
         for (index, record) in undone.iter().enumerate() {
             for (path, origin) in locked.turn_paths(session, record, current)? {
                 if origin == Origin::Shared {
-                    shared.push(path.clone());
+                    during.insert(path.clone());
                 }
                 changed_by.entry(path.clone()).or_default().push(index);
                 touched.push(path);
@@ -928,10 +944,12 @@ impl Store {
         }
         let chain = locked.chain_since(session, undone[0].begin)?;
         let mut others = locked.changed_by_others(&chain, current)?;
-        others.extend(shared);
+        // Changed by someone else while a turn was open: their edit is in the turn's "after",
+        // so no merge can tell it from the turn's (a conflict, never mergeable).
         for record in undone {
-            others.extend(locked.changed_by_other_sessions(session, record, current)?);
+            during.extend(locked.changed_by_other_sessions(session, record, current)?);
         }
+        others.extend(during.iter().cloned());
         // (A turn a redo gave back starts from the project as the redo found it.)
         let target = locked.as_reopened(session, undone[0].clone())?.before;
         let mut d = Decisions::default();
@@ -954,9 +972,7 @@ impl Store {
             {
                 continue;
             }
-            let on_disk = crate::paths::os_path(path)
-                .is_ok_and(|path| std::fs::symlink_metadata(locked.project().join(path)).is_ok());
-            if on_disk {
+            if locked.on_disk(path) {
                 out_of_view.push(path.clone());
             }
         }
@@ -973,45 +989,66 @@ impl Store {
         // A path someone else changed too: merged (with `merge`), else a conflict that says
         // whether a merge would be clean. Also when the project holds what the target does: a
         // file the user made between turns that a later turn deleted comes back by a merge.
-        let mut around_others =
-            |d: &mut Decisions, path: &BString, now: Option<Side>| -> Result<()> {
-                let turns = &changed_by[path];
-                let (mergeable, hunks) = match merger.reverse(&locked, session, path, now, turns)? {
-                    Reversed::Side { side, .. } if side == now => return Ok(()),
-                    Reversed::Side { side, merged: m } if options.merge => {
-                        if m {
-                            d.merged.push(path.clone());
-                        }
-                        let (path, before, after) = (path.clone(), now, side);
-                        d.changes.push(Change {
-                            path,
-                            before,
-                            after,
-                        });
-                        return Ok(());
-                    }
-                    Reversed::Side { .. } => (true, Vec::new()),
-                    Reversed::Conflict { hunks, .. } => (false, hunks),
-                };
-                d.details
-                    .push(ConflictDetail::new(path.clone(), mergeable, hunks));
-                d.conflicts.push(path.clone());
-                Ok(())
+        // With `force`, a path left alone gets the target (plain undo) after all.
+        let mut around_others = |d: &mut Decisions,
+                                 path: &BString,
+                                 now: Option<Side>,
+                                 target: Option<Side>|
+         -> Result<()> {
+            let turns = &changed_by[path];
+            let reversed = match during.contains(path) {
+                true => Reversed::Conflict {
+                    hunks: Vec::new(),
+                    markers: None,
+                },
+                false => merger.reverse(&locked, session, path, now, turns)?,
             };
-        if !force {
+            let (mergeable, hunks) = match reversed {
+                Reversed::Side { side, .. } if side == now => return Ok(()),
+                Reversed::Side { side, merged: m } if options.merge => {
+                    if m {
+                        d.merged.push(path.clone());
+                    }
+                    let (path, before, after) = (path.clone(), now, side);
+                    d.changes.push(Change {
+                        path,
+                        before,
+                        after,
+                    });
+                    return Ok(());
+                }
+                Reversed::Side { .. } => (true, Vec::new()),
+                Reversed::Conflict { hunks, .. } => (false, hunks),
+            };
+            if force {
+                let (path, before, after) = (path.clone(), now, target);
+                d.changes.push(Change {
+                    path,
+                    before,
+                    after,
+                });
+                return Ok(());
+            }
+            d.details
+                .push(ConflictDetail::new(path.clone(), mergeable, hunks));
+            d.conflicts.push(path.clone());
+            Ok(())
+        };
+        if !force || options.merge {
             for path in touched
                 .iter()
                 .filter(|p| others.contains(*p) && !differs.contains(*p))
             {
-                around_others(&mut d, path, side_at(&repo, current, path.as_ref())?)?;
+                let now = side_at(&repo, current, path.as_ref())?;
+                around_others(&mut d, path, now, now)?;
             }
         }
         for change in differing {
             if touched.binary_search(&change.path).is_err() {
                 continue; // not the agent's: edits between turns by someone else stay
             }
-            if !force && others.contains(&change.path) {
-                around_others(&mut d, &change.path, change.before)?;
+            if (!force || options.merge) && others.contains(&change.path) {
+                around_others(&mut d, &change.path, change.before, change.after)?;
                 continue;
             }
             let mut unseen = false;
@@ -1919,6 +1956,13 @@ fn push_path_lines(message: &mut String, key: &str, paths: &[BString]) {
 }
 
 impl Locked<'_> {
+    /// Whether something stands at project path `path` (no snapshot may see it). Costs an
+    /// `lstat`.
+    fn on_disk(&self, path: &BString) -> bool {
+        crate::paths::os_path(path)
+            .is_ok_and(|path| std::fs::symlink_metadata(self.project().join(path)).is_ok())
+    }
+
     /// [`Store::undo`] with `only`: `record`'s work taken out of each path it changed (below
     /// `only`, if given) by a three-way merge, and the later turns' and anyone else's kept.
     /// Costs a [`track`](Self::track), then per path a merge when others changed it too.
@@ -1943,11 +1987,16 @@ impl Locked<'_> {
         }
         let current = self.current(options.dry_run)?;
         let repo = self.repo();
-        let mut paths: Vec<BString> = self
-            .turn_paths(session, record, current)?
-            .into_iter()
-            .map(|(path, _)| path)
-            .collect();
+        let mut paths = Vec::new();
+        // Changed by someone else while the turn was open: their edit is in its "after", so no
+        // merge can tell it from the turn's (a conflict; with `force`, the turn's before).
+        let mut during = self.changed_by_other_sessions(session, record, current)?;
+        for (path, origin) in self.turn_paths(session, record, current)? {
+            if origin == Origin::Shared {
+                during.insert(path.clone());
+            }
+            paths.push(path);
+        }
         if let Some(only) = &only {
             paths.retain(|p| is_within(p.as_ref(), only.as_ref()));
             if paths.is_empty() {
@@ -1965,9 +2014,26 @@ impl Locked<'_> {
         let mut merger = TurnMerger::new(&merges, undone, current);
         let (mut changes, mut conflicts, mut details, mut merged) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let before = self.as_reopened(session, record.clone())?.before;
+        let mut kept = Vec::new();
         for path in paths {
             let now = side_at(&repo, current, path.as_ref())?;
-            match merger.reverse(self, session, &path, now, &[0])? {
+            if now.is_none() && self.on_disk(&path) {
+                kept.push(path); // out of the snapshot's view now (ignored, say): left as it is
+                continue;
+            }
+            let reversed = match during.contains(&path) {
+                true if options.force => Reversed::Side {
+                    side: side_at(&repo, before, path.as_ref())?,
+                    merged: false,
+                },
+                true => Reversed::Conflict {
+                    hunks: Vec::new(),
+                    markers: None,
+                },
+                false => merger.reverse(self, session, &path, now, &[0])?,
+            };
+            match reversed {
                 Reversed::Side { side, .. } if side == now => {}
                 Reversed::Side { side, merged: m } => {
                     if m {
@@ -2013,7 +2079,6 @@ impl Locked<'_> {
             .write()
             .map_err(|e| Error::store(self.git_dir(), e))?
             .detach();
-        let before = self.as_reopened(session, record.clone())?.before;
         let mut outcome = self.apply(Plan {
             target,
             current,
@@ -2025,6 +2090,7 @@ impl Locked<'_> {
         })?;
         conflicts.append(&mut outcome.conflicts);
         outcome.conflicts = conflicts;
+        outcome.kept.extend(kept);
         outcome.merged = merged
             .into_iter()
             .filter(|p| outcome.written.contains(p))

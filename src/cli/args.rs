@@ -277,7 +277,7 @@ pub(crate) enum Command {
         /// Undo --turn alone and keep the later turns: each file it changed gets a three-way
         /// merge (as git merge-file); overlapping edits are a conflict, left alone (with
         /// --force, written with conflict markers)
-        #[arg(long, requires = "turn", conflicts_with = "merge")]
+        #[arg(long, requires = "turn", conflicts_with_all = ["merge", "last"])]
         only: bool,
         /// Merge files someone else changed since instead of leaving them alone: the agent's
         /// hunks are taken out, the others stay

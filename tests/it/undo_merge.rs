@@ -652,3 +652,185 @@ fn the_cli_reports_merges_and_mergeable_conflicts() {
         "{human}"
     );
 }
+
+fn store_in(project: &Path, data: &Path) -> rewind::Store {
+    rewind::Store::open(project, &rewind::OpenOptions::new(data)).unwrap()
+}
+
+fn undo_opts(turn: &str) -> rewind::UndoOptions {
+    rewind::UndoOptions {
+        turn: Some(turn.into()),
+        ..Default::default()
+    }
+}
+
+/// Hostile pass F1: an undo of an earlier turn (`--only`, or `--file`) while a later turn of
+/// the session was open counted as that turn's work when it ended, so undoing that turn
+/// brought the undone change back. It is refused now; undoing the open turn whole is not.
+#[test]
+fn an_undo_of_part_of_a_session_while_a_later_turn_is_open_is_refused() {
+    isolate_process_home();
+    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let root = project.path();
+    let store = store_in(root, data.path());
+    fs::write(root.join("a.txt"), numbered(1..11)).unwrap();
+    store.begin_turn("s", "1").unwrap();
+    fs::write(
+        root.join("a.txt"),
+        numbered(1..11).replace("line 2\n", "one\n"),
+    )
+    .unwrap();
+    store.end_turn("s", "1").unwrap();
+    store.begin_turn("s", "2").unwrap();
+    fs::write(root.join("b.txt"), "two\n").unwrap();
+    let before = read_files(root);
+    for options in [
+        rewind::UndoOptions {
+            only: true,
+            ..undo_opts("1")
+        },
+        rewind::UndoOptions {
+            file: Some("a.txt".into()),
+            ..undo_opts("1")
+        },
+    ] {
+        let err = store.undo("s", &options).unwrap_err();
+        assert_eq!(err.code(), "turn_state", "{options:?}: {err}");
+        assert_eq!(read_files(root), before, "{options:?} changed files");
+    }
+    let outcome = store.undo("s", &undo_opts("1")).unwrap();
+    assert!(outcome.conflicts.is_empty(), "{outcome:?}");
+    assert_eq!(
+        fs::read_to_string(root.join("a.txt")).unwrap(),
+        numbered(1..11)
+    );
+    assert!(!root.join("b.txt").exists());
+}
+
+/// Hostile pass F2: a file another session edited while the turn was open holds that edit in
+/// the turn's "after"; `--merge` and `--only` wrote the turn's whole "before" over it, without
+/// `--force`, and called it mergeable.
+#[test]
+fn merge_and_only_leave_a_file_another_session_changed_during_the_turn_alone() {
+    isolate_process_home();
+    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let root = project.path();
+    let store = store_in(root, data.path());
+    let a = root.join("a.txt");
+    fs::write(&a, numbered(1..10)).unwrap();
+    store.begin_turn("B", "1").unwrap();
+    fs::write(&a, numbered(1..10).replace("line 6\n", "B\n")).unwrap();
+    store.begin_turn("A", "1").unwrap();
+    let both = numbered(1..10)
+        .replace("line 6\n", "B\n")
+        .replace("line 9\n", "A\n");
+    fs::write(&a, &both).unwrap();
+    store.end_turn("A", "1").unwrap();
+    store.end_turn("B", "1").unwrap();
+    store.begin_turn("B", "2").unwrap();
+    fs::write(root.join("b2.txt"), "b2\n").unwrap();
+    store.end_turn("B", "2").unwrap();
+    for options in [
+        rewind::UndoOptions {
+            merge: true,
+            ..undo_opts("1")
+        },
+        rewind::UndoOptions {
+            only: true,
+            ..undo_opts("1")
+        },
+    ] {
+        let outcome = store
+            .undo(
+                "B",
+                &rewind::UndoOptions {
+                    dry_run: true,
+                    ..options.clone()
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            outcome.conflicts,
+            vec![rewind::BString::from("a.txt")],
+            "{options:?}"
+        );
+        assert!(
+            !outcome.conflict_details[0].mergeable,
+            "{options:?}: {outcome:?}"
+        );
+    }
+    let outcome = store
+        .undo(
+            "B",
+            &rewind::UndoOptions {
+                merge: true,
+                ..undo_opts("1")
+            },
+        )
+        .unwrap();
+    assert_eq!(outcome.conflicts, vec![rewind::BString::from("a.txt")]);
+    assert_eq!(
+        fs::read_to_string(&a).unwrap(),
+        both,
+        "session A's edit is gone"
+    );
+}
+
+/// Hostile pass F5: `--merge --force` ignored `--merge`: a file that merges cleanly was
+/// overwritten with the turn's "before" whole, the user's edit in it gone.
+#[test]
+fn merge_with_force_still_merges_what_merges_cleanly() {
+    isolate_process_home();
+    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let root = project.path();
+    let store = store_in(root, data.path());
+    let body = numbered(1..8);
+    fs::write(root.join("a.txt"), &body).unwrap();
+    fs::write(root.join("b.txt"), &body).unwrap();
+    store.begin_turn("s", "1").unwrap();
+    let agent = body.replace("line 2\n", "agent\n");
+    fs::write(root.join("a.txt"), &agent).unwrap();
+    fs::write(root.join("b.txt"), &agent).unwrap();
+    store.end_turn("s", "1").unwrap();
+    fs::write(root.join("a.txt"), agent.replace("line 6\n", "user\n")).unwrap();
+    fs::write(root.join("b.txt"), body.replace("line 2\n", "user\n")).unwrap();
+    let options = rewind::UndoOptions {
+        merge: true,
+        force: true,
+        ..undo_opts("1")
+    };
+    let outcome = store.undo("s", &options).unwrap();
+    assert_eq!(outcome.merged, vec![rewind::BString::from("a.txt")]);
+    assert_eq!(
+        fs::read_to_string(root.join("a.txt")).unwrap(),
+        body.replace("line 6\n", "user\n")
+    );
+    // The overlap is forced back to the turn's before, as `--force` says.
+    assert_eq!(fs::read_to_string(root.join("b.txt")).unwrap(), body);
+}
+
+/// Hostile pass F3: `--only` said nothing of a file the turn created that is ignored now (a
+/// range undo lists it as kept).
+#[test]
+fn undo_only_lists_a_created_file_that_is_ignored_now_as_kept() {
+    isolate_process_home();
+    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let root = project.path();
+    let store = store_in(root, data.path());
+    fs::write(root.join("z.txt"), "z\n").unwrap();
+    store.begin_turn("s", "1").unwrap();
+    fs::write(root.join("x.txt"), "created\n").unwrap();
+    store.end_turn("s", "1").unwrap();
+    fs::write(root.join(".gitignore"), "x.txt\n").unwrap();
+    let options = rewind::UndoOptions {
+        only: true,
+        ..undo_opts("1")
+    };
+    let outcome = store.undo("s", &options).unwrap();
+    assert_eq!(
+        outcome.kept,
+        vec![rewind::BString::from("x.txt")],
+        "{outcome:?}"
+    );
+    assert!(root.join("x.txt").exists());
+}
