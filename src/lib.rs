@@ -83,6 +83,6 @@ pub use store::{
     DEFAULT_MAX_FILE_SIZE,
 };
 pub use turns::{
-    BeginOptions, Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart,
-    UndoOptions,
+    BeginOptions, Origin, RedoOptions, SessionChanges, SummaryOptions, Turn, TurnEnd, TurnFile,
+    TurnStart, UndoOptions,
 };
