@@ -110,14 +110,14 @@ fn nul_fields(out: &[u8]) -> Vec<&[u8]> {
 }
 
 impl<'a> Proj<'a> {
-    fn new(sb: &'a Sandbox, name: &str) -> Proj<'a> {
+    pub(crate) fn new(sb: &'a Sandbox, name: &str) -> Proj<'a> {
         let p = sb.project(name);
         let store = p.store();
         Proj { p, store }
     }
 
     /// `rewind track`: a snapshot's tree id.
-    fn snap(&self) -> String {
+    pub(crate) fn snap(&self) -> String {
         self.p.track()
     }
 
@@ -573,7 +573,7 @@ impl<'a> Proj<'a> {
         );
     }
 
-    fn fsck(&self) {
+    pub(crate) fn fsck(&self) {
         assert_fsck_clean(self.sb, &self.store);
     }
 }

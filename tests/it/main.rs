@@ -17,6 +17,7 @@ mod layout;
 mod model;
 mod packs;
 mod prune;
+mod renames;
 mod restore;
 mod safety;
 mod serve;

@@ -1,0 +1,521 @@
+//! Rename detection: `diff` text byte-identical to `git diff -M`, `diff-full` rows as `git
+//! diff -M --numstat`/`--name-status` give them, `--no-renames` as git's `--no-renames`, and
+//! turn summaries of an agent's move. git, run on the store, is the oracle (the helpers are
+//! tests/it/diff.rs's); nothing here hard-codes which pairs are renames.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::common::*;
+use crate::diff::{Ask, Proj};
+
+/// Rounds of [`random_moves_match_git_diff_m`] by default; `REWIND_RENAME_ROUNDS` sets more.
+const ROUNDS: u64 = 40;
+/// Its fixed seed; `REWIND_TEST_SEED` replays another.
+const SEED: u64 = 145;
+
+/// A path of the random project: a file (bytes, executable) or a symlink (target).
+#[derive(Clone, Debug)]
+enum Entry {
+    File(Vec<u8>, bool),
+    Link(String),
+}
+
+/// Lines shared by many files (so files are partly alike), some longer than git's 64-byte
+/// chunks, one with a CR before its LF.
+const COMMON: [&str; 8] = [
+    "fn main() {\n",
+    "}\n",
+    "    let x = 1;\n",
+    "\n",
+    "    // a comment line that is longer than sixty-four bytes, so it is cut in two chunks\n",
+    "use std::io;\r\n",
+    "#include <stdio.h>\n",
+    "    return 0;\n",
+];
+
+/// A line of its own (unique to its file, almost surely).
+fn fresh_line(rng: &mut XorShift) -> Vec<u8> {
+    let len = 1 + rng.below(90) as usize;
+    let mut line: Vec<u8> = (0..len).map(|_| b'a' + rng.below(26) as u8).collect();
+    line.push(b'\n');
+    line
+}
+
+/// A text of `n` lines, about a third of them common ones.
+fn text(rng: &mut XorShift, n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|_| match rng.below(3) {
+            0 => COMMON[rng.below(COMMON.len() as u64) as usize]
+                .as_bytes()
+                .to_vec(),
+            _ => fresh_line(rng),
+        })
+        .collect()
+}
+
+/// `lines` with `k` of them (at random places) replaced by fresh ones.
+fn edited(rng: &mut XorShift, lines: &[Vec<u8>], k: usize) -> Vec<Vec<u8>> {
+    let mut lines = lines.to_vec();
+    for _ in 0..k.min(lines.len()) {
+        let at = rng.below(lines.len() as u64) as usize;
+        lines[at] = fresh_line(rng);
+    }
+    lines
+}
+
+/// The lines of a file (split after each `\n`).
+fn lines_of(data: &[u8]) -> Vec<Vec<u8>> {
+    data.split_inclusive(|b| *b == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// A random project path: few names and directories, so moves often keep their basename and
+/// several files share one.
+fn random_path(rng: &mut XorShift) -> String {
+    let name = format!("n{}", rng.below(10));
+    match rng.below(5) {
+        0 => name,
+        d => format!("d{d}/{name}"),
+    }
+}
+
+/// The random project and what it holds.
+struct World<'a> {
+    p: Proj<'a>,
+    files: BTreeMap<String, Entry>,
+}
+
+impl World<'_> {
+    fn put(&mut self, path: &str, entry: Entry) {
+        if self.files.contains_key(path) {
+            self.p.remove(path);
+        }
+        match &entry {
+            Entry::File(data, exec) => {
+                self.p.file(path, data);
+                if *exec {
+                    self.p.chmod(path, 0o755);
+                }
+            }
+            Entry::Link(target) => {
+                self.p.symlink(path, target);
+            }
+        }
+        self.files.insert(path.to_string(), entry);
+    }
+
+    fn take(&mut self, path: &str) -> Entry {
+        self.p.remove(path);
+        self.files.remove(path).expect("a path of the world")
+    }
+
+    /// A path holding a regular file, if any.
+    fn some_file(&self, rng: &mut XorShift) -> Option<String> {
+        let files: Vec<&String> = (self.files.iter())
+            .filter(|(_, e)| matches!(e, Entry::File(..)))
+            .map(|(p, _)| p)
+            .collect();
+        (!files.is_empty()).then(|| files[rng.below(files.len() as u64) as usize].clone())
+    }
+
+    /// A path holding nothing.
+    fn free_path(&self, rng: &mut XorShift) -> Option<String> {
+        (0..20)
+            .map(|_| random_path(rng))
+            .find(|p| !self.files.contains_key(p))
+    }
+
+    /// One random change, described.
+    fn step(&mut self, rng: &mut XorShift) -> Option<String> {
+        let Some(to) = self.free_path(rng) else {
+            // Full: make room.
+            let paths: Vec<String> = self.files.keys().cloned().collect();
+            let from = &paths[rng.below(paths.len() as u64) as usize];
+            self.take(from);
+            return Some(format!("delete {from}"));
+        };
+        Some(match rng.below(12) {
+            0 => {
+                let entry = match rng.below(6) {
+                    0 => Entry::File(Vec::new(), false),
+                    1 => Entry::Link(format!("target{}", rng.below(3))),
+                    2 => {
+                        let unit: &[u8] = match rng.below(2) {
+                            0 => b"\0binary\n",
+                            _ => b"\0bin\nary\nmore\n",
+                        };
+                        Entry::File(unit.repeat(1 + rng.below(8) as usize), false)
+                    }
+                    _ => {
+                        let n = 2 + rng.below(16) as usize;
+                        Entry::File(text(rng, n).concat(), false)
+                    }
+                };
+                self.put(&to, entry);
+                format!("add {to}")
+            }
+            1 => {
+                let from = self.some_file(rng)?;
+                self.take(&from);
+                format!("delete {from}")
+            }
+            2 => {
+                let from = self.some_file(rng)?;
+                let Entry::File(data, exec) = self.files[&from].clone() else {
+                    unreachable!()
+                };
+                let k = 1 + rng.below(3) as usize;
+                let lines = edited(rng, &lines_of(&data), k);
+                self.put(&from, Entry::File(lines.concat(), exec));
+                format!("modify {from}")
+            }
+            3 | 4 => {
+                // A move, exact or with k edited lines; maybe a new mode.
+                let from = self.some_file(rng)?;
+                let Entry::File(data, exec) = self.take(&from) else {
+                    unreachable!()
+                };
+                let lines = lines_of(&data);
+                let k = match rng.below(3) {
+                    0 => 0,
+                    1 => 1,
+                    _ => lines.len() / 2 + rng.below(5) as usize - 2.min(lines.len() / 2),
+                };
+                let exec = exec ^ (rng.below(4) == 0);
+                self.put(&to, Entry::File(edited(rng, &lines, k).concat(), exec));
+                format!("move {from} -> {to} ({k} of {} lines edited)", lines.len())
+            }
+            5 => {
+                // Several candidates for one path: two edited copies of a deleted file.
+                let from = self.some_file(rng)?;
+                let Entry::File(data, _) = self.take(&from) else {
+                    unreachable!()
+                };
+                let lines = lines_of(&data);
+                let second = self.free_path(rng).filter(|p| *p != to)?;
+                for path in [&to, &second] {
+                    let k = rng.below(lines.len() as u64 / 2 + 1) as usize;
+                    self.put(path, Entry::File(edited(rng, &lines, k).concat(), false));
+                }
+                format!("split {from} -> {to}, {second}")
+            }
+            6 => {
+                // Two deleted files, one added file made of halves of both.
+                let first = self.some_file(rng)?;
+                let Entry::File(one, _) = self.take(&first) else {
+                    unreachable!()
+                };
+                let second = self.some_file(rng)?;
+                let Entry::File(two, _) = self.take(&second) else {
+                    unreachable!()
+                };
+                let (one, two) = (lines_of(&one), lines_of(&two));
+                let halves = [&one[..one.len().div_ceil(2)], &two[..two.len() / 2]].concat();
+                self.put(&to, Entry::File(halves.concat(), false));
+                format!("join {first}, {second} -> {to}")
+            }
+            7 => {
+                // A symlink moves, its target kept or changed; or becomes a file.
+                let links: Vec<String> = (self.files.iter())
+                    .filter(|(_, e)| matches!(e, Entry::Link(_)))
+                    .map(|(p, _)| p.clone())
+                    .collect();
+                let from = links
+                    .get(rng.below(links.len() as u64 + 1) as usize)?
+                    .clone();
+                let Entry::Link(target) = self.take(&from) else {
+                    unreachable!()
+                };
+                let entry = match rng.below(3) {
+                    0 => Entry::Link(target),
+                    1 => Entry::Link(format!("{target}x")),
+                    _ => Entry::File(target.into_bytes(), false),
+                };
+                self.put(&to, entry);
+                format!("move link {from} -> {to}")
+            }
+            8 => {
+                // Identical files: several deleted, several added.
+                let n = 1 + rng.below(6) as usize;
+                let data = text(rng, n).concat();
+                let mut made = Vec::new();
+                for _ in 0..2 {
+                    if let Some(path) = self.free_path(rng) {
+                        self.put(&path, Entry::File(data.clone(), false));
+                        made.push(path);
+                    }
+                }
+                format!("identical {made:?}")
+            }
+            9 => {
+                // A file becomes a symlink; its content moves elsewhere.
+                let from = self.some_file(rng)?;
+                let entry = self.take(&from);
+                self.put(&from, Entry::Link("elsewhere".into()));
+                self.put(&to, entry);
+                format!("typechange {from}, content -> {to}")
+            }
+            10 => {
+                // A binary file moves, maybe edited.
+                let binary: Vec<String> = (self.files.iter())
+                    .filter(|(_, e)| matches!(e, Entry::File(data, _) if data.contains(&0)))
+                    .map(|(p, _)| p.clone())
+                    .collect();
+                let from = binary
+                    .get(rng.below(binary.len() as u64 + 1) as usize)?
+                    .clone();
+                let Entry::File(mut data, exec) = self.take(&from) else {
+                    unreachable!()
+                };
+                data.extend_from_slice(&b"tail\n".repeat(rng.below(3) as usize));
+                self.put(&to, Entry::File(data, exec));
+                format!("binary {from} -> {to}")
+            }
+            _ => {
+                let from = self.some_file(rng)?;
+                let Entry::File(data, exec) = self.take(&from) else {
+                    unreachable!()
+                };
+                self.put(&to, Entry::File(data, !exec));
+                format!("move {from} -> {to} with a mode change")
+            }
+        })
+    }
+}
+
+/// `diff` and `diff-full` from `a` to `b`, with and without renames, against git; the
+/// `diff` text.
+fn check_all(p: &Proj, a: &str, b: &str) -> Vec<u8> {
+    let text = p.check_diff_text(a, b);
+    p.check_diff_text_no_renames(a, b);
+    p.check_diff_full_asked(a, b, Ask::default());
+    let no_renames = Ask {
+        no_renames: true,
+        ..Ask::default()
+    };
+    p.check_diff_full_asked(a, b, no_renames);
+    text
+}
+
+/// Random rounds of moves (exact, edited a bit, edited near the 50% line, several
+/// candidates for one path, binary files, symlinks, empty and identical files, mode and type
+/// changes) among other changes: every round's `diff`/`diff-full` equal git's with `-M` and
+/// with `--no-renames`.
+#[test]
+fn random_moves_match_git_diff_m() {
+    let seed = std::env::var("REWIND_TEST_SEED")
+        .ok()
+        .map(|s| s.parse().expect("REWIND_TEST_SEED must be a number"))
+        .unwrap_or(SEED);
+    let rounds = std::env::var("REWIND_RENAME_ROUNDS")
+        .ok()
+        .map(|s| s.parse().expect("REWIND_RENAME_ROUNDS must be a number"))
+        .unwrap_or(ROUNDS);
+    eprintln!("rename seed: {seed} (REWIND_TEST_SEED replays it), {rounds} rounds");
+    let mut rng = XorShift::seeded(seed);
+    let sb = Sandbox::new();
+    let mut world = World {
+        p: Proj::new(&sb, "proj"),
+        files: BTreeMap::new(),
+    };
+    for _ in 0..12 {
+        world.step(&mut rng);
+    }
+    let (mut exact, mut inexact) = (0, 0);
+    for round in 0..rounds {
+        let a = world.p.snap();
+        let steps: Vec<String> = (0..1 + rng.below(6))
+            .filter_map(|_| world.step(&mut rng))
+            .collect();
+        let b = world.p.snap();
+        eprintln!("round {round}: {}", steps.join("; "));
+        let text = check_all(&world.p, &a, &b);
+        for line in text.split(|&b| b == b'\n') {
+            match line.strip_prefix(b"similarity index ") {
+                Some(b"100%") => exact += 1,
+                Some(_) => inexact += 1,
+                None => {}
+            }
+        }
+    }
+    eprintln!("{exact} exact and {inexact} inexact renames");
+    // The rounds must have exercised what they are about.
+    assert!(
+        exact >= rounds / 4 && inexact >= rounds / 4,
+        "only {exact} exact and {inexact} inexact renames"
+    );
+    world.p.fsck();
+}
+
+/// A file whose edited copy is exactly as similar as the threshold: 50% is a rename, one byte
+/// less is not; and the basename pass's 75% on either side of it.
+#[test]
+fn similarity_at_the_thresholds_matches_git() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    // 4 lines of 10 bytes: 2 kept is 50%; with one byte more in the new file, just under.
+    let old = "aaaaaaaaa\nbbbbbbbbb\nccccccccc\nddddddddd\n";
+    p.file("half/old", old)
+        .file("under/old", old)
+        .file("x/same", "1111\n2222\n3333\n4444\n")
+        .file("y/same", "5555\n6666\n7777\n8888\n");
+    let a = p.snap();
+    p.remove("half/old")
+        .file("half/new", "aaaaaaaaa\nbbbbbbbbb\nxxxxxxxxx\nyyyyyyyyy\n")
+        .remove("under/old")
+        .file("under/new", "aaaaaaaaa\nbbbbbbbbb\nxxxxxxxxx\nyyyyyyyyyy\n")
+        // Same basename, 75% alike: the basename pass pairs them.
+        .remove("x/same")
+        .file("z/same", "1111\n2222\n3333\n9999\n")
+        // Same basename, 50% alike: only the inexact pass would.
+        .remove("y/same")
+        .file("w/same", "5555\n6666\nqqqq\nrrrr\n");
+    let b = p.snap();
+    check_all(&p, &a, &b);
+    p.fsck();
+}
+
+/// Past git's rename limit (1,000 deleted by 1,000 added, product 1,000,000), edited moves are
+/// not paired, exact ones still are: 1,002 deleted and 1,001 added files, one of them moved
+/// unchanged, are listed as git lists them.
+#[test]
+fn past_the_rename_limit_only_exact_moves_pair_as_in_git() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    for i in 0..1001 {
+        p.file(
+            format!("old/a{i}"),
+            format!("file {i}\nline two\nline three\n"),
+        );
+    }
+    p.file("old/exact", "moved as it is\n");
+    let a = p.snap();
+    p.remove("old");
+    for i in 0..1000 {
+        p.file(format!("new/b{i}"), format!("file {i}\nline two\nline 3\n"));
+    }
+    p.file("new/exact-moved", "moved as it is\n");
+    let b = p.snap();
+    let text = p.check_diff_text(&a, &b);
+    let renames = text
+        .split(|&b| b == b'\n')
+        .filter(|l| l.starts_with(b"rename from "));
+    assert_eq!(
+        renames.count(),
+        1,
+        "past the limit, git pairs only the exact move"
+    );
+    p.check_diff_full_asked(&a, &b, Ask::default());
+}
+
+/// The turn summary of an agent's move: `turn end`, `turns`, `changes` and `show` list one
+/// renamed file with the old path and `git diff -M --numstat`'s counts; `--no-renames` lists
+/// the deletion and the addition; the turn's record keeps each path alone (older rewinds read
+/// it).
+#[test]
+fn turn_summary_lists_an_agents_move_as_a_rename() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    let body: String = (0..20).map(|i| format!("line {i}\n")).collect();
+    p.file("src/old_name.rs", &body).file("keep.txt", "keep\n");
+    let turn = ["--session", "s", "--turn", "1"];
+    p.rewind([&["turn", "begin"][..], &turn[..]].concat())
+        .assert_success();
+    p.remove("src/old_name.rs")
+        .file("src/new_name.rs", body.replace("line 7\n", "line seven\n"))
+        .file("keep.txt", "keep\nmore\n");
+    let end = p.rewind([&["--json", "turn", "end"][..], &turn[..]].concat());
+    end.assert_success();
+    let end = one_json(&end);
+    let (before, after) = (
+        end["before"].as_str().unwrap(),
+        end["after"].as_str().unwrap(),
+    );
+    let git = sb.git_in_run(&p.store(), ["diff", "-M", "--numstat", before, after]);
+    git.assert_success();
+    assert_eq!(
+        git.stdout,
+        "1\t0\tkeep.txt\n1\t1\tsrc/{old_name.rs => new_name.rs}\n"
+    );
+    let git = sb.git_in_run(&p.store(), ["diff", "-M", before, after]);
+    let similarity: u64 = (git.stdout.lines())
+        .find_map(|l| l.strip_prefix("similarity index "))
+        .and_then(|l| l.strip_suffix('%'))
+        .expect("git pairs the move")
+        .parse()
+        .unwrap();
+    let renamed = |files: &Value| -> Value {
+        let rows = files.as_array().expect("files");
+        assert_eq!(rows.len(), 2, "{files}");
+        assert_eq!(rows[0]["file"], "keep.txt", "{files}");
+        let row = &rows[1];
+        for (key, want) in [
+            ("file", Value::from("src/new_name.rs")),
+            ("status", "renamed".into()),
+            ("old_file", "src/old_name.rs".into()),
+            ("similarity", similarity.into()),
+            ("additions", 1.into()),
+            ("deletions", 1.into()),
+        ] {
+            assert_eq!(row[key], want, "{key} of {row}");
+        }
+        row.clone()
+    };
+    renamed(&end["files"]);
+    let turns = one_json(&p.rewind(["--json", "turns", "--session", "s"]));
+    renamed(&turns[0]["changed"]);
+    assert_eq!(turns[0]["files"], 2, "{turns}");
+    assert_eq!(turns[0]["additions"], 2, "{turns}");
+    let changes = one_json(&p.rewind(["--json", "changes", "--session", "s"]));
+    renamed(&changes["files"]);
+    assert_eq!(changes["total_files"], 2, "{changes}");
+    let show = p.rewind(["show", "--session", "s", "1"]);
+    show.assert_success();
+    let diff = show.stdout_bytes.splitn(2, |&b| b == b'\n').nth(1).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(diff),
+        git.stdout,
+        "show's diff is git diff -M's"
+    );
+    let human = p.rewind(["turns", "--session", "s"]);
+    assert!(
+        human.stdout.contains("src/old_name.rs -> src/new_name.rs"),
+        "{human}"
+    );
+
+    // --no-renames: the deletion and the addition, as stored.
+    let turns = one_json(&p.rewind(["--json", "turns", "--session", "s", "--no-renames"]));
+    let statuses: Vec<(&str, &str)> = (turns[0]["changed"].as_array().unwrap().iter())
+        .map(|f| (f["file"].as_str().unwrap(), f["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("keep.txt", "modified"),
+            ("src/new_name.rs", "added"),
+            ("src/old_name.rs", "deleted")
+        ]
+    );
+    assert_eq!(turns[0]["files"], 3, "{turns}");
+    let changes = one_json(&p.rewind(["--json", "changes", "--session", "s", "--no-renames"]));
+    assert_eq!(changes["total_files"], 3, "{changes}");
+    let show = p.rewind(["show", "--session", "s", "1", "--no-renames"]);
+    let git = sb.git_in_run(&p.store(), ["diff", "--no-renames", before, after]);
+    assert!(show.stdout.ends_with(&git.stdout), "{show}");
+    let log = sb.git_in_run(
+        &p.store(),
+        ["log", "-1", "--format=%B", "refs/rewind/sessions/s/turns/1"],
+    );
+    assert!(
+        log.stdout
+            .contains("Rewind-File: added unannounced +20 -0 src/new_name.rs\n")
+            && log
+                .stdout
+                .contains("Rewind-File: deleted unannounced +0 -20 src/old_name.rs\n"),
+        "the record keeps each path alone: {log}"
+    );
+    p.fsck();
+}
