@@ -8,10 +8,12 @@
 //! 2. basename: a basename that only one deleted and one added file have pairs them when they
 //!    are at least 75% similar (halfway between the 50% threshold and 100%);
 //! 3. inexact, unless both sides number more than [`RENAME_LIMIT`] or their product passes its
-//!    square: every added regular file keeps its [`CANDIDATES_PER_DESTINATION`] best deleted
-//!    regular files at least 50% similar; all those are taken best score first (ties: the same
-//!    basename first, then added path, then the order they were kept), skipping a side already
-//!    taken.
+//!    square: every added file keeps its [`CANDIDATES_PER_DESTINATION`] best deleted files
+//!    (a symlink scores 0), each met in git's order taking a free slot, else the first of the
+//!    worst slots if it is better (score, then the same basename); of those, the ones at least
+//!    50% similar are taken best first (ties: the same basename first, then added path, then
+//!    slot), skipping a side already taken. Measured against git: which slots equal candidates
+//!    hold depends on the dissimilar files met before them.
 //!
 //! Similarity is git's estimate: each file is cut into chunks that end after a newline or at
 //! 64 bytes (a CR before a LF is left out of a text file's chunks), the bytes of equal chunks
@@ -147,10 +149,9 @@ pub(crate) fn find_renames(repo: &gix::Repository, changes: &[Change]) -> Result
     for &d in &destinations {
         let mut kept: Vec<Candidate> = Vec::with_capacity(CANDIDATES_PER_DESTINATION);
         for &s in &sources {
+            // Every deleted file competes for the slots, even one below the threshold (it is
+            // dropped afterwards): that decides the order of equal candidates, as in git.
             let score = files.similarity(s, d, MIN_SCORE)?;
-            if score < MIN_SCORE {
-                continue;
-            }
             let candidate = Candidate {
                 source: s,
                 destination: d,
@@ -168,7 +169,7 @@ pub(crate) fn find_renames(repo: &gix::Repository, changes: &[Change]) -> Result
                 }
             }
         }
-        candidates.extend(kept);
+        candidates.extend(kept.into_iter().filter(|c| c.score >= MIN_SCORE));
     }
     // Stable: equal ranks stay in the order of their added path, then of keeping.
     candidates.sort_by_key(|c| std::cmp::Reverse(c.rank()));

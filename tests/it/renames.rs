@@ -137,7 +137,7 @@ impl World<'_> {
             self.take(from);
             return Some(format!("delete {from}"));
         };
-        Some(match rng.below(12) {
+        Some(match rng.below(13) {
             0 => {
                 let entry = match rng.below(6) {
                     0 => Entry::File(Vec::new(), false),
@@ -274,13 +274,37 @@ impl World<'_> {
                 self.put(&to, Entry::File(data, exec));
                 format!("binary {from} -> {to}")
             }
-            _ => {
+            11 => {
                 let from = self.some_file(rng)?;
                 let Entry::File(data, exec) = self.take(&from) else {
                     unreachable!()
                 };
                 self.put(&to, Entry::File(data, !exec));
                 format!("move {from} -> {to} with a mode change")
+            }
+            _ => {
+                // Every copy of a file moves with the same edit: equal candidates.
+                let from = self.some_file(rng)?;
+                let Entry::File(data, _) = self.files[&from].clone() else {
+                    unreachable!()
+                };
+                let copies: Vec<String> = (self.files.iter())
+                    .filter(|(_, e)| matches!(e, Entry::File(d, _) if *d == data))
+                    .map(|(p, _)| p.clone())
+                    .collect();
+                let mut new = data.clone();
+                new.extend_from_slice(b"extra\n");
+                let mut moved = Vec::new();
+                for path in &copies {
+                    self.take(path);
+                }
+                for _ in &copies {
+                    if let Some(to) = self.free_path(rng) {
+                        self.put(&to, Entry::File(new.clone(), false));
+                        moved.push(to);
+                    }
+                }
+                format!("copies {copies:?} -> {moved:?}")
             }
         })
     }
@@ -350,29 +374,65 @@ fn random_moves_match_git_diff_m() {
     world.p.fsck();
 }
 
-/// A file whose edited copy is exactly as similar as the threshold: 50% is a rename, one byte
-/// less is not; and the basename pass's 75% on either side of it.
+/// The thresholds: 50% similar is a rename, one byte short of it is not; a basename that one
+/// deleted and one added file have pairs them from 75% on, ahead of a more similar other file
+/// (which takes the deleted file below 75%).
 #[test]
 fn similarity_at_the_thresholds_matches_git() {
     let sb = Sandbox::new();
     let p = Proj::new(&sb, "proj");
-    // 4 lines of 10 bytes: 2 kept is 50%; with one byte more in the new file, just under.
-    let old = "aaaaaaaaa\nbbbbbbbbb\nccccccccc\nddddddddd\n";
-    p.file("half/old", old)
-        .file("under/old", old)
-        .file("x/same", "1111\n2222\n3333\n4444\n")
-        .file("y/same", "5555\n6666\n7777\n8888\n");
+    p.file("half/old", "aaaaaaaaa\nbbbbbbbbb\nccccccccc\nddddddddd\n")
+        .file("under/old", "eeeeeeeee\nfffffffff\nggggggggg\nhhhhhhhhh\n")
+        .file("b1/conf", "1111\n2222\n3333\n4444\n")
+        .file("c1/conf2", "aaaa\nbbbb\ncccc\ndddd\n");
     let a = p.snap();
-    p.remove("half/old")
+    // 20 of 40 bytes kept: 50%; 20 of 41: under.
+    p.remove("half")
         .file("half/new", "aaaaaaaaa\nbbbbbbbbb\nxxxxxxxxx\nyyyyyyyyy\n")
-        .remove("under/old")
-        .file("under/new", "aaaaaaaaa\nbbbbbbbbb\nxxxxxxxxx\nyyyyyyyyyy\n")
-        // Same basename, 75% alike: the basename pass pairs them.
-        .remove("x/same")
-        .file("z/same", "1111\n2222\n3333\n9999\n")
-        // Same basename, 50% alike: only the inexact pass would.
-        .remove("y/same")
-        .file("w/same", "5555\n6666\nqqqq\nrrrr\n");
+        .remove("under")
+        .file("under/new", "eeeeeeeee\nfffffffff\nxxxxxxxxx\nyyyyyyyyyy\n");
+    // 75% with the same basename beats 80% with another; 71% does not.
+    p.remove("b1")
+        .file("b2/conf", "1111\n2222\n3333\n9999\n")
+        .file("b3/other", "1111\n2222\n3333\n4444\n5555\n")
+        .remove("c1")
+        .file("c2/conf2", "aaaa\nbbbb\ncccc\nzzzzz\n")
+        .file("c3/other2", "aaaa\nbbbb\ncccc\ndddd\neeee\n");
+    let b = p.snap();
+    let text = check_all(&p, &a, &b);
+    let pairs: Vec<&[u8]> = (text.split(|&b| b == b'\n'))
+        .filter(|l| l.starts_with(b"rename "))
+        .collect();
+    let want: [&[u8]; 6] = [
+        b"rename from b1/conf",
+        b"rename to b2/conf",
+        b"rename from c1/conf2",
+        b"rename to c3/other2",
+        b"rename from half/old",
+        b"rename to half/new",
+    ];
+    assert_eq!(pairs, want, "the cases must be the ones meant (git agrees)");
+    p.fsck();
+}
+
+/// Several deleted files equally similar to several added ones: which one each added file
+/// gets follows git, where a dissimilar deleted file met first takes a slot of the four each
+/// added file keeps, and moves the equal ones' order (rewind paired them in path order).
+#[test]
+fn equal_candidates_pair_as_git_pairs_them_after_a_dissimilar_file() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    let body = "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\n";
+    p.file("a-other", "something else entirely\n");
+    for i in 1..=6 {
+        p.file(format!("s{i}"), body);
+    }
+    let a = p.snap();
+    p.remove("a-other");
+    for i in 1..=6 {
+        p.remove(format!("s{i}"));
+        p.file(format!("d{i}"), format!("{body}extra\n"));
+    }
     let b = p.snap();
     check_all(&p, &a, &b);
     p.fsck();
