@@ -213,13 +213,13 @@ impl Candidate {
     }
 }
 
-/// The changes' files as far as the similarity estimate read them: sizes and chunk counts,
-/// each read at most once.
+/// The changes' files as far as the similarity estimate read them: sizes and chunk counts
+/// (by the change's index), each read at most once.
 struct Files<'a> {
     repo: &'a gix::Repository,
     changes: &'a [Change],
-    sizes: HashMap<usize, u64>,
-    chunks: HashMap<usize, Vec<(u64, u64)>>,
+    sizes: Vec<Option<u64>>,
+    chunks: Vec<Option<Vec<(u64, u64)>>>,
 }
 
 impl<'a> Files<'a> {
@@ -227,8 +227,8 @@ impl<'a> Files<'a> {
         Files {
             repo,
             changes,
-            sizes: HashMap::new(),
-            chunks: HashMap::new(),
+            sizes: vec![None; changes.len()],
+            chunks: vec![None; changes.len()],
         }
     }
 
@@ -238,11 +238,11 @@ impl<'a> Files<'a> {
     }
 
     fn size(&mut self, i: usize) -> Result<u64> {
-        if let Some(&size) = self.sizes.get(&i) {
+        if let Some(size) = self.sizes[i] {
             return Ok(size);
         }
         let size = blob_size(self.repo, self.side(i).id, self.changes[i].path.as_ref())?;
-        self.sizes.insert(i, size);
+        self.sizes[i] = Some(size);
         Ok(size)
     }
 
@@ -261,14 +261,18 @@ impl<'a> Files<'a> {
         }
         self.load(source)?;
         self.load(destination)?;
-        let common = common_bytes(&self.chunks[&source], &self.chunks[&destination]);
+        let (a, b) = (&self.chunks[source], &self.chunks[destination]);
+        let common = common_bytes(
+            a.as_deref().unwrap_or_default(),
+            b.as_deref().unwrap_or_default(),
+        );
         Ok(common * MAX_SCORE / larger)
     }
 
     fn load(&mut self, i: usize) -> Result<()> {
-        if !self.chunks.contains_key(&i) {
+        if self.chunks[i].is_none() {
             let data = read_blob(self.repo, self.side(i).id, self.changes[i].path.as_ref())?;
-            self.chunks.insert(i, chunk_counts(&data));
+            self.chunks[i] = Some(chunk_counts(&data));
         }
         Ok(())
     }

@@ -438,11 +438,11 @@ fn equal_candidates_pair_as_git_pairs_them_after_a_dissimilar_file() {
     p.fsck();
 }
 
-/// Past git's rename limit (1,000 deleted by 1,000 added, product 1,000,000), edited moves are
-/// not paired, exact ones still are: 1,002 deleted and 1,001 added files, one of them moved
-/// unchanged, are listed as git lists them.
+/// git's rename limit (1,000 deleted by 1,000 added, product 1,000,000) counts the files the
+/// exact pass left: 1,001 edited moves by 999 (and one exact move) are paired, one more of
+/// each is past the limit, and then only the exact move pairs, as in git.
 #[test]
-fn past_the_rename_limit_only_exact_moves_pair_as_in_git() {
+fn rename_limit_counts_what_the_exact_pass_left_as_in_git() {
     let sb = Sandbox::new();
     let p = Proj::new(&sb, "proj");
     for i in 0..1001 {
@@ -454,21 +454,25 @@ fn past_the_rename_limit_only_exact_moves_pair_as_in_git() {
     p.file("old/exact", "moved as it is\n");
     let a = p.snap();
     p.remove("old");
-    for i in 0..1000 {
+    for i in 0..999 {
         p.file(format!("new/b{i}"), format!("file {i}\nline two\nline 3\n"));
     }
     p.file("new/exact-moved", "moved as it is\n");
-    let b = p.snap();
-    let text = p.check_diff_text(&a, &b);
-    let renames = text
-        .split(|&b| b == b'\n')
-        .filter(|l| l.starts_with(b"rename from "));
+    let within = p.snap();
+    p.file("new/b999", "file 999\nline two\nline 3\n");
+    let past = p.snap();
+    let renames = |text: Vec<u8>| {
+        (text.split(|&b| b == b'\n'))
+            .filter(|l| l.starts_with(b"rename from "))
+            .count()
+    };
+    assert_eq!(renames(p.check_diff_text(&a, &within)), 1000);
     assert_eq!(
-        renames.count(),
+        renames(p.check_diff_text(&a, &past)),
         1,
-        "past the limit, git pairs only the exact move"
+        "only the exact move"
     );
-    p.check_diff_full_asked(&a, &b, Ask::default());
+    p.check_diff_full_asked(&a, &past, Ask::default());
 }
 
 /// The turn summary of an agent's move: `turn end`, `turns`, `changes` and `show` list one
