@@ -150,7 +150,7 @@ impl Store {
             .map(|id| id.to_string())
             .collect();
         missing.sort();
-        let turns = self.turns(None)?;
+        let turns = self.turns_with(None, &crate::turns::SummaryOptions { renames: false })?;
         let mut sessions: Vec<&str> = turns.iter().map(|t| t.session.as_str()).collect();
         sessions.sort_unstable();
         sessions.dedup();
@@ -218,7 +218,7 @@ impl Store {
                 what: "track".into(),
             });
         }
-        for turn in self.turns(None)? {
+        for turn in self.turns_with(None, &crate::turns::SummaryOptions { renames: false })? {
             let state = match (turn.rolled_back, turn.ended_at) {
                 (true, _) => "rolled back",
                 (false, None) => "open",

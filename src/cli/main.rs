@@ -463,9 +463,12 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
     Ok(())
 }
 
+/// Turns listed one path a file, as recorded (the choices below need no renames).
+const PER_PATH: rewind::SummaryOptions = rewind::SummaryOptions { renames: false };
+
 /// The project's most recent session: the one whose last turn began last. Reads every turn.
 fn last_session_of(store: &rewind::Store) -> rewind::Result<String> {
-    let turns = store.turns(None)?;
+    let turns = store.turns_with(None, &PER_PATH)?;
     let last = turns.into_iter().max_by_key(|turn| turn.started_at);
     last.map(|turn| turn.session)
         .ok_or_else(|| rewind::Error::NoSession("(any: the project has no turns yet)".into()))
@@ -475,7 +478,7 @@ fn last_session_of(store: &rewind::Store) -> rewind::Result<String> {
 /// not rolled back, began last (a session that since only answered a question undoes
 /// nothing); else [`last_session_of`]. Reads every turn.
 fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
-    let turns = store.turns(None)?;
+    let turns = store.turns_with(None, &PER_PATH)?;
     let changing = turns
         .into_iter()
         .filter(|t| t.ended_at.is_some() && !t.rolled_back && t.files > 0);
@@ -488,7 +491,7 @@ fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
 /// The session's last ended turn that changed files and is not rolled back. Reads the
 /// session's turns.
 fn last_changing_turn(store: &rewind::Store, session: &str) -> rewind::Result<Option<String>> {
-    let turns = store.turns(Some(session))?;
+    let turns = store.turns_with(Some(session), &PER_PATH)?;
     let mut changing = turns
         .into_iter()
         .filter(|t| t.ended_at.is_some() && !t.rolled_back && t.files > 0);
