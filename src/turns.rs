@@ -152,13 +152,14 @@ pub struct Turn {
     pub before: SnapshotId,
     /// The snapshot taken when it ended (`None` while open).
     pub after: Option<SnapshotId>,
-    /// How many files it changed.
+    /// How many files it changed (once ended: the rows of `changed`, a rename once).
     pub files: usize,
-    /// Lines added over the files it changed.
+    /// Lines added over the files it changed (once ended: over `changed`).
     pub additions: usize,
-    /// Lines deleted over the files it changed.
+    /// Lines deleted over the files it changed (once ended: over `changed`).
     pub deletions: usize,
-    /// The files it changed, each with its [`Origin`] (empty while the turn is open).
+    /// The files it changed, each with its [`Origin`] (empty while the turn is open); renames
+    /// paired unless [`SummaryOptions::renames`] is off.
     pub changed: Vec<TurnFile>,
     /// Whether an undo rolled it back (and no redo gave it back).
     pub rolled_back: bool,
