@@ -18,9 +18,10 @@
 //! Similarity is git's estimate: each file is cut into chunks that end after a newline or at
 //! 64 bytes (a CR before a LF is left out of a text file's chunks), the bytes of equal chunks
 //! are counted, and the score is the bytes the two files have in common over the larger file's
-//! size, on git's scale of 60,000. git tells chunks apart by a hash modulo 107,927 (two
-//! different chunks whose hashes collide count as equal); here equal chunks are equal bytes, up
-//! to a 64-bit hash.
+//! size, on git's scale of 60,000. A chunk's leading NUL bytes count but do not tell it apart
+//! (`\0// c\n` is `// c\n` to git, found by a test). git tells chunks apart by a hash modulo
+//! 107,927 (two different chunks whose hashes collide count as equal); here equal chunks are
+//! equal bytes after their leading NULs, up to a 64-bit hash.
 
 use std::collections::HashMap;
 
@@ -283,16 +284,21 @@ impl<'a> Files<'a> {
 fn chunk_counts(data: &[u8]) -> Vec<(u64, u64)> {
     let text = !is_binary(data);
     let mut counts: HashMap<u64, u64> = HashMap::new();
-    let (mut hash, mut len) = (FNV_OFFSET, 0usize);
+    // `seen`: the chunk has a byte other than NUL so far.
+    let (mut hash, mut len, mut seen) = (FNV_OFFSET, 0usize, false);
     for (i, &byte) in data.iter().enumerate() {
         if text && byte == b'\r' && data.get(i + 1) == Some(&b'\n') {
             continue;
         }
-        hash = (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME);
+        // git's chunk hash does not see a chunk's leading NUL bytes (they still count).
+        seen |= byte != 0;
+        if seen {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME);
+        }
         len += 1;
         if byte == b'\n' || len == CHUNK_MAX {
             *counts.entry(hash).or_default() += len as u64;
-            (hash, len) = (FNV_OFFSET, 0);
+            (hash, len, seen) = (FNV_OFFSET, 0, false);
         }
     }
     if len > 0 {
@@ -362,6 +368,15 @@ mod tests {
         assert_eq!(counts.len(), 2);
         assert_eq!(chunk_counts(b"a\r\nb\n"), chunk_counts(b"a\nb\n"));
         assert_ne!(chunk_counts(b"\0a\r\n"), chunk_counts(b"\0a\n"));
+    }
+
+    #[test]
+    fn leading_nuls_of_a_chunk_count_but_do_not_tell_it_apart() {
+        let a = chunk_counts(b"\0\0// c\n");
+        let b = chunk_counts(b"// c\n");
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].0, a[0].1), (b[0].0, 7));
+        assert_ne!(chunk_counts(b"/\0/ c\n")[0].0, b[0].0);
     }
 
     #[test]
