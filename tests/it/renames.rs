@@ -412,6 +412,15 @@ fn similarity_at_the_thresholds_matches_git() {
         b"rename to half/new",
     ];
     assert_eq!(pairs, want, "the cases must be the ones meant (git agrees)");
+    // Paths select before pairing, as in `git diff -M -- PATHS`: a move across the selection's
+    // edge is a deletion or an addition.
+    for paths in [&["b1", "b2"][..], &["b2"], &["b1"], &["half/new", "c3"]] {
+        let ask = Ask {
+            paths,
+            ..Ask::default()
+        };
+        p.check_diff_full_asked(&a, &b, ask);
+    }
     p.fsck();
 }
 
