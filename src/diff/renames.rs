@@ -66,126 +66,163 @@ pub(crate) fn find_renames(repo: &gix::Repository, changes: &[Change]) -> Result
     let destinations: Vec<usize> = (0..changes.len())
         .filter(|&i| changes[i].before.is_none() && changes[i].after.is_some_and(is_file))
         .collect();
-    let mut pairs = Vec::new();
-    if sources.is_empty() || destinations.is_empty() {
-        return Ok(pairs);
-    }
-    let side = |i: usize| changes[i].before.or(changes[i].after).expect("one side");
-    let name = |i: usize| basename(changes[i].path.as_ref());
-    let mut taken = vec![false; changes.len()];
-
-    // 1. Exact: same blob, same file type.
-    let mut by_blob: HashMap<(ObjectId, bool), Vec<usize>> = HashMap::new();
-    for &s in &sources {
-        let s_side = side(s);
-        by_blob
-            .entry((s_side.id, s_side.is_link()))
-            .or_default()
-            .push(s);
-    }
-    for &d in &destinations {
-        let d_side = side(d);
-        let Some(candidates) = by_blob.get(&(d_side.id, d_side.is_link())) else {
-            continue;
-        };
-        let free = || candidates.iter().copied().filter(|&s| !taken[s]);
-        let chosen = free()
-            .find(|&s| name(s) == name(d))
-            .or_else(|| free().next());
-        if let Some(s) = chosen {
-            taken[s] = true;
-            taken[d] = true;
-            pairs.push(Pair {
-                source: s,
-                destination: d,
-                score: MAX_SCORE,
-            });
-        }
-    }
-    let left = |list: &[usize], taken: &[bool]| -> Vec<usize> {
-        list.iter().copied().filter(|&i| !taken[i]).collect()
+    let mut found = Found {
+        changes,
+        taken: vec![false; changes.len()],
+        pairs: Vec::new(),
     };
-    let (sources, destinations) = (left(&sources, &taken), left(&destinations, &taken));
     if sources.is_empty() || destinations.is_empty() {
-        return Ok(pairs);
+        return Ok(found.pairs);
+    }
+    found.exact(&sources, &destinations);
+    let (sources, destinations) = (found.left(&sources), found.left(&destinations));
+    if sources.is_empty() || destinations.is_empty() {
+        return Ok(found.pairs);
     }
     let mut files = Files::new(repo, changes);
+    found.basenames(&mut files, &sources, &destinations)?;
+    let (sources, destinations) = (found.left(&sources), found.left(&destinations));
+    let (ns, nd) = (sources.len() as u64, destinations.len() as u64);
+    let limit = RENAME_LIMIT as u64;
+    if ns > 0 && nd > 0 && (ns <= limit || nd <= limit) && ns * nd <= limit * limit {
+        found.inexact(&mut files, &sources, &destinations)?;
+    }
+    Ok(found.pairs)
+}
 
-    // 2. Basenames that one deleted and one added file have.
-    let mut counts: HashMap<&BStr, (usize, usize, usize, usize)> = HashMap::new();
-    for &s in &sources {
-        let entry = counts.entry(name(s)).or_default();
-        (entry.0, entry.1) = (entry.0 + 1, s);
+/// The renames found so far, and which changes they took.
+struct Found<'a> {
+    changes: &'a [Change],
+    taken: Vec<bool>,
+    pairs: Vec<Pair>,
+}
+
+impl<'a> Found<'a> {
+    fn side(&self, i: usize) -> Side {
+        self.changes[i]
+            .before
+            .or(self.changes[i].after)
+            .expect("one side")
     }
-    for &d in &destinations {
-        let entry = counts.entry(name(d)).or_default();
-        (entry.2, entry.3) = (entry.2 + 1, d);
+
+    fn name(&self, i: usize) -> &'a BStr {
+        basename(self.changes[i].path.as_ref())
     }
-    for &d in &destinations {
-        let Some(&(1, s, 1, _)) = counts.get(name(d)) else {
-            continue;
-        };
-        let score = files.similarity(s, d, BASENAME_MIN_SCORE)?;
-        if score >= BASENAME_MIN_SCORE {
-            taken[s] = true;
-            taken[d] = true;
-            pairs.push(Pair {
-                source: s,
-                destination: d,
-                score,
-            });
+
+    /// `list` without the changes a rename took.
+    fn left(&self, list: &[usize]) -> Vec<usize> {
+        list.iter().copied().filter(|&i| !self.taken[i]).collect()
+    }
+
+    fn pair(&mut self, source: usize, destination: usize, score: u64) {
+        self.taken[source] = true;
+        self.taken[destination] = true;
+        self.pairs.push(Pair {
+            source,
+            destination,
+            score,
+        });
+    }
+
+    /// Pass 1: each added file, in git's order, takes a free deleted file with its blob and
+    /// file type, one of the same basename first. Costs a hash lookup per file.
+    fn exact(&mut self, sources: &[usize], destinations: &[usize]) {
+        let mut by_blob: HashMap<(ObjectId, bool), Vec<usize>> = HashMap::new();
+        for &s in sources {
+            let side = self.side(s);
+            by_blob
+                .entry((side.id, side.is_link()))
+                .or_default()
+                .push(s);
         }
-    }
-    let (sources, destinations) = (left(&sources, &taken), left(&destinations, &taken));
-    let (ns, nd) = (sources.len(), destinations.len());
-    if ns == 0 || nd == 0 || (ns > RENAME_LIMIT && nd > RENAME_LIMIT) {
-        return Ok(pairs);
-    }
-    if (ns as u64) * (nd as u64) > (RENAME_LIMIT as u64).pow(2) {
-        return Ok(pairs);
-    }
-
-    // 3. Inexact: the best candidates of every added file, taken best first.
-    let mut candidates = Vec::new();
-    for &d in &destinations {
-        let mut kept: Vec<Candidate> = Vec::with_capacity(CANDIDATES_PER_DESTINATION);
-        for &s in &sources {
-            // Every deleted file competes for the slots, even one below the threshold (it is
-            // dropped afterwards): that decides the order of equal candidates, as in git.
-            let score = files.similarity(s, d, MIN_SCORE)?;
-            let candidate = Candidate {
-                source: s,
-                destination: d,
-                score,
-                same_name: name(s) == name(d),
+        for &d in destinations {
+            let side = self.side(d);
+            let Some(candidates) = by_blob.get(&(side.id, side.is_link())) else {
+                continue;
             };
-            if kept.len() < CANDIDATES_PER_DESTINATION {
-                kept.push(candidate);
-            } else {
-                let worst = (0..kept.len())
-                    .min_by_key(|&k| kept[k].rank())
-                    .expect("kept is full");
-                if candidate.rank() > kept[worst].rank() {
-                    kept[worst] = candidate;
-                }
+            let free = || candidates.iter().copied().filter(|&s| !self.taken[s]);
+            let chosen = free()
+                .find(|&s| self.name(s) == self.name(d))
+                .or_else(|| free().next());
+            if let Some(s) = chosen {
+                self.pair(s, d, MAX_SCORE);
             }
         }
-        candidates.extend(kept.into_iter().filter(|c| c.score >= MIN_SCORE));
     }
-    // Stable: equal ranks stay in the order of their added path, then of keeping.
-    candidates.sort_by_key(|c| std::cmp::Reverse(c.rank()));
-    for c in candidates {
-        if !taken[c.source] && !taken[c.destination] {
-            taken[c.source] = true;
-            taken[c.destination] = true;
-            pairs.push(Pair {
-                source: c.source,
-                destination: c.destination,
-                score: c.score,
-            });
+
+    /// Pass 2: a basename only one deleted and one added file have pairs them when they are
+    /// [`BASENAME_MIN_SCORE`] similar. Costs one similarity per such basename.
+    fn basenames(
+        &mut self,
+        files: &mut Files,
+        sources: &[usize],
+        destinations: &[usize],
+    ) -> Result<()> {
+        // Per basename: how many deleted files have it and the last one, the same for added.
+        let mut counts: HashMap<&BStr, (usize, usize, usize, usize)> = HashMap::new();
+        for &s in sources {
+            let entry = counts.entry(self.name(s)).or_default();
+            (entry.0, entry.1) = (entry.0 + 1, s);
         }
+        for &d in destinations {
+            let entry = counts.entry(self.name(d)).or_default();
+            (entry.2, entry.3) = (entry.2 + 1, d);
+        }
+        for &d in destinations {
+            let Some(&(1, s, 1, _)) = counts.get(self.name(d)) else {
+                continue;
+            };
+            let score = files.similarity(s, d, BASENAME_MIN_SCORE)?;
+            if score >= BASENAME_MIN_SCORE {
+                self.pair(s, d, score);
+            }
+        }
+        Ok(())
     }
-    Ok(pairs)
+
+    /// Pass 3: every added file keeps its best [`CANDIDATES_PER_DESTINATION`] deleted files;
+    /// those at least [`MIN_SCORE`] similar are taken best first. Costs one similarity per
+    /// pair.
+    fn inexact(
+        &mut self,
+        files: &mut Files,
+        sources: &[usize],
+        destinations: &[usize],
+    ) -> Result<()> {
+        let mut candidates = Vec::new();
+        for &d in destinations {
+            let mut kept: Vec<Candidate> = Vec::with_capacity(CANDIDATES_PER_DESTINATION);
+            for &s in sources {
+                // Every deleted file competes for the slots, even one below the threshold (it
+                // is dropped afterwards): that decides the order of equal candidates, as in git.
+                let candidate = Candidate {
+                    source: s,
+                    destination: d,
+                    score: files.similarity(s, d, MIN_SCORE)?,
+                    same_name: self.name(s) == self.name(d),
+                };
+                if kept.len() < CANDIDATES_PER_DESTINATION {
+                    kept.push(candidate);
+                } else {
+                    let worst = (0..kept.len())
+                        .min_by_key(|&k| kept[k].rank())
+                        .expect("kept is full");
+                    if candidate.rank() > kept[worst].rank() {
+                        kept[worst] = candidate;
+                    }
+                }
+            }
+            candidates.extend(kept.into_iter().filter(|c| c.score >= MIN_SCORE));
+        }
+        // Stable: equal ranks stay in the order of their added path, then of their slot.
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.rank()));
+        for c in candidates {
+            if !self.taken[c.source] && !self.taken[c.destination] {
+                self.pair(c.source, c.destination, c.score);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A regular file or a symlink (what rename detection considers).
