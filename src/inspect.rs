@@ -1,9 +1,10 @@
 //! Looking at a store: `doctor` (its health) and `log` (its records, newest first).
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
-use gix::bstr::BString;
+use gix::bstr::{BStr, ByteSlice};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -149,7 +150,7 @@ impl Store {
             .map(|id| id.to_string())
             .collect();
         missing.sort();
-        let turns = self.turns(None)?;
+        let turns = self.turns_with(None, &crate::turns::SummaryOptions { renames: false })?;
         let mut sessions: Vec<&str> = turns.iter().map(|t| t.session.as_str()).collect();
         sessions.sort_unstable();
         sessions.dedup();
@@ -217,7 +218,7 @@ impl Store {
                 what: "track".into(),
             });
         }
-        for turn in self.turns(None)? {
+        for turn in self.turns_with(None, &crate::turns::SummaryOptions { renames: false })? {
             let state = match (turn.rolled_back, turn.ended_at) {
                 (true, _) => "rolled back",
                 (false, None) => "open",
@@ -257,7 +258,17 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn show(&self, what: &str, session: Option<&str>) -> Result<Shown> {
-        let turns = self.turns(session)?;
+        self.show_with(what, session, &crate::turns::SummaryOptions::default())
+    }
+
+    /// [`Self::show`], the turn's files and diff with renames or without, as `options` says.
+    pub fn show_with(
+        &self,
+        what: &str,
+        session: Option<&str>,
+        options: &crate::turns::SummaryOptions,
+    ) -> Result<Shown> {
+        let turns = self.turns_with(session, options)?;
         let matching: Vec<&crate::turns::Turn> = turns.iter().filter(|t| t.turn == what).collect();
         if let [turn] = matching[..] {
             let title = format!(
@@ -275,9 +286,16 @@ impl Store {
             );
             // An ended turn shows its own files only (another session's, changed meanwhile,
             // are not the turn's); an open one all that changed since it began.
-            let files: Vec<BString> = turn.changed.iter().map(|f| f.file.clone()).collect();
-            let only = turn.ended_at.is_some().then_some(&files[..]);
-            let diff = self.diff_of(turn.before, turn.after, only)?;
+            let files: HashSet<&BStr> = (turn.changed.iter())
+                .flat_map(|f| std::iter::once(&f.file).chain(&f.old_file))
+                .map(|p| p.as_bstr())
+                .collect();
+            let own = |path: &BStr| files.contains(path);
+            let only = turn
+                .ended_at
+                .is_some()
+                .then_some(&own as &dyn Fn(&BStr) -> bool);
+            let diff = self.diff_of(turn.before, turn.after, only, options.renames)?;
             return Ok(Shown {
                 title,
                 diff,
@@ -311,7 +329,11 @@ impl Store {
                 e.tree.to_string()
             ))
         );
-        let diff = self.diff(from, Some(tree))?;
+        let diff_options = crate::diff::DiffOptions {
+            renames: options.renames,
+            ..Default::default()
+        };
+        let diff = self.diff_with(from, Some(tree), &diff_options)?;
         Ok(Shown {
             title,
             diff,

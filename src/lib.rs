@@ -87,8 +87,8 @@ pub use store::{
     DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE,
 };
 pub use turns::{
-    BeginOptions, Origin, RedoOptions, SessionChanges, Turn, TurnEnd, TurnFile, TurnStart,
-    UndoOptions,
+    BeginOptions, Origin, RedoOptions, SessionChanges, SummaryOptions, Turn, TurnEnd, TurnFile,
+    TurnStart, UndoOptions,
 };
 
 /// Crate internals that the integration tests (tests/it) compare with git; not an API.

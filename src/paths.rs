@@ -82,6 +82,17 @@ pub(crate) fn serialize_path<S: serde::Serializer>(
     s.serialize_str(&path.to_str_lossy())
 }
 
+/// An optional path in JSON, as [`serialize_path`] writes it (`null` when absent).
+pub(crate) fn serialize_opt_path<S: serde::Serializer>(
+    path: &Option<BString>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match path {
+        Some(path) => serialize_path(path, s),
+        None => s.serialize_none(),
+    }
+}
+
 /// A list of paths in JSON, each as [`serialize_path`] writes it.
 pub(crate) fn serialize_paths<S: serde::Serializer>(
     paths: &[BString],

@@ -686,7 +686,7 @@ impl Store {
     /// commit.
     fn session_activity(&self, abandoned: DateTime<Utc>) -> Result<BTreeMap<String, Activity>> {
         let mut sessions: BTreeMap<String, Activity> = BTreeMap::new();
-        for turn in self.turns(None)? {
+        for turn in self.turns_with(None, &crate::turns::SummaryOptions { renames: false })? {
             // The later of the two: a clock that stepped back during the turn must not age it.
             let at = turn
                 .ended_at

@@ -331,6 +331,13 @@ fn params<T: DeserializeOwned>(params: Value) -> Result<T, Failure> {
     serde_json::from_value(params).map_err(|e| Failure::BadParams(format!("bad params: {e}")))
 }
 
+/// How turn summaries list files, from a request's `no_renames`.
+fn summary(no_renames: bool) -> crate::turns::SummaryOptions {
+    crate::turns::SummaryOptions {
+        renames: !no_renames,
+    }
+}
+
 fn value(result: impl serde::Serialize) -> Result<Value, Failure> {
     Ok(serde_json::to_value(result).expect("results serialize"))
 }
@@ -350,6 +357,9 @@ struct Hash {
 struct Range {
     from: String,
     to: Option<String>,
+    /// A moved file as a deletion and an addition (`--no-renames`).
+    #[serde(default)]
+    no_renames: bool,
 }
 
 #[derive(Deserialize)]
@@ -361,6 +371,9 @@ struct DiffFull {
     paths: Vec<PathBuf>,
     /// The result's total text ([`crate::diff::DiffOptions::max_total_content_bytes`]).
     max_bytes: Option<u64>,
+    /// A moved file as a deletion and an addition (`--no-renames`).
+    #[serde(default)]
+    no_renames: bool,
 }
 
 #[derive(Deserialize)]
@@ -387,6 +400,9 @@ struct Revert {
 struct TurnId {
     session: String,
     turn: String,
+    /// A moved file as a deletion and an addition (`--no-renames`).
+    #[serde(default)]
+    no_renames: bool,
 }
 
 #[derive(Deserialize)]
@@ -417,6 +433,9 @@ struct TrackFile {
 #[serde(deny_unknown_fields)]
 struct Session {
     session: Option<String>,
+    /// A moved file as a deletion and an addition (`--no-renames`).
+    #[serde(default)]
+    no_renames: bool,
 }
 
 #[derive(Deserialize)]
@@ -494,9 +513,17 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
             value(store.patch(store.resolve(&hash)?)?)
         }
         "diff" => {
-            let Range { from, to } = params(raw)?;
+            let Range {
+                from,
+                to,
+                no_renames,
+            } = params(raw)?;
             let (from, to) = store.resolve_range(&from, to.as_deref())?;
-            let text = store.diff(from, to)?;
+            let options = crate::diff::DiffOptions {
+                renames: !no_renames,
+                ..Default::default()
+            };
+            let text = store.diff_with(from, to, &options)?;
             value(json!({"diff": String::from_utf8_lossy(&text)}))
         }
         "diff_full" => {
@@ -505,10 +532,12 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
                 to,
                 paths,
                 max_bytes,
+                no_renames,
             } = params(raw)?;
             let (from, to) = store.resolve_range(&from, to.as_deref())?;
             let mut options = crate::diff::DiffOptions {
                 paths,
+                renames: !no_renames,
                 ..Default::default()
             };
             if let Some(max_bytes) = max_bytes {
@@ -565,15 +594,22 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
             value(json!({"session": session, "turn": turn, "path": path.to_string_lossy()}))
         }
         "turn_end" => {
-            let TurnId { session, turn } = params(raw)?;
-            let mut row = json!(store.end_turn(&session, &turn)?);
+            let TurnId {
+                session,
+                turn,
+                no_renames,
+            } = params(raw)?;
+            let mut row = json!(store.end_turn_with(&session, &turn, &summary(no_renames))?);
             row["session"] = json!(session);
             row["turn"] = json!(turn);
             Ok(row)
         }
         "turns" => {
-            let Session { session } = params(raw)?;
-            value(store.turns(session.as_deref())?)
+            let Session {
+                session,
+                no_renames,
+            } = params(raw)?;
+            value(store.turns_with(session.as_deref(), &summary(no_renames))?)
         }
         "undo" => {
             let Undo {
@@ -618,10 +654,13 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
             value(store.redo(&session, &crate::turns::RedoOptions { turn, force })?)
         }
         "changes" => {
-            let Session { session } = params(raw)?;
+            let Session {
+                session,
+                no_renames,
+            } = params(raw)?;
             let session = session
                 .ok_or_else(|| Failure::BadParams("bad params: missing field `session`".into()))?;
-            value(store.changes(&session)?)
+            value(store.changes_with(&session, &summary(no_renames))?)
         }
         "prune" => {
             let Prune { dry_run } = params(raw)?;

@@ -20,7 +20,9 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
 use serde::Serialize;
 
-use crate::diff::{file_change, tree_changes, Change, DiffOptions, Side, Status};
+use crate::diff::{
+    file_change, find_renames, merge, tree_changes, Change, DiffOptions, Listed, Side, Status,
+};
 use crate::error::{Error, Result};
 use crate::paths::is_within;
 use crate::restore::{
@@ -39,12 +41,37 @@ pub struct TurnFile {
     pub file: BString,
     /// How it changed.
     pub status: Status,
+    /// The path it was renamed from (`status` `renamed` only; lossy in JSON where not UTF-8).
+    #[serde(
+        serialize_with = "crate::paths::serialize_opt_path",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub old_file: Option<BString>,
+    /// How similar it is to the file it was renamed from, in percent (`renamed` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<u32>,
     /// Lines added (`git diff --numstat`).
     pub additions: usize,
     /// Lines deleted (`git diff --numstat`).
     pub deletions: usize,
     /// Whose change it is: see [`Origin`].
     pub origin: Origin,
+}
+
+/// How turn summaries ([`Store::turns_with`], [`Store::changes_with`],
+/// [`Store::end_turn_with`], [`Store::show_with`]) list files.
+#[derive(Debug, Clone)]
+pub struct SummaryOptions {
+    /// Pair a deleted and an added file of the turn (or session) into one `renamed` row as
+    /// `git diff -M` does between its before and after (default); `false`: each path alone, as
+    /// `git diff --no-renames` lists them. A rename's origin is the stronger of its two paths'.
+    pub renames: bool,
+}
+
+impl Default for SummaryOptions {
+    fn default() -> Self {
+        SummaryOptions { renames: true }
+    }
 }
 
 /// Whose change a file of a turn is. While turns of several sessions are open at once, a
@@ -136,13 +163,14 @@ pub struct Turn {
     pub before: SnapshotId,
     /// The snapshot taken when it ended (`None` while open).
     pub after: Option<SnapshotId>,
-    /// How many files it changed.
+    /// How many files it changed (once ended: the rows of `changed`, a rename once).
     pub files: usize,
-    /// Lines added over the files it changed.
+    /// Lines added over the files it changed (once ended: over `changed`).
     pub additions: usize,
-    /// Lines deleted over the files it changed.
+    /// Lines deleted over the files it changed (once ended: over `changed`).
     pub deletions: usize,
-    /// The files it changed, each with its [`Origin`] (empty while the turn is open).
+    /// The files it changed, each with its [`Origin`] (empty while the turn is open); renames
+    /// paired unless [`SummaryOptions::renames`] is off.
     pub changed: Vec<TurnFile>,
     /// Whether an undo rolled it back (and no redo gave it back).
     pub rolled_back: bool,
@@ -376,7 +404,8 @@ fn parse_announced(message: &[u8]) -> Vec<BString> {
         .collect()
 }
 
-/// `Rewind-File:` lines for `files`, and the trailer that says they are there.
+/// `Rewind-File:` lines for `files` (one per path: renames are paired when a summary is
+/// read), and the trailer that says they are there.
 fn file_lines(files: &[TurnFile]) -> String {
     let mut out = String::new();
     for file in files {
@@ -384,6 +413,7 @@ fn file_lines(files: &[TurnFile]) -> String {
             Status::Added => "added",
             Status::Deleted => "deleted",
             Status::Modified => "modified",
+            Status::Renamed => unreachable!("end_turn stores files before pairing renames"),
         };
         out.push_str(&format!(
             "{FILE_LINE}{status} {} +{} -{} ",
@@ -423,6 +453,8 @@ fn parse_files(message: &[u8]) -> Option<Vec<TurnFile>> {
         Some(TurnFile {
             file,
             status,
+            old_file: None,
+            similarity: None,
             additions,
             deletions,
             origin,
@@ -727,6 +759,17 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn end_turn(&self, session: &str, turn: &str) -> Result<TurnEnd> {
+        self.end_turn_with(session, turn, &SummaryOptions::default())
+    }
+
+    /// [`Self::end_turn`], its files listed as `options` says. The turn's record holds each
+    /// path alone either way.
+    pub fn end_turn_with(
+        &self,
+        session: &str,
+        turn: &str,
+        options: &SummaryOptions,
+    ) -> Result<TurnEnd> {
         let reference = turn_ref(session, "turns", turn)?;
         let locked = self.lock()?;
         let begin = locked
@@ -754,7 +797,7 @@ impl Store {
         let snapshot = locked.track(&TrackOptions::default())?;
         let after = snapshot.hash.0;
         let repo = locked.repo();
-        let files = self
+        let changes: Vec<(Change, Origin)> = self
             .attribute(
                 session,
                 &record,
@@ -763,7 +806,9 @@ impl Store {
             )?
             .into_iter()
             .filter(|(_, origin)| *origin != Origin::Other)
-            .map(|(change, origin)| turn_file(&repo, change, origin))
+            .collect();
+        let files = (changes.iter())
+            .map(|(change, origin)| turn_file(&repo, plain(change.clone()), *origin))
             .collect::<Result<Vec<_>>>()?;
         let (additions, deletions) = totals(&files);
         let mut message = format!(
@@ -800,10 +845,11 @@ impl Store {
         // The end commit names what the turn announced (and its attribution is done).
         locked.delete_ref(&turn_ref(session, "announced", turn)?)?;
         locked.delete_ref(&turn_ref(session, "blind", turn)?)?;
+        let changes: Vec<Change> = changes.into_iter().map(|(change, _)| change).collect();
         Ok(TurnEnd {
             before: SnapshotId(record.before),
             after: SnapshotId(after),
-            files,
+            files: summarized(&repo, files, &changes, options)?,
             skipped: snapshot.skipped,
         })
     }
@@ -819,6 +865,14 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn turns(&self, session: Option<&str>) -> Result<Vec<Turn>> {
+        self.turns_with(session, &SummaryOptions::default())
+    }
+
+    /// [`Self::turns`], their files listed as `options` says. With renames, an ended turn's
+    /// `files`, `additions` and `deletions` count its rows (a rename once, with the pair's
+    /// counts). Costs, per ended turn that deleted and added files, the renames' search
+    /// between its before and after.
+    pub fn turns_with(&self, session: Option<&str>, options: &SummaryOptions) -> Result<Vec<Turn>> {
         let mut turns = Vec::new();
         let sessions = match session {
             // An unknown session is `not_found`, as in every other operation.
@@ -835,12 +889,20 @@ impl Store {
                     None => Vec::new(),
                     Some(after) => {
                         let (object, _) = commit_and_tree(&repo, record.commit)?;
-                        match parse_files(object.message_raw_sloppy()) {
+                        let files = match parse_files(object.message_raw_sloppy()) {
                             Some(files) => files,
                             None => self.files_between(record.before, after)?,
-                        }
+                        };
+                        let changes = stored_changes(&repo, &files, record.before, after)?;
+                        summarized(&repo, files, &changes, options)?
                     }
                 };
+                let (mut files, mut additions, mut deletions) =
+                    (record.files, record.additions, record.deletions);
+                if record.after.is_some() {
+                    files = changed.len();
+                    (additions, deletions) = totals(&changed);
+                }
                 turns.push(Turn {
                     session: record.session,
                     turn: record.turn,
@@ -848,9 +910,9 @@ impl Store {
                     ended_at: record.ended_at,
                     before: SnapshotId(record.before),
                     after: record.after.map(SnapshotId),
-                    files: record.files,
-                    additions: record.additions,
-                    deletions: record.deletions,
+                    files,
+                    additions,
+                    deletions,
                     changed,
                     rolled_back,
                     meta: record.meta,
@@ -2186,6 +2248,12 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn changes(&self, session: &str) -> Result<SessionChanges> {
+        self.changes_with(session, &SummaryOptions::default())
+    }
+
+    /// [`Self::changes`], its files listed as `options` says (renames: between each file's
+    /// first "before" and last "after").
+    pub fn changes_with(&self, session: &str, options: &SummaryOptions) -> Result<SessionChanges> {
         let records = self.session_records(session)?;
         let current = match records.iter().any(|r| r.after.is_none()) {
             true => self.track(&TrackOptions::default())?.hash.0,
@@ -2216,11 +2284,14 @@ impl Store {
                 }
             }
         }
-        let files = net
+        let (changes, origins): (Vec<Change>, Vec<Origin>) = net
             .into_values()
             .filter(|(c, _)| c.before != c.after)
-            .map(|(c, origin)| turn_file(&repo, c, origin))
+            .unzip();
+        let files = (changes.iter().zip(origins))
+            .map(|(c, origin)| turn_file(&repo, plain(c.clone()), origin))
             .collect::<Result<Vec<_>>>()?;
+        let files = summarized(&repo, files, &changes, options)?;
         let (total_additions, total_deletions) = totals(&files);
         Ok(SessionChanges {
             session: session.into(),
@@ -2237,7 +2308,7 @@ impl Store {
         let repo = self.repo();
         tree_changes(&repo, before, after)?
             .into_iter()
-            .map(|c| turn_file(&repo, c, Origin::Unannounced))
+            .map(|c| turn_file(&repo, plain(c), Origin::Unannounced))
             .collect()
     }
 
@@ -2704,21 +2775,89 @@ fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option
         }))
 }
 
+/// A change listed alone (not part of a rename).
+fn plain(change: Change) -> Listed {
+    Listed { change, from: None }
+}
+
 /// Counts for one change (no contents).
-fn turn_file(repo: &gix::Repository, change: Change, origin: Origin) -> Result<TurnFile> {
+fn turn_file(repo: &gix::Repository, listed: Listed, origin: Origin) -> Result<TurnFile> {
     let options = DiffOptions {
         max_content_bytes: 0,
         ..DiffOptions::default()
     };
-    let file = change.path.clone();
-    let row = file_change(repo, change, &options)?;
+    let file = listed.change.path.clone();
+    let row = file_change(repo, listed, &options)?;
     Ok(TurnFile {
         file,
         status: row.status,
+        old_file: row.old_file,
+        similarity: row.similarity,
         additions: row.additions,
         deletions: row.deletions,
         origin,
     })
+}
+
+/// `files` (one per path, in git's order; `changes` their changes in the same order) with the
+/// renames `git diff -M` finds among them paired into `renamed` rows when `options` asks: a
+/// rename's counts are the pair's, its origin the stronger of its two paths'. Costs
+/// [`find_renames`] and a line diff per rename.
+fn summarized(
+    repo: &gix::Repository,
+    files: Vec<TurnFile>,
+    changes: &[Change],
+    options: &SummaryOptions,
+) -> Result<Vec<TurnFile>> {
+    if !options.renames {
+        return Ok(files);
+    }
+    let pairs = find_renames(repo, changes)?;
+    if pairs.is_empty() {
+        return Ok(files);
+    }
+    merge(files.into_iter().zip(changes).collect(), &pairs)
+        .into_iter()
+        .map(|((file, change), source)| match source {
+            None => Ok(file),
+            Some(((old, old_change), score)) => {
+                let listed = Listed {
+                    change: Change {
+                        before: old_change.before,
+                        ..change.clone()
+                    },
+                    from: Some((old.file, score)),
+                };
+                turn_file(repo, listed, file.origin.max(old.origin))
+            }
+        })
+        .collect()
+}
+
+/// The changes of a turn's stored `files` between trees `before` and `after`, as far as
+/// rename detection needs them: the side of each deleted and added path (none for a modified
+/// one, which never pairs). Costs a tree lookup per deleted or added path.
+fn stored_changes(
+    repo: &gix::Repository,
+    files: &[TurnFile],
+    before: ObjectId,
+    after: ObjectId,
+) -> Result<Vec<Change>> {
+    files
+        .iter()
+        .map(|file| {
+            let path = file.file.as_ref();
+            let side = |status, tree| match file.status == status {
+                true => side_at(repo, tree, path),
+                false => Ok(None),
+            };
+            Ok(Change {
+                path: file.file.clone(),
+                before: side(Status::Deleted, before)?,
+                after: side(Status::Added, after)?,
+            })
+        })
+        .collect()
 }
 
 fn totals(files: &[TurnFile]) -> (usize, usize) {

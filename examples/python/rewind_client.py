@@ -41,7 +41,7 @@ from typing import Any, Literal, NotRequired, TypedDict, Unpack, cast
 
 # -- the result shapes (protocol 2) -----------------------------------------------------------
 
-Status = Literal["added", "deleted", "modified"]
+Status = Literal["added", "deleted", "modified", "renamed"]
 SkipReason = Literal["too_large", "nested_repo", "special_file", "unreadable", "rewind_data"]
 Origin = Literal["unannounced", "announced", "shared"]
 
@@ -79,6 +79,8 @@ class DiffText(TypedDict):
 class FileChange(TypedDict):
     file: str
     status: Status
+    old_file: NotRequired[str]  # a rename's old path ("renamed" only)
+    similarity: NotRequired[int]  # a rename's similarity in percent, as git's "similarity index"
     before: str
     after: str
     additions: int
@@ -138,6 +140,8 @@ class RestoreOutcome(TypedDict):
 class TurnFile(TypedDict):
     file: str
     status: Status
+    old_file: NotRequired[str]  # a rename's old path ("renamed" only)
+    similarity: NotRequired[int]
     additions: int
     deletions: int
     origin: Origin
@@ -481,9 +485,13 @@ class RewindClient:
         """The paths changed since snapshot `hash`."""
         return cast(Patch, self.call("patch", {"hash": hash}, **options))
 
-    def diff(self, from_: str, to: str | None = None, **options: Unpack[CallOptions]) -> str:
-        """git's unified diff text from `from_` to `to` (default: the project now)."""
-        return cast(DiffText, self.call("diff", _drop_none({"from": from_, "to": to}), **options))["diff"]
+    def diff(
+        self, from_: str, to: str | None = None, *, no_renames: bool = False, **options: Unpack[CallOptions]
+    ) -> str:
+        """`git diff -M`'s unified diff text from `from_` to `to` (default: the project now);
+        `no_renames`: a moved file as a deletion and an addition (`git diff --no-renames`)."""
+        params = _drop_none({"from": from_, "to": to}) | _renames(no_renames)
+        return cast(DiffText, self.call("diff", params, **options))["diff"]
 
     def diff_full(
         self,
@@ -492,13 +500,16 @@ class RewindClient:
         *,
         paths: list[str] | None = None,
         max_bytes: int | None = None,
+        no_renames: bool = False,
         **options: Unpack[CallOptions],
     ) -> list[FileChange]:
-        """Per-file rows with both sides' text and git's --numstat counts, from `from_` to `to`
-        (default: the project now): only changes at or below `paths` (files or directories,
-        project-relative), with at most `max_bytes` of before + after text in all (default
-        16 MiB; the rows after it come `truncated`, still listed and counted)."""
+        """Per-file rows with both sides' text and `git diff -M --numstat`'s counts, from `from_`
+        to `to` (default: the project now): only changes at or below `paths` (files or
+        directories, project-relative), with at most `max_bytes` of before + after text in all
+        (default 16 MiB; the rows after it come `truncated`, still listed and counted). A moved
+        file is one "renamed" row with `old_file`; `no_renames`: a deletion and an addition."""
         params = _drop_none({"from": from_, "to": to, "paths": paths, "max_bytes": max_bytes})
+        params |= _renames(no_renames)
         return cast(list[FileChange], self.call("diff_full", params, **options))
 
     def has_changes(self, hash: str, **options: Unpack[CallOptions]) -> bool:
@@ -535,11 +546,18 @@ class RewindClient:
         params = {"session": session, "turn": turn, "path": path}
         return cast(TrackedFile, self.call("track_file", params, **options))
 
-    def turn_end(self, session: str, turn: str, **options: Unpack[CallOptions]) -> TurnEnd:
-        return cast(TurnEnd, self.call("turn_end", {"session": session, "turn": turn}, **options))
+    def turn_end(
+        self, session: str, turn: str, *, no_renames: bool = False, **options: Unpack[CallOptions]
+    ) -> TurnEnd:
+        """End a turn; its files pair moves into "renamed" rows unless `no_renames`."""
+        params = {"session": session, "turn": turn} | _renames(no_renames)
+        return cast(TurnEnd, self.call("turn_end", params, **options))
 
-    def turns(self, session: str | None = None, **options: Unpack[CallOptions]) -> list[Turn]:
-        return cast(list[Turn], self.call("turns", _drop_none({"session": session}), **options))
+    def turns(
+        self, session: str | None = None, *, no_renames: bool = False, **options: Unpack[CallOptions]
+    ) -> list[Turn]:
+        params = _drop_none({"session": session}) | _renames(no_renames)
+        return cast(list[Turn], self.call("turns", params, **options))
 
     def undo(
         self,
@@ -572,9 +590,12 @@ class RewindClient:
         params["force"] = force
         return cast(RestoreOutcome, self.call("redo", params, **options))
 
-    def changes(self, session: str, **options: Unpack[CallOptions]) -> SessionChanges:
-        """Per-file totals of a session."""
-        return cast(SessionChanges, self.call("changes", {"session": session}, **options))
+    def changes(
+        self, session: str, *, no_renames: bool = False, **options: Unpack[CallOptions]
+    ) -> SessionChanges:
+        """Per-file totals of a session (moves as "renamed" rows unless `no_renames`)."""
+        params = {"session": session} | _renames(no_renames)
+        return cast(SessionChanges, self.call("changes", params, **options))
 
     def prune(self, dry_run: bool = False, **options: Unpack[CallOptions]) -> PruneOutcome:
         """`dry_run`: remove nothing, say what a prune would remove now."""
@@ -583,6 +604,11 @@ class RewindClient:
 
 def _drop_none(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
+
+
+def _renames(no_renames: bool) -> dict[str, Any]:
+    """The `no_renames` param, sent only when set."""
+    return {"no_renames": True} if no_renames else {}
 
 
 # -- self-test --------------------------------------------------------------------------------

@@ -67,6 +67,24 @@ pub(crate) struct DryRunArg {
     pub(crate) dry_run: bool,
 }
 
+/// `--no-renames`, for commands that list changed files.
+#[derive(Args)]
+pub(crate) struct RenamesArg {
+    /// List a moved file as a deletion and an addition (by default a deleted and an added
+    /// file pair into one rename as `git diff -M` pairs them: exact moves first, then 50%
+    /// similar)
+    #[arg(long)]
+    pub(crate) no_renames: bool,
+}
+
+impl RenamesArg {
+    pub(crate) fn summary(&self) -> rewind::SummaryOptions {
+        rewind::SummaryOptions {
+            renames: !self.no_renames,
+        }
+    }
+}
+
 /// `--color WHEN`.
 #[derive(Args)]
 pub(crate) struct ColorArg {
@@ -145,6 +163,9 @@ pub(crate) enum Command {
     },
     /// Show the unified diff from a snapshot to another one or to the project now
     ///
+    /// Byte for byte `git diff -M`: a moved file is one rename (`similarity index`, `rename
+    /// from`, `rename to`) when the deleted and the added file are at least 50% similar.
+    ///
     /// Example: rewind diff "$before" "$after" --color=always | less -R
     Diff {
         from: String,
@@ -152,11 +173,15 @@ pub(crate) enum Command {
         to: Option<String>,
         #[command(flatten)]
         color: ColorArg,
+        #[command(flatten)]
+        renames: RenamesArg,
     },
     /// Print per-file changes with contents and +/- counts as JSON
     ///
     /// Every changed file has its row; a row whose text is left out (a side over 4 MiB, or past
-    /// --max-bytes) says "truncated": true and still has its status and counts.
+    /// --max-bytes) says "truncated": true and still has its status and counts. A moved file
+    /// is one row with "status": "renamed", "old_file" and "similarity" (percent), counted as
+    /// `git diff -M --numstat` counts it.
     ///
     /// Example: rewind diff-full "$before" --max-bytes 1M -- src/ | jq '.[] | {file, additions, deletions}'
     DiffFull {
@@ -167,6 +192,8 @@ pub(crate) enum Command {
         /// from the first that does not fit come without text [default: 16M]
         #[arg(long, value_name = "SIZE", value_parser = parse_size)]
         max_bytes: Option<u64>,
+        #[command(flatten)]
+        renames: RenamesArg,
         /// Only changes at or below these files or directories (project-relative or absolute
         /// inside the project)
         #[arg(last = true, value_name = "PATHS")]
@@ -213,6 +240,8 @@ pub(crate) enum Command {
         session: Option<String>,
         #[command(flatten)]
         color: ColorArg,
+        #[command(flatten)]
+        renames: RenamesArg,
     },
     /// List the store's records, newest first: snapshots, turns, undo points
     ///
@@ -243,6 +272,8 @@ pub(crate) enum Command {
         /// Only the turns of the project's most recent session (the one whose last turn began last)
         #[arg(long, conflicts_with = "session")]
         last_session: bool,
+        #[command(flatten)]
+        renames: RenamesArg,
     },
     /// Undo what a session did from a turn on (default: its first turn), or one file of it
     ///
@@ -322,6 +353,8 @@ pub(crate) enum Command {
     Changes {
         #[command(flatten)]
         session: SessionArg,
+        #[command(flatten)]
+        renames: RenamesArg,
     },
 }
 
@@ -348,7 +381,12 @@ pub(crate) enum TurnCommand {
     /// Snapshot the "after", record the turn, print what it changed
     ///
     /// Example: rewind turn end --session chat-42 --turn 3
-    End(TurnArgs),
+    End {
+        #[command(flatten)]
+        turn: TurnArgs,
+        #[command(flatten)]
+        renames: RenamesArg,
+    },
 }
 
 /// `rewind hooks install|uninstall AGENT`.

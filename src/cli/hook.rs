@@ -375,7 +375,7 @@ fn project(agent: Agent, global: &Global, cwd: Option<&Path>) -> PathBuf {
 /// The session's turns; none for a session the store does not know yet, or that prune removed
 /// (a conversation resumed after its session expired starts again from turn 1).
 fn session_turns(store: &rewind::Store, session: &str) -> rewind::Result<Vec<rewind::Turn>> {
-    match store.turns(Some(session)) {
+    match store.turns_with(Some(session), &rewind::SummaryOptions { renames: false }) {
         Err(err) if matches!(err.code(), "not_found" | "pruned") => Ok(Vec::new()),
         other => other,
     }

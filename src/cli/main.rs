@@ -195,9 +195,18 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                 }
             }
         }
-        Command::Diff { from, to, color } => {
+        Command::Diff {
+            from,
+            to,
+            color,
+            renames,
+        } => {
             let (from, to) = store.resolve_range(from, to.as_deref())?;
-            let text = store.diff(from, to)?;
+            let options = rewind::DiffOptions {
+                renames: !renames.no_renames,
+                ..Default::default()
+            };
+            let text = store.diff_with(from, to, &options)?;
             if json {
                 print_json(&json!({"diff": String::from_utf8_lossy(&text)}));
             } else if color::wanted(color.color) {
@@ -210,11 +219,13 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             from,
             to,
             max_bytes,
+            renames,
             paths,
         } => {
             let (from, to) = store.resolve_range(from, to.as_deref())?;
             let mut options = rewind::DiffOptions {
                 paths: paths.clone(),
+                renames: !renames.no_renames,
                 ..Default::default()
             };
             if let Some(max_bytes) = max_bytes {
@@ -269,8 +280,9 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             what,
             session,
             color,
+            renames,
         } => {
-            let shown = store.show(what, session.as_deref())?;
+            let shown = store.show_with(what, session.as_deref(), &renames.summary())?;
             let meta = shown.turn.as_ref().map(|turn| &turn.meta);
             if json {
                 let mut row =
@@ -346,8 +358,11 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                 );
             }
         }
-        Command::Turn(TurnCommand::End(TurnArgs { session, turn })) => {
-            let end = store.end_turn(session, turn)?;
+        Command::Turn(TurnCommand::End {
+            turn: TurnArgs { session, turn },
+            renames,
+        }) => {
+            let end = store.end_turn_with(session, turn, &renames.summary())?;
             if json {
                 let mut row = json!(end);
                 row["session"] = json!(session);
@@ -363,12 +378,13 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
         Command::Turns {
             session,
             last_session,
+            renames,
         } => {
             let session = match last_session {
                 true => Some(last_session_of(store)?),
                 false => session.clone(),
             };
-            let turns = store.turns(session.as_deref())?;
+            let turns = store.turns_with(session.as_deref(), &renames.summary())?;
             if json {
                 print_json(&turns);
             } else {
@@ -440,8 +456,8 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             let why = "changed by someone else since, or in the way";
             return report(json, &outcome, why, "the whole project as it was before");
         }
-        Command::Changes { session } => {
-            let changes = store.changes(&session.session)?;
+        Command::Changes { session, renames } => {
+            let changes = store.changes_with(&session.session, &renames.summary())?;
             if json {
                 print_json(&changes);
             } else {
@@ -460,9 +476,12 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
     Ok(())
 }
 
+/// Turns listed one path a file, as recorded (the choices below need no renames).
+const PER_PATH: rewind::SummaryOptions = rewind::SummaryOptions { renames: false };
+
 /// The project's most recent session: the one whose last turn began last. Reads every turn.
 fn last_session_of(store: &rewind::Store) -> rewind::Result<String> {
-    let turns = store.turns(None)?;
+    let turns = store.turns_with(None, &PER_PATH)?;
     let last = turns.into_iter().max_by_key(|turn| turn.started_at);
     last.map(|turn| turn.session)
         .ok_or_else(|| rewind::Error::NoSession("(any: the project has no turns yet)".into()))
@@ -472,7 +491,7 @@ fn last_session_of(store: &rewind::Store) -> rewind::Result<String> {
 /// not rolled back, began last (a session that since only answered a question undoes
 /// nothing); else [`last_session_of`]. Reads every turn.
 fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
-    let turns = store.turns(None)?;
+    let turns = store.turns_with(None, &PER_PATH)?;
     let changing = turns
         .into_iter()
         .filter(|t| t.ended_at.is_some() && !t.rolled_back && t.files > 0);
@@ -485,7 +504,7 @@ fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
 /// The session's last ended turn that changed files and is not rolled back. Reads the
 /// session's turns.
 fn last_changing_turn(store: &rewind::Store, session: &str) -> rewind::Result<Option<String>> {
-    let turns = store.turns(Some(session))?;
+    let turns = store.turns_with(Some(session), &PER_PATH)?;
     let mut changing = turns
         .into_iter()
         .filter(|t| t.ended_at.is_some() && !t.rolled_back && t.files > 0);

@@ -86,12 +86,18 @@ pub(crate) const UNDO_CANNOT: &str = " (an undo cannot bring it back)";
 
 /// One file of a turn or session: status, counts, whose change it is, path.
 pub(crate) fn print_file(file: &rewind::TurnFile, indent: &str) {
+    // A rename: `old -> new`.
+    let old = file
+        .old_file
+        .as_ref()
+        .map(|old| format!("{} -> ", quote(old)));
     outln!(
-        "{indent}{:<8} +{:<5} -{:<5} {:<11} {}",
+        "{indent}{:<8} +{:<5} -{:<5} {:<11} {}{}",
         format!("{:?}", file.status).to_lowercase(),
         file.additions,
         file.deletions,
         format!("{:?}", file.origin).to_lowercase(),
+        old.unwrap_or_default(),
         quote(&file.file)
     );
 }

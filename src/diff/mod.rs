@@ -16,11 +16,13 @@ use crate::store::{SnapshotId, Store};
 
 mod lines;
 pub(crate) mod merge;
+mod renames;
 mod tree;
 
 use lines::LineDiff;
 pub(crate) use merge::merge_texts;
 pub use merge::ConflictHunk;
+pub(crate) use renames::{find_renames, merge, MAX_SCORE};
 pub(crate) use tree::{tree_changes, Change, Side};
 
 /// git decides a side is binary when a NUL byte appears in its first 8,000 bytes.
@@ -52,6 +54,10 @@ pub struct DiffOptions {
     /// row's would pass this total; from that row on, rows come without text (`truncated`).
     /// Default 16 MiB.
     pub max_total_content_bytes: u64,
+    /// Pair deleted and added files into renames as `git diff -M` does (default); `false`:
+    /// a rename is a deletion and an addition, as `git diff --no-renames` lists it. Renames
+    /// are looked for among the changes `paths` selects, as `git diff -M -- PATHS` does.
+    pub renames: bool,
 }
 
 impl Default for DiffOptions {
@@ -61,6 +67,7 @@ impl Default for DiffOptions {
             max_content_bytes: 4 << 20,
             max_counted_bytes: 64 << 20,
             max_total_content_bytes: 16 << 20,
+            renames: true,
         }
     }
 }
@@ -87,9 +94,13 @@ pub enum Status {
     Deleted,
     /// The file's content, mode or type changed.
     Modified,
+    /// The file moved from `old_file` (`git diff -M`'s pairing), maybe with edits and a new
+    /// mode.
+    Renamed,
 }
 
-/// One changed file, counted as `git diff --numstat --no-renames` counts it.
+/// One changed file, counted as `git diff -M --numstat` counts it (`--no-renames` with
+/// [`DiffOptions::renames`] off).
 #[derive(Debug, Clone, Serialize)]
 #[non_exhaustive]
 pub struct FileChange {
@@ -98,6 +109,16 @@ pub struct FileChange {
     pub file: BString,
     /// How it changed.
     pub status: Status,
+    /// The path it was renamed from (`status` `renamed` only; lossy in JSON where not UTF-8).
+    #[serde(
+        serialize_with = "crate::paths::serialize_opt_path",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub old_file: Option<BString>,
+    /// How similar the renamed file is to the one it came from, in percent as git's
+    /// `similarity index` line says (`renamed` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<u32>,
     /// The old text (empty when added, binary or truncated).
     pub before: String,
     /// The new text (empty when deleted, binary or truncated).
@@ -178,12 +199,15 @@ impl Store {
         let (from, to) = self.resolve_pair(from, to)?;
         let repo = self.repo();
         let mut budget = Some(options.max_total_content_bytes);
-        tree_changes(&repo, from, to)?
+        let selected = tree_changes(&repo, from, to)?
             .into_iter()
             .filter(|change| {
                 let path = change.path.as_ref();
                 paths.is_empty() || paths.iter().any(|selection| selection.selects(path))
             })
+            .collect();
+        listed(&repo, selected, options.renames)?
+            .into_iter()
             .map(|change| {
                 let mut row = file_change(&repo, change, options)?;
                 row.charge(&mut budget);
@@ -193,7 +217,8 @@ impl Store {
     }
 
     /// The unified diff from `from` to `to` (default: the project now), byte for byte as
-    /// `git diff --no-ext-diff` prints it with `core.quotePath=false`, without colour.
+    /// `git diff -M --no-ext-diff` prints it with `core.quotePath=false`, without colour
+    /// ([`Self::diff_with`] for `--no-renames` or some paths only).
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
@@ -204,34 +229,93 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn diff(&self, from: SnapshotId, to: Option<SnapshotId>) -> Result<Vec<u8>> {
-        self.diff_of(from, to, None)
+        self.diff_with(from, to, &DiffOptions::default())
     }
 
-    /// [`Self::diff`], of only the files `only` names (each a project-relative path) when given.
+    /// [`Self::diff`] with `options`: only the changes at or below `options.paths` (as `git
+    /// diff -M -- PATHS`), and without rename detection when `options.renames` is off (as `git
+    /// diff --no-renames`). The content limits do not apply to the text.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// # let before = store.track(&Default::default())?.hash;
+    /// let options = rewind::DiffOptions { renames: false, ..Default::default() };
+    /// let text = store.diff_with(before, None, &options)?;
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn diff_with(
+        &self,
+        from: SnapshotId,
+        to: Option<SnapshotId>,
+        options: &DiffOptions,
+    ) -> Result<Vec<u8>> {
+        let paths = (options.paths.iter())
+            .map(|path| self.select(path))
+            .collect::<Result<Vec<_>>>()?;
+        let only = |path: &BStr| paths.iter().any(|selection| selection.selects(path));
+        let only = (!paths.is_empty()).then_some(&only as &dyn Fn(&BStr) -> bool);
+        self.diff_of(from, to, only, options.renames)
+    }
+
+    /// [`Self::diff`] of the changes whose path `only` selects (every change when `None`),
+    /// with renames among them when `renames`.
     pub(crate) fn diff_of(
         &self,
         from: SnapshotId,
         to: Option<SnapshotId>,
-        only: Option<&[BString]>,
+        only: Option<&dyn Fn(&BStr) -> bool>,
+        renames: bool,
     ) -> Result<Vec<u8>> {
         let (from, to) = self.resolve_pair(from, to)?;
         let repo = self.repo();
         let mut out = Vec::new();
-        let wanted = |path: &BStr| only.is_none_or(|only| only.iter().any(|p| p == path));
-        for change in tree_changes(&repo, from, to)? {
-            if !wanted(change.path.as_ref()) {
-                continue;
-            }
-            write_change(
-                &repo,
-                &mut out,
-                change.path.as_ref(),
-                change.before,
-                change.after,
-            )?;
+        let selected = tree_changes(&repo, from, to)?
+            .into_iter()
+            .filter(|change| only.is_none_or(|only| only(change.path.as_ref())))
+            .collect();
+        for change in listed(&repo, selected, renames)? {
+            write_listed(&repo, &mut out, &change)?;
         }
         Ok(out)
     }
+}
+
+/// A change as a diff lists it: `from` is the path and score (of [`MAX_SCORE`]) of a rename's
+/// source, whose side is then `change.before`.
+pub(crate) struct Listed {
+    pub(crate) change: Change,
+    pub(crate) from: Option<(BString, u64)>,
+}
+
+/// `changes` (in git's order) with the renames `git diff -M` finds among them paired, each at
+/// its added path; each change alone when not `renames`. Costs [`find_renames`].
+pub(crate) fn listed(
+    repo: &gix::Repository,
+    changes: Vec<Change>,
+    renames: bool,
+) -> Result<Vec<Listed>> {
+    let pairs = match renames {
+        true => find_renames(repo, &changes)?,
+        false => Vec::new(),
+    };
+    Ok(merge(changes, &pairs)
+        .into_iter()
+        .map(|(change, source)| match source {
+            None => Listed { change, from: None },
+            Some((source, score)) => Listed {
+                change: Change {
+                    before: source.before,
+                    ..change
+                },
+                from: Some((source.path, score)),
+            },
+        })
+        .collect())
+}
+
+/// git's `similarity index` percent for a score of [`MAX_SCORE`].
+pub(crate) fn percent(score: u64) -> u32 {
+    (score * 100 / MAX_SCORE) as u32
 }
 
 impl FileChange {
@@ -270,20 +354,25 @@ pub(crate) fn is_binary(data: &[u8]) -> bool {
 /// A `diff_full` row for one change. Costs reading both blobs and one line diff.
 pub(crate) fn file_change(
     repo: &gix::Repository,
-    change: Change,
+    listed: Listed,
     options: &DiffOptions,
 ) -> Result<FileChange> {
-    let status = match (&change.before, &change.after) {
-        (None, _) => Status::Added,
-        (_, None) => Status::Deleted,
+    let Listed { change, from } = listed;
+    let status = match (&change.before, &change.after, &from) {
+        (_, _, Some(_)) => Status::Renamed,
+        (None, _, _) => Status::Added,
+        (_, None, _) => Status::Deleted,
         _ => Status::Modified,
     };
+    let (old_file, similarity) = from.map(|(p, score)| (p, percent(score))).unzip();
     let path = change.path.as_bstr();
     let size = |side: Option<Side>| side.map_or(Ok(0), |s| blob_size(repo, s.id, path));
     let largest = size(change.before)?.max(size(change.after)?);
     let mut row = FileChange {
         file: path.to_owned(),
         status,
+        old_file,
+        similarity,
         before: String::new(),
         after: String::new(),
         additions: 0,
@@ -295,8 +384,10 @@ pub(crate) fn file_change(
     if largest > options.max_counted_bytes {
         return Ok(row);
     }
-    let load = |side: Option<Side>| side.map_or(Ok(Vec::new()), |s| read_blob(repo, s.id, path));
-    let (old, new) = (load(change.before)?, load(change.after)?);
+    let old_path = row.old_file.as_ref().map_or(path, |p| p.as_bstr());
+    let load =
+        |side: Option<Side>, path| side.map_or(Ok(Vec::new()), |s| read_blob(repo, s.id, path));
+    let (old, new) = (load(change.before, old_path)?, load(change.after, path)?);
     if is_binary(&old) || is_binary(&new) {
         row.binary = true;
         return Ok(row);
@@ -324,22 +415,47 @@ pub(crate) fn write_change(
 ) -> Result<()> {
     match (before, after) {
         (Some(before), Some(after)) if before.is_link() != after.is_link() => {
-            write_patch(repo, out, path, Some(before), None)?;
-            write_patch(repo, out, path, None, Some(after))
+            write_patch(repo, out, path, Some(before), None, None)?;
+            write_patch(repo, out, path, None, Some(after), None)
         }
-        (before, after) => write_patch(repo, out, path, before, after),
+        (before, after) => write_patch(repo, out, path, before, after, None),
     }
 }
 
-/// Append git's patch for one path: headers, then hunks or the binary notice.
+/// Append git's patch for `listed`: [`write_change`]'s, or a rename's (`similarity index`,
+/// `rename from`, `rename to`, then the content's change). Costs reading both blobs and a
+/// line diff.
+pub(crate) fn write_listed(
+    repo: &gix::Repository,
+    out: &mut Vec<u8>,
+    listed: &Listed,
+) -> Result<()> {
+    let change = &listed.change;
+    match &listed.from {
+        None => write_change(repo, out, change.path.as_ref(), change.before, change.after),
+        Some((from, score)) => write_patch(
+            repo,
+            out,
+            change.path.as_ref(),
+            change.before,
+            change.after,
+            Some((from.as_ref(), *score)),
+        ),
+    }
+}
+
+/// Append git's patch for one path (renamed from `from`, with its score, when given):
+/// headers, then hunks or the binary notice.
 fn write_patch(
     repo: &gix::Repository,
     out: &mut Vec<u8>,
     path: &BStr,
     before: Option<Side>,
     after: Option<Side>,
+    from: Option<(&BStr, u64)>,
 ) -> Result<()> {
-    let (a, b) = (quote(b"a/", path, false), quote(b"b/", path, false));
+    let old_path = from.map_or(path, |(from, _)| from);
+    let (a, b) = (quote(b"a/", old_path, false), quote(b"b/", path, false));
     out.extend_from_slice(b"diff --git ");
     out.extend_from_slice(&a);
     out.push(b' ');
@@ -363,6 +479,14 @@ fn write_patch(
         ),
         _ => {}
     }
+    if let Some((from, score)) = from {
+        out.extend_from_slice(format!("similarity index {}%\n", percent(score)).as_bytes());
+        for (label, name) in [(&b"rename from "[..], from), (b"rename to ", path)] {
+            out.extend_from_slice(label);
+            out.extend_from_slice(&quote(b"", name, false));
+            out.push(b'\n');
+        }
+    }
     if old_id == new_id {
         return Ok(()); // a mode-only change
     }
@@ -378,8 +502,9 @@ fn write_patch(
     }
     out.push(b'\n');
 
-    let load = |side: Option<Side>| side.map_or(Ok(Vec::new()), |s| read_blob(repo, s.id, path));
-    let (old, new) = (load(before)?, load(after)?);
+    let load =
+        |side: Option<Side>, path| side.map_or(Ok(Vec::new()), |s| read_blob(repo, s.id, path));
+    let (old, new) = (load(before, old_path)?, load(after, path)?);
     let label_a = if before.is_some() {
         a
     } else {

@@ -27,6 +27,7 @@ impl Side {
 }
 
 /// A path whose blob differs between two trees.
+#[derive(Debug, Clone)]
 pub(crate) struct Change {
     pub(crate) path: BString,
     pub(crate) before: Option<Side>,

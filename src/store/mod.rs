@@ -103,8 +103,8 @@ const STORE_CONFIG: &[(&str, &str)] = &[
     ("core.autocrlf", "false"),
     ("gc.auto", "0"),
     ("core.logAllRefUpdates", "always"),
-    // Snapshot diffs list a rename as a deletion and an addition (`--no-renames`), so that
-    // `git diff` in the store prints what `rewind diff` prints.
+    // `git diff` in the store prints what `rewind diff --no-renames` prints (and `git diff -M`
+    // what `rewind diff` prints); restore's and undo's per-file patches never pair renames.
     ("diff.renames", "false"),
 ];
 

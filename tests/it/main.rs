@@ -19,6 +19,7 @@ mod model;
 mod nested;
 mod packs;
 mod prune;
+mod renames;
 mod restore;
 mod safety;
 mod serve;

@@ -2138,3 +2138,76 @@ fn turn_begin_stores_metadata_that_turns_returns() {
     );
     assert_eq!(bad["error"]["code"], -32602, "a non-string value: {bad}");
 }
+
+/// A move through the server: `diff`, `diff_full`, `turn_end`, `turns` and `changes` pair it
+/// as `git diff -M` does, and list a deletion and an addition with `no_renames: true`, as
+/// `git diff --no-renames` does.
+#[test]
+fn no_renames_param_lists_a_move_as_a_deletion_and_an_addition() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let body: String = (0..10).map(|i| format!("line {i}\n")).collect();
+    p.file("old.txt", &body);
+    let mut s = Server::start(&p);
+    let store = p.store();
+    let h0 = s.ok("turn_begin", json!({"session": "s", "turn": "1"}))["before"].clone();
+    let h0 = oid(&h0, "turn_begin");
+    p.remove("old.txt")
+        .file("new.txt", format!("{body}one more\n"));
+    let end = s.ok(
+        "turn_end",
+        json!({"session": "s", "turn": "1", "no_renames": true}),
+    );
+    let h1 = oid(&end["after"], "turn_end");
+    let statuses = |rows: &Value| -> Vec<(String, String)> {
+        (rows.as_array().unwrap().iter())
+            .map(|r| {
+                (
+                    r["file"].as_str().unwrap().into(),
+                    r["status"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    };
+    let per_path = [
+        ("new.txt".to_string(), "added".to_string()),
+        ("old.txt".to_string(), "deleted".to_string()),
+    ];
+    let renamed = [("new.txt".to_string(), "renamed".to_string())];
+    assert_eq!(statuses(&end["files"]), per_path);
+    for (no_renames, flag, want) in [
+        (false, "-M", &renamed[..]),
+        (true, "--no-renames", &per_path),
+    ] {
+        let text = s.ok(
+            "diff",
+            json!({"from": h0, "to": h1, "no_renames": no_renames}),
+        );
+        let git = sb.git_in(&store, ["diff", flag, &h0, &h1]);
+        assert_eq!(text["diff"], git, "diff, no_renames {no_renames}");
+        let rows = s.ok(
+            "diff_full",
+            json!({"from": h0, "to": h1, "no_renames": no_renames}),
+        );
+        assert_eq!(statuses(&rows), want, "diff_full, no_renames {no_renames}");
+        let turns = s.ok("turns", json!({"session": "s", "no_renames": no_renames}));
+        assert_eq!(
+            statuses(&turns[0]["changed"]),
+            want,
+            "turns, no_renames {no_renames}"
+        );
+        let changes = s.ok("changes", json!({"session": "s", "no_renames": no_renames}));
+        assert_eq!(
+            statuses(&changes["files"]),
+            want,
+            "changes, no_renames {no_renames}"
+        );
+    }
+    let rows = s.ok("diff_full", json!({"from": h0, "to": h1}));
+    assert_eq!(rows[0]["old_file"], "old.txt", "{rows}");
+    assert_eq!(
+        (rows[0]["additions"].as_u64(), rows[0]["deletions"].as_u64()),
+        (Some(1), Some(0)),
+        "{rows}"
+    );
+}

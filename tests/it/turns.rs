@@ -56,8 +56,14 @@ fn begin(p: &TestProject, s: &str, t: &str) {
 }
 
 /// `turn end`: the per-file list it prints (its `files`).
+/// `turn end --no-renames`: files one path a row, as this module's oracle (`git diff
+/// --no-renames`) lists them (tests/it/renames.rs has the renames).
 fn end_at(p: &TestProject, now: Option<&str>, s: &str, t: &str) -> Vec<Value> {
-    let v = rwj_at(p, now, &["turn", "end", &sess(s), &turn_arg(t)]);
+    let v = rwj_at(
+        p,
+        now,
+        &["turn", "end", &sess(s), &turn_arg(t), "--no-renames"],
+    );
     v["files"]
         .as_array()
         .unwrap_or_else(|| panic!("`turn end --json` must print the files, got {v}"))
@@ -146,7 +152,8 @@ impl TurnRec {
 /// `turns --json [--session=S]`, oldest first.
 fn turns_at(p: &TestProject, now: Option<&str>, session: Option<&str>) -> Vec<TurnRec> {
     let filter = session.map(sess);
-    let mut args = vec!["turns"];
+    // One path a row, as the oracle lists them (see `end_at`).
+    let mut args = vec!["turns", "--no-renames"];
     if let Some(f) = &filter {
         args.push(f);
     }

@@ -47,8 +47,9 @@ const skipped: Shape<Skipped> = { path: "required", reason: "required", detail: 
 const snapshot: Shape<Snapshot> = { hash: "required", files: "required", skipped: "required" };
 const patch: Shape<Patch> = { hash: "required", files: "required" };
 const fileChange: Shape<FileChange> = {
-  file: "required", status: "required", before: "required", after: "required", additions: "required",
-  deletions: "required", binary: "required", truncated: "optional", lossy: "optional",
+  file: "required", status: "required", old_file: "optional", similarity: "optional", before: "required",
+  after: "required", additions: "required", deletions: "required", binary: "required", truncated: "optional",
+  lossy: "optional",
 };
 const hasChanges: Shape<HasChanges> = { hash: "required", changed: "required" };
 const failure: Shape<Failure> = { path: "required", error: "required" };
@@ -58,7 +59,8 @@ const restoreOutcome: Shape<RestoreOutcome> = {
   merged: "optional", conflict_details: "optional",
 };
 const turnFile: Shape<TurnFile> = {
-  file: "required", status: "required", additions: "required", deletions: "required", origin: "required",
+  file: "required", status: "required", old_file: "optional", similarity: "optional", additions: "required",
+  deletions: "required", origin: "required",
 };
 const turnStart: Shape<TurnStart> = { session: "required", turn: "required", before: "required", skipped: "required" };
 const trackedFile: Shape<TrackedFile> = { session: "required", turn: "required", path: "required" };

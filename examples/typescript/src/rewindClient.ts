@@ -34,7 +34,7 @@ export interface Hello {
   methods: string[];
   capabilities: string[];
 }
-export type Status = "added" | "deleted" | "modified";
+export type Status = "added" | "deleted" | "modified" | "renamed";
 export type SkipReason = "too_large" | "nested_repo" | "special_file" | "unreadable" | "rewind_data";
 /** A path a snapshot left out: an undo cannot bring it back. */
 export interface Skipped {
@@ -59,6 +59,10 @@ export interface DiffText {
 export interface FileChange {
   file: string;
   status: Status;
+  /** A rename's old path ("renamed" only). */
+  old_file?: string;
+  /** A rename's similarity in percent, as git's "similarity index" ("renamed" only). */
+  similarity?: number;
   before: string;
   after: string;
   additions: number;
@@ -118,6 +122,9 @@ export type Origin = "unannounced" | "announced" | "shared";
 export interface TurnFile {
   file: string;
   status: Status;
+  /** A rename's old path ("renamed" only). */
+  old_file?: string;
+  similarity?: number;
   additions: number;
   deletions: number;
   origin: Origin;
@@ -211,12 +218,19 @@ export type RedoParams = { session: string } & RedoWhich;
 export interface DiffFullFilter {
   paths?: string[];
   maxBytes?: number;
+  /** A moved file as a deletion and an addition (`git diff --no-renames`). */
+  noRenames?: boolean;
 }
 export interface DiffFullParams {
   from: string;
   to?: string;
   paths?: string[];
   max_bytes?: number;
+  no_renames?: boolean;
+}
+/** `no_renames`: a moved file as a deletion and an addition, not one "renamed" row. */
+export interface Renames {
+  no_renames?: boolean;
 }
 type NoParams = Record<string, never>;
 
@@ -225,18 +239,18 @@ export interface Methods {
   hello: { params: NoParams; result: Hello };
   track: { params: NoParams; result: Snapshot };
   patch: { params: { hash: string }; result: Patch };
-  diff: { params: { from: string; to?: string }; result: DiffText };
+  diff: { params: { from: string; to?: string } & Renames; result: DiffText };
   diff_full: { params: DiffFullParams; result: FileChange[] };
   has_changes: { params: { hash: string }; result: HasChanges };
   restore: { params: { hash: string; force?: boolean; dry_run?: boolean }; result: RestoreOutcome };
   revert: { params: { hash: string; paths: string[]; dry_run?: boolean }; result: RestoreOutcome };
   turn_begin: { params: TurnId & { meta?: Record<string, string> }; result: TurnStart };
   track_file: { params: TurnId & { path: string }; result: TrackedFile };
-  turn_end: { params: TurnId; result: TurnEnd };
-  turns: { params: { session?: string }; result: Turn[] };
+  turn_end: { params: TurnId & Renames; result: TurnEnd };
+  turns: { params: { session?: string } & Renames; result: Turn[] };
   undo: { params: UndoParams; result: RestoreOutcome };
   redo: { params: RedoParams; result: RestoreOutcome };
-  changes: { params: { session: string }; result: SessionChanges };
+  changes: { params: { session: string } & Renames; result: SessionChanges };
   prune: { params: { dry_run?: boolean }; result: PruneOutcome };
 }
 export type Method = keyof Methods;
@@ -424,17 +438,20 @@ export class RewindClient {
   patch(hash: string, options?: CallOptions): Promise<Patch> {
     return this.call("patch", { hash }, options);
   }
-  /** git's unified diff from `from` to `to` (default: the project now). */
-  async diff(from: string, to?: string, options?: CallOptions): Promise<string> {
-    return (await this.call("diff", to === undefined ? { from } : { from, to }, options)).diff;
+  /** `git diff -M`'s unified diff from `from` to `to` (default: the project now). */
+  async diff(from: string, to?: string, options?: CallOptions & Renames): Promise<string> {
+    const { no_renames, ...call } = options ?? {};
+    const params = to === undefined ? { from } : { from, to };
+    return (await this.call("diff", no_renames ? { ...params, no_renames } : params, call)).diff;
   }
-  /** Per-file rows with both sides' text and git's --numstat counts, from `from` to `to`
-   * (default: the project now); `filter`: only some paths, a bound on the text. */
+  /** Per-file rows with both sides' text and `git diff -M --numstat`'s counts, from `from` to
+   * `to` (default: the project now); `filter`: only some paths, a bound on the text, no renames. */
   diffFull(from: string, to?: string, filter: DiffFullFilter = {}, options?: CallOptions): Promise<FileChange[]> {
     const params: DiffFullParams = { from };
     if (to !== undefined) params.to = to;
     if (filter.paths !== undefined) params.paths = filter.paths;
     if (filter.maxBytes !== undefined) params.max_bytes = filter.maxBytes;
+    if (filter.noRenames) params.no_renames = true;
     return this.call("diff_full", params, options);
   }
   async hasChanges(hash: string, options?: CallOptions): Promise<boolean> {
@@ -460,11 +477,14 @@ export class RewindClient {
   trackFile(session: string, turn: string, path: string, options?: CallOptions): Promise<TrackedFile> {
     return this.call("track_file", { session, turn, path }, options);
   }
-  turnEnd(session: string, turn: string, options?: CallOptions): Promise<TurnEnd> {
-    return this.call("turn_end", { session, turn }, options);
+  turnEnd(session: string, turn: string, options?: CallOptions & Renames): Promise<TurnEnd> {
+    const { no_renames, ...call } = options ?? {};
+    return this.call("turn_end", no_renames ? { session, turn, no_renames } : { session, turn }, call);
   }
-  turns(session?: string, options?: CallOptions): Promise<Turn[]> {
-    return this.call("turns", session === undefined ? {} : { session }, options);
+  turns(session?: string, options?: CallOptions & Renames): Promise<Turn[]> {
+    const { no_renames, ...call } = options ?? {};
+    const params = session === undefined ? {} : { session };
+    return this.call("turns", no_renames ? { ...params, no_renames } : params, call);
   }
   /** Undo the session's turns: see UndoWhich. Conflicts are left alone and listed. */
   undo(session: string, which: UndoWhich = {}, options?: CallOptions): Promise<RestoreOutcome> {
@@ -475,8 +495,9 @@ export class RewindClient {
     return this.call("redo", { session, ...which }, options);
   }
   /** Per-file totals of a session. */
-  changes(session: string, options?: CallOptions): Promise<SessionChanges> {
-    return this.call("changes", { session }, options);
+  changes(session: string, options?: CallOptions & Renames): Promise<SessionChanges> {
+    const { no_renames, ...call } = options ?? {};
+    return this.call("changes", no_renames ? { session, no_renames } : { session }, call);
   }
   /** `dry_run`: remove nothing, say what a prune would remove now (and estimate what it frees). */
   prune(options?: CallOptions & { dry_run?: boolean }): Promise<PruneOutcome> {
