@@ -1083,6 +1083,9 @@ impl Store {
                 Reversed::Conflict { hunks, .. } => (false, hunks),
             };
             if force {
+                if target == now {
+                    return Ok(()); // nothing to force: the project holds the target
+                }
                 let (path, before, after) = (path.clone(), now, target);
                 d.changes.push(Change {
                     path,

@@ -834,3 +834,31 @@ fn undo_only_lists_a_created_file_that_is_ignored_now_as_kept() {
     );
     assert!(root.join("x.txt").exists());
 }
+
+/// Found by the model (seed 1 of the two sessions): with `--merge --force`, a path someone else
+/// changed that already held the target (no merge, a conflict forced) was "written" with its
+/// own bytes: listed as changed, so a later `redo --force` of that undo overwrote it.
+#[test]
+fn merge_with_force_writes_nothing_where_the_project_already_holds_the_target() {
+    isolate_process_home();
+    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let root = project.path();
+    let store = store_in(root, data.path());
+    let f = root.join("f.txt");
+    fs::write(&f, "a\n").unwrap();
+    store.begin_turn("s", "1").unwrap();
+    fs::write(&f, "b\n").unwrap();
+    store.end_turn("s", "1").unwrap();
+    fs::write(&f, "c\n").unwrap(); // the user's
+    store.begin_turn("s", "2").unwrap();
+    fs::write(&f, "a\n").unwrap();
+    store.end_turn("s", "2").unwrap();
+    let options = rewind::UndoOptions {
+        merge: true,
+        force: true,
+        ..undo_opts("1")
+    };
+    let outcome = store.undo("s", &options).unwrap();
+    assert!(outcome.written.is_empty(), "{outcome:?}");
+    assert_eq!(fs::read_to_string(&f).unwrap(), "a\n");
+}
