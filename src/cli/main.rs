@@ -419,8 +419,9 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             // --last-session alone: what the agent just did, from its last turn that changed
             // files (a turn where it only answered would undo nothing); --last without such.
             let alone = *last_session && turn.is_none() && file.is_none();
-            let turn = match alone && !force {
-                true => last_changing_turn(store, &session)?,
+            // (With --force, the turn the plain press left files of alone counts again.)
+            let turn = match alone {
+                true => last_changing_turn(store, &session, force)?,
                 false => turn.clone(),
             };
             let last = *last || (alone && turn.is_none());
@@ -487,27 +488,33 @@ fn last_session_of(store: &rewind::Store) -> rewind::Result<String> {
         .ok_or_else(|| rewind::Error::NoSession("(any: the project has no turns yet)".into()))
 }
 
-/// The session `undo --last-session` undoes: the one whose last ended turn that changed files,
-/// not rolled back, began last (a session that since only answered a question undoes
+/// The session `undo --last-session` undoes: the one whose last ended turn that changed files
+/// (rolled back or not) began last (a session that since only answered a question undoes
 /// nothing); else [`last_session_of`]. Reads every turn.
 fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
     let turns = store.turns_with(None, &PER_PATH)?;
+    // (Rolled back or not: pressed again after its turns are undone, it says so, rather than
+    // going on to another session's work.)
     let changing = turns
         .into_iter()
-        .filter(|t| t.ended_at.is_some() && !t.rolled_back && t.files > 0);
+        .filter(|t| t.ended_at.is_some() && t.files > 0);
     match changing.max_by_key(|turn| turn.started_at) {
         Some(turn) => Ok(turn.session),
         None => last_session_of(store),
     }
 }
 
-/// The session's last ended turn that changed files and is not rolled back. Reads the
-/// session's turns.
-fn last_changing_turn(store: &rewind::Store, session: &str) -> rewind::Result<Option<String>> {
+/// The session's last ended turn that changed files and is not rolled back (with `force`,
+/// rolled back or not: `--force` takes that turn again). Reads the session's turns.
+fn last_changing_turn(
+    store: &rewind::Store,
+    session: &str,
+    force: bool,
+) -> rewind::Result<Option<String>> {
     let turns = store.turns_with(Some(session), &PER_PATH)?;
     let mut changing = turns
         .into_iter()
-        .filter(|t| t.ended_at.is_some() && !t.rolled_back && t.files > 0);
+        .filter(|t| t.ended_at.is_some() && (force || !t.rolled_back) && t.files > 0);
     Ok(changing.next_back().map(|t| t.turn))
 }
 

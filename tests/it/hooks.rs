@@ -896,6 +896,55 @@ fn undo_last_session_undoes_the_last_session_that_changed_files() {
     assert_eq!(text(&p, "f.txt").unwrap(), "1\n");
 }
 
+/// Found by the issue-14/15 hostile pass: pressed again once the newest session had nothing
+/// left to undo, `undo --last-session` went on to an older session's finished work.
+#[test]
+fn undo_last_session_pressed_again_never_moves_on_to_another_session() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "base\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "edit a"));
+    p.file("a.txt", "base\nA\n");
+    hook(&p, "claude-code", &claude_stop(&p, "A", false));
+    hook(&p, "claude-code", &claude_prompt(&p, "B", "make b"));
+    p.file("b.txt", "B\n");
+    hook(&p, "claude-code", &claude_stop(&p, "B", false));
+    let first = p.rewind(["undo", "--last-session"]);
+    first.assert_success();
+    assert!(first.stderr.contains("undoing session B"), "{first}");
+    let again = p.rewind(["--json", "undo", "--last-session"]);
+    assert_eq!(again.code(), Some(1), "{again}");
+    assert!(again.stderr.contains("undoing session B"), "{again}");
+    assert_eq!(
+        text(&p, "a.txt").unwrap(),
+        "base\nA\n",
+        "session A's work was undone"
+    );
+}
+
+/// Found by the issue-14/15 hostile pass: after a plain `undo --last-session` left a file the
+/// user had edited alone (its message says: use --force), `--force` undid the empty turn where
+/// the agent only answered, and reported success having done nothing.
+#[test]
+fn undo_last_session_with_force_takes_the_turn_the_plain_press_left_files_of() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "base\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "S", "edit a"));
+    p.file("a.txt", "base\nagent\n");
+    p.file("b.txt", "agent\n");
+    hook(&p, "claude-code", &claude_stop(&p, "S", false));
+    hook(&p, "claude-code", &claude_prompt(&p, "S", "just answer"));
+    hook(&p, "claude-code", &claude_stop(&p, "S", false));
+    p.file("a.txt", "base\nagent\nuser\n");
+    let plain = p.rewind(["undo", "--last-session"]);
+    plain.assert_success();
+    assert!(plain.stderr.contains("left alone a.txt"), "{plain}");
+    let forced = p.rewind(["undo", "--last-session", "--force"]);
+    forced.assert_success();
+    assert_eq!(text(&p, "a.txt").unwrap(), "base\n", "{forced}");
+}
+
 /// Found by the issue-15 hostile pass: a turn the user interrupted (no `Stop` runs then) in a
 /// session closed without another prompt stayed open, and made every other session's changes
 /// shared (undo left them alone) until abandoned. Claude Code's `SessionEnd` ends it.
