@@ -187,24 +187,7 @@ impl Excludes {
     /// only to read that, and a `commondir` in the git dir, as git does). Nothing else of the
     /// repository is read, so the files its index tracks are not known. Costs a few small reads.
     pub(crate) fn nested(&self, root: &BStr, dir: DirRef<'_>, base: &Path) -> Excludes {
-        let dot_git = base.join(".git");
-        let git_dir = match read_small(dir, &dot_git, true) {
-            Ok(content) => match content
-                .strip_prefix(b"gitdir:")
-                .and_then(|target| gix::path::from_byte_slice(target.trim()).ok())
-            {
-                Some(target) => base.join(target),
-                None => dot_git, // not a repository's link: no rules of its own
-            },
-            Err(_) => dot_git,
-        };
-        let common = match read_small(dir, &git_dir.join("commondir"), true) {
-            Ok(common) => match gix::path::from_byte_slice(common.trim()) {
-                Ok(common) => git_dir.join(common),
-                Err(_) => git_dir,
-            },
-            Err(_) => git_dir,
-        };
+        let (_, common) = git_dirs(dir, base);
         let exclude = common.join("info/exclude");
         let outer = read_small(dir, &exclude, true)
             .map(|bytes| list_from_bytes(&bytes, &exclude, BStr::new("")))
@@ -217,6 +200,20 @@ impl Excludes {
             repo: None,
             tracked: OnceLock::new(),
         }
+    }
+
+    /// Whether the `.git` in directory `base` below `dir` makes it a repository, as git decides
+    /// before it leaves a directory out of `git add`: its git dir (the `.git` directory, or the
+    /// target of a `gitdir:` file) holds a `HEAD` naming a ref or a commit. A `.git` of garbage,
+    /// a link to nowhere or an empty `.git/` does not (git adds such a directory's files, under
+    /// the project's rules). Costs a few small reads.
+    pub(crate) fn is_repository(dir: DirRef<'_>, base: &Path) -> bool {
+        let (git_dir, _) = git_dirs(dir, base);
+        read_small(dir, &git_dir.join("HEAD"), true).is_ok_and(|head| {
+            let head = head.trim();
+            head.starts_with(b"ref: refs/")
+                || (head.len() >= 40 && head.iter().all(u8::is_ascii_hexdigit))
+        })
     }
 
     /// Whether `rel` (project-relative) is ignored by the rules in `dir` and above.
@@ -525,4 +522,29 @@ mod tests {
         let gits: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
         assert_eq!(ours, gits);
     }
+}
+
+/// The git dir and the common dir of the repository whose `.git` is in `base` below `dir`: a
+/// `gitdir:` file is followed (only to read), and a `commondir` in the git dir, as git does.
+/// Costs two small reads.
+fn git_dirs(dir: DirRef<'_>, base: &Path) -> (PathBuf, PathBuf) {
+    let dot_git = base.join(".git");
+    let git_dir = match read_small(dir, &dot_git, true) {
+        Ok(content) => match content
+            .strip_prefix(b"gitdir:")
+            .and_then(|target| gix::path::from_byte_slice(target.trim()).ok())
+        {
+            Some(target) => base.join(target),
+            None => dot_git, // not a repository's link
+        },
+        Err(_) => dot_git,
+    };
+    let common = match read_small(dir, &git_dir.join("commondir"), true) {
+        Ok(common) => match gix::path::from_byte_slice(common.trim()) {
+            Ok(common) => git_dir.join(common),
+            Err(_) => git_dir.clone(),
+        },
+        Err(_) => git_dir.clone(),
+    };
+    (git_dir, common)
 }

@@ -202,7 +202,7 @@ impl Walk<'_> {
         // (path, where its name starts, its type if the directory entry says)
         let mut listed: Vec<(BString, usize, Option<Kind>)> = Vec::new();
         let mut gitignore = false;
-        let mut nested = false;
+        let mut dot_git = false;
         let mut reserved = Vec::new();
         let include_nested = self.nested_repos == NestedRepos::Include && !tracked_only;
         let name_start = if rel.is_empty() { 0 } else { rel.len() + 1 };
@@ -211,12 +211,11 @@ impl Walk<'_> {
             let name = entry.name();
             match name {
                 b".git" if rel.is_empty() => continue, // the project's own repository
-                // Another repository: its `.git` is never entered, its files only if included.
-                b".git" if include_nested => {
-                    nested = true;
+                // Maybe another repository (below): its `.git` is never entered.
+                b".git" => {
+                    dot_git = true;
                     continue;
                 }
-                b".git" => return Ok(skipped(rel, SkipReason::NestedRepo, None)),
                 _ if name == crate::store::DATA_MARKER.as_bytes() => {
                     return Ok(skipped(rel, SkipReason::RewindData, None))
                 }
@@ -235,6 +234,12 @@ impl Walk<'_> {
             listed.push((join(rel.as_ref(), name), name_start, kind));
         }
         let dir_fd = entries.dir().expect("an open directory has a descriptor");
+        // Another repository's files are taken only if included; a `.git` that makes no
+        // repository (garbage, a link to nowhere, empty) leaves the directory an ordinary one.
+        let nested = dot_git && Excludes::is_repository(dir_fd, Path::new(""));
+        if nested && !include_nested {
+            return Ok(skipped(rel, SkipReason::NestedRepo, None));
+        }
         // A nested repository's own rules start here; the project's do not reach inside it.
         let (rules, excludes) = match nested {
             true => {

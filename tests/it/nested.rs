@@ -683,3 +683,30 @@ fn hostile_nested_repository_files_never_hang_track() {
         assert!(p.store_paths(&hash).contains("sub/f.txt"), "{what}: {run}");
     }
 }
+
+/// Found by the issue-14 hostile pass: any `.git` entry (a file of garbage, a `gitdir:` to
+/// nowhere, an empty `.git/`) made its directory a nested repository, so the project's ignore
+/// rules stopped applying inside it (ignored files went into the store) and `skip` left its
+/// files out. git takes such a directory as an ordinary one; so does the snapshot now.
+#[test]
+fn a_dot_git_that_makes_no_repository_leaves_its_directory_an_ordinary_one() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.git_init();
+    p.file(".gitignore", "*.log\n")
+        .file("docs/.git", "garbage\n")
+        .file("docs/x.log", "ignored\n")
+        .file("docs/t.txt", "t\n")
+        .file("e/.git", "gitdir: /nonexistent\n")
+        .file("e/y.log", "ignored\n")
+        .file("e/k.txt", "k\n")
+        .dir("f/.git")
+        .file("f/z.log", "ignored\n")
+        .file("f/q", "q\n");
+    // (The shared oracle takes every `.git` for a repository: real git is asked here.)
+    p.git(["add", "-A"]);
+    let git = p.git(["write-tree"]).trim().to_string();
+    assert_eq!(p.track(), git);
+    p.store_git(["config", "rewind.nestedRepos", "skip"]);
+    assert_eq!(p.track(), git);
+}
