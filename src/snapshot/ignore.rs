@@ -437,6 +437,31 @@ fn excludes_file(config: &gix::config::File) -> Option<PathBuf> {
     }
 }
 
+/// The git dir and the common dir of the repository whose `.git` is in `base` below `dir`: a
+/// `gitdir:` file is followed (only to read), and a `commondir` in the git dir, as git does.
+/// Costs two small reads.
+fn git_dirs(dir: DirRef<'_>, base: &Path) -> (PathBuf, PathBuf) {
+    let dot_git = base.join(".git");
+    let git_dir = match read_small(dir, &dot_git, true) {
+        Ok(content) => match content
+            .strip_prefix(b"gitdir:")
+            .and_then(|target| gix::path::from_byte_slice(target.trim()).ok())
+        {
+            Some(target) => base.join(target),
+            None => dot_git, // not a repository's link
+        },
+        Err(_) => dot_git,
+    };
+    let common = match read_small(dir, &git_dir.join("commondir"), true) {
+        Ok(common) => match gix::path::from_byte_slice(common.trim()) {
+            Ok(common) => git_dir.join(common),
+            Err(_) => git_dir.clone(),
+        },
+        Err(_) => git_dir.clone(),
+    };
+    (git_dir, common)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -522,29 +547,4 @@ mod tests {
         let gits: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
         assert_eq!(ours, gits);
     }
-}
-
-/// The git dir and the common dir of the repository whose `.git` is in `base` below `dir`: a
-/// `gitdir:` file is followed (only to read), and a `commondir` in the git dir, as git does.
-/// Costs two small reads.
-fn git_dirs(dir: DirRef<'_>, base: &Path) -> (PathBuf, PathBuf) {
-    let dot_git = base.join(".git");
-    let git_dir = match read_small(dir, &dot_git, true) {
-        Ok(content) => match content
-            .strip_prefix(b"gitdir:")
-            .and_then(|target| gix::path::from_byte_slice(target.trim()).ok())
-        {
-            Some(target) => base.join(target),
-            None => dot_git, // not a repository's link
-        },
-        Err(_) => dot_git,
-    };
-    let common = match read_small(dir, &git_dir.join("commondir"), true) {
-        Ok(common) => match gix::path::from_byte_slice(common.trim()) {
-            Ok(common) => git_dir.join(common),
-            Err(_) => git_dir.clone(),
-        },
-        Err(_) => git_dir.clone(),
-    };
-    (git_dir, common)
 }
