@@ -995,8 +995,14 @@ impl Store {
         }
         touched.sort_unstable();
         touched.dedup();
+        // (A turn a redo gave back starts from the project as the redo found it.)
+        let target = locked.as_reopened(session, undone[0].clone())?.before;
+        let differing = tree_changes(&repo, current, target)?;
+        // A file the turns moved is undone as one: both names, or neither.
+        let partners = rename_partners(&repo, &differing, &touched)?;
         if let Some(only) = &only {
-            touched.retain(|p| is_within(p.as_ref(), only.as_ref()));
+            let within = |p: &BString| is_within(p.as_ref(), only.as_ref());
+            touched.retain(|p| within(p) || partners.get(p).is_some_and(within));
             if touched.is_empty() {
                 return Err(Error::PathNotChanged {
                     path: only.to_str_lossy().into_owned(),
@@ -1012,8 +1018,6 @@ impl Store {
             during.extend(locked.changed_by_other_sessions(session, record, current)?);
         }
         others.extend(during.iter().cloned());
-        // (A turn a redo gave back starts from the project as the redo found it.)
-        let target = locked.as_reopened(session, undone[0].clone())?.before;
         let mut d = Decisions::default();
         // Paths someone else changed too: merged (with `merge`), or a conflict that says
         // whether a merge would be clean. Merged texts go to the store only when written.
@@ -1022,7 +1026,6 @@ impl Store {
             false => locked.repo().with_object_memory(),
         };
         let mut merger = TurnMerger::new(&merges, undone, current);
-        let differing = tree_changes(&repo, current, target)?;
         let differs: HashSet<BString> = differing.iter().map(|c| c.path.clone()).collect();
         // Paths the turns changed that no snapshot sees now (ignored since, say) but that are
         // on disk: left as they are, and said so.
@@ -1127,6 +1130,7 @@ impl Store {
                 _ => d.changes.push(change),
             }
         }
+        pair_conflicts(&mut d.changes, &mut d.conflicts, &partners);
         let mut outcome = locked.apply(Plan {
             target,
             current,
@@ -2011,6 +2015,47 @@ impl<'a> TurnMerger<'a> {
     }
 }
 
+/// For each file moved between the two sides of `changes` (as `git diff -M` pairs them) whose
+/// both names are in `paths` (sorted): each name with the other. Costs [`find_renames`] on
+/// the added and deleted paths among `paths`.
+fn rename_partners(
+    repo: &gix::Repository,
+    changes: &[Change],
+    paths: &[BString],
+) -> Result<HashMap<BString, BString>> {
+    let moved: Vec<Change> = changes
+        .iter()
+        .filter(|c| {
+            (c.before.is_none() != c.after.is_none()) && paths.binary_search(&c.path).is_ok()
+        })
+        .cloned()
+        .collect();
+    let mut partners = HashMap::new();
+    for pair in find_renames(repo, &moved)? {
+        let (a, b) = (&moved[pair.source].path, &moved[pair.destination].path);
+        partners.insert(a.clone(), b.clone());
+        partners.insert(b.clone(), a.clone());
+    }
+    Ok(partners)
+}
+
+/// A moved file whose one name is left alone keeps its other name too: its change goes, and
+/// the name joins `conflicts` (undoing half a move would leave the file under neither name).
+fn pair_conflicts(
+    changes: &mut Vec<Change>,
+    conflicts: &mut Vec<BString>,
+    partners: &HashMap<BString, BString>,
+) {
+    let left: HashSet<BString> = conflicts.iter().cloned().collect();
+    changes.retain(|change| match partners.get(&change.path) {
+        Some(partner) if left.contains(partner) => {
+            conflicts.push(change.path.clone());
+            false
+        }
+        _ => true,
+    });
+}
+
 /// Append a `key` line per path (percent-encoded) to a commit message.
 fn push_path_lines(message: &mut String, key: &str, paths: &[BString]) {
     for path in paths {
@@ -2062,8 +2107,14 @@ impl Locked<'_> {
             }
             paths.push(path);
         }
+        paths.sort_unstable();
+        let before = self.as_reopened(session, record.clone())?.before;
+        // A file the turn moved is undone as one: both names, or neither.
+        let moves = tree_changes(&repo, before, record.after.unwrap_or(current))?;
+        let partners = rename_partners(&repo, &moves, &paths)?;
         if let Some(only) = &only {
-            paths.retain(|p| is_within(p.as_ref(), only.as_ref()));
+            let within = |p: &BString| is_within(p.as_ref(), only.as_ref());
+            paths.retain(|p| within(p) || partners.get(p).is_some_and(within));
             if paths.is_empty() {
                 return Err(Error::PathNotChanged {
                     path: only.to_str_lossy().into_owned(),
@@ -2079,7 +2130,6 @@ impl Locked<'_> {
         let mut merger = TurnMerger::new(&merges, undone, current);
         let (mut changes, mut conflicts, mut details, mut merged) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let before = self.as_reopened(session, record.clone())?.before;
         let mut kept = Vec::new();
         for path in paths {
             let now = side_at(&repo, current, path.as_ref())?;
@@ -2129,6 +2179,7 @@ impl Locked<'_> {
                 }
             }
         }
+        pair_conflicts(&mut changes, &mut conflicts, &partners);
         // The project as the undo leaves it: now, with the changes.
         let mut editor = merges
             .edit_tree(current)

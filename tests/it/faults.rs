@@ -129,7 +129,7 @@ fn git_numstat(
 
 /// `rewind diff-full ARGS` rows: file -> counts (None: binary).
 fn diff_full_counts(p: &TestProject, args: &[&str]) -> BTreeMap<String, Option<(u64, u64)>> {
-    let mut all = vec!["diff-full"];
+    let mut all = vec!["diff-full", "--no-renames"]; // (the oracle is `--no-renames`)
     all.extend_from_slice(args);
     let run = p.rewind(&all);
     run.assert_success();

@@ -862,3 +862,99 @@ fn merge_with_force_writes_nothing_where_the_project_already_holds_the_target() 
     assert!(outcome.written.is_empty(), "{outcome:?}");
     assert_eq!(fs::read_to_string(&f).unwrap(), "a\n");
 }
+
+/// Hostile pass: turn summaries list a move as one rename, but undo worked per path: `--file`
+/// of the new name deleted it and left the old one gone (the file under neither name), and
+/// `--file` of the old name made a second copy.
+#[test]
+fn undoing_one_name_of_a_moved_file_undoes_the_move() {
+    isolate_process_home();
+    for name in ["b.txt", "a.txt"] {
+        let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let root = project.path();
+        let store = store_in(root, data.path());
+        fs::write(root.join("a.txt"), numbered(1..21)).unwrap();
+        fs::write(root.join("o"), "o\n").unwrap();
+        store.begin_turn("s", "1").unwrap();
+        fs::rename(root.join("a.txt"), root.join("b.txt")).unwrap();
+        store.end_turn("s", "1").unwrap();
+        let options = rewind::UndoOptions {
+            file: Some(name.into()),
+            ..undo_opts("1")
+        };
+        let outcome = store.undo("s", &options).unwrap();
+        assert!(outcome.conflicts.is_empty(), "--file {name}: {outcome:?}");
+        assert_eq!(
+            fs::read_to_string(root.join("a.txt")).unwrap(),
+            numbered(1..21)
+        );
+        assert!(
+            !root.join("b.txt").exists(),
+            "--file {name} left a second copy"
+        );
+    }
+}
+
+/// Hostile pass: a move whose new name one session announced while another session's turn was
+/// open (the old name shared): undo deleted the new name and left the old one alone, so the
+/// file was under neither name. A move is undone whole or left alone whole.
+#[test]
+fn a_move_half_of_which_is_someone_elses_is_left_alone_whole() {
+    isolate_process_home();
+    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let root = project.path();
+    let store = store_in(root, data.path());
+    fs::write(root.join("a.txt"), numbered(1..21)).unwrap();
+    fs::write(root.join("other"), "o\n").unwrap();
+    store.begin_turn("L", "1").unwrap();
+    store.begin_turn("R", "1").unwrap();
+    store.track_file("L", "1", "b.txt").unwrap();
+    fs::rename(root.join("a.txt"), root.join("b.txt")).unwrap();
+    store.end_turn("L", "1").unwrap();
+    store.end_turn("R", "1").unwrap();
+    let outcome = store.undo_last("L", false).unwrap();
+    assert!(
+        outcome.deleted.is_empty() && outcome.written.is_empty(),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        fs::read_to_string(root.join("b.txt")).unwrap(),
+        numbered(1..21)
+    );
+}
+
+/// Hostile pass: `--only` of a move that a later turn edited brought the old name back and
+/// left the edited new one: two copies. The new name is a conflict, so the old stays gone too.
+#[test]
+fn undo_only_of_a_move_a_later_turn_edited_makes_no_second_copy() {
+    isolate_process_home();
+    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let root = project.path();
+    let store = store_in(root, data.path());
+    fs::write(root.join("a.txt"), numbered(1..21)).unwrap();
+    store.begin_turn("s", "1").unwrap();
+    fs::rename(root.join("a.txt"), root.join("b.txt")).unwrap();
+    store.end_turn("s", "1").unwrap();
+    store.begin_turn("s", "2").unwrap();
+    fs::write(root.join("b.txt"), numbered(1..22)).unwrap();
+    store.end_turn("s", "2").unwrap();
+    let options = rewind::UndoOptions {
+        only: true,
+        ..undo_opts("1")
+    };
+    let outcome = store.undo("s", &options).unwrap();
+    assert!(!root.join("a.txt").exists(), "{outcome:?}");
+    assert_eq!(
+        fs::read_to_string(root.join("b.txt")).unwrap(),
+        numbered(1..22)
+    );
+    let mut conflicts = outcome.conflicts.clone();
+    conflicts.sort();
+    assert_eq!(
+        conflicts,
+        vec![
+            rewind::BString::from("a.txt"),
+            rewind::BString::from("b.txt")
+        ]
+    );
+}
