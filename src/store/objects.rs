@@ -7,6 +7,11 @@
 //!   version-2 index become visible only when [`ObjectWriter::finish_pack`] renames them into
 //!   `objects/pack/`, the pack first, as git does.
 //!
+//! * Effort: an object of 1 MiB or more whose first 64 KiB shrink by less than a tenth at level 1
+//!   (random or already compressed data) is written at level 0, stored deflate blocks, as git
+//!   stores files past `core.bigFileThreshold` without searching them: still a zlib stream any
+//!   git reads, at the cost of copying instead of compressing.
+//!
 //! Either way a killed process leaves only `tmp_*` files, which git ignores and prune removes.
 
 use std::cell::RefCell;
@@ -63,7 +68,14 @@ pub(crate) struct LooseCheck {
 thread_local! {
     /// One compressor per thread, reset per object: creating one allocates and zeroes ~300 KB.
     static DEFLATE: RefCell<Compress> = RefCell::new(Compress::new(gix::zlib::Compression::BEST_SPEED));
+    /// Level 0 (stored blocks, still a zlib stream), for data a probe found incompressible.
+    static STORE_ONLY: RefCell<Compress> = RefCell::new(Compress::new(gix::zlib::Compression::NONE));
 }
+
+/// Objects from this size on are probed before they are compressed; smaller ones always get level 1.
+const PROBE_FROM: u64 = 1 << 20;
+/// How much of the start of an object's data a probe compresses.
+const PROBE_BYTES: usize = 64 << 10;
 
 impl ObjectWriter {
     pub(crate) fn new(objects_dir: PathBuf) -> Self {
@@ -240,7 +252,8 @@ impl ObjectWriter {
     }
 
     /// Stream `size` bytes of `file` into a loose blob (for files too large to read whole): hash
-    /// and compress in one pass into a temp file, then move it into place unless present.
+    /// and compress in one pass into a temp file, then move it into place unless present. The
+    /// first chunk read picks the effort (see [`compressor_for`]).
     /// The outer error is about the store; the inner one about reading `file`, including a
     /// file whose length changed while it was read.
     pub(crate) fn write_blob_stream(
@@ -255,18 +268,17 @@ impl ObjectWriter {
         let mut out = BufWriter::new(temp);
         let mut buf = vec![0; 1 << 20];
         let mut compressed = Vec::new();
-        let read = DEFLATE.with_borrow_mut(|compress| -> Result<io::Result<()>> {
+        let mut n = match read_some(&mut file, &mut buf) {
+            Ok(n) => n,
+            Err(e) => return Ok(Err(e)),
+        };
+        let compressor = compressor_for(size, &buf[..n]);
+        let read = compressor.with_borrow_mut(|compress| -> Result<io::Result<()>> {
             compress.reset();
             deflate_step(compress, &header, FlushCompress::None, &mut compressed)
                 .map_err(|e| self.write_error(e))?;
             let mut total = 0u64;
-            loop {
-                let n = match file.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Ok(Err(e)),
-                };
+            while n > 0 {
                 total += n as u64;
                 if total > size {
                     break;
@@ -276,6 +288,10 @@ impl ObjectWriter {
                     .and_then(|()| out.write_all(&compressed))
                     .map_err(|e| self.write_error(e))?;
                 compressed.clear();
+                n = match read_some(&mut file, &mut buf) {
+                    Ok(n) => n,
+                    Err(e) => return Ok(Err(e)),
+                };
             }
             if total != size {
                 return Ok(Err(io::Error::other("the file changed while it was read")));
@@ -400,15 +416,47 @@ fn temp_file(dir: &Path, prefix: &str) -> Result<tempfile::NamedTempFile> {
     crate::fs::temp_file(dir, prefix, 0o444)
 }
 
-/// zlib-compress `parts` as one stream onto `out`, with this thread's compressor.
+/// The compressor for an object of `size` bytes whose data starts with `start`: level 1, or level
+/// 0 when `size` is at least [`PROBE_FROM`] and the first [`PROBE_BYTES`] of `start` shrink by
+/// less than a tenth at level 1 (random or already compressed data: images, archives, models).
+/// Costs zlib over those bytes, about 6% of compressing a 1 MiB object, for objects that large.
+fn compressor_for(size: u64, start: &[u8]) -> &'static std::thread::LocalKey<RefCell<Compress>> {
+    if size < PROBE_FROM {
+        return &DEFLATE;
+    }
+    let sample = &start[..start.len().min(PROBE_BYTES)];
+    let mut out = Vec::with_capacity(sample.len() + 1024);
+    let probed = DEFLATE.with_borrow_mut(|compress| {
+        compress.reset();
+        deflate_step(compress, sample, FlushCompress::Finish, &mut out)
+    });
+    match probed {
+        Ok(()) if out.len() * 10 >= sample.len() * 9 => &STORE_ONLY,
+        _ => &DEFLATE,
+    }
+}
+
+/// zlib-compress `parts` as one stream onto `out`, with this thread's compressor for the effort
+/// the last part (the object's data) calls for (see [`compressor_for`]).
 pub(super) fn deflate(parts: &[&[u8]], out: &mut Vec<u8>) -> io::Result<()> {
-    DEFLATE.with_borrow_mut(|compress| {
+    let data = parts.last().copied().unwrap_or_default();
+    compressor_for(data.len() as u64, data).with_borrow_mut(|compress| {
         compress.reset();
         for part in parts {
             deflate_step(compress, part, FlushCompress::None, out)?;
         }
         deflate_step(compress, &[], FlushCompress::Finish, out)
     })
+}
+
+/// `read` into `buf`, again when interrupted; 0 at the end of the file.
+fn read_some(file: &mut fs::File, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match file.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
 }
 
 /// Feed `input` to `compress` and append what it produces to `out`; with `Finish`, end the stream.
