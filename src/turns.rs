@@ -1000,16 +1000,7 @@ impl Store {
         let differing = tree_changes(&repo, current, target)?;
         // A file the turns moved is undone as one: both names, or neither.
         let partners = rename_partners(&repo, &differing, &touched)?;
-        if let Some(only) = &only {
-            let within = |p: &BString| is_within(p.as_ref(), only.as_ref());
-            touched.retain(|p| within(p) || partners.get(p).is_some_and(within));
-            if touched.is_empty() {
-                return Err(Error::PathNotChanged {
-                    path: only.to_str_lossy().into_owned(),
-                    session: session.into(),
-                });
-            }
-        }
+        keep_below(&mut touched, only.as_ref(), &partners, session)?;
         let chain = locked.chain_since(session, undone[0].begin)?;
         let mut others = locked.changed_by_others(&chain, current)?;
         // Changed by someone else while a turn was open: their edit is in the turn's "after",
@@ -2039,6 +2030,28 @@ fn rename_partners(
     Ok(partners)
 }
 
+/// Keep the `paths` at or below `only` (and the other name of a moved file that is);
+/// `path_not_changed` when none is left. Costs a look at each path.
+fn keep_below(
+    paths: &mut Vec<BString>,
+    only: Option<&BString>,
+    partners: &HashMap<BString, BString>,
+    session: &str,
+) -> Result<()> {
+    let Some(only) = only else {
+        return Ok(());
+    };
+    let within = |p: &BString| is_within(p.as_ref(), only.as_ref());
+    paths.retain(|p| within(p) || partners.get(p).is_some_and(within));
+    match paths.is_empty() {
+        true => Err(Error::PathNotChanged {
+            path: only.to_str_lossy().into_owned(),
+            session: session.into(),
+        }),
+        false => Ok(()),
+    }
+}
+
 /// A moved file whose one name is left alone keeps its other name too: its change goes, and
 /// the name joins `conflicts` (undoing half a move would leave the file under neither name).
 fn pair_conflicts(
@@ -2112,16 +2125,7 @@ impl Locked<'_> {
         // A file the turn moved is undone as one: both names, or neither.
         let moves = tree_changes(&repo, before, record.after.unwrap_or(current))?;
         let partners = rename_partners(&repo, &moves, &paths)?;
-        if let Some(only) = &only {
-            let within = |p: &BString| is_within(p.as_ref(), only.as_ref());
-            paths.retain(|p| within(p) || partners.get(p).is_some_and(within));
-            if paths.is_empty() {
-                return Err(Error::PathNotChanged {
-                    path: only.to_str_lossy().into_owned(),
-                    session: session.into(),
-                });
-            }
-        }
+        keep_below(&mut paths, only.as_ref(), &partners, session)?;
         let merges = match options.dry_run {
             true => self.repo().with_object_memory(),
             false => self.repo(),

@@ -130,6 +130,38 @@ fn expected(
     Some(ours)
 }
 
+/// A project, the data dir of its store, and the store (the directories live as long as it).
+struct Project {
+    dir: tempfile::TempDir,
+    _data: tempfile::TempDir,
+    store: rewind::Store,
+}
+
+impl Project {
+    fn new() -> Project {
+        isolate_process_home();
+        let (dir, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let options = rewind::OpenOptions::new(data.path());
+        let store = rewind::Store::open(dir.path(), &options).unwrap();
+        Project {
+            dir,
+            _data: data,
+            store,
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Turn `turn` of `session`: begun, `edit` made, ended.
+    fn turn(&self, session: &str, turn: &str, edit: impl FnOnce()) {
+        self.store.begin_turn(session, turn).unwrap();
+        edit();
+        self.store.end_turn(session, turn).unwrap();
+    }
+}
+
 struct Session {
     /// Per turn: the files when it began and when it ended.
     turns: Vec<(Files, Files)>,
@@ -171,12 +203,10 @@ fn labels(turn: usize) -> [String; 3] {
 /// Check one undo (of turn `from`, `only` it or all from it with `merge`) against git.
 fn check_undo(seed: u64, only: bool, force: bool) {
     let mut rng = XorShift::seeded(seed);
-    let project = tempfile::tempdir().unwrap();
-    let data = tempfile::tempdir().unwrap();
-    let root = project.path();
-    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     let n = 2 + rng.below(3) as usize;
-    let session = random_session(&mut rng, &store, root, n);
+    let session = random_session(&mut rng, store, root, n);
     let from = 1 + rng.below(n as u64) as usize;
     let undone: Vec<usize> = match only {
         true => vec![from],
@@ -289,7 +319,6 @@ fn cases(default: u64) -> u64 {
 
 #[test]
 fn undo_only_gives_what_git_merge_file_gives_on_random_sessions() {
-    isolate_process_home();
     for seed in 0..cases(60) {
         check_undo(seed, true, false);
     }
@@ -297,7 +326,6 @@ fn undo_only_gives_what_git_merge_file_gives_on_random_sessions() {
 
 #[test]
 fn undo_only_with_force_writes_gits_conflict_markers() {
-    isolate_process_home();
     for seed in 1000..1000 + cases(40) {
         check_undo(seed, true, true);
     }
@@ -305,7 +333,6 @@ fn undo_only_with_force_writes_gits_conflict_markers() {
 
 #[test]
 fn undo_merge_keeps_the_users_edits_on_random_sessions() {
-    isolate_process_home();
     for seed in 2000..2000 + cases(60) {
         check_undo(seed, false, false);
     }
@@ -319,17 +346,14 @@ fn numbered(lines: std::ops::Range<u32>) -> String {
 /// line in the middle; undoing turn 1 alone keeps turn 2's edit and the user's.
 #[test]
 fn undo_only_takes_a_middle_turn_out_and_keeps_later_turns_and_the_users_edit() {
-    isolate_process_home();
-    let project = tempfile::tempdir().unwrap();
-    let data = tempfile::tempdir().unwrap();
-    let root = project.path();
-    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     let f = root.join("f.txt");
     fs::write(&f, numbered(1..21)).unwrap();
-    store.begin_turn("s", "1").unwrap();
-    fs::write(&f, numbered(1..21).replace("line 2\n", "agent one\n")).unwrap();
-    fs::write(root.join("new.txt"), "made by turn 1\n").unwrap();
-    store.end_turn("s", "1").unwrap();
+    project.turn("s", "1", || {
+        fs::write(&f, numbered(1..21).replace("line 2\n", "agent one\n")).unwrap();
+        fs::write(root.join("new.txt"), "made by turn 1\n").unwrap();
+    });
     store.begin_turn("s", "2").unwrap();
     let two = numbered(1..21)
         .replace("line 2\n", "agent one\n")
@@ -377,16 +401,13 @@ fn undo_only_takes_a_middle_turn_out_and_keeps_later_turns_and_the_users_edit() 
 /// alone is refused rather than applied twice.
 #[test]
 fn undo_only_is_redone_and_not_applied_twice() {
-    isolate_process_home();
-    let project = tempfile::tempdir().unwrap();
-    let data = tempfile::tempdir().unwrap();
-    let root = project.path();
-    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     let f = root.join("f.txt");
     fs::write(&f, numbered(1..11)).unwrap();
-    store.begin_turn("s", "1").unwrap();
-    fs::write(&f, numbered(1..11).replace("line 1\n", "one\n")).unwrap();
-    store.end_turn("s", "1").unwrap();
+    project.turn("s", "1", || {
+        fs::write(&f, numbered(1..11).replace("line 1\n", "one\n")).unwrap();
+    });
     store.begin_turn("s", "2").unwrap();
     let two = numbered(1..11)
         .replace("line 1\n", "one\n")
@@ -409,16 +430,13 @@ fn undo_only_is_redone_and_not_applied_twice() {
 /// would be clean; with `merge` it is merged, and a later undo still treats it as the user's.
 #[test]
 fn a_conflict_says_it_is_mergeable_and_merge_keeps_the_users_hunk() {
-    isolate_process_home();
-    let project = tempfile::tempdir().unwrap();
-    let data = tempfile::tempdir().unwrap();
-    let root = project.path();
-    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     let f = root.join("f.txt");
     fs::write(&f, numbered(1..21)).unwrap();
-    store.begin_turn("s", "1").unwrap();
-    fs::write(&f, numbered(1..21).replace("line 2\n", "agent\n")).unwrap();
-    store.end_turn("s", "1").unwrap();
+    project.turn("s", "1", || {
+        fs::write(&f, numbered(1..21).replace("line 2\n", "agent\n")).unwrap();
+    });
     let users = numbered(1..21)
         .replace("line 2\n", "agent\n")
         .replace("line 15\n", "user\n");
@@ -456,16 +474,13 @@ fn a_conflict_says_it_is_mergeable_and_merge_keeps_the_users_hunk() {
 /// Overlapping edits: left alone with the hunk reported; with `force`, git's markers.
 #[test]
 fn undo_only_reports_overlapping_hunks_and_force_writes_markers() {
-    isolate_process_home();
-    let project = tempfile::tempdir().unwrap();
-    let data = tempfile::tempdir().unwrap();
-    let root = project.path();
-    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     let f = root.join("f.txt");
     fs::write(&f, numbered(1..11)).unwrap();
-    store.begin_turn("s", "1").unwrap();
-    fs::write(&f, numbered(1..11).replace("line 5\n", "agent\n")).unwrap();
-    store.end_turn("s", "1").unwrap();
+    project.turn("s", "1", || {
+        fs::write(&f, numbered(1..11).replace("line 5\n", "agent\n")).unwrap();
+    });
     let users = numbered(1..11).replace("line 5\n", "user\n");
     fs::write(&f, &users).unwrap();
     let options = rewind::UndoOptions {
@@ -513,17 +528,14 @@ fn undo_only_reports_overlapping_hunks_and_force_writes_markers() {
 /// A binary file merges only when nobody changed it since the turn.
 #[test]
 fn undo_only_restores_an_unchanged_binary_file_and_leaves_a_changed_one() {
-    isolate_process_home();
-    let project = tempfile::tempdir().unwrap();
-    let data = tempfile::tempdir().unwrap();
-    let root = project.path();
-    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     fs::write(root.join("a.bin"), b"a\0one\n").unwrap();
     fs::write(root.join("b.bin"), b"b\0one\n").unwrap();
-    store.begin_turn("s", "1").unwrap();
-    fs::write(root.join("a.bin"), b"a\0two\n").unwrap();
-    fs::write(root.join("b.bin"), b"b\0two\n").unwrap();
-    store.end_turn("s", "1").unwrap();
+    project.turn("s", "1", || {
+        fs::write(root.join("a.bin"), b"a\0two\n").unwrap();
+        fs::write(root.join("b.bin"), b"b\0two\n").unwrap();
+    });
     fs::write(root.join("b.bin"), b"b\0user\n").unwrap();
     let options = rewind::UndoOptions {
         turn: Some("1".into()),
@@ -540,19 +552,16 @@ fn undo_only_restores_an_unchanged_binary_file_and_leaves_a_changed_one() {
 /// nothing to do (the first turn's "before" lacks it too) and said nothing.
 #[test]
 fn a_user_file_a_later_turn_deleted_is_not_silently_left_deleted() {
-    isolate_process_home();
-    let project = tempfile::tempdir().unwrap();
-    let data = tempfile::tempdir().unwrap();
-    let root = project.path();
-    let store = rewind::Store::open(root, &rewind::OpenOptions::new(data.path())).unwrap();
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     fs::write(root.join("a.txt"), "a\n").unwrap();
-    store.begin_turn("s", "1").unwrap();
-    fs::write(root.join("a.txt"), "agent\n").unwrap();
-    store.end_turn("s", "1").unwrap();
+    project.turn("s", "1", || {
+        fs::write(root.join("a.txt"), "agent\n").unwrap();
+    });
     fs::write(root.join("mine.txt"), "the user's\n").unwrap();
-    store.begin_turn("s", "2").unwrap();
-    fs::remove_file(root.join("mine.txt")).unwrap();
-    store.end_turn("s", "2").unwrap();
+    project.turn("s", "2", || {
+        fs::remove_file(root.join("mine.txt")).unwrap();
+    });
 
     let plain = rewind::UndoOptions {
         turn: Some("1".into()),
@@ -653,10 +662,6 @@ fn the_cli_reports_merges_and_mergeable_conflicts() {
     );
 }
 
-fn store_in(project: &Path, data: &Path) -> rewind::Store {
-    rewind::Store::open(project, &rewind::OpenOptions::new(data)).unwrap()
-}
-
 fn undo_opts(turn: &str) -> rewind::UndoOptions {
     rewind::UndoOptions {
         turn: Some(turn.into()),
@@ -669,10 +674,8 @@ fn undo_opts(turn: &str) -> rewind::UndoOptions {
 /// brought the undone change back. It is refused now; undoing the open turn whole is not.
 #[test]
 fn an_undo_of_part_of_a_session_while_a_later_turn_is_open_is_refused() {
-    isolate_process_home();
-    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let root = project.path();
-    let store = store_in(root, data.path());
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     fs::write(root.join("a.txt"), numbered(1..11)).unwrap();
     store.begin_turn("s", "1").unwrap();
     fs::write(
@@ -712,10 +715,8 @@ fn an_undo_of_part_of_a_session_while_a_later_turn_is_open_is_refused() {
 /// `--force`, and called it mergeable.
 #[test]
 fn merge_and_only_leave_a_file_another_session_changed_during_the_turn_alone() {
-    isolate_process_home();
-    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let root = project.path();
-    let store = store_in(root, data.path());
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     let a = root.join("a.txt");
     fs::write(&a, numbered(1..10)).unwrap();
     store.begin_turn("B", "1").unwrap();
@@ -727,9 +728,9 @@ fn merge_and_only_leave_a_file_another_session_changed_during_the_turn_alone() {
     fs::write(&a, &both).unwrap();
     store.end_turn("A", "1").unwrap();
     store.end_turn("B", "1").unwrap();
-    store.begin_turn("B", "2").unwrap();
-    fs::write(root.join("b2.txt"), "b2\n").unwrap();
-    store.end_turn("B", "2").unwrap();
+    project.turn("B", "2", || {
+        fs::write(root.join("b2.txt"), "b2\n").unwrap();
+    });
     for options in [
         rewind::UndoOptions {
             merge: true,
@@ -780,10 +781,8 @@ fn merge_and_only_leave_a_file_another_session_changed_during_the_turn_alone() {
 /// overwritten with the turn's "before" whole, the user's edit in it gone.
 #[test]
 fn merge_with_force_still_merges_what_merges_cleanly() {
-    isolate_process_home();
-    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let root = project.path();
-    let store = store_in(root, data.path());
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     let body = numbered(1..8);
     fs::write(root.join("a.txt"), &body).unwrap();
     fs::write(root.join("b.txt"), &body).unwrap();
@@ -813,14 +812,12 @@ fn merge_with_force_still_merges_what_merges_cleanly() {
 /// range undo lists it as kept).
 #[test]
 fn undo_only_lists_a_created_file_that_is_ignored_now_as_kept() {
-    isolate_process_home();
-    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let root = project.path();
-    let store = store_in(root, data.path());
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     fs::write(root.join("z.txt"), "z\n").unwrap();
-    store.begin_turn("s", "1").unwrap();
-    fs::write(root.join("x.txt"), "created\n").unwrap();
-    store.end_turn("s", "1").unwrap();
+    project.turn("s", "1", || {
+        fs::write(root.join("x.txt"), "created\n").unwrap();
+    });
     fs::write(root.join(".gitignore"), "x.txt\n").unwrap();
     let options = rewind::UndoOptions {
         only: true,
@@ -840,19 +837,17 @@ fn undo_only_lists_a_created_file_that_is_ignored_now_as_kept() {
 /// own bytes: listed as changed, so a later `redo --force` of that undo overwrote it.
 #[test]
 fn merge_with_force_writes_nothing_where_the_project_already_holds_the_target() {
-    isolate_process_home();
-    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let root = project.path();
-    let store = store_in(root, data.path());
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     let f = root.join("f.txt");
     fs::write(&f, "a\n").unwrap();
-    store.begin_turn("s", "1").unwrap();
-    fs::write(&f, "b\n").unwrap();
-    store.end_turn("s", "1").unwrap();
+    project.turn("s", "1", || {
+        fs::write(&f, "b\n").unwrap();
+    });
     fs::write(&f, "c\n").unwrap(); // the user's
-    store.begin_turn("s", "2").unwrap();
-    fs::write(&f, "a\n").unwrap();
-    store.end_turn("s", "2").unwrap();
+    project.turn("s", "2", || {
+        fs::write(&f, "a\n").unwrap();
+    });
     let options = rewind::UndoOptions {
         merge: true,
         force: true,
@@ -868,16 +863,14 @@ fn merge_with_force_writes_nothing_where_the_project_already_holds_the_target() 
 /// `--file` of the old name made a second copy.
 #[test]
 fn undoing_one_name_of_a_moved_file_undoes_the_move() {
-    isolate_process_home();
     for name in ["b.txt", "a.txt"] {
-        let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let root = project.path();
-        let store = store_in(root, data.path());
+        let project = Project::new();
+        let (root, store) = (project.root(), &project.store);
         fs::write(root.join("a.txt"), numbered(1..21)).unwrap();
         fs::write(root.join("o"), "o\n").unwrap();
-        store.begin_turn("s", "1").unwrap();
-        fs::rename(root.join("a.txt"), root.join("b.txt")).unwrap();
-        store.end_turn("s", "1").unwrap();
+        project.turn("s", "1", || {
+            fs::rename(root.join("a.txt"), root.join("b.txt")).unwrap();
+        });
         let options = rewind::UndoOptions {
             file: Some(name.into()),
             ..undo_opts("1")
@@ -900,10 +893,8 @@ fn undoing_one_name_of_a_moved_file_undoes_the_move() {
 /// file was under neither name. A move is undone whole or left alone whole.
 #[test]
 fn a_move_half_of_which_is_someone_elses_is_left_alone_whole() {
-    isolate_process_home();
-    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let root = project.path();
-    let store = store_in(root, data.path());
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     fs::write(root.join("a.txt"), numbered(1..21)).unwrap();
     fs::write(root.join("other"), "o\n").unwrap();
     store.begin_turn("L", "1").unwrap();
@@ -927,17 +918,15 @@ fn a_move_half_of_which_is_someone_elses_is_left_alone_whole() {
 /// left the edited new one: two copies. The new name is a conflict, so the old stays gone too.
 #[test]
 fn undo_only_of_a_move_a_later_turn_edited_makes_no_second_copy() {
-    isolate_process_home();
-    let (project, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let root = project.path();
-    let store = store_in(root, data.path());
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
     fs::write(root.join("a.txt"), numbered(1..21)).unwrap();
-    store.begin_turn("s", "1").unwrap();
-    fs::rename(root.join("a.txt"), root.join("b.txt")).unwrap();
-    store.end_turn("s", "1").unwrap();
-    store.begin_turn("s", "2").unwrap();
-    fs::write(root.join("b.txt"), numbered(1..22)).unwrap();
-    store.end_turn("s", "2").unwrap();
+    project.turn("s", "1", || {
+        fs::rename(root.join("a.txt"), root.join("b.txt")).unwrap();
+    });
+    project.turn("s", "2", || {
+        fs::write(root.join("b.txt"), numbered(1..22)).unwrap();
+    });
     let options = rewind::UndoOptions {
         only: true,
         ..undo_opts("1")
