@@ -42,7 +42,7 @@ from typing import Any, Literal, NotRequired, TypedDict, Unpack, cast
 # -- the result shapes (protocol 2) -----------------------------------------------------------
 
 Status = Literal["added", "deleted", "modified", "renamed"]
-SkipReason = Literal["too_large", "nested_repo", "special_file", "unreadable", "rewind_data"]
+SkipReason = Literal["too_large", "nested_repo", "special_file", "unreadable", "rewind_data", "reserved_name"]
 Origin = Literal["unannounced", "announced", "shared"]
 
 
@@ -658,7 +658,7 @@ def selftest(rewind: str) -> int:
                 del env[name]
         (project / "a.txt").write_text("one\ntwo\n")
         (project / "b.txt").write_text("stays\n")
-        (project / "nested" / ".git").mkdir(parents=True)  # another repository: left out
+        os.mkfifo(project / "pipe")  # a special file: left out
 
         binary = os.path.abspath(rewind) if os.sep in rewind else rewind  # else: on PATH
         try:
@@ -686,7 +686,7 @@ def selftest(rewind: str) -> int:
                 check_shape("skipped shape", row, Skipped)
             check("track hash", isinstance(snap["hash"], str) and len(snap["hash"]) == 40, snap)
             check("track files", snap["files"] == 2, snap)
-            check("track skipped", snap["skipped"] == [{"path": "nested", "reason": "nested_repo"}], snap)
+            check("track skipped", snap["skipped"] == [{"path": "pipe", "reason": "special_file"}], snap)
             state["before"] = snap["hash"]
 
         @step

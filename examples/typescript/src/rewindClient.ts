@@ -35,7 +35,7 @@ export interface Hello {
   capabilities: string[];
 }
 export type Status = "added" | "deleted" | "modified" | "renamed";
-export type SkipReason = "too_large" | "nested_repo" | "special_file" | "unreadable" | "rewind_data";
+export type SkipReason = "too_large" | "nested_repo" | "special_file" | "unreadable" | "rewind_data" | "reserved_name";
 /** A path a snapshot left out: an undo cannot bring it back. */
 export interface Skipped {
   path: string;
