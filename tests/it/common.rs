@@ -1516,3 +1516,39 @@ pub fn git_repo_tree(sb: &Sandbox, repo: &Path, excludes: &[&str]) -> (String, S
     let listing = git(&["ls-tree", &id]);
     (id, listing)
 }
+
+/// A JSON array of strings (an outcome's `written`, say), as strings.
+pub fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|s| s.as_str().expect("a string").to_string())
+        .collect()
+}
+
+/// `count` lines like a large source file's: mostly `line N` (N below 2,000, so lines repeat),
+/// some blank lines and braces.
+pub fn code_lines(rng: &mut XorShift, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|_| match rng.below(10) {
+            0 => ["", "{", "}", "    x;"][rng.below(4) as usize].to_string(),
+            _ => format!("line {}", rng.below(2000)),
+        })
+        .collect()
+}
+
+/// `edits` random edits of `text`: a `line N` inserted, a line removed or one replaced.
+pub fn edit_code_lines(rng: &mut XorShift, text: &mut Vec<String>, edits: usize) {
+    for _ in 0..edits {
+        let at = rng.below(text.len() as u64 + 1) as usize;
+        let line = format!("line {}", rng.below(2000));
+        match rng.below(3) {
+            0 => text.insert(at, line),
+            1 if at < text.len() => {
+                text.remove(at);
+            }
+            _ if at < text.len() => text[at] = line,
+            _ => {}
+        }
+    }
+}

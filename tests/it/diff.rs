@@ -1830,25 +1830,9 @@ fn large_heavily_edited_files_differ_from_git_at_the_measured_rate() {
     let mut news = Vec::new();
     for f in 0..files {
         let lines = 40_000 + rng.below(20_000) as usize;
-        let mut text: Vec<String> = (0..lines)
-            .map(|_| match rng.below(10) {
-                0 => ["", "{", "}", "    x;"][rng.below(4) as usize].to_string(),
-                _ => format!("line {}", rng.below(2000)),
-            })
-            .collect();
+        let mut text = code_lines(&mut rng, lines);
         p.file(format!("f{f}"), text.join("\n") + "\n");
-        for _ in 0..1000 {
-            let at = rng.below(text.len() as u64 + 1) as usize;
-            let line = format!("line {}", rng.below(2000));
-            match rng.below(3) {
-                0 => text.insert(at, line),
-                1 if at < text.len() => {
-                    text.remove(at);
-                }
-                _ if at < text.len() => text[at] = line,
-                _ => {}
-            }
-        }
+        edit_code_lines(&mut rng, &mut text, 1000);
         news.push(text.join("\n") + "\n");
     }
     let a = p.snap();

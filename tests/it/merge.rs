@@ -463,26 +463,11 @@ fn large_merges_differing(seed: u64, cases: usize, lines: u64, edits: usize) -> 
     let mut rng = XorShift::seeded(seed);
     let mut differing = 0;
     for _ in 0..cases {
-        let base: Vec<String> = (0..lines + rng.below(lines / 2))
-            .map(|_| match rng.below(10) {
-                0 => ["", "{", "}", "    x;"][rng.below(4) as usize].to_string(),
-                _ => format!("line {}", rng.below(2000)),
-            })
-            .collect();
+        let count = lines + rng.below(lines / 2);
+        let base = code_lines(&mut rng, count as usize);
         let mut side = || {
             let mut text = base.clone();
-            for _ in 0..edits {
-                let at = rng.below(text.len() as u64 + 1) as usize;
-                let line = format!("line {}", rng.below(2000));
-                match rng.below(3) {
-                    0 => text.insert(at, line),
-                    1 if at < text.len() => {
-                        text.remove(at);
-                    }
-                    _ if at < text.len() => text[at] = line,
-                    _ => {}
-                }
-            }
+            edit_code_lines(&mut rng, &mut text, edits);
             text.join("\n") + "\n"
         };
         let (ours, theirs) = (side(), side());

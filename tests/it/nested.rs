@@ -18,14 +18,6 @@ fn rwj(p: &TestProject, args: &[&str]) -> Value {
     one_json(&run)
 }
 
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap_or_else(|| panic!("not an array: {v}"))
-        .iter()
-        .map(|s| s.as_str().expect("a string").to_string())
-        .collect()
-}
-
 fn turn(p: &TestProject, verb: &str, turn: &str) -> Value {
     rwj(p, &["turn", verb, "--session=s", &format!("--turn={turn}")])
 }

@@ -23,14 +23,6 @@ fn rwj(p: &TestProject, args: &[&str]) -> Value {
     one_json(&run)
 }
 
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap_or_else(|| panic!("not an array: {v}"))
-        .iter()
-        .map(|s| s.as_str().expect("a string").to_string())
-        .collect()
-}
-
 fn begin(p: &TestProject, turn: &str) -> Value {
     rwj(
         p,
