@@ -50,6 +50,14 @@ fn claude_prompt(p: &TestProject, session: &str, prompt: &str) -> Value {
 }
 
 /// Claude Code's Stop payload.
+/// One Claude Code turn through its hooks: the prompt, `edits` (as its tools would make them),
+/// then its `Stop`.
+fn claude_turn(p: &TestProject, session: &str, prompt: &str, edits: impl FnOnce()) {
+    hook(p, "claude-code", &claude_prompt(p, session, prompt));
+    edits();
+    hook(p, "claude-code", &claude_stop(p, session, false));
+}
+
 fn claude_stop(p: &TestProject, session: &str, stop_hook_active: bool) -> Value {
     json!({
         "session_id": session,
@@ -144,9 +152,9 @@ fn undo_last_session_skips_turns_where_the_agent_only_answered() {
     let sb = Sandbox::new();
     let p = sb.project("p");
     p.file("a.txt", "1\n");
-    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit a"));
-    p.file("a.txt", "2\n");
-    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    claude_turn(&p, "chat-1", "edit a", || {
+        p.file("a.txt", "2\n");
+    });
     hook(
         &p,
         "claude-code",
@@ -170,9 +178,9 @@ fn a_stop_again_while_stop_hook_active_and_a_stop_without_a_begin_are_quiet() {
         !p.rewind(["turns", "--last-session"]).status.success(),
         "no turn yet"
     );
-    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "go"));
-    p.file("a.txt", "2\n");
-    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    claude_turn(&p, "chat-1", "go", || {
+        p.file("a.txt", "2\n");
+    });
     // Another stop hook blocked the stop: Claude goes on, then stops again.
     hook(&p, "claude-code", &claude_stop(&p, "chat-1", true));
     let rows = turns(&p, &["--session", "chat-1"]);
@@ -185,15 +193,15 @@ fn two_sessions_in_one_project_count_their_own_turns() {
     let sb = Sandbox::new();
     let p = sb.project("p");
     p.file("a.txt", "a\n").file("b.txt", "b\n");
-    hook(&p, "claude-code", &claude_prompt(&p, "A", "edit a"));
-    p.file("a.txt", "a2\n");
-    hook(&p, "claude-code", &claude_stop(&p, "A", false));
-    hook(&p, "claude-code", &claude_prompt(&p, "B", "edit b"));
-    p.file("b.txt", "b2\n");
-    hook(&p, "claude-code", &claude_stop(&p, "B", false));
-    hook(&p, "claude-code", &claude_prompt(&p, "A", "edit a again"));
-    p.file("a.txt", "a3\n");
-    hook(&p, "claude-code", &claude_stop(&p, "A", false));
+    claude_turn(&p, "A", "edit a", || {
+        p.file("a.txt", "a2\n");
+    });
+    claude_turn(&p, "B", "edit b", || {
+        p.file("b.txt", "b2\n");
+    });
+    claude_turn(&p, "A", "edit a again", || {
+        p.file("a.txt", "a3\n");
+    });
 
     let a = turns(&p, &["--session", "A"]);
     assert_eq!(shape(&a), [("1".into(), true), ("2".into(), true)]);
@@ -229,9 +237,9 @@ fn the_rewind_undo_slash_command_is_no_turn_of_its_own() {
     let sb = Sandbox::new();
     let p = sb.project("p");
     p.file("a.txt", "1\n");
-    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit"));
-    p.file("a.txt", "2\n");
-    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    claude_turn(&p, "chat-1", "edit", || {
+        p.file("a.txt", "2\n");
+    });
     // `/rewind-undo`: its prompt comes through the hook, its command undoes turn 1.
     hook(
         &p,
@@ -255,9 +263,9 @@ fn undo_from_inside_the_agent_walks_back_when_its_prompt_began_a_turn() {
     let p = sb.project("p");
     p.file("a.txt", "1\n");
     for content in ["2\n", "3\n"] {
-        hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit"));
-        p.file("a.txt", content);
-        hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+        claude_turn(&p, "chat-1", "edit", || {
+            p.file("a.txt", content);
+        });
     }
     let expanded = "Above is what `rewind undo` just did";
     hook(&p, "claude-code", &claude_prompt(&p, "chat-1", expanded));
@@ -811,14 +819,14 @@ fn a_conversation_resumed_after_its_session_was_pruned_records_turns_again() {
     let sb = Sandbox::new();
     let p = sb.project("p");
     p.file("a.txt", "1\n");
-    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "go"));
-    p.file("a.txt", "2\n");
-    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    claude_turn(&p, "chat-1", "go", || {
+        p.file("a.txt", "2\n");
+    });
     let later = (chrono::Utc::now() + chrono::Duration::days(8)).to_rfc3339();
     at(&p, &later, &["prune"]);
-    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "again"));
-    p.file("a.txt", "3\n");
-    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    claude_turn(&p, "chat-1", "again", || {
+        p.file("a.txt", "3\n");
+    });
     let rows = turns(&p, &["--session", "chat-1"]);
     assert_eq!(shape(&rows), [("1".into(), true)]);
     assert_eq!(rows[0]["meta"]["prompt"], "again");
@@ -885,11 +893,10 @@ fn undo_last_session_undoes_the_last_session_that_changed_files() {
     let sb = Sandbox::new();
     let p = sb.project("p");
     p.file("f.txt", "1\n");
-    hook(&p, "claude-code", &claude_prompt(&p, "A", "edit f"));
-    p.file("f.txt", "2\n");
-    hook(&p, "claude-code", &claude_stop(&p, "A", false));
-    hook(&p, "claude-code", &claude_prompt(&p, "B", "what is f?"));
-    hook(&p, "claude-code", &claude_stop(&p, "B", false));
+    claude_turn(&p, "A", "edit f", || {
+        p.file("f.txt", "2\n");
+    });
+    claude_turn(&p, "B", "what is f?", || {});
     let run = p.rewind(["undo", "--last-session"]);
     run.assert_success();
     assert!(run.stderr.contains("undoing session A"), "{run}");
@@ -903,12 +910,12 @@ fn undo_last_session_pressed_again_never_moves_on_to_another_session() {
     let sb = Sandbox::new();
     let p = sb.project("p");
     p.file("a.txt", "base\n");
-    hook(&p, "claude-code", &claude_prompt(&p, "A", "edit a"));
-    p.file("a.txt", "base\nA\n");
-    hook(&p, "claude-code", &claude_stop(&p, "A", false));
-    hook(&p, "claude-code", &claude_prompt(&p, "B", "make b"));
-    p.file("b.txt", "B\n");
-    hook(&p, "claude-code", &claude_stop(&p, "B", false));
+    claude_turn(&p, "A", "edit a", || {
+        p.file("a.txt", "base\nA\n");
+    });
+    claude_turn(&p, "B", "make b", || {
+        p.file("b.txt", "B\n");
+    });
     let first = p.rewind(["undo", "--last-session"]);
     first.assert_success();
     assert!(first.stderr.contains("undoing session B"), "{first}");
@@ -930,12 +937,11 @@ fn undo_last_session_with_force_takes_the_turn_the_plain_press_left_files_of() {
     let sb = Sandbox::new();
     let p = sb.project("p");
     p.file("a.txt", "base\n");
-    hook(&p, "claude-code", &claude_prompt(&p, "S", "edit a"));
-    p.file("a.txt", "base\nagent\n");
-    p.file("b.txt", "agent\n");
-    hook(&p, "claude-code", &claude_stop(&p, "S", false));
-    hook(&p, "claude-code", &claude_prompt(&p, "S", "just answer"));
-    hook(&p, "claude-code", &claude_stop(&p, "S", false));
+    claude_turn(&p, "S", "edit a", || {
+        p.file("a.txt", "base\nagent\n");
+        p.file("b.txt", "agent\n");
+    });
+    claude_turn(&p, "S", "just answer", || {});
     p.file("a.txt", "base\nagent\nuser\n");
     let plain = p.rewind(["undo", "--last-session"]);
     plain.assert_success();
@@ -1445,9 +1451,9 @@ fn undo_last_session_during_an_open_turn_leaves_that_turns_edits() {
     let sb = Sandbox::new();
     let p = sb.project("p");
     p.file("a.txt", "1\n").file("b.txt", "1\n");
-    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit a"));
-    p.file("a.txt", "2\n");
-    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    claude_turn(&p, "chat-1", "edit a", || {
+        p.file("a.txt", "2\n");
+    });
     hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit b"));
     p.file("b.txt", "2\n");
     let run = p.rewind(["undo", "--last-session"]);
@@ -1475,9 +1481,9 @@ fn rewind_undo_after_an_interrupt_and_a_hand_edit_leaves_the_hand_edit() {
     p.file("a.txt", "1\n")
         .file("b.txt", "1\n")
         .file("mine.txt", "1\n");
-    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit a"));
-    p.file("a.txt", "2\n");
-    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    claude_turn(&p, "chat-1", "edit a", || {
+        p.file("a.txt", "2\n");
+    });
     hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit b"));
     p.file("b.txt", "2\n");
     // Interrupted: no Stop. The user edits a file by hand, then types /rewind-undo.
@@ -1507,9 +1513,9 @@ fn a_rewind_prompt_with_more_instructions_puts_the_edits_after_the_undo_in_a_tur
     let sb = Sandbox::new();
     let p = sb.project("p");
     p.file("a.txt", "1\n");
-    hook(&p, "claude-code", &claude_prompt(&p, "chat-1", "edit a"));
-    p.file("a.txt", "2\n");
-    hook(&p, "claude-code", &claude_stop(&p, "chat-1", false));
+    claude_turn(&p, "chat-1", "edit a", || {
+        p.file("a.txt", "2\n");
+    });
     let prompt = "/rewind-undo then add b.txt";
     hook(&p, "claude-code", &claude_prompt(&p, "chat-1", prompt));
     // The slash command's undo, then the agent's edit.
