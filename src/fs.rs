@@ -21,10 +21,16 @@ use std::path::{Path, PathBuf};
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::index::entry::Stat;
 
+#[cfg(target_os = "linux")]
+mod inotify;
 #[cfg(not(unix))]
 mod portable;
 #[cfg(unix)]
 mod unix;
+#[cfg(target_os = "linux")]
+pub(crate) use inotify::{Event as WatchEvent, Inotify};
+#[cfg(not(target_os = "linux"))]
+pub(crate) use no_inotify::{Event as WatchEvent, Inotify};
 #[cfg(not(unix))]
 pub(crate) use portable::*;
 #[cfg(unix)]
@@ -66,6 +72,8 @@ pub(crate) struct Found {
     pub mode: u32,
     pub size: u64,
     pub stat: Stat,
+    /// How many names the file has (hard links); 1 where the system does not say.
+    pub links: u64,
 }
 
 /// Split `path` into its parent directory and its last name.
@@ -306,4 +314,70 @@ pub(crate) fn persist(temp: tempfile::NamedTempFile, path: &Path) -> crate::erro
     temp.persist(path)
         .map(drop)
         .map_err(|e| crate::error::Error::io("writing", path, e.error))
+}
+
+/// What a stat of `path` (following symlinks) says of its size and times, as bytes to
+/// compare: empty when there is nothing there. Costs one `stat`.
+pub(crate) fn stat_path(path: &Path) -> Vec<u8> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Vec::new();
+    };
+    let time = |t: io::Result<std::time::SystemTime>| {
+        t.ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos())
+    };
+    let mut bytes = Vec::with_capacity(48);
+    bytes.extend_from_slice(&time(meta.modified()).to_le_bytes());
+    bytes.extend_from_slice(&meta.len().to_le_bytes());
+    let (secs, nanos) = changed_at(path).unwrap_or_default();
+    bytes.extend_from_slice(&secs.to_le_bytes());
+    bytes.extend_from_slice(&nanos.to_le_bytes());
+    bytes
+}
+
+/// No file-system watcher where the kernel offers no inotify: [`Inotify::new`] says so, and
+/// snapshots walk the whole project.
+#[cfg(not(target_os = "linux"))]
+mod no_inotify {
+    use std::io;
+
+    use super::DirRef;
+
+    pub(crate) struct Inotify(std::convert::Infallible);
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Event<'a> {
+        Changed {
+            wd: i32,
+            name: Option<&'a [u8]>,
+            is_dir: bool,
+            moved: bool,
+        },
+        Gone {
+            wd: i32,
+        },
+        Overflow,
+    }
+
+    impl Inotify {
+        pub(crate) fn new() -> io::Result<Inotify> {
+            Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no file-system watcher on this system (rewind watches through Linux's inotify)",
+            ))
+        }
+
+        pub(crate) fn watch(&self, _dir: DirRef<'_>) -> io::Result<i32> {
+            match self.0 {}
+        }
+
+        pub(crate) fn unwatch(&self, _wd: i32) {
+            match self.0 {}
+        }
+
+        pub(crate) fn drain(&self, _each: impl FnMut(Event<'_>)) -> io::Result<()> {
+            match self.0 {}
+        }
+    }
 }

@@ -52,6 +52,8 @@ pub struct Doctor {
     /// removes them once an hour old; they do not count against the size quota).
     #[serde(serialize_with = "crate::paths::serialize_os_paths")]
     pub leftovers: Vec<PathBuf>,
+    /// The file-system watcher: whether one runs on this store in this process, and why not.
+    pub watcher: crate::snapshot::WatchStatus,
 }
 
 impl Doctor {
@@ -193,6 +195,7 @@ impl Store {
             last_prune,
             missing,
             set_aside,
+            watcher: self.watch_status(),
         })
     }
 

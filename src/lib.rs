@@ -81,7 +81,7 @@ pub use prune::{
 pub use restore::{ConflictDetail, Failure, RestoreOptions, RestoreOutcome};
 #[cfg(feature = "serve")]
 pub use serve::serve;
-pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions};
+pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions, WatchStatus};
 pub use store::{
     data_dir, private_data_dir, Call, Clock, NestedRepos, OpenOptions, Progress, Store,
     DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE,

@@ -142,7 +142,9 @@ fn takes_lock(request: &Value) -> bool {
     match method(request) {
         Some("diff" | "diff_full") => !request.pointer("/params/to").is_some_and(Value::is_string),
         // Every other method but these reads (unknown ones are answered at once).
-        Some(method) => METHODS.contains(&method) && !["hello", "turns"].contains(&method),
+        Some(method) => {
+            METHODS.contains(&method) && !["hello", "turns", "status"].contains(&method)
+        }
         None => false,
     }
 }
@@ -490,6 +492,7 @@ const METHODS: &[&str] = &[
     "redo",
     "changes",
     "prune",
+    "status",
 ];
 
 /// Run `method` with `params`. Costs what the library operation costs.
@@ -507,6 +510,10 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
         "track" => {
             let Empty {} = params(raw)?;
             value(store.track(&Default::default())?)
+        }
+        "status" => {
+            let Empty {} = params(raw)?;
+            value(json!({ "watcher": store.watch_status() }))
         }
         "patch" => {
             let Hash { hash } = params(raw)?;

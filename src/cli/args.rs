@@ -258,7 +258,14 @@ pub(crate) enum Command {
     /// Answer JSON-RPC 2.0 requests on stdin, one per line, until stdin closes
     ///
     /// Example: echo '{"jsonrpc":"2.0","id":1,"method":"track"}' | rewind serve
-    Serve,
+    ///
+    /// A file-system watcher (inotify) keeps track of what changes, so a snapshot reads only
+    /// the directories that changed; the `status` method says whether it runs.
+    Serve {
+        /// No watcher: every snapshot walks the whole project
+        #[arg(long)]
+        no_watch: bool,
+    },
     /// Record an agent's turn: begin, note a file about to change, end
     #[command(subcommand)]
     Turn(TurnCommand),

@@ -275,7 +275,7 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                 print_json(&row);
             }
         }
-        Command::Serve => serve(store)?,
+        Command::Serve { no_watch } => serve(store, !no_watch)?,
         Command::Show {
             what,
             session,
@@ -534,13 +534,22 @@ fn report(
 }
 
 /// `rewind serve` on stdin and stdout.
-fn serve(store: &rewind::Store) -> rewind::Result<()> {
+/// Serve JSON-RPC on stdio, with the file-system watcher on unless `watch` is false.
+fn serve(store: &rewind::Store, watch: bool) -> rewind::Result<()> {
+    if watch {
+        let status = store.watch();
+        if let Some(reason) = status.reason.filter(|_| !status.active) {
+            tracing::warn!(%reason, "every snapshot walks the project");
+        }
+    }
     let (input, output) = (std::io::stdin().lock(), std::io::stdout());
-    rewind::serve(store, input, output).map_err(|source| rewind::Error::Io {
+    let served = rewind::serve(store, input, output).map_err(|source| rewind::Error::Io {
         action: "serving on",
         path: "stdio".into(),
         source,
-    })
+    });
+    store.unwatch();
+    served
 }
 
 /// The clock: `$REWIND_NOW` (RFC 3339) when set, so that tests can fix the time; else the

@@ -341,6 +341,14 @@ pub(crate) fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono
             .last_prune
             .map_or("never".to_string(), |t| age(now, t))
     );
+    match (&report.watcher.reason, report.watcher.active) {
+        (_, true) => outln!(
+            "watcher       on, {} directories",
+            report.watcher.directories
+        ),
+        (Some(reason), false) => outln!("watcher       off: {reason}"),
+        (None, false) => outln!("watcher       off"),
+    }
     if !report.leftovers.is_empty() {
         outln!(
             "leftovers     {} file(s) a killed process left (prune removes them after an hour)",

@@ -252,6 +252,7 @@ fn found_of(meta: &Metadata) -> Found {
             gid: 0,
             size: meta.len() as u32,
         },
+        links: 1,
     }
 }
 

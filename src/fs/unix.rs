@@ -237,6 +237,7 @@ fn found_of(st: &rustix::fs::Stat) -> Found {
             gid: st.st_gid,
             size: st.st_size as u32,
         },
+        links: st.st_nlink as u64,
     }
 }
 

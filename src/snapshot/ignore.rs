@@ -43,6 +43,15 @@ pub(crate) struct Excludes {
     repo: Option<ProjectRepo>,
     /// Paths (project-relative, sorted) that the project's own index tracks; read on first need.
     tracked: OnceLock<Vec<BString>>,
+    /// Everything these rules were made from (each file's path and bytes, the index's stat):
+    /// equal fingerprints, equal rules.
+    fingerprint: Vec<u8>,
+}
+
+/// Add `part` to a fingerprint, length first (so no two sequences of parts run together).
+fn note(fingerprint: &mut Vec<u8>, part: &[u8]) {
+    fingerprint.extend_from_slice(&(part.len() as u64).to_le_bytes());
+    fingerprint.extend_from_slice(part);
 }
 
 /// Where the rule that ignores a path comes from.
@@ -70,19 +79,23 @@ impl DirRules {
     }
 
     /// Chain the `.gitignore` of project directory `dir_rel` (open as `dir`; `source` names the
-    /// file in messages) below `parent`. An unreadable `.gitignore` is treated as empty, as git does.
+    /// file in messages) below `parent`, and return its bytes. An unreadable `.gitignore` is
+    /// treated as empty, as git does.
     pub(crate) fn child(
         parent: &Arc<DirRules>,
         dir: DirRef<'_>,
         source: &Path,
         dir_rel: &BStr,
-    ) -> Arc<DirRules> {
+    ) -> (Arc<DirRules>, Option<Vec<u8>>) {
         match read_small(dir, ".gitignore".as_ref(), false) {
-            Ok(bytes) => Arc::new(DirRules {
-                list: Some(list_from_bytes(&bytes, source, dir_rel)),
-                parent: Some(parent.clone()),
-            }),
-            Err(_) => parent.clone(),
+            Ok(bytes) => {
+                let rules = Arc::new(DirRules {
+                    list: Some(list_from_bytes(&bytes, source, dir_rel)),
+                    parent: Some(parent.clone()),
+                });
+                (rules, Some(bytes))
+            }
+            Err(_) => (parent.clone(), None),
         }
     }
 
@@ -141,14 +154,20 @@ impl Excludes {
                 .and_then(|config| excludes_file(&config))
                 .map(|file| project.join(file)),
         };
+        let mut fingerprint = Vec::new();
         let global = global.and_then(|file| {
             let bytes = read_small(CWD, &file, true).ok()?;
+            note(&mut fingerprint, file.as_os_str().as_encoded_bytes());
+            note(&mut fingerprint, &bytes);
             Some(Arc::new(list_from_bytes(&bytes, &file, BStr::new(""))))
         });
         let mut outer = Vec::new();
         let repo = found.map(|(repo, work_tree)| {
+            note(&mut fingerprint, work_tree.as_os_str().as_encoded_bytes());
             let exclude = repo.common_dir().join("info/exclude");
             if let Ok(bytes) = read_small(CWD, &exclude, true) {
+                note(&mut fingerprint, exclude.as_os_str().as_encoded_bytes());
+                note(&mut fingerprint, &bytes);
                 outer.push(list_from_bytes(&bytes, &exclude, BStr::new("")));
             }
             let relative = project.strip_prefix(&work_tree).unwrap_or(Path::new(""));
@@ -156,7 +175,7 @@ impl Excludes {
             let mut dir = work_tree.clone();
             let mut dir_rel = BString::default();
             for component in relative.components() {
-                push_rules(&mut outer, &dir, dir_rel.as_ref());
+                push_rules(&mut outer, &dir, dir_rel.as_ref(), &mut fingerprint);
                 dir.push(component);
                 if !dir_rel.is_empty() {
                     dir_rel.push_byte(b'/');
@@ -167,10 +186,10 @@ impl Excludes {
             if !prefix.is_empty() {
                 prefix.push_byte(b'/');
             }
-            ProjectRepo {
-                prefix,
-                index_path: repo.index_path(),
-            }
+            let index_path = repo.index_path();
+            note(&mut fingerprint, &prefix);
+            note(&mut fingerprint, &crate::fs::stat_path(&index_path));
+            ProjectRepo { prefix, index_path }
         });
         Excludes {
             root: BString::default(),
@@ -178,7 +197,13 @@ impl Excludes {
             outer,
             repo,
             tracked: OnceLock::new(),
+            fingerprint,
         }
+    }
+
+    /// Everything these rules were made from: equal fingerprints, equal rules.
+    pub(crate) fn fingerprint(&self) -> &[u8] {
+        &self.fingerprint
     }
 
     /// The rules below the nested repository at project path `root`, whose directory is `base`
@@ -189,8 +214,13 @@ impl Excludes {
     pub(crate) fn nested(&self, root: &BStr, dir: DirRef<'_>, base: &Path) -> Excludes {
         let (_, common) = git_dirs(dir, base);
         let exclude = common.join("info/exclude");
+        let mut fingerprint = Vec::new();
+        note(&mut fingerprint, exclude.as_os_str().as_encoded_bytes());
         let outer = read_small(dir, &exclude, true)
-            .map(|bytes| list_from_bytes(&bytes, &exclude, BStr::new("")))
+            .map(|bytes| {
+                note(&mut fingerprint, &bytes);
+                list_from_bytes(&bytes, &exclude, BStr::new(""))
+            })
             .into_iter()
             .collect();
         Excludes {
@@ -199,6 +229,7 @@ impl Excludes {
             outer,
             repo: None,
             tracked: OnceLock::new(),
+            fingerprint,
         }
     }
 
@@ -317,11 +348,19 @@ fn read_small(dir: DirRef<'_>, path: &Path, follow: bool) -> std::io::Result<Vec
     Ok(bytes)
 }
 
-/// Add the `.gitignore` of `dir` (relative `dir_rel`) to `lists` if it is a regular file.
-fn push_rules(lists: &mut Vec<List<Ignore>>, dir: &Path, dir_rel: &BStr) {
+/// Add the `.gitignore` of `dir` (relative `dir_rel`) to `lists` if it is a regular file, and
+/// to `fingerprint`.
+fn push_rules(
+    lists: &mut Vec<List<Ignore>>,
+    dir: &Path,
+    dir_rel: &BStr,
+    fingerprint: &mut Vec<u8>,
+) {
     let file = dir.join(".gitignore");
     if fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
         if let Ok(bytes) = read_small(CWD, &file, false) {
+            note(fingerprint, file.as_os_str().as_encoded_bytes());
+            note(fingerprint, &bytes);
             lists.push(list_from_bytes(&bytes, &file, dir_rel));
         }
     }
@@ -487,6 +526,7 @@ mod tests {
             )],
             repo: None,
             tracked: OnceLock::new(),
+            fingerprint: Vec::new(),
         };
         // (path, whether it is a directory); paths below `sub` take its chained rules.
         let cases = [

@@ -32,9 +32,12 @@ pub(crate) mod ignore;
 mod tree;
 pub(crate) mod visibility;
 mod walk;
+mod watch;
 use cache::{index_entries, load_index, write_index, Cache, CacheCheck, Changes, LooseSet};
 use tree::TreeBuilder;
-use walk::Walk;
+use walk::{Before, Walk};
+pub use watch::WatchStatus;
+use watch::Watching;
 
 use crate::error::{Error, Result};
 use crate::paths::serialize_path;
@@ -123,6 +126,7 @@ impl SkipReason {
 }
 
 /// One file of the new snapshot.
+#[derive(Clone)]
 struct FileEntry {
     path: BString,
     stat: Stat,
@@ -130,16 +134,21 @@ struct FileEntry {
     mode: Mode,
     /// Permission bits (`st_mode & 0o7777`).
     perm: u32,
+    /// How many names it has (hard links).
+    links: u64,
     /// The file was read (its stat did not prove it unchanged).
     hashed: bool,
 }
 
 /// One item of a directory's walked contents, in index order.
+#[derive(Clone)]
 enum Part {
     File(FileEntry),
     Skipped(Skipped),
     /// A subdirectory: the id of its own directory job.
     Dir(usize),
+    /// A subdirectory kept from the watcher's memo (not read again): its path.
+    Kept(BString),
     /// A path ignored by rules from outside the project (after the directory's other parts).
     Hidden(BString),
     /// This directory's permission bits, narrower than 0755 (after its other parts).
@@ -171,6 +180,7 @@ fn assemble(
             Some(Part::PrivateDir(path, perm)) => private_dirs.push((path, perm)),
             Some(Part::Nested(path)) => nested.push(path),
             Some(Part::Dir(id)) => stack.push(take(id).into_iter()),
+            Some(Part::Kept(_)) => unreachable!("a walk without a memo keeps nothing"),
             None => {
                 stack.pop();
             }
@@ -190,6 +200,7 @@ enum Looked {
         mode: Mode,
         perm: u32,
         size: u64,
+        links: u64,
         /// The cached entry's id and mode, if the file was in the previous snapshot.
         previous: Option<(ObjectId, Mode)>,
     },
@@ -276,8 +287,52 @@ impl Locked<'_> {
         probe: Option<ObjectId>,
     ) -> Result<Option<Snapshot>> {
         self.sweep_temp_files();
+        let mut watcher = crate::store::objects::lock(&self.watcher);
+        match watch::watcher_in(&mut watcher).filter(|w| w.is_active()) {
+            // (The caller compares the whole snapshot with its probe.)
+            Some(watcher) => watcher.snapshot(self, options).map(Some),
+            None => {
+                drop(watcher);
+                let index_path = self.git_dir().join("index");
+                let cache = load_index(&index_path);
+                self.snapshot_with(&index_path, cache, None, options, (probe, None))
+            }
+        }
+    }
+
+    /// A snapshot that walks everything with the index as its stat cache, under `watching` (a
+    /// watcher's full walk) or not.
+    fn peek_unwatched(
+        &self,
+        options: &TrackOptions,
+        watching: Option<&Watching<'_>>,
+    ) -> Result<Snapshot> {
         let index_path = self.git_dir().join("index");
-        self.snapshot_with(&index_path, load_index(&index_path), None, options, probe)
+        let cache = load_index(&index_path);
+        let snapshot = self.snapshot_with(&index_path, cache, None, options, (None, watching))?;
+        Ok(snapshot.expect("runs to the end without a probe"))
+    }
+
+    /// The walk of a watcher's snapshot that reads only what `watching` names, from the memo
+    /// `root` on; its parts go to `watching`. Costs what [`Walk::dir`] costs per directory read.
+    fn walk_watched(
+        &self,
+        options: &TrackOptions,
+        excludes: Excludes,
+        watching: &Watching<'_>,
+        root: Before<'_>,
+    ) -> Result<()> {
+        let empty = gix::index::State::new(gix::hash::Kind::Sha1);
+        let walk = self.walk(
+            &empty,
+            Default::default(),
+            options,
+            None,
+            (excludes, Some(watching)),
+        )?;
+        let dirs = walk.run(root)?.expect("runs to the end without a probe");
+        watching.keep(dirs, &walk.excludes);
+        Ok(())
     }
     /// [`snapshot`](Self::snapshot) from stat cache `cache`, read from
     /// `index_path`. The cache is verified while the walk runs (unless `verified` gives the loose
@@ -288,7 +343,7 @@ impl Locked<'_> {
         mut cache: Cache,
         verified: Option<LooseSet>,
         options: &TrackOptions,
-        probe: Option<ObjectId>,
+        (probe, watching): (Option<ObjectId>, Option<&Watching<'_>>),
     ) -> Result<Option<Snapshot>> {
         // With no stat cache, (nearly) every object is new: one pack beats thousands of files.
         let first = cache.state.entries().is_empty();
@@ -310,14 +365,15 @@ impl Locked<'_> {
                     record_stale: false,
                 },
             },
-            || self.scan(&cache.state, cache.time, options, stop_at_change),
+            || self.scan(&cache.state, cache.time, options, stop_at_change, watching),
         );
         let (loose, record_stale) = match check {
             CacheCheck::Damaged => {
                 tracing::warn!(path = %index_path.display(), "stat cache damaged; snapshot taken again");
                 fs::remove_file(index_path)
                     .map_err(|e| Error::io("removing damaged index", index_path, e))?;
-                return self.snapshot(options, probe);
+                let cache = load_index(index_path);
+                return self.snapshot_with(index_path, cache, None, options, (probe, watching));
             }
             CacheCheck::Checked { loose, lost, .. } if !lost.is_empty() => {
                 tracing::warn!(
@@ -332,7 +388,8 @@ impl Locked<'_> {
                     .state
                     .remove_entries(|_, _, entry| lost.contains(&entry.id));
                 cache.state.remove_tree();
-                return self.snapshot_with(index_path, cache, Some(loose), options, probe);
+                let again = (probe, watching);
+                return self.snapshot_with(index_path, cache, Some(loose), options, again);
             }
             CacheCheck::Checked {
                 loose,
@@ -344,11 +401,7 @@ impl Locked<'_> {
             self.objects().finish_pack(outcome.is_ok())?;
         }
         let Some(Scanned {
-            files,
-            nested,
-            private_modes,
-            hidden_outside,
-            skipped,
+            snapshot,
             tree,
             new_index,
         }) = outcome?
@@ -368,14 +421,7 @@ impl Locked<'_> {
         } else if let Some(checksum) = cache.checksum.filter(|_| record_stale) {
             self.write_loose_record(checksum, loose.into_iter().collect());
         }
-        let snapshot = Snapshot {
-            hash: SnapshotId(tree.id),
-            files,
-            private_modes,
-            hidden_outside,
-            nested,
-            skipped,
-        };
+        let files = snapshot.files;
         tracing::debug!(hash = %snapshot.hash, files, skipped = snapshot.skipped.len(), "snapshot taken");
         Ok(Some(snapshot))
     }
@@ -387,28 +433,20 @@ impl Locked<'_> {
         previous_time: stat::Time,
         options: &TrackOptions,
         stop_at_change: Option<AtomicBool>,
+        watching: Option<&Watching<'_>>,
     ) -> Result<Option<Scanned>> {
-        let walk = Walk {
-            root: self.project(),
-            progress: self.progress(),
-            stop_at_change,
-            previous,
-            previous_time,
-            max_file_size: options
-                .max_file_size
-                .unwrap_or_else(|| self.max_file_size()),
-            excludes: Arc::new(Excludes::load(self.project())),
-            nested_repos: self.nested_repos()?,
-            objects: self.objects(),
-            next_id: AtomicUsize::new(1),
-            done: Mutex::new(Vec::new()),
-            failure: Mutex::new(None),
-            failed: AtomicBool::new(false),
-            held: AtomicUsize::new(0),
-        };
-        let Some(dirs) = walk.run(previous.entries().len())? else {
+        let excludes = Excludes::load(self.project());
+        let context = (excludes, watching);
+        let walk = self.walk(previous, previous_time, options, stop_at_change, context)?;
+        if let Some(watching) = watching {
+            watching.restart();
+        }
+        let Some(dirs) = walk.run(Before::Index(0..previous.entries().len()))? else {
             return Ok(None);
         };
+        if let Some(watching) = watching {
+            watching.keep(dirs.clone(), &walk.excludes);
+        }
         let mut files = Vec::with_capacity(previous.entries().len() + 64);
         let mut skipped = Vec::new();
         let mut hidden_outside = Vec::new();
@@ -420,8 +458,6 @@ impl Locked<'_> {
             &mut skipped,
             (&mut hidden_outside, &mut private_dirs, &mut nested),
         );
-        hidden_outside.sort_unstable();
-        hidden_outside.truncate(MAX_RECORDED_HIDDEN);
 
         let changes = Changes::between(previous, &files);
         let rewrite_index = changes.rewrite_index || previous.tree().is_none();
@@ -450,36 +486,81 @@ impl Locked<'_> {
                 })
             },
         );
-        // Narrower than 0644 (directories: 0755): a restore must make these as private as
-        // they were. A directory's path ends in `/`.
-        let mut private_modes: Vec<(BString, u32)> = files
-            .iter()
-            .filter(|f| f.mode != Mode::SYMLINK && f.perm & 0o644 != 0o644)
-            .map(|f| (f.path.clone(), f.perm))
-            .collect();
-        private_modes.extend(private_dirs.into_iter().map(|(mut dir, perm)| {
-            dir.push(b'/');
-            (dir, perm)
-        }));
-        Ok(Some(Scanned {
-            nested,
-            private_modes,
-            hidden_outside,
+        let tree = tree?;
+        let mut snapshot = Snapshot {
+            hash: SnapshotId(tree.id),
             files: files.len(),
             skipped,
-            tree: tree?,
+            private_modes: Vec::new(),
+            hidden_outside,
+            nested,
+        };
+        finish_lists(&mut snapshot, files.iter(), private_dirs);
+        Ok(Some(Scanned {
+            snapshot,
+            tree,
             new_index: new_index.transpose()?,
         }))
     }
+
+    /// The walk of a snapshot: against stat cache `previous` (written at `previous_time`), under
+    /// the rules from outside the project `excludes`, with a watcher's plan or not.
+    fn walk<'a>(
+        &'a self,
+        previous: &'a gix::index::State,
+        previous_time: stat::Time,
+        options: &TrackOptions,
+        stop_at_change: Option<AtomicBool>,
+        (excludes, watching): (Excludes, Option<&'a Watching<'a>>),
+    ) -> Result<Walk<'a>> {
+        Ok(Walk {
+            root: self.project(),
+            progress: self.progress(),
+            stop_at_change,
+            previous,
+            previous_time,
+            max_file_size: options
+                .max_file_size
+                .unwrap_or_else(|| self.max_file_size()),
+            excludes: Arc::new(excludes),
+            nested_repos: self.nested_repos()?,
+            objects: self.objects(),
+            next_id: AtomicUsize::new(1),
+            done: Mutex::new(Vec::new()),
+            failure: Mutex::new(None),
+            failed: AtomicBool::new(false),
+            held: AtomicUsize::new(0),
+            watching,
+        })
+    }
 }
 
-/// A walked project: how many files, what was left out, and its cache-tree.
+/// Fill in a snapshot's recorded modes from its `files` and the directories narrower than 0755
+/// (`private_dirs`), and bound its hidden paths. Costs one step per file.
+fn finish_lists<'f>(
+    snapshot: &mut Snapshot,
+    files: impl Iterator<Item = &'f FileEntry>,
+    private_dirs: Vec<(BString, u32)>,
+) {
+    // Narrower than 0644 (directories: 0755): a restore must make these as private as
+    // they were. A directory's path ends in `/`.
+    snapshot.private_modes = files
+        .filter(|f| f.mode != Mode::SYMLINK && f.perm & 0o644 != 0o644)
+        .map(|f| (f.path.clone(), f.perm))
+        .collect();
+    snapshot
+        .private_modes
+        .extend(private_dirs.into_iter().map(|(mut dir, perm)| {
+            dir.push(b'/');
+            (dir, perm)
+        }));
+    snapshot.hidden_outside.sort_unstable();
+    snapshot.hidden_outside.truncate(MAX_RECORDED_HIDDEN);
+}
+
+/// A walked project: its snapshot and its cache-tree.
 struct Scanned {
-    files: usize,
-    nested: Vec<BString>,
-    private_modes: Vec<(BString, u32)>,
-    hidden_outside: Vec<BString>,
-    skipped: Vec<Skipped>,
+    snapshot: Snapshot,
     tree: CacheTree,
     /// The index to write, when it must be rewritten.
     new_index: Option<NewIndex>,

@@ -100,15 +100,7 @@ impl<'a> TreeBuilder<'a> {
     /// Write the tree of `level`, whose files end before index `end`. Costs one encoding, one
     /// hash, and a write when the tree is new.
     pub(super) fn write(&self, level: Level<'_, '_>, end: usize) -> Result<CacheTree> {
-        let mut data = Vec::new();
-        let tree = gix::objs::Tree {
-            entries: level.entries,
-        };
-        gix::objs::WriteTo::write_to(&tree, &mut data).map_err(|e| {
-            let dir = level.dir.to_str_lossy();
-            Error::io("encoding tree", PathBuf::from(dir.as_ref()), e)
-        })?;
-        let id = self.objects.write(gix::objs::Kind::Tree, &data)?;
+        let id = write_tree(self.objects, level.entries, level.dir)?;
         let name = match level.dir.len() {
             0 => &[][..],
             len => level.dir[..len - 1]
@@ -164,4 +156,20 @@ pub(super) fn entry_mode(mode: Mode) -> gix::objs::tree::EntryMode {
         _ => EntryKind::Blob,
     }
     .into()
+}
+
+/// Write the tree of directory `dir` (for messages) holding `entries`, in tree order.
+/// Costs one encoding, one hash, and a write when the tree is new.
+pub(super) fn write_tree(
+    objects: &ObjectWriter,
+    entries: Vec<gix::objs::tree::Entry>,
+    dir: &[u8],
+) -> Result<gix::ObjectId> {
+    let mut data = Vec::new();
+    let tree = gix::objs::Tree { entries };
+    gix::objs::WriteTo::write_to(&tree, &mut data).map_err(|e| {
+        let dir = dir.to_str_lossy();
+        Error::io("encoding tree", PathBuf::from(dir.as_ref()), e)
+    })?;
+    objects.write(gix::objs::Kind::Tree, &data)
 }

@@ -13,10 +13,12 @@ use gix::ObjectId;
 use rayon::prelude::*;
 
 use super::cache::is_racy;
+use super::watch::{MemoDir, Watching};
 use super::{FileEntry, Looked, Part, SkipReason, Skipped, READ_WHOLE_LIMIT, STAT_OPTIONS};
 use crate::error::{Error, Result};
 use crate::fs::{open_child, stat_at, Dir, DirRef, Kind, Listing};
 use crate::snapshot::ignore::{DirRules, Excludes, Rules};
+use crate::snapshot::watch::Sources;
 use crate::store::objects::{lock, ObjectWriter};
 use crate::store::NestedRepos;
 
@@ -44,6 +46,29 @@ pub(super) struct Walk<'a> {
     pub(super) failed: AtomicBool,
     /// How many [`HeldDir`]s are open.
     pub(super) held: AtomicUsize,
+    /// Under a watcher: the directories to read again (the others are kept from its memo), and
+    /// where each directory read is registered and recorded.
+    pub(super) watching: Option<&'a Watching<'a>>,
+}
+
+/// What the previous snapshot knew of a directory: the stat cache of its files and, under a
+/// watcher, the directory as the last walk read it.
+#[derive(Clone)]
+pub(super) enum Before<'a> {
+    /// Entries `range` of the store's index.
+    Index(Range<usize>),
+    /// The watcher's memo of it.
+    Memo(&'a MemoDir),
+}
+
+/// A file as the previous snapshot recorded it, and when its stat was taken.
+#[derive(Clone, Copy)]
+pub(super) struct Prev {
+    pub(super) stat: Stat,
+    pub(super) id: ObjectId,
+    pub(super) mode: Mode,
+    /// Not older than this mtime, the file may have changed unseen in the same tick.
+    pub(super) racy_from: gix::index::entry::stat::Time,
 }
 
 /// At most this many directories stay open for subdirectories still to be opened (a deep tree
@@ -64,9 +89,9 @@ impl Drop for HeldDir<'_> {
     }
 }
 
-/// A subdirectory as a directory job lists it: (path, ignored), its range of previous index
-/// entries, and its job id.
-pub(super) type DirItem = (((BString, bool), Option<Range<usize>>), usize);
+/// A subdirectory as a directory job lists it: (path, ignored), what the previous snapshot knew
+/// of it, and its job id.
+pub(super) type DirItem<'s> = (((BString, bool), Option<Before<'s>>), usize);
 
 /// A directory to walk: job `id`, opened when its turn comes below `anchor`, an ancestor (its
 /// parent, unless too many directories are held open already).
@@ -83,15 +108,18 @@ pub(super) struct DirJob<'w> {
     pub(super) excludes: Arc<Excludes>,
     /// The directory is ignored: keep only files the project's own index tracks.
     pub(super) tracked_only: bool,
-    /// The range of previous index entries below `rel`.
-    pub(super) cached: Range<usize>,
+    /// What the previous snapshot knew of `rel`.
+    pub(super) before: Before<'w>,
+    /// Under a watcher: the rules above `rel` are those the memo's were made under, so its
+    /// subdirectories may be kept from the memo.
+    pub(super) keep: bool,
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
     /// Walk the whole project: one rayon job per directory, each spawning its subdirectories'
     /// jobs, so no thread stack grows with depth. `previous_len` is the stat cache's length.
     /// Returns every directory's parts by job id, or `None` when a change stopped the walk.
-    pub(super) fn run(&self, previous_len: usize) -> Result<Option<Vec<Option<Vec<Part>>>>> {
+    pub(super) fn run(&self, before: Before<'a>) -> Result<Option<Vec<Option<Vec<Part>>>>> {
         let root = DirJob {
             id: 0,
             rel: BString::default(),
@@ -100,7 +128,8 @@ impl Walk<'_> {
             rules: DirRules::root(),
             excludes: self.excludes.clone(),
             tracked_only: false,
-            cached: 0..previous_len,
+            keep: matches!(before, Before::Memo(_)),
+            before,
         };
         rayon::scope(|scope| self.spawn(scope, root));
         if let Some(error) = lock(&self.failure).take() {
@@ -125,8 +154,14 @@ impl Walk<'_> {
                 return;
             }
             let id = job.id;
+            let started = self.watching.as_ref().map(|w| w.started(job.rel.as_ref()));
             match self.dir(scope, job) {
-                Ok(parts) => lock(&self.done).push((id, parts)),
+                Ok((parts, sources)) => {
+                    if let (Some(watching), Some(started)) = (&self.watching, started) {
+                        watching.read(id, started, sources);
+                    }
+                    lock(&self.done).push((id, parts))
+                }
                 Err(error) => {
                     self.failed.store(true, Ordering::Relaxed);
                     lock(&self.failure).get_or_insert(error);
@@ -144,8 +179,9 @@ impl Walk<'_> {
                 .is_some_and(|stop| stop.load(Ordering::Relaxed))
     }
 
-    /// Snapshot the files of directory `job` and spawn a job for each of its subdirectories.
-    /// Returns its parts in index order, each subdirectory as the id of its job.
+    /// Snapshot the files of directory `job` and spawn a job for each of its subdirectories
+    /// (under a watcher, only those it cannot keep from its memo). Returns its parts in index
+    /// order, each subdirectory as the id of its job (or as kept), and what its rules came from.
     /// Costs one `openat`, one `readdir` and one `fstatat` per file, plus reading the files that
     /// changed (through [`crate::fs`]: descriptors on Unix, paths elsewhere); at a nested
     /// repository's root, a few small reads for its `info/exclude`.
@@ -153,7 +189,7 @@ impl Walk<'_> {
         &'s self,
         scope: &rayon::Scope<'s>,
         job: DirJob<'s>,
-    ) -> Result<Vec<Part>> {
+    ) -> Result<(Vec<Part>, Sources)> {
         let DirJob {
             rel,
             anchor,
@@ -161,10 +197,20 @@ impl Walk<'_> {
             rules,
             excludes,
             tracked_only,
-            cached,
+            before,
+            keep,
             ..
         } = job;
         let opened = self.open(anchor.as_deref(), &rel[below_anchor..]);
+        // Watched before it is read: a change after the read is an event.
+        let watch = match (&self.watching, &opened) {
+            (Some(watching), Ok(dir)) => watching.register(dir.as_dir(), rel.as_ref()),
+            _ => None,
+        };
+        let mut sources = Sources {
+            tracked_only,
+            ..Sources::default()
+        };
         let skipped = |rel, reason, detail| {
             vec![Part::Skipped(Skipped {
                 path: rel,
@@ -176,14 +222,14 @@ impl Walk<'_> {
             Ok(entries) => entries,
             // Gone since its parent was read: this snapshot leaves it out.
             Err(e) if e.kind() == io::ErrorKind::NotFound && !rel.is_empty() => {
-                return Ok(Vec::new())
+                return Ok((Vec::new(), sources))
             }
             Err(e) if rel.is_empty() => {
                 return Err(Error::io("reading", self.root, e));
             }
             Err(e) => {
                 let detail = e.to_string();
-                return Ok(skipped(rel, SkipReason::Unreadable, Some(detail)));
+                return Ok((skipped(rel, SkipReason::Unreadable, Some(detail)), sources));
             }
         };
         let mut hidden = Vec::new();
@@ -217,7 +263,11 @@ impl Walk<'_> {
                     continue;
                 }
                 _ if name == crate::store::DATA_MARKER.as_bytes() => {
-                    return Ok(skipped(rel, SkipReason::RewindData, None))
+                    // rewind's own writes there are no change to the project.
+                    if let (Some(watching), Some(wd)) = (&self.watching, watch) {
+                        watching.forget(wd);
+                    }
+                    return Ok((skipped(rel, SkipReason::RewindData, None), sources));
                 }
                 _ if name.eq_ignore_ascii_case(b".git") => {
                     reserved.push(Part::Skipped(Skipped {
@@ -236,22 +286,28 @@ impl Walk<'_> {
         let dir_fd = entries.dir().expect("an open directory has a descriptor");
         // Another repository's files are taken only if included; a `.git` that makes no
         // repository (garbage, a link to nowhere, empty) leaves the directory an ordinary one.
+        // Another repository's state (its `HEAD`, its `info/exclude`) is not watched: such a
+        // directory is read at every snapshot.
+        sources.volatile = dot_git;
         let nested = dot_git && Excludes::is_repository(dir_fd, Path::new(""));
         if nested && !include_nested {
-            return Ok(skipped(rel, SkipReason::NestedRepo, None));
+            return Ok((skipped(rel, SkipReason::NestedRepo, None), sources));
         }
         // A nested repository's own rules start here; the project's do not reach inside it.
         let (rules, excludes) = match nested {
             true => {
                 hidden.push(Part::Nested(rel.clone()));
                 let own = excludes.nested(rel.as_ref(), dir_fd, Path::new(""));
+                sources.nested = Some(own.fingerprint().to_vec());
                 (DirRules::root(), Arc::new(own))
             }
             false => (rules, excludes),
         };
         let rules = if gitignore && !tracked_only {
             let source = self.abs(rel.as_ref()).join(".gitignore");
-            DirRules::child(&rules, dir_fd, &source, rel.as_ref())
+            let (rules, bytes) = DirRules::child(&rules, dir_fd, &source, rel.as_ref());
+            sources.gitignore = bytes;
+            rules
         } else {
             rules
         };
@@ -288,7 +344,11 @@ impl Walk<'_> {
         files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         dirs.sort_unstable_by(|a, b| gix::objs::tree::name_order(&a.0, true, &b.0, true));
 
-        let (cached_files, cached_dirs) = self.split_cached(cached, rel.len());
+        // Under a watcher, a subdirectory whose rules are the memo's and that saw no change is
+        // kept as the memo has it.
+        let keep_children =
+            keep && matches!(&before, Before::Memo(memo) if memo.sources == sources);
+        let (cached_files, cached_dirs) = self.split_cached(&before, rel.len());
         let as_dirs = |a: &[u8], b: &[u8]| gix::objs::tree::name_order(a, true, b, true);
         let files = pair_sorted(files, &cached_files, |(p, _)| p.as_slice(), <[u8]>::cmp);
         let dirs = pair_sorted(dirs, &cached_dirs, |(p, ..)| p.as_slice(), as_dirs);
@@ -297,6 +357,12 @@ impl Walk<'_> {
             .with_min_len(128)
             .map(|((child, name_start), cached)| self.look(child, name_start, dir_fd, cached))
             .collect();
+        // A file with other names can change through them unseen by a watch on this directory.
+        sources.volatile |= looked.iter().any(|l| match l {
+            Looked::Settled(Part::File(file)) => file.links > 1,
+            Looked::Read { links, .. } => *links > 1,
+            _ => false,
+        });
         let read = |looked: Looked| match looked {
             Looked::Read {
                 path,
@@ -305,9 +371,11 @@ impl Walk<'_> {
                 mode,
                 perm,
                 size,
+                links,
                 previous,
             } => {
-                let part = self.read(path, dir_fd, name_start, stat, (mode, perm), size)?;
+                let file = (stat, mode, perm, links);
+                let part = self.read(path, dir_fd, name_start, file, size)?;
                 if let (Some(stop), Some(Part::File(file))) = (&self.stop_at_change, &part) {
                     if previous != Some((file.id, file.mode)) {
                         stop.store(true, Ordering::Relaxed);
@@ -354,17 +422,31 @@ impl Walk<'_> {
         let mut parts = Vec::with_capacity(file_parts.len() + dirs.len());
         let mut jobs = Vec::with_capacity(dirs.len());
         let mut dirs = dirs.into_iter().zip(first_id..).peekable();
-        let mut push_dir = |(((child, ignored), cached), id): DirItem, parts: &mut Vec<Part>| {
+        let mut push_dir = |(((child, ignored), before), id): DirItem<'s>,
+                            parts: &mut Vec<Part>| {
+            let memo = match &before {
+                Some(Before::Memo(memo)) => Some(*memo),
+                _ => None,
+            };
+            let watching = self.watching.as_ref();
+            if keep_children
+                && memo.is_some_and(|memo| memo.sources.tracked_only == ignored)
+                && watching.is_some_and(|w| !w.must_read(child.as_ref()))
+            {
+                parts.push(Part::Kept(child));
+                return;
+            }
             parts.push(Part::Dir(id));
             jobs.push(DirJob {
                 id,
+                keep: keep_children && watching.is_some_and(|w| !w.whole(child.as_ref())),
                 rel: child,
                 anchor: anchor.clone(),
                 below_anchor,
                 rules: rules.clone(),
                 excludes: excludes.clone(),
                 tracked_only: ignored,
-                cached: cached.unwrap_or(0..0),
+                before: before.unwrap_or(Before::Index(0..0)),
             });
         };
         for part in file_parts {
@@ -381,7 +463,7 @@ impl Walk<'_> {
         for job in jobs {
             self.spawn(scope, job);
         }
-        Ok(parts)
+        Ok((parts, sources))
     }
 
     /// Open directory `path` below `anchor` one component at a time, never following a
@@ -407,31 +489,60 @@ impl Walk<'_> {
         self.root.join(crate::paths::os_path_lossy(rel))
     }
 
-    /// Split `range`, the previous index entries below a directory whose path is `dir_len`
-    /// bytes long, into its files `(path, index)` and its subdirectories `(path, range)`, both in
-    /// index order. Costs one step per file plus a binary search per subdirectory.
+    /// Split what the previous snapshot knew of a directory whose path is `dir_len` bytes long
+    /// into its files `(path, stat cache)` and its subdirectories, both in index order. From the
+    /// index: one step per file plus a binary search per subdirectory; from a memo: one step per
+    /// part plus a lookup per subdirectory.
     #[allow(clippy::type_complexity)]
-    pub(super) fn split_cached(
-        &self,
-        range: Range<usize>,
+    pub(super) fn split_cached<'b>(
+        &'b self,
+        before: &Before<'a>,
         dir_len: usize,
-    ) -> (Vec<(&BStr, usize)>, Vec<(&BStr, Range<usize>)>) {
+    ) -> (Vec<(&'b BStr, Prev)>, Vec<(&'b BStr, Before<'a>)>)
+    where
+        'a: 'b,
+    {
+        let (mut files, mut dirs) = (Vec::new(), Vec::new());
+        let range = match before {
+            Before::Memo(memo) => {
+                for part in &memo.parts {
+                    match part {
+                        Part::File(file) => files.push((file.path.as_bstr(), memo.prev(file))),
+                        Part::Kept(dir) => {
+                            let watching = self.watching.as_ref();
+                            if let Some(memo) = watching.and_then(|w| w.memo_of(dir.as_ref())) {
+                                dirs.push((dir.as_bstr(), Before::Memo(memo)));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                return (files, dirs);
+            }
+            Before::Index(range) => range.clone(),
+        };
         let entries = self.previous.entries();
         let prefix_len = if dir_len == 0 { 0 } else { dir_len + 1 };
-        let (mut files, mut dirs) = (Vec::new(), Vec::new());
         let mut i = range.start;
         while i < range.end {
-            let path = entries[i].path(self.previous);
+            let entry = &entries[i];
+            let path = entry.path(self.previous);
             match path[prefix_len..].find_byte(b'/') {
                 None => {
-                    files.push((path, i));
+                    let prev = Prev {
+                        stat: entry.stat,
+                        id: entry.id,
+                        mode: entry.mode,
+                        racy_from: self.previous_time,
+                    };
+                    files.push((path, prev));
                     i += 1;
                 }
                 Some(slash) => {
                     let block = &path[..prefix_len + slash + 1];
                     let len = entries[i..range.end]
                         .partition_point(|e| e.path(self.previous).starts_with(block));
-                    dirs.push((&path[..prefix_len + slash], i..i + len));
+                    dirs.push((&path[..prefix_len + slash], Before::Index(i..i + len)));
                     i += len;
                 }
             }
@@ -439,14 +550,14 @@ impl Walk<'_> {
         (files, dirs)
     }
 
-    /// Stat one file and settle it from its previous index entry (`cached`, an index into the
-    /// entries) when its stat proves it unchanged. Costs one `fstatat` relative to `dir`.
+    /// Stat one file and settle it from the previous snapshot's record of it (`cached`) when its
+    /// stat proves it unchanged. Costs one `fstatat` relative to `dir`.
     pub(super) fn look(
         &self,
         rel: BString,
         name_start: usize,
         dir: DirRef<'_>,
-        cached: Option<usize>,
+        cached: Option<Prev>,
     ) -> Looked {
         let found = match stat_at(dir, &rel[name_start..]) {
             Ok(found) => found,
@@ -469,13 +580,12 @@ impl Walk<'_> {
                 }))
             }
         };
-        let (size, perm, stat) = (found.size, found.mode, found.stat);
-        let previous = cached.map(|i| &self.previous.entries()[i]);
-        match previous {
+        let (size, perm, stat, links) = (found.size, found.mode, found.stat, found.links);
+        match cached {
             Some(prev)
                 if prev.mode == mode
                     && prev.stat.matches(&stat, STAT_OPTIONS)
-                    && !is_racy(&prev.stat, self.previous_time) =>
+                    && !is_racy(&prev.stat, prev.racy_from) =>
             {
                 Looked::Settled(Part::File(FileEntry {
                     path: rel,
@@ -483,6 +593,7 @@ impl Walk<'_> {
                     id: prev.id,
                     mode,
                     perm,
+                    links,
                     hashed: false,
                 }))
             }
@@ -500,21 +611,22 @@ impl Walk<'_> {
                 mode,
                 perm,
                 size,
-                previous: previous.map(|prev| (prev.id, prev.mode)),
+                links,
+                previous: cached.map(|prev| (prev.id, prev.mode)),
             },
         }
     }
 
     /// Read file `rel` (or a symlink's target), whose name starts at `name_start` and which
-    /// lives in directory `dir`, and write it as a blob. `Ok(None)`: it vanished.
-    /// Costs a read, a hash, and zlib plus a file write when the blob is new.
+    /// lives in directory `dir`, and write it as a blob; `file` is what its `stat` said.
+    /// `Ok(None)`: it vanished. Costs a read, a hash, and zlib plus a file write when the blob
+    /// is new.
     pub(super) fn read(
         &self,
         rel: BString,
         dir: DirRef<'_>,
         name_start: usize,
-        stat: Stat,
-        (mode, perm): (Mode, u32),
+        (stat, mode, perm, links): (Stat, Mode, u32, u64),
         size: u64,
     ) -> Result<Option<Part>> {
         let name = &rel[name_start..];
@@ -535,6 +647,7 @@ impl Walk<'_> {
                 id,
                 mode,
                 perm,
+                links,
                 hashed: true,
             })),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -592,7 +705,7 @@ fn file_path(part: &Part) -> &BString {
     match part {
         Part::File(file) => &file.path,
         Part::Skipped(skip) => &skip.path,
-        Part::Dir(_) | Part::Hidden(_) | Part::PrivateDir(..) | Part::Nested(_) => {
+        Part::Dir(_) | Part::Kept(_) | Part::Hidden(_) | Part::PrivateDir(..) | Part::Nested(_) => {
             unreachable!("files only")
         }
     }

@@ -261,6 +261,9 @@ pub struct Store {
     set_aside: Option<PathBuf>,
     lock_wait: Duration,
     clock: Clock,
+    /// The file-system watcher, once `Store::watch` started it: a `snapshot::Watcher`, held
+    /// here without its type, since the store sits below the snapshot module.
+    pub(crate) watcher: std::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
 }
 
 /// Counters that long operations (a first snapshot, a large restore, prune) update, for a
@@ -497,6 +500,7 @@ impl Store {
             set_aside: None,
             lock_wait: options.lock_wait,
             clock: options.clock.clone(),
+            watcher: Default::default(),
         })
     }
 

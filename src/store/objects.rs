@@ -40,6 +40,8 @@ pub(crate) struct ObjectWriter {
     /// [`Self::refresh`] when `objects/pack` changed (another process's prune may have replaced them).
     packs: Mutex<Arc<Packs>>,
     pack: Mutex<Option<PackBuilder>>,
+    /// How many times [`Self::refresh`] found `objects/pack` changed.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// `objects/pack` at one moment: every name in it, and each `.idx` opened (memory-mapped).
@@ -84,6 +86,7 @@ impl ObjectWriter {
             fanout_made: std::array::from_fn(|_| AtomicBool::new(false)),
             packs: Mutex::default(),
             pack: Mutex::new(None),
+            generation: Default::default(),
         };
         writer.refresh();
         writer
@@ -116,7 +119,14 @@ impl ObjectWriter {
             })
             .collect();
         *packs = Arc::new(Packs { listing, indices });
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         true
+    }
+
+    /// Changes each time [`Self::refresh`] finds the packs changed (objects may be gone).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The names in `objects/pack` at the last [`refresh`](Self::refresh), sorted. Packs are

@@ -29,4 +29,5 @@ mod track;
 mod turns;
 mod undo_merge;
 mod wait;
+mod watch;
 mod weeks;

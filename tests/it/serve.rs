@@ -1814,7 +1814,10 @@ fn server_writes_again_what_a_cron_prune_deleted() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
     p.file("a.txt", "version one\n").file("keep.txt", "kept\n");
-    let mut s = Server::start(&p);
+    // Without the watcher, whose stat cache on disk (the index, a root for prune as for git)
+    // would still name the first snapshot's objects and keep them.
+    let what = "rewind serve --no-watch".to_string();
+    let mut s = Server::spawn(p.rewind_command(["serve", "--no-watch"]), what);
     let first = oid(&s.ok("track", Value::Null)["hash"], "track"); // the first snapshot: a pack
     p.file("a.txt", "version two\n");
     s.ok("track", Value::Null); // reads the pack's index into the server's object database
@@ -2210,4 +2213,69 @@ fn no_renames_param_lists_a_move_as_a_deletion_and_an_addition() {
         (Some(1), Some(0)),
         "{rows}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// The file-system watcher
+// ---------------------------------------------------------------------------
+
+/// `serve` watches the project by default: after the first snapshot, one reads only what
+/// changed (the status says so) and is still git's tree; `--no-watch` walks every time and the
+/// status says why no watcher runs.
+#[test]
+fn serve_watches_by_default_and_no_watch_turns_it_off() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    p.file("deep/er/b.txt", "b\n");
+    let mut s = Server::start(&p);
+    let first = s.ok("track", Value::Null);
+    assert_eq!(oid(&first["hash"], "hash"), p.git_tree().id);
+    p.file("deep/er/b.txt", "b, edited\n");
+    p.file("deep/new.txt", "new\n");
+    let second = s.ok("track", Value::Null);
+    assert_eq!(
+        oid(&second["hash"], "hash"),
+        p.git_tree().id,
+        "a watched snapshot is git's tree"
+    );
+    let third = s.ok("track", Value::Null);
+    assert_eq!(oid(&third["hash"], "hash"), oid(&second["hash"], "hash"));
+    let status = s.ok("status", Value::Null);
+    let watcher = &status["watcher"];
+    assert_eq!(watcher["active"], json!(true), "{status}");
+    assert_eq!(
+        (
+            watcher["full_walks"].as_u64(),
+            watcher["partial_walks"].as_u64(),
+            watcher["unchanged"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1)),
+        "{status}"
+    );
+    assert!(watcher["directories"].as_u64().unwrap() >= 3, "{status}");
+    s.close();
+
+    let what = "rewind serve --no-watch".to_string();
+    let mut s = Server::spawn(p.rewind_command(["serve", "--no-watch"]), what);
+    p.file("a.txt", "a, again\n");
+    let tracked = s.ok("track", Value::Null);
+    assert_eq!(oid(&tracked["hash"], "hash"), p.git_tree().id);
+    let status = s.ok("status", Value::Null);
+    assert_eq!(status["watcher"]["active"], json!(false), "{status}");
+    let reason = status["watcher"]["reason"].as_str().unwrap();
+    assert!(reason.contains("not started"), "{status}");
+    s.close();
+
+    // `doctor` says whether a watcher could run, and that none runs in its own process.
+    let doctor = cli(&p, &["doctor"]);
+    assert_eq!(doctor["watcher"]["active"], json!(false), "{doctor}");
+    assert!(
+        doctor["watcher"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("inotify"),
+        "{doctor}"
+    );
+    p.assert_fsck_clean();
 }

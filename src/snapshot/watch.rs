@@ -1,0 +1,837 @@
+//! Snapshots that cost what changed: a file-system watcher on the project, and a memo of the
+//! last walk.
+//!
+//! [`Store::watch`] puts an inotify watch on every directory a snapshot reads (added through
+//! the directory's descriptor before it is listed, so a change after the listing is an event,
+//! and never through a symlink). The walk's result is kept in memory, directory by directory:
+//! its files with their stat and blob id, what it left out, its tree. The next snapshot reads
+//! the queued events, and then reads again only the directories that had one, their
+//! ancestors, and the directories whose state no watch covers; every other directory, with all
+//! below it, is kept from the memo as it was. Reading a directory again is the same code a full
+//! walk runs, with the memo as its stat cache, so a kept directory is one a full walk would
+//! have read the same.
+//!
+//! The watcher vouches for nothing it cannot see, and the snapshot then walks everything (with
+//! the store's index as its stat cache, as without a watcher): the first snapshot; a queue
+//! overflow; a watch that could not be added (the `fs.inotify.max_user_watches` limit); the
+//! project directory itself moved or gone; a changed size cap or `rewind.nestedRepos`; ignore
+//! rules or the git index outside the project changed; the store's packs changed (a prune: the
+//! memo's objects may be gone); a snapshot that failed half-way. Directories read at every
+//! snapshot: those holding a `.git` (another repository's `HEAD` and rules are not watched), and
+//! those holding a file with hard links (a change through another name reaches no watch here).
+//! What no watch sees at all (writes through a shared `mmap`, changes on another machine of a
+//! network file system) is documented as a limit in `docs/design.md`.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::Mutex;
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::index::entry::stat;
+use gix::ObjectId;
+use serde::Serialize;
+
+use super::ignore::Excludes;
+use super::tree::{entry_mode, write_tree};
+use super::walk::{Before, Prev};
+use super::{FileEntry, Part, Snapshot, TrackOptions};
+use crate::error::Result;
+use crate::fs::{DirRef, Inotify, WatchEvent};
+use crate::store::objects::{lock, ObjectWriter};
+use crate::store::{Locked, NestedRepos, SnapshotId, Store};
+
+/// Whether a store's file-system watcher is on, and what it has done.
+#[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
+pub struct WatchStatus {
+    /// Snapshots read only what changed.
+    pub active: bool,
+    /// Why it is not active (`None` when it is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Directories watched.
+    pub directories: usize,
+    /// Snapshots that walked the whole project.
+    pub full_walks: u64,
+    /// Snapshots that read only the directories with events.
+    pub partial_walks: u64,
+    /// Snapshots that found no event at all (and read nothing).
+    pub unchanged: u64,
+    /// Why the last full walk was needed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_full_walk: Option<String>,
+}
+
+impl Store {
+    /// Watch the project for changes, so that each [`track`](Store::track) (and every other
+    /// snapshot: a restore's undo point, a turn's end) reads only the directories that changed.
+    /// The first snapshot after this walks everything. Where no watcher can run (not Linux, no
+    /// `/proc`, too many directories for `fs.inotify.max_user_watches`) the status says why, and
+    /// snapshots walk the whole project as they do without one.
+    ///
+    /// ```no_run
+    /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
+    /// let status = store.watch();
+    /// if !status.active {
+    ///     eprintln!("every snapshot walks the project: {}", status.reason.unwrap_or_default());
+    /// }
+    /// # Ok::<(), rewind::Error>(())
+    /// ```
+    pub fn watch(&self) -> WatchStatus {
+        let watcher = match Inotify::new() {
+            Ok(inotify) => Watcher::new(Some(inotify), None),
+            Err(e) => Watcher::new(None, Some(format!("no file-system watcher: {e}"))),
+        };
+        let status = watcher.status();
+        *lock(&self.watcher) = Some(Box::new(watcher));
+        status
+    }
+
+    /// The watcher's state. Before [`watch`](Store::watch), inactive, with a reason that says
+    /// whether one could run here.
+    pub fn watch_status(&self) -> WatchStatus {
+        if let Some(watcher) = watcher_in(&mut lock(&self.watcher)) {
+            return watcher.status();
+        }
+        let reason = match Inotify::new() {
+            Ok(_) => {
+                let limit = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches");
+                let limit = limit
+                    .map(|l| l.trim().to_string())
+                    .unwrap_or_else(|_| "?".into());
+                format!(
+                    "not started in this process (`rewind serve` starts one; inotify is \
+                     available, fs.inotify.max_user_watches = {limit})"
+                )
+            }
+            Err(e) => format!("no file-system watcher here: {e}"),
+        };
+        WatchStatus {
+            reason: Some(reason),
+            ..WatchStatus::default()
+        }
+    }
+
+    /// Stop watching: snapshots walk the whole project again. What the watcher knew of the
+    /// files' stat goes to the store's stat cache, so the next snapshot reads no file twice.
+    pub fn unwatch(&self) {
+        let mut slot = lock(&self.watcher).take();
+        let Some(memo) = watcher_in(&mut slot).and_then(|w| w.memo.take()) else {
+            return;
+        };
+        if let Ok(store) = self.lock() {
+            if let Err(e) = memo.save_index(&store.git_dir().join("index")) {
+                tracing::warn!(error = %e, "the watcher's stat cache was not saved");
+            }
+        }
+    }
+}
+
+/// The watcher in a store's slot.
+pub(crate) fn watcher_in(slot: &mut Option<Box<dyn std::any::Any + Send>>) -> Option<&mut Watcher> {
+    slot.as_mut()?.downcast_mut::<Watcher>()
+}
+
+/// A store's watcher: the inotify instance, which directory each watch is on, the memo of the
+/// last walk, and what the events since said.
+pub(crate) struct Watcher {
+    inotify: Option<Inotify>,
+    /// Why there is no inotify instance.
+    why_not: Option<String>,
+    /// Watch descriptor to project directory.
+    wds: HashMap<i32, BString>,
+    memo: Option<Memo>,
+    pending: Pending,
+    status: WatchStatus,
+}
+
+/// What the events since the last snapshot said.
+#[derive(Default)]
+struct Pending {
+    /// Walk everything, for this reason.
+    full: Option<String>,
+    /// Directories to read again.
+    dirty: HashSet<BString>,
+    /// Directories to read again with everything below them (they came, went or moved).
+    whole: HashSet<BString>,
+}
+
+impl Watcher {
+    fn new(inotify: Option<Inotify>, why_not: Option<String>) -> Watcher {
+        Watcher {
+            inotify,
+            why_not,
+            wds: HashMap::new(),
+            memo: None,
+            pending: Pending::default(),
+            status: WatchStatus::default(),
+        }
+    }
+
+    pub(crate) fn is_active(&self) -> bool {
+        self.inotify.is_some()
+    }
+
+    fn status(&self) -> WatchStatus {
+        WatchStatus {
+            active: self.inotify.is_some(),
+            reason: self.why_not.clone(),
+            directories: self.wds.len(),
+            ..self.status.clone()
+        }
+    }
+
+    /// Stop watching, for `reason`; snapshots walk everything from now on.
+    fn deactivate(&mut self, reason: String) {
+        tracing::warn!(%reason, "file-system watcher off");
+        self.inotify = None;
+        self.why_not = Some(reason);
+        self.wds.clear();
+        self.memo = None;
+    }
+
+    /// Snapshot the project, reading only what the events since the last snapshot name (or
+    /// everything, when the watcher cannot vouch for the rest). Costs the queued events, one
+    /// `stat` per file of each directory read again, and one tree write per changed directory.
+    pub(crate) fn snapshot(
+        &mut self,
+        store: &Locked<'_>,
+        options: &TrackOptions,
+    ) -> Result<Snapshot> {
+        self.drain();
+        let max_file_size = options
+            .max_file_size
+            .unwrap_or_else(|| store.max_file_size());
+        let nested_repos = store.nested_repos()?;
+        let excludes = Excludes::load(store.project());
+        let generation = store.objects().generation();
+        let full = self.pending.full.take().or_else(|| {
+            let memo = self.memo.as_ref()?;
+            let reason = if memo.max_file_size != max_file_size {
+                "the size cap is another"
+            } else if memo.nested_repos != nested_repos {
+                "rewind.nestedRepos changed"
+            } else if memo.generation != generation {
+                "the store's packs changed"
+            } else if memo.excludes != excludes.fingerprint() {
+                "ignore rules or the git index outside the project changed"
+            } else if !store.objects().contains(&memo.snapshot.hash.0) {
+                "the last snapshot's tree is gone from the store"
+            } else {
+                return None;
+            };
+            Some(reason.to_string())
+        });
+        let full = match (&self.memo, full) {
+            (None, _) => Some("first snapshot".to_string()),
+            (_, full) => full,
+        };
+        let outcome = match full {
+            Some(reason) => self.full_walk(store, options, reason, (max_file_size, nested_repos)),
+            None => self.partial_walk(store, options, excludes),
+        };
+        if outcome.is_err() {
+            // The events it consumed are lost with it.
+            self.pending.full = Some("the last snapshot failed".into());
+        }
+        outcome
+    }
+
+    /// Walk everything with the index as the stat cache, watching every directory anew.
+    fn full_walk(
+        &mut self,
+        store: &Locked<'_>,
+        options: &TrackOptions,
+        reason: String,
+        (max_file_size, nested_repos): (u64, NestedRepos),
+    ) -> Result<Snapshot> {
+        self.status.full_walks += 1;
+        self.status.last_full_walk = Some(reason);
+        // The index is as old as the last full walk: bring it up to the memo, so that this walk
+        // starts from the last snapshot (its stat cache, and the files the size cap keeps).
+        if let Some(memo) = self.memo.take() {
+            memo.save_index(&store.git_dir().join("index"))?;
+        }
+        self.wds.clear();
+        self.pending = Pending::default();
+        // A new instance: every old watch and queued event goes with the old one.
+        self.inotify = match Inotify::new() {
+            Ok(inotify) => Some(inotify),
+            Err(e) => {
+                self.deactivate(format!("no file-system watcher: {e}"));
+                return store.peek_unwatched(options, None);
+            }
+        };
+        let inotify = self.inotify.as_ref().expect("made above");
+        let watching = Watching::new(inotify, None, Default::default());
+        let snapshot = store.peek_unwatched(options, Some(&watching))?;
+        let walked = watching.finish();
+        if let Some(e) = walked.failed {
+            self.deactivate(watch_failure(&e));
+            return Ok(snapshot);
+        }
+        self.register(walked.registered);
+        let mut memo = Memo {
+            dirs: HashMap::new(),
+            volatile: HashSet::new(),
+            excludes: walked.excludes,
+            max_file_size,
+            nested_repos,
+            generation: store.objects().generation(),
+            snapshot: snapshot.clone(),
+            gone: Vec::new(),
+        };
+        let dirs = walked.dirs.unwrap_or_default();
+        let root = memo.update(dirs, walked.reads, store.objects())?;
+        if root != Some(snapshot.hash.0) {
+            self.deactivate(format!(
+                "internal: the memo's tree {root:?} is not the walk's {}",
+                snapshot.hash
+            ));
+            return Ok(snapshot);
+        }
+        self.memo = Some(memo);
+        Ok(snapshot)
+    }
+
+    /// Read again the directories the events name (and their ancestors, and the volatile
+    /// ones); keep every other one from the memo.
+    fn partial_walk(
+        &mut self,
+        store: &Locked<'_>,
+        options: &TrackOptions,
+        excludes: Excludes,
+    ) -> Result<Snapshot> {
+        let memo = self.memo.as_mut().expect("checked by the caller");
+        let pending = std::mem::take(&mut self.pending);
+        let mut reread = HashSet::new();
+        for dir in pending
+            .dirty
+            .iter()
+            .chain(&pending.whole)
+            .chain(&memo.volatile)
+        {
+            let mut dir = dir.as_bstr();
+            while reread.insert(BString::from(dir)) && !dir.is_empty() {
+                dir = dir
+                    .rfind_byte(b'/')
+                    .map_or(BStr::new(""), |slash| &dir[..slash]);
+            }
+        }
+        if reread.is_empty() {
+            self.status.unchanged += 1;
+            return Ok(memo.snapshot.clone());
+        }
+        self.status.partial_walks += 1;
+        let inotify = self.inotify.as_ref().expect("the caller checked");
+        let plan = Plan {
+            reread,
+            whole: pending.whole,
+        };
+        let watching = Watching::new(inotify, Some(&*memo), plan);
+        let root = memo
+            .dirs
+            .get(b"".as_bstr())
+            .expect("the memo holds the root");
+        store.walk_watched(options, excludes, &watching, Before::Memo(root))?;
+        let walked = watching.finish();
+        if let Some(e) = walked.failed {
+            let reason = watch_failure(&e);
+            self.deactivate(reason);
+            return store.peek_unwatched(options, None);
+        }
+        let memo = self.memo.as_mut().expect("checked by the caller");
+        let dirs = walked.dirs.unwrap_or_default();
+        memo.update(dirs, walked.reads, store.objects())?;
+        let gone = std::mem::take(&mut memo.gone);
+        memo.snapshot = memo.summary();
+        let snapshot = memo.snapshot.clone();
+        self.register(walked.registered);
+        if !gone.is_empty() {
+            // Their watches, unless a directory read in this walk (the same one, moved) took one.
+            let gone: HashSet<BString> = gone.into_iter().collect();
+            let inotify = self.inotify.as_ref().expect("the caller checked");
+            self.wds.retain(|wd, rel| {
+                let keep = !gone.contains(rel);
+                if !keep {
+                    inotify.unwatch(*wd);
+                }
+                keep
+            });
+        }
+        Ok(snapshot)
+    }
+
+    /// Record the watches a walk added (`None`: removed again).
+    fn register(&mut self, registered: Vec<(i32, Option<BString>)>) {
+        for (wd, rel) in registered {
+            match rel {
+                Some(rel) => self.wds.insert(wd, rel),
+                None => self.wds.remove(&wd),
+            };
+        }
+    }
+
+    /// Read the queued events into `pending`. Costs one `read` per 64 KiB of events.
+    fn drain(&mut self) {
+        let Some(inotify) = &self.inotify else { return };
+        let (wds, pending) = (&self.wds, &mut self.pending);
+        let mut gone = Vec::new();
+        let drained = inotify.drain(|event| match event {
+            WatchEvent::Overflow => {
+                pending.full = Some("the kernel's event queue overflowed".into());
+            }
+            WatchEvent::Gone { wd } => {
+                if let Some(rel) = wds.get(&wd) {
+                    pending.went(rel.as_ref());
+                    gone.push(wd);
+                }
+            }
+            WatchEvent::Changed {
+                wd,
+                name,
+                is_dir,
+                moved,
+            } => {
+                let Some(rel) = wds.get(&wd) else { return };
+                match name {
+                    None if moved => pending.went(rel.as_ref()),
+                    None => {
+                        pending.dirty.insert(rel.clone());
+                    }
+                    Some(name) => {
+                        pending.dirty.insert(rel.clone());
+                        if is_dir {
+                            let child = super::walk::join(rel.as_ref(), name);
+                            match moved {
+                                true => pending.whole.insert(child),
+                                false => pending.dirty.insert(child),
+                            };
+                        }
+                    }
+                }
+            }
+        });
+        if let Err(e) = drained {
+            pending.full = Some(format!("reading the watcher's events failed: {e}"));
+        }
+        for wd in gone {
+            self.wds.remove(&wd);
+        }
+    }
+}
+
+impl Pending {
+    /// Directory `rel` moved, or went: read it again whole, and its parent.
+    fn went(&mut self, rel: &BStr) {
+        match rel.rfind_byte(b'/') {
+            _ if rel.is_empty() => {
+                self.full = Some("the project directory moved or went".into());
+            }
+            Some(slash) => {
+                self.dirty.insert(rel[..slash].into());
+            }
+            None => {
+                self.dirty.insert(BString::default());
+            }
+        }
+        self.whole.insert(rel.into());
+    }
+}
+
+/// The message for a watch that could not be added.
+fn watch_failure(error: &io::Error) -> String {
+    match error.raw_os_error() {
+        Some(28) => {
+            let limit = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+                .map(|limit| limit.trim().to_string())
+                .unwrap_or_else(|_| "?".into());
+            format!(
+                "the inotify watch limit is reached (fs.inotify.max_user_watches = {limit}); \
+                 raise it with sysctl to watch this project"
+            )
+        }
+        _ => format!("a directory could not be watched: {error}"),
+    }
+}
+
+/// The last walk, directory by directory, and what it was made under.
+pub(super) struct Memo {
+    dirs: HashMap<BString, MemoDir>,
+    /// Directories read at every snapshot (see [`Sources::volatile`]).
+    volatile: HashSet<BString>,
+    /// [`Excludes::fingerprint`] of the rules from outside the project.
+    excludes: Vec<u8>,
+    max_file_size: u64,
+    nested_repos: NestedRepos,
+    /// [`ObjectWriter::generation`] when it was made.
+    generation: u64,
+    /// The snapshot it makes.
+    snapshot: Snapshot,
+    /// Directories the last [`Memo::update`] dropped.
+    gone: Vec<BString>,
+}
+
+/// One directory as the last walk that read it saw it.
+pub(super) struct MemoDir {
+    /// Its parts in index order, each subdirectory as [`Part::Kept`].
+    pub(super) parts: Vec<Part>,
+    /// Its tree; `None` when no file is below it (its parent's tree leaves it out).
+    tree: Option<ObjectId>,
+    /// When it was read: a file whose mtime is not older may have changed unseen since.
+    read_at: stat::Time,
+    pub(super) sources: Sources,
+}
+
+impl MemoDir {
+    /// The stat cache of one of its files.
+    pub(super) fn prev(&self, file: &FileEntry) -> Prev {
+        Prev {
+            stat: file.stat,
+            id: file.id,
+            mode: file.mode,
+            racy_from: self.read_at,
+        }
+    }
+}
+
+/// What a directory's rules came from, and whether a watch on it covers its state: a kept
+/// subdirectory needs its parent's to be what the memo's were made under.
+#[derive(Default, PartialEq, Eq)]
+pub(super) struct Sources {
+    /// Its `.gitignore`, read.
+    pub(super) gitignore: Option<Vec<u8>>,
+    /// The root of a nested repository: [`Excludes::fingerprint`] of its own rules.
+    pub(super) nested: Option<Vec<u8>>,
+    /// Ignored, walked only for the files the project's git index tracks.
+    pub(super) tracked_only: bool,
+    /// Read at every snapshot: it holds a `.git`, or a file with hard links.
+    pub(super) volatile: bool,
+}
+
+/// One directory a walk read: its job id, its path, when, and its [`Sources`].
+pub(super) struct ReadDir {
+    id: usize,
+    rel: BString,
+    read_at: stat::Time,
+    sources: Sources,
+}
+
+/// Which directories a partial walk reads.
+#[derive(Default)]
+pub(super) struct Plan {
+    /// Read again (they had events, are above one, or are volatile).
+    reread: HashSet<BString>,
+    /// Read again with everything below them.
+    whole: HashSet<BString>,
+}
+
+/// A walk under a watcher: what it reads again, and what it records.
+pub(super) struct Watching<'a> {
+    inotify: &'a Inotify,
+    memo: Option<&'a Memo>,
+    plan: Plan,
+    /// Watches added (`None`: removed again).
+    registered: Mutex<Vec<(i32, Option<BString>)>>,
+    reads: Mutex<Vec<ReadDir>>,
+    /// The first watch that could not be added.
+    failed: Mutex<Option<io::Error>>,
+    /// A full walk's parts by job id, and the outside rules' fingerprint.
+    walked: Mutex<(Option<PartsById>, Vec<u8>)>,
+}
+
+/// A walk's parts, by directory job id.
+type PartsById = Vec<Option<Vec<Part>>>;
+
+/// What a [`Watching`] walk recorded.
+struct Walked {
+    registered: Vec<(i32, Option<BString>)>,
+    reads: Vec<ReadDir>,
+    failed: Option<io::Error>,
+    dirs: Option<PartsById>,
+    excludes: Vec<u8>,
+}
+
+impl<'a> Watching<'a> {
+    fn new(inotify: &'a Inotify, memo: Option<&'a Memo>, plan: Plan) -> Watching<'a> {
+        Watching {
+            inotify,
+            memo,
+            plan,
+            registered: Mutex::default(),
+            reads: Mutex::default(),
+            failed: Mutex::default(),
+            walked: Mutex::default(),
+        }
+    }
+
+    fn finish(self) -> Walked {
+        let (dirs, excludes) = inner(self.walked);
+        Walked {
+            registered: inner(self.registered),
+            reads: inner(self.reads),
+            failed: inner(self.failed),
+            dirs,
+            excludes,
+        }
+    }
+
+    /// Forget what an abandoned walk recorded (a snapshot taken again without its cache).
+    pub(super) fn restart(&self) {
+        lock(&self.reads).clear();
+        *lock(&self.walked) = Default::default();
+    }
+
+    /// Keep a walk's parts by job id, with the fingerprint of the rules from outside the
+    /// project it ran under.
+    pub(super) fn keep(&self, dirs: PartsById, excludes: &Excludes) {
+        *lock(&self.walked) = (Some(dirs), excludes.fingerprint().to_vec());
+    }
+
+    /// Watch directory `rel`, open as `dir`, before it is read; the watch descriptor, or `None`
+    /// (the failure is kept: the watcher then stops).
+    pub(super) fn register(&self, dir: DirRef<'_>, rel: &BStr) -> Option<i32> {
+        match self.inotify.watch(dir) {
+            Ok(wd) => {
+                lock(&self.registered).push((wd, Some(rel.into())));
+                Some(wd)
+            }
+            Err(e) => {
+                lock(&self.failed).get_or_insert(e);
+                None
+            }
+        }
+    }
+
+    /// Remove watch `wd` again (rewind's own data directory).
+    pub(super) fn forget(&self, wd: i32) {
+        self.inotify.unwatch(wd);
+        lock(&self.registered).push((wd, None));
+    }
+
+    /// The moment a directory's reading starts, to date its files' stat by.
+    pub(super) fn started(&self, rel: &BStr) -> (BString, stat::Time) {
+        (rel.into(), racy_reference())
+    }
+
+    /// Record that job `id` read directory `rel` from `at` on, under `sources`.
+    pub(super) fn read(&self, id: usize, (rel, read_at): (BString, stat::Time), sources: Sources) {
+        lock(&self.reads).push(ReadDir {
+            id,
+            rel,
+            read_at,
+            sources,
+        });
+    }
+
+    /// Whether directory `rel` must be read again.
+    pub(super) fn must_read(&self, rel: &BStr) -> bool {
+        self.plan.reread.contains(rel)
+    }
+
+    /// Whether everything below directory `rel` must be read again.
+    pub(super) fn whole(&self, rel: &BStr) -> bool {
+        self.plan.whole.contains(rel)
+    }
+
+    /// The memo of directory `rel`.
+    pub(super) fn memo_of(&self, rel: &BStr) -> Option<&'a MemoDir> {
+        self.memo?.dirs.get(rel)
+    }
+}
+
+/// What `mutex` holds, even if a thread panicked holding it.
+fn inner<T>(mutex: Mutex<T>) -> T {
+    mutex.into_inner().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A time no later than the file system's clock now: a file whose mtime is not older may be
+/// written again within the same tick. The kernel stamps files from a coarse clock that lags
+/// the precise one by up to a tick (at most 10 ms), so this is 50 ms before now.
+fn racy_reference() -> stat::Time {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .saturating_sub(std::time::Duration::from_millis(50));
+    stat::Time {
+        secs: now.as_secs() as u32,
+        nsecs: now.subsec_nanos(),
+    }
+}
+
+impl Memo {
+    /// Fold in the directories a walk read (`dirs` by job id, `reads` naming them): replace
+    /// their memos, drop the subdirectories they no longer hold (listed in `gone`), and write
+    /// the trees of the directories read, deepest first. Returns the root's tree. Costs one
+    /// tree write per directory read.
+    fn update(
+        &mut self,
+        mut dirs: PartsById,
+        reads: Vec<ReadDir>,
+        objects: &ObjectWriter,
+    ) -> Result<Option<ObjectId>> {
+        let rel_of: HashMap<usize, BString> = reads.iter().map(|r| (r.id, r.rel.clone())).collect();
+        let mut gone = Vec::new();
+        let mut read = Vec::with_capacity(reads.len());
+        for ReadDir {
+            id,
+            rel,
+            read_at,
+            sources,
+        } in reads
+        {
+            let parts: Vec<Part> = dirs
+                .get_mut(id)
+                .and_then(Option::take)
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|part| match part {
+                    Part::Dir(child) => rel_of.get(&child).cloned().map(Part::Kept),
+                    part => Some(part),
+                })
+                .collect();
+            if let Some(old) = self.dirs.remove(&rel) {
+                let now: HashSet<&BString> = kept(&parts).collect();
+                gone.extend(kept(&old.parts).filter(|c| !now.contains(c)).cloned());
+            }
+            match sources.volatile {
+                true => self.volatile.insert(rel.clone()),
+                false => self.volatile.remove(&rel),
+            };
+            let dir = MemoDir {
+                parts,
+                tree: None,
+                read_at,
+                sources,
+            };
+            self.dirs.insert(rel.clone(), dir);
+            read.push(rel);
+        }
+        // Subdirectories no longer listed, and all below them.
+        let mut stack = gone;
+        while let Some(rel) = stack.pop() {
+            if let Some(dir) = self.dirs.remove(&rel) {
+                stack.extend(kept(&dir.parts).cloned());
+                self.volatile.remove(&rel);
+                self.gone.push(rel);
+            }
+        }
+        // A directory sorts after its ancestors: in reverse, every directory comes before them.
+        read.sort_unstable();
+        for rel in read.iter().rev() {
+            let dir = &self.dirs[rel];
+            let mut entries = Vec::with_capacity(dir.parts.len());
+            for part in &dir.parts {
+                let (path, mode, oid) = match part {
+                    Part::File(file) => (&file.path, entry_mode(file.mode), file.id),
+                    Part::Kept(child) => match self.dirs.get(child).and_then(|c| c.tree) {
+                        Some(tree) => (child, gix::objs::tree::EntryKind::Tree.into(), tree),
+                        None => continue,
+                    },
+                    _ => continue,
+                };
+                let name = path.rfind_byte(b'/').map_or(&path[..], |s| &path[s + 1..]);
+                entries.push(gix::objs::tree::Entry {
+                    mode,
+                    filename: name.into(),
+                    oid,
+                });
+            }
+            let tree = match entries.is_empty() && !rel.is_empty() {
+                true => None,
+                false => Some(write_tree(objects, entries, rel)?),
+            };
+            self.dirs.get_mut(rel).expect("inserted above").tree = tree;
+        }
+        Ok(self.dirs.get(b"".as_bstr()).and_then(|root| root.tree))
+    }
+
+    /// Hand every part to `each` with its directory, in index order (depth first). Costs one
+    /// step per part.
+    fn each_part<'m>(&'m self, mut each: impl FnMut(&'m MemoDir, &'m Part)) {
+        let Some(root) = self.dirs.get(b"".as_bstr()) else {
+            return;
+        };
+        let mut stack = vec![(root, root.parts.iter())];
+        while let Some((dir, parts)) = stack.last_mut() {
+            let dir = *dir;
+            match parts.next() {
+                Some(Part::Kept(child)) => {
+                    if let Some(child) = self.dirs.get(child) {
+                        stack.push((child, child.parts.iter()));
+                    }
+                }
+                Some(part) => each(dir, part),
+                None => {
+                    stack.pop();
+                }
+            }
+        }
+    }
+
+    /// Write the memo's files, with their stat, as the store's index: the stat cache of a
+    /// snapshot without the watcher. An entry that may have changed unseen since its stat
+    /// (racy) is written with no stat, so it is read again; the cache-tree is left out (the
+    /// next such snapshot writes it). Costs one pass over the files and an index write.
+    fn save_index(&self, index_path: &std::path::Path) -> Result<()> {
+        let mut files = Vec::with_capacity(self.snapshot.files);
+        self.each_part(|dir, part| {
+            if let Part::File(file) = part {
+                let mut file = file.clone();
+                if super::cache::is_racy(&file.stat, dir.read_at) {
+                    file.stat = Default::default();
+                }
+                files.push(file);
+            }
+        });
+        let entries = super::cache::index_entries(&files)?;
+        let unknown = gix::index::extension::Tree {
+            name: Default::default(),
+            id: self.snapshot.hash.0,
+            num_entries: None,
+            children: Vec::new(),
+        };
+        super::cache::write_index(index_path, entries, &unknown)?;
+        Ok(())
+    }
+
+    /// The snapshot the memo makes: its root tree, and what the directories left out and
+    /// recorded, in path order. Costs one step per part (no system call).
+    fn summary(&self) -> Snapshot {
+        let root = self.dirs.get(b"".as_bstr());
+        let mut snapshot = Snapshot {
+            hash: SnapshotId(
+                root.and_then(|r| r.tree)
+                    .unwrap_or_else(|| ObjectId::empty_tree(gix::hash::Kind::Sha1)),
+            ),
+            files: 0,
+            skipped: Vec::new(),
+            private_modes: Vec::new(),
+            hidden_outside: Vec::new(),
+            nested: Vec::new(),
+        };
+        let mut private_dirs = Vec::new();
+        let mut private_files = Vec::new();
+        self.each_part(|_, part| match part {
+            Part::File(file) => {
+                snapshot.files += 1;
+                private_files.push(file);
+            }
+            Part::Skipped(skip) => snapshot.skipped.push(skip.clone()),
+            Part::Hidden(path) => snapshot.hidden_outside.push(path.clone()),
+            Part::PrivateDir(path, perm) => private_dirs.push((path.clone(), *perm)),
+            Part::Nested(path) => snapshot.nested.push(path.clone()),
+            Part::Kept(_) | Part::Dir(_) => unreachable!("each_part descends into them"),
+        });
+        super::finish_lists(&mut snapshot, private_files.into_iter(), private_dirs);
+        snapshot
+    }
+}
+
+/// The subdirectories among `parts`.
+fn kept(parts: &[Part]) -> impl Iterator<Item = &BString> {
+    parts.iter().filter_map(|part| match part {
+        Part::Kept(dir) => Some(dir),
+        _ => None,
+    })
+}

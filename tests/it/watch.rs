@@ -1,0 +1,386 @@
+//! The file-system watcher (`Store::watch`): after every random step, a watched snapshot equals
+//! a full walk's of the same project (taken by a second, unwatched store). Some steps race the
+//! watched snapshot; after them, the next one must catch up. `REWIND_WATCH_STEPS=N` runs longer,
+//! `REWIND_TEST_SEED` replays another sequence.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::common::{isolate_process_home, require_tool, XorShift};
+
+const NAMES: [&str; 5] = ["a", "b", "c.log", "d", "x1"];
+const DIRS: [&str; 7] = ["", "a", "b", "a/b", "d/e", "a/b/c", "node_modules"];
+
+/// Everything a snapshot says that the watcher could get wrong.
+fn summary(s: &rewind::Snapshot) -> (String, usize, Vec<(String, &'static str)>) {
+    let skipped = s.skipped.iter();
+    let skipped = skipped.map(|k| (k.path.to_string(), k.reason.as_str()));
+    (s.hash.to_string(), s.files, skipped.collect())
+}
+
+/// A random path below the project, `depth` names at most.
+fn random_path(rng: &mut XorShift) -> String {
+    let dir = DIRS[rng.below(DIRS.len() as u64) as usize];
+    let name = NAMES[rng.below(NAMES.len() as u64) as usize];
+    match dir {
+        "" => name.to_string(),
+        dir => format!("{dir}/{name}"),
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// Remove whatever is at `path` (a file, a symlink, a tree).
+fn remove(path: &Path) {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o755));
+            fs::remove_dir_all(path).unwrap()
+        }
+        Ok(_) => fs::remove_file(path).unwrap(),
+        Err(_) => {}
+    }
+}
+
+/// Make the parent directories of `path`, replacing a file standing in their way.
+fn make_parents(root: &Path, path: &Path) {
+    let mut dir = root.to_path_buf();
+    for part in path
+        .parent()
+        .unwrap()
+        .strip_prefix(root)
+        .unwrap()
+        .components()
+    {
+        dir.push(part);
+        match fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                fs::remove_file(&dir).unwrap();
+                fs::create_dir(&dir).unwrap();
+            }
+            Err(_) => fs::create_dir(&dir).unwrap(),
+        }
+    }
+}
+
+/// One random user or agent action on project `root`; `outside` is a directory beside it.
+/// Returns what it did, for the failure message.
+fn act(rng: &mut XorShift, root: &Path, outside: &Path, step: usize) -> String {
+    let rel = random_path(rng);
+    let path = root.join(&rel);
+    let kind = rng.below(20);
+    match kind {
+        0..=5 => {
+            make_parents(root, &path);
+            if fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+                remove(&path);
+            }
+            // Sizes around the 4 KiB cap the test tracks with.
+            let len = [3, 40, 4000, 5000][rng.below(4) as usize];
+            let byte = b'a' + (step % 26) as u8;
+            fs::write(&path, vec![byte; len]).unwrap();
+        }
+        6 => {
+            // The same size, rewritten at once: only the content (and maybe not the mtime) differs.
+            if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                let mut bytes = fs::read(&path).unwrap();
+                if let Some(first) = bytes.first_mut() {
+                    *first = first.wrapping_add(1);
+                }
+                fs::write(&path, bytes).unwrap();
+            }
+        }
+        7 | 8 => remove(&path),
+        9 => {
+            let to = root.join(random_path(rng));
+            if fs::symlink_metadata(&path).is_ok() && !to.starts_with(&path) && to != path {
+                make_parents(root, &to);
+                remove(&to);
+                if path.exists() || fs::symlink_metadata(&path).is_ok() {
+                    let _ = fs::rename(&path, &to);
+                }
+            }
+        }
+        10 => {
+            // A directory moved whole.
+            let from = root.join(DIRS[1 + rng.below(DIRS.len() as u64 - 1) as usize]);
+            let to = root.join(DIRS[1 + rng.below(DIRS.len() as u64 - 1) as usize]);
+            if from.is_dir() && !to.starts_with(&from) && !from.starts_with(&to) {
+                make_parents(root, &to);
+                remove(&to);
+                fs::rename(&from, &to).unwrap();
+            }
+        }
+        11 => {
+            make_parents(root, &path);
+            remove(&path);
+            let target = match rng.below(3) {
+                0 => outside.to_path_buf(),
+                1 => PathBuf::from("a"),
+                _ => PathBuf::from("nowhere"),
+            };
+            std::os::unix::fs::symlink(target, &path).unwrap();
+        }
+        12 => {
+            let dir = root.join(DIRS[rng.below(DIRS.len() as u64) as usize]);
+            if dir.is_dir() && !fs::symlink_metadata(&dir).unwrap().is_symlink() {
+                let rule = ["*.log", "b/", "x*", "!c.log", "d"][rng.below(5) as usize];
+                let gitignore = dir.join(".gitignore");
+                match rng.below(3) {
+                    0 => {
+                        let _ = fs::remove_file(&gitignore);
+                    }
+                    _ => fs::write(&gitignore, format!("{rule}\n")).unwrap(),
+                }
+            }
+        }
+        13 => {
+            if fs::symlink_metadata(&path).is_ok_and(|m| !m.is_symlink()) {
+                let mode = [0o644, 0o755, 0o600, 0o700][rng.below(4) as usize];
+                fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            }
+        }
+        14 => {
+            // Another repository appears, or goes.
+            let dir = root.join(DIRS[1 + rng.below(DIRS.len() as u64 - 1) as usize]);
+            if dir.is_dir() && !fs::symlink_metadata(&dir).unwrap().is_symlink() {
+                match dir.join(".git").exists() {
+                    true => remove(&dir.join(".git")),
+                    false => git(&dir, &["init", "-q"]),
+                }
+            }
+        }
+        15 => {
+            // A file with another name outside the project, changed through that name.
+            let other = outside.join(format!("linked-{}", rng.below(3)));
+            match rng.below(2) {
+                0 if other.exists() => {
+                    let mut bytes = fs::read(&other).unwrap();
+                    bytes.extend_from_slice(b"more");
+                    fs::write(&other, bytes).unwrap();
+                }
+                _ => {
+                    if !other.exists() {
+                        fs::write(&other, b"shared").unwrap();
+                    }
+                    make_parents(root, &path);
+                    remove(&path);
+                    fs::hard_link(&other, &path).unwrap();
+                }
+            }
+        }
+        16 => {
+            make_parents(root, &path);
+            remove(&path);
+            let made = Command::new("mkfifo").arg(&path).status().unwrap();
+            assert!(made.success());
+        }
+        17 => {
+            // The rules and the index outside the project: info/exclude, `git add -f`.
+            match rng.below(2) {
+                0 => fs::write(
+                    root.join(".git/info/exclude"),
+                    format!("{}\n", NAMES[rng.below(5) as usize]),
+                )
+                .unwrap(),
+                _ => {
+                    if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                        git(root, &["add", "-f", "--", &rel]);
+                    }
+                }
+            }
+        }
+        _ => {
+            // A directory replaced by a file, or a file by a directory.
+            match fs::symlink_metadata(&path) {
+                Ok(meta) if meta.is_dir() => {
+                    remove(&path);
+                    fs::write(&path, b"was a directory").unwrap();
+                }
+                _ => {
+                    make_parents(root, &path);
+                    remove(&path);
+                    fs::create_dir(&path).unwrap();
+                    fs::write(path.join("inside"), b"new").unwrap();
+                }
+            }
+        }
+    }
+    format!("step {step}: action {kind} on {rel}")
+}
+
+/// `steps` random steps from `seed`; with `racing`, some race the watched snapshot. A size cap
+/// makes a snapshot depend on the one before (a file in it stays in above the cap), so the cap
+/// runs without racing: a racing snapshot is one the unwatched store never takes.
+fn run_differential(seed: u64, steps: usize, racing: bool) {
+    require_tool(
+        "git",
+        "the watcher's differential test (nested repositories, the git index)",
+    );
+    isolate_process_home();
+    let sandbox = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(sandbox.path()).unwrap();
+    let root = base.join("project");
+    let outside = base.join("outside");
+    fs::create_dir_all(&root).unwrap();
+    fs::create_dir_all(&outside).unwrap();
+    git(&root, &["init", "-q"]);
+    fs::write(root.join(".gitignore"), "node_modules/\n").unwrap();
+    let open = |data: &str| {
+        let options = rewind::OpenOptions::new(base.join(data));
+        rewind::Store::open(&root, &options).unwrap()
+    };
+    let (watched, walked) = (open("data-watched"), open("data-walked"));
+    let status = watched.watch();
+    assert!(
+        status.active,
+        "the watcher must run here (Linux): {status:?}"
+    );
+    let options = rewind::TrackOptions {
+        max_file_size: Some(if racing { 1 << 20 } else { 4096 }),
+    };
+    let mut rng = XorShift::seeded(seed);
+    let mut log = Vec::new();
+    for step in 0..steps {
+        if racing && rng.below(8) == 0 {
+            // Edits while the watched snapshot runs; it is not compared, the next one is.
+            let mut racer = XorShift::seeded(rng.next_u64());
+            let (root, outside) = (root.clone(), outside.clone());
+            let edits = std::thread::spawn(move || {
+                (0..5)
+                    .map(|i| act(&mut racer, &root, &outside, step * 10 + i))
+                    .collect::<Vec<_>>()
+            });
+            watched.track(&options).unwrap();
+            log.extend(edits.join().unwrap());
+        } else {
+            log.push(act(&mut rng, &root, &outside, step));
+        }
+        let (seen, truth) = (
+            watched.track(&options).unwrap(),
+            walked.track(&options).unwrap(),
+        );
+        assert_eq!(
+            summary(&seen),
+            summary(&truth),
+            "seed {seed}: the watched snapshot differs from a full walk after:\n{}\nwatcher: {:?}",
+            log[log.len().saturating_sub(8)..].join("\n"),
+            watched.watch_status()
+        );
+        // A snapshot with no change between reads nothing.
+        if rng.below(4) == 0 {
+            assert_eq!(summary(&watched.track(&options).unwrap()), summary(&truth));
+        }
+    }
+    let status = watched.watch_status();
+    eprintln!("seed {seed}, {steps} steps: {status:?}");
+    assert!(status.active, "{status:?}");
+    assert!(
+        status.partial_walks > steps as u64 / 4,
+        "few partial walks: {status:?}"
+    );
+    assert!(status.unchanged > 0, "{status:?}");
+}
+
+/// `REWIND_WATCH_STEPS` (default 200) and `REWIND_TEST_SEED` (default 16).
+fn steps_and_seed() -> (usize, u64) {
+    let var = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<u64>().ok());
+    (
+        var("REWIND_WATCH_STEPS").unwrap_or(200) as usize,
+        var("REWIND_TEST_SEED").unwrap_or(16),
+    )
+}
+
+#[test]
+fn watched_snapshots_equal_full_walks_with_racing_edits() {
+    let (steps, seed) = steps_and_seed();
+    run_differential(seed, steps, true);
+}
+
+#[test]
+fn watched_snapshots_equal_full_walks_under_a_size_cap() {
+    let (steps, seed) = steps_and_seed();
+    run_differential(seed, steps, false);
+}
+
+/// Two stores on one fresh project: the first watched.
+fn watched_pair() -> (tempfile::TempDir, PathBuf, rewind::Store, rewind::Store) {
+    isolate_process_home();
+    let sandbox = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(sandbox.path()).unwrap();
+    let root = base.join("project");
+    fs::create_dir_all(&root).unwrap();
+    let open = |data: &str| {
+        let options = rewind::OpenOptions::new(base.join(data));
+        rewind::Store::open(&root, &options).unwrap()
+    };
+    let (watched, walked) = (open("data-watched"), open("data-walked"));
+    assert!(watched.watch().active);
+    (sandbox, root, watched, walked)
+}
+
+/// A directory removed and made again at the same path with other contents below it: its
+/// subdirectories must be read again, not kept from the memo of the old one.
+#[test]
+fn a_directory_made_again_at_the_same_path_is_read_whole() {
+    let (_sandbox, root, watched, walked) = watched_pair();
+    fs::create_dir_all(root.join("a/b/c")).unwrap();
+    fs::write(root.join("a/b/c/old"), "old").unwrap();
+    let options = rewind::TrackOptions::default();
+    watched.track(&options).unwrap();
+    fs::remove_dir_all(root.join("a/b")).unwrap();
+    fs::create_dir_all(root.join("a/b/c")).unwrap();
+    fs::write(root.join("a/b/c/new"), "new").unwrap();
+    let (seen, truth) = (
+        watched.track(&options).unwrap(),
+        walked.track(&options).unwrap(),
+    );
+    assert_eq!(summary(&seen), summary(&truth));
+    assert_eq!(watched.watch_status().partial_walks, 1);
+}
+
+/// A file rewritten with the same size right after a snapshot read it (same mtime tick): the
+/// next snapshot must read it again, not trust its stat.
+#[test]
+fn a_same_size_rewrite_right_after_a_snapshot_is_seen() {
+    let (_sandbox, root, watched, walked) = watched_pair();
+    let options = rewind::TrackOptions::default();
+    for round in 0..20u8 {
+        fs::write(root.join("f"), [b'a' + round; 8]).unwrap();
+        watched.track(&options).unwrap();
+        fs::write(root.join("f"), [b'A' + round; 8]).unwrap();
+        let (seen, truth) = (
+            watched.track(&options).unwrap(),
+            walked.track(&options).unwrap(),
+        );
+        assert_eq!(summary(&seen), summary(&truth), "round {round}");
+    }
+}
+
+/// `unwatch` hands the watcher's stat cache to the store's index: a later unwatched snapshot
+/// of the same files is the same tree, and the index names every file.
+#[test]
+fn unwatch_saves_the_stat_cache() {
+    let (_sandbox, root, watched, _walked) = watched_pair();
+    let options = rewind::TrackOptions::default();
+    fs::write(root.join("one"), "1").unwrap();
+    watched.track(&options).unwrap();
+    fs::create_dir(root.join("sub")).unwrap();
+    fs::write(root.join("sub/two"), "2").unwrap();
+    let seen = watched.track(&options).unwrap();
+    watched.unwatch();
+    assert!(!watched.watch_status().active);
+    assert_eq!(summary(&watched.track(&options).unwrap()), summary(&seen));
+}
