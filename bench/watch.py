@@ -127,7 +127,7 @@ def main():
                 continue
             shutil.rmtree(leftover, ignore_errors=True)
         log(f"copying the tree for {tool}")
-        subprocess.run(["cp", "-a", base, trees[tool]], check=True)
+        subprocess.run(["cp", "-a", base + "/.", trees[tool]], check=True)
     files = listing(base)
     rng = random.Random(16)
     results = {}
