@@ -211,6 +211,20 @@ class PruneOutcome(TypedDict):
     dry_run: NotRequired[bool]  # present (true) for a dry run: nothing removed, objects/bytes estimated
 
 
+class WatchStatus(TypedDict):
+    active: bool  # snapshots read only the directories that changed
+    reason: NotRequired[str]  # why it is not active
+    directories: int  # directories watched
+    full_walks: int  # snapshots that walked everything
+    partial_walks: int  # snapshots that read only the directories with events
+    unchanged: int  # snapshots that found no event at all
+    last_full_walk: NotRequired[str]  # why the last full walk was needed
+
+
+class ServerStatus(TypedDict):
+    watcher: WatchStatus  # the file-system watcher (off under `serve --no-watch`)
+
+
 # Every method of protocol 2 and the TypedDict of its result (of each row, for a list).
 RESULTS: dict[str, type] = {
     "hello": Hello,
@@ -229,6 +243,7 @@ RESULTS: dict[str, type] = {
     "redo": RestoreOutcome,
     "changes": SessionChanges,
     "prune": PruneOutcome,
+    "status": ServerStatus,
 }
 METHODS = tuple(RESULTS)
 
@@ -601,6 +616,10 @@ class RewindClient:
         """`dry_run`: remove nothing, say what a prune would remove now."""
         return cast(PruneOutcome, self.call("prune", {"dry_run": True} if dry_run else None, **options))
 
+    def status(self, **options: Unpack[CallOptions]) -> ServerStatus:
+        """Whether the server's file-system watcher runs, and why not."""
+        return cast(ServerStatus, self.call("status", None, **options))
+
 
 def _drop_none(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
@@ -854,6 +873,12 @@ def selftest(rewind: str) -> int:
             outcome = rw.prune()
             check_shape("prune shape", outcome, PruneOutcome)
             check("prune", outcome["sessions_removed"] == [], outcome)  # nothing has expired
+
+        @step
+        def status() -> None:
+            watcher = rw.status()["watcher"]
+            check_shape("status.watcher shape", watcher, WatchStatus)
+            check("the watcher runs", watcher["active"] and watcher["full_walks"] >= 1, watcher)
 
         for fn in steps:
             try:

@@ -13,7 +13,7 @@ import {
   METHODS, RewindClient, RewindClosedError, RewindError,
   type FileChange, type Hello, type Patch, type PruneOutcome, type RestoreOutcome, type SessionChanges,
   type Skipped, type Snapshot, type TrackedFile, type Turn, type TurnEnd, type TurnFile, type TurnStart,
-  type Failure, type HasChanges,
+  type Failure, type HasChanges, type WatchStatus,
 } from "./rewindClient.js";
 
 // The binary under test: REWIND_BIN, which must name an existing file (no skipping).
@@ -81,6 +81,11 @@ const pruneOutcome: Shape<PruneOutcome> = {
   snapshots_removed: "required", turns_removed: "required", objects_removed: "required", bytes_freed: "required",
   sessions_removed: "required", sessions_removed_for_size: "required", snapshots_removed_for_size: "required",
   abandoned_turns: "required", still_over_quota: "optional", dry_run: "optional",
+};
+
+const watchStatus: Shape<WatchStatus> = {
+  active: "required", reason: "optional", directories: "required", full_walks: "required",
+  partial_walks: "required", unchanged: "required", last_full_walk: "optional",
 };
 
 const ID = /^[0-9a-f]{40}$/;
@@ -300,6 +305,13 @@ describe("rewind serve through RewindClient", () => {
     const result = await rw.prune();
     assertShape(result, pruneOutcome, "prune");
     assert.deepEqual(result.sessions_removed, []); // nothing has expired
+  });
+
+  test("status: the watcher runs (Linux) and has watched the project", async () => {
+    const { watcher } = await rw.status();
+    assertShape(watcher, watchStatus, "status.watcher");
+    assert.equal(watcher.active, true, JSON.stringify(watcher));
+    assert.ok(watcher.directories >= 1 && watcher.full_walks >= 1, JSON.stringify(watcher));
   });
 
   test("close: the server exits 0, later calls reject with RewindClosedError", async () => {

@@ -189,6 +189,24 @@ export interface PruneOutcome {
   /** Present (true) for a dry run: nothing was removed; objects and bytes are estimates. */
   dry_run?: boolean;
 }
+/** The file-system watcher of `rewind serve` (off under `--no-watch`). */
+export interface WatchStatus {
+  /** Snapshots read only the directories that changed. */
+  active: boolean;
+  /** Why it is not active. */
+  reason?: string;
+  /** Directories watched. */
+  directories: number;
+  /** Snapshots that walked everything, read only changed directories, found no event. */
+  full_walks: number;
+  partial_walks: number;
+  unchanged: number;
+  /** Why the last full walk was needed. */
+  last_full_walk?: string;
+}
+export interface ServerStatus {
+  watcher: WatchStatus;
+}
 
 // ---- The methods: params and result of each. ----
 
@@ -252,6 +270,7 @@ export interface Methods {
   redo: { params: RedoParams; result: RestoreOutcome };
   changes: { params: { session: string } & Renames; result: SessionChanges };
   prune: { params: { dry_run?: boolean }; result: PruneOutcome };
+  status: { params: Record<string, never>; result: ServerStatus };
 }
 export type Method = keyof Methods;
 
@@ -259,7 +278,7 @@ export type Method = keyof Methods;
 const methodSet: Record<Method, true> = {
   hello: true, track: true, patch: true, diff: true, diff_full: true, has_changes: true,
   restore: true, revert: true, turn_begin: true, track_file: true, turn_end: true, turns: true,
-  undo: true, redo: true, changes: true, prune: true,
+  undo: true, redo: true, changes: true, prune: true, status: true,
 };
 /** The methods this client types, in the order `hello` lists them. */
 export const METHODS: readonly Method[] = Object.keys(methodSet) as Method[];
@@ -503,6 +522,10 @@ export class RewindClient {
   prune(options?: CallOptions & { dry_run?: boolean }): Promise<PruneOutcome> {
     const { dry_run, ...call } = options ?? {};
     return this.call("prune", dry_run ? { dry_run } : {}, call);
+  }
+  /** Whether the server's file-system watcher runs, and why not. */
+  status(options?: CallOptions): Promise<ServerStatus> {
+    return this.call("status", {}, options);
   }
 }
 
