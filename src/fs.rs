@@ -28,9 +28,9 @@ mod portable;
 #[cfg(unix)]
 mod unix;
 #[cfg(target_os = "linux")]
-pub(crate) use inotify::{Event as WatchEvent, Inotify};
+pub(crate) use inotify::Inotify;
 #[cfg(not(target_os = "linux"))]
-pub(crate) use no_inotify::{Event as WatchEvent, Inotify};
+pub(crate) use no_inotify::Inotify;
 #[cfg(not(unix))]
 pub(crate) use portable::*;
 #[cfg(unix)]
@@ -316,6 +316,24 @@ pub(crate) fn persist(temp: tempfile::NamedTempFile, path: &Path) -> crate::erro
         .map_err(|e| crate::error::Error::io("writing", path, e.error))
 }
 
+/// What happened, as far as a snapshot cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WatchEvent<'a> {
+    /// Something changed in watched directory `wd`: `name` (an entry of it; `is_dir` when the
+    /// entry is a directory, `moved` when it came, went or was made or removed), or the directory
+    /// itself (`name` is `None`: its permissions, or it moved or was deleted).
+    Changed {
+        wd: i32,
+        name: Option<&'a [u8]>,
+        is_dir: bool,
+        moved: bool,
+    },
+    /// The watch on `wd` is gone (its directory was deleted, or its file system unmounted).
+    Gone { wd: i32 },
+    /// The kernel's queue overflowed: events were lost.
+    Overflow,
+}
+
 /// What a stat of `path` (following symlinks) says of its size and times, as bytes to
 /// compare: empty when there is nothing there. Costs one `stat`.
 pub(crate) fn stat_path(path: &Path) -> Vec<u8> {
@@ -342,23 +360,9 @@ pub(crate) fn stat_path(path: &Path) -> Vec<u8> {
 mod no_inotify {
     use std::io;
 
-    use super::DirRef;
+    use super::{DirRef, WatchEvent as Event};
 
     pub(crate) struct Inotify(std::convert::Infallible);
-
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub(crate) enum Event<'a> {
-        Changed {
-            wd: i32,
-            name: Option<&'a [u8]>,
-            is_dir: bool,
-            moved: bool,
-        },
-        Gone {
-            wd: i32,
-        },
-        Overflow,
-    }
 
     impl Inotify {
         pub(crate) fn new() -> io::Result<Inotify> {

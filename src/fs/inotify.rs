@@ -7,28 +7,10 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
-use super::DirRef;
+use super::{DirRef, WatchEvent as Event};
 
 /// An inotify instance (non-blocking: reading it never waits).
 pub(crate) struct Inotify(OwnedFd);
-
-/// What happened, as far as a snapshot cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Event<'a> {
-    /// Something changed in watched directory `wd`: `name` (an entry of it; `is_dir` when the
-    /// entry is a directory, `moved` when it came, went or was made or removed), or the directory
-    /// itself (`name` is `None`: its permissions, or it moved or was deleted).
-    Changed {
-        wd: i32,
-        name: Option<&'a [u8]>,
-        is_dir: bool,
-        moved: bool,
-    },
-    /// The watch on `wd` is gone (its directory was deleted, or its file system unmounted).
-    Gone { wd: i32 },
-    /// The kernel's queue overflowed: events were lost.
-    Overflow,
-}
 
 /// The events a watch asks for: every change to a directory's entries, their contents and
 /// their metadata; never opens or reads.
