@@ -185,7 +185,7 @@ def main():
         "jj": f"jj util snapshot ({subprocess.run([args.jj, '--version'], capture_output=True, text=True).stdout.strip()})"
         if args.jj else "",
     }
-    print(f"{len(files)} files edited at random, {args.runs} runs, median (min–max)\n")
+    print(f"20 of {len(files)} files edited at random per run, {args.runs} runs, median (min–max)\n")
     print("| tool | first snapshot | no change | 20 files changed | peak memory | CPU over 10 s idle |")
     print("|---|---|---|---|---|---|")
     for tool in tools:

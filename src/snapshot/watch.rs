@@ -27,8 +27,9 @@ use std::io;
 use std::sync::Mutex;
 
 use gix::bstr::{BStr, BString, ByteSlice};
-use gix::index::entry::stat;
+use gix::index::entry::{stat, Mode};
 use gix::ObjectId;
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::ignore::Excludes;
@@ -476,6 +477,11 @@ pub(super) struct Memo {
 pub(super) struct MemoDir {
     /// Its parts in index order, each subdirectory as [`Part::Kept`].
     pub(super) parts: Vec<Part>,
+    /// How many of its parts are files.
+    files: usize,
+    /// The parts a summary reads (all but plain files, which it only counts): subdirectories,
+    /// private files, what was left out.
+    listed: Vec<usize>,
     /// Its tree; `None` when no file is below it (its parent's tree leaves it out).
     tree: Option<ObjectId>,
     /// When it was read: a file whose mtime is not older may have changed unseen since.
@@ -698,8 +704,14 @@ impl Memo {
                 true => self.volatile.insert(rel.clone()),
                 false => self.volatile.remove(&rel),
             };
+            let files = parts.iter().filter(|p| matches!(p, Part::File(_))).count();
+            let listed = (0..parts.len())
+                .filter(|&i| !is_plain_file(&parts[i]))
+                .collect();
             let dir = MemoDir {
                 parts,
+                files,
+                listed,
                 tree: None,
                 read_at,
                 sources,
@@ -716,49 +728,69 @@ impl Memo {
                 self.gone.push(rel);
             }
         }
-        // A directory sorts after its ancestors: in reverse, every directory comes before them.
-        read.sort_unstable();
-        for rel in read.iter().rev() {
-            let dir = &self.dirs[rel];
-            let mut entries = Vec::with_capacity(dir.parts.len());
-            for part in &dir.parts {
-                let (path, mode, oid) = match part {
-                    Part::File(file) => (&file.path, entry_mode(file.mode), file.id),
-                    Part::Kept(child) => match self.dirs.get(child).and_then(|c| c.tree) {
-                        Some(tree) => (child, gix::objs::tree::EntryKind::Tree.into(), tree),
-                        None => continue,
-                    },
-                    _ => continue,
-                };
-                let name = path.rfind_byte(b'/').map_or(&path[..], |s| &path[s + 1..]);
-                entries.push(gix::objs::tree::Entry {
-                    mode,
-                    filename: name.into(),
-                    oid,
-                });
+        // Deepest first, each depth's trees in parallel: a tree needs only its subdirectories'.
+        let depth =
+            |rel: &BString| rel.iter().filter(|&&b| b == b'/').count() + !rel.is_empty() as usize;
+        read.sort_unstable_by_key(|rel| std::cmp::Reverse(depth(rel)));
+        for level in read.chunk_by(|a, b| depth(a) == depth(b)) {
+            let trees: Vec<Option<ObjectId>> = level
+                .par_iter()
+                .map(|rel| self.write_tree_of(rel, objects))
+                .collect::<Result<_>>()?;
+            for (rel, tree) in level.iter().zip(trees) {
+                self.dirs.get_mut(rel).expect("inserted above").tree = tree;
             }
-            let tree = match entries.is_empty() && !rel.is_empty() {
-                true => None,
-                false => Some(write_tree(objects, entries, rel)?),
-            };
-            self.dirs.get_mut(rel).expect("inserted above").tree = tree;
         }
         Ok(self.dirs.get(b"".as_bstr()).and_then(|root| root.tree))
     }
 
+    /// Write the tree of directory `rel` from its parts and its subdirectories' trees (`None`
+    /// for a directory with no file below it, but the root). Costs one tree write.
+    fn write_tree_of(&self, rel: &BString, objects: &ObjectWriter) -> Result<Option<ObjectId>> {
+        let dir = &self.dirs[rel];
+        let mut entries = Vec::with_capacity(dir.parts.len());
+        for part in &dir.parts {
+            let (path, mode, oid) = match part {
+                Part::File(file) => (&file.path, entry_mode(file.mode), file.id),
+                Part::Kept(child) => match self.dirs.get(child).and_then(|c| c.tree) {
+                    Some(tree) => (child, gix::objs::tree::EntryKind::Tree.into(), tree),
+                    None => continue,
+                },
+                _ => continue,
+            };
+            let name = path.rfind_byte(b'/').map_or(&path[..], |s| &path[s + 1..]);
+            entries.push(gix::objs::tree::Entry {
+                mode,
+                filename: name.into(),
+                oid,
+            });
+        }
+        match entries.is_empty() && !rel.is_empty() {
+            true => Ok(None),
+            false => write_tree(objects, entries, rel).map(Some),
+        }
+    }
+
     /// Hand every part to `each` with its directory, in index order (depth first). Costs one
     /// step per part.
-    fn each_part<'m>(&'m self, mut each: impl FnMut(&'m MemoDir, &'m Part)) {
+    /// `all`: every part; else only each directory's listed ones (no plain file).
+    fn each_part<'m>(&'m self, all: bool, mut each: impl FnMut(&'m MemoDir, &'m Part)) {
         let Some(root) = self.dirs.get(b"".as_bstr()) else {
             return;
         };
-        let mut stack = vec![(root, root.parts.iter())];
-        while let Some((dir, parts)) = stack.last_mut() {
+        let parts = |dir: &'m MemoDir| -> Box<dyn Iterator<Item = &'m Part> + 'm> {
+            match all {
+                true => Box::new(dir.parts.iter()),
+                false => Box::new(dir.listed.iter().map(|&i| &dir.parts[i])),
+            }
+        };
+        let mut stack = vec![(root, parts(root))];
+        while let Some((dir, next)) = stack.last_mut() {
             let dir = *dir;
-            match parts.next() {
+            match next.next() {
                 Some(Part::Kept(child)) => {
                     if let Some(child) = self.dirs.get(child) {
-                        stack.push((child, child.parts.iter()));
+                        stack.push((child, parts(child)));
                     }
                 }
                 Some(part) => each(dir, part),
@@ -775,7 +807,7 @@ impl Memo {
     /// next such snapshot writes it). Costs one pass over the files and an index write.
     fn save_index(&self, index_path: &std::path::Path) -> Result<()> {
         let mut files = Vec::with_capacity(self.snapshot.files);
-        self.each_part(|dir, part| {
+        self.each_part(true, |dir, part| {
             if let Part::File(file) = part {
                 let mut file = file.clone();
                 if super::cache::is_racy(&file.stat, dir.read_at) {
@@ -810,13 +842,11 @@ impl Memo {
             hidden_outside: Vec::new(),
             nested: Vec::new(),
         };
+        snapshot.files = self.dirs.values().map(|dir| dir.files).sum();
         let mut private_dirs = Vec::new();
         let mut private_files = Vec::new();
-        self.each_part(|_, part| match part {
-            Part::File(file) => {
-                snapshot.files += 1;
-                private_files.push(file);
-            }
+        self.each_part(false, |_, part| match part {
+            Part::File(file) => private_files.push(file),
             Part::Skipped(skip) => snapshot.skipped.push(skip.clone()),
             Part::Hidden(path) => snapshot.hidden_outside.push(path.clone()),
             Part::PrivateDir(path, perm) => private_dirs.push((path.clone(), *perm)),
@@ -826,6 +856,11 @@ impl Memo {
         super::finish_lists(&mut snapshot, private_files.into_iter(), private_dirs);
         snapshot
     }
+}
+
+/// A file a summary only counts: not narrower than 0644 (or a symlink).
+fn is_plain_file(part: &Part) -> bool {
+    matches!(part, Part::File(file) if file.mode == Mode::SYMLINK || file.perm & 0o644 == 0o644)
 }
 
 /// The subdirectories among `parts`.
