@@ -104,6 +104,8 @@ def main():
     parser.add_argument("--jj")
     parser.add_argument("--dir", default="/tmp/rewind-watch-bench")
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--restore-only", action="store_true",
+                        help="only the restore case, on the copies an earlier run left in DIR")
     args = parser.parse_args()
     rewind = os.path.abspath(args.rewind)
     os.makedirs(args.dir, exist_ok=True)
@@ -114,6 +116,9 @@ def main():
         env.pop(var, None)
     os.environ.clear()
     os.environ.update(env)
+    if args.restore_only:
+        restore_case(rewind, args)
+        return
     if not os.path.isdir(base):
         log("generating the tree")
         subprocess.run([sys.executable, os.path.join(ROOT, "fixtures/gen_tree.py"), base, "--files", "200000",
@@ -199,6 +204,40 @@ def main():
         j = results["jj"]
         print(f"watched / jj, no change: {statistics.median(w[1]) / statistics.median(j[1]):.3f}; "
               f"20 changed: {statistics.median(w[2]) / statistics.median(j[2]):.3f}")
+    restore_case(rewind, args)
+
+
+def restore_case(rewind, args):
+    """Restore of 1,000 changed files (`gen_tree.py --change 1000`), back and forth between two
+    snapshots through `rewind serve`, with and without the watcher; the undo point included (it
+    reads the 1,000 files the restore before wrote). Beside it, a no-change track of the same
+    server, taken after a track that read what the restore wrote."""
+    print("\nrestore of 1,000 changed files through serve, undo point included, median (min–max)\n")
+    print("| serve | restore | no-change track | restore / track |")
+    print("|---|---|---|---|")
+    for tool, watch in (("watched", True), ("walked", False)):
+        tree = os.path.join(args.dir, f"tree-{tool}")
+        serve = Serve(rewind, os.path.join(args.dir, f"data-{tool}"), tree, watch)
+        base = serve.call("track")[1]["hash"]
+        subprocess.run([sys.executable, os.path.join(ROOT, "fixtures/gen_tree.py"), tree, "--change", "1000",
+                        "--seed", "7"], check=True, stdout=subprocess.DEVNULL)
+        edited = serve.call("track")[1]["hash"]
+        restores, tracks = [], []
+        for run in range(args.runs):
+            target = base if run % 2 == 0 else edited
+            request = {"jsonrpc": "2.0", "id": 10_000 + run, "method": "restore", "params": {"hash": target}}
+            start = time.perf_counter()
+            serve.proc.stdin.write((json.dumps(request) + "\n").encode())
+            serve.proc.stdin.flush()
+            response = json.loads(serve.proc.stdout.readline())
+            restores.append(time.perf_counter() - start)
+            if "error" in response:
+                raise SystemExit(f"restore: {response}")
+            serve.call("track")  # reads what the restore wrote
+            tracks.append(serve.call("track")[0])  # no change
+        serve.close()
+        ratio = statistics.median(restores) / statistics.median(tracks)
+        print(f"| {'watcher' if watch else '--no-watch'} | {fmt(restores)} | {fmt(tracks)} | {ratio:.2f} |")
 
 
 if __name__ == "__main__":

@@ -384,3 +384,46 @@ fn unwatch_saves_the_stat_cache() {
     assert!(!watched.watch_status().active);
     assert_eq!(summary(&watched.track(&options).unwrap()), summary(&seen));
 }
+
+/// The watcher watches the project's own directories and nothing else: not a directory a
+/// symlink points to (inside or outside the project), not an ignored one, not the data
+/// directory inside the project; and a change out there is no change to the snapshot.
+#[test]
+fn watches_stop_at_symlinks_ignored_directories_and_the_data_dir() {
+    isolate_process_home();
+    let sandbox = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(sandbox.path()).unwrap();
+    let (root, outside) = (base.join("project"), base.join("outside"));
+    for dir in ["src/deep", "node_modules/pkg/lib", "build"] {
+        fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    fs::create_dir_all(outside.join("sub")).unwrap();
+    fs::write(root.join(".gitignore"), "node_modules/\nbuild/\n").unwrap();
+    fs::write(root.join("src/deep/a.rs"), "fn a() {}\n").unwrap();
+    fs::write(outside.join("sub/x"), "outside\n").unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("link-out")).unwrap();
+    std::os::unix::fs::symlink("src", root.join("src/link-in")).unwrap();
+    // The data directory inside the project: rewind's own writes there are no change.
+    let store =
+        rewind::Store::open(&root, &rewind::OpenOptions::new(root.join(".rewind-data"))).unwrap();
+    assert!(store.watch().active);
+    let options = rewind::TrackOptions::default();
+    let first = store.track(&options).unwrap();
+    // The project root, src and src/deep: three directories.
+    assert_eq!(
+        store.watch_status().directories,
+        3,
+        "{:?}",
+        store.watch_status()
+    );
+    fs::write(outside.join("sub/x"), "changed outside\n").unwrap();
+    fs::write(root.join("node_modules/pkg/lib/i.js"), "ignored\n").unwrap();
+    let again = store.track(&options).unwrap();
+    assert_eq!(again.hash, first.hash);
+    let status = store.watch_status();
+    assert_eq!(
+        (status.unchanged, status.partial_walks),
+        (1, 0),
+        "{status:?}"
+    );
+}
