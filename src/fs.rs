@@ -327,6 +327,9 @@ pub(crate) enum WatchEvent<'a> {
         name: Option<&'a [u8]>,
         is_dir: bool,
         moved: bool,
+        /// The entry was made here (not moved in), or removed (not moved out).
+        created: bool,
+        deleted: bool,
     },
     /// The watch on `wd` is gone (its directory was deleted, or its file system unmounted).
     Gone { wd: i32 },
@@ -352,6 +355,12 @@ pub(crate) fn stat_path(path: &Path) -> Vec<u8> {
     bytes.extend_from_slice(&secs.to_le_bytes());
     bytes.extend_from_slice(&nanos.to_le_bytes());
     bytes
+}
+
+/// The process's mount table (`/proc/self/mountinfo`), to compare: a mount made or removed
+/// inside the project changes what a path names without an event. Empty where there is none.
+pub(crate) fn mount_table() -> Vec<u8> {
+    std::fs::read("/proc/self/mountinfo").unwrap_or_default()
 }
 
 /// No file-system watcher where the kernel offers no inotify: [`Inotify::new`] says so, and

@@ -78,6 +78,8 @@ impl Inotify {
                     name: event.file_name().map(|name| name.to_bytes()),
                     is_dir: flags.contains(ReadFlags::ISDIR),
                     moved: flags.intersects(moved),
+                    created: flags.contains(ReadFlags::CREATE),
+                    deleted: flags.contains(ReadFlags::DELETE),
                 });
             }
         }

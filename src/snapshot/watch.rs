@@ -16,7 +16,9 @@
 //! overflow; a watch that could not be added (the `fs.inotify.max_user_watches` limit); the
 //! project directory itself moved or gone; a changed size cap or `rewind.nestedRepos`; ignore
 //! rules or the git index outside the project changed; the store's packs changed (a prune: the
-//! memo's objects may be gone); a snapshot that failed half-way. Directories read at every
+//! memo's objects may be gone); a snapshot that failed half-way; a mount made or removed; a
+//! file seen with a second name (a hard link) it did not have, or a file made and removed again
+//! between two snapshots (it may have been such a name, written through). Directories read at every
 //! snapshot: those holding a `.git` (another repository's `HEAD` and rules are not watched), and
 //! those holding a file with hard links (a change through another name reaches no watch here).
 //! What no watch sees at all (writes through a shared `mmap`, changes on another machine of a
@@ -139,8 +141,9 @@ pub(crate) struct Watcher {
     inotify: Option<Inotify>,
     /// Why there is no inotify instance.
     why_not: Option<String>,
-    /// Watch descriptor to project directory.
-    wds: HashMap<i32, BString>,
+    /// Watch descriptor to the project directories it watches: one, unless a bind mount shows
+    /// one directory at two paths (inotify gives one watch per directory).
+    wds: HashMap<i32, Vec<BString>>,
     memo: Option<Memo>,
     pending: Pending,
     status: WatchStatus,
@@ -216,6 +219,8 @@ impl Watcher {
                 "the store's packs changed"
             } else if memo.excludes != excludes.fingerprint() {
                 "ignore rules or the git index outside the project changed"
+            } else if memo.mounts != crate::fs::mount_table() {
+                "a file system was mounted or unmounted"
             } else if !store.objects().contains(&memo.snapshot.hash.0) {
                 "the last snapshot's tree is gone from the store"
             } else {
@@ -229,7 +234,7 @@ impl Watcher {
         };
         let outcome = match full {
             Some(reason) => self.full_walk(store, options, reason, (max_file_size, nested_repos)),
-            None => self.partial_walk(store, options, excludes),
+            None => self.partial_walk(store, options, excludes, (max_file_size, nested_repos)),
         };
         if outcome.is_err() {
             // The events it consumed are lost with it.
@@ -276,11 +281,13 @@ impl Watcher {
             dirs: HashMap::new(),
             volatile: HashSet::new(),
             excludes: walked.excludes,
+            mounts: crate::fs::mount_table(),
             max_file_size,
             nested_repos,
             generation: store.objects().generation(),
             snapshot: snapshot.clone(),
             gone: Vec::new(),
+            new_links: false,
         };
         let dirs = walked.dirs.unwrap_or_default();
         let root = memo.update(dirs, walked.reads, store.objects())?;
@@ -302,6 +309,7 @@ impl Watcher {
         store: &Locked<'_>,
         options: &TrackOptions,
         excludes: Excludes,
+        config: (u64, NestedRepos),
     ) -> Result<Snapshot> {
         let memo = self.memo.as_mut().expect("checked by the caller");
         let pending = std::mem::take(&mut self.pending);
@@ -343,7 +351,13 @@ impl Watcher {
         }
         let memo = self.memo.as_mut().expect("checked by the caller");
         let dirs = walked.dirs.unwrap_or_default();
+        memo.new_links = false;
         memo.update(dirs, walked.reads, store.objects())?;
+        if memo.new_links {
+            // Its other names may be anywhere: this snapshot walks everything.
+            let reason = "a file got a second name (a hard link)".to_string();
+            return self.full_walk(store, options, reason, config);
+        }
         let gone = std::mem::take(&mut memo.gone);
         memo.snapshot = memo.summary();
         let snapshot = memo.snapshot.clone();
@@ -352,12 +366,12 @@ impl Watcher {
             // Their watches, unless a directory read in this walk (the same one, moved) took one.
             let gone: HashSet<BString> = gone.into_iter().collect();
             let inotify = self.inotify.as_ref().expect("the caller checked");
-            self.wds.retain(|wd, rel| {
-                let keep = !gone.contains(rel);
-                if !keep {
+            self.wds.retain(|wd, paths| {
+                paths.retain(|rel| !gone.contains(rel));
+                if paths.is_empty() {
                     inotify.unwatch(*wd);
                 }
-                keep
+                !paths.is_empty()
             });
         }
         Ok(snapshot)
@@ -367,9 +381,16 @@ impl Watcher {
     fn register(&mut self, registered: Vec<(i32, Option<BString>)>) {
         for (wd, rel) in registered {
             match rel {
-                Some(rel) => self.wds.insert(wd, rel),
-                None => self.wds.remove(&wd),
-            };
+                Some(rel) => {
+                    let paths = self.wds.entry(wd).or_default();
+                    if !paths.contains(&rel) {
+                        paths.push(rel);
+                    }
+                }
+                None => {
+                    self.wds.remove(&wd);
+                }
+            }
         }
     }
 
@@ -378,37 +399,56 @@ impl Watcher {
         let Some(inotify) = &self.inotify else { return };
         let (wds, pending) = (&self.wds, &mut self.pending);
         let mut gone = Vec::new();
+        // Files made since the last snapshot: one removed again may have been a second name (a
+        // hard link) of a file elsewhere, written through and gone before anything looked.
+        let mut made = HashSet::new();
         let drained = inotify.drain(|event| match event {
             WatchEvent::Overflow => {
                 pending.full = Some("the kernel's event queue overflowed".into());
             }
             WatchEvent::Gone { wd } => {
-                if let Some(rel) = wds.get(&wd) {
+                for rel in wds.get(&wd).into_iter().flatten() {
                     pending.went(rel.as_ref());
-                    gone.push(wd);
                 }
+                gone.push(wd);
             }
             WatchEvent::Changed {
                 wd,
                 name,
                 is_dir,
                 moved,
+                created,
+                deleted,
             } => {
-                let Some(rel) = wds.get(&wd) else { return };
-                match name {
-                    None if moved => pending.went(rel.as_ref()),
-                    None => {
-                        pending.dirty.insert(rel.clone());
-                    }
-                    Some(name) => {
-                        pending.dirty.insert(rel.clone());
-                        if is_dir {
-                            let child = super::walk::join(rel.as_ref(), name);
-                            match moved {
-                                true => pending.whole.insert(child),
-                                false => pending.dirty.insert(child),
-                            };
+                for rel in wds.get(&wd).into_iter().flatten() {
+                    let Some(name) = name else {
+                        match moved {
+                            true => pending.went(rel.as_ref()),
+                            false => {
+                                pending.dirty.insert(rel.clone());
+                            }
                         }
+                        continue;
+                    };
+                    pending.dirty.insert(rel.clone());
+                    let child = super::walk::join(rel.as_ref(), name);
+                    match (is_dir, moved) {
+                        (true, true) => {
+                            pending.whole.insert(child);
+                        }
+                        (true, false) => {
+                            pending.dirty.insert(child);
+                        }
+                        // (Not rewind's own temp files: a restore stages, swaps and removes them.)
+                        (false, _) if created && !name.starts_with(b".rewind-") => {
+                            made.insert(child);
+                        }
+                        (false, _) if deleted && made.contains(&child) => {
+                            pending.full = Some(
+                                "a file was made and removed again (maybe a hard link)".into(),
+                            );
+                        }
+                        (false, _) => {}
                     }
                 }
             }
@@ -449,7 +489,7 @@ fn watch_failure(error: &io::Error) -> String {
                 .unwrap_or_else(|_| "?".into());
             format!(
                 "the inotify watch limit is reached (fs.inotify.max_user_watches = {limit}); \
-                 raise it with sysctl to watch this project"
+                 raise it with sysctl, then start the watcher again (restart `rewind serve`)"
             )
         }
         _ => format!("a directory could not be watched: {error}"),
@@ -463,6 +503,11 @@ pub(super) struct Memo {
     volatile: HashSet<BString>,
     /// [`Excludes::fingerprint`] of the rules from outside the project.
     excludes: Vec<u8>,
+    /// [`crate::fs::mount_table`] when it was made.
+    mounts: Vec<u8>,
+    /// The last [`Memo::update`] found a file with hard links that the memo did not have as one:
+    /// its other names may be in directories no event marked.
+    new_links: bool,
     max_file_size: u64,
     nested_repos: NestedRepos,
     /// [`ObjectWriter::generation`] when it was made.
@@ -696,10 +741,12 @@ impl Memo {
                     part => Some(part),
                 })
                 .collect();
-            if let Some(old) = self.dirs.remove(&rel) {
+            let old = self.dirs.remove(&rel);
+            if let Some(old) = &old {
                 let now: HashSet<&BString> = kept(&parts).collect();
                 gone.extend(kept(&old.parts).filter(|c| !now.contains(c)).cloned());
             }
+            self.new_links |= has_new_links(&parts, old.as_ref());
             match sources.volatile {
                 true => self.volatile.insert(rel.clone()),
                 false => self.volatile.remove(&rel),
@@ -861,6 +908,23 @@ impl Memo {
 /// A file a summary only counts: not narrower than 0644 (or a symlink).
 fn is_plain_file(part: &Part) -> bool {
     matches!(part, Part::File(file) if file.mode == Mode::SYMLINK || file.perm & 0o644 == 0o644)
+}
+
+/// Whether `parts` hold a file with hard links that `old` (the directory's memo) did not hold
+/// as one. Costs one step per file, and a lookup per file with links.
+fn has_new_links(parts: &[Part], old: Option<&MemoDir>) -> bool {
+    let linked = |part: &Part| match part {
+        Part::File(file) if file.links > 1 => Some(file.path.clone()),
+        _ => None,
+    };
+    let mut new = parts.iter().filter_map(linked).peekable();
+    if new.peek().is_none() {
+        return false;
+    }
+    let before: HashSet<BString> = old
+        .map(|old| old.parts.iter().filter_map(linked).collect())
+        .unwrap_or_default();
+    new.any(|path| !before.contains(&path))
 }
 
 /// The subdirectories among `parts`.

@@ -427,3 +427,143 @@ fn watches_stop_at_symlinks_ignored_directories_and_the_data_dir() {
         "{status:?}"
     );
 }
+
+/// `mount ARGS... TARGET`, unmounted (lazily) when dropped. Fails the test unless it works:
+/// the tests run as root.
+struct Mounted(PathBuf);
+
+impl Mounted {
+    fn new(args: &[&std::ffi::OsStr], target: &Path) -> Mounted {
+        let out = Command::new("mount")
+            .args(args)
+            .arg(target)
+            .output()
+            .unwrap_or_else(|e| panic!("this test needs `mount` (as root): {e}"));
+        assert!(
+            out.status.success(),
+            "this test mounts, which needs root: {out:?}"
+        );
+        Mounted(target.to_path_buf())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Found by the issue-16 hostile pass: a second name made for a file after the first snapshot
+/// (`ln`), then written through. The link count changes on the file alone, so no event reaches
+/// the directory of its first name; the agent's edit through the new name changed `a/f` too.
+#[test]
+fn a_hard_link_made_after_the_first_snapshot_and_written_through_is_seen() {
+    let (_sandbox, root, watched, walked) = watched_pair();
+    let options = rewind::TrackOptions::default();
+    fs::create_dir_all(root.join("a")).unwrap();
+    fs::create_dir_all(root.join("b")).unwrap();
+    fs::write(root.join("a/f"), "v1\n").unwrap();
+    watched.track(&options).unwrap();
+    fs::hard_link(root.join("a/f"), root.join("b/f2")).unwrap();
+    fs::write(root.join("b/f2"), "v1\nthrough the second name\n").unwrap();
+    let (seen, truth) = (
+        watched.track(&options).unwrap(),
+        walked.track(&options).unwrap(),
+    );
+    assert_eq!(summary(&seen), summary(&truth));
+}
+
+/// Found by the issue-16 hostile pass: a second name made, written through and removed again
+/// between two snapshots: the directory of the first name saw no event, and an undo of the next
+/// turn overwrote the user's edit with the turn's stale "before".
+#[test]
+fn a_hard_link_made_written_through_and_removed_between_snapshots_is_seen() {
+    let (_sandbox, root, watched, walked) = watched_pair();
+    let options = rewind::TrackOptions::default();
+    fs::create_dir_all(root.join("a")).unwrap();
+    fs::create_dir_all(root.join("bak")).unwrap();
+    fs::write(root.join("a/f"), "v1\n").unwrap();
+    watched.track(&options).unwrap();
+    fs::hard_link(root.join("a/f"), root.join("bak/f")).unwrap();
+    fs::write(root.join("bak/f"), "v1\nuser edit, between turns\n").unwrap();
+    fs::remove_file(root.join("bak/f")).unwrap();
+    let (seen, truth) = (
+        watched.track(&options).unwrap(),
+        walked.track(&options).unwrap(),
+    );
+    assert_eq!(summary(&seen), summary(&truth));
+}
+
+/// Found by the issue-16 hostile pass: a file system mounted over a project directory after
+/// the first snapshot changes what the directory holds without an event in it.
+#[test]
+fn a_mount_over_a_project_directory_is_seen() {
+    let (_sandbox, root, watched, walked) = watched_pair();
+    let options = rewind::TrackOptions::default();
+    fs::create_dir_all(root.join("m")).unwrap();
+    fs::write(root.join("m/under"), "covered by the mount\n").unwrap();
+    watched.track(&options).unwrap();
+    let tmpfs = std::ffi::OsStr::new("tmpfs");
+    let mount = Mounted::new(&[std::ffi::OsStr::new("-t"), tmpfs, tmpfs], &root.join("m"));
+    fs::write(root.join("m/on-top"), "on the mounted file system\n").unwrap();
+    let (seen, truth) = (
+        watched.track(&options).unwrap(),
+        walked.track(&options).unwrap(),
+    );
+    assert_eq!(summary(&seen), summary(&truth));
+    drop(mount);
+    let (seen, truth) = (
+        watched.track(&options).unwrap(),
+        walked.track(&options).unwrap(),
+    );
+    assert_eq!(summary(&seen), summary(&truth), "after the unmount");
+}
+
+/// Found by the issue-16 hostile pass: one directory at two project paths (a bind mount inside
+/// the project). inotify gives one watch per directory, so an event must mark both paths.
+#[test]
+fn one_directory_at_two_paths_is_seen_at_both() {
+    let (_sandbox, root, watched, walked) = watched_pair();
+    let options = rewind::TrackOptions::default();
+    fs::create_dir_all(root.join("a")).unwrap();
+    fs::create_dir_all(root.join("b")).unwrap();
+    fs::write(root.join("a/x"), "one\n").unwrap();
+    let bind = std::ffi::OsStr::new("--bind");
+    let _mount = Mounted::new(&[bind, root.join("a").as_os_str()], &root.join("b"));
+    watched.track(&options).unwrap();
+    fs::write(root.join("a/x"), "one, edited\n").unwrap();
+    let (seen, truth) = (
+        watched.track(&options).unwrap(),
+        walked.track(&options).unwrap(),
+    );
+    assert_eq!(summary(&seen), summary(&truth));
+}
+
+/// A restore stages each file as a temp file, swaps it in and removes what it swapped out:
+/// those are not hard links, so the next snapshot still reads only what changed (and equals a
+/// full walk).
+#[test]
+fn a_restore_keeps_the_next_snapshot_partial() {
+    let (_sandbox, root, watched, walked) = watched_pair();
+    let options = rewind::TrackOptions::default();
+    fs::create_dir_all(root.join("src")).unwrap();
+    fs::write(root.join("src/a"), "one\n").unwrap();
+    let first = watched.track(&options).unwrap();
+    fs::write(root.join("src/a"), "two\n").unwrap();
+    fs::write(root.join("src/b"), "new\n").unwrap();
+    watched.track(&options).unwrap();
+    let restored = watched.restore(first.hash, &Default::default()).unwrap();
+    assert_eq!(
+        restored.written.len() + restored.deleted.len(),
+        2,
+        "{restored:?}"
+    );
+    let (seen, truth) = (
+        watched.track(&options).unwrap(),
+        walked.track(&options).unwrap(),
+    );
+    assert_eq!(summary(&seen), summary(&truth));
+    assert_eq!(seen.hash, first.hash);
+    let status = watched.watch_status();
+    assert_eq!(status.full_walks, 1, "{status:?}");
+}
