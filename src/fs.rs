@@ -357,10 +357,40 @@ pub(crate) fn stat_path(path: &Path) -> Vec<u8> {
     bytes
 }
 
-/// The process's mount table (`/proc/self/mountinfo`), to compare: a mount made or removed
-/// inside the project changes what a path names without an event. Empty where there is none.
-pub(crate) fn mount_table() -> Vec<u8> {
-    std::fs::read("/proc/self/mountinfo").unwrap_or_default()
+/// The mounts that decide what `project` (a canonical path) holds: the lines of
+/// `/proc/self/mountinfo` whose mount point is the project, inside it, or above it. A mount made
+/// or removed there changes what a path names without an event. Empty where there is no such
+/// table. Costs one read of the table.
+pub(crate) fn mounts_of(project: &Path) -> Vec<u8> {
+    let Ok(table) = std::fs::read("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    // The table escapes these bytes in paths as octal.
+    let mut escaped = Vec::new();
+    for &b in project.as_os_str().as_encoded_bytes() {
+        match b {
+            b' ' | b'\t' | b'\n' | b'\\' => {
+                escaped.extend_from_slice(format!("\\{b:03o}").as_bytes())
+            }
+            b => escaped.push(b),
+        }
+    }
+    let within = |a: &[u8], b: &[u8]| {
+        b.starts_with(a) && (a.len() == b.len() || a == b"/" || b.get(a.len()) == Some(&b'/'))
+    };
+    let mut relevant = Vec::new();
+    for line in table.split(|&b| b == b'\n') {
+        // "36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw": the fifth
+        // field is the mount point.
+        let Some(point) = line.split(|&b| b == b' ').nth(4) else {
+            continue;
+        };
+        if within(point, &escaped) || within(&escaped, point) {
+            relevant.extend_from_slice(line);
+            relevant.push(b'\n');
+        }
+    }
+    relevant
 }
 
 /// No file-system watcher where the kernel offers no inotify: [`Inotify::new`] says so, and

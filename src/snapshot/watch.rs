@@ -219,7 +219,7 @@ impl Watcher {
                 "the store's packs changed"
             } else if memo.excludes != excludes.fingerprint() {
                 "ignore rules or the git index outside the project changed"
-            } else if memo.mounts != crate::fs::mount_table() {
+            } else if memo.mounts != crate::fs::mounts_of(store.project()) {
                 "a file system was mounted or unmounted"
             } else if !store.objects().contains(&memo.snapshot.hash.0) {
                 "the last snapshot's tree is gone from the store"
@@ -281,7 +281,7 @@ impl Watcher {
             dirs: HashMap::new(),
             volatile: HashSet::new(),
             excludes: walked.excludes,
-            mounts: crate::fs::mount_table(),
+            mounts: crate::fs::mounts_of(store.project()),
             max_file_size,
             nested_repos,
             generation: store.objects().generation(),
@@ -503,7 +503,7 @@ pub(super) struct Memo {
     volatile: HashSet<BString>,
     /// [`Excludes::fingerprint`] of the rules from outside the project.
     excludes: Vec<u8>,
-    /// [`crate::fs::mount_table`] when it was made.
+    /// [`crate::fs::mounts_of`] the project when it was made.
     mounts: Vec<u8>,
     /// The last [`Memo::update`] found a file with hard links that the memo did not have as one:
     /// its other names may be in directories no event marked.

@@ -315,6 +315,30 @@ fn watched_snapshots_equal_full_walks_under_a_size_cap() {
     run_differential(seed, steps, false);
 }
 
+/// A watched snapshot and a full walk of the same files now: equal (`what` names the moment).
+fn same_as_full_walk(
+    watched: &rewind::Store,
+    walked: &rewind::Store,
+    what: &str,
+) -> rewind::Snapshot {
+    let options = rewind::TrackOptions::default();
+    let (seen, truth) = (
+        watched.track(&options).unwrap(),
+        walked.track(&options).unwrap(),
+    );
+    assert_eq!(summary(&seen), summary(&truth), "{what}");
+    seen
+}
+
+/// Write `files` (path, content) below `root`, making their directories.
+fn write_files(root: &Path, files: &[(&str, &str)]) {
+    for (path, content) in files {
+        let path = root.join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, content).unwrap();
+    }
+}
+
 /// Two stores on one fresh project: the first watched.
 fn watched_pair() -> (tempfile::TempDir, PathBuf, rewind::Store, rewind::Store) {
     isolate_process_home();
@@ -343,11 +367,7 @@ fn a_directory_made_again_at_the_same_path_is_read_whole() {
     fs::remove_dir_all(root.join("a/b")).unwrap();
     fs::create_dir_all(root.join("a/b/c")).unwrap();
     fs::write(root.join("a/b/c/new"), "new").unwrap();
-    let (seen, truth) = (
-        watched.track(&options).unwrap(),
-        walked.track(&options).unwrap(),
-    );
-    assert_eq!(summary(&seen), summary(&truth));
+    same_as_full_walk(&watched, &walked, "");
     assert_eq!(watched.watch_status().partial_walks, 1);
 }
 
@@ -361,11 +381,7 @@ fn a_same_size_rewrite_right_after_a_snapshot_is_seen() {
         fs::write(root.join("f"), [b'a' + round; 8]).unwrap();
         watched.track(&options).unwrap();
         fs::write(root.join("f"), [b'A' + round; 8]).unwrap();
-        let (seen, truth) = (
-            watched.track(&options).unwrap(),
-            walked.track(&options).unwrap(),
-        );
-        assert_eq!(summary(&seen), summary(&truth), "round {round}");
+        same_as_full_walk(&watched, &walked, &format!("round {round}"));
     }
 }
 
@@ -460,17 +476,11 @@ impl Drop for Mounted {
 fn a_hard_link_made_after_the_first_snapshot_and_written_through_is_seen() {
     let (_sandbox, root, watched, walked) = watched_pair();
     let options = rewind::TrackOptions::default();
-    fs::create_dir_all(root.join("a")).unwrap();
-    fs::create_dir_all(root.join("b")).unwrap();
-    fs::write(root.join("a/f"), "v1\n").unwrap();
+    write_files(&root, &[("a/f", "v1\n"), ("b/keep", "")]);
     watched.track(&options).unwrap();
     fs::hard_link(root.join("a/f"), root.join("b/f2")).unwrap();
     fs::write(root.join("b/f2"), "v1\nthrough the second name\n").unwrap();
-    let (seen, truth) = (
-        watched.track(&options).unwrap(),
-        walked.track(&options).unwrap(),
-    );
-    assert_eq!(summary(&seen), summary(&truth));
+    same_as_full_walk(&watched, &walked, "");
 }
 
 /// Found by the issue-16 hostile pass: a second name made, written through and removed again
@@ -480,18 +490,12 @@ fn a_hard_link_made_after_the_first_snapshot_and_written_through_is_seen() {
 fn a_hard_link_made_written_through_and_removed_between_snapshots_is_seen() {
     let (_sandbox, root, watched, walked) = watched_pair();
     let options = rewind::TrackOptions::default();
-    fs::create_dir_all(root.join("a")).unwrap();
-    fs::create_dir_all(root.join("bak")).unwrap();
-    fs::write(root.join("a/f"), "v1\n").unwrap();
+    write_files(&root, &[("a/f", "v1\n"), ("bak/keep", "")]);
     watched.track(&options).unwrap();
     fs::hard_link(root.join("a/f"), root.join("bak/f")).unwrap();
     fs::write(root.join("bak/f"), "v1\nuser edit, between turns\n").unwrap();
     fs::remove_file(root.join("bak/f")).unwrap();
-    let (seen, truth) = (
-        watched.track(&options).unwrap(),
-        walked.track(&options).unwrap(),
-    );
-    assert_eq!(summary(&seen), summary(&truth));
+    same_as_full_walk(&watched, &walked, "");
 }
 
 /// Found by the issue-16 hostile pass: a file system mounted over a project directory after
@@ -500,23 +504,14 @@ fn a_hard_link_made_written_through_and_removed_between_snapshots_is_seen() {
 fn a_mount_over_a_project_directory_is_seen() {
     let (_sandbox, root, watched, walked) = watched_pair();
     let options = rewind::TrackOptions::default();
-    fs::create_dir_all(root.join("m")).unwrap();
-    fs::write(root.join("m/under"), "covered by the mount\n").unwrap();
+    write_files(&root, &[("m/under", "covered by the mount\n")]);
     watched.track(&options).unwrap();
     let tmpfs = std::ffi::OsStr::new("tmpfs");
     let mount = Mounted::new(&[std::ffi::OsStr::new("-t"), tmpfs, tmpfs], &root.join("m"));
     fs::write(root.join("m/on-top"), "on the mounted file system\n").unwrap();
-    let (seen, truth) = (
-        watched.track(&options).unwrap(),
-        walked.track(&options).unwrap(),
-    );
-    assert_eq!(summary(&seen), summary(&truth));
+    same_as_full_walk(&watched, &walked, "");
     drop(mount);
-    let (seen, truth) = (
-        watched.track(&options).unwrap(),
-        walked.track(&options).unwrap(),
-    );
-    assert_eq!(summary(&seen), summary(&truth), "after the unmount");
+    same_as_full_walk(&watched, &walked, "after the unmount");
 }
 
 /// Found by the issue-16 hostile pass: one directory at two project paths (a bind mount inside
@@ -525,18 +520,12 @@ fn a_mount_over_a_project_directory_is_seen() {
 fn one_directory_at_two_paths_is_seen_at_both() {
     let (_sandbox, root, watched, walked) = watched_pair();
     let options = rewind::TrackOptions::default();
-    fs::create_dir_all(root.join("a")).unwrap();
-    fs::create_dir_all(root.join("b")).unwrap();
-    fs::write(root.join("a/x"), "one\n").unwrap();
+    write_files(&root, &[("a/x", "one\n"), ("b/hidden-by-the-mount", "")]);
     let bind = std::ffi::OsStr::new("--bind");
     let _mount = Mounted::new(&[bind, root.join("a").as_os_str()], &root.join("b"));
     watched.track(&options).unwrap();
     fs::write(root.join("a/x"), "one, edited\n").unwrap();
-    let (seen, truth) = (
-        watched.track(&options).unwrap(),
-        walked.track(&options).unwrap(),
-    );
-    assert_eq!(summary(&seen), summary(&truth));
+    same_as_full_walk(&watched, &walked, "");
 }
 
 /// A restore stages each file as a temp file, swaps it in and removes what it swapped out:
@@ -558,11 +547,7 @@ fn a_restore_keeps_the_next_snapshot_partial() {
         2,
         "{restored:?}"
     );
-    let (seen, truth) = (
-        watched.track(&options).unwrap(),
-        walked.track(&options).unwrap(),
-    );
-    assert_eq!(summary(&seen), summary(&truth));
+    let seen = same_as_full_walk(&watched, &walked, "after the restore");
     assert_eq!(seen.hash, first.hash);
     let status = watched.watch_status();
     assert_eq!(status.full_walks, 1, "{status:?}");
