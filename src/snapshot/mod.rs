@@ -293,9 +293,7 @@ impl Locked<'_> {
             Some(watcher) => watcher.snapshot(self, options).map(Some),
             None => {
                 drop(watcher);
-                let index_path = self.git_dir().join("index");
-                let cache = load_index(&index_path);
-                self.snapshot_with(&index_path, cache, None, options, (probe, None))
+                self.with_disk_index(options, (probe, None))
             }
         }
     }
@@ -307,10 +305,19 @@ impl Locked<'_> {
         options: &TrackOptions,
         watching: Option<&Watching<'_>>,
     ) -> Result<Snapshot> {
+        let snapshot = self.with_disk_index(options, (None, watching))?;
+        Ok(snapshot.expect("runs to the end without a probe"))
+    }
+
+    /// [`snapshot_with`](Self::snapshot_with) the store's index as it is on disk.
+    fn with_disk_index(
+        &self,
+        options: &TrackOptions,
+        context: (Option<ObjectId>, Option<&Watching<'_>>),
+    ) -> Result<Option<Snapshot>> {
         let index_path = self.git_dir().join("index");
         let cache = load_index(&index_path);
-        let snapshot = self.snapshot_with(&index_path, cache, None, options, (None, watching))?;
-        Ok(snapshot.expect("runs to the end without a probe"))
+        self.snapshot_with(&index_path, cache, None, options, context)
     }
 
     /// The walk of a watcher's snapshot that reads only what `watching` names, from the memo
@@ -372,8 +379,7 @@ impl Locked<'_> {
                 tracing::warn!(path = %index_path.display(), "stat cache damaged; snapshot taken again");
                 fs::remove_file(index_path)
                     .map_err(|e| Error::io("removing damaged index", index_path, e))?;
-                let cache = load_index(index_path);
-                return self.snapshot_with(index_path, cache, None, options, (probe, watching));
+                return self.with_disk_index(options, (probe, watching));
             }
             CacheCheck::Checked { loose, lost, .. } if !lost.is_empty() => {
                 tracing::warn!(

@@ -13,12 +13,11 @@ use gix::ObjectId;
 use rayon::prelude::*;
 
 use super::cache::is_racy;
-use super::watch::{MemoDir, Watching};
+use super::watch::{MemoDir, Sources, Watching};
 use super::{FileEntry, Looked, Part, SkipReason, Skipped, READ_WHOLE_LIMIT, STAT_OPTIONS};
 use crate::error::{Error, Result};
 use crate::fs::{open_child, stat_at, Dir, DirRef, Kind, Listing};
 use crate::snapshot::ignore::{DirRules, Excludes, Rules};
-use crate::snapshot::watch::Sources;
 use crate::store::objects::{lock, ObjectWriter};
 use crate::store::NestedRepos;
 
@@ -117,7 +116,8 @@ pub(super) struct DirJob<'w> {
 
 impl<'a> Walk<'a> {
     /// Walk the whole project: one rayon job per directory, each spawning its subdirectories'
-    /// jobs, so no thread stack grows with depth. `previous_len` is the stat cache's length.
+    /// jobs, so no thread stack grows with depth, from what the previous snapshot knew of the
+    /// root (`before`).
     /// Returns every directory's parts by job id, or `None` when a change stopped the walk.
     pub(super) fn run(&self, before: Before<'a>) -> Result<Option<Vec<Option<Vec<Part>>>>> {
         let root = DirJob {

@@ -270,6 +270,8 @@ impl Watcher {
         };
         let inotify = self.inotify.as_ref().expect("made above");
         let watching = Watching::new(inotify, None, Default::default());
+        // (Before the walk: a mount made while it runs is seen by the next snapshot.)
+        let mounts = crate::fs::mounts_of(store.project());
         let snapshot = store.peek_unwatched(options, Some(&watching))?;
         let walked = watching.finish();
         if let Some(e) = walked.failed {
@@ -281,7 +283,7 @@ impl Watcher {
             dirs: HashMap::new(),
             volatile: HashSet::new(),
             excludes: walked.excludes,
-            mounts: crate::fs::mounts_of(store.project()),
+            mounts,
             max_file_size,
             nested_repos,
             generation: store.objects().generation(),
