@@ -1,5 +1,6 @@
 //! The file-system watcher (`Store::watch`): after every random step, a watched snapshot equals
-//! a full walk's of the same project (taken by a second, unwatched store). Some steps race the
+//! a full walk's of the same project (taken by a second, unwatched store), and a restore through
+//! the watched store takes an undo point that holds what the full walk holds. Some steps race the
 //! watched snapshot; after them, the next one must catch up. `REWIND_WATCH_STEPS=N` runs longer,
 //! `REWIND_TEST_SEED` replays another sequence.
 
@@ -253,7 +254,22 @@ fn run_differential(seed: u64, steps: usize, racing: bool) {
     };
     let mut rng = XorShift::seeded(seed);
     let mut log = Vec::new();
+    let (mut history, mut restores) = (Vec::new(), 0);
     for step in 0..steps {
+        // A restore through the watched store: its undo point, taken before the first file
+        // changes, must hold every byte a full walk sees then.
+        if !history.is_empty() && rng.below(10) == 0 {
+            let target = history[rng.below(history.len() as u64) as usize];
+            let truth = walked.track(&Default::default()).unwrap();
+            if let Ok(outcome) = watched.restore(target, &Default::default()) {
+                assert_eq!(
+                    outcome.undo, truth.hash,
+                    "seed {seed}, step {step}: undo point"
+                );
+                restores += 1;
+                log.push(format!("step {step}: restore {target}"));
+            }
+        }
         if racing && rng.below(8) == 0 {
             // Edits while the watched snapshot runs; it is not compared, the next one is.
             let mut racer = XorShift::seeded(rng.next_u64());
@@ -283,7 +299,9 @@ fn run_differential(seed: u64, steps: usize, racing: bool) {
         if rng.below(4) == 0 {
             assert_eq!(summary(&watched.track(&options).unwrap()), summary(&truth));
         }
+        history.push(seen.hash);
     }
+    assert!(restores > steps / 20, "few restores ran: {restores}");
     let status = watched.watch_status();
     eprintln!("seed {seed}, {steps} steps: {status:?}");
     assert!(status.active, "{status:?}");
@@ -294,11 +312,11 @@ fn run_differential(seed: u64, steps: usize, racing: bool) {
     assert!(status.unchanged > 0, "{status:?}");
 }
 
-/// `REWIND_WATCH_STEPS` (default 200) and `REWIND_TEST_SEED` (default 16).
+/// `REWIND_WATCH_STEPS` (default 400) and `REWIND_TEST_SEED` (default 16).
 fn steps_and_seed() -> (usize, u64) {
     let var = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<u64>().ok());
     (
-        var("REWIND_WATCH_STEPS").unwrap_or(200) as usize,
+        var("REWIND_WATCH_STEPS").unwrap_or(400) as usize,
         var("REWIND_TEST_SEED").unwrap_or(16),
     )
 }
