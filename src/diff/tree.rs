@@ -1,10 +1,12 @@
 //! Tree changes: two trees walked side by side, in git's order, without rename detection.
 
-use gix::bstr::{BStr, BString};
-use gix::objs::tree::Entry as TreeEntry;
+use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
 
+use rayon::prelude::*;
+
 use crate::error::{object_error, Result};
+use crate::store::objects::read_object;
 
 /// One side of a changed path: mode (as git prints it, e.g. `0o100644`) and object id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,13 +16,6 @@ pub(crate) struct Side {
 }
 
 impl Side {
-    pub(super) fn of(entry: &TreeEntry) -> Side {
-        Side {
-            mode: u32::from(entry.mode.value()),
-            id: entry.oid,
-        }
-    }
-
     pub(crate) fn is_link(&self) -> bool {
         self.mode & 0o170000 == 0o120000
     }
@@ -35,29 +30,64 @@ pub(crate) struct Change {
 }
 
 /// Every blob path that differs between trees `from` and `to`, in git's order (a file sorts
-/// before a directory of the same name). An explicit stack of the directories being compared,
-/// so depth costs heap, not thread stack. Costs one tree read per differing directory.
+/// before a directory of the same name). Breadth-first: the differing directories of each
+/// depth are read in parallel, each thread with its own handle on the objects behind `repo`
+/// (so trees only in an in-memory overlay are not seen), and the changes are then sorted by
+/// their paths' bytes, which is git's order (a directory sorts as its name and `/`). No
+/// recursion, so depth costs heap, not thread stack. Costs one tree read per differing
+/// directory, spread over the cores.
 pub(crate) fn tree_changes(
     repo: &gix::Repository,
     from: ObjectId,
     to: ObjectId,
 ) -> Result<Vec<Change>> {
     let mut changes = Vec::new();
-    let mut path = BString::default();
-    let mut stack = Vec::new();
-    if from != to {
-        stack.push(DirPair::read(repo, Some(from), Some(to), path.as_ref())?);
-    }
-    while let Some(pair) = stack.last_mut() {
-        path.truncate(pair.dir_len);
-        let Some((a, b)) = pair.next(&mut path) else {
-            stack.pop();
-            continue;
+    let mut level = match from == to {
+        true => Vec::new(),
+        false => vec![(BString::default(), Some(from), Some(to))],
+    };
+    let shared = repo.clone().into_sync();
+    while !level.is_empty() {
+        let compared: Vec<Result<Compared>> = match level.len() < PARALLEL_FROM {
+            true => level.iter().map(|dir| compare(repo, dir)).collect(),
+            false => level
+                .par_iter()
+                .map_init(|| shared.to_thread_local(), |repo, dir| compare(repo, dir))
+                .collect(),
         };
+        level = Vec::new();
+        for result in compared {
+            let (found, below) = result?;
+            changes.extend(found);
+            level.extend(below);
+        }
+    }
+    changes.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    Ok(changes)
+}
+
+/// Directories of one depth below which [`tree_changes`] reads in parallel (fewer are read on
+/// the calling thread: a thread's handle on the store costs more than a few trees).
+const PARALLEL_FROM: usize = 16;
+
+/// A directory to compare: its path and its tree before and after.
+type PendingDir = (BString, Option<ObjectId>, Option<ObjectId>);
+/// What comparing one directory found: the blobs that differ, and the subdirectories that do.
+type Compared = (Vec<Change>, Vec<PendingDir>);
+
+/// Compare one directory of both trees. Costs reading its two trees.
+fn compare(repo: &gix::Repository, (dir, old, new): &PendingDir) -> Result<Compared> {
+    let mut pair = DirPair::read(repo, *old, *new, dir.as_ref())?;
+    let (mut changes, mut below) = (Vec::new(), Vec::new());
+    let mut path = dir.clone();
+    while let Some((a, b)) = {
+        path.truncate(dir.len());
+        pair.next(&mut path)
+    } {
         if a.or(b).is_some_and(|(is_tree, _)| is_tree) {
             let (old, new) = (a.map(|(_, s)| s.id), b.map(|(_, s)| s.id));
             if old != new {
-                stack.push(DirPair::read(repo, old, new, path.as_ref())?);
+                below.push((path.clone(), old, new));
             }
         } else if a.map(|(_, s)| s) != b.map(|(_, s)| s) {
             changes.push(Change {
@@ -67,23 +97,41 @@ pub(crate) fn tree_changes(
             });
         }
     }
-    Ok(changes)
+    Ok((changes, below))
 }
 
 /// One directory of both trees being compared by [`tree_changes`].
-pub(super) struct DirPair {
-    pub(super) old: Vec<TreeEntry>,
-    pub(super) new: Vec<TreeEntry>,
+struct DirPair {
+    old: Entries,
+    new: Entries,
     /// The next entries of `old` and `new` to compare.
-    pub(super) i: usize,
-    pub(super) j: usize,
-    /// The length of the directory's path.
-    pub(super) dir_len: usize,
+    i: usize,
+    j: usize,
+}
+
+/// A tree's entries: its data, and where in it each entry's name is (no allocation per
+/// entry).
+#[derive(Default)]
+struct Entries {
+    data: Vec<u8>,
+    entries: Vec<(std::ops::Range<usize>, gix::objs::tree::EntryMode, ObjectId)>,
+}
+
+impl Entries {
+    /// Name, whether a tree, and side of entry `n`.
+    fn get(&self, n: usize) -> Option<(&[u8], bool, Side)> {
+        let (name, mode, id) = self.entries.get(n)?;
+        let side = Side {
+            mode: u32::from(mode.value()),
+            id: *id,
+        };
+        Some((&self.data[name.clone()], mode.is_tree(), side))
+    }
 }
 
 impl DirPair {
     /// Read trees `from` and `to` (either may be absent) of directory `dir`.
-    pub(super) fn read(
+    fn read(
         repo: &gix::Repository,
         from: Option<ObjectId>,
         to: Option<ObjectId>,
@@ -99,48 +147,56 @@ impl DirPair {
             new: read(to)?,
             i: 0,
             j: 0,
-            dir_len: dir.len(),
         })
     }
 
     /// The next name in either tree, appended to `path` (the directory's path): its entry
     /// before and after as (is a tree, side), of the same kind when both are present.
     #[allow(clippy::type_complexity)]
-    pub(super) fn next(
-        &mut self,
-        path: &mut BString,
-    ) -> Option<(Option<(bool, Side)>, Option<(bool, Side)>)> {
-        let order = match (self.old.get(self.i), self.new.get(self.j)) {
+    fn next(&mut self, path: &mut BString) -> Option<(Option<(bool, Side)>, Option<(bool, Side)>)> {
+        let (old, new) = (self.old.get(self.i), self.new.get(self.j));
+        let order = match (old, new) {
             (None, None) => return None,
-            (Some(a), Some(b)) => gix::objs::tree::name_order(
-                &a.filename,
-                a.mode.is_tree(),
-                &b.filename,
-                b.mode.is_tree(),
-            ),
+            (Some((a, a_tree, _)), Some((b, b_tree, _))) => {
+                gix::objs::tree::name_order(a.as_bstr(), a_tree, b.as_bstr(), b_tree)
+            }
             (Some(_), None) => std::cmp::Ordering::Less,
             (None, Some(_)) => std::cmp::Ordering::Greater,
         };
-        let a = order.is_le().then(|| &self.old[self.i]);
-        let b = order.is_ge().then(|| &self.new[self.j]);
+        let a = old.filter(|_| order.is_le());
+        let b = new.filter(|_| order.is_ge());
         self.i += usize::from(a.is_some());
         self.j += usize::from(b.is_some());
         if !path.is_empty() {
             path.push(b'/');
         }
-        path.extend_from_slice(&a.or(b).expect("one side").filename);
-        let side = |e: &TreeEntry| (e.mode.is_tree(), Side::of(e));
+        path.extend_from_slice(a.or(b).expect("one side").0);
+        let side = |(_, is_tree, side): (&[u8], bool, Side)| (is_tree, side);
         Some((a.map(side), b.map(side)))
     }
 }
 
-/// The entries of tree `id` (read while diffing directory `dir`).
-pub(super) fn read_tree(
-    repo: &gix::Repository,
-    id: ObjectId,
-    dir: &BStr,
-) -> Result<Vec<gix::objs::tree::Entry>> {
-    let tree = repo.find_tree(id).map_err(|e| object_error(&id, dir, e))?;
-    let decoded = tree.decode().map_err(|e| object_error(&id, dir, e))?;
-    Ok(decoded.entries.iter().map(|e| (*e).into()).collect())
+/// The entries of tree `id` (read while diffing directory `dir`). Costs a read of the object
+/// and its decoding.
+fn read_tree(repo: &gix::Repository, id: ObjectId, dir: &BStr) -> Result<Entries> {
+    let (kind, data) = read_object(repo, id, dir)?;
+    if kind != gix::objs::Kind::Tree {
+        return Err(object_error(
+            &id,
+            dir,
+            format!("a {kind} where a tree belongs"),
+        ));
+    }
+    let decoded = gix::objs::TreeRef::from_bytes(&data, gix::hash::Kind::Sha1)
+        .map_err(|e| object_error(&id, dir, e))?;
+    let start = data.as_ptr() as usize;
+    let entries = decoded
+        .entries
+        .iter()
+        .map(|e| {
+            let offset = e.filename.as_ptr() as usize - start;
+            (offset..offset + e.filename.len(), e.mode, e.oid.to_owned())
+        })
+        .collect();
+    Ok(Entries { data, entries })
 }

@@ -68,6 +68,9 @@ pub(crate) struct LooseCheck {
 }
 
 thread_local! {
+    /// This thread's inflater (its state is a few tens of KiB: made once, reset per object).
+    static INFLATE: RefCell<gix::zlib::Decompress> = RefCell::new(gix::zlib::Decompress::new());
+
     /// One compressor per thread, reset per object: creating one allocates and zeroes ~300 KB.
     static DEFLATE: RefCell<Compress> = RefCell::new(Compress::new(gix::zlib::Compression::BEST_SPEED));
     /// Level 0 (stored blocks, still a zlib stream), for data a probe found incompressible.
@@ -142,8 +145,7 @@ impl ObjectWriter {
     }
 
     fn loose_path(&self, id: &gix::oid) -> PathBuf {
-        let hex = id.to_hex().to_string();
-        self.objects_dir.join(&hex[..2]).join(&hex[2..])
+        loose_path(&self.objects_dir, id)
     }
 
     /// Whether the store has object `id`: one `stat`, plus a pack lookup when packs exist.
@@ -392,27 +394,83 @@ impl ObjectWriter {
 /// Whether `compressed`, the bytes of a loose file, are exactly one complete zlib stream that
 /// inflates to object `id` (header included). Costs zlib and SHA-1 over the object.
 fn holds_object(compressed: &[u8], id: &gix::oid) -> bool {
-    use gix::zlib::{FlushDecompress, Status};
-    let mut input = compressed;
-    let mut state = gix::zlib::Decompress::new();
     let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-    let mut buf = vec![0; 64 << 10];
-    loop {
-        let (before_in, before_out) = (state.total_in(), state.total_out());
-        let Ok(status) = state.decompress(input, &mut buf, FlushDecompress::None) else {
-            return false;
-        };
-        let consumed = (state.total_in() - before_in) as usize;
-        let written = (state.total_out() - before_out) as usize;
-        hasher.update(&buf[..written]);
-        input = &input[consumed..];
-        match status {
-            Status::StreamEnd => break,
-            _ if consumed == 0 && written == 0 => return false, // the stream is cut short
-            _ => {}
+    inflate_each(compressed, |chunk| hasher.update(chunk))
+        && hasher.try_finalize().is_ok_and(|actual| actual == id)
+}
+
+/// Inflate `compressed`, which must be exactly one complete zlib stream, handing each piece
+/// of the output to `each`; `false` when it is not such a stream. Costs zlib over it.
+fn inflate_each(mut input: &[u8], mut each: impl FnMut(&[u8])) -> bool {
+    use gix::zlib::{FlushDecompress, Status};
+    let mut buf = vec![0; (input.len() * 4).clamp(4 << 10, 64 << 10)];
+    INFLATE.with_borrow_mut(|state| {
+        state.reset();
+        loop {
+            let (before_in, before_out) = (state.total_in(), state.total_out());
+            let Ok(status) = state.decompress(input, &mut buf, FlushDecompress::None) else {
+                return false;
+            };
+            let consumed = (state.total_in() - before_in) as usize;
+            let written = (state.total_out() - before_out) as usize;
+            each(&buf[..written]);
+            input = &input[consumed..];
+            match status {
+                Status::StreamEnd => return input.is_empty(),
+                _ if consumed == 0 && written == 0 => return false, // the stream is cut short
+                _ => {}
+            }
         }
+    })
+}
+
+/// Where the loose file of object `id` is in `objects_dir`.
+fn loose_path(objects_dir: &Path, id: &gix::oid) -> PathBuf {
+    let hex = id.to_hex().to_string();
+    objects_dir.join(&hex[..2]).join(&hex[2..])
+}
+
+/// Object `id` (reached at `path`, for messages): its kind and data. A loose object is read
+/// whole from its file (an open, a read and an inflate: gix maps each loose file into memory,
+/// and unmapping it costs every thread of the process a TLB flush, which made reading a few
+/// thousand trees in parallel no faster than on one thread); anything else comes from the
+/// packs through `repo`. Costs zlib over the object (and, for a packed one, its deltas).
+pub(crate) fn read_object(
+    repo: &gix::Repository,
+    id: ObjectId,
+    path: &BStr,
+) -> Result<(gix::objs::Kind, Vec<u8>)> {
+    let hex = id.to_hex().to_string();
+    let file = repo
+        .git_dir()
+        .join("objects")
+        .join(&hex[..2])
+        .join(&hex[2..]);
+    let compressed = match fs::read(&file) {
+        Ok(compressed) => compressed,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let object = repo
+                .find_object(id)
+                .map_err(|e| object_error(&id, path, e))?;
+            return Ok((object.kind, object.detach().data));
+        }
+        Err(e) => return Err(object_error(&id, path, e)),
+    };
+    let mut data = Vec::new();
+    if !inflate_each(&compressed, |chunk| data.extend_from_slice(chunk)) {
+        return Err(object_error(
+            &id,
+            path,
+            "its loose file is not one zlib stream",
+        ));
     }
-    input.is_empty() && hasher.try_finalize().is_ok_and(|actual| actual == id)
+    let (kind, size, header) =
+        gix::objs::decode::loose_header(&data).map_err(|e| object_error(&id, path, e))?;
+    if data.len() - header != size as usize {
+        return Err(object_error(&id, path, "its loose file's size is wrong"));
+    }
+    data.drain(..header);
+    Ok((kind, data))
 }
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -612,17 +670,14 @@ pub(crate) struct LooseObject {
 
 /// The bytes of blob `id` at `path`.
 pub(crate) fn read_blob(repo: &gix::Repository, id: ObjectId, path: &BStr) -> Result<Vec<u8>> {
-    let object = repo
-        .find_object(id)
-        .map_err(|e| object_error(&id, path, e))?;
-    if object.kind != gix::objs::Kind::Blob {
-        return Err(object_error(
+    match read_object(repo, id, path)? {
+        (gix::objs::Kind::Blob, data) => Ok(data),
+        (kind, _) => Err(object_error(
             &id,
             path,
-            format!("a {} where a blob belongs", object.kind),
-        ));
+            format!("a {kind} where a blob belongs"),
+        )),
     }
-    Ok(object.detach().data)
 }
 
 #[cfg(test)]
