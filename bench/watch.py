@@ -211,10 +211,13 @@ def restore_case(rewind, args):
     """Restore of 1,000 changed files (`gen_tree.py --change 1000`), back and forth between two
     snapshots through `rewind serve`, with and without the watcher; the undo point included (it
     reads the 1,000 files the restore before wrote). Beside it, a no-change track of the same
-    server, taken after a track that read what the restore wrote."""
+    server, taken after a track that read what the restore wrote; and, as the peer, `git
+    checkout` of the same two trees in a copy of the tree (whole processes: git's checkout
+    refreshes its index, a stat of every file, as rewind's unwatched undo point does)."""
     print("\nrestore of 1,000 changed files through serve, undo point included, median (min–max)\n")
-    print("| serve | restore | no-change track | restore / track |")
-    print("|---|---|---|---|")
+    print("| serve | restore | no-change track | restore / track | restore / git checkout |")
+    print("|---|---|---|---|---|")
+    git_runs = git_checkouts(args)
     for tool, watch in (("watched", True), ("walked", False)):
         tree = os.path.join(args.dir, f"tree-{tool}")
         serve = Serve(rewind, os.path.join(args.dir, f"data-{tool}"), tree, watch)
@@ -237,7 +240,38 @@ def restore_case(rewind, args):
             tracks.append(serve.call("track")[0])  # no change
         serve.close()
         ratio = statistics.median(restores) / statistics.median(tracks)
-        print(f"| {'watcher' if watch else '--no-watch'} | {fmt(restores)} | {fmt(tracks)} | {ratio:.2f} |")
+        versus_git = statistics.median(restores) / statistics.median(git_runs)
+        print(f"| {'watcher' if watch else '--no-watch'} | {fmt(restores)} | {fmt(tracks)} | {ratio:.2f} "
+              f"| {versus_git:.2f} |")
+    print(f"| git checkout (peer) | {fmt(git_runs)} | | | |")
+
+
+def git_checkouts(args):
+    """`git checkout` back and forth between the two trees of the restore case, in its own copy
+    (made once: the base tree, committed, then `--change 1000 --seed 7`, committed)."""
+    tree = os.path.join(args.dir, "tree-git-restore")
+    git_dir = os.path.join(args.dir, "git-restore.git")
+    env = dict(os.environ, GIT_DIR=git_dir, GIT_WORK_TREE=tree)
+    git = lambda *a: subprocess.run(["git", *a], cwd=tree, env=env, check=True, capture_output=True, text=True)
+    if not os.path.isdir(git_dir):
+        log("copying the tree for git checkout")
+        shutil.rmtree(tree, ignore_errors=True)
+        subprocess.run(["cp", "-a", os.path.join(args.dir, "tree") + "/.", tree], check=True)
+        subprocess.run(["git", "init", "-q", "--bare", git_dir], check=True)
+        git("config", "core.bare", "false")
+        for message in ("base", "edited"):
+            if message == "edited":
+                subprocess.run([sys.executable, os.path.join(ROOT, "fixtures/gen_tree.py"), tree, "--change",
+                                "1000", "--seed", "7"], check=True, stdout=subprocess.DEVNULL)
+            git("add", "-A", ".")
+            git("-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-qm", message)
+    commits = [git("rev-parse", "HEAD~1").stdout.strip(), git("rev-parse", "HEAD").stdout.strip()]
+    runs = []
+    for run in range(args.runs):
+        start = time.perf_counter()
+        git("checkout", "-q", "--detach", commits[run % 2])
+        runs.append(time.perf_counter() - start)
+    return runs
 
 
 if __name__ == "__main__":

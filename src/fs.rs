@@ -44,7 +44,7 @@ pub(crate) struct ProjectRoot {
 
 /// Whether [`ProjectRoot::open_dir`] makes missing directories, and the mode of each (by its
 /// project path).
-pub(crate) type Create<'a> = Option<&'a dyn Fn(&[u8]) -> u32>;
+pub(crate) type Create<'a> = Option<&'a (dyn Fn(&[u8]) -> u32 + Sync)>;
 
 /// The permission bits of a file restore writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +95,116 @@ fn join(dir: &[u8], name: &[u8]) -> BString {
     path
 }
 
+/// The end of each non-empty component of `dir` (`a/b` gives 1 and 3): the lengths of the
+/// directory paths from the top down.
+fn component_ends(dir: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    let mut end = 0;
+    dir.split(|&b| b == b'/').filter_map(move |name| {
+        end += name.len() + usize::from(end > 0);
+        (!name.is_empty()).then_some(end)
+    })
+}
+
+/// How many directories a run may hold open at once: an eighth of the process's limit on
+/// open descriptors (`RLIMIT_NOFILE`, often 1,024), at least 16 and at most 4,096. A restore
+/// holds at most three times this many (the directories of the files it stages, and a second
+/// look at each before it swaps), so it never runs out of descriptors, however many files it
+/// writes.
+pub(crate) fn descriptor_budget() -> usize {
+    let limit = open_files_limit().unwrap_or(u64::MAX);
+    usize::try_from(limit / 8)
+        .unwrap_or(usize::MAX)
+        .clamp(16, 4096)
+}
+
+/// The project's directories, each opened once and shared between threads: a run that
+/// touches many files opens each directory from its parent's descriptor, not from the root.
+/// A descriptor names the directory it was opened on: a run that removes directories starts a
+/// new `OpenDirs` afterwards. At most `keep` directories stay open (see [`descriptor_budget`]).
+pub(crate) struct OpenDirs<'r> {
+    root: &'r ProjectRoot,
+    open: std::sync::Mutex<std::collections::HashMap<Vec<u8>, std::sync::Arc<Dir>>>,
+    keep: usize,
+}
+
+impl<'r> OpenDirs<'r> {
+    pub(crate) fn new(root: &'r ProjectRoot, keep: usize) -> OpenDirs<'r> {
+        OpenDirs {
+            root,
+            open: Default::default(),
+            keep,
+        }
+    }
+
+    /// Directory `dir`, as [`ProjectRoot::open_dir`] opens it, from its nearest ancestor
+    /// opened before. Costs an `openat` per component not opened before.
+    pub(crate) fn get(&self, dir: &[u8], create: Create<'_>) -> io::Result<std::sync::Arc<Dir>> {
+        let cached = |dir: &[u8]| {
+            let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+            open.get(dir).cloned()
+        };
+        let ends: Vec<usize> = component_ends(dir).collect();
+        // The deepest directory on the way opened before (the root when none is).
+        let (mut fd, start) = match (0..ends.len())
+            .rev()
+            .find_map(|i| Some((cached(&dir[..ends[i]])?, i + 1)))
+        {
+            Some(found) => found,
+            None => match cached(b"") {
+                Some(root) => (root, 0),
+                None => (
+                    self.insert(b"", open_child(self.root.dir.as_dir(), b".")?),
+                    0,
+                ),
+            },
+        };
+        for &end in &ends[start..] {
+            let next = self.root.open_step(fd.as_dir(), &dir[..end], create)?;
+            fd = self.insert(&dir[..end], next);
+        }
+        Ok(fd)
+    }
+
+    /// The parent directory of `path`, opened (see [`Self::get`]), and the last name.
+    pub(crate) fn parent<'p>(
+        &self,
+        path: &'p BStr,
+        create: Create<'_>,
+    ) -> io::Result<(std::sync::Arc<Dir>, &'p [u8])> {
+        let (dir, name) = split(path);
+        Ok((self.get(dir, create)?, name))
+    }
+
+    /// What stands at `path`, as [`ProjectRoot::lstat`] sees it. Costs an `fstatat` (and an
+    /// `openat` per directory on the way not opened before).
+    pub(crate) fn lstat(&self, path: &BStr) -> io::Result<Option<Found>> {
+        match self.parent(path, None) {
+            Ok((parent, name)) => stat_in(parent.as_dir(), name),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether `held`, a directory opened earlier, still stands at project path `dir` (it was
+    /// not moved, nor replaced, nor swapped for a symlink since). Costs an `fstat` of each
+    /// (and the opens of [`Self::get`]).
+    pub(crate) fn still_at(&self, dir: &[u8], held: &Dir) -> io::Result<bool> {
+        let identity = |dir: &Dir| stat_dir(dir.as_dir()).map(|f| (f.stat.dev, f.stat.ino));
+        Ok(identity(&*self.get(dir, None)?)? == identity(held)?)
+    }
+
+    /// `fd`, kept open for later if fewer than `keep` are.
+    fn insert(&self, dir: &[u8], fd: Dir) -> std::sync::Arc<Dir> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open.len() >= self.keep {
+            return std::sync::Arc::new(fd);
+        }
+        open.entry(dir.to_vec())
+            .or_insert_with(|| std::sync::Arc::new(fd))
+            .clone()
+    }
+}
+
 impl ProjectRoot {
     /// The absolute path of `rel`, for messages only (never opened by path).
     pub(crate) fn display(&self, rel: &BStr) -> PathBuf {
@@ -107,32 +217,35 @@ impl ProjectRoot {
     /// one).
     pub(crate) fn open_dir(&self, dir: &[u8], create: Create<'_>) -> io::Result<Dir> {
         let mut fd = open_child(self.dir.as_dir(), b".")?;
-        let mut end = 0;
-        for name in dir.split(|&b| b == b'/') {
-            end += name.len() + usize::from(end > 0);
-            if name.is_empty() {
-                continue;
-            }
-            let next = match (open_child(fd.as_dir(), name), create) {
-                (Err(e), Some(mode_of)) if e.kind() == io::ErrorKind::NotFound => {
-                    match make_dir_in(fd.as_dir(), name, mode_of(&dir[..end])) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                        Err(e) => return Err(e),
-                    }
-                    open_child(fd.as_dir(), name)
-                }
-                (other, _) => other,
-            };
-            fd = next.map_err(|e| match in_the_way(&e) {
-                true => io::Error::other(format!(
-                    "{} is not a directory (a symlink or file is in the way)",
-                    self.display(dir.as_bstr()).display()
-                )),
-                false => e,
-            })?;
+        for end in component_ends(dir) {
+            fd = self.open_step(fd.as_dir(), &dir[..end], create)?;
         }
         Ok(fd)
+    }
+
+    /// Open directory `dir`'s last component from `parent`, its opened parent directory,
+    /// refusing a symlink; with `create`, made first if missing. Costs an `openat` (and a
+    /// `mkdirat` when missing).
+    fn open_step(&self, parent: DirRef<'_>, dir: &[u8], create: Create<'_>) -> io::Result<Dir> {
+        let name = split(dir.as_bstr()).1;
+        let opened = match (open_child(parent, name), create) {
+            (Err(e), Some(mode_of)) if e.kind() == io::ErrorKind::NotFound => {
+                match make_dir_in(parent, name, mode_of(dir)) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+                open_child(parent, name)
+            }
+            (other, _) => other,
+        };
+        opened.map_err(|e| match in_the_way(&e) {
+            true => io::Error::other(format!(
+                "{} is not a directory (a symlink or file is in the way)",
+                self.display(dir.as_bstr()).display()
+            )),
+            false => e,
+        })
     }
 
     /// The parent directory of `path`, opened, and the last name.

@@ -11,27 +11,32 @@
 //!    directory descriptors: a path the target adds where something outside the current
 //!    snapshot stands (an ignored file, a nested repository, a FIFO) is a conflict (with
 //!    `force`, a file or symlink there is saved into the undo tree first and replaced).
-//! 4. Record the undo point (`refs/rewind/undo`) and make it durable (`syncfs`) before any
-//!    project file changes.
-//! 5. Apply: deletions, then writes. Each file is written to a temp file in its directory, all
-//!    temp files are made durable at once, then each old file is checked and swapped with its
-//!    new one in one step (`RENAME_EXCHANGE`), and what came out is looked at again (a save
-//!    that landed meanwhile is swapped back: a conflict), so a `kill -9` or a power cut leaves
-//!    every file old or new, and a save made meanwhile is never lost. A path that cannot be written goes
-//!    into `failed`, and the others continue. Temp files are named with a random token that is
-//!    recorded in the store first, so only files this restore made are ever swept.
+//! 4. Record the undo point (`refs/rewind/undo`) and the journal. Stage: each new file is
+//!    written to a temp file in its directory, in parallel; then one `syncfs` per file system
+//!    makes the undo point, the journal and the temp files durable together, before any project
+//!    file changes.
+//! 5. Apply: deletions, then the swaps, in parallel: each old file is swapped with its new one
+//!    in one step (`RENAME_EXCHANGE`), and what came out is read: only the undo point's bytes
+//!    are removed; anything else (a save made meanwhile) is swapped back (a conflict). So a
+//!    `kill -9` or a power cut leaves every file old or new, and a save made meanwhile is never
+//!    lost. A path that cannot be written goes into `failed`, and the others continue. Temp
+//!    files are named with a random token that is recorded in the store first, so only files
+//!    this restore made are ever swept (and only bytes the store holds). The writes go in
+//!    batches when there are more than the descriptors a run may hold open allow.
 
 use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::diff::{tree_changes, write_change, Change, Side};
 use crate::error::{Error, Result};
-use crate::fs::{Dir, Kind, Perm, ProjectRoot};
+use crate::fs::{Dir, Kind, OpenDirs, Perm, ProjectRoot};
 use crate::paths::serialize_paths;
 use crate::snapshot::visibility::Visibility;
 use crate::snapshot::TrackOptions;
@@ -374,15 +379,9 @@ impl Locked<'_> {
         let repo = self.repo();
         // The blobs to write (and a dry run's patches) come from there; what is recorded goes
         // to the store.
-        let blobs = plan.objects.take().unwrap_or_else(|| self.repo());
-        // Read every blob to be written first: a missing or corrupt object stops everything here.
-        let mut contents = Vec::with_capacity(plan.steps.len());
-        for step in &plan.steps {
-            contents.push(match step.target {
-                Some(side) => Some(read_blob(&blobs, side.id, step.path.as_ref())?),
-                None => None,
-            });
-        }
+        let overlay = plan.objects.take();
+        let contents = self.read_contents(&plan.steps, overlay.as_ref())?;
+        let blobs = overlay.unwrap_or_else(|| self.repo());
         let root = ProjectRoot::open(self.project())
             .map_err(|e| Error::io("opening project", self.project(), e))?;
 
@@ -399,28 +398,11 @@ impl Locked<'_> {
             dry_run: plan.dry_run,
             diff: None,
         };
-        let deleting: HashSet<&BStr> = plan
-            .steps
-            .iter()
-            .filter(|s| s.current.is_some() && s.target.is_none())
-            .map(|s| s.path.as_bstr())
-            .collect();
-        let enter_nested = self.nested_repos()? == NestedRepos::Include;
+        // Directories opened while deciding serve the staging too (nothing is removed between).
+        let dirs = OpenDirs::new(&root, crate::fs::descriptor_budget());
+        let decided = self.decide((&root, &dirs), &repo, &mut plan)?;
         let mut actions = Vec::with_capacity(plan.steps.len());
-        for step in &plan.steps {
-            // No snapshot rewind takes holds such a path: a damaged or forged tree.
-            let decided = match inside_dot_git(step.path.as_ref()) {
-                true => Err(io::Error::other(
-                    "refused: a path in a `.git` is never written",
-                )),
-                false => self.action(
-                    &root,
-                    &repo,
-                    step,
-                    (&deleting, enter_nested),
-                    &mut plan.sights,
-                ),
-            };
+        for (step, decided) in plan.steps.iter().zip(decided) {
             let action = match decided {
                 Ok(Action::SaveAndWrite(_)) if !plan.force => Action::Conflict,
                 Ok(action) => action,
@@ -470,41 +452,9 @@ impl Locked<'_> {
                 saved.push((step.path.clone(), (entry, id, perm)));
             }
         }
-        let undo = if saved.is_empty() {
-            plan.current
-        } else {
-            let mut editor = repo
-                .edit_tree(plan.current)
-                .map_err(|e| Error::store(self.git_dir(), e))?;
-            for (path, (kind, id, _)) in &saved {
-                editor
-                    .upsert(path.as_bstr(), *kind, *id)
-                    .map_err(|e| Error::store(self.git_dir(), e))?;
-            }
-            let undo = editor
-                .write()
-                .map_err(|e| Error::store(self.git_dir(), e))?
-                .detach();
-            // Its record: the current snapshot's, plus the saved files' narrow modes.
-            let current_record = snapshot_record(plan.current);
-            let mut lines = match self.ref_target(&current_record)? {
-                Some(record) => self.recorded_left_out_lines(record)?,
-                None => String::new(),
-            };
-            let narrow = saved
-                .iter()
-                .filter(|(_, (kind, _, perm))| {
-                    *kind != gix::objs::tree::EntryKind::Link && perm & 0o644 != 0o644
-                })
-                .map(|(path, (_, _, perm))| (path.clone(), *perm));
-            lines.push_str(&crate::snapshot::visibility::mode_lines(narrow));
-            self.commit(
-                &snapshot_record(undo),
-                &format!("rewind: snapshot\n\n{lines}"),
-                undo,
-                None,
-            )?;
-            undo
+        let undo = match saved.is_empty() {
+            true => plan.current,
+            false => self.undo_with_saved(&repo, plan.current, &saved)?,
         };
         outcome.undo = SnapshotId(undo);
         self.record_undo(undo, plan.target)?;
@@ -514,14 +464,118 @@ impl Locked<'_> {
                 .filter(|s| s.target.is_some() && !inside_dot_git(s.path.as_ref()))
                 .map(|s| s.path.as_bstr()),
         )?;
-        // The undo point and the journal are durable before the first project file changes.
-        crate::fs::sync_path(self.git_dir())
-            .map_err(|e| Error::io("syncing", self.git_dir(), e))?;
 
         let total = actions.iter().filter(|a| is_change(**a)).count();
         self.progress().start("restoring", total as u64);
         tracing::debug!(target = %plan.target, %undo, total, conflicts = outcome.conflicts.len(), "restoring");
-        // Deletions first, so that a directory can replace a file and the reverse.
+        // The writes go in batches, each holding at most `budget` directories open: its temp
+        // files are staged (no project file changes), made durable with one `syncfs` per file
+        // system, then swapped in. The first batch's sync also makes the undo point and the
+        // journal durable; only then come the deletions (before any swap, so that a directory
+        // can replace a file and the reverse). A write that cannot be staged before the
+        // deletions is tried again in a batch after them.
+        let budget = crate::fs::descriptor_budget();
+        let mut queue: std::collections::VecDeque<usize> = (0..plan.steps.len())
+            .filter(|&n| matches!(actions[n], Action::Write | Action::SaveAndWrite(_)))
+            .collect();
+        let any_deletion = actions.contains(&Action::Delete);
+        let store_dir = crate::fs::open_path(self.git_dir())
+            .map_err(|e| Error::io("opening", self.git_dir(), e))?;
+        let mut first_dirs = Some(dirs);
+        let mut replaced: Vec<(usize, io::Result<bool>)> = Vec::new();
+        while first_dirs.is_some() || !queue.is_empty() {
+            let first = first_dirs.is_some();
+            let dirs = first_dirs
+                .take()
+                .unwrap_or_else(|| OpenDirs::new(&root, budget));
+            let batch: Vec<usize> = queue.drain(..budget.min(queue.len())).collect();
+            let mut staged = Vec::with_capacity(batch.len());
+            let stage_one = |&n: &usize| {
+                let step = &plan.steps[n];
+                let data = contents[n].as_deref().unwrap_or_default();
+                let temp = format!(".rewind-{token}-{n}").into_bytes();
+                let side = step.target.expect("a write has a target");
+                let sight = &plan.sights[step.snapshot];
+                let dir = stage(&dirs, step.path.as_ref(), (side, sight), data, &temp);
+                (n, dir.map(|dir| (dir, temp)))
+            };
+            for (n, result) in on_io_threads(|| batch.par_iter().map(stage_one).collect::<Vec<_>>())
+            {
+                match result {
+                    Ok(ours) => staged.push((n, ours)),
+                    Err(_) if first && any_deletion => queue.push_back(n),
+                    Err(e) => outcome.failed.push(failure(&plan.steps[n].path, &e)),
+                }
+            }
+            let store = first.then(|| store_dir.as_dir());
+            let dirs_written = staged.iter().map(|(_, (dir, _))| dir.as_dir());
+            if let Err(e) = crate::fs::sync_filesystems(store.into_iter().chain(dirs_written)) {
+                // Nothing of this batch was swapped in: its temp files go, and the run stops.
+                for (_, (dir, temp)) in &staged {
+                    let _ = ProjectRoot::unlink_in(dir, temp);
+                }
+                if first {
+                    return Err(Error::io("syncing", self.project(), e));
+                }
+                let left = staged.iter().map(|(n, _)| *n).chain(queue.drain(..));
+                replaced.extend(left.map(|n| (n, Err(io::Error::new(e.kind(), e.to_string())))));
+                break;
+            }
+            if first {
+                self.delete_all(&root, &plan, (&actions, &expected), &token, &mut outcome);
+            }
+            // Each file is swapped in only if its directory still stands at its path, as
+            // looked up from the root now (not moved out of the project while it was staged).
+            let now = OpenDirs::new(&root, budget);
+            replaced.extend(on_io_threads(|| {
+                staged
+                    .par_iter()
+                    .map(|(n, (dir, temp))| {
+                        let step = &plan.steps[*n];
+                        let (parent, name) = match step.path.rfind_byte(b'/') {
+                            Some(slash) => (&step.path[..slash], &step.path[slash + 1..]),
+                            None => (&b""[..], &step.path[..]),
+                        };
+                        let aside = format!(".rewind-aside-{token}-{n}").into_bytes();
+                        let names = (&**dir, &temp[..], name, &aside[..]);
+                        let result = match now.still_at(parent, dir) {
+                            Ok(true) => replace(&root, step.path.as_ref(), names, expected[*n]),
+                            moved => {
+                                let _ = ProjectRoot::unlink_in(dir, temp);
+                                moved.and(Err(io::Error::other(
+                                    "its directory was moved or replaced during the restore",
+                                )))
+                            }
+                        };
+                        self.progress().step();
+                        (*n, result)
+                    })
+                    .collect::<Vec<_>>()
+            }));
+        }
+        replaced.sort_unstable_by_key(|(n, _)| *n);
+        for (n, result) in replaced {
+            let path = &plan.steps[n].path;
+            match result {
+                Ok(true) => outcome.written.push(path.clone()),
+                Ok(false) => outcome.conflicts.push(path.clone()),
+                Err(e) => outcome.failed.push(failure(path, &e)),
+            }
+        }
+        self.remove_journal();
+        Ok(outcome)
+    }
+
+    /// Delete the files the plan deletes (each only if it still holds what the undo point
+    /// holds), then the directories that leaves empty.
+    fn delete_all(
+        &self,
+        root: &ProjectRoot,
+        plan: &Plan,
+        (actions, expected): (&[Action], &[Option<Side>]),
+        token: &str,
+        outcome: &mut RestoreOutcome,
+    ) {
         let mut emptied = Vec::new();
         for (n, step) in plan.steps.iter().enumerate() {
             if actions[n] != Action::Delete {
@@ -529,7 +583,7 @@ impl Locked<'_> {
             }
             self.progress().step();
             let aside = format!(".rewind-aside-{token}-{n}").into_bytes();
-            match delete_if_unchanged(&root, step.path.as_ref(), expected[n], &aside) {
+            match delete_if_unchanged(root, step.path.as_ref(), expected[n], &aside) {
                 Ok(true) => {
                     outcome.deleted.push(step.path.clone());
                     if let Some(slash) = step.path.rfind_byte(b'/') {
@@ -540,91 +594,156 @@ impl Locked<'_> {
                 Err(e) => outcome.failed.push(failure(&step.path, &e)),
             }
         }
-        remove_empty_dirs(&root, emptied);
-
-        // Writes: every temp file first, one sync, then the renames.
-        let mut staged: Vec<(usize, Dir, Vec<u8>)> = Vec::new();
-        for (n, ((step, data), action)) in
-            plan.steps.iter().zip(&contents).zip(&actions).enumerate()
-        {
-            let (Some(side), Some(data)) = (step.target, data) else {
-                continue;
-            };
-            if !matches!(action, Action::Write | Action::SaveAndWrite(_)) {
-                continue;
-            }
-            let temp = format!(".rewind-{token}-{n}").into_bytes();
-            let sight = &plan.sights[step.snapshot];
-            match stage(&root, step.path.as_ref(), (side, sight), data, &temp) {
-                Ok(dir) => staged.push((n, dir, temp)),
-                Err(e) => outcome.failed.push(failure(&step.path, &e)),
-            }
-        }
-        let dirs = staged.iter().map(|(_, dir, _)| dir.as_dir());
-        if let Err(e) = crate::fs::sync_filesystems(dirs) {
-            // Nothing was replaced yet: undo the staging and stop.
-            for (_, dir, temp) in &staged {
-                let _ = ProjectRoot::unlink_in(dir, temp);
-            }
-            return Err(Error::io("syncing", self.project(), e));
-        }
-        for (n, dir, temp) in staged {
-            self.progress().step();
-            let step = &plan.steps[n];
-            let name = step.path.rsplit_str(b"/").next().unwrap_or_default();
-            let aside = format!(".rewind-aside-{token}-{n}").into_bytes();
-            let names = (&dir, &temp[..], name, &aside[..]);
-            match replace(&root, step.path.as_ref(), names, expected[n]) {
-                Ok(true) => outcome.written.push(step.path.clone()),
-                Ok(false) => {
-                    let _ = ProjectRoot::unlink_in(&dir, &temp);
-                    outcome.conflicts.push(step.path.clone());
-                }
-                Err(e) => {
-                    let _ = ProjectRoot::unlink_in(&dir, &temp);
-                    outcome.failed.push(failure(&step.path, &e));
-                }
-            }
-        }
-        self.remove_journal();
-        Ok(outcome)
+        remove_empty_dirs(root, emptied);
     }
-    /// Decide what to do at `step`'s path, looking at what stands on disk now.
-    fn action(
+
+    /// The data each step writes (`None` for a deletion), every blob read before anything
+    /// else happens: a missing or corrupt object stops the run here. Read in parallel from the
+    /// store, or from `overlay` (a view holding merged texts in memory) on this thread. Costs
+    /// reading and inflating each blob.
+    fn read_contents(
+        &self,
+        steps: &[Step],
+        overlay: Option<&gix::Repository>,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let read = |repo: &mut gix::Repository, step: &Step| {
+            step.target
+                .map(|side| read_blob(repo, side.id, step.path.as_ref()))
+                .transpose()
+        };
+        match overlay {
+            Some(overlay) => steps
+                .iter()
+                .map(|s| read(&mut overlay.clone(), s))
+                .collect(),
+            None => steps.par_iter().map_init(|| self.repo(), read).collect(),
+        }
+    }
+
+    /// What to do at each step's path, looking at what stands on disk now: the writes in
+    /// parallel; the deletions on this thread (each asks its snapshot's rules, which are
+    /// read as they are needed).
+    fn decide(
+        &self,
+        (root, dirs): (&ProjectRoot, &OpenDirs),
+        repo: &gix::Repository,
+        plan: &mut Plan,
+    ) -> Result<Vec<io::Result<Action>>> {
+        let deleting: HashSet<&BStr> = plan
+            .steps
+            .iter()
+            .filter(|s| s.current.is_some() && s.target.is_none())
+            .map(|s| s.path.as_bstr())
+            .collect();
+        let enter_nested = self.nested_repos()? == NestedRepos::Include;
+        let refused = || io::Error::other("refused: a path in a `.git` is never written");
+        let mut decided: Vec<io::Result<Action>> = plan
+            .steps
+            .par_iter()
+            .map(
+                |step| match (inside_dot_git(step.path.as_ref()), step.target) {
+                    (true, _) => Err(refused()),
+                    (false, Some(_)) => {
+                        self.write_action((root, dirs), step, (&deleting, enter_nested))
+                    }
+                    (false, None) => Ok(Action::Nothing), // decided below
+                },
+            )
+            .collect();
+        for (step, decided) in plan.steps.iter().zip(&mut decided) {
+            if step.target.is_none() && !inside_dot_git(step.path.as_ref()) {
+                let sight = &mut plan.sights[step.snapshot];
+                *decided = self.delete_action(root, repo, step, sight);
+            }
+        }
+        Ok(decided)
+    }
+
+    /// Whether `step`'s path, which the target lacks, is deleted: only a file or symlink the
+    /// target could have seen.
+    fn delete_action(
         &self,
         root: &ProjectRoot,
         repo: &gix::Repository,
         step: &Step,
-        (deleting, enter_nested): (&HashSet<&BStr>, bool),
-        sights: &mut [Visibility],
+        sight: &mut Visibility,
     ) -> io::Result<Action> {
         let path = step.path.as_bstr();
-        let on_disk = || root.lstat(path).map(|found| found.map(|f| f.kind));
-        Ok(match (step.current, step.target) {
-            (_, None) => {
-                let sight = &mut sights[step.snapshot];
-                if !sight.can_see(repo, path).map_err(io::Error::other)? {
-                    return Ok(Action::Kept);
-                }
-                match on_disk()? {
-                    None => Action::Nothing,
-                    Some(Kind::Symlink) if self.on_the_way_to_the_store(root, path) => Action::Kept,
-                    Some(Kind::File | Kind::Symlink) => Action::Delete,
-                    // Changed since the snapshot a moment ago: not ours to delete.
-                    Some(Kind::Dir | Kind::Special) => Action::Conflict,
-                }
-            }
-            (Some(_), Some(_)) => match on_disk()? {
-                Some(Kind::Symlink) if self.on_the_way_to_the_store(root, path) => Action::Conflict,
-                None | Some(Kind::File | Kind::Symlink) => Action::Write,
-                Some(Kind::Dir | Kind::Special) => Action::Conflict,
-            },
-            (None, Some(_)) => match obstacle(root, path, deleting, enter_nested)? {
+        if !sight.can_see(repo, path).map_err(io::Error::other)? {
+            return Ok(Action::Kept);
+        }
+        Ok(match root.lstat(path)?.map(|f| f.kind) {
+            None => Action::Nothing,
+            Some(Kind::Symlink) if self.on_the_way_to_the_store(root, path) => Action::Kept,
+            Some(Kind::File | Kind::Symlink) => Action::Delete,
+            // Changed since the snapshot a moment ago: not ours to delete.
+            Some(Kind::Dir | Kind::Special) => Action::Conflict,
+        })
+    }
+
+    /// Whether `step`'s path, which the target holds, is written, looking at what stands there.
+    fn write_action(
+        &self,
+        (root, dirs): (&ProjectRoot, &OpenDirs),
+        step: &Step,
+        (deleting, enter_nested): (&HashSet<&BStr>, bool),
+    ) -> io::Result<Action> {
+        let path = step.path.as_bstr();
+        if step.current.is_none() {
+            return Ok(match obstacle(root, path, deleting, enter_nested)? {
                 Obstacle::None => Action::Write,
                 Obstacle::File(kind) => Action::SaveAndWrite(kind),
                 Obstacle::Kept => Action::Conflict,
-            },
+            });
+        }
+        Ok(match dirs.lstat(path)?.map(|f| f.kind) {
+            Some(Kind::Symlink) if self.on_the_way_to_the_store(root, path) => Action::Conflict,
+            None | Some(Kind::File | Kind::Symlink) => Action::Write,
+            Some(Kind::Dir | Kind::Special) => Action::Conflict,
         })
+    }
+
+    /// The undo tree when `force` replaces files outside the current snapshot: `current` plus
+    /// those files (`saved`: path, entry kind, blob, permission bits), recorded as a snapshot
+    /// whose record also keeps the saved files' narrow modes.
+    #[allow(clippy::type_complexity)]
+    fn undo_with_saved(
+        &self,
+        repo: &gix::Repository,
+        current: ObjectId,
+        saved: &[(BString, (gix::objs::tree::EntryKind, ObjectId, u32))],
+    ) -> Result<ObjectId> {
+        let mut editor = repo
+            .edit_tree(current)
+            .map_err(|e| Error::store(self.git_dir(), e))?;
+        for (path, (kind, id, _)) in saved {
+            editor
+                .upsert(path.as_bstr(), *kind, *id)
+                .map_err(|e| Error::store(self.git_dir(), e))?;
+        }
+        let undo = editor
+            .write()
+            .map_err(|e| Error::store(self.git_dir(), e))?
+            .detach();
+        // Its record: the current snapshot's, plus the saved files' narrow modes.
+        let mut lines = match self.ref_target(&snapshot_record(current))? {
+            Some(record) => self.recorded_left_out_lines(record)?,
+            None => String::new(),
+        };
+        let narrow = saved
+            .iter()
+            .filter(|(_, (kind, _, perm))| {
+                *kind != gix::objs::tree::EntryKind::Link && perm & 0o644 != 0o644
+            })
+            .map(|(path, (_, _, perm))| (path.clone(), *perm));
+        lines.push_str(&crate::snapshot::visibility::mode_lines(narrow));
+        self.commit(
+            &snapshot_record(undo),
+            &format!("rewind: snapshot\n\n{lines}"),
+            undo,
+            None,
+        )?;
+        Ok(undo)
     }
     /// Whether the symlink at `path` is on the way to the store (as in `~/.local` when the
     /// project is the home directory, or `--data-dir` given through a symlink in the project):
@@ -683,6 +802,29 @@ impl Locked<'_> {
         );
         self.commit(reference, &message, undo, parent)?;
         Ok(())
+    }
+}
+
+/// Threads for the file operations of a restore: most of a staging or a swap is the kernel
+/// creating, renaming and freeing inodes, some of it waiting on the disk (a file system mounted
+/// with `discard` trims each freed file's blocks as it goes), so more threads than cores help.
+/// Measured on 2 cores, swapping 1,000 files: 88 ms on 2 threads, 62 ms on 4, 45 ms on 8, no
+/// better on 16.
+const IO_THREADS: usize = 8;
+
+/// Run `work` (rayon parallel iterators) on the [`IO_THREADS`] pool, made on first use; on
+/// rayon's own pool if it cannot be made.
+fn on_io_threads<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        let threads = rayon::ThreadPoolBuilder::new()
+            .num_threads(IO_THREADS)
+            .thread_name(|n| format!("rewind-io-{n}"));
+        threads.build().ok()
+    });
+    match pool {
+        Some(pool) => pool.install(work),
+        None => work(),
     }
 }
 
@@ -783,19 +925,19 @@ fn holds_only(root: &ProjectRoot, dir: &BStr, deleting: &HashSet<&BStr>) -> io::
 /// the umask (git's modes: never wider under a loose umask). The exec bits follow the snapshot, as in git. So a restored file is never more
 /// permissive than it was, nor than it is.
 fn stage(
-    root: &ProjectRoot,
+    dirs: &OpenDirs,
     path: &BStr,
     (side, sight): (Side, &Visibility),
     data: &[u8],
     temp: &[u8],
-) -> io::Result<Dir> {
+) -> io::Result<Arc<Dir>> {
     // A missing directory is made as private as the target recorded it, else 0755.
     let dir_mode = |dir: &[u8]| {
         let mut key = BString::from(dir);
         key.push(b'/');
         sight.mode_of(key.as_ref()).unwrap_or(0o755)
     };
-    let (dir, name) = root.parent(path, Some(&dir_mode))?;
+    let (dir, name) = dirs.parent(path, Some(&dir_mode))?;
     let recorded = sight.mode_of(path);
     if side.is_link() {
         ProjectRoot::symlink_temp(&dir, temp, data)?;
@@ -913,67 +1055,112 @@ fn put_back(dir: &Dir, aside: &[u8], name: &[u8]) -> io::Result<()> {
 }
 
 /// Put the staged `temp` at `name` in `dir` (project path `path`) if `name` still holds
-/// `expected`; `Ok(false)` when it changed since the undo point (left alone). The file is
-/// checked, then swapped with `temp` in one atomic step (`RENAME_EXCHANGE`: the path holds the
-/// old file or the new one, whenever the process dies), and what came out is looked at again:
-/// a save that landed between the check and the swap is swapped back (a conflict), never
-/// overwritten. An empty directory tree standing where nothing was expected (checked while
-/// planning) is removed first; where nothing stood, the rename never replaces what appeared.
+/// `expected`; `Ok(false)` when it changed since the undo point (left alone). The two are
+/// swapped in one atomic step (`RENAME_EXCHANGE`: the path holds the old file or the new one,
+/// whenever the process dies), and what came out is read: unless it is the undo point's bytes,
+/// untouched since the look before the swap, it is swapped back (a conflict), never deleted.
+/// An empty directory tree standing where nothing was expected (checked while planning) is
+/// removed first; where nothing stood, the rename never replaces what appeared. Whatever the
+/// result, `temp` is gone afterwards unless it holds someone else's bytes (then the error says
+/// where they are). Costs a few `stat`s, the swap, a read and a hash of the old file, and its
+/// `unlink`.
 fn replace(
     root: &ProjectRoot,
     path: &BStr,
     (dir, temp, name, aside): (&Dir, &[u8], &[u8], &[u8]),
     expected: Option<Side>,
 ) -> io::Result<bool> {
+    // Before the swap, `temp` holds our staged file: it goes when the swap does not happen.
+    let not_swapped = |result: io::Result<bool>| {
+        let _ = ProjectRoot::unlink_in(dir, temp);
+        result
+    };
     let Some(expected) = expected else {
-        if !unchanged(dir, name, None)? {
-            return Ok(false);
-        }
-        if crate::fs::stat_in(dir.as_dir(), name)?.is_some_and(|f| f.kind == Kind::Dir) {
-            root.remove_empty_tree(path)?;
-        }
-        return match ProjectRoot::rename_in(dir, temp, name, true) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(e),
-        };
+        return not_swapped(put_new(root, path, (dir, temp, name)));
     };
-    let Some(before) = checked(dir, name, expected)? else {
-        return Ok(false);
+    // A look first: something of another kind there now is left alone without a swap.
+    let kind = match expected.is_link() {
+        true => Kind::Symlink,
+        false => Kind::File,
     };
-    let ours = crate::fs::stat_in(dir.as_dir(), temp)?;
+    let before = match crate::fs::stat_in(dir.as_dir(), name) {
+        Ok(Some(found)) if found.kind == kind => found,
+        Ok(_) => return not_swapped(Ok(false)),
+        Err(e) => return not_swapped(Err(e)),
+    };
+    let ours = match crate::fs::stat_in(dir.as_dir(), temp) {
+        Ok(ours) => ours,
+        Err(e) => return not_swapped(Err(e)),
+    };
     match ProjectRoot::exchange_in(dir, temp, name) {
         Ok(()) => {}
-        // A file system without the swap: rename over it, the check just made.
+        // A file system without the swap: check, then rename over it.
         Err(e) if e.kind() == io::ErrorKind::Unsupported => {
-            return ProjectRoot::rename_in(dir, temp, name, false).map(|()| true);
+            return not_swapped(match checked(dir, name, expected) {
+                Ok(Some(_)) => ProjectRoot::rename_in(dir, temp, name, false).map(|()| true),
+                Ok(None) => Ok(false),
+                Err(e) => Err(e),
+            });
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false), // deleted meanwhile
-        Err(e) => return Err(e),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return not_swapped(Ok(false)),
+        Err(e) => return not_swapped(Err(e)),
     }
-    // Its content decides (a writer can put the mtime back): the undo point's bytes may go.
-    let out = crate::fs::stat_in(dir.as_dir(), temp)?;
-    if out.is_some_and(|out| same_file(&out, &before))
-        && unchanged(dir, temp, Some(expected)).unwrap_or(false)
-    {
+    // Its content decides (a writer can put the mtime back), read between two looks that
+    // saw the file as it was before the swap: only then may the undo point's bytes go.
+    let untouched = || -> io::Result<bool> {
+        let still = |found: Option<crate::fs::Found>| found.is_some_and(|f| same_file(&f, &before));
+        Ok(still(crate::fs::stat_in(dir.as_dir(), temp)?)
+            && unchanged(dir, temp, Some(expected))?
+            && still(crate::fs::stat_in(dir.as_dir(), temp)?))
+    };
+    if untouched().unwrap_or(false) {
         return ProjectRoot::unlink_in(dir, temp).map(|()| true);
     }
-    // Changed between the check and the swap: swap back, and keep whatever is not ours.
-    ProjectRoot::exchange_in(dir, temp, name)?;
+    // Changed before or while it was swapped: swap back, and keep whatever is not ours. From
+    // here on `temp` may hold someone's save: it is kept, never unlinked, unless it is ours.
+    let kept = |e: io::Error, what: &str| {
+        let kept_at = match ProjectRoot::rename_in(dir, temp, aside, true) {
+            Ok(()) => aside,
+            Err(_) => temp,
+        };
+        io::Error::new(
+            e.kind(),
+            format!("{what}; it is kept as {}", kept_at.as_bstr()),
+        )
+    };
+    if let Err(e) = ProjectRoot::exchange_in(dir, temp, name) {
+        let what = format!("changed meanwhile, and could not be put back ({e})");
+        return Err(kept(e, &what));
+    }
     let back = crate::fs::stat_in(dir.as_dir(), temp)?;
     match (back, ours) {
         (Some(back), Some(ours)) if same_file(&back, &ours) => {
             ProjectRoot::unlink_in(dir, temp).map(|()| false)
         }
-        _ => {
-            // Saved twice meanwhile: the save that came out stays, beside the path.
-            ProjectRoot::rename_in(dir, temp, aside, true)?;
-            let kept = format!(
-                "saved twice meanwhile; one save is kept as {}",
-                aside.as_bstr()
-            );
-            Err(io::Error::other(kept))
-        }
+        _ => Err(kept(
+            io::Error::other("saved twice"),
+            "saved twice meanwhile; one save",
+        )),
+    }
+}
+
+/// Rename staged `temp` to `name` in `dir` (project path `path`), where the undo point had
+/// nothing: `Ok(false)` when something other than an empty directory tree stands there now.
+fn put_new(
+    root: &ProjectRoot,
+    path: &BStr,
+    (dir, temp, name): (&Dir, &[u8], &[u8]),
+) -> io::Result<bool> {
+    if !unchanged(dir, name, None)? {
+        return Ok(false);
+    }
+    if crate::fs::stat_in(dir.as_dir(), name)?.is_some_and(|f| f.kind == Kind::Dir) {
+        root.remove_empty_tree(path)?;
+    }
+    match ProjectRoot::rename_in(dir, temp, name, true) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
     }
 }
 

@@ -280,9 +280,9 @@ pub(crate) fn sync_filesystems<'a>(_dirs: impl IntoIterator<Item = DirRef<'a>>) 
     Ok(())
 }
 
-/// Nothing: there is no `syncfs` (the store's files are as durable as the system makes them).
-pub(crate) fn sync_path(_path: &Path) -> io::Result<()> {
-    Ok(())
+/// No limit on open directories here (Windows opens none: paths are used).
+pub(crate) fn open_files_limit() -> Option<u64> {
+    None
 }
 
 /// Open `path` (relative to directory `dir`, or absolute) for reading only if it is a regular

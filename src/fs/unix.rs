@@ -64,12 +64,17 @@ impl ProjectRoot {
             Perm::Exact(_) => 0o600,
             Perm::LessUmask(mode) => mode,
         };
-        let fd = rustix::fs::openat(&dir.0, temp, flags, mode_bits(create_mode))?;
-        let write = || -> io::Result<()> {
+        let mut file = std::fs::File::from(rustix::fs::openat(
+            &dir.0,
+            temp,
+            flags,
+            mode_bits(create_mode),
+        )?);
+        let mut write = || -> io::Result<()> {
             if let Perm::Exact(mode) = perm {
-                rustix::fs::fchmod(&fd, mode_bits(mode & 0o7777))?;
+                rustix::fs::fchmod(&file, mode_bits(mode & 0o7777))?;
             }
-            std::fs::File::from(fd.try_clone()?).write_all(data)
+            file.write_all(data)
         };
         write().inspect_err(|_| {
             let _ = rustix::fs::unlinkat(&dir.0, temp, AtFlags::empty());
@@ -274,10 +279,9 @@ pub(crate) fn sync_filesystems<'a>(dirs: impl IntoIterator<Item = DirRef<'a>>) -
     Ok(())
 }
 
-/// Make the file system holding `path` durable (`syncfs` through a descriptor of it).
-pub(crate) fn sync_path(path: &Path) -> io::Result<()> {
-    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
-    sync_fs(&fd)
+/// The process's limit on open descriptors (its soft `RLIMIT_NOFILE`); `None`: unlimited.
+pub(crate) fn open_files_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
 }
 
 /// `syncfs`: the file system of `fd` made durable.

@@ -5,7 +5,7 @@
 use gix::bstr::{BStr, ByteSlice};
 
 use crate::error::{Error, Result};
-use crate::fs::ProjectRoot;
+use crate::fs::{Dir, Kind, ProjectRoot};
 use crate::store::Locked;
 
 /// The store file naming the temp-file token of a restore in progress and its directories.
@@ -51,9 +51,12 @@ impl Locked<'_> {
         let _ = std::fs::remove_file(self.git_dir().join(JOURNAL));
     }
     /// Remove the temp files a killed restore left: only names carrying the token its journal
-    /// recorded, in the directories it recorded. Every snapshot taken under the store lock
-    /// calls it first, so no snapshot records such a file. Costs one failed `open` when no
-    /// restore was killed, else a `readdir` per recorded directory.
+    /// recorded, in the directories it recorded, and only files whose bytes the store holds
+    /// (a staged file, or the undo point's bytes a swap took out). A swap killed before it
+    /// could put back a save that landed meanwhile leaves that save under the temp name: it
+    /// is kept, renamed `.rewind-aside-…`. Every snapshot taken under the store lock calls
+    /// this first, so no snapshot records a temp file. Costs one failed `open` when no restore
+    /// was killed, else a `readdir` per recorded directory and a read and a hash per file left.
     pub(crate) fn sweep_temp_files(&self) {
         let Ok(text) = std::fs::read_to_string(self.git_dir().join(JOURNAL)) else {
             return;
@@ -74,7 +77,16 @@ impl Locked<'_> {
                     };
                     if let Ok(fd) = root.open_dir(&dir, None) {
                         for name in names {
-                            let _ = ProjectRoot::unlink_in(&fd, &name);
+                            match self.holds_bytes_of(&fd, &name) {
+                                true => {
+                                    let _ = ProjectRoot::unlink_in(&fd, &name);
+                                }
+                                false => {
+                                    let kept = [b".rewind-aside-", &name[b".rewind-".len()..]];
+                                    let _ =
+                                        ProjectRoot::rename_in(&fd, &name, &kept.concat(), true);
+                                }
+                            }
                         }
                     }
                 }
@@ -82,6 +94,28 @@ impl Locked<'_> {
             }
         }
         self.remove_journal();
+    }
+}
+
+impl Locked<'_> {
+    /// Whether the file or symlink `name` in `dir` holds bytes the store has as a blob. Costs a
+    /// read and a hash of it.
+    fn holds_bytes_of(&self, dir: &Dir, name: &[u8]) -> bool {
+        let data = match crate::fs::stat_in(dir.as_dir(), name) {
+            Ok(Some(found)) if found.kind == Kind::Symlink => {
+                crate::fs::read_link_in(dir.as_dir(), name)
+            }
+            Ok(Some(found)) if found.kind == Kind::File => {
+                crate::fs::read_file_in(dir.as_dir(), name)
+            }
+            _ => return false,
+        };
+        let blob = |data: Vec<u8>| {
+            gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data).ok()
+        };
+        data.ok()
+            .and_then(blob)
+            .is_some_and(|id| self.objects().contains(&id))
     }
 }
 

@@ -366,10 +366,10 @@ fn temp_files_of_a_killed_restore_are_removed_by_the_next_one() {
         .file("d/b.txt", "b1\n")
         .file("e/c.txt", "c1\n");
     p.track();
-    // Killed at the second syncfs: the temp files are written, nothing is renamed yet.
+    // Killed at its syncfs: the temp files are written, nothing is renamed yet.
     let mut cmd = strace(
         &p,
-        "inject=syncfs:signal=KILL:when=2",
+        "inject=syncfs:signal=KILL:when=1",
         &["restore", &before],
     );
     let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
@@ -412,8 +412,9 @@ fn restore_never_deletes_through_a_directory_swapped_for_a_symlink() {
     let before = p.track();
     p.file("d/x.txt", "agent\n");
     p.track();
-    // The restore pauses 2 s at its first syncfs (after planning, before deleting); meanwhile
-    // d becomes a symlink to a directory outside the project holding the same name.
+    // The restore pauses 2 s at its first syncfs (after planning and staging, before
+    // deleting); meanwhile d becomes a symlink to a directory outside the project holding the
+    // same name.
     let mut cmd = strace(
         &p,
         "inject=syncfs:delay_enter=2000000:when=1",
@@ -431,6 +432,128 @@ fn restore_never_deletes_through_a_directory_swapped_for_a_symlink() {
         "{run}"
     );
     assert!(run.stdout.contains("d/x.txt"), "reported as failed: {run}");
+}
+
+#[test]
+fn restore_never_writes_into_a_directory_moved_out_of_the_project_while_it_ran() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("d/x.txt", "x0\n");
+    let before = p.track();
+    p.file("d/x.txt", "x1\n");
+    p.track();
+    // Paused at its syncfs, after x0 is staged in d; meanwhile d is moved out of the project.
+    let mut cmd = strace(
+        &p,
+        "inject=syncfs:delay_enter=2000000:when=1",
+        &["--json", "restore", &before],
+    );
+    let child = spawn_piped(&mut cmd);
+    std::thread::sleep(Duration::from_millis(1000));
+    let moved = sb.root.join("d-moved");
+    fs::rename(p.join("d"), &moved).unwrap();
+    let run = finish(child, DEFAULT_DEADLINE, "restore");
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(1), "d/x.txt could not be restored: {run}");
+    let names: Vec<String> = fs::read_dir(&moved)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["x.txt"], "no temp file left outside: {run}");
+    assert_eq!(fs::read(moved.join("x.txt")).unwrap(), b"x1\n", "{run}");
+    assert!(run.stdout.contains("d/x.txt"), "reported as failed: {run}");
+}
+
+#[test]
+fn a_save_that_cannot_be_swapped_back_is_kept_beside_the_path() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f.txt", "v0\n");
+    let before = p.track();
+    p.file("f.txt", "v1\n");
+    p.track();
+    // Paused at its syncfs; meanwhile the user saves f.txt, so what the swap takes out is not
+    // the undo point's, and swapping it back (the second renameat2) fails.
+    require_tool("strace", "to inject faults and delays at syscalls");
+    let mut outer = Command::new("strace");
+    outer.args(["-f", "-qq", "-o", "/dev/null"]);
+    outer.args(["-e", "inject=syncfs:delay_enter=2000000:when=1"]);
+    outer.args(["-e", "inject=renameat2:error=EIO:when=2"]);
+    let mut cmd = wrapped(&p, outer, &["--json", "restore", &before]);
+    let child = spawn_piped(&mut cmd);
+    std::thread::sleep(Duration::from_millis(1000));
+    p.file("f.txt", "USER SAVE\n");
+    let run = finish(child, DEFAULT_DEADLINE, "restore");
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(1), "{run}");
+    let kept: Vec<String> = fs::read_dir(&p.path)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".rewind-aside-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "the save is kept beside the path: {run}");
+    assert_eq!(p.read(&kept[0]), b"USER SAVE\n", "{run}");
+    assert!(run.stdout.contains(&kept[0]), "the error says where: {run}");
+}
+
+#[test]
+fn a_save_taken_out_by_a_swap_killed_before_it_was_put_back_is_kept() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f.txt", "v0\n");
+    let before = p.track();
+    p.file("f.txt", "v1\n");
+    p.track();
+    // Paused at its syncfs; meanwhile the user saves f.txt. The swap takes the save out, and
+    // the restore is killed as it swaps it back (the second renameat2): the save is left under
+    // the temp name, which the next run sweeps.
+    require_tool("strace", "to inject faults and delays at syscalls");
+    let mut outer = Command::new("strace");
+    outer.args(["-f", "-qq", "-o", "/dev/null"]);
+    outer.args(["-e", "inject=syncfs:delay_enter=2000000:when=1"]);
+    outer.args(["-e", "inject=renameat2:signal=KILL:when=2"]);
+    let mut cmd = wrapped(&p, outer, &["--json", "restore", &before]);
+    let child = spawn_piped(&mut cmd);
+    std::thread::sleep(Duration::from_millis(1000));
+    p.file("f.txt", "USER SAVE\n");
+    let run = finish(child, DEFAULT_DEADLINE, "restore");
+    assert!(!run.status.success(), "the restore was killed: {run}");
+    p.track(); // sweeps what the killed restore left
+    let saves: Vec<String> = fs::read_dir(&p.path)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| p.read(n) == b"USER SAVE\n")
+        .collect();
+    assert_eq!(saves.len(), 1, "the save is kept: {saves:?} {run}");
+    assert!(saves[0].starts_with(".rewind-aside-"), "{saves:?}");
+}
+
+#[test]
+fn restore_of_many_directories_stays_within_the_open_file_limit() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    for n in 0..300 {
+        p.file(format!("d{n}/f.txt"), format!("{n} before\n"));
+    }
+    let before = p.track();
+    for n in 0..300 {
+        p.file(format!("d{n}/f.txt"), format!("{n} after\n"));
+    }
+    p.track();
+    // 96 descriptors: one per directory written, held until the swaps, would run out.
+    let mut outer = Command::new("sh");
+    outer.args(["-c", "ulimit -n 96 && exec \"$0\" \"$@\""]);
+    let run = run_with_deadline(
+        &mut wrapped(&p, outer, &["--json", "restore", &before]),
+        DEFAULT_DEADLINE,
+    );
+    run.assert_success();
+    let o: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(o["written"].as_array().map(Vec::len), Some(300), "{run}");
+    assert_eq!(p.track(), before, "every file is back: {run}");
 }
 
 // ---------------------------------------------------------------------------
