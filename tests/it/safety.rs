@@ -443,16 +443,10 @@ fn restore_never_writes_into_a_directory_moved_out_of_the_project_while_it_ran()
     p.file("d/x.txt", "x1\n");
     p.track();
     // Paused at its syncfs, after x0 is staged in d; meanwhile d is moved out of the project.
-    let mut cmd = strace(
-        &p,
-        "inject=syncfs:delay_enter=2000000:when=1",
-        &["--json", "restore", &before],
-    );
-    let child = spawn_piped(&mut cmd);
-    std::thread::sleep(Duration::from_millis(1000));
     let moved = sb.root.join("d-moved");
-    fs::rename(p.join("d"), &moved).unwrap();
-    let run = finish(child, DEFAULT_DEADLINE, "restore");
+    let run = paused(&p, &["--json", "restore", &before], &[], || {
+        fs::rename(p.join("d"), &moved).unwrap()
+    });
     assert_no_panic(&run);
     assert_eq!(run.code(), Some(1), "d/x.txt could not be restored: {run}");
     let names: Vec<String> = fs::read_dir(&moved)
@@ -465,36 +459,55 @@ fn restore_never_writes_into_a_directory_moved_out_of_the_project_while_it_ran()
     assert!(run.stdout.contains("d/x.txt"), "reported as failed: {run}");
 }
 
-#[test]
-fn a_save_that_cannot_be_swapped_back_is_kept_beside_the_path() {
-    let sb = Sandbox::new();
-    let p = sb.project("proj");
-    p.file("f.txt", "v0\n");
-    let before = p.track();
-    p.file("f.txt", "v1\n");
-    p.track();
-    // Paused at its syncfs; meanwhile the user saves f.txt, so what the swap takes out is not
-    // the undo point's, and swapping it back (the second renameat2) fails.
+/// `rewind ARGS` on `p`, paused 2 s at its first syncfs (and faults `injects` injected by
+/// strace), with `meanwhile` run 1 s into the pause.
+fn paused(p: &TestProject, args: &[&str], injects: &[&str], meanwhile: impl FnOnce()) -> Run {
     require_tool("strace", "to inject faults and delays at syscalls");
     let mut outer = Command::new("strace");
     outer.args(["-f", "-qq", "-o", "/dev/null"]);
     outer.args(["-e", "inject=syncfs:delay_enter=2000000:when=1"]);
-    outer.args(["-e", "inject=renameat2:error=EIO:when=2"]);
-    let mut cmd = wrapped(&p, outer, &["--json", "restore", &before]);
-    let child = spawn_piped(&mut cmd);
+    for inject in injects {
+        outer.args(["-e", inject]);
+    }
+    let child = spawn_piped(&mut wrapped(p, outer, args));
     std::thread::sleep(Duration::from_millis(1000));
-    p.file("f.txt", "USER SAVE\n");
-    let run = finish(child, DEFAULT_DEADLINE, "restore");
+    meanwhile();
+    finish(child, DEFAULT_DEADLINE, &args.join(" "))
+}
+
+/// `restore` of `p` from "v1" in f.txt back to "v0", paused at its syncfs while the user saves
+/// f.txt ("USER SAVE"), so that the swap takes the save out; `swap_back` is strace's inject
+/// expression for the second renameat2, the swap back.
+fn restore_taking_out_a_save(p: &TestProject, swap_back: &str) -> Run {
+    p.file("f.txt", "v0\n");
+    let before = p.track();
+    p.file("f.txt", "v1\n");
+    p.track();
+    paused(p, &["--json", "restore", &before], &[swap_back], || {
+        p.file("f.txt", "USER SAVE\n");
+    })
+}
+
+/// The names in the project's top directory that hold `data`.
+fn names_holding(p: &TestProject, data: &[u8]) -> Vec<String> {
+    let names = fs::read_dir(&p.path).unwrap().flatten();
+    let names = names.map(|e| e.file_name().to_string_lossy().into_owned());
+    names.filter(|n| p.read(n) == data).collect()
+}
+
+#[test]
+fn a_save_that_cannot_be_swapped_back_is_kept_beside_the_path() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let run = restore_taking_out_a_save(&p, "inject=renameat2:error=EIO:when=2");
     assert_no_panic(&run);
     assert_eq!(run.code(), Some(1), "{run}");
-    let kept: Vec<String> = fs::read_dir(&p.path)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(".rewind-aside-"))
-        .collect();
-    assert_eq!(kept.len(), 1, "the save is kept beside the path: {run}");
-    assert_eq!(p.read(&kept[0]), b"USER SAVE\n", "{run}");
+    let kept = names_holding(&p, b"USER SAVE\n");
+    assert_eq!(kept.len(), 1, "the save is kept: {kept:?} {run}");
+    assert!(
+        kept[0].starts_with(".rewind-aside-"),
+        "beside the path: {kept:?}"
+    );
     assert!(run.stdout.contains(&kept[0]), "the error says where: {run}");
 }
 
@@ -502,31 +515,12 @@ fn a_save_that_cannot_be_swapped_back_is_kept_beside_the_path() {
 fn a_save_taken_out_by_a_swap_killed_before_it_was_put_back_is_kept() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
-    p.file("f.txt", "v0\n");
-    let before = p.track();
-    p.file("f.txt", "v1\n");
-    p.track();
-    // Paused at its syncfs; meanwhile the user saves f.txt. The swap takes the save out, and
-    // the restore is killed as it swaps it back (the second renameat2): the save is left under
-    // the temp name, which the next run sweeps.
-    require_tool("strace", "to inject faults and delays at syscalls");
-    let mut outer = Command::new("strace");
-    outer.args(["-f", "-qq", "-o", "/dev/null"]);
-    outer.args(["-e", "inject=syncfs:delay_enter=2000000:when=1"]);
-    outer.args(["-e", "inject=renameat2:signal=KILL:when=2"]);
-    let mut cmd = wrapped(&p, outer, &["--json", "restore", &before]);
-    let child = spawn_piped(&mut cmd);
-    std::thread::sleep(Duration::from_millis(1000));
-    p.file("f.txt", "USER SAVE\n");
-    let run = finish(child, DEFAULT_DEADLINE, "restore");
+    // Killed as it swaps the save back: the save is left under the temp name, which the next
+    // run sweeps.
+    let run = restore_taking_out_a_save(&p, "inject=renameat2:signal=KILL:when=2");
     assert!(!run.status.success(), "the restore was killed: {run}");
     p.track(); // sweeps what the killed restore left
-    let saves: Vec<String> = fs::read_dir(&p.path)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| p.read(n) == b"USER SAVE\n")
-        .collect();
+    let saves = names_holding(&p, b"USER SAVE\n");
     assert_eq!(saves.len(), 1, "the save is kept: {saves:?} {run}");
     assert!(saves[0].starts_with(".rewind-aside-"), "{saves:?}");
 }
