@@ -105,17 +105,25 @@ fn component_ends(dir: &[u8]) -> impl Iterator<Item = usize> + '_ {
     })
 }
 
-/// How many directories a run may hold open at once: an eighth of the process's limit on
-/// open descriptors (`RLIMIT_NOFILE`, often 1,024), at least 16 and at most 4,096. A restore
-/// holds at most three times this many (the directories of the files it stages, and a second
-/// look at each before it swaps), so it never runs out of descriptors, however many files it
-/// writes.
+/// How many directories a run may hold open at once: a third of the descriptors the process
+/// has left under its limit (`RLIMIT_NOFILE`, often 1,024) once those open now and a reserve of
+/// [`DESCRIPTOR_RESERVE`] are set aside; at least 1, at most 4,096. A restore holds at most three
+/// times this many (the directories of the files it stages, and a second look at each before it
+/// swaps), so it never runs out of descriptors, however many files it writes. Costs a listing of
+/// the process's open descriptors.
 pub(crate) fn descriptor_budget() -> usize {
-    let limit = open_files_limit().unwrap_or(u64::MAX);
-    usize::try_from(limit / 8)
+    let Some(limit) = open_files_limit() else {
+        return 4096;
+    };
+    let free = limit.saturating_sub(open_descriptors() + DESCRIPTOR_RESERVE);
+    usize::try_from(free / 3)
         .unwrap_or(usize::MAX)
-        .clamp(16, 4096)
+        .clamp(1, 4096)
 }
+
+/// Descriptors [`descriptor_budget`] leaves for the rest of a run: the store's files, the files
+/// the threads read and write, directories opened on the way.
+const DESCRIPTOR_RESERVE: u64 = 64;
 
 /// The project's directories, each opened once and shared between threads: a run that
 /// touches many files opens each directory from its parent's descriptor, not from the root.

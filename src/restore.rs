@@ -21,7 +21,7 @@
 //!    `kill -9` or a power cut leaves every file old or new, and a save made meanwhile is never
 //!    lost. A path that cannot be written goes into `failed`, and the others continue. Temp
 //!    files are named with a random token that is recorded in the store first, so only files
-//!    this restore made are ever swept (and only bytes the store holds). The writes go in
+//!    this restore made are ever swept (and only holding bytes the journal names). The writes go in
 //!    batches when there are more than the descriptors a run may hold open allow.
 
 use std::collections::HashSet;
@@ -461,8 +461,12 @@ impl Locked<'_> {
         let token = self.write_journal(
             plan.steps
                 .iter()
-                .filter(|s| s.target.is_some() && !inside_dot_git(s.path.as_ref()))
-                .map(|s| s.path.as_bstr()),
+                .enumerate()
+                .filter(|(_, s)| s.target.is_some() && !inside_dot_git(s.path.as_ref()))
+                .map(|(n, s)| {
+                    let blobs = [expected[n].map(|e| e.id), s.target.map(|t| t.id)];
+                    (n, s.path.as_bstr(), blobs)
+                }),
         )?;
 
         let total = actions.iter().filter(|a| is_change(**a)).count();
@@ -1113,35 +1117,42 @@ fn replace(
             && unchanged(dir, temp, Some(expected))?
             && still(crate::fs::stat_in(dir.as_dir(), temp)?))
     };
-    if untouched().unwrap_or(false) {
+    let checked = untouched();
+    if matches!(checked, Ok(true)) {
         return ProjectRoot::unlink_in(dir, temp).map(|()| true);
     }
-    // Changed before or while it was swapped: swap back, and keep whatever is not ours. From
-    // here on `temp` may hold someone's save: it is kept, never unlinked, unless it is ours.
+    // Changed before or while it was swapped (or unreadable): swap back, and keep whatever is
+    // not ours. From here on `temp` may hold someone's save: it is kept, never unlinked, unless
+    // it is ours.
     let kept = |e: io::Error, what: &str| {
         let kept_at = match ProjectRoot::rename_in(dir, temp, aside, true) {
             Ok(()) => aside,
             Err(_) => temp,
         };
-        io::Error::new(
-            e.kind(),
-            format!("{what}; it is kept as {}", kept_at.as_bstr()),
-        )
+        let message = format!("{what} is kept as {}", kept_at.as_bstr());
+        io::Error::new(e.kind(), message)
     };
     if let Err(e) = ProjectRoot::exchange_in(dir, temp, name) {
-        let what = format!("changed meanwhile, and could not be put back ({e})");
+        let what = format!("changed meanwhile and could not be put back ({e}); the save");
         return Err(kept(e, &what));
     }
     let back = crate::fs::stat_in(dir.as_dir(), temp)?;
-    match (back, ours) {
-        (Some(back), Some(ours)) if same_file(&back, &ours) => {
-            ProjectRoot::unlink_in(dir, temp).map(|()| false)
-        }
-        _ => Err(kept(
-            io::Error::other("saved twice"),
-            "saved twice meanwhile; one save",
-        )),
+    if back.is_some_and(|back| ours.is_some_and(|ours| same_file(&back, &ours))) {
+        ProjectRoot::unlink_in(dir, temp)?;
+        return checked.map(|_| false); // a conflict, or the error that stopped the read
     }
+    // Saved twice meanwhile: the save that came back out was made while ours stood at the path,
+    // after the one just put back. The newer goes to the path, the earlier beside it (as a
+    // deletion does).
+    if let Err(e) = ProjectRoot::exchange_in(dir, temp, name) {
+        let what =
+            format!("saved twice meanwhile, and the newer save could not be put back ({e}); it");
+        return Err(kept(e, &what));
+    }
+    Err(kept(
+        io::Error::other("saved twice"),
+        "saved twice meanwhile; the earlier save",
+    ))
 }
 
 /// Rename staged `temp` to `name` in `dir` (project path `path`), where the undo point had

@@ -285,6 +285,11 @@ pub(crate) fn open_files_limit() -> Option<u64> {
     None
 }
 
+/// Not counted: see [`open_files_limit`].
+pub(crate) fn open_descriptors() -> u64 {
+    0
+}
+
 /// Open `path` (relative to directory `dir`, or absolute) for reading only if it is a regular
 /// file, and with `follow == false` only if it is not a symlink (checked before opening).
 pub(crate) fn open_regular(dir: DirRef<'_>, path: &Path, follow: bool) -> io::Result<File> {

@@ -2,7 +2,10 @@
 //! name token and directories in the store, so that after a crash the next call under the lock
 //! removes exactly those files (and never a user's).
 
+use std::collections::HashMap;
+
 use gix::bstr::{BStr, ByteSlice};
+use gix::ObjectId;
 
 use crate::error::{Error, Result};
 use crate::fs::{Dir, Kind, ProjectRoot};
@@ -12,13 +15,15 @@ use crate::store::Locked;
 const JOURNAL: &str = "rewind-restore-journal";
 
 impl Locked<'_> {
-    /// Record the token a restore's temp files carry and the directories of `paths` (the files it
-    /// will write), so that
-    /// after a crash the next run removes exactly those files (and never a user's). Returns the
-    /// token: 16 hex digits from the clock and the process.
+    /// Record the token a restore's temp files carry, the directories of the files it will
+    /// write and, for each (`temps`: its number `n` in `.rewind-<token>-<n>`, its path, and the
+    /// blobs of the file it replaces and of the file it writes), the only bytes its temp file
+    /// can hold, so that after a crash the next run removes exactly those files, and only with
+    /// those bytes (never a user's). Returns the token: 16 hex digits from the clock and the
+    /// process. Costs a line per file written.
     pub(crate) fn write_journal<'p>(
         &self,
-        paths: impl Iterator<Item = &'p BStr>,
+        temps: impl Iterator<Item = (usize, &'p BStr, [Option<ObjectId>; 2])>,
     ) -> Result<String> {
         let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
         let nanos = std::time::SystemTime::now()
@@ -31,12 +36,15 @@ impl Locked<'_> {
             .to_hex_with_len(16)
             .to_string();
         let mut text = format!("token {token}\n");
-        let mut dirs: Vec<&[u8]> = paths
-            .map(|path| {
+        let mut dirs: Vec<&[u8]> = Vec::new();
+        for (n, path, blobs) in temps {
+            dirs.push(
                 path.rfind_byte(b'/')
-                    .map_or(&b""[..], |slash| &path[..slash])
-            })
-            .collect();
+                    .map_or(&b""[..], |slash| &path[..slash]),
+            );
+            let blobs = blobs.map(|id| id.map_or("-".into(), |id| id.to_string()));
+            text.push_str(&format!("temp {n} {} {}\n", blobs[0], blobs[1]));
+        }
         dirs.sort_unstable();
         dirs.dedup();
         for dir in dirs {
@@ -51,12 +59,13 @@ impl Locked<'_> {
         let _ = std::fs::remove_file(self.git_dir().join(JOURNAL));
     }
     /// Remove the temp files a killed restore left: only names carrying the token its journal
-    /// recorded, in the directories it recorded, and only files whose bytes the store holds
-    /// (a staged file, or the undo point's bytes a swap took out). A swap killed before it
-    /// could put back a save that landed meanwhile leaves that save under the temp name: it
-    /// is kept, renamed `.rewind-aside-…`. Every snapshot taken under the store lock calls
-    /// this first, so no snapshot records a temp file. Costs one failed `open` when no restore
-    /// was killed, else a `readdir` per recorded directory and a read and a hash per file left.
+    /// recorded, in the directories it recorded, and only files holding one of the two blobs
+    /// the journal recorded for that temp file (the staged file, or the undo point's bytes a
+    /// swap took out). A swap killed before it could put back a save that landed meanwhile
+    /// leaves that save under the temp name: it is kept, renamed `.rewind-aside-…`. Every
+    /// snapshot taken under the store lock calls this first, so no snapshot records a temp
+    /// file. Costs one failed `open` when no restore was killed, else a `readdir` per recorded
+    /// directory and a read and a hash per file left.
     pub(crate) fn sweep_temp_files(&self) {
         let Ok(text) = std::fs::read_to_string(self.git_dir().join(JOURNAL)) else {
             return;
@@ -65,58 +74,63 @@ impl Locked<'_> {
             return;
         };
         let mut token = None;
+        let mut blobs: HashMap<&str, Vec<ObjectId>> = HashMap::new();
+        let mut dirs = Vec::new();
         for line in text.lines() {
             match line.split_once(' ') {
                 Some(("token", t)) if t.len() == 16 => token = Some(format!(".rewind-{t}-")),
-                Some(("dir", hex)) => {
-                    let (Some(prefix), Some(dir)) = (&token, decode_hex(hex)) else {
-                        continue;
-                    };
-                    let Ok(names) = root.names_with_prefix(&dir, prefix.as_bytes()) else {
-                        continue;
-                    };
-                    if let Ok(fd) = root.open_dir(&dir, None) {
-                        for name in names {
-                            match self.holds_bytes_of(&fd, &name) {
-                                true => {
-                                    let _ = ProjectRoot::unlink_in(&fd, &name);
-                                }
-                                false => {
-                                    let kept = [b".rewind-aside-", &name[b".rewind-".len()..]];
-                                    let _ =
-                                        ProjectRoot::rename_in(&fd, &name, &kept.concat(), true);
-                                }
-                            }
-                        }
+                Some(("temp", rest)) => {
+                    let mut fields = rest.split(' ');
+                    let n = fields.next().unwrap_or_default();
+                    let ids = fields.filter_map(|id| ObjectId::from_hex(id.as_bytes()).ok());
+                    blobs.insert(n, ids.collect());
+                }
+                Some(("dir", hex)) => dirs.extend(decode_hex(hex)),
+                _ => {}
+            }
+        }
+        let Some(prefix) = token else {
+            return self.remove_journal();
+        };
+        for dir in dirs {
+            let Ok(names) = root.names_with_prefix(&dir, prefix.as_bytes()) else {
+                continue;
+            };
+            let Ok(fd) = root.open_dir(&dir, None) else {
+                continue;
+            };
+            for name in names {
+                let n = name[prefix.len()..].to_str().unwrap_or_default();
+                let ours = blobs.get(n).map(Vec::as_slice).unwrap_or_default();
+                match blob_of(&fd, &name).is_some_and(|id| ours.contains(&id)) {
+                    true => {
+                        let _ = ProjectRoot::unlink_in(&fd, &name);
+                    }
+                    false => {
+                        let kept = [b".rewind-aside-", &name[b".rewind-".len()..]].concat();
+                        let _ = ProjectRoot::rename_in(&fd, &name, &kept, true);
+                        tracing::warn!(
+                            kept = %root.display(kept.as_bstr()).display(),
+                            "a killed restore left someone's save under its temp name: kept"
+                        );
                     }
                 }
-                _ => {}
             }
         }
         self.remove_journal();
     }
 }
 
-impl Locked<'_> {
-    /// Whether the file or symlink `name` in `dir` holds bytes the store has as a blob. Costs a
-    /// read and a hash of it.
-    fn holds_bytes_of(&self, dir: &Dir, name: &[u8]) -> bool {
-        let data = match crate::fs::stat_in(dir.as_dir(), name) {
-            Ok(Some(found)) if found.kind == Kind::Symlink => {
-                crate::fs::read_link_in(dir.as_dir(), name)
-            }
-            Ok(Some(found)) if found.kind == Kind::File => {
-                crate::fs::read_file_in(dir.as_dir(), name)
-            }
-            _ => return false,
-        };
-        let blob = |data: Vec<u8>| {
-            gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data).ok()
-        };
-        data.ok()
-            .and_then(blob)
-            .is_some_and(|id| self.objects().contains(&id))
-    }
+/// The blob id of the file or symlink `name` in `dir`. Costs a read and a hash of it.
+fn blob_of(dir: &Dir, name: &[u8]) -> Option<ObjectId> {
+    let data = match crate::fs::stat_in(dir.as_dir(), name) {
+        Ok(Some(found)) if found.kind == Kind::Symlink => {
+            crate::fs::read_link_in(dir.as_dir(), name)
+        }
+        Ok(Some(found)) if found.kind == Kind::File => crate::fs::read_file_in(dir.as_dir(), name),
+        _ => return None,
+    };
+    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data.ok()?).ok()
 }
 
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {

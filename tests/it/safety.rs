@@ -475,16 +475,18 @@ fn paused(p: &TestProject, args: &[&str], injects: &[&str], meanwhile: impl FnOn
     finish(child, DEFAULT_DEADLINE, &args.join(" "))
 }
 
-/// `restore` of `p` from "v1" in f.txt back to "v0", paused at its syncfs while the user saves
-/// f.txt ("USER SAVE"), so that the swap takes the save out; `swap_back` is strace's inject
-/// expression for the second renameat2, the swap back.
-fn restore_taking_out_a_save(p: &TestProject, swap_back: &str) -> Run {
+/// `restore` of `p` from "v1" in f.txt back to "v0" (after an "old" version), paused at its
+/// syncfs while the user saves `save` in f.txt, so that the swap takes the save out;
+/// `swap_back` is strace's inject expression for the second renameat2, the swap back.
+fn restore_taking_out_a_save(p: &TestProject, swap_back: &str, save: &str) -> Run {
+    p.file("f.txt", "old\n");
+    p.track();
     p.file("f.txt", "v0\n");
     let before = p.track();
     p.file("f.txt", "v1\n");
     p.track();
     paused(p, &["--json", "restore", &before], &[swap_back], || {
-        p.file("f.txt", "USER SAVE\n");
+        p.file("f.txt", save);
     })
 }
 
@@ -499,7 +501,7 @@ fn names_holding(p: &TestProject, data: &[u8]) -> Vec<String> {
 fn a_save_that_cannot_be_swapped_back_is_kept_beside_the_path() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
-    let run = restore_taking_out_a_save(&p, "inject=renameat2:error=EIO:when=2");
+    let run = restore_taking_out_a_save(&p, "inject=renameat2:error=EIO:when=2", "USER SAVE\n");
     assert_no_panic(&run);
     assert_eq!(run.code(), Some(1), "{run}");
     let kept = names_holding(&p, b"USER SAVE\n");
@@ -516,13 +518,47 @@ fn a_save_taken_out_by_a_swap_killed_before_it_was_put_back_is_kept() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
     // Killed as it swaps the save back: the save is left under the temp name, which the next
-    // run sweeps.
-    let run = restore_taking_out_a_save(&p, "inject=renameat2:signal=KILL:when=2");
+    // run sweeps. The save holds bytes the store has (an older version): still not the
+    // staged file's, nor the undo point's for that path.
+    let run = restore_taking_out_a_save(&p, "inject=renameat2:signal=KILL:when=2", "old\n");
     assert!(!run.status.success(), "the restore was killed: {run}");
     p.track(); // sweeps what the killed restore left
-    let saves = names_holding(&p, b"USER SAVE\n");
+    let saves = names_holding(&p, b"old\n");
     assert_eq!(saves.len(), 1, "the save is kept: {saves:?} {run}");
     assert!(saves[0].starts_with(".rewind-aside-"), "{saves:?}");
+}
+
+#[test]
+fn of_two_saves_landing_during_a_swap_the_newer_stays_at_the_path() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f.txt", "v0\n");
+    let before = p.track();
+    p.file("f.txt", "v1\n");
+    p.track();
+    // The first save lands while the run is paused at its syncfs; the swap takes it out, and
+    // the second lands (into the new file at the path) while the swap back is delayed.
+    let swap_back_delayed = "inject=renameat2:delay_enter=2000000:when=2";
+    let run = paused(
+        &p,
+        &["--json", "restore", &before],
+        &[swap_back_delayed],
+        || {
+            p.file("f.txt", "save 1\n");
+            std::thread::sleep(Duration::from_millis(2000));
+            p.file("f.txt", "save 2, the newer\n");
+        },
+    );
+    assert_no_panic(&run);
+    assert_eq!(p.read("f.txt"), b"save 2, the newer\n", "{run}");
+    let earlier = names_holding(&p, b"save 1\n");
+    assert_eq!(
+        earlier.len(),
+        1,
+        "the earlier save is kept: {earlier:?} {run}"
+    );
+    let said = format!("the earlier save is kept as {}", earlier[0]);
+    assert!(run.stdout.contains(&said), "{run}");
 }
 
 #[test]
@@ -537,9 +573,9 @@ fn restore_of_many_directories_stays_within_the_open_file_limit() {
         p.file(format!("d{n}/f.txt"), format!("{n} after\n"));
     }
     p.track();
-    // 96 descriptors: one per directory written, held until the swaps, would run out.
+    // 40 descriptors: one per directory written, held until the swaps, would run out.
     let mut outer = Command::new("sh");
-    outer.args(["-c", "ulimit -n 96 && exec \"$0\" \"$@\""]);
+    outer.args(["-c", "ulimit -n 40 && exec \"$0\" \"$@\""]);
     let run = run_with_deadline(
         &mut wrapped(&p, outer, &["--json", "restore", &before]),
         DEFAULT_DEADLINE,
@@ -547,6 +583,7 @@ fn restore_of_many_directories_stays_within_the_open_file_limit() {
     run.assert_success();
     let o: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(o["written"].as_array().map(Vec::len), Some(300), "{run}");
+    assert_eq!(o["conflicts"], serde_json::json!([]), "{run}");
     assert_eq!(p.track(), before, "every file is back: {run}");
 }
 
