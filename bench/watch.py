@@ -265,7 +265,7 @@ def git_checkouts(args):
                                 "1000", "--seed", "7"], check=True, stdout=subprocess.DEVNULL)
             git("add", "-A", ".")
             git("-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-qm", message)
-    commits = [git("rev-parse", "HEAD~1").stdout.strip(), git("rev-parse", "HEAD").stdout.strip()]
+    commits = git("rev-list", "--all", "--reverse").stdout.split()  # base, edited
     runs = []
     for run in range(args.runs):
         start = time.perf_counter()

@@ -194,11 +194,21 @@ impl<'r> OpenDirs<'r> {
     }
 
     /// Whether `held`, a directory opened earlier, still stands at project path `dir` (it was
-    /// not moved, nor replaced, nor swapped for a symlink since). Costs an `fstat` of each
-    /// (and the opens of [`Self::get`]).
+    /// not moved, nor replaced, nor swapped for a symlink since). Costs an `fstatat` of the
+    /// name in its parent (opened as [`Self::get`] opens it) and an `fstat` of `held`.
     pub(crate) fn still_at(&self, dir: &[u8], held: &Dir) -> io::Result<bool> {
-        let identity = |dir: &Dir| stat_dir(dir.as_dir()).map(|f| (f.stat.dev, f.stat.ino));
-        Ok(identity(&*self.get(dir, None)?)? == identity(held)?)
+        let identity = |found: Found| (found.kind, found.stat.dev, found.stat.ino);
+        let standing = match dir.is_empty() {
+            true => stat_dir(self.get(dir, None)?.as_dir())?,
+            false => {
+                let (parent, name) = split(dir.as_bstr());
+                match stat_in(self.get(parent, None)?.as_dir(), name)? {
+                    Some(found) => found,
+                    None => return Ok(false),
+                }
+            }
+        };
+        Ok(identity(standing) == identity(stat_dir(held.as_dir())?))
     }
 
     /// `fd`, kept open for later if fewer than `keep` are.
