@@ -2,6 +2,7 @@
 //! named after the bug. Every test here failed on the build before the fix.
 
 use crate::common::*;
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
@@ -526,6 +527,89 @@ fn a_save_taken_out_by_a_swap_killed_before_it_was_put_back_is_kept() {
     let saves = names_holding(&p, b"old\n");
     assert_eq!(saves.len(), 1, "the save is kept: {saves:?} {run}");
     assert!(saves[0].starts_with(".rewind-aside-"), "{saves:?}");
+}
+
+/// Random saves (in place, or a temp file renamed over) racing restores: each restore is paused
+/// at its syncfs and slowed at each swap, while another thread saves random files of the
+/// project. After each round, the last bytes the user saved at each path are at that path, or
+/// beside it (`.rewind-aside-*`), or in the restore's undo point at that path: no byte lost.
+#[test]
+fn random_saves_racing_restores_never_lose_a_byte() {
+    require_tool("strace", "to pause and slow the restores");
+    let seed = std::env::var("REWIND_TEST_SEED").map_or(25, |s| s.parse().expect("a number"));
+    eprintln!("seed {seed} (REWIND_TEST_SEED replays another)");
+    let mut rng = XorShift::seeded(seed);
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let paths: Vec<String> = (0..40).map(|n| format!("d{}/f{n}.txt", n % 8)).collect();
+    for path in &paths {
+        p.file(path, format!("{path} base\n"));
+    }
+    let base = p.track();
+    for round in 0..4 {
+        // The agent's turn: some files changed, some deleted; then back to the base, racing.
+        for path in &paths {
+            match rng.below(4) {
+                0 => drop(fs::remove_file(p.join(path))),
+                1 | 2 => {
+                    p.file(path, format!("{path} agent {round}\n"));
+                }
+                _ => {}
+            }
+        }
+        p.track();
+        let mut outer = Command::new("strace");
+        outer.args(["-f", "-qq", "-o", "/dev/null"]);
+        outer.args(["-e", "inject=syncfs:delay_enter=400000:when=1"]);
+        outer.args(["-e", "inject=renameat2:delay_enter=20000"]);
+        let child = spawn_piped(&mut wrapped(&p, outer, &["--json", "restore", &base]));
+        let mut saved: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        for n in 0..60 {
+            std::thread::sleep(Duration::from_millis(rng.below(25)));
+            let path = &paths[rng.below(paths.len() as u64) as usize];
+            let data = format!("{path} user {round}.{n}\n").into_bytes();
+            let written = match rng.below(2) {
+                0 => fs::write(p.join(path), &data),
+                _ => {
+                    let temp = p.join(format!("{path}.user-save"));
+                    fs::write(&temp, &data).and_then(|()| fs::rename(&temp, p.join(path)))
+                }
+            };
+            if written.is_ok() {
+                saved.insert(path.clone(), data);
+            }
+        }
+        let run = finish(child, DEFAULT_DEADLINE, "restore");
+        assert_no_panic(&run);
+        let undo = one_json(&run)["undo"].as_str().unwrap().to_string();
+        let in_undo = p.store_paths(&undo);
+        for (path, data) in &saved {
+            let dir = p.join(path).parent().unwrap().to_path_buf();
+            let beside = fs::read_dir(&dir).unwrap().flatten().any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(".rewind-aside-")
+                    && fs::read(e.path()).is_ok_and(|b| &b == data)
+            });
+            let kept = fs::read(p.join(path)).is_ok_and(|b| &b == data)
+                || beside
+                || (in_undo.contains(path) && p.store_blob(&undo, path) == *data);
+            assert!(
+                kept,
+                "round {round}: the last save of {path} is lost: {run}"
+            );
+        }
+        for dir in (0..8).map(|d| p.join(format!("d{d}"))) {
+            for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let ours = name.starts_with(".rewind-") && !name.starts_with(".rewind-aside-");
+                assert!(!ours, "round {round}: a temp file is left: {name} {run}");
+                if name.ends_with(".user-save") || name.starts_with(".rewind-aside-") {
+                    fs::remove_file(entry.path()).unwrap(); // the next round starts clean
+                }
+            }
+        }
+    }
 }
 
 #[test]
