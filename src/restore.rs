@@ -485,6 +485,15 @@ impl Locked<'_> {
         let any_deletion = actions.contains(&Action::Delete);
         let store_dir = crate::fs::open_path(self.git_dir())
             .map_err(|e| Error::io("opening", self.git_dir(), e))?;
+        let writes = Writes {
+            root: &root,
+            steps: &plan.steps,
+            sights: &plan.sights,
+            contents: &contents,
+            expected: &expected,
+            token: &token,
+            progress: self.progress(),
+        };
         let mut first_dirs = Some(dirs);
         let mut replaced: Vec<(usize, io::Result<bool>)> = Vec::new();
         while first_dirs.is_some() || !queue.is_empty() {
@@ -494,17 +503,7 @@ impl Locked<'_> {
                 .unwrap_or_else(|| OpenDirs::new(&root, budget));
             let batch: Vec<usize> = queue.drain(..budget.min(queue.len())).collect();
             let mut staged = Vec::with_capacity(batch.len());
-            let stage_one = |&n: &usize| {
-                let step = &plan.steps[n];
-                let data = contents[n].as_deref().unwrap_or_default();
-                let temp = format!(".rewind-{token}-{n}").into_bytes();
-                let side = step.target.expect("a write has a target");
-                let sight = &plan.sights[step.snapshot];
-                let dir = stage(&dirs, step.path.as_ref(), (side, sight), data, &temp);
-                (n, dir.map(|dir| (dir, temp)))
-            };
-            for (n, result) in on_io_threads(|| batch.par_iter().map(stage_one).collect::<Vec<_>>())
-            {
+            for (n, result) in writes.stage(&batch, &dirs) {
                 match result {
                     Ok(ours) => staged.push((n, ours)),
                     Err(_) if first && any_deletion => queue.push_back(n),
@@ -528,34 +527,7 @@ impl Locked<'_> {
             if first {
                 self.delete_all(&root, &plan, (&actions, &expected), &token, &mut outcome);
             }
-            // Each file is swapped in only if its directory still stands at its path, as
-            // looked up from the root now (not moved out of the project while it was staged).
-            let now = OpenDirs::new(&root, budget);
-            replaced.extend(on_io_threads(|| {
-                staged
-                    .par_iter()
-                    .map(|(n, (dir, temp))| {
-                        let step = &plan.steps[*n];
-                        let (parent, name) = match step.path.rfind_byte(b'/') {
-                            Some(slash) => (&step.path[..slash], &step.path[slash + 1..]),
-                            None => (&b""[..], &step.path[..]),
-                        };
-                        let aside = format!(".rewind-aside-{token}-{n}").into_bytes();
-                        let names = (&**dir, &temp[..], name, &aside[..]);
-                        let result = match now.still_at(parent, dir) {
-                            Ok(true) => replace(&root, step.path.as_ref(), names, expected[*n]),
-                            moved => {
-                                let _ = ProjectRoot::unlink_in(dir, temp);
-                                moved.and(Err(io::Error::other(
-                                    "its directory was moved or replaced during the restore",
-                                )))
-                            }
-                        };
-                        self.progress().step();
-                        (*n, result)
-                    })
-                    .collect::<Vec<_>>()
-            }));
+            replaced.extend(writes.swap(&staged, &OpenDirs::new(&root, budget)));
         }
         replaced.sort_unstable_by_key(|(n, _)| *n);
         for (n, result) in replaced {
@@ -806,6 +778,74 @@ impl Locked<'_> {
         );
         self.commit(reference, &message, undo, parent)?;
         Ok(())
+    }
+}
+
+/// The writes of one run: what [`Locked::apply`] stages and swaps in, batch by batch.
+struct Writes<'a> {
+    root: &'a ProjectRoot,
+    steps: &'a [Step],
+    /// What each snapshot of the plan could see.
+    sights: &'a [Visibility],
+    /// The data each step writes, by step.
+    contents: &'a [Option<Vec<u8>>],
+    /// What each path must still hold when it is replaced, by step.
+    expected: &'a [Option<Side>],
+    /// The token the run's temp files carry.
+    token: &'a str,
+    /// Counts the files swapped in.
+    progress: &'a crate::store::Progress,
+}
+
+/// A staged temp file: the directory it is in, and its name.
+type TempFile = (Arc<Dir>, Vec<u8>);
+
+impl Writes<'_> {
+    /// Write the temp file of each step in `batch`, in parallel, into its directory (opened
+    /// through `dirs`): the directory and the temp name, or why it could not be written.
+    #[allow(clippy::type_complexity)]
+    fn stage(
+        &self,
+        batch: &[usize],
+        dirs: &OpenDirs,
+    ) -> Vec<(usize, io::Result<(Arc<Dir>, Vec<u8>)>)> {
+        let stage_one = |&n: &usize| {
+            let step = &self.steps[n];
+            let data = self.contents[n].as_deref().unwrap_or_default();
+            let temp = format!(".rewind-{}-{n}", self.token).into_bytes();
+            let side = step.target.expect("a write has a target");
+            let sight = &self.sights[step.snapshot];
+            let dir = stage(dirs, step.path.as_ref(), (side, sight), data, &temp);
+            (n, dir.map(|dir| (dir, temp)))
+        };
+        on_io_threads(|| batch.par_iter().map(stage_one).collect())
+    }
+
+    /// Swap each staged temp file in, in parallel ([`replace`]), if its directory still stands
+    /// at its path, looked up from the root again through `now` (not moved out of the project
+    /// while it was staged): whether it was written (`false`: a conflict), or why not.
+    fn swap(&self, staged: &[(usize, TempFile)], now: &OpenDirs) -> Vec<(usize, io::Result<bool>)> {
+        let swap_one = |(n, (dir, temp)): &(usize, TempFile)| {
+            let path = self.steps[*n].path.as_bstr();
+            let (parent, name): (&[u8], &[u8]) = match path.rfind_byte(b'/') {
+                Some(slash) => (&path[..slash], &path[slash + 1..]),
+                None => (b"", path),
+            };
+            let aside = format!(".rewind-aside-{}-{n}", self.token).into_bytes();
+            let names = (&**dir, &temp[..], name, &aside[..]);
+            let result = match now.still_at(parent, dir) {
+                Ok(true) => replace(self.root, path, names, self.expected[*n]),
+                moved => {
+                    let _ = ProjectRoot::unlink_in(dir, temp);
+                    moved.and(Err(io::Error::other(
+                        "its directory was moved or replaced during the restore",
+                    )))
+                }
+            };
+            self.progress.step();
+            (*n, result)
+        };
+        on_io_threads(|| staged.par_iter().map(swap_one).collect())
     }
 }
 
