@@ -9,6 +9,7 @@ use gix::ObjectId;
 
 use crate::error::{Error, Result};
 use crate::fs::{Dir, Kind, ProjectRoot};
+use crate::store::objects::read_blob;
 use crate::store::Locked;
 
 /// The store file naming the temp-file token of a restore in progress and its directories.
@@ -61,7 +62,7 @@ impl Locked<'_> {
     /// Remove the temp files a killed restore left: only names carrying the token its journal
     /// recorded, in the directories it recorded, and only files holding one of the two blobs
     /// the journal recorded for that temp file (the staged file, or the undo point's bytes a
-    /// swap took out). A swap killed before it could put back a save that landed meanwhile
+    /// swap took out), or the start of the staged file (a staging the kill cut short). A swap killed before it could put back a save that landed meanwhile
     /// leaves that save under the temp name: it is kept, renamed `.rewind-aside-…`. Every
     /// snapshot taken under the store lock calls this first, so no snapshot records a temp
     /// file. Costs one failed `open` when no restore was killed, else a `readdir` per recorded
@@ -74,7 +75,7 @@ impl Locked<'_> {
             return;
         };
         let mut token = None;
-        let mut blobs: HashMap<&str, Vec<ObjectId>> = HashMap::new();
+        let mut blobs: HashMap<&str, [Option<ObjectId>; 2]> = HashMap::new();
         let mut dirs = Vec::new();
         for line in text.lines() {
             match line.split_once(' ') {
@@ -82,8 +83,8 @@ impl Locked<'_> {
                 Some(("temp", rest)) => {
                     let mut fields = rest.split(' ');
                     let n = fields.next().unwrap_or_default();
-                    let ids = fields.filter_map(|id| ObjectId::from_hex(id.as_bytes()).ok());
-                    blobs.insert(n, ids.collect());
+                    let mut id = || ObjectId::from_hex(fields.next()?.as_bytes()).ok();
+                    blobs.insert(n, [id(), id()]);
                 }
                 Some(("dir", hex)) => dirs.extend(decode_hex(hex)),
                 _ => {}
@@ -101,8 +102,8 @@ impl Locked<'_> {
             };
             for name in names {
                 let n = name[prefix.len()..].to_str().unwrap_or_default();
-                let ours = blobs.get(n).map(Vec::as_slice).unwrap_or_default();
-                match blob_of(&fd, &name).is_some_and(|id| ours.contains(&id)) {
+                let recorded = blobs.get(n).copied().unwrap_or_default();
+                match self.left_by_restore(&fd, &name, recorded) {
                     true => {
                         let _ = ProjectRoot::unlink_in(&fd, &name);
                     }
@@ -121,16 +122,39 @@ impl Locked<'_> {
     }
 }
 
-/// The blob id of the file or symlink `name` in `dir`. Costs a read and a hash of it.
-fn blob_of(dir: &Dir, name: &[u8]) -> Option<ObjectId> {
-    let data = match crate::fs::stat_in(dir.as_dir(), name) {
-        Ok(Some(found)) if found.kind == Kind::Symlink => {
-            crate::fs::read_link_in(dir.as_dir(), name)
+impl Locked<'_> {
+    /// Whether temp file `name` in `dir` holds what its restore put there: one of the two blobs
+    /// it `recorded` (the file the swap took out, the staged file), or the start of the staged
+    /// file (a staging the kill cut short). Costs a read and a hash of it (and a read of the
+    /// staged blob when it matches neither).
+    fn left_by_restore(
+        &self,
+        dir: &Dir,
+        name: &[u8],
+        [taken_out, staged]: [Option<ObjectId>; 2],
+    ) -> bool {
+        let (data, is_file) = match crate::fs::stat_in(dir.as_dir(), name) {
+            Ok(Some(found)) if found.kind == Kind::Symlink => {
+                (crate::fs::read_link_in(dir.as_dir(), name), false)
+            }
+            Ok(Some(found)) if found.kind == Kind::File => {
+                (crate::fs::read_file_in(dir.as_dir(), name), true)
+            }
+            _ => return false,
+        };
+        let Ok(data) = data else {
+            return false;
+        };
+        let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data).ok();
+        if id.is_some() && (id == taken_out || id == staged) {
+            return true;
         }
-        Ok(Some(found)) if found.kind == Kind::File => crate::fs::read_file_in(dir.as_dir(), name),
-        _ => return None,
-    };
-    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data.ok()?).ok()
+        let cut_short = |staged: ObjectId| {
+            let full = read_blob(&self.repo(), staged, name.as_bstr()).ok()?;
+            Some(data.len() < full.len() && full.starts_with(&data))
+        };
+        is_file && staged.and_then(cut_short).unwrap_or(false)
+    }
 }
 
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {

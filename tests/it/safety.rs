@@ -613,6 +613,41 @@ fn random_saves_racing_restores_never_lose_a_byte() {
 }
 
 #[test]
+fn a_temp_file_a_kill_cut_short_while_staging_is_swept() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f.txt", "v0\n".repeat(1000));
+    let before = p.track();
+    p.file("f.txt", "v1\n");
+    p.track();
+    // Killed at the staging's fchmod (the temp file made, nothing written into it yet).
+    let mut cmd = strace(
+        &p,
+        "inject=fchmod:signal=KILL:when=1",
+        &["restore", &before],
+    );
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert!(!run.status.success(), "the restore was killed: {run}");
+    let left = |what: &str| {
+        let names = fs::read_dir(&p.path).unwrap().flatten();
+        let names = names.map(|e| e.file_name().to_string_lossy().into_owned());
+        names.filter(|n| n.starts_with(what)).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        left(".rewind-").len(),
+        1,
+        "the kill left the temp file: {run}"
+    );
+    p.track(); // sweeps it: the start of the staged file is ours, not a user's save
+    assert_eq!(
+        left(".rewind-"),
+        Vec::<String>::new(),
+        "neither swept nor kept aside"
+    );
+    assert_eq!(p.read("f.txt"), b"v1\n");
+}
+
+#[test]
 fn of_two_saves_landing_during_a_swap_the_newer_stays_at_the_path() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
