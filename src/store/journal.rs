@@ -1,6 +1,6 @@
 //! The restore journal: before a restore creates temp files in the project, it records their
-//! name token and directories in the store, so that after a crash the next call under the lock
-//! removes exactly those files (and never a user's).
+//! name token, their directories and the two blobs each can hold in the store, so that after a
+//! crash the next call under the lock removes exactly those files (and never a user's).
 
 use std::collections::HashMap;
 
@@ -62,8 +62,9 @@ impl Locked<'_> {
     /// Remove the temp files a killed restore left: only names carrying the token its journal
     /// recorded, in the directories it recorded, and only files holding one of the two blobs
     /// the journal recorded for that temp file (the staged file, or the undo point's bytes a
-    /// swap took out), or the start of the staged file (a staging the kill cut short). A swap killed before it could put back a save that landed meanwhile
-    /// leaves that save under the temp name: it is kept, renamed `.rewind-aside-…`. Every
+    /// swap took out), or the start of the staged file (a staging the kill cut short). A swap
+    /// killed before it could put back a save that landed meanwhile leaves that save under the
+    /// temp name: it is kept, renamed `.rewind-aside-…`. Every
     /// snapshot taken under the store lock calls this first, so no snapshot records a temp
     /// file. Costs one failed `open` when no restore was killed, else a `readdir` per recorded
     /// directory and a read and a hash per file left.
@@ -120,9 +121,7 @@ impl Locked<'_> {
         }
         self.remove_journal();
     }
-}
 
-impl Locked<'_> {
     /// Whether temp file `name` in `dir` holds what its restore put there: one of the two blobs
     /// it `recorded` (the file the swap took out, the staged file), or the start of the staged
     /// file (a staging the kill cut short). Costs a read and a hash of it (and a read of the

@@ -440,12 +440,7 @@ pub(crate) fn read_object(
     id: ObjectId,
     path: &BStr,
 ) -> Result<(gix::objs::Kind, Vec<u8>)> {
-    let hex = id.to_hex().to_string();
-    let file = repo
-        .git_dir()
-        .join("objects")
-        .join(&hex[..2])
-        .join(&hex[2..]);
+    let file = loose_path(&repo.git_dir().join("objects"), &id);
     let compressed = match fs::read(&file) {
         Ok(compressed) => compressed,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
