@@ -1749,8 +1749,12 @@ fn turn_ids(p: &TestProject, now: &str) -> Vec<String> {
         .collect()
 }
 
+/// Hour `h` of a day ahead of the real clock: the store's loose objects (written now, by
+/// the real clock) are then older than prune's hour of grace. (It was 2026-12-01, which the
+/// real clock passed: objects then counted as a minute old, and the size quota found nothing
+/// it could free.)
 fn hour(h: u32) -> String {
-    format!("2026-12-01T{h:02}:00:00Z")
+    format!("2099-12-01T{h:02}:00:00Z")
 }
 
 #[test]
@@ -1978,7 +1982,7 @@ fn retention_never_removes_an_open_turn_and_names_quota_removals() {
         &["--json", "prune", "--max-size", "3M", "--target-size", "3M"],
     );
     let outcome = one_json(&quota);
-    let later = "2026-12-20T00:00:00Z";
+    let later = "2099-12-20T00:00:00Z";
     for (now, extra) in [
         (hour(5).as_str(), None),
         (hour(5).as_str(), Some("0")),
@@ -2031,7 +2035,7 @@ fn retention_never_removes_an_open_turn_and_names_quota_removals() {
     );
     // (Taken three hours before: a snapshot whose record is younger than two hours is never
     // dropped for size.)
-    let earlier = "2026-12-19T21:00:00Z";
+    let earlier = "2099-12-19T21:00:00Z";
     // It holds 1 MB no other record holds: dropping it gets the store under 2.5 MB.
     let mut rng = XorShift::from_time();
     p.file(
@@ -2552,7 +2556,7 @@ fn the_turn_limit_never_drops_the_newest_turns_behind_rolled_back_ones() {
 fn a_kept_session_keeps_the_undo_point_its_redo_needs() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
-    let day = |d: u32| format!("2026-12-{:02}T00:00:00Z", d + 1);
+    let day = |d: u32| format!("2099-12-{:02}T00:00:00Z", d + 1);
     p.file("a.txt", "1\n");
     at(
         &p,
