@@ -797,6 +797,7 @@ impl Locked<'_> {
             .collect();
         if !unreachable.is_empty() {
             self.remove_git_caches()?;
+            self.objects().trees().clear();
         }
         let mut fanouts = HashSet::new();
         for object in unreachable {

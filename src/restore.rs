@@ -210,7 +210,7 @@ impl Store {
         let locked = self.lock()?;
         let target = locked.tree(hash)?;
         let current = locked.current(options.dry_run)?;
-        let changes = tree_changes(&self.repo(), current, target)?;
+        let changes = tree_changes(&self.repo(), self.trees(), current, target)?;
         locked.apply(Plan {
             target,
             current,
@@ -330,7 +330,7 @@ impl Store {
             let index = match targets.iter().position(|(id, _)| *id == target) {
                 Some(index) => index,
                 None => {
-                    targets.push((target, tree_changes(&repo, current, target)?));
+                    targets.push((target, tree_changes(&repo, self.trees(), current, target)?));
                     targets.len() - 1
                 }
             };

@@ -801,7 +801,7 @@ impl Store {
             .attribute(
                 session,
                 &record,
-                tree_changes(&repo, record.before, after)?,
+                tree_changes(&repo, self.trees(), record.before, after)?,
                 after,
             )?
             .into_iter()
@@ -997,7 +997,7 @@ impl Store {
         touched.dedup();
         // (A turn a redo gave back starts from the project as the redo found it.)
         let target = locked.as_reopened(session, undone[0].clone())?.before;
-        let differing = tree_changes(&repo, current, target)?;
+        let differing = tree_changes(&repo, self.trees(), current, target)?;
         // A file the turns moved is undone as one: both names, or neither.
         let partners = rename_partners(&repo, &differing, &touched)?;
         keep_below(&mut touched, only.as_ref(), &partners, session)?;
@@ -1534,7 +1534,7 @@ impl Store {
         let mut last_word: HashMap<BString, ObjectId> = HashMap::new();
         for pair in chain.windows(2) {
             let (from, to) = (&pair[0], &pair[1]);
-            let changed = tree_changes(&repo, from.tree, to.tree)?
+            let changed = tree_changes(&repo, self.trees(), from.tree, to.tree)?
                 .into_iter()
                 .map(|c| c.path);
             match to.kind {
@@ -1567,7 +1567,7 @@ impl Store {
             ..
         }) = chain.last()
         {
-            for change in tree_changes(&repo, last, current)? {
+            for change in tree_changes(&repo, self.trees(), last, current)? {
                 let session_left = match last_word.get(&change.path) {
                     Some(tree) => side_at(&repo, *tree, change.path.as_ref())?,
                     None => None,
@@ -1655,7 +1655,7 @@ impl Store {
             // trimmed and the old commits removed): any change of the turn may be theirs, but
             // those an ended turn named its own when it ended (knowing what the others did).
             let after = record.after.unwrap_or(current);
-            let changes = tree_changes(&repo, record.before, after)?;
+            let changes = tree_changes(&repo, self.trees(), record.before, after)?;
             let (end, _) = commit_and_tree(&repo, record.commit)?;
             let own: HashSet<BString> = match record.ended_at {
                 Some(_) => parse_files(end.message_raw_sloppy()).unwrap_or_default(),
@@ -1691,7 +1691,7 @@ impl Store {
             if let (ChainKind::End | ChainKind::Undo, Some(parent)) = (kind, parent) {
                 let (_, before) = commit_and_tree(&repo, parent)?;
                 paths.extend(
-                    tree_changes(&repo, before, tree)?
+                    tree_changes(&repo, self.trees(), before, tree)?
                         .into_iter()
                         .map(|c| c.path),
                 );
@@ -1785,7 +1785,7 @@ impl Store {
         if unknown {
             overlaps.push(Overlap {
                 announced: Vec::new(),
-                changed: tree_changes(&repo, record.before, after)?
+                changed: tree_changes(&repo, self.trees(), record.before, after)?
                     .into_iter()
                     .map(|c| c.path)
                     .collect(),
@@ -1813,7 +1813,7 @@ impl Store {
             };
             overlaps.push(Overlap {
                 announced: self.announced_by(&other, &theirs)?,
-                changed: tree_changes(&repo, start, end)?
+                changed: tree_changes(&repo, self.trees(), start, end)?
                     .into_iter()
                     .map(|c| c.path)
                     .collect(),
@@ -1877,7 +1877,7 @@ impl Store {
                 if let Some(files) = parse_files(object.message_raw_sloppy()) {
                     return Ok(files.into_iter().map(|f| (f.file, f.origin)).collect());
                 }
-                let changes = tree_changes(&repo, record.before, after)?;
+                let changes = tree_changes(&repo, self.trees(), record.before, after)?;
                 changes
                     .into_iter()
                     .map(|c| (c, Origin::Unannounced))
@@ -1891,7 +1891,7 @@ impl Store {
             }
             None => {
                 let record = self.as_reopened(session, record.clone())?;
-                let changes = tree_changes(&repo, record.before, current)?;
+                let changes = tree_changes(&repo, self.trees(), record.before, current)?;
                 self.attribute(session, &record, changes, current)?
             }
         };
@@ -2123,7 +2123,7 @@ impl Locked<'_> {
         paths.sort_unstable();
         let before = self.as_reopened(session, record.clone())?.before;
         // A file the turn moved is undone as one: both names, or neither.
-        let moves = tree_changes(&repo, before, record.after.unwrap_or(current))?;
+        let moves = tree_changes(&repo, self.trees(), before, record.after.unwrap_or(current))?;
         let partners = rename_partners(&repo, &moves, &paths)?;
         keep_below(&mut paths, only.as_ref(), &partners, session)?;
         let merges = match options.dry_run {
@@ -2327,7 +2327,7 @@ impl Store {
                 .into_iter()
                 .collect();
             let after = record.after.unwrap_or(current);
-            for change in tree_changes(&repo, record.before, after)? {
+            for change in tree_changes(&repo, self.trees(), record.before, after)? {
                 let Some(&origin) = origins.get(&change.path) else {
                     continue; // another session's
                 };
@@ -2364,7 +2364,7 @@ impl Store {
     /// files of a turn recorded before turns recorded whose each change is).
     fn files_between(&self, before: ObjectId, after: ObjectId) -> Result<Vec<TurnFile>> {
         let repo = self.repo();
-        tree_changes(&repo, before, after)?
+        tree_changes(&repo, self.trees(), before, after)?
             .into_iter()
             .map(|c| turn_file(&repo, plain(c), Origin::Unannounced))
             .collect()

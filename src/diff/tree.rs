@@ -2,11 +2,12 @@
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
 use crate::error::{object_error, Result};
-use crate::store::objects::read_object;
+use crate::store::objects::{read_object, TreeCache};
 
 /// One side of a changed path: mode (as git prints it, e.g. `0o100644`) and object id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,9 +36,10 @@ pub(crate) struct Change {
 /// (so trees only in an in-memory overlay are not seen), and the changes are then sorted by
 /// their paths' bytes, which is git's order (a directory sorts as its name and `/`). No
 /// recursion, so depth costs heap, not thread stack. Costs one tree read per differing
-/// directory, spread over the cores.
+/// directory, spread over the cores, except for the trees `trees` holds (and then holds).
 pub(crate) fn tree_changes(
     repo: &gix::Repository,
+    trees: &TreeCache,
     from: ObjectId,
     to: ObjectId,
 ) -> Result<Vec<Change>> {
@@ -49,10 +51,13 @@ pub(crate) fn tree_changes(
     let shared = repo.clone().into_sync();
     while !level.is_empty() {
         let compared: Vec<Result<Compared>> = match level.len() < PARALLEL_FROM {
-            true => level.iter().map(|dir| compare(repo, dir)).collect(),
+            true => level.iter().map(|dir| compare(repo, trees, dir)).collect(),
             false => level
                 .par_iter()
-                .map_init(|| shared.to_thread_local(), |repo, dir| compare(repo, dir))
+                .map_init(
+                    || shared.to_thread_local(),
+                    |repo, dir| compare(repo, trees, dir),
+                )
                 .collect(),
         };
         level = Vec::new();
@@ -76,8 +81,12 @@ type PendingDir = (BString, Option<ObjectId>, Option<ObjectId>);
 type Compared = (Vec<Change>, Vec<PendingDir>);
 
 /// Compare one directory of both trees. Costs reading its two trees.
-fn compare(repo: &gix::Repository, (dir, old, new): &PendingDir) -> Result<Compared> {
-    let mut pair = DirPair::read(repo, *old, *new, dir.as_ref())?;
+fn compare(
+    repo: &gix::Repository,
+    trees: &TreeCache,
+    (dir, old, new): &PendingDir,
+) -> Result<Compared> {
+    let mut pair = DirPair::read((repo, trees), *old, *new, dir.as_ref())?;
     let (mut changes, mut below) = (Vec::new(), Vec::new());
     let mut path = dir.clone();
     while let Some((a, b)) = {
@@ -113,7 +122,7 @@ struct DirPair {
 /// entry).
 #[derive(Default)]
 struct Entries {
-    data: Vec<u8>,
+    data: Arc<[u8]>,
     entries: Vec<(std::ops::Range<usize>, gix::objs::tree::EntryMode, ObjectId)>,
 }
 
@@ -132,13 +141,13 @@ impl Entries {
 impl DirPair {
     /// Read trees `from` and `to` (either may be absent) of directory `dir`.
     fn read(
-        repo: &gix::Repository,
+        (repo, trees): (&gix::Repository, &TreeCache),
         from: Option<ObjectId>,
         to: Option<ObjectId>,
         dir: &BStr,
     ) -> Result<DirPair> {
         let read = |id: Option<ObjectId>| {
-            id.map(|id| read_tree(repo, id, dir))
+            id.map(|id| read_tree((repo, trees), id, dir))
                 .transpose()
                 .map(Option::unwrap_or_default)
         };
@@ -176,17 +185,29 @@ impl DirPair {
     }
 }
 
-/// The entries of tree `id` (read while diffing directory `dir`). Costs a read of the object
-/// and its decoding.
-fn read_tree(repo: &gix::Repository, id: ObjectId, dir: &BStr) -> Result<Entries> {
-    let (kind, data) = read_object(repo, id, dir)?;
-    if kind != gix::objs::Kind::Tree {
-        return Err(object_error(
-            &id,
-            dir,
-            format!("a {kind} where a tree belongs"),
-        ));
-    }
+/// The entries of tree `id` (read while diffing directory `dir`), from `trees` or else from
+/// the store (then held in `trees`). Costs the decoding, and a read of the object unless held.
+fn read_tree(
+    (repo, trees): (&gix::Repository, &TreeCache),
+    id: ObjectId,
+    dir: &BStr,
+) -> Result<Entries> {
+    let data = match trees.get(&id) {
+        Some(data) => data,
+        None => {
+            let (kind, data) = read_object(repo, id, dir)?;
+            if kind != gix::objs::Kind::Tree {
+                return Err(object_error(
+                    &id,
+                    dir,
+                    format!("a {kind} where a tree belongs"),
+                ));
+            }
+            let data: Arc<[u8]> = data.into();
+            trees.insert(id, data.clone());
+            data
+        }
+    };
     let decoded = gix::objs::TreeRef::from_bytes(&data, gix::hash::Kind::Sha1)
         .map_err(|e| object_error(&id, dir, e))?;
     let start = data.as_ptr() as usize;

@@ -608,6 +608,11 @@ impl Store {
         &self.git_dir
     }
 
+    /// The trees this process wrote or read (see [`objects::TreeCache`]).
+    pub(crate) fn trees(&self) -> &objects::TreeCache {
+        self.objects.trees()
+    }
+
     /// A handle on the store's repository for this thread (isolated from the environment and the
     /// global git config). Cheap: it shares the object database and config.
     pub(crate) fn repo(&self) -> gix::Repository {

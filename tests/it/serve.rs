@@ -1855,6 +1855,52 @@ fn server_writes_again_what_a_cron_prune_deleted() {
     run.assert_success();
 }
 
+/// A server keeps the trees it wrote and read (`serve` diffs without reading them again). Its
+/// diffs must stay git's, over many snapshots of a deep tree read back and forth, and a
+/// snapshot a cron prune removed must be `not_found` although its trees were held.
+#[test]
+fn server_diffs_from_the_trees_it_holds_as_git_does_and_forgets_pruned_ones() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    for d in 0..6 {
+        p.file(format!("d{d}/e/f/g.txt"), format!("start {d}\n"));
+    }
+    p.file("keep.txt", "kept\n");
+    let what = "rewind serve --no-watch".to_string();
+    let mut s = Server::spawn(p.rewind_command(["serve", "--no-watch"]), what);
+    let mut snapshots = vec![oid(&s.ok("track", Value::Null)["hash"], "track")];
+    for round in 0..4 {
+        p.file(format!("d{round}/e/f/g.txt"), format!("round {round}\n"));
+        p.file(format!("d{round}/e/new{round}.txt"), "new\n");
+        snapshots.push(oid(&s.ok("track", Value::Null)["hash"], "track"));
+    }
+    let store = p.store();
+    // Every pair, both ways, twice: the second time from the held trees.
+    for pass in 0..2 {
+        for from in &snapshots {
+            for to in &snapshots {
+                let rows = s.ok("diff_full", json!({"from": from, "to": to}));
+                let what = format!("pass {pass}: diff_full {from} {to}");
+                assert_rows_match_git(&sb, &store, &rows, from, to, &what);
+            }
+        }
+    }
+
+    // Cron, much later: every snapshot expired; the first one's own trees are deleted.
+    let mut cmd = p.rewind_command(["--json", "prune", "--retention", "1d"]);
+    cmd.env("REWIND_NOW", "2099-01-01T00:00:00Z");
+    run_with_deadline(&mut cmd, DEFAULT_DEADLINE).assert_success();
+    let first = &snapshots[0];
+    let gone = sb.git_in_run(&store, ["cat-file", "-e", first]);
+    assert!(!gone.status.success(), "the prune removed {first}");
+    let error = s.err(
+        "diff_full",
+        Some(json!({"from": first, "to": snapshots[4]})),
+    );
+    assert_eq!(error["data"]["code"], "not_found", "{error}");
+    s.close();
+}
+
 // ---------------------------------------------------------------------------
 // Waiting for the store's lock: reads at once, timeouts, cancellation
 // ---------------------------------------------------------------------------
