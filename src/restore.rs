@@ -399,6 +399,7 @@ impl Locked<'_> {
             diff: None,
         };
         // Directories opened while deciding serve the staging too (nothing is removed between).
+        crate::fs::make_room_for_dirs(&root, plan.steps.iter().map(|s| s.path.as_slice()));
         let dirs = OpenDirs::new(&root, crate::fs::descriptor_budget());
         let decided = self.decide((&root, &dirs), &repo, &mut plan)?;
         let mut actions = Vec::with_capacity(plan.steps.len());

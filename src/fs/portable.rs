@@ -290,6 +290,9 @@ pub(crate) fn open_descriptors() -> u64 {
     0
 }
 
+/// Nothing to grow here (see the Unix version).
+pub(crate) fn grow_descriptor_table(_dir: &Dir, _to: u64) {}
+
 /// Open `path` (relative to directory `dir`, or absolute) for reading only if it is a regular
 /// file, and with `follow == false` only if it is not a symlink (checked before opening).
 pub(crate) fn open_regular(dir: DirRef<'_>, path: &Path, follow: bool) -> io::Result<File> {

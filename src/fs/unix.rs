@@ -291,6 +291,15 @@ pub(crate) fn open_descriptors() -> u64 {
     listed.map_or(32, |entries| entries.count() as u64)
 }
 
+/// Grow this process's descriptor table at once to hold descriptor number `to` (bounded by the
+/// limit), by duplicating `dir` there and closing the copy. Costs one growth: in a process with
+/// threads each growth of the table waits for an RCU grace period (milliseconds), and a table
+/// left to double as a run opens descriptors grows many times.
+pub(crate) fn grow_descriptor_table(dir: &Dir, to: u64) {
+    let highest = open_files_limit().map_or(to, |limit| to.min(limit.saturating_sub(1)));
+    let _ = rustix::io::fcntl_dupfd_cloexec(&dir.0, i32::try_from(highest).unwrap_or(i32::MAX));
+}
+
 /// `syncfs`: the file system of `fd` made durable.
 #[cfg(target_os = "linux")]
 fn sync_fs(fd: impl AsFd) -> io::Result<()> {
