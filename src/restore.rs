@@ -463,7 +463,10 @@ impl Locked<'_> {
             plan.steps
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| s.target.is_some() && !inside_dot_git(s.path.as_ref()))
+                .filter(|&(n, s)| {
+                    let written_or_deleted = s.target.is_some() || actions[n] == Action::Delete;
+                    written_or_deleted && !inside_dot_git(s.path.as_ref())
+                })
                 .map(|(n, s)| {
                     let blobs = [expected[n].map(|e| e.id), s.target.map(|t| t.id)];
                     (n, s.path.as_bstr(), blobs)
@@ -511,9 +514,17 @@ impl Locked<'_> {
                     Err(e) => outcome.failed.push(failure(&plan.steps[n].path, &e)),
                 }
             }
-            let store = first.then(|| store_dir.as_dir());
+            // The journal records them staged whole; the sync makes that, the temp files and
+            // (the first time) the undo point durable before any swap.
             let dirs_written = staged.iter().map(|(_, (dir, _))| dir.as_dir());
-            if let Err(e) = crate::fs::sync_filesystems(store.into_iter().chain(dirs_written)) {
+            let synced = self
+                .journal_staged(staged.iter().map(|(n, _)| *n))
+                .and_then(|()| {
+                    crate::fs::sync_filesystems(
+                        std::iter::once(store_dir.as_dir()).chain(dirs_written),
+                    )
+                });
+            if let Err(e) = synced {
                 // Nothing of this batch was swapped in: its temp files go, and the run stops.
                 for (_, (dir, temp)) in &staged {
                     let _ = ProjectRoot::unlink_in(dir, temp);
@@ -646,7 +657,7 @@ impl Locked<'_> {
         sight: &mut Visibility,
     ) -> io::Result<Action> {
         let path = step.path.as_bstr();
-        if !sight.can_see(repo, path).map_err(io::Error::other)? {
+        if !sight.can_see(repo, path).map_err(io::Error::other)? || set_aside(path) {
             return Ok(Action::Kept);
         }
         Ok(match root.lstat(path)?.map(|f| f.kind) {
@@ -935,6 +946,13 @@ fn obstacle(
         }
     }
     Ok(Obstacle::None)
+}
+
+/// Whether `path` is a file rewind set aside (`.rewind-aside-…`): someone's save a restore
+/// could not put back, kept beside its path. The user removes it; a restore never deletes it.
+fn set_aside(path: &BStr) -> bool {
+    let name = path.rsplit_str(b"/").next().unwrap_or_default();
+    name.starts_with(b".rewind-aside-")
 }
 
 /// Whether `path` has a `.git` component (in any case: a case-insensitive file system would

@@ -10,17 +10,17 @@ use gix::ObjectId;
 use crate::error::{Error, Result};
 use crate::fs::{Dir, Kind, ProjectRoot};
 use crate::store::objects::read_blob;
-use crate::store::Locked;
+use crate::store::{Locked, Store};
 
 /// The store file naming the temp-file token of a restore in progress and its directories.
 const JOURNAL: &str = "rewind-restore-journal";
 
 impl Locked<'_> {
     /// Record the token a restore's temp files carry, the directories of the files it will
-    /// write and, for each (`temps`: its number `n` in `.rewind-<token>-<n>`, its path, and the
-    /// blobs of the file it replaces and of the file it writes), the only bytes its temp file
-    /// can hold, so that after a crash the next run removes exactly those files, and only with
-    /// those bytes (never a user's). Returns the token: 16 hex digits from the clock and the
+    /// write or delete and, for each (`temps`: its number `n` in `.rewind-<token>-<n>` and
+    /// `.rewind-aside-<token>-<n>`, its path, and the blobs of the file it replaces or deletes
+    /// and of the file it writes), the only bytes its temp file can hold, so that after a crash
+    /// the next run removes exactly those files, and only with those bytes (never a user's). Returns the token: 16 hex digits from the clock and the
     /// process. Costs a line per file written.
     pub(crate) fn write_journal<'p>(
         &self,
@@ -56,82 +56,105 @@ impl Locked<'_> {
         crate::fs::write_atomically(&self.git_dir().join(JOURNAL), "index.tmp", text.as_bytes())?;
         Ok(token)
     }
+    /// Record that the temp files numbered `ns` are staged whole (written and closed): from
+    /// then on such a temp file that holds the start of its staged file is not a staging cut
+    /// short but something a swap took out (a save cut down to a prefix of the restored file,
+    /// an emptied file), which the sweep keeps. Appended before the batch's `syncfs`, which
+    /// makes it durable before any of these files is swapped. Costs one appending write.
+    pub(crate) fn journal_staged(&self, ns: impl Iterator<Item = usize>) -> std::io::Result<()> {
+        let lines: String = ns.map(|n| format!("staged {n}\n")).collect();
+        let mut journal = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.git_dir().join(JOURNAL))?;
+        std::io::Write::write_all(&mut journal, lines.as_bytes())
+    }
+
     pub(crate) fn remove_journal(&self) {
         let _ = std::fs::remove_file(self.git_dir().join(JOURNAL));
     }
+
     /// Remove the temp files a killed restore left: only names carrying the token its journal
     /// recorded, in the directories it recorded, and only files holding one of the two blobs
     /// the journal recorded for that temp file (the staged file, or the undo point's bytes a
-    /// swap took out), or the start of the staged file (a staging the kill cut short). A swap
-    /// killed before it could put back a save that landed meanwhile leaves that save under the
-    /// temp name: it is kept, renamed `.rewind-aside-…`. Every
-    /// snapshot taken under the store lock calls this first, so no snapshot records a temp
-    /// file. Costs one failed `open` when no restore was killed, else a `readdir` per recorded
-    /// directory and a read and a hash per file left.
+    /// swap took out), or, for a temp file not recorded as staged whole, the start of the
+    /// staged file (a staging the kill cut short). A swap killed before it could put back a
+    /// save that landed meanwhile leaves that save under the temp name: it is kept, renamed
+    /// `.rewind-aside-…`. A temp file that can be neither removed nor renamed (a read-only
+    /// directory) keeps the journal for the next run. Every snapshot taken under the store
+    /// lock calls this first, so no snapshot records a temp file. Costs one failed `open`
+    /// when no restore was killed, else a `readdir` per recorded directory and a read and a
+    /// hash per file left.
     pub(crate) fn sweep_temp_files(&self) {
-        let Ok(text) = std::fs::read_to_string(self.git_dir().join(JOURNAL)) else {
+        let Some(journal) = self.read_journal() else {
             return;
         };
         let Ok(root) = ProjectRoot::open(self.project()) else {
             return;
         };
-        let mut token = None;
-        let mut blobs: HashMap<&str, [Option<ObjectId>; 2]> = HashMap::new();
-        let mut dirs = Vec::new();
-        for line in text.lines() {
-            match line.split_once(' ') {
-                Some(("token", t)) if t.len() == 16 => token = Some(format!(".rewind-{t}-")),
-                Some(("temp", rest)) => {
-                    let mut fields = rest.split(' ');
-                    let n = fields.next().unwrap_or_default();
-                    let mut id = || ObjectId::from_hex(fields.next()?.as_bytes()).ok();
-                    blobs.insert(n, [id(), id()]);
-                }
-                Some(("dir", hex)) => dirs.extend(decode_hex(hex)),
-                _ => {}
-            }
-        }
-        let Some(prefix) = token else {
+        if journal.prefix.is_empty() {
             return self.remove_journal();
-        };
-        for dir in dirs {
-            let Ok(names) = root.names_with_prefix(&dir, prefix.as_bytes()) else {
+        }
+        let prefix = journal.prefix.as_bytes();
+        let mut left = false;
+        for dir in &journal.dirs {
+            let Ok(names) = root.names_with_prefix(dir, prefix) else {
                 continue;
             };
-            let Ok(fd) = root.open_dir(&dir, None) else {
+            let Ok(fd) = root.open_dir(dir, None) else {
                 continue;
             };
+            // A deletion killed between setting its file aside and removing it: the file goes
+            // if it holds the undo point's bytes (else it is someone's save, and stays aside).
+            let aside_prefix = [b".rewind-aside-", &prefix[b".rewind-".len()..]].concat();
+            for name in root
+                .names_with_prefix(dir, &aside_prefix)
+                .unwrap_or_default()
+            {
+                let n = name[aside_prefix.len()..].to_str().unwrap_or_default();
+                let taken_out = journal.temps.get(n).map(|temp| temp.blobs[0]);
+                let undo_bytes = Temp {
+                    blobs: [taken_out.flatten(), None],
+                    staged: true,
+                };
+                if self.left_by_restore(&fd, &name, undo_bytes) {
+                    let _ = ProjectRoot::unlink_in(&fd, &name);
+                }
+            }
             for name in names {
                 let n = name[prefix.len()..].to_str().unwrap_or_default();
-                let recorded = blobs.get(n).copied().unwrap_or_default();
-                match self.left_by_restore(&fd, &name, recorded) {
-                    true => {
-                        let _ = ProjectRoot::unlink_in(&fd, &name);
+                let temp = journal.temps.get(n).copied().unwrap_or_default();
+                let shown = |name: &[u8]| root.display(name.as_bstr()).display().to_string();
+                if self.left_by_restore(&fd, &name, temp) {
+                    if let Err(e) = ProjectRoot::unlink_in(&fd, &name) {
+                        tracing::warn!(temp = %shown(&name), %e, "a killed restore's temp file could not be removed");
+                        left = true;
                     }
-                    false => {
-                        let kept = [b".rewind-aside-", &name[b".rewind-".len()..]].concat();
-                        let _ = ProjectRoot::rename_in(&fd, &name, &kept, true);
-                        tracing::warn!(
-                            kept = %root.display(kept.as_bstr()).display(),
-                            "a killed restore left someone's save under its temp name: kept"
-                        );
+                    continue;
+                }
+                let kept = [b".rewind-aside-", &name[b".rewind-".len()..]].concat();
+                match ProjectRoot::rename_in(&fd, &name, &kept, true) {
+                    Ok(()) => tracing::warn!(
+                        kept = %shown(&kept),
+                        "a killed restore left someone's save under its temp name: kept"
+                    ),
+                    Err(e) => {
+                        tracing::warn!(save = %shown(&name), %e, "a killed restore left someone's save under its temp name; it stays there");
+                        left = true;
                     }
                 }
             }
         }
-        self.remove_journal();
+        if !left {
+            self.remove_journal();
+        }
     }
 
     /// Whether temp file `name` in `dir` holds what its restore put there: one of the two blobs
-    /// it `recorded` (the file the swap took out, the staged file), or the start of the staged
-    /// file (a staging the kill cut short). Costs a read and a hash of it (and a read of the
-    /// staged blob when it matches neither).
-    fn left_by_restore(
-        &self,
-        dir: &Dir,
-        name: &[u8],
-        [taken_out, staged]: [Option<ObjectId>; 2],
-    ) -> bool {
+    /// recorded for it (the file the swap took out, the staged file), or, unless it was staged
+    /// whole, the start of the staged file (a staging the kill cut short). Costs a read and a
+    /// hash of it (and a read of the staged blob when it matches neither).
+    fn left_by_restore(&self, dir: &Dir, name: &[u8], temp: Temp) -> bool {
+        let [taken_out, staged] = temp.blobs;
         let (data, is_file) = match crate::fs::stat_in(dir.as_dir(), name) {
             Ok(Some(found)) if found.kind == Kind::Symlink => {
                 (crate::fs::read_link_in(dir.as_dir(), name), false)
@@ -152,8 +175,52 @@ impl Locked<'_> {
             let full = read_blob(&self.repo(), staged, name.as_bstr()).ok()?;
             Some(data.len() < full.len() && full.starts_with(&data))
         };
-        is_file && staged.and_then(cut_short).unwrap_or(false)
+        is_file && !temp.staged && staged.and_then(cut_short).unwrap_or(false)
     }
+}
+
+impl Store {
+    /// The journal of a restore that did not finish, if one is in the store. Costs a read of it.
+    fn read_journal(&self) -> Option<Journal> {
+        let text = std::fs::read_to_string(self.git_dir().join(JOURNAL)).ok()?;
+        let mut journal = Journal::default();
+        for line in text.lines() {
+            match line.split_once(' ') {
+                Some(("token", t)) if t.len() == 16 => journal.prefix = format!(".rewind-{t}-"),
+                Some(("temp", rest)) => {
+                    let mut fields = rest.split(' ');
+                    let n = fields.next().unwrap_or_default().to_owned();
+                    let mut id = || ObjectId::from_hex(fields.next()?.as_bytes()).ok();
+                    journal.temps.entry(n).or_default().blobs = [id(), id()];
+                }
+                Some(("staged", n)) => journal.temps.entry(n.to_owned()).or_default().staged = true,
+                Some(("dir", hex)) => journal.dirs.extend(decode_hex(hex)),
+                _ => {}
+            }
+        }
+        Some(journal)
+    }
+}
+
+/// What the journal of an unfinished restore records.
+#[derive(Default)]
+struct Journal {
+    /// `.rewind-<token>-`, the start of its temp files' names (empty: no token recorded).
+    prefix: String,
+    /// Its temp files, by their number.
+    temps: HashMap<String, Temp>,
+    /// The directories of its temp files.
+    dirs: Vec<Vec<u8>>,
+}
+
+/// One temp file of a restore, as its journal records it.
+#[derive(Default, Clone, Copy)]
+struct Temp {
+    /// The only blobs it can hold: the undo point's at its path (which a swap takes out), and
+    /// the staged file's.
+    blobs: [Option<ObjectId>; 2],
+    /// Staged whole before the restore's `syncfs`: a swap may have taken something out into it.
+    staged: bool,
 }
 
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {

@@ -373,37 +373,6 @@ fn remove_any(path: &Path) {
     }
 }
 
-/// Sets `chattr +i` on a file and removes it again on drop (root ignores permission bits).
-struct Immutable(PathBuf);
-
-impl Immutable {
-    /// Fails the test unless `chattr +i` works (root, and a file system with the attribute).
-    fn set(path: &Path) -> Immutable {
-        let out = std::process::Command::new("chattr")
-            .arg("+i")
-            .arg(path)
-            .output()
-            .unwrap_or_else(|e| panic!("this test needs `chattr` (as root): {e}"));
-        assert!(
-            out.status.success(),
-            "chattr +i {} failed (it needs root and a file system with the immutable \
-             attribute): {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        Immutable(path.to_owned())
-    }
-}
-
-impl Drop for Immutable {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("chattr")
-            .arg("-i")
-            .arg(&self.0)
-            .status();
-    }
-}
-
 /// A project `world/proj` with a sibling directory `world/outside` that no command may touch.
 struct World<'a> {
     sb: &'a Sandbox,

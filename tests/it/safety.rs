@@ -479,16 +479,18 @@ fn paused(p: &TestProject, args: &[&str], injects: &[&str], meanwhile: impl FnOn
 /// `restore` of `p` from "v1" in f.txt back to "v0" (after an "old" version), paused at its
 /// syncfs while the user saves `save` in f.txt, so that the swap takes the save out;
 /// `swap_back` is strace's inject expression for the second renameat2, the swap back.
-fn restore_taking_out_a_save(p: &TestProject, swap_back: &str, save: &str) -> Run {
+/// Returns the run and the snapshot it restored.
+fn restore_taking_out_a_save(p: &TestProject, swap_back: &str, save: &str) -> (Run, String) {
     p.file("f.txt", "old\n");
     p.track();
     p.file("f.txt", "v0\n");
     let before = p.track();
     p.file("f.txt", "v1\n");
     p.track();
-    paused(p, &["--json", "restore", &before], &[swap_back], || {
+    let run = paused(p, &["--json", "restore", &before], &[swap_back], || {
         p.file("f.txt", save);
-    })
+    });
+    (run, before)
 }
 
 /// The names in the project's top directory that hold `data`.
@@ -502,7 +504,8 @@ fn names_holding(p: &TestProject, data: &[u8]) -> Vec<String> {
 fn a_save_that_cannot_be_swapped_back_is_kept_beside_the_path() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
-    let run = restore_taking_out_a_save(&p, "inject=renameat2:error=EIO:when=2", "USER SAVE\n");
+    let (run, _) =
+        restore_taking_out_a_save(&p, "inject=renameat2:error=EIO:when=2", "USER SAVE\n");
     assert_no_panic(&run);
     assert_eq!(run.code(), Some(1), "{run}");
     let kept = names_holding(&p, b"USER SAVE\n");
@@ -521,12 +524,76 @@ fn a_save_taken_out_by_a_swap_killed_before_it_was_put_back_is_kept() {
     // Killed as it swaps the save back: the save is left under the temp name, which the next
     // run sweeps. The save holds bytes the store has (an older version): still not the
     // staged file's, nor the undo point's for that path.
-    let run = restore_taking_out_a_save(&p, "inject=renameat2:signal=KILL:when=2", "old\n");
+    let (run, before) =
+        restore_taking_out_a_save(&p, "inject=renameat2:signal=KILL:when=2", "old\n");
     assert!(!run.status.success(), "the restore was killed: {run}");
     p.track(); // sweeps what the killed restore left
     let saves = names_holding(&p, b"old\n");
     assert_eq!(saves.len(), 1, "the save is kept: {saves:?} {run}");
     assert!(saves[0].starts_with(".rewind-aside-"), "{saves:?}");
+    // Restoring the snapshot before again leaves it there (found by the hostile pass of
+    // 2026-12-01: the restore deleted it as not in the target, saying only `deleted`).
+    let again = p.rewind(["--json", "restore", &before]);
+    again.assert_success();
+    assert_eq!(names_holding(&p, b"old\n"), saves, "{again}");
+    assert!(again.stdout.contains(&saves[0]), "listed as kept: {again}");
+}
+
+/// Found by the hostile pass of 2026-12-01: the sweep also removed a temp file holding the
+/// start of the staged file (meant for a staging a kill cut short), so a save taken out by a
+/// swap killed before it was put back was deleted when it was a prefix of the restored file:
+/// an emptied file, or one cut down to its first lines. Only a temp file not recorded as
+/// staged whole may be a staging cut short.
+#[test]
+fn an_emptied_or_shortened_save_taken_out_by_a_killed_swap_is_kept() {
+    for save in ["", "v"] {
+        let sb = Sandbox::new();
+        let p = sb.project("proj");
+        // The restore writes "v0\n"; both saves are its start.
+        let (run, _) = restore_taking_out_a_save(&p, "inject=renameat2:signal=KILL:when=2", save);
+        assert!(!run.status.success(), "the restore was killed: {run}");
+        p.track(); // sweeps what the killed restore left
+        let saves = names_holding(&p, save.as_bytes());
+        assert_eq!(saves.len(), 1, "the save {save:?} is kept: {saves:?} {run}");
+        assert!(saves[0].starts_with(".rewind-aside-"), "{saves:?}");
+        assert_eq!(p.read("f.txt"), b"v0\n", "the restored file stays");
+    }
+}
+
+/// Found by the hostile pass of 2026-12-01: a temp file the sweep could not remove (its
+/// directory immutable or read-only then) was forgotten: the journal went, nothing was said,
+/// and the file stayed in every snapshot after. The journal now stays until every temp file it
+/// names is gone.
+#[test]
+fn a_temp_file_the_sweep_cannot_remove_yet_is_swept_once_it_can_be() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("sub/f.txt", "v0\n");
+    let before = p.track();
+    p.file("sub/f.txt", "v1\n");
+    p.track();
+    // Killed at its syncfs: the temp file is written, nothing is swapped yet.
+    let mut cmd = strace(
+        &p,
+        "inject=syncfs:signal=KILL:when=1",
+        &["restore", &before],
+    );
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert!(!run.status.success(), "the restore was killed: {run}");
+    let temps = || -> Vec<String> {
+        let names = fs::read_dir(p.join("sub")).unwrap().flatten();
+        let names = names.map(|e| e.file_name().to_string_lossy().into_owned());
+        names.filter(|n| n.starts_with(".rewind-")).collect()
+    };
+    assert_eq!(temps().len(), 1, "the killed restore left its temp file");
+    {
+        let _frozen = Immutable::set(&p.join("sub"));
+        p.rewind(["track"]).assert_success(); // its sweep cannot remove it yet
+        assert_eq!(temps().len(), 1, "nothing can be removed from sub/ now");
+    }
+    p.track();
+    assert!(temps().is_empty(), "swept once it could be: {:?}", temps());
+    assert_eq!(p.read("sub/f.txt"), b"v1\n");
 }
 
 /// Random saves (in place, or a temp file renamed over) racing restores: each restore is paused
