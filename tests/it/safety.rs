@@ -354,6 +354,13 @@ fn strace(p: &TestProject, inject: &str, args: &[&str]) -> Command {
     strace_to(p, Path::new("/dev/null"), inject, args)
 }
 
+/// The names in directory `dir` of `p` that start like rewind's temp files (`.rewind-`).
+fn strays(p: &TestProject, dir: &str) -> Vec<String> {
+    let names = fs::read_dir(p.join(dir)).unwrap().flatten();
+    let names = names.map(|e| e.file_name().to_string_lossy().into_owned());
+    names.filter(|n| n.starts_with(".rewind-")).collect()
+}
+
 #[test]
 fn temp_files_of_a_killed_restore_are_removed_by_the_next_one() {
     let sb = Sandbox::new();
@@ -375,14 +382,7 @@ fn temp_files_of_a_killed_restore_are_removed_by_the_next_one() {
     );
     let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
     assert!(!run.status.success(), "the restore was killed: {run}");
-    let strays = |dir: &str| -> Vec<String> {
-        fs::read_dir(p.join(dir))
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(".rewind-"))
-            .collect()
-    };
+    let strays = |dir: &str| strays(&p, dir);
     assert_eq!(strays("d").len(), 3, "the kill left the temp files");
     assert_eq!(p.read("d/a.txt"), b"a1\n", "nothing was replaced");
     let o = rwj(&p, &["restore", &before]);
@@ -580,11 +580,7 @@ fn a_temp_file_the_sweep_cannot_remove_yet_is_swept_once_it_can_be() {
     );
     let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
     assert!(!run.status.success(), "the restore was killed: {run}");
-    let temps = || -> Vec<String> {
-        let names = fs::read_dir(p.join("sub")).unwrap().flatten();
-        let names = names.map(|e| e.file_name().to_string_lossy().into_owned());
-        names.filter(|n| n.starts_with(".rewind-")).collect()
-    };
+    let temps = || strays(&p, "sub");
     assert_eq!(temps().len(), 1, "the killed restore left its temp file");
     {
         let _frozen = Immutable::set(&p.join("sub"));
