@@ -63,10 +63,16 @@ impl Locked<'_> {
     /// makes it durable before any of these files is swapped. Costs one appending write.
     pub(crate) fn journal_staged(&self, ns: impl Iterator<Item = usize>) -> std::io::Result<()> {
         let lines: String = ns.map(|n| format!("staged {n}\n")).collect();
-        let mut journal = std::fs::OpenOptions::new()
-            .append(true)
-            .open(self.git_dir().join(JOURNAL))?;
-        std::io::Write::write_all(&mut journal, lines.as_bytes())
+        let append = || {
+            let mut journal = std::fs::OpenOptions::new()
+                .append(true)
+                .open(self.git_dir().join(JOURNAL))?;
+            std::io::Write::write_all(&mut journal, lines.as_bytes())
+        };
+        append().map_err(|e| {
+            let what = format!("recording the staged files in the store's journal: {e}");
+            std::io::Error::new(e.kind(), what)
+        })
     }
 
     pub(crate) fn remove_journal(&self) {

@@ -592,6 +592,41 @@ fn a_temp_file_the_sweep_cannot_remove_yet_is_swept_once_it_can_be() {
     assert_eq!(p.read("sub/f.txt"), b"v1\n");
 }
 
+/// The journal records the staged temp files before the sync: when it cannot (here its open
+/// fails), the restore stops before any file changes, its temp files gone, and says why.
+#[test]
+fn a_restore_that_cannot_record_its_staged_files_changes_nothing() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("sub/f.txt", "v0\n").file("g.txt", "g0\n");
+    let before = p.track();
+    p.file("sub/f.txt", "v1\n").file("g.txt", "g1\n");
+    p.track();
+    let journal = p.store().join("rewind-restore-journal");
+    // Only the journal's calls are traced: the sweep's read of it first, then the append.
+    let expr = "inject=openat:error=EIO:when=2";
+    require_tool("strace", "to inject faults at syscalls");
+    let mut outer = Command::new("strace");
+    outer
+        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(&journal);
+    outer.args(["-e", expr]);
+    let mut cmd = wrapped(&p, outer, &["--json", "restore", &before]);
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert_eq!(run.code(), Some(1), "{run}");
+    let error = one_json(&run)["error"]["message"].to_string();
+    assert!(
+        error.contains("journal"),
+        "the error says what failed: {run}"
+    );
+    assert_eq!(p.read("sub/f.txt"), b"v1\n", "{run}");
+    assert_eq!(p.read("g.txt"), b"g1\n", "{run}");
+    assert!(
+        strays(&p, "sub").is_empty() && strays(&p, ".").is_empty(),
+        "{run}"
+    );
+}
+
 /// Random saves (in place, or a temp file renamed over) racing restores: each restore is paused
 /// at its syncfs and slowed at each swap, while another thread saves random files of the
 /// project. After each round, the last bytes the user saved at each path are at that path, or
