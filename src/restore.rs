@@ -657,7 +657,7 @@ impl Locked<'_> {
         sight: &mut Visibility,
     ) -> io::Result<Action> {
         let path = step.path.as_bstr();
-        if !sight.can_see(repo, path).map_err(io::Error::other)? || set_aside(path) {
+        if !sight.can_see(repo, path).map_err(io::Error::other)? || is_left_by_rewind(path) {
             return Ok(Action::Kept);
         }
         Ok(match root.lstat(path)?.map(|f| f.kind) {
@@ -948,11 +948,32 @@ fn obstacle(
     Ok(Obstacle::None)
 }
 
-/// Whether `path` is a file rewind set aside (`.rewind-aside-…`): someone's save a restore
-/// could not put back, kept beside its path. The user removes it; a restore never deletes it.
-fn set_aside(path: &BStr) -> bool {
+/// Whether `path` names a file rewind set aside or left behind: `.rewind-aside-…` (someone's
+/// save a restore could not put back, kept beside its path) or `.rewind-<token>-<n>` (a temp
+/// file of a killed restore that its sweep could not remove, which may hold someone's save).
+/// A restore never deletes one: it is `kept`, and the user removes it.
+///
+/// ```
+/// use rewind::{is_left_by_rewind, BString};
+/// assert!(is_left_by_rewind(b"src/.rewind-aside-0123456789abcdef-7".as_ref()));
+/// assert!(is_left_by_rewind(b".rewind-0123456789abcdef-12".as_ref()));
+/// assert!(!is_left_by_rewind(b".rewind-config".as_ref()));
+/// ```
+pub fn is_left_by_rewind(path: &BStr) -> bool {
     let name = path.rsplit_str(b"/").next().unwrap_or_default();
-    name.starts_with(b".rewind-aside-")
+    if name.starts_with(b".rewind-aside-") {
+        return true;
+    }
+    let Some(rest) = name.strip_prefix(b".rewind-") else {
+        return false;
+    };
+    let (token, n) = rest.split_at(rest.len().min(16));
+    let hex = |b: &u8| b.is_ascii_digit() || (b'a'..=b'f').contains(b);
+    let number = n.strip_prefix(b"-").unwrap_or_default();
+    token.len() == 16
+        && token.iter().all(hex)
+        && !number.is_empty()
+        && number.iter().all(u8::is_ascii_digit)
 }
 
 /// Whether `path` has a `.git` component (in any case: a case-insensitive file system would

@@ -146,10 +146,16 @@ pub(crate) fn print_outcome(outcome: &rewind::RestoreOutcome, why: &str, undo_la
         }
     }
     for path in &outcome.kept {
-        errln!(
-            "rewind: kept {}: the snapshot could not see it (ignored, in a nested repository, or left out for size or type)",
-            quote(path)
-        );
+        match rewind::is_left_by_rewind(path.as_ref()) {
+            true => errln!(
+                "rewind: kept {}: rewind set it aside (it may hold someone's save); remove it yourself",
+                quote(path)
+            ),
+            false => errln!(
+                "rewind: kept {}: the snapshot could not see it (ignored, in a nested repository, or left out for size or type)",
+                quote(path)
+            ),
+        }
     }
     for failure in &outcome.failed {
         errln!(

@@ -129,7 +129,13 @@ impl Locked<'_> {
             for name in names {
                 let n = name[prefix.len()..].to_str().unwrap_or_default();
                 let temp = journal.temps.get(n).copied().unwrap_or_default();
-                let shown = |name: &[u8]| root.display(name.as_bstr()).display().to_string();
+                let shown = |name: &[u8]| {
+                    let path = match dir.is_empty() {
+                        true => name.to_vec(),
+                        false => [&dir[..], b"/", name].concat(),
+                    };
+                    root.display(path.as_bstr()).display().to_string()
+                };
                 if self.left_by_restore(&fd, &name, temp) {
                     if let Err(e) = ProjectRoot::unlink_in(&fd, &name) {
                         tracing::warn!(temp = %shown(&name), %e, "a killed restore's temp file could not be removed");
@@ -140,8 +146,8 @@ impl Locked<'_> {
                 let kept = [b".rewind-aside-", &name[b".rewind-".len()..]].concat();
                 match ProjectRoot::rename_in(&fd, &name, &kept, true) {
                     Ok(()) => tracing::warn!(
-                        kept = %shown(&kept),
-                        "a killed restore left someone's save under its temp name: kept"
+                        at = %shown(&kept),
+                        "a killed restore left someone's save under its temp name: set aside"
                     ),
                     Err(e) => {
                         tracing::warn!(save = %shown(&name), %e, "a killed restore left someone's save under its temp name; it stays there");
