@@ -954,12 +954,12 @@ fn obstacle(
 /// A restore never deletes one: it is `kept`, and the user removes it.
 ///
 /// ```
-/// use rewind::{is_left_by_rewind, BString};
-/// assert!(is_left_by_rewind(b"src/.rewind-aside-0123456789abcdef-7".as_ref()));
-/// assert!(is_left_by_rewind(b".rewind-0123456789abcdef-12".as_ref()));
-/// assert!(!is_left_by_rewind(b".rewind-config".as_ref()));
+/// use rewind::is_left_by_rewind;
+/// assert!(is_left_by_rewind(b"src/.rewind-aside-0123456789abcdef-7"));
+/// assert!(is_left_by_rewind(b".rewind-0123456789abcdef-12"));
+/// assert!(!is_left_by_rewind(b".rewind-config"));
 /// ```
-pub fn is_left_by_rewind(path: &BStr) -> bool {
+pub fn is_left_by_rewind(path: &[u8]) -> bool {
     let name = path.rsplit_str(b"/").next().unwrap_or_default();
     if name.starts_with(b".rewind-aside-") {
         return true;

@@ -146,7 +146,7 @@ pub(crate) fn print_outcome(outcome: &rewind::RestoreOutcome, why: &str, undo_la
         }
     }
     for path in &outcome.kept {
-        match rewind::is_left_by_rewind(path.as_ref()) {
+        match rewind::is_left_by_rewind(path) {
             true => errln!(
                 "rewind: kept {}: rewind set it aside (it may hold someone's save); remove it yourself",
                 quote(path)
