@@ -20,8 +20,9 @@ impl Locked<'_> {
     /// write or delete and, for each (`temps`: its number `n` in `.rewind-<token>-<n>` and
     /// `.rewind-aside-<token>-<n>`, its path, and the blobs of the file it replaces or deletes
     /// and of the file it writes), the only bytes its temp file can hold, so that after a crash
-    /// the next run removes exactly those files, and only with those bytes (never a user's). Returns the token: 16 hex digits from the clock and the
-    /// process. Costs a line per file written.
+    /// the next run removes exactly those files, and only with those bytes (never a user's).
+    /// Returns the token: 16 hex digits from the clock and the process. Costs a line per file
+    /// written or deleted.
     pub(crate) fn write_journal<'p>(
         &self,
         temps: impl Iterator<Item = (usize, &'p BStr, [Option<ObjectId>; 2])>,
@@ -101,42 +102,42 @@ impl Locked<'_> {
             return self.remove_journal();
         }
         let prefix = journal.prefix.as_bytes();
+        // A deletion killed between setting its file aside and removing it leaves
+        // `.rewind-aside-<token>-<n>`: it goes if it holds the undo point's bytes (else it is
+        // someone's save, and stays aside).
+        let aside_prefix = [b".rewind-aside-", &prefix[b".rewind-".len()..]].concat();
         let mut left = false;
         for dir in &journal.dirs {
-            let Ok(names) = root.names_with_prefix(dir, prefix) else {
+            let Ok(names) = root.names_with_prefix(dir, b".rewind-") else {
                 continue;
             };
             let Ok(fd) = root.open_dir(dir, None) else {
                 continue;
             };
-            // A deletion killed between setting its file aside and removing it: the file goes
-            // if it holds the undo point's bytes (else it is someone's save, and stays aside).
-            let aside_prefix = [b".rewind-aside-", &prefix[b".rewind-".len()..]].concat();
-            for name in root
-                .names_with_prefix(dir, &aside_prefix)
-                .unwrap_or_default()
-            {
-                let n = name[aside_prefix.len()..].to_str().unwrap_or_default();
-                let taken_out = journal.temps.get(n).map(|temp| temp.blobs[0]);
-                let undo_bytes = Temp {
-                    blobs: [taken_out.flatten(), None],
-                    staged: true,
+            let shown = |name: &[u8]| {
+                let path = match dir.is_empty() {
+                    true => name.to_vec(),
+                    false => [&dir[..], b"/", name].concat(),
                 };
-                if self.left_by_restore(&fd, &name, undo_bytes) {
-                    let _ = ProjectRoot::unlink_in(&fd, &name);
-                }
-            }
+                root.display(path.as_bstr()).display().to_string()
+            };
             for name in names {
-                let n = name[prefix.len()..].to_str().unwrap_or_default();
-                let temp = journal.temps.get(n).copied().unwrap_or_default();
-                let shown = |name: &[u8]| {
-                    let path = match dir.is_empty() {
-                        true => name.to_vec(),
-                        false => [&dir[..], b"/", name].concat(),
+                if let Some(n) = name.strip_prefix(&aside_prefix[..]) {
+                    let taken_out = journal.temps.get(n.to_str().unwrap_or_default());
+                    let undo_bytes = Temp {
+                        blobs: [taken_out.and_then(|temp| temp.blobs[0]), None],
+                        staged: true,
                     };
-                    root.display(path.as_bstr()).display().to_string()
+                    if self.left_by_restore(&fd, &name, undo_bytes) {
+                        let _ = ProjectRoot::unlink_in(&fd, &name);
+                    }
+                    continue;
+                }
+                let Some(n) = name.strip_prefix(prefix) else {
+                    continue;
                 };
-                if self.left_by_restore(&fd, &name, temp) {
+                let temp = journal.temps.get(n.to_str().unwrap_or_default());
+                if self.left_by_restore(&fd, &name, temp.copied().unwrap_or_default()) {
                     if let Err(e) = ProjectRoot::unlink_in(&fd, &name) {
                         tracing::warn!(temp = %shown(&name), %e, "a killed restore's temp file could not be removed");
                         left = true;
