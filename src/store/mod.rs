@@ -532,6 +532,11 @@ impl Store {
                     .strip_prefix(self.project())
                     .expect("checked")
                     .to_owned(),
+                (Err(_), None) => {
+                    return Err(bad(
+                        "cannot be resolved: a directory on its way does not exist",
+                    ))
+                }
                 _ => return Err(bad("is outside the project")),
             }
         } else {

@@ -332,3 +332,32 @@ fn revert_paths_mean_what_they_say() {
     assert_eq!(err.code(), "bad_path", "{err}");
     assert_eq!(fs::read_to_string(p.join("src/m")).unwrap(), "2\n");
 }
+
+/// Found by the fuzzer of revert paths (a rare draw): an absolute path spelled through a
+/// directory that does not exist (`<parent>/missing/../<project>/a`) cannot be resolved, so it
+/// is refused, saying so (it said "outside the project"); through a sibling that exists it is
+/// the project's path.
+#[test]
+fn an_absolute_path_through_a_missing_directory_is_refused_as_unresolved() {
+    isolate_process_home();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let p = fs::canonicalize(project.path()).unwrap();
+    write_file(&p, "a", "1\n");
+    let store = rewind::Store::open(&p, &rewind::OpenOptions::new(data.path())).unwrap();
+    let before = store.track(&Default::default()).unwrap().hash;
+    write_file(&p, "a", "2\n");
+    let (parent, name) = (p.parent().unwrap(), p.file_name().unwrap());
+
+    let missing = parent.join("missing").join("..").join(name).join("a");
+    let err = store.revert(before, &[&missing]).unwrap_err();
+    assert_eq!(err.code(), "bad_path", "{err}");
+    assert!(err.to_string().contains("cannot be resolved"), "{err}");
+    assert_eq!(fs::read_to_string(p.join("a")).unwrap(), "2\n");
+
+    let sibling = tempfile::tempdir_in(parent).unwrap();
+    let existing = sibling.path().join("..").join(name).join("a");
+    let outcome = store.revert(before, &[&existing]).unwrap();
+    assert_eq!(outcome.written.len(), 1, "{outcome:?}");
+    assert_eq!(fs::read_to_string(p.join("a")).unwrap(), "1\n");
+}

@@ -305,7 +305,16 @@ fn fuzz_revert_paths_never_touch_anything_outside_the_project() {
                             .is_ok_and(|m| m.file_type().is_symlink())
                     });
                     let in_git = inside.first().is_some_and(|c| c.as_slice() == b".git");
-                    !through_link
+                    // An absolute path not spelled under the project is resolved on disk
+                    // (its directory), and one that does not resolve is refused.
+                    let spelled = Path::new(&path);
+                    let resolves = !spelled.is_absolute()
+                        || spelled.starts_with(&p.path)
+                        || spelled
+                            .parent()
+                            .is_some_and(|d| fs::canonicalize(d).is_ok());
+                    resolves
+                        && !through_link
                         && !in_git
                         && p.join(std::ffi::OsStr::from_bytes(&rel))
                             .symlink_metadata()
