@@ -36,7 +36,7 @@ use serde::Serialize;
 
 use crate::diff::{tree_changes, write_change, Change, Side};
 use crate::error::{Error, Result};
-use crate::fs::{Dir, Kind, OpenDirs, Perm, ProjectRoot};
+use crate::fs::{Dir, Found, Kind, OpenDirs, Perm, ProjectRoot, Unlinked};
 use crate::paths::serialize_paths;
 use crate::snapshot::visibility::Visibility;
 use crate::snapshot::TrackOptions;
@@ -398,9 +398,14 @@ impl Locked<'_> {
             dry_run: plan.dry_run,
             diff: None,
         };
+        // The files the restore before took out must be closed: their descriptors count.
+        self.closing.wait();
+        let budget = crate::fs::descriptor_budget();
+        let unlinked = Unlinked::new(budget.min(plan.steps.len()));
         // Directories opened while deciding serve the staging too (nothing is removed between).
-        crate::fs::make_room_for_dirs(&root, plan.steps.iter().map(|s| s.path.as_slice()));
-        let dirs = OpenDirs::new(&root, crate::fs::descriptor_budget());
+        let paths = plan.steps.iter().map(|s| s.path.as_slice());
+        crate::fs::make_room(&root, paths, budget.min(plan.steps.len()));
+        let dirs = OpenDirs::new(&root, budget);
         let decided = self.decide((&root, &dirs), &repo, &mut plan)?;
         let mut actions = Vec::with_capacity(plan.steps.len());
         for (step, decided) in plan.steps.iter().zip(decided) {
@@ -482,7 +487,6 @@ impl Locked<'_> {
         // journal durable; only then come the deletions (before any swap, so that a directory
         // can replace a file and the reverse). A write that cannot be staged before the
         // deletions is tried again in a batch after them.
-        let budget = crate::fs::descriptor_budget();
         let mut queue: std::collections::VecDeque<usize> = (0..plan.steps.len())
             .filter(|&n| matches!(actions[n], Action::Write | Action::SaveAndWrite(_)))
             .collect();
@@ -497,6 +501,7 @@ impl Locked<'_> {
             expected: &expected,
             token: &token,
             progress: self.progress(),
+            unlinked: &unlinked,
         };
         let mut first_dirs = Some(dirs);
         let mut replaced: Vec<(usize, io::Result<bool>)> = Vec::new();
@@ -537,7 +542,8 @@ impl Locked<'_> {
                 break;
             }
             if first {
-                self.delete_all(&root, &plan, (&actions, &expected), &token, &mut outcome);
+                let deleting = (&actions[..], &expected[..], &unlinked);
+                self.delete_all(&root, &plan, deleting, &token, &mut outcome);
             }
             replaced.extend(writes.swap(&staged, &OpenDirs::new(&root, budget)));
         }
@@ -551,6 +557,7 @@ impl Locked<'_> {
             }
         }
         self.remove_journal();
+        unlinked.close_later(&self.closing);
         Ok(outcome)
     }
 
@@ -560,7 +567,7 @@ impl Locked<'_> {
         &self,
         root: &ProjectRoot,
         plan: &Plan,
-        (actions, expected): (&[Action], &[Option<Side>]),
+        (actions, expected, unlinked): (&[Action], &[Option<Side>], &Unlinked),
         token: &str,
         outcome: &mut RestoreOutcome,
     ) {
@@ -571,7 +578,7 @@ impl Locked<'_> {
             }
             self.progress().step();
             let aside = format!(".rewind-aside-{token}-{n}").into_bytes();
-            match delete_if_unchanged(root, step.path.as_ref(), expected[n], &aside) {
+            match delete_if_unchanged(root, step.path.as_ref(), expected[n], &aside, unlinked) {
                 Ok(true) => {
                     outcome.deleted.push(step.path.clone());
                     if let Some(slash) = step.path.rfind_byte(b'/') {
@@ -807,6 +814,8 @@ struct Writes<'a> {
     token: &'a str,
     /// Counts the files swapped in.
     progress: &'a crate::store::Progress,
+    /// Holds the files swapped out, to be closed after the run.
+    unlinked: &'a Unlinked,
 }
 
 /// A staged temp file: the directory it is in, and its name.
@@ -830,7 +839,7 @@ impl Writes<'_> {
             let dir = stage(dirs, step.path.as_ref(), (side, sight), data, &temp);
             (n, dir.map(|dir| (dir, temp)))
         };
-        on_io_threads(|| batch.par_iter().map(stage_one).collect())
+        crate::fs::on_io_threads(|| batch.par_iter().map(stage_one).collect())
     }
 
     /// Swap each staged temp file in, in parallel ([`replace`]), if its directory still stands
@@ -846,7 +855,7 @@ impl Writes<'_> {
             let aside = format!(".rewind-aside-{}-{n}", self.token).into_bytes();
             let names = (&**dir, &temp[..], name, &aside[..]);
             let result = match now.still_at(parent, dir) {
-                Ok(true) => replace(self.root, path, names, self.expected[*n]),
+                Ok(true) => replace(self.root, path, names, self.expected[*n], self.unlinked),
                 moved => {
                     let _ = ProjectRoot::unlink_in(dir, temp);
                     moved.and(Err(io::Error::other(
@@ -857,30 +866,7 @@ impl Writes<'_> {
             self.progress.step();
             (*n, result)
         };
-        on_io_threads(|| staged.par_iter().map(swap_one).collect())
-    }
-}
-
-/// Threads for the file operations of a restore: most of a staging or a swap is the kernel
-/// creating, renaming and freeing inodes, some of it waiting on the disk (a file system mounted
-/// with `discard` trims each freed file's blocks as it goes), so more threads than cores help.
-/// Measured on 2 cores, swapping 1,000 files: 88 ms on 2 threads, 62 ms on 4, 45 ms on 8, no
-/// better on 16.
-const IO_THREADS: usize = 8;
-
-/// Run `work` (rayon parallel iterators) on the [`IO_THREADS`] pool, made on first use; on
-/// rayon's own pool if it cannot be made.
-fn on_io_threads<R: Send>(work: impl FnOnce() -> R + Send) -> R {
-    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
-    let pool = POOL.get_or_init(|| {
-        let threads = rayon::ThreadPoolBuilder::new()
-            .num_threads(IO_THREADS)
-            .thread_name(|n| format!("rewind-io-{n}"));
-        threads.build().ok()
-    });
-    match pool {
-        Some(pool) => pool.install(work),
-        None => work(),
+        crate::fs::on_io_threads(|| staged.par_iter().map(swap_one).collect())
     }
 }
 
@@ -1058,7 +1044,7 @@ fn unchanged(dir: &Dir, name: &[u8], expected: Option<Side>) -> io::Result<bool>
     };
     let data = match found.kind {
         Kind::File if !expected.is_link() => {
-            if (found.mode & 0o100 != 0) != (expected.mode & 0o111 != 0) {
+            if !same_exec_bit(&found, expected) {
                 return Ok(false);
             }
             crate::fs::read_file_in(dir.as_dir(), name)?
@@ -1066,9 +1052,70 @@ fn unchanged(dir: &Dir, name: &[u8], expected: Option<Side>) -> io::Result<bool>
         Kind::Symlink if expected.is_link() => crate::fs::read_link_in(dir.as_dir(), name)?,
         _ => return Ok(false),
     };
-    let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data)
+    is_blob(&data, expected)
+}
+
+/// Whether file `found` is executable exactly when `expected` is.
+fn same_exec_bit(found: &Found, expected: Side) -> bool {
+    (found.mode & 0o100 != 0) == (expected.mode & 0o111 != 0)
+}
+
+/// Whether `data` is the blob of `expected`. Costs a hash of `data`.
+fn is_blob(data: &[u8], expected: Side) -> io::Result<bool> {
+    let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, data)
         .map_err(io::Error::other)?;
     Ok(id == expected.id)
+}
+
+/// A file taken out of its path (swapped out, or set aside to be deleted) and found to be the
+/// undo point's, untouched: it may go. A regular file comes with the descriptor it was read
+/// through, held after its name is gone so that its blocks are freed after the run answers.
+struct Untouched(Option<std::fs::File>);
+
+impl Untouched {
+    /// Remove `name` in `dir`, which it was found at. Costs an `unlink`.
+    fn remove(self, dir: &Dir, name: &[u8], unlinked: &Unlinked) -> io::Result<()> {
+        ProjectRoot::unlink_in(dir, name)?;
+        if let Some(file) = self.0 {
+            unlinked.keep(file);
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` in `dir`, the file that stood at its path when it was looked at as `before`,
+/// still holds the undo point's bytes (`expected`), untouched: its content decides (a writer
+/// can put the mtime back), read between two looks that see it as `before`; a regular file is
+/// read through one descriptor, so both looks and the read are of the same file. `None` when
+/// it is not (it may hold someone's save). Costs an open, two `fstat`s, a read and a hash.
+fn untouched(
+    dir: &Dir,
+    name: &[u8],
+    before: &Found,
+    expected: Side,
+) -> io::Result<Option<Untouched>> {
+    let still = |found: &Found| same_file(found, before);
+    if expected.is_link() || before.kind != Kind::File {
+        let look = || crate::fs::stat_in(dir.as_dir(), name);
+        let same = look()?.is_some_and(|f| still(&f))
+            && unchanged(dir, name, Some(expected))?
+            && look()?.is_some_and(|f| still(&f));
+        return Ok(same.then_some(Untouched(None)));
+    }
+    let (file, found) = match crate::fs::open_file_in(dir.as_dir(), name) {
+        Ok(open) => open,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(_) if !crate::fs::stat_in(dir.as_dir(), name)?.is_some_and(|f| still(&f)) => {
+            return Ok(None); // something else stands there now: not ours to read
+        }
+        Err(e) => return Err(e),
+    };
+    let data = crate::fs::read_all(&file)?;
+    let same = still(&found)
+        && same_exec_bit(&found, expected)
+        && is_blob(&data, expected)?
+        && still(&crate::fs::stat_file(&file)?);
+    Ok(same.then_some(Untouched(Some(file))))
 }
 
 /// Whether `a` and `b`, two looks at a file, saw it untouched: the same device and inode, type,
@@ -1100,6 +1147,7 @@ fn delete_if_unchanged(
     path: &BStr,
     expected: Option<Side>,
     aside: &[u8],
+    unlinked: &Unlinked,
 ) -> io::Result<bool> {
     let (dir, name) = root.parent(path, None)?;
     let Some(expected) = expected else {
@@ -1116,12 +1164,9 @@ fn delete_if_unchanged(
         Err(e) => return Err(e),
         Ok(()) => {}
     }
-    // Its content decides (a writer can put the mtime back): the undo point's bytes may go.
-    let taken = crate::fs::stat_in(dir.as_dir(), aside)?;
-    if taken.is_some_and(|taken| same_file(&taken, &before))
-        && unchanged(&dir, aside, Some(expected)).unwrap_or(false)
-    {
-        return ProjectRoot::unlink_in(&dir, aside).map(|()| true);
+    // Only the undo point's bytes, untouched, may go.
+    if let Ok(Some(taken)) = untouched(&dir, aside, &before, expected) {
+        return taken.remove(&dir, aside, unlinked).map(|()| true);
     }
     put_back(&dir, aside, name).map(|()| false)
 }
@@ -1153,6 +1198,7 @@ fn replace(
     path: &BStr,
     (dir, temp, name, aside): (&Dir, &[u8], &[u8], &[u8]),
     expected: Option<Side>,
+    unlinked: &Unlinked,
 ) -> io::Result<bool> {
     // Before the swap, `temp` holds our staged file: it goes when the swap does not happen.
     let not_swapped = |result: io::Result<bool>| {
@@ -1189,17 +1235,10 @@ fn replace(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return not_swapped(Ok(false)),
         Err(e) => return not_swapped(Err(e)),
     }
-    // Its content decides (a writer can put the mtime back), read between two looks that
-    // saw the file as it was before the swap: only then may the undo point's bytes go.
-    let untouched = || -> io::Result<bool> {
-        let still = |found: Option<crate::fs::Found>| found.is_some_and(|f| same_file(&f, &before));
-        Ok(still(crate::fs::stat_in(dir.as_dir(), temp)?)
-            && unchanged(dir, temp, Some(expected))?
-            && still(crate::fs::stat_in(dir.as_dir(), temp)?))
-    };
-    let checked = untouched();
-    if matches!(checked, Ok(true)) {
-        return ProjectRoot::unlink_in(dir, temp).map(|()| true);
+    // Only the undo point's bytes, untouched since the look before the swap, may go.
+    let checked = untouched(dir, temp, &before, expected);
+    if let Ok(Some(taken)) = checked {
+        return taken.remove(dir, temp, unlinked).map(|()| true);
     }
     // Changed before or while it was swapped (or unreadable): swap back, and keep whatever is
     // not ours. From here on `temp` may hold someone's save: it is kept, never unlinked, unless

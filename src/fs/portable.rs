@@ -256,14 +256,21 @@ fn found_of(meta: &Metadata) -> Found {
     }
 }
 
-/// The content of regular file `name` in directory `dir` (a symlink or anything else there is
-/// an error, checked before opening).
-pub(crate) fn read_file_in(dir: DirRef<'_>, name: &[u8]) -> io::Result<Vec<u8>> {
+/// Regular file `name` in directory `dir`, open for reading, and what it is (a symlink or
+/// anything else there is an error, checked before opening).
+pub(crate) fn open_file_in(dir: DirRef<'_>, name: &[u8]) -> io::Result<(fs::File, Found)> {
     let path = dir.child(name)?;
     if !fs::symlink_metadata(&path)?.is_file() {
         return Err(io::Error::other("not a regular file"));
     }
-    fs::read(path)
+    let file = fs::File::open(path)?;
+    let found = stat_file(&file)?;
+    Ok((file, found))
+}
+
+/// What the open file `file` is now.
+pub(crate) fn stat_file(file: &fs::File) -> io::Result<Found> {
+    Ok(found_of(&file.metadata()?))
 }
 
 /// The target of symlink `name` in directory `dir`.

@@ -246,17 +246,22 @@ fn found_of(st: &rustix::fs::Stat) -> Found {
     }
 }
 
-/// The content of regular file `name` in directory `dir`: never follows a symlink, never
-/// opens a special file for reading (`O_NONBLOCK`, then the type of the open descriptor).
-pub(crate) fn read_file_in(dir: DirRef<'_>, name: &[u8]) -> io::Result<Vec<u8>> {
+/// Regular file `name` in directory `dir`, open for reading, and what it is: never follows a
+/// symlink, never opens a special file for reading (`O_NONBLOCK`, then the type of the open
+/// descriptor). Costs an `openat` and an `fstat`.
+pub(crate) fn open_file_in(dir: DirRef<'_>, name: &[u8]) -> io::Result<(std::fs::File, Found)> {
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(dir, name, flags, Mode::empty())?;
-    if kind_of(rustix::fs::fstat(&fd)?.st_mode) != Kind::File {
+    let found = found_of(&rustix::fs::fstat(&fd)?);
+    if found.kind != Kind::File {
         return Err(io::Error::other("not a regular file"));
     }
-    let mut data = Vec::new();
-    io::Read::read_to_end(&mut std::fs::File::from(fd), &mut data)?;
-    Ok(data)
+    Ok((fd.into(), found))
+}
+
+/// What the open file `file` is now. Costs an `fstat`.
+pub(crate) fn stat_file(file: &std::fs::File) -> io::Result<Found> {
+    Ok(found_of(&rustix::fs::fstat(file)?))
 }
 
 /// The target of symlink `name` in directory `dir`. Costs one `readlinkat`.

@@ -264,6 +264,8 @@ pub struct Store {
     /// The file-system watcher, once `Store::watch` started it: a `snapshot::Watcher`, held
     /// here without its type, since the store sits below the snapshot module.
     pub(crate) watcher: std::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    /// The closing of the files the last restore took out of the project, after it answered.
+    pub(crate) closing: crate::fs::Closing,
 }
 
 /// Counters that long operations (a first snapshot, a large restore, prune) update, for a
@@ -501,6 +503,7 @@ impl Store {
             lock_wait: options.lock_wait,
             clock: options.clock.clone(),
             watcher: Default::default(),
+            closing: Default::default(),
         })
     }
 

@@ -1583,3 +1583,17 @@ impl Drop for Immutable {
             .status();
     }
 }
+
+/// `outer` (a program and its own arguments) running `rewind -C <project> ARGS` with the
+/// sandbox's environment.
+pub fn wrapped(p: &TestProject, mut outer: Command, args: &[&str]) -> Command {
+    let rewind = p.rewind_command(args);
+    outer.arg(rewind.get_program()).args(rewind.get_args());
+    outer.env_clear();
+    for (key, value) in rewind.get_envs() {
+        if let Some(value) = value {
+            outer.env(key, value);
+        }
+    }
+    outer
+}

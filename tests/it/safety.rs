@@ -328,20 +328,6 @@ fn user_files_named_like_temp_files_are_never_removed() {
     }
 }
 
-/// `outer` (a program and its own arguments) running `rewind -C <project> ARGS` with the
-/// sandbox's environment.
-fn wrapped(p: &TestProject, mut outer: Command, args: &[&str]) -> Command {
-    let rewind = p.rewind_command(args);
-    outer.arg(rewind.get_program()).args(rewind.get_args());
-    outer.env_clear();
-    for (key, value) in rewind.get_envs() {
-        if let Some(value) = value {
-            outer.env(key, value);
-        }
-    }
-    outer
-}
-
 /// `strace -o LOG -e EXPR` running rewind: a trace, or a fault or delay injected at a syscall.
 fn strace_to(p: &TestProject, log: &Path, expr: &str, args: &[&str]) -> Command {
     require_tool("strace", "to inject faults and delays at syscalls");

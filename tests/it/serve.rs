@@ -2325,3 +2325,54 @@ fn serve_watches_by_default_and_no_watch_turns_it_off() {
     );
     p.assert_fsck_clean();
 }
+
+/// The files of the project a process's descriptors hold whose names are gone.
+fn unlinked_files_held(pid: u32, project: &Path) -> Vec<String> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
+    let links = fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok());
+    let inside = links.filter(|l| l.starts_with(project));
+    let text = inside.map(|l| l.to_string_lossy().into_owned());
+    text.filter(|l| l.ends_with(" (deleted)")).collect()
+}
+
+/// A restore frees the files it swapped out (a file system may trim their blocks one by one as
+/// they are closed) after it has answered, off the answer's path: it holds them open, and they
+/// must all be closed soon after. Back and forth under a low descriptor limit, the held files
+/// never run a restore out of descriptors.
+#[test]
+fn a_served_restore_closes_the_files_it_swapped_out_soon_after_answering() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let files = |when: &str| {
+        for n in 0..120 {
+            p.file(format!("d{}/f{n}.txt", n % 7), format!("{n} {when}\n"));
+        }
+    };
+    files("before");
+    let before = p.track();
+    files("after");
+    let after = p.track();
+    let plain = Server::start(&p);
+    let mut limited = Command::new("sh");
+    limited.args(["-c", "ulimit -n 48 && exec \"$0\" \"$@\""]);
+    let what = "rewind serve under ulimit -n 48".to_string();
+    let low = Server::spawn(wrapped(&p, limited, &["serve"]), what);
+    for (mut s, name) in [(plain, "plain"), (low, "ulimit -n 48")] {
+        for round in 0..4 {
+            let target = [&before, &after][round % 2];
+            let o = s.ok("restore", json!({ "hash": target }));
+            let what = format!("{name}, restore {round}: {o}");
+            assert_eq!(o["written"].as_array().map(Vec::len), Some(120), "{what}");
+            assert_eq!(o["failed"], json!([]), "{what}");
+            assert_eq!(&p.track(), target, "{what}");
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let pid = s.child.id();
+            while !unlinked_files_held(pid, &p.path).is_empty() {
+                let held = unlinked_files_held(pid, &p.path);
+                assert!(Instant::now() < deadline, "{what}: still held: {held:?}");
+                thread::sleep(Duration::from_millis(20));
+            }
+        }
+        s.close();
+    }
+}
