@@ -576,8 +576,9 @@ pub(crate) fn persist(temp: tempfile::NamedTempFile, path: &Path) -> crate::erro
         .map_err(|e| crate::error::Error::io("writing", path, e.error))
 }
 
-/// What happened, as far as a snapshot cares.
+/// What happened, as far as a snapshot cares. (Made only where there is inotify.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) enum WatchEvent<'a> {
     /// Something changed in watched directory `wd`: `name` (an entry of it; `is_dir` when the
     /// entry is a directory, `moved` when it came, went or was made or removed), or the directory
