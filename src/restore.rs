@@ -1111,10 +1111,14 @@ fn untouched(
         Err(e) => return Err(e),
     };
     let data = crate::fs::read_all(&file)?;
+    // Both looks come after the file was taken out, so its change time must not move either:
+    // a write that puts the mtime back moves it.
+    let after = crate::fs::stat_file(&file)?;
     let same = still(&found)
         && same_exec_bit(&found, expected)
         && is_blob(&data, expected)?
-        && still(&crate::fs::stat_file(&file)?);
+        && still(&after)
+        && after.stat.ctime == found.stat.ctime;
     Ok(same.then_some(Untouched(Some(file))))
 }
 
