@@ -401,10 +401,11 @@ impl Locked<'_> {
         // The files the restore before took out must be closed: their descriptors count.
         self.closing.wait();
         let budget = crate::fs::descriptor_budget();
-        let unlinked = Unlinked::new(budget.min(plan.steps.len()));
+        let held_files = budget.min(plan.steps.len());
+        let unlinked = Unlinked::new(held_files);
         // Directories opened while deciding serve the staging too (nothing is removed between).
         let paths = plan.steps.iter().map(|s| s.path.as_slice());
-        crate::fs::make_room(&root, paths, budget.min(plan.steps.len()));
+        crate::fs::make_room(&root, paths, held_files);
         let dirs = OpenDirs::new(&root, budget);
         let decided = self.decide((&root, &dirs), &repo, &mut plan)?;
         let mut actions = Vec::with_capacity(plan.steps.len());
