@@ -855,13 +855,21 @@ impl Writes<'_> {
             };
             let aside = format!(".rewind-aside-{}-{n}", self.token).into_bytes();
             let names = (&**dir, &temp[..], name, &aside[..]);
-            let result = match now.still_at(parent, dir) {
-                Ok(true) => replace(self.root, path, names, self.expected[*n], self.unlinked),
+            let still_here = || now.still_at(parent, dir);
+            let result = match still_here() {
+                Ok(true) => {
+                    let expected = self.expected[*n];
+                    replace(
+                        self.root,
+                        path,
+                        names,
+                        expected,
+                        (&still_here, self.unlinked),
+                    )
+                }
                 moved => {
                     let _ = ProjectRoot::unlink_in(dir, temp);
-                    moved.and(Err(io::Error::other(
-                        "its directory was moved or replaced during the restore",
-                    )))
+                    moved.and(Err(moved_away()))
                 }
             };
             self.progress.step();
@@ -1196,14 +1204,16 @@ fn put_back(dir: &Dir, aside: &[u8], name: &[u8]) -> io::Result<()> {
 /// An empty directory tree standing where nothing was expected (checked while planning) is
 /// removed first; where nothing stood, the rename never replaces what appeared. Whatever the
 /// result, `temp` is gone afterwards unless it holds someone else's bytes (then the error says
-/// where they are). Costs a few `stat`s, the swap, a read and a hash of the old file, and its
+/// where they are). `still_here` says whether `dir` still stands at its path in the project: a
+/// directory moved out just before the swap or the rename took it outside, and it is undone
+/// (an error). Costs a few `stat`s, the swap, a read and a hash of the old file, and its
 /// `unlink`.
 fn replace(
     root: &ProjectRoot,
     path: &BStr,
     (dir, temp, name, aside): (&Dir, &[u8], &[u8], &[u8]),
     expected: Option<Side>,
-    unlinked: &Unlinked,
+    (still_here, unlinked): (&dyn Fn() -> io::Result<bool>, &Unlinked),
 ) -> io::Result<bool> {
     // Before the swap, `temp` holds our staged file: it goes when the swap does not happen.
     let not_swapped = |result: io::Result<bool>| {
@@ -1211,7 +1221,7 @@ fn replace(
         result
     };
     let Some(expected) = expected else {
-        return not_swapped(put_new(root, path, (dir, temp, name)));
+        return not_swapped(put_new(root, path, (dir, temp, name), still_here));
     };
     // A look first: something of another kind there now is left alone without a swap.
     let kind = match expected.is_link() {
@@ -1240,8 +1250,12 @@ fn replace(
         Err(e) if e.kind() == io::ErrorKind::NotFound => return not_swapped(Ok(false)),
         Err(e) => return not_swapped(Err(e)),
     }
-    // Only the undo point's bytes, untouched since the look before the swap, may go.
-    let checked = untouched(dir, temp, &before, expected);
+    // Only the undo point's bytes, untouched since the look before the swap, may go; and only
+    // inside the project.
+    let checked = match still_here() {
+        Ok(true) => untouched(dir, temp, &before, expected),
+        moved => moved.and(Err(moved_away())),
+    };
     if let Ok(Some(taken)) = checked {
         return taken.remove(dir, temp, unlinked).map(|()| true);
     }
@@ -1281,10 +1295,12 @@ fn replace(
 
 /// Rename staged `temp` to `name` in `dir` (project path `path`), where the undo point had
 /// nothing: `Ok(false)` when something other than an empty directory tree stands there now.
+/// A directory moved out of the project meanwhile is not written into: the rename is taken back.
 fn put_new(
     root: &ProjectRoot,
     path: &BStr,
     (dir, temp, name): (&Dir, &[u8], &[u8]),
+    still_here: &dyn Fn() -> io::Result<bool>,
 ) -> io::Result<bool> {
     if !unchanged(dir, name, None)? {
         return Ok(false);
@@ -1292,11 +1308,27 @@ fn put_new(
     if crate::fs::stat_in(dir.as_dir(), name)?.is_some_and(|f| f.kind == Kind::Dir) {
         root.remove_empty_tree(path)?;
     }
+    let ours = crate::fs::stat_in(dir.as_dir(), temp)?;
     match ProjectRoot::rename_in(dir, temp, name, true) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(e),
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+        Err(e) => return Err(e),
     }
+    if let Ok(true) = still_here() {
+        return Ok(true);
+    }
+    // Taken back only while it is ours (someone may have saved over it since): to `temp`,
+    // which the caller removes.
+    let back = crate::fs::stat_in(dir.as_dir(), name)?;
+    if back.is_some_and(|back| ours.is_some_and(|ours| same_file(&back, &ours))) {
+        ProjectRoot::rename_in(dir, name, temp, true)?;
+    }
+    Err(moved_away())
+}
+
+/// The error of a file whose directory left the project while it was restored.
+fn moved_away() -> io::Error {
+    io::Error::other("its directory was moved or replaced during the restore")
 }
 
 /// Remove each directory in `dirs` and its parents while they are empty, up to the project.

@@ -446,13 +446,72 @@ fn restore_never_writes_into_a_directory_moved_out_of_the_project_while_it_ran()
     assert!(run.stdout.contains("d/x.txt"), "reported as failed: {run}");
 }
 
+/// The same, with `d` moved out after the look that found it in place, while the swap that
+/// puts x.txt back is about to enter the kernel (paused there; the swap is the run's first
+/// `renameat2`, the store renames with `renameat`): the swap lands outside and is taken back.
+/// A third hostile pass found it writing into the moved directory and saying `written`.
+#[test]
+fn restore_takes_back_a_swap_into_a_directory_moved_out_just_before_it() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("d/x.txt", "x0\n");
+    p.file("d/new.txt", "n0\n");
+    let before = p.track();
+    p.file("d/x.txt", "x1\n");
+    fs::remove_file(p.join("d/new.txt")).unwrap();
+    p.track();
+    let moved = sb.root.join("d-moved");
+    let run = paused_at(
+        "renameat2",
+        &p,
+        &["--json", "restore", &before],
+        &[],
+        || fs::rename(p.join("d"), &moved).unwrap(),
+    );
+    assert_no_panic(&run);
+    assert_eq!(
+        run.code(),
+        Some(1),
+        "d's files could not be restored: {run}"
+    );
+    let mut names: Vec<String> = fs::read_dir(&moved)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["x.txt"], "nothing left or put outside: {run}");
+    assert_eq!(fs::read(moved.join("x.txt")).unwrap(), b"x1\n", "{run}");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let failed = report["failed"].as_array().expect("a failed list");
+    let failed: Vec<&str> = failed.iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert!(
+        failed.contains(&"d/x.txt") && failed.contains(&"d/new.txt"),
+        "{run}"
+    );
+}
+
 /// `rewind ARGS` on `p`, paused 2 s at its first syncfs (and faults `injects` injected by
 /// strace), with `meanwhile` run 1 s into the pause.
 fn paused(p: &TestProject, args: &[&str], injects: &[&str], meanwhile: impl FnOnce()) -> Run {
+    paused_at("syncfs", p, args, injects, meanwhile)
+}
+
+/// [`paused`] at the first call of `syscall` instead (in each thread that makes one).
+fn paused_at(
+    syscall: &str,
+    p: &TestProject,
+    args: &[&str],
+    injects: &[&str],
+    meanwhile: impl FnOnce(),
+) -> Run {
     require_tool("strace", "to inject faults and delays at syscalls");
     let mut outer = Command::new("strace");
     outer.args(["-f", "-qq", "-o", "/dev/null"]);
-    outer.args(["-e", "inject=syncfs:delay_enter=2000000:when=1"]);
+    outer.args([
+        "-e",
+        &format!("inject={syscall}:delay_enter=2000000:when=1"),
+    ]);
     for inject in injects {
         outer.args(["-e", inject]);
     }
