@@ -462,7 +462,7 @@ fn restore_takes_back_a_swap_into_a_directory_moved_out_just_before_it() {
     p.track();
     let moved = sb.root.join("d-moved");
     let run = paused_at(
-        "renameat2",
+        ("renameat2", 1),
         &p,
         &["--json", "restore", &before],
         &[],
@@ -491,15 +491,69 @@ fn restore_takes_back_a_swap_into_a_directory_moved_out_just_before_it() {
     );
 }
 
-/// `rewind ARGS` on `p`, paused 2 s at its first syncfs (and faults `injects` injected by
-/// strace), with `meanwhile` run 1 s into the pause.
-fn paused(p: &TestProject, args: &[&str], injects: &[&str], meanwhile: impl FnOnce()) -> Run {
-    paused_at("syncfs", p, args, injects, meanwhile)
+/// Found by the third hostile pass of 2026-12-01: a save of the same size through a descriptor
+/// opened before the restore, written after the swap took the file out and after its bytes
+/// were read, with the mtime put back (`touch -r`, `cp -p`, `rsync -t` do), matched both
+/// looks at the file; it was unlinked, and the restore said `written`. The change time, which
+/// no user process sets back, tells. The run pauses at the look after the read: the fourth
+/// `fstat` of the thread that swaps (one of the directory before the swap, one after, one of
+/// the file before its read); strace's log shows the read came first.
+#[test]
+fn a_save_put_behind_a_read_with_its_mtime_set_back_is_swapped_back() {
+    use std::os::unix::fs::FileExt;
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("d/f.txt", "v0\n");
+    let before = p.track();
+    p.file("d/f.txt", "v1\n");
+    p.track();
+    let editor = fs::OpenOptions::new()
+        .write(true)
+        .open(p.join("d/f.txt"))
+        .unwrap();
+    let mtime = editor.metadata().unwrap().modified().unwrap();
+    let run = paused_at(
+        ("fstat", 4),
+        &p,
+        &["--json", "restore", &before],
+        &[],
+        || {
+            editor.write_all_at(b"v9\n", 0).unwrap();
+            editor.set_modified(mtime).unwrap();
+        },
+    );
+    assert_no_panic(&run);
+    let log = fs::read_to_string(p.path.with_extension("strace")).unwrap();
+    // The thread that swapped: it read the old bytes, then paused.
+    let swap = log.lines().find(|l| l.contains("RENAME_EXCHANGE"));
+    let thread = swap
+        .and_then(|l| l.split_whitespace().next())
+        .expect("a swap");
+    let calls: Vec<&str> = log
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some(thread))
+        .collect();
+    let read = calls.iter().position(|l| l.contains(r#""v1\n""#));
+    let paused = calls.iter().position(|l| l.ends_with("(DELAYED)"));
+    assert!(
+        matches!((read, paused), (Some(read), Some(paused)) if read < paused),
+        "paused after the read of the file swapped out: {log}"
+    );
+    run.assert_success();
+    assert_eq!(p.read("d/f.txt"), b"v9\n", "the save is at its path: {run}");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(report["conflicts"], serde_json::json!(["d/f.txt"]), "{run}");
 }
 
-/// [`paused`] at the first call of `syscall` instead (in each thread that makes one).
+/// `rewind ARGS` on `p`, paused 2 s at its first syncfs (and faults `injects` injected by
+/// strace), with `meanwhile` run 1 s into the pause. strace's log is `<project>.strace`.
+fn paused(p: &TestProject, args: &[&str], injects: &[&str], meanwhile: impl FnOnce()) -> Run {
+    paused_at(("syncfs", 1), p, args, injects, meanwhile)
+}
+
+/// [`paused`] at a call of `syscall` instead, the `nth` each thread makes.
 fn paused_at(
-    syscall: &str,
+    (syscall, nth): (&str, u32),
     p: &TestProject,
     args: &[&str],
     injects: &[&str],
@@ -507,10 +561,12 @@ fn paused_at(
 ) -> Run {
     require_tool("strace", "to inject faults and delays at syscalls");
     let mut outer = Command::new("strace");
-    outer.args(["-f", "-qq", "-o", "/dev/null"]);
+    outer
+        .args(["-f", "-qq", "-o"])
+        .arg(p.path.with_extension("strace"));
     outer.args([
         "-e",
-        &format!("inject={syscall}:delay_enter=2000000:when=1"),
+        &format!("inject={syscall}:delay_enter=2000000:when={nth}"),
     ]);
     for inject in injects {
         outer.args(["-e", inject]);
