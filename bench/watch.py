@@ -219,6 +219,9 @@ def restore_case(rewind, args):
     print("|---|---|---|---|---|")
     git_runs = git_checkouts(args)
     for tool, watch in (("watched", True), ("walked", False)):
+        # A restore syncs the file system (its promise: durable before the first file changes),
+        # which writes back whatever else is dirty there: git's checkouts just before, if left.
+        os.sync()
         tree = os.path.join(args.dir, f"tree-{tool}")
         serve = Serve(rewind, os.path.join(args.dir, f"data-{tool}"), tree, watch)
         base = serve.call("track")[1]["hash"]
