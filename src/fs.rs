@@ -495,13 +495,16 @@ impl ProjectRoot {
 /// The content of regular file `name` in directory `dir` (see [`open_file_in`]). Costs an
 /// open, an `fstat` and the read.
 pub(crate) fn read_file_in(dir: DirRef<'_>, name: &[u8]) -> io::Result<Vec<u8>> {
-    read_all(&open_file_in(dir, name)?.0)
+    let (file, found) = open_file_in(dir, name)?;
+    read_all(&file, found.size)
 }
 
-/// The rest of `file`'s content. Costs the reads.
-pub(crate) fn read_all(mut file: &std::fs::File) -> io::Result<Vec<u8>> {
-    let mut data = Vec::new();
-    io::Read::read_to_end(&mut file, &mut data)?;
+/// The rest of `file`'s content, `size` bytes as a look at it found (more or fewer if it
+/// changed since). Costs the reads (std's `read_to_end` on a `File` would look at its size and
+/// offset again).
+pub(crate) fn read_all(file: &std::fs::File, size: u64) -> io::Result<Vec<u8>> {
+    let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
+    io::Read::read_to_end(&mut io::Read::take(file, u64::MAX), &mut data)?;
     Ok(data)
 }
 

@@ -1119,7 +1119,7 @@ fn untouched(
         }
         Err(e) => return Err(e),
     };
-    let data = crate::fs::read_all(&file)?;
+    let data = crate::fs::read_all(&file, found.size)?;
     // Both looks come after the file was taken out, so its change time must not move either:
     // a write that puts the mtime back moves it.
     let after = crate::fs::stat_file(&file)?;
