@@ -506,6 +506,9 @@ impl Locked<'_> {
         };
         let mut first_dirs = Some(dirs);
         let mut replaced: Vec<(usize, io::Result<bool>)> = Vec::new();
+        // The last batch's directories are closed after the answer (an earlier batch's before
+        // the next opens its own: the descriptor budget holds one batch).
+        let mut last_dirs = Vec::new();
         while first_dirs.is_some() || !queue.is_empty() {
             let first = first_dirs.is_some();
             let dirs = first_dirs
@@ -546,7 +549,11 @@ impl Locked<'_> {
                 let deleting = (&actions[..], &expected[..], &unlinked);
                 self.delete_all(&root, &plan, deleting, &token, &mut outcome);
             }
-            replaced.extend(writes.swap(&staged, &OpenDirs::new(&root, budget)));
+            let now = OpenDirs::new(&root, budget);
+            replaced.extend(writes.swap(&staged, &now));
+            if queue.is_empty() {
+                last_dirs = vec![dirs, now];
+            }
         }
         replaced.sort_unstable_by_key(|(n, _)| *n);
         for (n, result) in replaced {
@@ -558,7 +565,7 @@ impl Locked<'_> {
             }
         }
         self.remove_journal();
-        unlinked.close_later(&self.closing);
+        unlinked.close_later(&self.closing, last_dirs);
         Ok(outcome)
     }
 

@@ -2326,18 +2326,17 @@ fn serve_watches_by_default_and_no_watch_turns_it_off() {
     p.assert_fsck_clean();
 }
 
-/// The files of the project a process's descriptors hold whose names are gone.
-fn unlinked_files_held(pid: u32, project: &Path) -> Vec<String> {
+/// What of the project (files, directories, files whose names are gone) a process holds open.
+fn held_inside(pid: u32, project: &Path) -> Vec<String> {
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
     let links = fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok());
     let inside = links.filter(|l| l.starts_with(project));
-    let text = inside.map(|l| l.to_string_lossy().into_owned());
-    text.filter(|l| l.ends_with(" (deleted)")).collect()
+    inside.map(|l| l.to_string_lossy().into_owned()).collect()
 }
 
 /// A restore frees the files it swapped out (a file system may trim their blocks one by one as
-/// they are closed) after it has answered, off the answer's path: it holds them open, and they
-/// must all be closed soon after. Back and forth under a low descriptor limit, the held files
+/// they are closed) after it has answered, off the answer's path, and closes the directories
+/// it opened there too: it holds them open, and they must all be closed soon after. Back and forth under a low descriptor limit, the held files
 /// never run a restore out of descriptors.
 #[test]
 fn a_served_restore_closes_the_files_it_swapped_out_soon_after_answering() {
@@ -2367,8 +2366,8 @@ fn a_served_restore_closes_the_files_it_swapped_out_soon_after_answering() {
             assert_eq!(&p.track(), target, "{what}");
             let deadline = Instant::now() + Duration::from_secs(20);
             let pid = s.child.id();
-            while !unlinked_files_held(pid, &p.path).is_empty() {
-                let held = unlinked_files_held(pid, &p.path);
+            while !held_inside(pid, &p.path).is_empty() {
+                let held = held_inside(pid, &p.path);
                 assert!(Instant::now() < deadline, "{what}: still held: {held:?}");
                 thread::sleep(Duration::from_millis(20));
             }
