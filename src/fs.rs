@@ -255,7 +255,16 @@ const DESCRIPTOR_RESERVE: u64 = 64;
 pub(crate) struct OpenDirs<'r> {
     root: &'r ProjectRoot,
     open: std::sync::Mutex<std::collections::HashMap<Vec<u8>, std::sync::Arc<Dir>>>,
+    /// What each directory kept in `open` is ([`identity`]), looked at once ([`Self::still_at`]).
+    identities: std::sync::Mutex<std::collections::HashMap<Vec<u8>, Identity>>,
     keep: usize,
+}
+
+/// What a directory is, wherever it stands: its type, device and inode.
+type Identity = (Kind, u32, u32);
+
+fn identity(found: Found) -> Identity {
+    (found.kind, found.stat.dev, found.stat.ino)
 }
 
 impl<'r> OpenDirs<'r> {
@@ -263,6 +272,7 @@ impl<'r> OpenDirs<'r> {
         OpenDirs {
             root,
             open: Default::default(),
+            identities: Default::default(),
             keep,
         }
     }
@@ -322,22 +332,55 @@ impl<'r> OpenDirs<'r> {
         }
     }
 
-    /// Whether `held`, a directory opened earlier, still stands at project path `dir` (it was
-    /// not moved, nor replaced, nor swapped for a symlink since). Costs an `fstatat` of the
-    /// name in its parent (opened as [`Self::get`] opens it) and an `fstat` of `held`.
+    /// Whether `held`, a directory opened earlier, still stands at project path `dir`, and each
+    /// directory on the way from the root still stands where it was opened here: none was
+    /// moved (out of the project, say), replaced or swapped for a symlink since. Costs an
+    /// `fstatat` per component (each name looked up in its parent as [`Self::get`] opened it),
+    /// an `fstat` of `held`, and the first time, one of each directory on the way.
     pub(crate) fn still_at(&self, dir: &[u8], held: &Dir) -> io::Result<bool> {
-        let identity = |found: Found| (found.kind, found.stat.dev, found.stat.ino);
-        let standing = match dir.is_empty() {
-            true => stat_dir(self.get(dir, None)?.as_dir())?,
-            false => {
-                let (parent, name) = split(dir.as_bstr());
-                match stat_in(self.get(parent, None)?.as_dir(), name)? {
-                    Some(found) => found,
-                    None => return Ok(false),
-                }
+        let held = identity(stat_dir(held.as_dir())?);
+        if dir.is_empty() {
+            return Ok(self.identity_of(dir)? == held);
+        }
+        let mut parent = self.get(b"", None)?;
+        for end in component_ends(dir) {
+            let standing = match stat_in(parent.as_dir(), split(dir[..end].as_bstr()).1)? {
+                Some(found) => identity(found),
+                None => return Ok(false),
+            };
+            let opened = match end == dir.len() {
+                true => held,
+                false => self.identity_of(&dir[..end])?,
+            };
+            if standing != opened {
+                return Ok(false);
             }
-        };
-        Ok(identity(standing) == identity(stat_dir(held.as_dir())?))
+            if end < dir.len() {
+                parent = self.get(&dir[..end], None)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// What directory `dir` opened here is: remembered while it is kept open (its descriptor
+    /// names the same directory for as long). Costs an `fstat` the first time.
+    fn identity_of(&self, dir: &[u8]) -> io::Result<Identity> {
+        let known = self.identities.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&known) = known.get(dir) {
+            return Ok(known);
+        }
+        drop(known);
+        let opened = self.get(dir, None)?;
+        let found = identity(stat_dir(opened.as_dir())?);
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if open
+            .get(dir)
+            .is_some_and(|kept| std::sync::Arc::ptr_eq(kept, &opened))
+        {
+            let mut known = self.identities.lock().unwrap_or_else(|p| p.into_inner());
+            known.insert(dir.to_vec(), found);
+        }
+        Ok(found)
     }
 
     /// `fd`, kept open for later if fewer than `keep` are.

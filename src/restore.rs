@@ -1161,7 +1161,9 @@ fn checked(dir: &Dir, name: &[u8], expected: Side) -> io::Result<Option<crate::f
 /// Delete the file or symlink at `path` if it still holds `expected`; `Ok(false)` when it
 /// changed since the undo point (left alone). One already gone counts as deleted. The file is
 /// checked, then taken aside by one atomic rename and looked at again there: a save that landed
-/// between the check and the rename is put back (a conflict), never deleted.
+/// between the check and the rename is put back (a conflict), never deleted. Nor is a file
+/// whose directory left the project meanwhile (while the file was read, say): put back, and an
+/// error. Costs the reads and hashes, and a lookup of the directory from the root.
 fn delete_if_unchanged(
     root: &ProjectRoot,
     path: &BStr,
@@ -1184,11 +1186,19 @@ fn delete_if_unchanged(
         Err(e) => return Err(e),
         Ok(()) => {}
     }
-    // Only the undo point's bytes, untouched, may go.
-    if let Ok(Some(taken)) = untouched(&dir, aside, &before, expected) {
-        return taken.remove(&dir, aside, unlinked).map(|()| true);
+    // Only the undo point's bytes, untouched, may go; and only inside the project.
+    let Ok(Some(taken)) = untouched(&dir, aside, &before, expected) else {
+        return put_back(&dir, aside, name).map(|()| false);
+    };
+    let parent = &path[..path.len() - name.len()];
+    let parent = parent.strip_suffix(b"/").unwrap_or(parent);
+    // (Directories kept open: the lookup walks from the root; a deeper path reopens some.)
+    match OpenDirs::new(root, 256).still_at(parent, &dir) {
+        Ok(true) => taken.remove(&dir, aside, unlinked).map(|()| true),
+        moved => put_back(&dir, aside, name)
+            .and(moved)
+            .and(Err(moved_away())),
     }
-    put_back(&dir, aside, name).map(|()| false)
 }
 
 /// Rename `aside` back to `name` without replacing anything; should a newer save stand at
@@ -1228,7 +1238,7 @@ fn replace(
         result
     };
     let Some(expected) = expected else {
-        return not_swapped(put_new(root, path, (dir, temp, name), still_here));
+        return put_new(root, path, (dir, temp, name), still_here);
     };
     // A look first: something of another kind there now is left alone without a swap.
     let kind = match expected.is_link() {
@@ -1303,34 +1313,49 @@ fn replace(
 /// Rename staged `temp` to `name` in `dir` (project path `path`), where the undo point had
 /// nothing: `Ok(false)` when something other than an empty directory tree stands there now.
 /// A directory moved out of the project meanwhile is not written into: the rename is taken back.
+/// `temp` is gone afterwards unless it holds someone's save (then the error says so).
 fn put_new(
     root: &ProjectRoot,
     path: &BStr,
     (dir, temp, name): (&Dir, &[u8], &[u8]),
     still_here: &dyn Fn() -> io::Result<bool>,
 ) -> io::Result<bool> {
-    if !unchanged(dir, name, None)? {
-        return Ok(false);
-    }
-    if crate::fs::stat_in(dir.as_dir(), name)?.is_some_and(|f| f.kind == Kind::Dir) {
-        root.remove_empty_tree(path)?;
-    }
-    let ours = crate::fs::stat_in(dir.as_dir(), temp)?;
+    let ours = |result: io::Result<bool>| {
+        let _ = ProjectRoot::unlink_in(dir, temp);
+        result
+    };
+    let in_place = || -> io::Result<Option<Found>> {
+        if !unchanged(dir, name, None)? {
+            return Ok(None);
+        }
+        if crate::fs::stat_in(dir.as_dir(), name)?.is_some_and(|f| f.kind == Kind::Dir) {
+            root.remove_empty_tree(path)?;
+        }
+        let staged = crate::fs::stat_in(dir.as_dir(), temp)?;
+        staged
+            .map(Some)
+            .ok_or_else(|| io::Error::other("its staged file is gone"))
+    };
+    let staged = match in_place() {
+        Ok(Some(staged)) => staged,
+        Ok(None) => return ours(Ok(false)),
+        Err(e) => return ours(Err(e)),
+    };
     match ProjectRoot::rename_in(dir, temp, name, true) {
         Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
-        Err(e) => return Err(e),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return ours(Ok(false)),
+        Err(e) => return ours(Err(e)),
     }
     if let Ok(true) = still_here() {
         return Ok(true);
     }
-    // Taken back only while it is ours (someone may have saved over it since): to `temp`,
-    // which the caller removes.
-    let back = crate::fs::stat_in(dir.as_dir(), name)?;
-    if back.is_some_and(|back| ours.is_some_and(|ours| same_file(&back, &ours))) {
-        ProjectRoot::rename_in(dir, name, temp, true)?;
+    // Taken back, to be removed, only if it is ours: someone may have saved over it since, and
+    // a save that came back instead goes back to its name.
+    ProjectRoot::rename_in(dir, name, temp, true)?;
+    match crate::fs::stat_in(dir.as_dir(), temp)? {
+        Some(back) if same_file(&back, &staged) => ours(Err(moved_away())),
+        _ => put_back(dir, temp, name).and(Err(moved_away())),
     }
-    Err(moved_away())
 }
 
 /// The error of a file whose directory left the project while it was restored.

@@ -446,47 +446,131 @@ fn restore_never_writes_into_a_directory_moved_out_of_the_project_while_it_ran()
     assert!(run.stdout.contains("d/x.txt"), "reported as failed: {run}");
 }
 
-/// The same, with `d` moved out after the look that found it in place, while the swap that
-/// puts x.txt back is about to enter the kernel (paused there; the swap is the run's first
-/// `renameat2`, the store renames with `renameat`): the swap lands outside and is taken back.
-/// A third hostile pass found it writing into the moved directory and saying `written`.
+/// The same, with `d` (or `a`, the parent's parent) moved out after the look that found it in
+/// place, while the swap that puts x.txt back is about to enter the kernel (paused there; the
+/// swap is the run's first `renameat2`, the store renames with `renameat`): the swap lands
+/// outside and is taken back. The third hostile pass of 2026-12-01 found it writing into the
+/// moved directory and saying `written`; the fourth, the same when an ancestor above the
+/// parent moved (the look after the swap checked only the last step of the way).
 #[test]
 fn restore_takes_back_a_swap_into_a_directory_moved_out_just_before_it() {
+    for (dir, moving) in [("d", "d"), ("a/b", "a")] {
+        let sb = Sandbox::new();
+        let p = sb.project("proj");
+        p.file(format!("{dir}/x.txt"), "x0\n");
+        p.file(format!("{dir}/new.txt"), "n0\n");
+        let before = p.track();
+        p.file(format!("{dir}/x.txt"), "x1\n");
+        fs::remove_file(p.join(format!("{dir}/new.txt"))).unwrap();
+        p.track();
+        let moved = sb.root.join("moved");
+        let run = paused_at(
+            ("renameat2", 1),
+            &p,
+            &["--json", "restore", &before],
+            &[],
+            || fs::rename(p.join(moving), &moved).unwrap(),
+        );
+        assert_no_panic(&run);
+        assert_eq!(
+            run.code(),
+            Some(1),
+            "{dir}'s files could not be restored: {run}"
+        );
+        let outside = moved.join(dir[moving.len()..].trim_start_matches('/'));
+        let mut names: Vec<String> = fs::read_dir(&outside)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, vec!["x.txt"], "nothing left or put outside: {run}");
+        assert_eq!(fs::read(outside.join("x.txt")).unwrap(), b"x1\n", "{run}");
+        let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        let failed = report["failed"].as_array().expect("a failed list");
+        let failed: Vec<&str> = failed.iter().map(|f| f["path"].as_str().unwrap()).collect();
+        assert_eq!(failed.len(), 2, "{run}");
+    }
+}
+
+/// Found by the fourth hostile pass of 2026-12-01: a file a restore deletes, in a directory
+/// moved out of the project while the file was read (a large file gives a plain `mv` the
+/// time; here the run pauses at the rename that sets it aside, its first `renameat2`), was
+/// deleted outside the project, and the restore said `deleted`.
+#[test]
+fn restore_never_deletes_in_a_directory_moved_out_while_it_ran() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
-    p.file("d/x.txt", "x0\n");
-    p.file("d/new.txt", "n0\n");
+    p.file("a/b/keep.txt", "k\n");
     let before = p.track();
-    p.file("d/x.txt", "x1\n");
-    fs::remove_file(p.join("d/new.txt")).unwrap();
+    p.file("a/b/gone.txt", "g\n");
     p.track();
-    let moved = sb.root.join("d-moved");
+    let moved = sb.root.join("moved");
     let run = paused_at(
         ("renameat2", 1),
         &p,
         &["--json", "restore", &before],
         &[],
-        || fs::rename(p.join("d"), &moved).unwrap(),
+        || fs::rename(p.join("a"), &moved).unwrap(),
     );
     assert_no_panic(&run);
     assert_eq!(
         run.code(),
         Some(1),
-        "d's files could not be restored: {run}"
+        "a/b/gone.txt could not be deleted: {run}"
     );
-    let mut names: Vec<String> = fs::read_dir(&moved)
+    let mut names: Vec<String> = fs::read_dir(moved.join("b"))
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, vec!["x.txt"], "nothing left or put outside: {run}");
-    assert_eq!(fs::read(moved.join("x.txt")).unwrap(), b"x1\n", "{run}");
+    assert_eq!(
+        names,
+        vec!["gone.txt", "keep.txt"],
+        "nothing deleted outside: {run}"
+    );
     let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
-    let failed = report["failed"].as_array().expect("a failed list");
-    let failed: Vec<&str> = failed.iter().map(|f| f["path"].as_str().unwrap()).collect();
-    assert!(
-        failed.contains(&"d/x.txt") && failed.contains(&"d/new.txt"),
+    assert_eq!(report["deleted"], serde_json::json!([]), "{run}");
+    assert_eq!(report["failed"][0]["path"], "a/b/gone.txt", "{run}");
+}
+
+/// Found by the fourth hostile pass of 2026-12-01: a new file renamed into a directory moved
+/// out just before is taken back; a save made over it in the moved directory before the take
+/// back was taken back instead, and deleted. Paused at the rename (the run's first
+/// `renameat2`) while `a` moves out, then at the take back (the second) while the user saves.
+#[test]
+fn taking_back_a_new_file_from_a_moved_directory_keeps_a_save_made_over_it() {
+    require_tool("strace", "to inject delays at syscalls");
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a/b/new.txt", "ours\n");
+    let before = p.track();
+    fs::remove_file(p.join("a/b/new.txt")).unwrap();
+    p.track();
+    let moved = sb.root.join("moved");
+    let mut outer = Command::new("strace");
+    outer.args(["-f", "-qq", "-o", "/dev/null"]);
+    outer.args(["-e", "inject=renameat2:delay_enter=2000000:when=1..2"]);
+    let child = spawn_piped(&mut wrapped(&p, outer, &["--json", "restore", &before]));
+    std::thread::sleep(Duration::from_millis(1000));
+    fs::rename(p.join("a"), &moved).unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    // The user's editor saves: a temp file renamed over the file.
+    fs::write(moved.join("b/.save.tmp"), "SAVE\n").unwrap();
+    fs::rename(moved.join("b/.save.tmp"), moved.join("b/new.txt")).unwrap();
+    let run = finish(child, DEFAULT_DEADLINE, "restore");
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(1), "{run}");
+    let names: Vec<String> = fs::read_dir(moved.join("b"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["new.txt"], "nothing else left outside: {run}");
+    assert_eq!(
+        fs::read(moved.join("b/new.txt")).unwrap(),
+        b"SAVE\n",
         "{run}"
     );
 }
