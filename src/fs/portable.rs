@@ -141,6 +141,12 @@ pub(crate) fn in_the_way(error: &io::Error) -> bool {
     error.kind() == io::ErrorKind::NotADirectory
 }
 
+/// Whether `error` says the process or the system ran out of something (memory): a failure
+/// of this moment, not a property of the file.
+pub(crate) fn out_of_resources(error: &io::Error) -> bool {
+    error.kind() == io::ErrorKind::OutOfMemory
+}
+
 /// Make directory `name` in `dir` (no permission bits here).
 pub(crate) fn make_dir_in(dir: DirRef<'_>, name: &[u8], _mode: u32) -> io::Result<()> {
     fs::create_dir(dir.child(name)?)

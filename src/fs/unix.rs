@@ -153,6 +153,17 @@ pub(crate) fn in_the_way(error: &io::Error) -> bool {
     )
 }
 
+/// Whether `error` says the process or the system ran out of something (descriptors, memory):
+/// a failure of this moment, not a property of the file.
+pub(crate) fn out_of_resources(error: &io::Error) -> bool {
+    use rustix::io::Errno;
+    error.kind() == io::ErrorKind::OutOfMemory
+        || matches!(
+            Errno::from_io_error(error),
+            Some(Errno::MFILE | Errno::NFILE | Errno::NOMEM | Errno::NOBUFS)
+        )
+}
+
 /// Make directory `name` in `dir` with permission bits `mode` (less the umask).
 pub(crate) fn make_dir_in(dir: DirRef<'_>, name: &[u8], mode: u32) -> io::Result<()> {
     Ok(rustix::fs::mkdirat(dir, name, mode_bits(mode))?)

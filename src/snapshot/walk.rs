@@ -224,8 +224,10 @@ impl<'a> Walk<'a> {
             Err(e) if e.kind() == io::ErrorKind::NotFound && !rel.is_empty() => {
                 return Ok((Vec::new(), sources))
             }
-            Err(e) if rel.is_empty() => {
-                return Err(Error::io("reading", self.root, e));
+            // Out of descriptors or memory: the snapshot fails, it does not leave it out.
+            Err(e) if rel.is_empty() || crate::fs::out_of_resources(&e) => {
+                let path = self.root.join(crate::paths::os_path_lossy(rel.as_ref()));
+                return Err(Error::io("reading", &path, e));
             }
             Err(e) => {
                 let detail = e.to_string();
@@ -651,6 +653,10 @@ impl<'a> Walk<'a> {
                 hashed: true,
             })),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) if crate::fs::out_of_resources(&e) => {
+                let path = self.root.join(crate::paths::os_path_lossy(rel.as_ref()));
+                return Err(Error::io("reading", &path, e));
+            }
             Err(e) => Some(Part::Skipped(unreadable(rel, &e))),
         })
     }

@@ -1034,6 +1034,42 @@ fn restore_of_many_directories_stays_within_the_open_file_limit() {
     assert_eq!(p.track(), before, "every file is back: {run}");
 }
 
+/// Found by the fourth hostile pass of 2026-12-01: out of descriptors (`ulimit -n 11`), a
+/// snapshot left out the files it could not open, as if unreadable, and said nothing; a
+/// restore's undo point then lacked them, and the restore called them "in the way". Under any
+/// limit a snapshot is whole, or an error.
+#[test]
+fn a_snapshot_out_of_descriptors_is_an_error_not_a_tree_missing_files() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let files = |when: &str| {
+        for n in 0..200 {
+            p.file(format!("d{}/s{n}/a", n % 7), format!("{when} {n}\n"));
+        }
+    };
+    files("A");
+    p.track();
+    let mut codes = Vec::new();
+    for limit in 8..=16 {
+        files(&format!("B{limit}"));
+        let mut outer = Command::new("sh");
+        outer.args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\"")]);
+        let run = run_with_deadline(&mut wrapped(&p, outer, &["track"]), DEFAULT_DEADLINE);
+        assert_no_panic(&run);
+        let whole = p.track(); // no limit: every file
+        match run.code() {
+            Some(0) => assert_eq!(run.stdout.trim(), whole, "ulimit -n {limit}: {run}"),
+            _ => assert!(run.stderr.contains("Too many open files"), "{run}"),
+        }
+        codes.push(run.code());
+    }
+    // The range holds limits too low and limits high enough.
+    assert!(
+        codes.contains(&Some(0)) && codes.contains(&Some(1)),
+        "{codes:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // 5. Edits made between or after the agent's turns are never silently overwritten
 // ---------------------------------------------------------------------------
