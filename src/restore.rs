@@ -865,14 +865,9 @@ impl Writes<'_> {
             let still_here = || now.still_at(parent, dir);
             let result = match still_here() {
                 Ok(true) => {
-                    let expected = self.expected[*n];
-                    replace(
-                        self.root,
-                        path,
-                        names,
-                        expected,
-                        (&still_here, self.unlinked),
-                    )
+                    let target = self.steps[*n].target.expect("a write has a target");
+                    let sides = (self.expected[*n], target);
+                    replace(self.root, path, names, sides, (&still_here, self.unlinked))
                 }
                 moved => {
                     let _ = ProjectRoot::unlink_in(dir, temp);
@@ -1229,7 +1224,7 @@ fn replace(
     root: &ProjectRoot,
     path: &BStr,
     (dir, temp, name, aside): (&Dir, &[u8], &[u8], &[u8]),
-    expected: Option<Side>,
+    (expected, target): (Option<Side>, Side),
     (still_here, unlinked): (&dyn Fn() -> io::Result<bool>, &Unlinked),
 ) -> io::Result<bool> {
     // Before the swap, `temp` holds our staged file: it goes when the swap does not happen.
@@ -1238,7 +1233,12 @@ fn replace(
         result
     };
     let Some(expected) = expected else {
-        return put_new(root, path, (dir, temp, name), still_here);
+        return put_new(
+            root,
+            path,
+            (dir, temp, name, target),
+            (still_here, unlinked),
+        );
     };
     // A look first: something of another kind there now is left alone without a swap.
     let kind = match expected.is_link() {
@@ -1291,9 +1291,8 @@ fn replace(
         let what = format!("changed meanwhile and could not be put back ({e}); the save");
         return Err(kept(e, &what));
     }
-    let back = crate::fs::stat_in(dir.as_dir(), temp)?;
-    if back.is_some_and(|back| ours.is_some_and(|ours| same_file(&back, &ours))) {
-        ProjectRoot::unlink_in(dir, temp)?;
+    if let Some(taken) = staged_back(dir, temp, ours, target) {
+        taken.remove(dir, temp, unlinked)?;
         return checked.map(|_| false); // a conflict, or the error that stopped the read
     }
     // Saved twice meanwhile: the save that came back out was made while ours stood at the path,
@@ -1317,8 +1316,8 @@ fn replace(
 fn put_new(
     root: &ProjectRoot,
     path: &BStr,
-    (dir, temp, name): (&Dir, &[u8], &[u8]),
-    still_here: &dyn Fn() -> io::Result<bool>,
+    (dir, temp, name, target): (&Dir, &[u8], &[u8], Side),
+    (still_here, unlinked): (&dyn Fn() -> io::Result<bool>, &Unlinked),
 ) -> io::Result<bool> {
     let ours = |result: io::Result<bool>| {
         let _ = ProjectRoot::unlink_in(dir, temp);
@@ -1352,10 +1351,23 @@ fn put_new(
     // Taken back, to be removed, only if it is ours: someone may have saved over it since, and
     // a save that came back instead goes back to its name.
     ProjectRoot::rename_in(dir, name, temp, true)?;
-    match crate::fs::stat_in(dir.as_dir(), temp)? {
-        Some(back) if same_file(&back, &staged) => ours(Err(moved_away())),
-        _ => put_back(dir, temp, name).and(Err(moved_away())),
+    match staged_back(dir, temp, Some(staged), target) {
+        Some(taken) => taken.remove(dir, temp, unlinked).and(Err(moved_away())),
+        None => put_back(dir, temp, name).and(Err(moved_away())),
     }
+}
+
+/// What stands at `temp` in `dir` after a swap or a rename was taken back, if it is the file
+/// staged there (`staged`, looked at before; holding `target`'s bytes), untouched: it may go.
+/// Anything else is someone's save, made over ours while it stood at the path. Costs a read
+/// and a hash of the file (a same-size save that puts the mtime back matches every look but
+/// the change time and the bytes).
+fn staged_back(dir: &Dir, temp: &[u8], staged: Option<Found>, target: Side) -> Option<Untouched> {
+    let back = crate::fs::stat_in(dir.as_dir(), temp).ok()??;
+    if !same_file(&back, &staged?) {
+        return None;
+    }
+    untouched(dir, temp, &back, target).ok()?
 }
 
 /// The error of a file whose directory left the project while it was restored.

@@ -537,16 +537,78 @@ fn restore_never_deletes_in_a_directory_moved_out_while_it_ran() {
 
 /// Found by the fourth hostile pass of 2026-12-01: a new file renamed into a directory moved
 /// out just before is taken back; a save made over it in the moved directory before the take
-/// back was taken back instead, and deleted. Paused at the rename (the run's first
-/// `renameat2`) while `a` moves out, then at the take back (the second) while the user saves.
+/// back was taken back instead, and deleted. The fifth found the same with a save written in
+/// place, of the same size, with the mtime put back (every look but the bytes and the change
+/// time the same). Paused at the rename (the run's first `renameat2`) while `a` moves out,
+/// then at the take back (the second) while the user saves.
 #[test]
 fn taking_back_a_new_file_from_a_moved_directory_keeps_a_save_made_over_it() {
+    use std::os::unix::fs::FileExt;
+    require_tool("strace", "to inject delays at syscalls");
+    // An editor's save (a temp file renamed over it), or a same-size write in place that puts
+    // the mtime back (`cp -p`, `rsync -t`).
+    let save = |file: &Path, in_place: bool| match in_place {
+        false => {
+            let temp = file.with_extension("tmp");
+            fs::write(&temp, "SAVE\n").unwrap();
+            fs::rename(&temp, file).unwrap();
+        }
+        true => {
+            let open = fs::OpenOptions::new().write(true).open(file).unwrap();
+            let mtime = open.metadata().unwrap().modified().unwrap();
+            open.write_all_at(b"SAVE\n", 0).unwrap();
+            open.set_modified(mtime).unwrap();
+        }
+    };
+    for (how, in_place) in [("by rename", false), ("in place", true)] {
+        let sb = Sandbox::new();
+        let p = sb.project("proj");
+        p.file("a/b/new.txt", "ours\n");
+        let before = p.track();
+        fs::remove_file(p.join("a/b/new.txt")).unwrap();
+        p.track();
+        let moved = sb.root.join("moved");
+        let mut outer = Command::new("strace");
+        outer.args(["-f", "-qq", "-o", "/dev/null"]);
+        outer.args(["-e", "inject=renameat2:delay_enter=2000000:when=1..2"]);
+        let child = spawn_piped(&mut wrapped(&p, outer, &["--json", "restore", &before]));
+        std::thread::sleep(Duration::from_millis(1000));
+        fs::rename(p.join("a"), &moved).unwrap();
+        std::thread::sleep(Duration::from_millis(2000));
+        save(&moved.join("b/new.txt"), in_place);
+        let run = finish(child, DEFAULT_DEADLINE, "restore");
+        assert_no_panic(&run);
+        assert_eq!(run.code(), Some(1), "{how}: {run}");
+        let names: Vec<String> = fs::read_dir(moved.join("b"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            vec!["new.txt"],
+            "{how}: nothing else left outside: {run}"
+        );
+        let kept = fs::read(moved.join("b/new.txt")).unwrap();
+        assert_eq!(kept, b"SAVE\n", "{how}: {run}");
+    }
+}
+
+/// Found by the fifth hostile pass of 2026-12-01: the same for a file swapped in: the swap
+/// into the moved directory is taken back by swapping again, and what comes out was removed
+/// if it looked like the staged file (size, mtime), so a same-size save written in place with
+/// the mtime put back, while the staged file stood there, was lost. Paused at the swap (the
+/// first `renameat2`) while `a` moves out, then at the swap back (the second) while the user
+/// saves in place.
+#[test]
+fn taking_back_a_swap_from_a_moved_directory_keeps_a_save_made_in_place() {
+    use std::os::unix::fs::FileExt;
     require_tool("strace", "to inject delays at syscalls");
     let sb = Sandbox::new();
     let p = sb.project("proj");
-    p.file("a/b/new.txt", "ours\n");
+    p.file("a/b/x.txt", "x0\n");
     let before = p.track();
-    fs::remove_file(p.join("a/b/new.txt")).unwrap();
+    p.file("a/b/x.txt", "x1\n");
     p.track();
     let moved = sb.root.join("moved");
     let mut outer = Command::new("strace");
@@ -556,22 +618,27 @@ fn taking_back_a_new_file_from_a_moved_directory_keeps_a_save_made_over_it() {
     std::thread::sleep(Duration::from_millis(1000));
     fs::rename(p.join("a"), &moved).unwrap();
     std::thread::sleep(Duration::from_millis(2000));
-    // The user's editor saves: a temp file renamed over the file.
-    fs::write(moved.join("b/.save.tmp"), "SAVE\n").unwrap();
-    fs::rename(moved.join("b/.save.tmp"), moved.join("b/new.txt")).unwrap();
+    // The staged file stands at x.txt now: the user saves into it.
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(moved.join("b/x.txt"))
+        .unwrap();
+    let mtime = file.metadata().unwrap().modified().unwrap();
+    file.write_all_at(b"x9\n", 0).unwrap();
+    file.set_modified(mtime).unwrap();
     let run = finish(child, DEFAULT_DEADLINE, "restore");
     assert_no_panic(&run);
     assert_eq!(run.code(), Some(1), "{run}");
-    let names: Vec<String> = fs::read_dir(moved.join("b"))
+    let mut held: Vec<Vec<u8>> = fs::read_dir(moved.join("b"))
         .unwrap()
         .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .map(|e| fs::read(e.path()).unwrap())
         .collect();
-    assert_eq!(names, vec!["new.txt"], "nothing else left outside: {run}");
+    held.sort();
     assert_eq!(
-        fs::read(moved.join("b/new.txt")).unwrap(),
-        b"SAVE\n",
-        "{run}"
+        held,
+        vec![b"x1\n".to_vec(), b"x9\n".to_vec()],
+        "both kept: {run}"
     );
 }
 
