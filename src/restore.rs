@@ -364,8 +364,14 @@ impl Store {
 
 impl Locked<'_> {
     /// The snapshot of the project a run starts from: recorded (the undo point), or, for a dry
-    /// run, not. Costs a [`track`](Self::track).
+    /// run, not. Costs a [`track`](Self::track). A run that writes first grows the descriptor
+    /// table to what it may hold ([`crate::fs::make_room_for_a_run`]).
     pub(crate) fn current(&self, dry_run: bool) -> Result<ObjectId> {
+        if !dry_run {
+            if let Ok(project) = crate::fs::open_path(self.project()) {
+                crate::fs::make_room_for_a_run(&project);
+            }
+        }
         let options = TrackOptions::default();
         let snapshot = match dry_run {
             true => self.peek(&options)?,
