@@ -441,8 +441,9 @@ impl Watcher {
                         (true, false) => {
                             pending.dirty.insert(child);
                         }
-                        // (Not rewind's own temp files: a restore stages, swaps and removes them.)
-                        (false, _) if created && !name.starts_with(b".rewind-") => {
+                        // (Not the temp files of this process's restores: they are staged,
+                        // swapped and removed. A name only like theirs is anyone's.)
+                        (false, _) if created && !crate::store::is_own_temp(name) => {
                             made.insert(child);
                         }
                         (false, _) if deleted && made.contains(&child) => {

@@ -37,6 +37,7 @@ impl Locked<'_> {
             .map_err(|e| Error::store(self.git_dir(), e))?
             .to_hex_with_len(16)
             .to_string();
+        remember_own(&token);
         let mut text = format!("token {token}\n");
         let mut dirs: Vec<&[u8]> = Vec::new();
         for (n, path, blobs) in temps {
@@ -241,4 +242,39 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
         .collect()
+}
+
+/// The tokens of this process's last runs, newest last: their temp and aside files are rewind's
+/// own, made and removed by a restore (the watcher does not take them for a user's hard link,
+/// see [`is_own_temp`]).
+static OWN_TOKENS: std::sync::Mutex<std::collections::VecDeque<String>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+
+/// How many runs' tokens [`OWN_TOKENS`] keeps: the watcher reads a run's events at the next
+/// snapshot, which the next run takes first.
+const OWN_TOKENS_KEPT: usize = 16;
+
+fn remember_own(token: &str) {
+    let mut tokens = OWN_TOKENS.lock().unwrap_or_else(|p| p.into_inner());
+    if tokens.len() == OWN_TOKENS_KEPT {
+        tokens.pop_front();
+    }
+    tokens.push_back(token.to_owned());
+}
+
+/// Whether file name `name` is a temp or aside file of one of this process's last runs
+/// (`.rewind-<token>-<n>`, `.rewind-aside-<token>-<n>`): not any name that starts alike, which
+/// anyone can make. Costs a comparison per token kept.
+pub(crate) fn is_own_temp(name: &[u8]) -> bool {
+    let rest = name
+        .strip_prefix(b".rewind-aside-")
+        .or_else(|| name.strip_prefix(b".rewind-"));
+    let Some(rest) = rest else {
+        return false;
+    };
+    let tokens = OWN_TOKENS.lock().unwrap_or_else(|p| p.into_inner());
+    tokens.iter().any(|token| {
+        rest.strip_prefix(token.as_bytes())
+            .is_some_and(|n| n.first() == Some(&b'-'))
+    })
 }

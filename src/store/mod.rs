@@ -30,6 +30,7 @@ use objects::ObjectWriter;
 
 mod journal;
 pub(crate) use crate::id::SnapshotId;
+pub(crate) use journal::is_own_temp;
 mod delta;
 mod lock;
 pub(crate) mod objects;

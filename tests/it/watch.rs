@@ -516,6 +516,30 @@ fn a_hard_link_made_written_through_and_removed_between_snapshots_is_seen() {
     same_as_full_walk(&watched, &walked, "");
 }
 
+/// Found by the fifth hostile pass of 2026-12-01: the same with the link named like rewind's
+/// temp files (`.rewind-…`), which the watcher took for a restore's own and so not for a hard
+/// link: the edit was missed. Only this process's restores' temp names are passed over.
+#[test]
+fn a_hard_link_named_like_rewinds_temp_files_is_seen_too() {
+    let (_sandbox, root, watched, walked) = watched_pair();
+    let options = rewind::TrackOptions::default();
+    write_files(&root, &[("a/f", "v1\n"), ("b/keep", "")]);
+    watched.track(&options).unwrap();
+    for name in [
+        ".rewind-x",
+        ".rewind-0123456789abcdef-0",
+        ".rewind-aside-0123456789abcdef-3",
+    ] {
+        let link = root.join("b").join(name);
+        fs::hard_link(root.join("a/f"), &link).unwrap();
+        let mut f = fs::OpenOptions::new().append(true).open(&link).unwrap();
+        std::io::Write::write_all(&mut f, format!("edit through {name}\n").as_bytes()).unwrap();
+        drop(f);
+        fs::remove_file(&link).unwrap();
+        same_as_full_walk(&watched, &walked, name);
+    }
+}
+
 /// Found by the issue-16 hostile pass: a file system mounted over a project directory after
 /// the first snapshot changes what the directory holds without an event in it.
 #[test]
