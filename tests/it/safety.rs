@@ -436,11 +436,7 @@ fn restore_never_writes_into_a_directory_moved_out_of_the_project_while_it_ran()
     });
     assert_no_panic(&run);
     assert_eq!(run.code(), Some(1), "d/x.txt could not be restored: {run}");
-    let names: Vec<String> = fs::read_dir(&moved)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let names = sorted_names(&moved);
     assert_eq!(names, vec!["x.txt"], "no temp file left outside: {run}");
     assert_eq!(fs::read(moved.join("x.txt")).unwrap(), b"x1\n", "{run}");
     assert!(run.stdout.contains("d/x.txt"), "reported as failed: {run}");
@@ -478,12 +474,7 @@ fn restore_takes_back_a_swap_into_a_directory_moved_out_just_before_it() {
             "{dir}'s files could not be restored: {run}"
         );
         let outside = moved.join(dir[moving.len()..].trim_start_matches('/'));
-        let mut names: Vec<String> = fs::read_dir(&outside)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
+        let names = sorted_names(&outside);
         assert_eq!(names, vec!["x.txt"], "nothing left or put outside: {run}");
         assert_eq!(fs::read(outside.join("x.txt")).unwrap(), b"x1\n", "{run}");
         let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
@@ -519,12 +510,7 @@ fn restore_never_deletes_in_a_directory_moved_out_while_it_ran() {
         Some(1),
         "a/b/gone.txt could not be deleted: {run}"
     );
-    let mut names: Vec<String> = fs::read_dir(moved.join("b"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = sorted_names(moved.join("b"));
     assert_eq!(
         names,
         vec!["gone.txt", "keep.txt"],
@@ -543,8 +529,6 @@ fn restore_never_deletes_in_a_directory_moved_out_while_it_ran() {
 /// then at the take back (the second) while the user saves.
 #[test]
 fn taking_back_a_new_file_from_a_moved_directory_keeps_a_save_made_over_it() {
-    use std::os::unix::fs::FileExt;
-    require_tool("strace", "to inject delays at syscalls");
     // An editor's save (a temp file renamed over it), or a same-size write in place that puts
     // the mtime back (`cp -p`, `rsync -t`).
     let save = |file: &Path, in_place: bool| match in_place {
@@ -553,12 +537,7 @@ fn taking_back_a_new_file_from_a_moved_directory_keeps_a_save_made_over_it() {
             fs::write(&temp, "SAVE\n").unwrap();
             fs::rename(&temp, file).unwrap();
         }
-        true => {
-            let open = fs::OpenOptions::new().write(true).open(file).unwrap();
-            let mtime = open.metadata().unwrap().modified().unwrap();
-            open.write_all_at(b"SAVE\n", 0).unwrap();
-            open.set_modified(mtime).unwrap();
-        }
+        true => save_in_place_keeping_mtime(file, b"SAVE\n"),
     };
     for (how, in_place) in [("by rename", false), ("in place", true)] {
         let sb = Sandbox::new();
@@ -568,22 +547,12 @@ fn taking_back_a_new_file_from_a_moved_directory_keeps_a_save_made_over_it() {
         fs::remove_file(p.join("a/b/new.txt")).unwrap();
         p.track();
         let moved = sb.root.join("moved");
-        let mut outer = Command::new("strace");
-        outer.args(["-f", "-qq", "-o", "/dev/null"]);
-        outer.args(["-e", "inject=renameat2:delay_enter=2000000:when=1..2"]);
-        let child = spawn_piped(&mut wrapped(&p, outer, &["--json", "restore", &before]));
-        std::thread::sleep(Duration::from_millis(1000));
-        fs::rename(p.join("a"), &moved).unwrap();
-        std::thread::sleep(Duration::from_millis(2000));
-        save(&moved.join("b/new.txt"), in_place);
-        let run = finish(child, DEFAULT_DEADLINE, "restore");
+        let run = restore_while_a_moves_out(&p, &before, &moved, || {
+            save(&moved.join("b/new.txt"), in_place)
+        });
         assert_no_panic(&run);
         assert_eq!(run.code(), Some(1), "{how}: {run}");
-        let names: Vec<String> = fs::read_dir(moved.join("b"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
+        let names = sorted_names(moved.join("b"));
         assert_eq!(
             names,
             vec!["new.txt"],
@@ -602,8 +571,6 @@ fn taking_back_a_new_file_from_a_moved_directory_keeps_a_save_made_over_it() {
 /// saves in place.
 #[test]
 fn taking_back_a_swap_from_a_moved_directory_keeps_a_save_made_in_place() {
-    use std::os::unix::fs::FileExt;
-    require_tool("strace", "to inject delays at syscalls");
     let sb = Sandbox::new();
     let p = sb.project("proj");
     p.file("a/b/x.txt", "x0\n");
@@ -611,22 +578,10 @@ fn taking_back_a_swap_from_a_moved_directory_keeps_a_save_made_in_place() {
     p.file("a/b/x.txt", "x1\n");
     p.track();
     let moved = sb.root.join("moved");
-    let mut outer = Command::new("strace");
-    outer.args(["-f", "-qq", "-o", "/dev/null"]);
-    outer.args(["-e", "inject=renameat2:delay_enter=2000000:when=1..2"]);
-    let child = spawn_piped(&mut wrapped(&p, outer, &["--json", "restore", &before]));
-    std::thread::sleep(Duration::from_millis(1000));
-    fs::rename(p.join("a"), &moved).unwrap();
-    std::thread::sleep(Duration::from_millis(2000));
-    // The staged file stands at x.txt now: the user saves into it.
-    let file = fs::OpenOptions::new()
-        .write(true)
-        .open(moved.join("b/x.txt"))
-        .unwrap();
-    let mtime = file.metadata().unwrap().modified().unwrap();
-    file.write_all_at(b"x9\n", 0).unwrap();
-    file.set_modified(mtime).unwrap();
-    let run = finish(child, DEFAULT_DEADLINE, "restore");
+    // The staged file stands at x.txt by then: the user saves into it.
+    let run = restore_while_a_moves_out(&p, &before, &moved, || {
+        save_in_place_keeping_mtime(&moved.join("b/x.txt"), b"x9\n")
+    });
     assert_no_panic(&run);
     assert_eq!(run.code(), Some(1), "{run}");
     let mut held: Vec<Vec<u8>> = fs::read_dir(moved.join("b"))
@@ -640,6 +595,36 @@ fn taking_back_a_swap_from_a_moved_directory_keeps_a_save_made_in_place() {
         vec![b"x1\n".to_vec(), b"x9\n".to_vec()],
         "both kept: {run}"
     );
+}
+
+/// `restore --json <before>` of `p`, paused at its first two `renameat2`s (2 s each, in each
+/// thread): directory `a` moves out to `moved` during the first, `then` runs during the second.
+fn restore_while_a_moves_out(
+    p: &TestProject,
+    before: &str,
+    moved: &Path,
+    then: impl FnOnce(),
+) -> Run {
+    require_tool("strace", "to inject delays at syscalls");
+    let mut outer = Command::new("strace");
+    outer.args(["-f", "-qq", "-o", "/dev/null"]);
+    outer.args(["-e", "inject=renameat2:delay_enter=2000000:when=1..2"]);
+    let child = spawn_piped(&mut wrapped(p, outer, &["--json", "restore", before]));
+    std::thread::sleep(Duration::from_millis(1000));
+    fs::rename(p.join("a"), moved).unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    then();
+    finish(child, DEFAULT_DEADLINE, "restore")
+}
+
+/// Write `data` over the start of `file` in place (same inode), then put its mtime back, as
+/// `cp -p` or `rsync -t` over a file of the same size do.
+fn save_in_place_keeping_mtime(file: &Path, data: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let open = fs::OpenOptions::new().write(true).open(file).unwrap();
+    let mtime = open.metadata().unwrap().modified().unwrap();
+    open.write_all_at(data, 0).unwrap();
+    open.set_modified(mtime).unwrap();
 }
 
 /// Found by the third hostile pass of 2026-12-01: a save of the same size through a descriptor
@@ -743,6 +728,16 @@ fn restore_taking_out_a_save(p: &TestProject, swap_back: &str, save: &str) -> (R
         p.file("f.txt", save);
     });
     (run, before)
+}
+
+/// The names in directory `dir`, sorted.
+fn sorted_names(dir: impl AsRef<Path>) -> Vec<String> {
+    let entries = fs::read_dir(dir).unwrap().flatten();
+    let mut names: Vec<String> = entries
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// The names in the project's top directory that hold `data`.
