@@ -460,13 +460,7 @@ fn restore_takes_back_a_swap_into_a_directory_moved_out_just_before_it() {
         fs::remove_file(p.join(format!("{dir}/new.txt"))).unwrap();
         p.track();
         let moved = sb.root.join("moved");
-        let run = paused_at(
-            ("renameat2", 1),
-            &p,
-            &["--json", "restore", &before],
-            &[],
-            || fs::rename(p.join(moving), &moved).unwrap(),
-        );
+        let run = restore_while_moving(&p, &before, moving, &moved);
         assert_no_panic(&run);
         assert_eq!(
             run.code(),
@@ -497,13 +491,7 @@ fn restore_never_deletes_in_a_directory_moved_out_while_it_ran() {
     p.file("a/b/gone.txt", "g\n");
     p.track();
     let moved = sb.root.join("moved");
-    let run = paused_at(
-        ("renameat2", 1),
-        &p,
-        &["--json", "restore", &before],
-        &[],
-        || fs::rename(p.join("a"), &moved).unwrap(),
-    );
+    let run = restore_while_moving(&p, &before, "a", &moved);
     assert_no_panic(&run);
     assert_eq!(
         run.code(),
@@ -595,6 +583,15 @@ fn taking_back_a_swap_from_a_moved_directory_keeps_a_save_made_in_place() {
         vec![b"x1\n".to_vec(), b"x9\n".to_vec()],
         "both kept: {run}"
     );
+}
+
+/// `restore --json <before>` of `p`, paused at its first `renameat2` (in each thread) while
+/// project directory `from` moves out to `to`.
+fn restore_while_moving(p: &TestProject, before: &str, from: &str, to: &Path) -> Run {
+    let args = ["--json", "restore", before];
+    paused_at(("renameat2", 1), p, &args, &[], || {
+        fs::rename(p.join(from), to).unwrap()
+    })
 }
 
 /// `restore --json <before>` of `p`, paused at its first two `renameat2`s (2 s each, in each
