@@ -712,7 +712,14 @@ const _: () = {
 fn open_repo(git_dir: &Path) -> Result<gix::ThreadSafeRepository> {
     let identity = ["user.name=rewind", "user.email=rewind@localhost"];
     let open = gix::open::Options::isolated().config_overrides(identity);
-    gix::ThreadSafeRepository::open_opts(git_dir, open).map_err(|e| Error::store(git_dir, e))
+    gix::ThreadSafeRepository::open_opts(git_dir, open).map_err(|e| {
+        // gix says "not a git repository" when it could not open a file for want of
+        // descriptors: say that instead (a look at HEAD, on this failure only).
+        match std::fs::File::open(git_dir.join("HEAD")) {
+            Err(io) if crate::fs::out_of_resources(&io) => Error::io("opening", git_dir, io),
+            _ => Error::store(git_dir, e),
+        }
+    })
 }
 
 /// The text of a store's config: the fixed settings and `rewind.worktree`.
