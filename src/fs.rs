@@ -77,7 +77,7 @@ pub(crate) struct Found {
 }
 
 /// Split `path` into its parent directory and its last name.
-fn split(path: &BStr) -> (&[u8], &[u8]) {
+pub(crate) fn split(path: &BStr) -> (&[u8], &[u8]) {
     match path.rfind_byte(b'/') {
         Some(slash) => (&path[..slash], &path[slash + 1..]),
         None => (&[][..], path.as_bytes()),

@@ -862,10 +862,7 @@ impl Writes<'_> {
     fn swap(&self, staged: &[(usize, TempFile)], now: &OpenDirs) -> Vec<(usize, io::Result<bool>)> {
         let swap_one = |(n, (dir, temp)): &(usize, TempFile)| {
             let path = self.steps[*n].path.as_bstr();
-            let (parent, name): (&[u8], &[u8]) = match path.rfind_byte(b'/') {
-                Some(slash) => (&path[..slash], &path[slash + 1..]),
-                None => (b"", path),
-            };
+            let (parent, name) = crate::fs::split(path);
             let aside = format!(".rewind-aside-{}-{n}", self.token).into_bytes();
             let names = (&**dir, &temp[..], name, &aside[..]);
             let still_here = || now.still_at(parent, dir);
@@ -1191,8 +1188,7 @@ fn delete_if_unchanged(
     let Ok(Some(taken)) = untouched(&dir, aside, &before, expected) else {
         return put_back(&dir, aside, name).map(|()| false);
     };
-    let parent = &path[..path.len() - name.len()];
-    let parent = parent.strip_suffix(b"/").unwrap_or(parent);
+    let parent = crate::fs::split(path).0;
     // (Directories kept open: the lookup walks from the root; a deeper path reopens some.)
     match OpenDirs::new(root, 256).still_at(parent, &dir) {
         Ok(true) => taken.remove(&dir, aside, unlinked).map(|()| true),
