@@ -607,6 +607,91 @@ pub(crate) fn write_atomically(
     persist(temp, path)
 }
 
+/// A large store file rewritten often (the index), written over a spare copy kept beside it
+/// (`{name}.spare`) that is then exchanged with it in one step: the blocks and cached pages of
+/// the version before are reused, not freed and allocated again (renaming a new 18 MB index
+/// over the old one took 3–9 ms here just freeing the old one, on a file system that trims
+/// what it frees). A reader sees the old file or the new one. Without a spare that can be
+/// opened, or without `RENAME_EXCHANGE`, it is a temp file renamed over the file.
+pub(crate) struct Rewrite {
+    path: PathBuf,
+    target: RewriteTarget,
+}
+
+enum RewriteTarget {
+    Spare(std::fs::File),
+    Temp(tempfile::NamedTempFile),
+}
+
+impl Rewrite {
+    /// Start rewriting store file `path` (a temp file, if one is needed, is named
+    /// `{temp_prefix}*`).
+    pub(crate) fn start(path: &Path, temp_prefix: &str) -> crate::error::Result<Rewrite> {
+        let target = match open_spare(&Self::spare(path)) {
+            Ok(file) => RewriteTarget::Spare(file),
+            Err(_) => {
+                let dir = path.parent().expect("a store file lives in a directory");
+                RewriteTarget::Temp(temp_file(dir, temp_prefix, 0o600)?)
+            }
+        };
+        Ok(Rewrite {
+            path: path.to_owned(),
+            target,
+        })
+    }
+
+    fn spare(path: &Path) -> PathBuf {
+        let mut name = path.file_name().expect("a file").to_owned();
+        name.push(".spare");
+        path.with_file_name(name)
+    }
+
+    /// Append `data` to the new version.
+    pub(crate) fn write_all(&mut self, data: &[u8]) -> crate::error::Result<()> {
+        let written = match &mut self.target {
+            RewriteTarget::Spare(file) => file.write_all(data),
+            RewriteTarget::Temp(temp) => temp.write_all(data),
+        };
+        written.map_err(|e| crate::error::Error::io("writing", &self.path, e))
+    }
+
+    /// Put the new version in place. Costs a `ftruncate` and a rename.
+    pub(crate) fn finish(self) -> crate::error::Result<()> {
+        let path = self.path;
+        let error = |e| crate::error::Error::io("writing", &path, e);
+        match self.target {
+            RewriteTarget::Temp(temp) => persist(temp, &path),
+            RewriteTarget::Spare(mut file) => {
+                let end = io::Seek::stream_position(&mut file).map_err(error)?;
+                file.set_len(end).map_err(error)?;
+                drop(file);
+                let spare = Self::spare(&path);
+                let dir = path.parent().expect("a store file lives in a directory");
+                let names = (spare.file_name(), path.file_name());
+                let (Some(a), Some(b)) = names else {
+                    unreachable!("both are file names");
+                };
+                let exchanged = open_path(dir).and_then(|dir| {
+                    ProjectRoot::exchange_in(&dir, a.as_encoded_bytes(), b.as_encoded_bytes())
+                });
+                match exchanged {
+                    Ok(()) => Ok(()),
+                    // No file there yet, or no way to exchange: the spare moves over it.
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::NotFound | io::ErrorKind::Unsupported
+                        ) =>
+                    {
+                        std::fs::rename(&spare, &path).map_err(error)
+                    }
+                    Err(e) => Err(error(e)),
+                }
+            }
+        }
+    }
+}
+
 /// A temp file `{prefix}*` in `dir` with permissions `mode` (where the platform has mode
 /// bits), for [`persist`] to move into place.
 pub(crate) fn temp_file(

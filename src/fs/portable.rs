@@ -293,6 +293,20 @@ pub(crate) fn sync_filesystems<'a>(_dirs: impl IntoIterator<Item = DirRef<'a>>) 
     Ok(())
 }
 
+/// Open store file `path` to be written over from its start, creating it if missing; only a
+/// regular file.
+pub(crate) fn open_spare(path: &Path) -> io::Result<File> {
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    match file.metadata()?.is_file() {
+        true => Ok(file),
+        false => Err(io::Error::other("not a spare rewind made")),
+    }
+}
+
 /// No limit on open directories here (Windows opens none: paths are used).
 pub(crate) fn open_files_limit() -> Option<u64> {
     None

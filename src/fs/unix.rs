@@ -295,6 +295,20 @@ pub(crate) fn sync_filesystems<'a>(dirs: impl IntoIterator<Item = DirRef<'a>>) -
     Ok(())
 }
 
+/// Open store file `path` to be written over from its start, creating it (0600) if missing;
+/// only a regular file with one name, never through a symlink. Costs an `open` and an `fstat`.
+pub(crate) fn open_spare(path: &Path) -> io::Result<std::fs::File> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let file = std::fs::File::from(rustix::fs::openat(CWD, path, flags, mode_bits(0o600))?);
+    let stat = rustix::fs::fstat(&file)?;
+    match rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::RegularFile
+        && stat.st_nlink == 1
+    {
+        true => Ok(file),
+        false => Err(io::Error::other("not a spare rewind made")),
+    }
+}
+
 /// The process's limit on open descriptors (its soft `RLIMIT_NOFILE`); `None`: unlimited.
 pub(crate) fn open_files_limit() -> Option<u64> {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current

@@ -271,35 +271,183 @@ impl Changes {
     }
 }
 
-/// The index's header and entries (version 2, no extensions yet), serialised.
-/// Costs one pass over the files and a copy of their paths.
-pub(super) fn index_entries(files: &[FileEntry]) -> Result<Vec<u8>> {
-    let mut state = gix::index::State::new(gix::hash::Kind::Sha1);
-    for file in files {
-        let flags = gix::index::entry::Flags::empty();
-        state.dangerously_push_entry(file.stat, file.id, flags, file.mode, file.path.as_ref());
-    }
-    let mut data = Vec::with_capacity(files.len() * 96 + 4096);
-    let options = gix::index::write::Options {
-        extensions: gix::index::write::Extensions::None,
-        skip_hash: false,
-    };
-    state
-        .write_to(&mut data, options)
-        .map_err(|e| Error::store("index", e))?;
-    Ok(data)
+/// An index file being written: its header and entries are written beside it (see
+/// [`crate::fs::Rewrite`]) and hashed; [`finish`](Self::finish) adds the cache-tree and the
+/// checksum and moves it into place. Dropped unfinished, the index stays as it was.
+pub(super) struct IndexWrite {
+    file: crate::fs::Rewrite,
+    hasher: gix::hash::Hasher,
+    /// Bytes not yet hashed and written.
+    pending: Vec<u8>,
 }
 
-/// Complete the index (`entries` + the exact cache-tree + checksum) and write it atomically:
-/// a temp file in the store, then a rename. No `index.lock` is involved, so a killed process
-/// leaves nothing that blocks the next one.
-pub(super) fn write_index(path: &Path, mut data: Vec<u8>, tree: &CacheTree) -> Result<ObjectId> {
-    let io_error = |e| Error::io("writing index", path, e);
-    tree.write_to(&mut data).map_err(io_error)?;
-    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-    hasher.update(&data);
-    let checksum = hasher.try_finalize().map_err(|e| Error::store(path, e))?;
-    data.extend_from_slice(checksum.as_bytes());
-    crate::fs::write_atomically(path, "index.tmp", &data)?;
-    Ok(checksum)
+/// What [`IndexWrite`] hashes and writes at a time.
+const INDEX_PIECE: usize = 256 << 10;
+
+impl IndexWrite {
+    /// Start rewriting the index at `path` with `files` (in index order) as its entries: version
+    /// 2, laid out as git lays them out (`gitformat-index`): per entry the stat fields, mode, id
+    /// and flags big-endian, then the path and 1–8 NULs up to a multiple of 8 bytes. Streamed
+    /// in [`INDEX_PIECE`]s, so no copy of the whole index is made. Costs one hash and one write
+    /// of the entries, about 0.1 µs a file beyond the hash (a `gix::index::State` built to
+    /// serialise them cost 4× that, before writing).
+    pub(super) fn start(path: &Path, files: &[FileEntry]) -> Result<IndexWrite> {
+        let count = u32::try_from(files.len())
+            .map_err(|_| Error::store(path, format!("{} files is too many", files.len())))?;
+        let mut write = IndexWrite {
+            file: crate::fs::Rewrite::start(path, "index.tmp")?,
+            hasher: gix::hash::hasher(gix::hash::Kind::Sha1),
+            pending: Vec::with_capacity(INDEX_PIECE + 8192),
+        };
+        write.pending.extend_from_slice(b"DIRC");
+        write.pending.extend_from_slice(&2u32.to_be_bytes());
+        write.pending.extend_from_slice(&count.to_be_bytes());
+        for file in files {
+            push_entry(&mut write.pending, file);
+            if write.pending.len() >= INDEX_PIECE {
+                write.flush()?;
+            }
+        }
+        Ok(write)
+    }
+
+    /// Complete the index with the exact cache-tree `tree` and the checksum, and move it into
+    /// place (no `index.lock` is involved, so a killed process leaves nothing that blocks the
+    /// next one). Returns the checksum.
+    pub(super) fn finish(mut self, tree: &CacheTree) -> Result<ObjectId> {
+        tree.write_to(&mut self.pending)
+            .expect("writing to memory succeeds");
+        self.flush()?;
+        let checksum = self
+            .hasher
+            .try_finalize()
+            .map_err(|e| Error::store("index", e))?;
+        self.file.write_all(checksum.as_bytes())?;
+        self.file.finish()?;
+        Ok(checksum)
+    }
+
+    /// Hash and write what is pending.
+    fn flush(&mut self) -> Result<()> {
+        self.hasher.update(&self.pending);
+        self.file.write_all(&self.pending)?;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+/// Append `file`'s index entry (see [`IndexWrite::start`]) to `out`.
+fn push_entry(out: &mut Vec<u8>, file: &FileEntry) {
+    const FIXED: usize = 62; // the fields before the path
+    let stat = &file.stat;
+    for field in [
+        stat.ctime.secs,
+        stat.ctime.nsecs,
+        stat.mtime.secs,
+        stat.mtime.nsecs,
+        stat.dev,
+        stat.ino,
+        file.mode.bits(),
+        stat.uid,
+        stat.gid,
+        stat.size,
+    ] {
+        out.extend_from_slice(&field.to_be_bytes());
+    }
+    out.extend_from_slice(file.id.as_bytes());
+    // The name length, or 0xfff for "longer": no other flag is set in a snapshot's entries.
+    let flags = file.path.len().min(0xfff) as u16;
+    out.extend_from_slice(&flags.to_be_bytes());
+    out.extend_from_slice(&file.path);
+    let padded = (FIXED + file.path.len() + 8) & !7;
+    out.resize(out.len() + padded - FIXED - file.path.len(), 0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gix::index::entry::Mode;
+
+    /// An index written by [`IndexWrite`] is byte for byte what gix's own writer makes of the
+    /// same entries and cache-tree, for short and over-long names, every mode, stat fields using
+    /// all 32 bits, and more entries than one piece holds.
+    #[test]
+    fn index_write_matches_gix() {
+        let long = "d/".repeat(2100) + "f";
+        let many: Vec<String> = (0..5000).map(|n| format!("many/{n:05}")).collect();
+        let names = ["a", "ab", "abcdefg", "dir/sub/x.rs", "seven77", &long];
+        let names: Vec<&str> = names
+            .into_iter()
+            .chain(many.iter().map(|n| n.as_str()))
+            .collect();
+        let modes = [Mode::FILE, Mode::FILE_EXECUTABLE, Mode::SYMLINK];
+        let files: Vec<FileEntry> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let n = i as u32 % 251;
+                let time = stat::Time {
+                    secs: u32::MAX - n,
+                    nsecs: 999_999_999 - n,
+                };
+                FileEntry {
+                    path: (*name).into(),
+                    stat: Stat {
+                        mtime: time,
+                        ctime: stat::Time { secs: n, nsecs: 7 },
+                        dev: 0x8000_0001 + n,
+                        ino: u32::MAX / (n + 1),
+                        uid: 1000,
+                        gid: u32::MAX,
+                        size: 0xdead_beef ^ n,
+                    },
+                    id: ObjectId::from_bytes_or_panic(&[n as u8 + 1; 20]),
+                    mode: modes[i % modes.len()],
+                    perm: 0o644,
+                    links: 1,
+                    hashed: false,
+                }
+            })
+            .collect();
+        let mut state = gix::index::State::new(gix::hash::Kind::Sha1);
+        for file in &files {
+            let flags = gix::index::entry::Flags::empty();
+            state.dangerously_push_entry(file.stat, file.id, flags, file.mode, file.path.as_ref());
+        }
+        let tree = CacheTree {
+            name: Default::default(),
+            id: ObjectId::from_bytes_or_panic(&[9; 20]),
+            num_entries: Some(files.len() as u32),
+            children: Vec::new(),
+        };
+        let mut expected = Vec::new();
+        let options = gix::index::write::Options {
+            extensions: gix::index::write::Extensions::None,
+            skip_hash: false,
+        };
+        state.write_to(&mut expected, options).unwrap();
+        tree.write_to(&mut expected).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        // Twice: the second is written over the spare the first made (a longer file).
+        fs::write(
+            dir.path().join("index.spare"),
+            vec![b'x'; expected.len() + 100],
+        )
+        .unwrap();
+        for _ in 0..2 {
+            let checksum = IndexWrite::start(&path, &files)
+                .unwrap()
+                .finish(&tree)
+                .unwrap();
+            let written = fs::read(&path).unwrap();
+            assert_eq!(written[..written.len() - 20], expected[..]);
+            assert_eq!(&written[written.len() - 20..], checksum.as_bytes());
+            let read =
+                gix::index::File::at(&path, gix::hash::Kind::Sha1, false, Default::default())
+                    .expect("gix reads it, checksum verified");
+            assert_eq!(read.entries().len(), files.len());
+            assert_eq!(read.tree(), Some(&tree));
+        }
+    }
 }

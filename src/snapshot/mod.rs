@@ -33,7 +33,7 @@ mod tree;
 pub(crate) mod visibility;
 mod walk;
 mod watch;
-use cache::{index_entries, load_index, write_index, Cache, CacheCheck, Changes, LooseSet};
+use cache::{load_index, Cache, CacheCheck, Changes, IndexWrite, LooseSet};
 use tree::TreeBuilder;
 use walk::{Before, Walk};
 pub use watch::WatchStatus;
@@ -372,7 +372,7 @@ impl Locked<'_> {
                     record_stale: false,
                 },
             },
-            || self.scan(&cache.state, cache.time, options, stop_at_change, watching),
+            || self.scan(index_path, &cache, options, stop_at_change, watching),
         );
         let (loose, record_stale) = match check {
             CacheCheck::Damaged => {
@@ -421,7 +421,7 @@ impl Locked<'_> {
             ));
         }
         if let Some(NewIndex { entries, ids }) = new_index {
-            let checksum = write_index(index_path, entries, &tree)?;
+            let checksum = entries.finish(&tree)?;
             let loose = self.loose_ids(&ids, &tree, &loose);
             self.write_loose_record(checksum, loose);
         } else if let Some(checksum) = cache.checksum.filter(|_| record_stale) {
@@ -435,15 +435,19 @@ impl Locked<'_> {
     /// `None` when `stop_at_change` was given and a change stopped the walk.
     fn scan(
         &self,
-        previous: &gix::index::State,
-        previous_time: stat::Time,
+        index_path: &Path,
+        Cache {
+            state: previous,
+            time: previous_time,
+            ..
+        }: &Cache,
         options: &TrackOptions,
         stop_at_change: Option<AtomicBool>,
         watching: Option<&Watching<'_>>,
     ) -> Result<Option<Scanned>> {
         let excludes = Excludes::load(self.project());
         let context = (excludes, watching);
-        let walk = self.walk(previous, previous_time, options, stop_at_change, context)?;
+        let walk = self.walk(previous, *previous_time, options, stop_at_change, context)?;
         if let Some(watching) = watching {
             watching.restart();
         }
@@ -486,7 +490,7 @@ impl Locked<'_> {
             || {
                 rewrite_index.then(|| -> Result<NewIndex> {
                     Ok(NewIndex {
-                        entries: index_entries(&files)?,
+                        entries: IndexWrite::start(index_path, &files)?,
                         ids: files.iter().map(|f| (f.id, f.hashed)).collect(),
                     })
                 })
@@ -572,8 +576,8 @@ struct Scanned {
     new_index: Option<NewIndex>,
 }
 
-/// An index to write: its serialised entries, and each file's id with whether it was hashed.
+/// An index being written: its entries, and each file's id with whether it was hashed.
 struct NewIndex {
-    entries: Vec<u8>,
+    entries: IndexWrite,
     ids: Vec<(ObjectId, bool)>,
 }

@@ -866,14 +866,13 @@ impl Memo {
                 files.push(file);
             }
         });
-        let entries = super::cache::index_entries(&files)?;
         let unknown = gix::index::extension::Tree {
             name: Default::default(),
             id: self.snapshot.hash.0,
             num_entries: None,
             children: Vec::new(),
         };
-        super::cache::write_index(index_path, entries, &unknown)?;
+        super::cache::IndexWrite::start(index_path, &files)?.finish(&unknown)?;
         Ok(())
     }
 
