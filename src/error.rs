@@ -183,6 +183,18 @@ pub enum Error {
         /// "by the caller", or "its timeout ran out".
         reason: &'static str,
     },
+    /// The process could not start the threads rewind works on (a limit on threads, processes
+    /// or memory).
+    #[error("cannot start rewind's worker threads: {0}")]
+    Threads(#[source] io::Error),
+    /// The process's address space is limited (`ulimit -v`) below what rewind needs to start.
+    #[error("the address-space limit (ulimit -v) is {} KiB; rewind needs at least {} KiB", .limit / 1024, .needed / 1024)]
+    AddressSpace {
+        /// The limit, in bytes.
+        limit: u64,
+        /// The least rewind runs with, in bytes.
+        needed: u64,
+    },
     /// The clock gave a time before 1970, or `REWIND_NOW` is not an RFC 3339 time.
     #[error(
         "REWIND_NOW={value:?} is not an RFC 3339 time from 1970 on (e.g. 2026-01-31T12:00:00Z)"
@@ -254,6 +266,7 @@ impl Error {
             Error::Unhealthy(_) => "unhealthy",
             Error::Busy { .. } => "busy",
             Error::Cancelled { .. } => "cancelled",
+            Error::Threads(_) | Error::AddressSpace { .. } => "resources",
         }
     }
 }

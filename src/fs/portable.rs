@@ -307,6 +307,11 @@ pub(crate) fn open_spare(path: &Path) -> io::Result<File> {
     }
 }
 
+/// No limit on the address space is known here.
+pub(crate) fn address_space_limit() -> Option<u64> {
+    None
+}
+
 /// No limit on open directories here (Windows opens none: paths are used).
 pub(crate) fn open_files_limit() -> Option<u64> {
     None

@@ -309,6 +309,12 @@ pub(crate) fn open_spare(path: &Path) -> io::Result<std::fs::File> {
     }
 }
 
+/// The process's limit on its address space, in bytes (its soft `RLIMIT_AS`, `ulimit -v`);
+/// `None`: unlimited.
+pub(crate) fn address_space_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::As).current
+}
+
 /// The process's limit on open descriptors (its soft `RLIMIT_NOFILE`); `None`: unlimited.
 pub(crate) fn open_files_limit() -> Option<u64> {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current

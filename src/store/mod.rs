@@ -300,11 +300,47 @@ impl Progress {
     }
 }
 
+/// The least address space (`ulimit -v`) rewind is started with: below it, gix, zlib and the
+/// worker threads' stacks fail their first allocations, and Rust aborts the process (exit 134)
+/// instead of returning an error. Measured: a `track` of a small project needs 16 MiB; each
+/// file held in memory needs more, so a limit near this one can still abort on a large project.
+const LEAST_ADDRESS_SPACE: u64 = 32 << 20;
+
+/// Check what the process was given before anything is done: an address space of at least
+/// [`LEAST_ADDRESS_SPACE`], and rayon's global pool, which every walk, diff and restore runs on,
+/// started (rayon panics when the pool it makes on first use cannot start its threads). A
+/// global pool the embedding program built first is used as it is (build it before opening a
+/// store).
+fn check_resources() -> Result<()> {
+    if let Some(limit) = crate::fs::address_space_limit().filter(|&l| l < LEAST_ADDRESS_SPACE) {
+        return Err(Error::AddressSpace {
+            limit,
+            needed: LEAST_ADDRESS_SPACE,
+        });
+    }
+    static STARTED: std::sync::OnceLock<Option<(io::ErrorKind, String)>> =
+        std::sync::OnceLock::new();
+    let failure = STARTED.get_or_init(|| {
+        let built = rayon::ThreadPoolBuilder::new().build_global();
+        // No source: a pool was there already, which is fine.
+        let cause = built.as_ref().err().and_then(std::error::Error::source)?;
+        let kind = cause.downcast_ref::<io::Error>().map(io::Error::kind);
+        Some((kind.unwrap_or(io::ErrorKind::Other), cause.to_string()))
+    });
+    match failure {
+        None => Ok(()),
+        Some((kind, message)) => Err(Error::Threads(io::Error::new(*kind, message.clone()))),
+    }
+}
+
 impl Store {
     /// Open the store of `project` under `options`' data directory, creating either when
     /// missing. The project path is canonicalised, so a project reached through a symlink
     /// shares its store. The home directory and `/` are refused as projects (`broad_project`)
-    /// unless [`OpenOptions::allow_home`] says otherwise.
+    /// unless [`OpenOptions::allow_home`] says otherwise. It fails (`resources`) before doing
+    /// anything when the process's address space is limited under 32 MiB, or when rayon's
+    /// global pool cannot start its threads; a program that builds its own global pool does
+    /// so before opening a store.
     ///
     /// ```no_run
     /// let options = rewind::OpenOptions::new(rewind::data_dir(None)?);
@@ -313,6 +349,7 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn open(project: &Path, options: &OpenOptions) -> Result<Store> {
+        check_resources()?;
         let data_dir = options.data_dir();
         let project = fs::canonicalize(project).map_err(|source| Error::Project {
             path: project.to_owned(),

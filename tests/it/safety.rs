@@ -1130,6 +1130,83 @@ fn a_snapshot_out_of_descriptors_is_an_error_not_a_tree_missing_files() {
     );
 }
 
+/// Run under `ulimit -v` of 12 to 22 MiB, `track` and `restore` gave exit 101 (rayon's pool
+/// could not start its threads), or 134 (a failed allocation in zlib-rs or gix): each now
+/// succeeds, or says the limit is too small.
+#[test]
+fn a_small_address_space_is_an_error_not_a_crash() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "one\n").file("dir/b.txt", "two\n");
+    let first = p.track();
+    p.file("a.txt", "changed\n");
+    let mut codes = Vec::new();
+    // (Below 16 MiB the debug build dies loading, before any of its code runs.)
+    for mib in (16..=40).step_by(2) {
+        for args in [&["track"][..], &["restore", &first]] {
+            let mut outer = Command::new("sh");
+            let limit = format!("ulimit -v {} && exec \"$0\" \"$@\"", mib << 10);
+            outer.args(["-c", &limit]);
+            let run = run_with_deadline(&mut wrapped(&p, outer, args), DEFAULT_DEADLINE);
+            assert_no_panic(&run);
+            match run.code() {
+                Some(0) => {}
+                Some(1) => assert!(
+                    run.stderr
+                        .contains("the address-space limit (ulimit -v) is"),
+                    "{run}"
+                ),
+                _ => panic!("ulimit -v {mib} MiB, {args:?}: {run}"),
+            }
+            codes.push(run.code());
+        }
+        let a = p.read("a.txt");
+        assert!(
+            a == b"one\n" || a == b"changed\n",
+            "restored or left as it was"
+        );
+        p.file("a.txt", "changed\n");
+    }
+    // The range holds limits too low and limits high enough.
+    assert!(
+        codes.contains(&Some(0)) && codes.contains(&Some(1)),
+        "{codes:?}"
+    );
+}
+
+/// A process that cannot start threads (here: a user already at its process limit) got a
+/// panic from rayon; it is now an error naming the cause.
+#[test]
+fn no_threads_to_start_is_an_error_not_a_panic() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "one\n");
+    let id = Command::new("id").arg("-u").output().expect("`id` runs");
+    // Root is not held to RLIMIT_NPROC: the limit is put on `nobody` instead.
+    let mut outer = match String::from_utf8_lossy(&id.stdout).trim() {
+        "0" => {
+            let mut setpriv = Command::new("setpriv");
+            setpriv.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "prlimit",
+            ]);
+            setpriv
+        }
+        _ => Command::new("prlimit"),
+    };
+    outer.args(["--nproc=1", "--"]);
+    let run = run_with_deadline(&mut wrapped(&p, outer, &["track"]), DEFAULT_DEADLINE);
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(1), "{run}");
+    assert!(
+        run.stderr
+            .contains("cannot start rewind's worker threads: Resource temporarily unavailable"),
+        "{run}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // 5. Edits made between or after the agent's turns are never silently overwritten
 // ---------------------------------------------------------------------------

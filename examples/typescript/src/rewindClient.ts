@@ -289,7 +289,7 @@ export const METHODS: readonly Method[] = Object.keys(methodSet) as Method[];
 export type ErrorCode =
   | "invalid_id" | "not_found" | "pruned" | "ambiguous_id" | "wrong_type" | "bad_path" | "turn_state"
   | "invalid_name" | "project" | "store" | "object" | "io" | "permission" | "disk_full"
-  | "bad_clock" | "busy" | "cancelled"
+  | "bad_clock" | "busy" | "resources" | "cancelled"
   | (string & {});
 
 /** An `error` response. `code`: the JSON-RPC code (-32000 for a failed operation, -32800 for a
