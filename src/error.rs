@@ -88,7 +88,7 @@ pub enum Error {
         reason: &'static str,
     },
     /// A restore or revert changed some files but not all (the outcome lists them).
-    #[error("{failed} file(s) could not be restored; the others were; `rewind restore {undo}` puts everything back")]
+    #[error("{failed} file(s) could not be restored (see above); the others were; `rewind restore {undo}` brings back the files from before (a save made meanwhile stays where reported)")]
     Incomplete {
         /// How many paths could not be changed.
         failed: usize,

@@ -441,10 +441,13 @@ impl ProjectRoot {
             (other, _) => other,
         };
         opened.map_err(|e| match in_the_way(&e) {
-            true => io::Error::other(format!(
-                "{} is not a directory (a symlink or file is in the way)",
-                self.display(dir.as_bstr()).display()
-            )),
+            true => io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!(
+                    "{} is not a directory (a symlink or file is in the way)",
+                    self.display(dir.as_bstr()).display()
+                ),
+            ),
             false => e,
         })
     }

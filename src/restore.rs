@@ -1181,6 +1181,13 @@ fn delete_if_unchanged(
     };
     match ProjectRoot::rename_in(&dir, name, aside, true) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let taken = format!(
+                "not deleted: {} is in the way (a deletion sets the file aside under that name first)",
+                aside.as_bstr()
+            );
+            return Err(io::Error::new(e.kind(), taken));
+        }
         Err(e) => return Err(e),
         Ok(()) => {}
     }
@@ -1192,9 +1199,17 @@ fn delete_if_unchanged(
     // (Directories kept open: the lookup walks from the root; a deeper path reopens some.)
     match OpenDirs::new(root, 256).still_at(parent, &dir) {
         Ok(true) => taken.remove(&dir, aside, unlinked).map(|()| true),
-        moved => put_back(&dir, aside, name)
-            .and(moved)
-            .and(Err(moved_away())),
+        moved => {
+            let put = ProjectRoot::rename_in(&dir, aside, name, true).map_err(|e| {
+                let kept = format!(
+                    "its directory left the project meanwhile, and something stands at its name \
+                     there now: the file is kept beside it as {}",
+                    aside.as_bstr()
+                );
+                io::Error::new(e.kind(), kept)
+            });
+            put.and(moved).and(Err(moved_away()))
+        }
     }
 }
 
@@ -1271,7 +1286,9 @@ fn replace(
     }
     // Only the undo point's bytes, untouched since the look before the swap, may go; and only
     // inside the project.
-    let checked = match still_here() {
+    let here = still_here();
+    let left_the_project = !matches!(here, Ok(true));
+    let checked = match here {
         Ok(true) => untouched(dir, temp, &before, expected),
         moved => moved.and(Err(moved_away())),
     };
@@ -1305,10 +1322,15 @@ fn replace(
             format!("saved twice meanwhile, and the newer save could not be put back ({e}); it");
         return Err(kept(e, &what));
     }
-    Err(kept(
-        io::Error::other("saved twice"),
-        "saved twice meanwhile; the earlier save",
-    ))
+    let earlier = match left_the_project {
+        // (Outside the project now: the file that came back is the one from before, untouched.)
+        true => {
+            "its directory left the project meanwhile, and the file put there was changed: \
+             the change stays at its name; the file from before"
+        }
+        false => "saved twice meanwhile; the earlier save",
+    };
+    Err(kept(io::Error::other("saved twice"), earlier))
 }
 
 /// Rename staged `temp` to `name` in `dir` (project path `path`), where the undo point had

@@ -513,7 +513,7 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
         }
         "status" => {
             let Empty {} = params(raw)?;
-            value(json!({ "watcher": store.watch_status() }))
+            value(json!({ "watcher": store.watch_status(), "notices": store.take_notices() }))
         }
         "patch" => {
             let Hash { hash } = params(raw)?;

@@ -223,6 +223,7 @@ class WatchStatus(TypedDict):
 
 class ServerStatus(TypedDict):
     watcher: WatchStatus  # the file-system watcher (off under `serve --no-watch`)
+    notices: list[str]  # what rewind found on its own since the last status (a killed restore's leftovers)
 
 
 # Every method of protocol 2 and the TypedDict of its result (of each row, for a list).
@@ -876,7 +877,10 @@ def selftest(rewind: str) -> int:
 
         @step
         def status() -> None:
-            watcher = rw.status()["watcher"]
+            status = rw.status()
+            check_shape("status shape", status, ServerStatus)
+            check("no notices", status["notices"] == [], status)
+            watcher = status["watcher"]
             check_shape("status.watcher shape", watcher, WatchStatus)
             check("the watcher runs", watcher["active"] and watcher["full_walks"] >= 1, watcher)
 

@@ -158,6 +158,9 @@ fn run(cli: &Cli) -> rewind::Result<()> {
         }
         let result = call.run(|| command(global, &cli.command, &store));
         done.store(true, Ordering::Relaxed);
+        for notice in store.take_notices() {
+            errln!("rewind: warning: {notice}");
+        }
         result
     })
 }

@@ -109,11 +109,32 @@ impl Locked<'_> {
         let aside_prefix = [b".rewind-aside-", &prefix[b".rewind-".len()..]].concat();
         let mut left = false;
         for dir in &journal.dirs {
-            let Ok(names) = root.names_with_prefix(dir, b".rewind-") else {
-                continue;
-            };
-            let Ok(fd) = root.open_dir(dir, None) else {
-                continue;
+            let listed = root
+                .names_with_prefix(dir, b".rewind-")
+                .and_then(|names| Ok((names, root.open_dir(dir, None)?)));
+            let (names, fd) = match listed {
+                Ok(listed) => listed,
+                // Moved or removed since (or a symlink now stands there): out of reach for good.
+                Err(e) if gone(&e) => {
+                    self.notice(format!(
+                        "a restore killed earlier wrote in {}, which is no longer a directory \
+                         in the project: if it was moved, its files named {}* and \
+                         .rewind-aside-{}* there are that restore's, or someone's save",
+                        root.display(dir.as_bstr()).display(),
+                        journal.prefix,
+                        &journal.prefix[b".rewind-".len()..],
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    let at = root.display(dir.as_bstr()).display().to_string();
+                    self.notice(format!(
+                        "could not look for a killed restore's temp files in {at} ({e}); \
+                         the next run looks again"
+                    ));
+                    left = true;
+                    continue;
+                }
             };
             let shown = |name: &[u8]| {
                 let path = match dir.is_empty() {
@@ -140,19 +161,28 @@ impl Locked<'_> {
                 let temp = journal.temps.get(n.to_str().unwrap_or_default());
                 if self.left_by_restore(&fd, &name, temp.copied().unwrap_or_default()) {
                     if let Err(e) = ProjectRoot::unlink_in(&fd, &name) {
-                        tracing::warn!(temp = %shown(&name), %e, "a killed restore's temp file could not be removed");
+                        self.notice(format!(
+                            "a restore killed earlier left {}, which could not be removed ({e}); \
+                             the next run tries again",
+                            shown(&name)
+                        ));
                         left = true;
                     }
                     continue;
                 }
                 let kept = [b".rewind-aside-", &name[b".rewind-".len()..]].concat();
                 match ProjectRoot::rename_in(&fd, &name, &kept, true) {
-                    Ok(()) => tracing::warn!(
-                        at = %shown(&kept),
-                        "a killed restore left someone's save under its temp name: set aside"
-                    ),
+                    Ok(()) => self.notice(format!(
+                        "a restore killed earlier left someone's save under its temp name: \
+                         kept as {}",
+                        shown(&kept)
+                    )),
                     Err(e) => {
-                        tracing::warn!(save = %shown(&name), %e, "a killed restore left someone's save under its temp name; it stays there");
+                        self.notice(format!(
+                            "a restore killed earlier left someone's save under its temp name \
+                             {}, which could not be renamed ({e}): it stays there",
+                            shown(&name)
+                        ));
                         left = true;
                     }
                 }
@@ -214,6 +244,13 @@ impl Store {
         }
         Some(journal)
     }
+}
+
+/// Whether `error`, from opening a journalled directory, means it is out of reach for good:
+/// nothing there, or not a directory (a file or a symlink now stands there).
+fn gone(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{NotADirectory, NotFound};
+    matches!(error.kind(), NotFound | NotADirectory)
 }
 
 /// What the journal of an unfinished restore records.

@@ -267,6 +267,9 @@ pub struct Store {
     pub(crate) watcher: std::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
     /// The closing of the files the last restore took out of the project, after it answered.
     pub(crate) closing: crate::fs::Closing,
+    /// What rewind did or found on its own that the user should hear of (see
+    /// [`Store::take_notices`]).
+    pub(crate) notices: std::sync::Mutex<Vec<String>>,
 }
 
 /// Counters that long operations (a first snapshot, a large restore, prune) update, for a
@@ -542,7 +545,26 @@ impl Store {
             clock: options.clock.clone(),
             watcher: Default::default(),
             closing: Default::default(),
+            notices: Default::default(),
         })
+    }
+
+    /// What rewind did or found on its own since the last call, that the user should hear of:
+    /// the leftovers of a restore killed earlier, swept at the next snapshot (someone's save
+    /// found under a temp name and set aside; a temp file that could not be removed; a
+    /// directory it wrote in that is no longer in the project). One sentence each, naming the
+    /// path; the CLI prints each on stderr as a warning.
+    pub fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Record `notice` for [`take_notices`](Self::take_notices), and for the log.
+    pub(crate) fn notice(&self, notice: String) {
+        tracing::warn!("{notice}");
+        self.notices
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(notice);
     }
 
     /// `path` as a project-relative `/`-separated path. Rejects paths that leave the project:

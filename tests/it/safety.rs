@@ -342,7 +342,12 @@ fn strace(p: &TestProject, inject: &str, args: &[&str]) -> Command {
 
 /// The names in directory `dir` of `p` that start like rewind's temp files (`.rewind-`).
 fn strays(p: &TestProject, dir: &str) -> Vec<String> {
-    let names = fs::read_dir(p.join(dir)).unwrap().flatten();
+    strays_in(&p.join(dir))
+}
+
+/// The names starting `.rewind-` in directory `dir`.
+fn strays_in(dir: &Path) -> Vec<String> {
+    let names = fs::read_dir(dir).unwrap().flatten();
     let names = names.map(|e| e.file_name().to_string_lossy().into_owned());
     names.filter(|n| n.starts_with(".rewind-")).collect()
 }
@@ -386,6 +391,60 @@ fn temp_files_of_a_killed_restore_are_removed_by_the_next_one() {
     assert_eq!(p.read("d/a.txt"), b"a0\n", "{o}");
     assert_eq!(strays("d"), vec![".rewind-config"], "{o}");
     assert_eq!(strays("e"), Vec::<String>::new(), "{o}");
+}
+
+/// A restore killed once its temp files were staged, then a directory it wrote in moved out of
+/// the project (or replaced by a symlink): the next run's sweep could not reach the temp files
+/// there and said nothing (sixth hostile pass). It now warns once, naming the directory and the
+/// temp files' names, and sweeps the directories it can reach.
+#[test]
+fn a_killed_restores_directory_moved_out_is_named_by_the_next_run() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("d/a.txt", "a0\n")
+        .file("e/c.txt", "c0\n")
+        .file("f/x.txt", "x0\n");
+    let before = p.track();
+    p.file("d/a.txt", "a1\n")
+        .file("e/c.txt", "c1\n")
+        .file("f/x.txt", "x1\n");
+    p.track();
+    let mut cmd = strace(
+        &p,
+        "inject=syncfs:signal=KILL:when=1",
+        &["restore", &before],
+    );
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert!(!run.status.success(), "the restore was killed: {run}");
+    assert_eq!(strays(&p, "e").len(), 1, "the kill left a temp file in e");
+    let moved = sb.root.join("moved-e");
+    fs::rename(p.join("e"), &moved).unwrap();
+    fs::rename(p.join("f"), sb.root.join("moved-f")).unwrap();
+    std::os::unix::fs::symlink(sb.root.join("moved-f"), p.join("f")).unwrap();
+    let run = run_with_deadline(&mut p.rewind_command(["track"]), DEFAULT_DEADLINE);
+    assert!(run.status.success(), "{run}");
+    for dir in ["e", "f"] {
+        let named = format!(
+            "rewind: warning: a restore killed earlier wrote in {}, which is no longer a directory in the project",
+            p.join(dir).display()
+        );
+        assert!(run.stderr.contains(&named), "{dir}: {run}");
+    }
+    let prefix = strays_in(&moved)[0].rsplit_once('-').unwrap().0.to_owned();
+    assert!(run.stderr.contains(&format!("named {prefix}-*")), "{run}");
+    assert_eq!(strays(&p, "d"), Vec::<String>::new(), "d was swept: {run}");
+    assert_eq!(p.read("d/a.txt"), b"a1\n", "nothing was restored");
+    assert_eq!(
+        fs::read(moved.join("c.txt")).unwrap(),
+        b"c1\n",
+        "the moved directory is left alone"
+    );
+    // Said once: the journal is done with.
+    let again = run_with_deadline(&mut p.rewind_command(["track"]), DEFAULT_DEADLINE);
+    assert!(
+        again.status.success() && !again.stderr.contains("warning"),
+        "{again}"
+    );
 }
 
 #[test]
@@ -583,6 +642,50 @@ fn taking_back_a_swap_from_a_moved_directory_keeps_a_save_made_in_place() {
         vec![b"x1\n".to_vec(), b"x9\n".to_vec()],
         "both kept: {run}"
     );
+    // The message tells what happened outside the project (it said "saved twice meanwhile; the
+    // earlier save is kept as ...", of a file the user never saved: sixth hostile pass).
+    let o: Value = serde_json::from_str(&run.stdout).unwrap();
+    let error = o["failed"][0]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("its directory left the project meanwhile, and the file put there was changed: the change stays at its name; the file from before is kept as .rewind-aside-"),
+        "{run}"
+    );
+}
+
+/// A deletion sets its file aside as `.rewind-aside-<token>-<n>` first. With that name taken
+/// (by someone who read the token from the journal), it failed with a bare "File exists (os
+/// error 17)" (sixth hostile pass); it now says what is in the way. Nothing is deleted.
+#[test]
+fn a_deletion_whose_aside_name_is_taken_says_so() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("keep.txt", "k\n");
+    let before = p.track();
+    p.file("d/new.txt", "agent\n");
+    p.track();
+    let journal = p.store().join("rewind-restore-journal");
+    let run = paused_at(
+        ("renameat2", 1),
+        &p,
+        &["--json", "restore", &before],
+        &[],
+        || {
+            let text = fs::read_to_string(&journal).unwrap();
+            let token = text.lines().next().unwrap().strip_prefix("token ").unwrap();
+            fs::write(p.join(format!("d/.rewind-aside-{token}-0")), "in the way\n").unwrap();
+        },
+    );
+    assert_no_panic(&run);
+    assert_eq!(run.code(), Some(1), "{run}");
+    let o: Value = serde_json::from_str(&run.stdout).unwrap();
+    let error = o["failed"][0]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("not deleted: .rewind-aside-")
+            && error
+                .ends_with("is in the way (a deletion sets the file aside under that name first)"),
+        "{run}"
+    );
+    assert_eq!(p.read("d/new.txt"), b"agent\n");
 }
 
 /// `restore --json <before>` of `p`, paused at its first `renameat2` (in each thread) while

@@ -206,6 +206,8 @@ export interface WatchStatus {
 }
 export interface ServerStatus {
   watcher: WatchStatus;
+  /** What rewind found on its own since the last `status` (a killed restore's leftovers), one sentence each. */
+  notices: string[];
 }
 
 // ---- The methods: params and result of each. ----
