@@ -352,30 +352,33 @@ fn strays_in(dir: &Path) -> Vec<String> {
     names.filter(|n| n.starts_with(".rewind-")).collect()
 }
 
+/// Files `paths` of `p` written "<path> 0" (a snapshot, returned), then "<path> 1" (another),
+/// and a restore of the first killed at its `syncfs`: its temp files are written, nothing is
+/// renamed yet.
+fn restore_killed_at_syncfs(p: &TestProject, paths: &[&str]) -> String {
+    for path in paths {
+        p.file(path, format!("{path} 0\n"));
+    }
+    let before = p.track();
+    for path in paths {
+        p.file(path, format!("{path} 1\n"));
+    }
+    p.track();
+    let mut cmd = strace(p, "inject=syncfs:signal=KILL:when=1", &["restore", &before]);
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert!(!run.status.success(), "the restore was killed: {run}");
+    before
+}
+
 #[test]
 fn temp_files_of_a_killed_restore_are_removed_by_the_next_one() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
-    p.file("d/a.txt", "a0\n")
-        .file("d/b.txt", "b0\n")
-        .file("e/c.txt", "c0\n");
     p.file("d/.rewind-config", "user\n");
-    let before = p.track();
-    p.file("d/a.txt", "a1\n")
-        .file("d/b.txt", "b1\n")
-        .file("e/c.txt", "c1\n");
-    p.track();
-    // Killed at its syncfs: the temp files are written, nothing is renamed yet.
-    let mut cmd = strace(
-        &p,
-        "inject=syncfs:signal=KILL:when=1",
-        &["restore", &before],
-    );
-    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
-    assert!(!run.status.success(), "the restore was killed: {run}");
+    let before = restore_killed_at_syncfs(&p, &["d/a.txt", "d/b.txt", "e/c.txt"]);
     let strays = |dir: &str| strays(&p, dir);
     assert_eq!(strays("d").len(), 3, "the kill left the temp files");
-    assert_eq!(p.read("d/a.txt"), b"a1\n", "nothing was replaced");
+    assert_eq!(p.read("d/a.txt"), b"d/a.txt 1\n", "nothing was replaced");
     let o = rwj(&p, &["restore", &before]);
     let undo = o["undo"].as_str().unwrap();
     let recorded: Vec<String> = p
@@ -388,7 +391,7 @@ fn temp_files_of_a_killed_restore_are_removed_by_the_next_one() {
         vec!["d/.rewind-config"],
         "the undo point holds no temp file: {o}"
     );
-    assert_eq!(p.read("d/a.txt"), b"a0\n", "{o}");
+    assert_eq!(p.read("d/a.txt"), b"d/a.txt 0\n", "{o}");
     assert_eq!(strays("d"), vec![".rewind-config"], "{o}");
     assert_eq!(strays("e"), Vec::<String>::new(), "{o}");
 }
@@ -401,21 +404,7 @@ fn temp_files_of_a_killed_restore_are_removed_by_the_next_one() {
 fn a_killed_restores_directory_moved_out_is_named_by_the_next_run() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
-    p.file("d/a.txt", "a0\n")
-        .file("e/c.txt", "c0\n")
-        .file("f/x.txt", "x0\n");
-    let before = p.track();
-    p.file("d/a.txt", "a1\n")
-        .file("e/c.txt", "c1\n")
-        .file("f/x.txt", "x1\n");
-    p.track();
-    let mut cmd = strace(
-        &p,
-        "inject=syncfs:signal=KILL:when=1",
-        &["restore", &before],
-    );
-    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
-    assert!(!run.status.success(), "the restore was killed: {run}");
+    restore_killed_at_syncfs(&p, &["d/a.txt", "e/c.txt", "f/x.txt"]);
     assert_eq!(strays(&p, "e").len(), 1, "the kill left a temp file in e");
     let moved = sb.root.join("moved-e");
     fs::rename(p.join("e"), &moved).unwrap();
@@ -433,10 +422,10 @@ fn a_killed_restores_directory_moved_out_is_named_by_the_next_run() {
     let prefix = strays_in(&moved)[0].rsplit_once('-').unwrap().0.to_owned();
     assert!(run.stderr.contains(&format!("named {prefix}-*")), "{run}");
     assert_eq!(strays(&p, "d"), Vec::<String>::new(), "d was swept: {run}");
-    assert_eq!(p.read("d/a.txt"), b"a1\n", "nothing was restored");
+    assert_eq!(p.read("d/a.txt"), b"d/a.txt 1\n", "nothing was restored");
     assert_eq!(
         fs::read(moved.join("c.txt")).unwrap(),
-        b"c1\n",
+        b"e/c.txt 1\n",
         "the moved directory is left alone"
     );
     // Said once: the journal is done with.
@@ -1183,17 +1172,20 @@ fn restore_of_many_directories_stays_within_the_open_file_limit() {
     }
     p.track();
     // 40 descriptors: one per directory written, held until the swaps, would run out.
-    let mut outer = Command::new("sh");
-    outer.args(["-c", "ulimit -n 40 && exec \"$0\" \"$@\""]);
-    let run = run_with_deadline(
-        &mut wrapped(&p, outer, &["--json", "restore", &before]),
-        DEFAULT_DEADLINE,
-    );
+    let run = under_ulimit(&p, "-n 40", &["--json", "restore", &before]);
     run.assert_success();
     let o: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(o["written"].as_array().map(Vec::len), Some(300), "{run}");
     assert_eq!(o["conflicts"], serde_json::json!([]), "{run}");
     assert_eq!(p.track(), before, "every file is back: {run}");
+}
+
+/// `rewind ARGS` of `p` under `ulimit LIMIT` (e.g. `-n 40`; a shell sets it, then execs
+/// rewind).
+fn under_ulimit(p: &TestProject, limit: &str, args: &[&str]) -> Run {
+    let mut outer = Command::new("sh");
+    outer.args(["-c", &format!("ulimit {limit} && exec \"$0\" \"$@\"")]);
+    run_with_deadline(&mut wrapped(p, outer, args), DEFAULT_DEADLINE)
 }
 
 /// Found by the fourth hostile pass of 2026-12-01: out of descriptors (`ulimit -n 11`), a
@@ -1215,9 +1207,7 @@ fn a_snapshot_out_of_descriptors_is_an_error_not_a_tree_missing_files() {
     // (At 4, opening the store itself runs out: gix called that "not a git repository".)
     for limit in 4..=16 {
         files(&format!("B{limit}"));
-        let mut outer = Command::new("sh");
-        outer.args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\"")]);
-        let run = run_with_deadline(&mut wrapped(&p, outer, &["track"]), DEFAULT_DEADLINE);
+        let run = under_ulimit(&p, &format!("-n {limit}"), &["track"]);
         assert_no_panic(&run);
         let whole = p.track(); // no limit: every file
         match run.code() {
@@ -1247,10 +1237,7 @@ fn a_small_address_space_is_an_error_not_a_crash() {
     // (Below 16 MiB the debug build dies loading, before any of its code runs.)
     for mib in (16..=40).step_by(2) {
         for args in [&["track"][..], &["restore", &first]] {
-            let mut outer = Command::new("sh");
-            let limit = format!("ulimit -v {} && exec \"$0\" \"$@\"", mib << 10);
-            outer.args(["-c", &limit]);
-            let run = run_with_deadline(&mut wrapped(&p, outer, args), DEFAULT_DEADLINE);
+            let run = under_ulimit(&p, &format!("-v {}", mib << 10), args);
             assert_no_panic(&run);
             match run.code() {
                 Some(0) => {}
