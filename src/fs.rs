@@ -597,7 +597,8 @@ pub(crate) fn stat_in(dir: DirRef<'_>, name: &[u8]) -> io::Result<Option<Found>>
 /// Write a store file atomically: a temp file `{temp_prefix}*` beside it, then a rename over
 /// it, so a reader sees the old file or the new one and a killed process leaves only a temp
 /// file (which `prune` removes by its prefix). Every file rewind writes into a store goes
-/// through here, or through [`temp_file`] and [`persist`] when it is written as a stream.
+/// through here, or through [`temp_file`] and [`persist`] when it is written as a stream, or,
+/// for the index, through [`Rewrite`].
 pub(crate) fn write_atomically(
     path: &Path,
     temp_prefix: &str,

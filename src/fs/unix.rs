@@ -296,9 +296,12 @@ pub(crate) fn sync_filesystems<'a>(dirs: impl IntoIterator<Item = DirRef<'a>>) -
 }
 
 /// Open store file `path` to be written over from its start, creating it (0600) if missing;
-/// only a regular file with one name, never through a symlink. Costs an `open` and an `fstat`.
+/// only a regular file with one name, never through a symlink, never waiting for a FIFO's
+/// reader (`O_NONBLOCK`, which changes nothing for a regular file). Costs an `open` and an
+/// `fstat`.
 pub(crate) fn open_spare(path: &Path) -> io::Result<std::fs::File> {
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let flags =
+        OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let file = std::fs::File::from(rustix::fs::openat(CWD, path, flags, mode_bits(0o600))?);
     let stat = rustix::fs::fstat(&file)?;
     match rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::RegularFile

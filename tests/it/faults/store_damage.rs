@@ -689,3 +689,46 @@ fn half_written_temp_files_are_ignored() {
         "{fsck}"
     );
 }
+
+/// The index is written over `index.spare` and the two are exchanged. Whatever stands at that
+/// name instead (a FIFO, a symlink or a hard link to a file outside the store, a directory) is
+/// never written through and never waited on: the index goes through a temp file then, and every
+/// snapshot still equals git's.
+#[test]
+fn whatever_stands_at_index_spare_is_never_written_through() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    p.track();
+    let store = p.store();
+    let spare = store.join("index.spare");
+    let outside = sb.root.join("outside.txt");
+    let plant: [(&str, &dyn Fn()); 4] = [
+        ("a FIFO", &|| {
+            let made = Command::new("mkfifo").arg(&spare).status().unwrap();
+            assert!(made.success());
+        }),
+        ("a symlink out of the store", &|| {
+            std::os::unix::fs::symlink(&outside, &spare).unwrap()
+        }),
+        ("a hard link to a file outside", &|| {
+            fs::hard_link(&outside, &spare).unwrap()
+        }),
+        ("a directory", &|| fs::create_dir(&spare).unwrap()),
+    ];
+    for (n, (what, plant)) in plant.into_iter().enumerate() {
+        fs::write(&outside, "outside\n").unwrap();
+        match fs::symlink_metadata(&spare) {
+            Ok(meta) if meta.is_dir() => fs::remove_dir(&spare).unwrap(),
+            Ok(_) => fs::remove_file(&spare).unwrap(),
+            Err(_) => {}
+        }
+        plant();
+        p.file("a.txt", format!("a {n}\n"));
+        let run = run_with_deadline(&mut p.rewind_command(["track"]), DEFAULT_DEADLINE);
+        run.assert_success();
+        assert_eq!(run.stdout.trim(), p.git_tree().id, "{what}: {run}");
+        p.track_matches_git();
+        assert_eq!(fs::read(&outside).unwrap(), b"outside\n", "{what}");
+    }
+}
