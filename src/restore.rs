@@ -472,6 +472,7 @@ impl Locked<'_> {
         outcome.undo = SnapshotId(undo);
         self.record_undo(undo, plan.target)?;
         let token = self.write_journal(
+            undo,
             plan.steps
                 .iter()
                 .enumerate()

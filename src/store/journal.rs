@@ -21,10 +21,12 @@ impl Locked<'_> {
     /// `.rewind-aside-<token>-<n>`, its path, and the blobs of the file it replaces or deletes
     /// and of the file it writes), the only bytes its temp file can hold, so that after a crash
     /// the next run removes exactly those files, and only with those bytes (never a user's).
+    /// `undo` is the run's undo point, which the next run names should this one be killed.
     /// Returns the token: 16 hex digits from the clock and the process. Costs a line per file
     /// written or deleted.
     pub(crate) fn write_journal<'p>(
         &self,
+        undo: ObjectId,
         temps: impl Iterator<Item = (usize, &'p BStr, [Option<ObjectId>; 2])>,
     ) -> Result<String> {
         let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
@@ -38,7 +40,7 @@ impl Locked<'_> {
             .to_hex_with_len(16)
             .to_string();
         remember_own(&token);
-        let mut text = format!("token {token}\n");
+        let mut text = format!("token {token}\nundo {undo}\n");
         let mut dirs: Vec<&[u8]> = Vec::new();
         for (n, path, blobs) in temps {
             dirs.push(
@@ -65,16 +67,18 @@ impl Locked<'_> {
     /// makes it durable before any of these files is swapped. Costs one appending write.
     pub(crate) fn journal_staged(&self, ns: impl Iterator<Item = usize>) -> std::io::Result<()> {
         let lines: String = ns.map(|n| format!("staged {n}\n")).collect();
-        let append = || {
-            let mut journal = std::fs::OpenOptions::new()
-                .append(true)
-                .open(self.git_dir().join(JOURNAL))?;
-            std::io::Write::write_all(&mut journal, lines.as_bytes())
-        };
-        append().map_err(|e| {
+        self.append_to_journal(&lines).map_err(|e| {
             let what = format!("recording the staged files in the store's journal: {e}");
             std::io::Error::new(e.kind(), what)
         })
+    }
+
+    /// Append `lines` to the journal. Costs one appending write.
+    fn append_to_journal(&self, lines: &str) -> std::io::Result<()> {
+        let mut journal = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.git_dir().join(JOURNAL))?;
+        std::io::Write::write_all(&mut journal, lines.as_bytes())
     }
 
     pub(crate) fn remove_journal(&self) {
@@ -188,8 +192,18 @@ impl Locked<'_> {
                 }
             }
         }
-        if !left {
-            self.remove_journal();
+        if let Some(undo) = journal.undo.filter(|_| !journal.noticed) {
+            self.notice(format!(
+                "a restore (or revert, undo or redo) was stopped before it finished: files may \
+                 be partly changed; `rewind restore {undo}` puts them back as they were before it"
+            ));
+        }
+        match left {
+            false => self.remove_journal(),
+            // Said once, though the journal stays for the files left.
+            true => {
+                let _ = self.append_to_journal("noticed\n");
+            }
         }
     }
 
@@ -231,6 +245,7 @@ impl Store {
         for line in text.lines() {
             match line.split_once(' ') {
                 Some(("token", t)) if t.len() == 16 => journal.prefix = format!(".rewind-{t}-"),
+                Some(("undo", id)) => journal.undo = ObjectId::from_hex(id.as_bytes()).ok(),
                 Some(("temp", rest)) => {
                     let mut fields = rest.split(' ');
                     let n = fields.next().unwrap_or_default().to_owned();
@@ -239,6 +254,7 @@ impl Store {
                 }
                 Some(("staged", n)) => journal.temps.entry(n.to_owned()).or_default().staged = true,
                 Some(("dir", hex)) => journal.dirs.extend(decode_hex(hex)),
+                None if line == "noticed" => journal.noticed = true,
                 _ => {}
             }
         }
@@ -262,6 +278,10 @@ struct Journal {
     temps: HashMap<String, Temp>,
     /// The directories of its temp files.
     dirs: Vec<Vec<u8>>,
+    /// Its undo point (not recorded by older builds).
+    undo: Option<ObjectId>,
+    /// The user was told it was stopped (the journal stays while files it left stay).
+    noticed: bool,
 }
 
 /// One temp file of a restore, as its journal records it.

@@ -419,6 +419,10 @@ fn a_killed_restores_directory_moved_out_is_named_by_the_next_run() {
         );
         assert!(run.stderr.contains(&named), "{dir}: {run}");
     }
+    assert!(
+        run.stderr.contains("was stopped before it finished"),
+        "{run}"
+    );
     let prefix = strays_in(&moved)[0].rsplit_once('-').unwrap().0.to_owned();
     assert!(run.stderr.contains(&format!("named {prefix}-*")), "{run}");
     assert_eq!(strays(&p, "d"), Vec::<String>::new(), "d was swept: {run}");
@@ -904,25 +908,18 @@ fn an_emptied_or_shortened_save_taken_out_by_a_killed_swap_is_kept() {
 fn a_temp_file_the_sweep_cannot_remove_yet_is_swept_once_it_can_be() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
-    p.file("sub/f.txt", "v0\n");
-    let before = p.track();
-    p.file("sub/f.txt", "v1\n");
-    p.track();
-    // Killed at its syncfs: the temp file is written, nothing is swapped yet.
-    let mut cmd = strace(
-        &p,
-        "inject=syncfs:signal=KILL:when=1",
-        &["restore", &before],
+    restore_killed_at_syncfs(&p, &["sub/f.txt"]);
+    let undo = p.store_git(["rev-parse", "refs/rewind/undo^{tree}"]);
+    let stopped = format!(
+        "rewind: warning: a restore (or revert, undo or redo) was stopped before it finished: \
+         files may be partly changed; `rewind restore {}` puts them back as they were before it",
+        undo.trim()
     );
-    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
-    assert!(!run.status.success(), "the restore was killed: {run}");
     let temps = || strays(&p, "sub");
     assert_eq!(temps().len(), 1, "the killed restore left its temp file");
     {
         let _frozen = Immutable::set(&p.join("sub"));
-        let mut track = p.rewind_command(["track"]);
-        track.env("REWIND_LOG", "warn");
-        let run = run_with_deadline(&mut track, DEFAULT_DEADLINE);
+        let run = run_with_deadline(&mut p.rewind_command(["track"]), DEFAULT_DEADLINE);
         run.assert_success(); // its sweep cannot remove it yet
         assert_eq!(temps().len(), 1, "nothing can be removed from sub/ now");
         let at = p.join("sub").join(&temps()[0]);
@@ -931,10 +928,16 @@ fn a_temp_file_the_sweep_cannot_remove_yet_is_swept_once_it_can_be() {
             run.stderr.contains(&*at),
             "the warning names where it is, {at}: {run}"
         );
+        assert!(run.stderr.contains(&stopped), "{run}");
     }
-    p.track();
+    let run = run_with_deadline(&mut p.rewind_command(["track"]), DEFAULT_DEADLINE);
+    run.assert_success();
+    assert!(
+        !run.stderr.contains("stopped before it finished"),
+        "said once: {run}"
+    );
     assert!(temps().is_empty(), "swept once it could be: {:?}", temps());
-    assert_eq!(p.read("sub/f.txt"), b"v1\n");
+    assert_eq!(p.read("sub/f.txt"), b"sub/f.txt 1\n");
 }
 
 /// The journal records the staged temp files before the sync: when it cannot (here its open
