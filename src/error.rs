@@ -88,10 +88,12 @@ pub enum Error {
         reason: &'static str,
     },
     /// A restore or revert changed some files but not all (the outcome lists them).
-    #[error("{failed} file(s) could not be restored (see above); the others were; `rewind restore {undo}` brings back the files from before (a save made meanwhile stays where reported)")]
+    #[error("{failed} file(s) could not be restored (see above); {}; `rewind restore {undo}` brings back the files from before (a save made meanwhile stays where reported)", match .changed { 0 => "no other file changed", _ => "the others were" })]
     Incomplete {
         /// How many paths could not be changed.
         failed: usize,
+        /// How many were (written or deleted).
+        changed: usize,
         /// The undo point taken before the first change.
         undo: crate::id::SnapshotId,
     },
@@ -187,9 +189,12 @@ pub enum Error {
     /// or memory).
     #[error("cannot start rewind's worker threads: {0}")]
     Threads(#[source] io::Error),
-    /// The process's address space is limited (`ulimit -v`) below what rewind needs to start.
-    #[error("the address-space limit (ulimit -v) is {} KiB; rewind needs at least {} KiB", .limit / 1024, .needed / 1024)]
-    AddressSpace {
+    /// The process's memory is limited (`ulimit -v` or `ulimit -d`) below what rewind needs to
+    /// start.
+    #[error("the {what} is {} KiB; rewind needs at least {} KiB", .limit / 1024, .needed / 1024)]
+    MemoryLimit {
+        /// Which limit: "address-space limit (ulimit -v)" or "data limit (ulimit -d)".
+        what: &'static str,
         /// The limit, in bytes.
         limit: u64,
         /// The least rewind runs with, in bytes.
@@ -266,7 +271,7 @@ impl Error {
             Error::Unhealthy(_) => "unhealthy",
             Error::Busy { .. } => "busy",
             Error::Cancelled { .. } => "cancelled",
-            Error::Threads(_) | Error::AddressSpace { .. } => "resources",
+            Error::Threads(_) | Error::MemoryLimit { .. } => "resources",
         }
     }
 }

@@ -611,6 +611,35 @@ pub(crate) fn write_atomically(
     persist(temp, path)
 }
 
+/// Open store file `path` with `options`, only if it is a regular file: never through a
+/// symlink, never waiting on a FIFO (`O_NONBLOCK` where there are FIFOs, which changes nothing
+/// for a regular file). Something else put at a store file's name is an error
+/// (`InvalidData`), never a hang. Costs an `open` and an `fstat`.
+pub(crate) fn open_store_file(
+    path: &Path,
+    options: &mut std::fs::OpenOptions,
+) -> io::Result<std::fs::File> {
+    let not_regular = || io::Error::new(io::ErrorKind::InvalidData, "not a regular file");
+    let file = options_not_waiting(options).open(path).map_err(|e| {
+        // (A FIFO opened for writing with no reader fails before it can be looked at.)
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if !meta.is_file() => not_regular(),
+            _ => e,
+        }
+    })?;
+    match file.metadata()?.is_file() {
+        true => Ok(file),
+        false => Err(not_regular()),
+    }
+}
+
+/// The content of store file `path` (see [`open_store_file`]). Costs the open and the reads.
+pub(crate) fn read_store_file(path: &Path) -> io::Result<Vec<u8>> {
+    let file = open_store_file(path, std::fs::OpenOptions::new().read(true))?;
+    let size = file.metadata()?.len();
+    read_all(&file, size)
+}
+
 /// A large store file rewritten often (the index), written over a spare copy kept beside it
 /// (`{name}.spare`) that is then exchanged with it in one step: the blocks and cached pages of
 /// the version before are reused, not freed and allocated again (renaming a new 18 MB index
@@ -652,11 +681,11 @@ impl Rewrite {
 
     /// Append `data` to the new version.
     pub(crate) fn write_all(&mut self, data: &[u8]) -> crate::error::Result<()> {
-        let written = match &mut self.target {
-            RewriteTarget::Spare(file) => file.write_all(data),
-            RewriteTarget::Temp(temp) => temp.write_all(data),
+        let (written, at) = match &mut self.target {
+            RewriteTarget::Spare(file) => (file.write_all(data), Self::spare(&self.path)),
+            RewriteTarget::Temp(temp) => (temp.write_all(data), temp.path().to_owned()),
         };
-        written.map_err(|e| crate::error::Error::io("writing", &self.path, e))
+        written.map_err(|e| crate::error::Error::io("writing", at, e))
     }
 
     /// Put the new version in place. Costs a `ftruncate` and a rename.

@@ -1099,7 +1099,8 @@ impl Pruner {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let last = std::sync::Arc::new(std::sync::Mutex::new(None));
         let report = last.clone();
-        let thread = std::thread::spawn(move || {
+        let thread = std::thread::Builder::new().name("rewind-prune".into());
+        let thread = thread.spawn(move || {
             let mut wait = FIRST_RUN_AFTER.min(interval);
             // Runs until the sender is dropped (or sends).
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(wait) {
@@ -1108,9 +1109,16 @@ impl Pruner {
                 wait = interval;
             }
         });
+        // A thread that cannot start is the outcome `last` gives, not a panic.
+        let thread = thread
+            .inspect_err(|e| {
+                let failed = Err(Error::Threads(io::Error::new(e.kind(), e.to_string())));
+                *last.lock().unwrap_or_else(|p| p.into_inner()) = Some(failed);
+            })
+            .ok();
         Pruner {
             stop: Some(stop),
-            thread: Some(thread),
+            thread,
             last,
         }
     }

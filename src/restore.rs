@@ -138,6 +138,7 @@ impl RestoreOutcome {
             0 => Ok(()),
             failed => Err(Error::Incomplete {
                 failed,
+                changed: self.written.len() + self.deleted.len(),
                 undo: self.undo,
             }),
         }

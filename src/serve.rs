@@ -59,19 +59,28 @@ pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) 
         // when the input ends: the thread answers what is queued, then ends.)
         let (queue, queued) = mpsc::channel::<(Value, Vec<Call>, bool)>();
         let (output, running, writes) = (&output, &running, &writes);
-        scope.spawn(move || {
-            for (message, calls, locks) in queued {
-                output.send(answer(store, message, &calls, running));
-                writes.fetch_sub(locks.into(), Ordering::Relaxed);
-            }
-        });
+        // A process that cannot start them gets an error, not a panic; those started end
+        // with the input's end, which returning here is.
+        let cannot_start =
+            |e: io::Error| io::Error::new(e.kind(), format!("starting serve's threads: {e}"));
+        let thread = || std::thread::Builder::new().name("rewind-serve".into());
+        thread()
+            .spawn_scoped(scope, move || {
+                for (message, calls, locks) in queued {
+                    output.send(answer(store, message, &calls, running));
+                    writes.fetch_sub(locks.into(), Ordering::Relaxed);
+                }
+            })
+            .map_err(cannot_start)?;
         let read_queued = &read_queued;
         for _ in 0..READERS {
-            scope.spawn(move || loop {
-                let next = read_queued.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                let Ok((message, calls)) = next else { break };
-                output.send(answer(store, message, &calls, running));
-            });
+            thread()
+                .spawn_scoped(scope, move || loop {
+                    let next = read_queued.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    let Ok((message, calls)) = next else { break };
+                    output.send(answer(store, message, &calls, running));
+                })
+                .map_err(cannot_start)?;
         }
         let mut line = Vec::new();
         loop {

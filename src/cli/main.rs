@@ -154,7 +154,9 @@ fn run(cli: &Cli) -> rewind::Result<()> {
     let call = rewind::Call::new().progress(report.clone());
     std::thread::scope(|scope| {
         if show_progress {
-            scope.spawn(|| progress::draw(&report, &done));
+            // (A process that cannot start it goes without the display.)
+            let thread = std::thread::Builder::new().name("rewind-progress".into());
+            let _ = thread.spawn_scoped(scope, || progress::draw(&report, &done));
         }
         let result = call.run(|| command(global, &cli.command, &store));
         done.store(true, Ordering::Relaxed);

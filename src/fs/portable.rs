@@ -307,9 +307,14 @@ pub(crate) fn open_spare(path: &Path) -> io::Result<File> {
     }
 }
 
-/// No limit on the address space is known here.
-pub(crate) fn address_space_limit() -> Option<u64> {
-    None
+/// `options` as they are: there are no FIFOs to wait on here.
+pub(crate) fn options_not_waiting(options: &mut fs::OpenOptions) -> &mut fs::OpenOptions {
+    options
+}
+
+/// No limit on memory is known here.
+pub(crate) fn memory_limits() -> [(&'static str, Option<u64>); 0] {
+    []
 }
 
 /// No limit on open directories here (Windows opens none: paths are used).

@@ -312,10 +312,24 @@ pub(crate) fn open_spare(path: &Path) -> io::Result<std::fs::File> {
     }
 }
 
-/// The process's limit on its address space, in bytes (its soft `RLIMIT_AS`, `ulimit -v`);
-/// `None`: unlimited.
-pub(crate) fn address_space_limit() -> Option<u64> {
-    rustix::process::getrlimit(rustix::process::Resource::As).current
+/// `options` made to open without following a symlink or waiting on a FIFO.
+pub(crate) fn options_not_waiting(options: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    options.custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32)
+}
+
+/// The process's limits on its memory, in bytes, each with what it is called: its address
+/// space (soft `RLIMIT_AS`, `ulimit -v`) and its data (soft `RLIMIT_DATA`, `ulimit -d`, which
+/// counts thread stacks and other private mappings too); `None`: unlimited.
+pub(crate) fn memory_limits() -> [(&'static str, Option<u64>); 2] {
+    use rustix::process::{getrlimit, Resource};
+    [
+        (
+            "address-space limit (ulimit -v)",
+            getrlimit(Resource::As).current,
+        ),
+        ("data limit (ulimit -d)", getrlimit(Resource::Data).current),
+    ]
 }
 
 /// The process's limit on open descriptors (its soft `RLIMIT_NOFILE`); `None`: unlimited.

@@ -32,8 +32,13 @@ pub(super) struct Cache {
 /// again, so the snapshot stays right). Its checksum is checked apart, by [`index_is_intact`],
 /// concurrently with the walk.
 pub(super) fn load_index(path: &Path) -> Cache {
-    match gix::index::File::at(path, gix::hash::Kind::Sha1, true, Default::default()) {
-        Ok(file) => {
+    // (gix opens it again by its name: this look keeps a FIFO or a symlink there from it.)
+    let regular = crate::fs::open_store_file(path, fs::OpenOptions::new().read(true));
+    let loaded = regular.ok().and_then(|_| {
+        gix::index::File::at(path, gix::hash::Kind::Sha1, true, Default::default()).ok()
+    });
+    match loaded {
+        Some(file) => {
             let time = file.timestamp().into();
             let checksum = file.checksum();
             let (state, _) = file.into_parts();
@@ -43,7 +48,7 @@ pub(super) fn load_index(path: &Path) -> Cache {
                 checksum,
             }
         }
-        Err(_) => Cache {
+        None => Cache {
             state: gix::index::State::new(gix::hash::Kind::Sha1),
             time: Default::default(),
             checksum: None,
@@ -125,7 +130,8 @@ impl Locked<'_> {
     /// The loose ids the record names, if it describes index `checksum` and the packs as they
     /// are now. Costs reading one small file.
     pub(super) fn read_loose_record(&self, checksum: ObjectId) -> Option<Vec<ObjectId>> {
-        let text = fs::read_to_string(self.git_dir().join(LOOSE_RECORD)).ok()?;
+        let text = crate::fs::read_store_file(&self.git_dir().join(LOOSE_RECORD)).ok()?;
+        let text = String::from_utf8(text).ok()?;
         let mut lines = text.lines();
         if lines.next() != Some(LOOSE_RECORD_HEADER) || lines.next()? != format!("index {checksum}")
         {
@@ -179,7 +185,7 @@ pub(super) fn tree_ids(tree: &CacheTree) -> Vec<ObjectId> {
 /// of the file, in 256 KiB pieces.
 pub(super) fn index_is_intact(path: &Path) -> bool {
     let check = || -> io::Result<bool> {
-        let mut file = fs::File::open(path)?;
+        let mut file = crate::fs::open_store_file(path, fs::OpenOptions::new().read(true))?;
         let Some(content_len) = file.metadata()?.len().checked_sub(20) else {
             return Ok(false);
         };

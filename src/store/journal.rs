@@ -75,9 +75,9 @@ impl Locked<'_> {
 
     /// Append `lines` to the journal. Costs one appending write.
     fn append_to_journal(&self, lines: &str) -> std::io::Result<()> {
-        let mut journal = std::fs::OpenOptions::new()
-            .append(true)
-            .open(self.git_dir().join(JOURNAL))?;
+        let path = self.git_dir().join(JOURNAL);
+        let mut journal =
+            crate::fs::open_store_file(&path, std::fs::OpenOptions::new().append(true))?;
         std::io::Write::write_all(&mut journal, lines.as_bytes())
     }
 
@@ -240,7 +240,8 @@ impl Locked<'_> {
 impl Store {
     /// The journal of a restore that did not finish, if one is in the store. Costs a read of it.
     fn read_journal(&self) -> Option<Journal> {
-        let text = std::fs::read_to_string(self.git_dir().join(JOURNAL)).ok()?;
+        let text = crate::fs::read_store_file(&self.git_dir().join(JOURNAL)).ok()?;
+        let text = String::from_utf8(text).ok()?;
         let mut journal = Journal::default();
         for line in text.lines() {
             match line.split_once(' ') {

@@ -13,7 +13,7 @@ impl Store {
     /// Whether another process holds the store's lock now (a probe: takes and drops it).
     pub(crate) fn is_locked(&self) -> Result<bool> {
         let path = self.git_dir.join("rewind.lock");
-        let file = match fs::File::open(&path) {
+        let file = match crate::fs::open_store_file(&path, fs::OpenOptions::new().read(true)) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(Error::io("opening lock file", &path, e)),
@@ -30,11 +30,9 @@ impl Store {
     /// the process dies. Costs one `open` and a `flock` per 10 ms of waiting.
     pub(crate) fn lock(&self) -> Result<Locked<'_>> {
         let path = self.git_dir.join("rewind.lock");
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
+        let mut options = fs::OpenOptions::new();
+        options.create(true).truncate(false).write(true);
+        let file = crate::fs::open_store_file(&path, &mut options)
             .map_err(|e| Error::io("opening lock file", &path, e))?;
         let start = Instant::now();
         let current = Call::current();

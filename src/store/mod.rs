@@ -303,23 +303,28 @@ impl Progress {
     }
 }
 
-/// The least address space (`ulimit -v`) rewind is started with: below it, gix, zlib and the
-/// worker threads' stacks fail their first allocations, and Rust aborts the process (exit 134)
-/// instead of returning an error. Measured: a `track` of a small project needs 16 MiB; each
-/// file held in memory needs more, so a limit near this one can still abort on a large project.
-const LEAST_ADDRESS_SPACE: u64 = 32 << 20;
+/// The least address space (`ulimit -v`) and data (`ulimit -d`) rewind is started with: below
+/// it, gix, zlib and the worker threads' stacks fail their first allocations, and Rust aborts
+/// the process (exit 134), or a worker thread that cannot start leaves rayon waiting for it for
+/// ever. Measured: a `track` of a small project needs 16 MiB; each file held in memory needs
+/// more, so a limit near this one can still abort on a large project.
+const LEAST_MEMORY: u64 = 32 << 20;
 
-/// Check what the process was given before anything is done: an address space of at least
-/// [`LEAST_ADDRESS_SPACE`], and rayon's global pool, which every walk, diff and restore runs on,
+/// Check what the process was given before anything is done: an address space and data of at
+/// least [`LEAST_MEMORY`], and rayon's global pool, which every walk, diff and restore runs on,
 /// started (rayon panics when the pool it makes on first use cannot start its threads). A
 /// global pool the embedding program built first is used as it is (build it before opening a
 /// store).
 fn check_resources() -> Result<()> {
-    if let Some(limit) = crate::fs::address_space_limit().filter(|&l| l < LEAST_ADDRESS_SPACE) {
-        return Err(Error::AddressSpace {
-            limit,
-            needed: LEAST_ADDRESS_SPACE,
-        });
+    for (what, limit) in crate::fs::memory_limits() {
+        if let Some(limit) = limit.filter(|&l| l < LEAST_MEMORY) {
+            let needed = LEAST_MEMORY;
+            return Err(Error::MemoryLimit {
+                what,
+                limit,
+                needed,
+            });
+        }
     }
     static STARTED: std::sync::OnceLock<Option<(io::ErrorKind, String)>> =
         std::sync::OnceLock::new();
@@ -341,7 +346,7 @@ impl Store {
     /// missing. The project path is canonicalised, so a project reached through a symlink
     /// shares its store. The home directory and `/` are refused as projects (`broad_project`)
     /// unless [`OpenOptions::allow_home`] says otherwise. It fails (`resources`) before doing
-    /// anything when the process's address space is limited under 32 MiB, or when rayon's
+    /// anything when the process's address space or data is limited under 32 MiB, or when rayon's
     /// global pool cannot start its threads; a program that builds its own global pool does
     /// so before opening a store.
     ///
@@ -511,7 +516,7 @@ impl Store {
             }
             _ => return None,
         }
-        let mut text = match fs::read(&config) {
+        let mut text = match crate::fs::read_store_file(&config) {
             Ok(text) => text,
             Err(e) => return Some(Err(Error::io("reading store config", config, e))),
         };
@@ -769,6 +774,10 @@ const _: () = {
 /// gix's handle on the store at `git_dir`: isolated from the environment, with the identity
 /// of reflog entries (commits name theirs explicitly).
 fn open_repo(git_dir: &Path) -> Result<gix::ThreadSafeRepository> {
+    // gix opens these by name, and would wait forever on a FIFO put there: a look first.
+    for name in ["HEAD", "config", "packed-refs"] {
+        store_file_exists(git_dir, name)?;
+    }
     let identity = ["user.name=rewind", "user.email=rewind@localhost"];
     let open = gix::open::Options::isolated().config_overrides(identity);
     gix::ThreadSafeRepository::open_opts(git_dir, open).map_err(|e| {
@@ -882,6 +891,22 @@ fn lacks_objects(git_dir: &Path) -> Result<bool> {
     }
 }
 
+/// Whether store file `name` exists: a regular file, not a symlink (`false`: nothing there).
+/// Anything else there (a FIFO, a directory, a symlink) is an error: rewind neither writes
+/// through it nor waits on it. Costs an `lstat`.
+fn store_file_exists(git_dir: &Path, name: &str) -> Result<bool> {
+    let path = git_dir.join(name);
+    match fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() => Ok(true),
+        Ok(_) => Err(Error::store(
+            git_dir,
+            format!("{name} is not a regular file"),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io("opening store", path, e)),
+    }
+}
+
 /// Put back what a damaged store lacks (its config, `HEAD`, `objects/`, `refs/`), so that it
 /// works again with whatever records survived. Costs four `stat`s when nothing is missing.
 fn repair_store(git_dir: &Path, project: &Path) -> Result<()> {
@@ -897,20 +922,18 @@ fn repair_store(git_dir: &Path, project: &Path) -> Result<()> {
             fs::create_dir_all(&path).map_err(|e| Error::io("repairing store", &path, e))?;
         }
     }
-    let head = git_dir.join("HEAD");
-    if !head.is_file() {
-        fs::write(&head, "ref: refs/heads/main\n")
-            .map_err(|e| Error::io("repairing store", &head, e))?;
+    if !store_file_exists(git_dir, "HEAD")? {
+        let head = git_dir.join("HEAD");
+        crate::fs::write_atomically(&head, "index.tmp", b"ref: refs/heads/main\n")?;
     }
     let config = git_dir.join("config");
-    if !config.is_file() {
-        fs::write(&config, store_config(git_dir, project)?)
-            .map_err(|e| Error::io("repairing store", &config, e))?;
+    if !store_file_exists(git_dir, "config")? {
+        crate::fs::write_atomically(&config, "index.tmp", &store_config(git_dir, project)?)?;
         return Ok(());
     }
     // A config that lost `rewind.worktree` (emptied, or rewritten by hand) would be used but
     // never pruned: complete it. One that does not parse is left for opening to report.
-    let text = fs::read(&config).map_err(|e| Error::io("reading", &config, e))?;
+    let text = crate::fs::read_store_file(&config).map_err(|e| Error::io("reading", &config, e))?;
     let meta = gix::config::file::Metadata::from(gix::config::Source::Local);
     let parsed = gix::config::File::from_bytes_no_includes(&text, meta, Default::default());
     if parsed.is_ok_and(|parsed| parsed.raw_value("rewind.worktree").is_err()) {

@@ -234,7 +234,8 @@ impl ObjectWriter {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => false,
                 Err(_) => true,
                 Ok(changed) if changed <= since => true,
-                Ok(_) => fs::read(&path).map_or(true, |bytes| holds_object(&bytes, &id)),
+                Ok(_) => crate::fs::read_store_file(&path)
+                    .map_or(true, |bytes| holds_object(&bytes, &id)),
             };
             match sound {
                 true => check.loose.push(id),
@@ -500,7 +501,7 @@ pub(crate) fn read_object(
     path: &BStr,
 ) -> Result<(gix::objs::Kind, Vec<u8>)> {
     let file = loose_path(&repo.git_dir().join("objects"), &id);
-    let compressed = match fs::read(&file) {
+    let compressed = match crate::fs::read_store_file(&file) {
         Ok(compressed) => compressed,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let object = repo

@@ -71,7 +71,8 @@ impl Locked<'_> {
         }
         let path = self.git_dir().join(PRUNED);
         let since = now.timestamp() - REMEMBERED_FOR.as_secs() as i64;
-        let old = std::fs::read_to_string(&path).unwrap_or_default();
+        let old = crate::fs::read_store_file(&path).unwrap_or_default();
+        let old = String::from_utf8_lossy(&old);
         let mut text: String = old
             .lines()
             .filter(|line| parse(line).is_some_and(|(at, _, _)| at >= since))
@@ -88,7 +89,8 @@ impl Store {
     /// When and why prune removed the first of `refs` it remembers removing (the newest
     /// removal of it). Costs reading the record.
     pub(crate) fn pruned(&self, refs: &[&str]) -> Option<(DateTime<Utc>, Why)> {
-        let text = std::fs::read_to_string(self.git_dir().join(PRUNED)).ok()?;
+        let text = crate::fs::read_store_file(&self.git_dir().join(PRUNED)).ok()?;
+        let text = String::from_utf8(text).ok()?;
         refs.iter().find_map(|wanted| {
             text.lines()
                 .filter_map(parse)

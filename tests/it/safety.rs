@@ -1227,44 +1227,74 @@ fn a_snapshot_out_of_descriptors_is_an_error_not_a_tree_missing_files() {
 }
 
 /// Run under `ulimit -v` of 12 to 22 MiB, `track` and `restore` gave exit 101 (rayon's pool
-/// could not start its threads), or 134 (a failed allocation in zlib-rs or gix): each now
-/// succeeds, or says the limit is too small.
+/// could not start its threads), or 134 (a failed allocation in zlib-rs or gix); under
+/// `ulimit -d` of 4.6 to 7 MiB they hung for ever, a rayon worker dead before it started (the
+/// seventh hostile pass). Each now succeeds, or says the limit is too small.
 #[test]
-fn a_small_address_space_is_an_error_not_a_crash() {
+fn a_small_memory_limit_is_an_error_not_a_crash_or_a_hang() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
     p.file("a.txt", "one\n").file("dir/b.txt", "two\n");
     let first = p.track();
     p.file("a.txt", "changed\n");
     let mut codes = Vec::new();
-    // (Below 16 MiB the debug build dies loading, before any of its code runs.)
-    for mib in (16..=40).step_by(2) {
-        for args in [&["track"][..], &["restore", &first]] {
-            let run = under_ulimit(&p, &format!("-v {}", mib << 10), args);
-            assert_no_panic(&run);
-            match run.code() {
-                Some(0) => {}
-                Some(1) => assert!(
-                    run.stderr
-                        .contains("the address-space limit (ulimit -v) is"),
-                    "{run}"
-                ),
-                _ => panic!("ulimit -v {mib} MiB, {args:?}: {run}"),
+    // (Below 16 MiB of address space the debug build dies loading, before any of its code.)
+    let limits = [("-v", "address-space", 16..=40), ("-d", "data", 4..=40)];
+    for (flag, name, mibs) in limits {
+        for mib in mibs.step_by(2) {
+            for args in [&["track"][..], &["restore", &first]] {
+                let run = under_ulimit(&p, &format!("{flag} {}", mib << 10), args);
+                assert_no_panic(&run);
+                match run.code() {
+                    Some(0) => {}
+                    Some(1) => assert!(
+                        run.stderr
+                            .contains(&format!("the {name} limit (ulimit {flag}) is")),
+                        "{run}"
+                    ),
+                    _ => panic!("ulimit {flag} {mib} MiB, {args:?}: {run}"),
+                }
+                codes.push(run.code());
             }
-            codes.push(run.code());
+            let a = p.read("a.txt");
+            assert!(
+                a == b"one\n" || a == b"changed\n",
+                "restored or left as it was"
+            );
+            p.file("a.txt", "changed\n");
         }
-        let a = p.read("a.txt");
-        assert!(
-            a == b"one\n" || a == b"changed\n",
-            "restored or left as it was"
-        );
-        p.file("a.txt", "changed\n");
     }
-    // The range holds limits too low and limits high enough.
+    // The ranges hold limits too low and limits high enough.
     assert!(
         codes.contains(&Some(0)) && codes.contains(&Some(1)),
         "{codes:?}"
     );
+}
+
+/// A restore that could change none of its files said "the others were" (seventh hostile
+/// pass, under `ulimit -n 11`); it says that no other file changed, and names the undo point.
+#[test]
+fn a_restore_that_changed_nothing_does_not_say_the_others_were_restored() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("sub/f.txt", "v0\n");
+    let before = p.track();
+    p.file("sub/f.txt", "v1\n");
+    p.track();
+    let run = {
+        let _frozen = Immutable::set(&p.join("sub"));
+        run_with_deadline(
+            &mut p.rewind_command(["restore", &before]),
+            DEFAULT_DEADLINE,
+        )
+    };
+    assert_eq!(run.code(), Some(1), "{run}");
+    assert!(
+        run.stderr
+            .contains("1 file(s) could not be restored (see above); no other file changed;"),
+        "{run}"
+    );
+    assert_eq!(p.read("sub/f.txt"), b"v1\n");
 }
 
 /// A process that cannot start threads (here: a user already at its process limit) got a

@@ -515,3 +515,51 @@ fn stores_cannot_be_read_by_another_user() {
     sb.run_rewind(["prune", "--all"]).assert_success();
     assert_eq!(mode(&store), 0o700, "prune --all");
 }
+
+/// Found by the seventh hostile pass of 2026-12-01: `rewind serve` run by a user at its
+/// process limit panicked starting its own threads (the store's check had passed: the worker
+/// pool had started). At every limit it now answers, or says it could not start its threads.
+#[test]
+fn serve_that_cannot_start_its_threads_says_so_at_any_process_limit() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    chown_nobody(&sb.root);
+    let mut codes = Vec::new();
+    for nproc in 1..=16 {
+        let mut cmd = sb.isolated("setpriv");
+        cmd.current_dir(&sb.root)
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "prlimit",
+            ])
+            .arg(format!("--nproc={nproc}"))
+            .arg("--")
+            .arg(common::rewind_bin())
+            .arg("--data-dir")
+            .arg(&sb.data_dir)
+            .arg("-C")
+            .arg(&p.path)
+            .arg("serve");
+        let request = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"track\"}\n";
+        let run = common::run_with_stdin(&mut cmd, request);
+        common::assert_no_panic(&run);
+        match run.code() {
+            Some(0) => assert!(run.stdout.contains("\"result\""), "nproc {nproc}: {run}"),
+            Some(1) => assert!(
+                run.stderr
+                    .contains("threads: Resource temporarily unavailable"),
+                "nproc {nproc}: {run}"
+            ),
+            _ => panic!("nproc {nproc}: {run}"),
+        }
+        codes.push(run.code());
+    }
+    // The range holds limits too low and limits high enough.
+    assert!(
+        codes.contains(&Some(0)) && codes.contains(&Some(1)),
+        "{codes:?}"
+    );
+}

@@ -732,3 +732,63 @@ fn whatever_stands_at_index_spare_is_never_written_through() {
         assert_eq!(fs::read(&outside).unwrap(), b"outside\n", "{what}");
     }
 }
+
+/// Found by the seventh hostile pass of 2026-12-01: a FIFO at the store's `index`,
+/// `rewind-index-objects`, `rewind-restore-journal` or `rewind.lock` (and at `HEAD`, `config`
+/// or `packed-refs`, which gix opens) made `track`, `doctor` or `prune` wait forever, the store
+/// lock held; a dangling symlink at `HEAD` or `config` was written through, outside the store.
+/// Each is now passed over (a cache, a record) or an error naming the file, and never followed.
+#[test]
+fn a_fifo_or_a_symlink_at_a_store_file_is_never_waited_on_or_written_through() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    p.track();
+    let store = p.store();
+    let names = [
+        "index",
+        "rewind-index-objects",
+        "rewind-restore-journal",
+        "rewind-pruned",
+        "rewind.lock",
+        "HEAD",
+        "config",
+        "packed-refs",
+    ];
+    for (n, name) in names.into_iter().enumerate() {
+        for fifo in [true, false] {
+            let path = store.join(name);
+            let saved = fs::read(&path).ok();
+            let _ = fs::remove_file(&path);
+            let outside = sb.root.join(format!("outside-{n}"));
+            match fifo {
+                true => assert!(Command::new("mkfifo")
+                    .arg(&path)
+                    .status()
+                    .unwrap()
+                    .success()),
+                false => std::os::unix::fs::symlink(&outside, &path).unwrap(),
+            }
+            p.file("a.txt", format!("a {n} {fifo}\n"));
+            for args in [&["track"][..], &["doctor"], &["prune"], &["log"]] {
+                let what = format!("{name} (FIFO: {fifo}), {args:?}");
+                let run = run_with_deadline(&mut p.rewind_command(args), DEFAULT_DEADLINE);
+                assert_no_panic(&run);
+                match run.code() {
+                    Some(0) if args == ["track"] => {
+                        assert_eq!(run.stdout.trim(), p.git_tree().id, "{what}: {run}")
+                    }
+                    Some(0) => {}
+                    Some(1) => assert!(run.stderr.contains(name), "{what}: {run}"),
+                    _ => panic!("{what}: {run}"),
+                }
+            }
+            assert!(!outside.exists(), "{name}: written through the symlink");
+            let _ = fs::remove_file(&path);
+            if let Some(saved) = &saved {
+                fs::write(&path, saved).unwrap();
+            }
+        }
+    }
+    p.track_matches_git();
+}
