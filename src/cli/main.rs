@@ -23,6 +23,7 @@ use args::{Cli, Command, Global, HooksCommand, TurnArgs, TurnCommand};
 use render::{errln, outln, print_json, quote, write_stdout};
 
 fn main() -> ExitCode {
+    rewind::one_malloc_arena_under_an_address_space_limit();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // An agent runs `rewind hook ...`: exit 2 would block it (a settings file written for

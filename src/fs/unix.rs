@@ -332,6 +332,22 @@ pub(crate) fn memory_limits() -> [(&'static str, Option<u64>); 2] {
     ]
 }
 
+/// glibc's `mallopt(M_ARENA_MAX, 1)`: one malloc arena for all threads (see
+/// `one_malloc_arena_under_an_address_space_limit` in `fs.rs`).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub(crate) fn one_malloc_arena() {
+    extern "C" {
+        fn mallopt(param: i32, value: i32) -> i32;
+    }
+    const M_ARENA_MAX: i32 = -8;
+    // SAFETY: mallopt only sets a parameter of glibc's allocator; it takes no pointers.
+    unsafe { mallopt(M_ARENA_MAX, 1) };
+}
+
+/// Other allocators are left as they are.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub(crate) fn one_malloc_arena() {}
+
 /// The process's limit on open descriptors (its soft `RLIMIT_NOFILE`); `None`: unlimited.
 pub(crate) fn open_files_limit() -> Option<u64> {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current

@@ -348,7 +348,8 @@ impl Store {
     /// unless [`OpenOptions::allow_home`] says otherwise. It fails (`resources`) before doing
     /// anything when the process's address space or data is limited under 32 MiB, or when rayon's
     /// global pool cannot start its threads; a program that builds its own global pool does
-    /// so before opening a store.
+    /// so before opening a store. (Under an address-space limit, call
+    /// `rewind::one_malloc_arena_under_an_address_space_limit` first in `main`.)
     ///
     /// ```no_run
     /// let options = rewind::OpenOptions::new(rewind::data_dir(None)?);

@@ -1271,6 +1271,65 @@ fn a_small_memory_limit_is_an_error_not_a_crash_or_a_hang() {
     );
 }
 
+/// Found by the seventh hostile pass of 2026-12-01: above the 32 MiB floor, a one-file `track`
+/// under `ulimit -v` of 145 MiB panicked in zlib-rs (exit 101), and at 80 MiB aborted: glibc's
+/// per-thread malloc arenas reserve 64 MiB of address space each, leaving none. Under a limit
+/// the CLI now keeps one arena: from the floor to 1.2 GiB, every `track` and `restore` works.
+#[test]
+fn no_address_space_limit_above_the_floor_crashes_a_small_project() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    for n in 0..100 {
+        p.file(format!("d{}/f{n}", n % 10), format!("{n}\n"));
+    }
+    let first = p.track();
+    for n in (0..100).step_by(3) {
+        p.file(format!("d{}/f{n}", n % 10), format!("{n} changed\n"));
+    }
+    let changed = p.track();
+    // A first snapshot into a new store, at every MiB where the failures were.
+    for mib in 32..=400 {
+        let data = sb.root.join(format!("data-{mib}"));
+        let mut outer = Command::new("sh");
+        let limit = format!("ulimit -v {} && exec \"$0\" \"$@\"", mib << 10);
+        outer
+            .args(["-c", &limit])
+            .arg(rewind_bin())
+            .arg("--data-dir");
+        outer
+            .arg(&data)
+            .arg("-C")
+            .arg(&p.path)
+            .args(["-q", "track"]);
+        let run = run_with_deadline(&mut outer, DEFAULT_DEADLINE);
+        assert_works_or_lacks_threads(&run, &format!("ulimit -v {mib} MiB, a first track"));
+        let _ = fs::remove_dir_all(&data);
+    }
+    let mut to = &first;
+    for mib in (32..=1200).step_by(8) {
+        let args: &[&str] = match mib % 32 {
+            0 => &["-q", "restore", to],
+            _ => &["-q", "track"],
+        };
+        let run = under_ulimit(&p, &format!("-v {}", mib << 10), args);
+        assert_works_or_lacks_threads(&run, &format!("ulimit -v {mib} MiB, {args:?}"));
+        if args[1] == "restore" && run.status.success() {
+            to = if to == &first { &changed } else { &first };
+        }
+    }
+}
+
+/// `run` worked, or (on a machine with many cores, whose worker threads' stacks need more
+/// address space) could not start its threads and said so.
+fn assert_works_or_lacks_threads(run: &Run, what: &str) {
+    assert_no_panic(run);
+    match run.code() {
+        Some(0) => {}
+        Some(1) => assert!(run.stderr.contains("worker threads"), "{what}: {run}"),
+        _ => panic!("{what}: {run}"),
+    }
+}
+
 /// A restore that could change none of its files said "the others were" (seventh hostile
 /// pass, under `ulimit -n 11`); it says that no other file changed, and names the undo point.
 #[test]
