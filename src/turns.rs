@@ -2596,13 +2596,7 @@ impl Store {
             None => format!("{SESSIONS}/"),
         };
         // A read that fails may have met a commit a prune removed since it listed the refs.
-        for _ in 0..100 {
-            if let Ok((sessions, true)) = self.read_sessions(&prefix) {
-                return Ok(sessions);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        Ok(self.read_sessions(&prefix)?.0)
+        crate::store::refs::read_again(|| self.read_sessions(&prefix))
     }
 
     /// One read of [`Self::sessions`], and whether every turn was on its session's chain.

@@ -166,12 +166,28 @@ fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()
         );
         warn(agent, global, &what);
     }
+    let handled = handle_turns(agent, global, payload, &store);
+    // What rewind found on its own (a killed restore's leftovers), said here: the hook is often
+    // the first command after an interrupted undo.
+    for notice in store.take_notices() {
+        warn(agent, global, &notice);
+    }
+    handled
+}
+
+/// The turns part of [`handle`]: end what is open, begin the prompt's turn.
+fn handle_turns(
+    agent: Agent,
+    global: &Global,
+    payload: &Payload,
+    store: &rewind::Store,
+) -> rewind::Result<()> {
     let event = agent
         .events()
         .iter()
         .find(|(name, _)| *name == payload.event)
         .map(|(_, event)| *event);
-    let turns = session_turns(&store, &payload.session)?;
+    let turns = session_turns(store, &payload.session)?;
     let prompt = payload
         .prompt
         .as_deref()
@@ -186,7 +202,7 @@ fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()
             .iter()
             .filter(|t| t.ended_at.is_none() && !t.rolled_back)
         {
-            end_turn(agent, global, &store, &payload.session, turn)?;
+            end_turn(agent, global, store, &payload.session, turn)?;
         }
     }
     // A stop ended the open turn above (a stop again while `stop_hook_active`, or without a

@@ -32,12 +32,7 @@ pub(super) struct Cache {
 /// again, so the snapshot stays right). Its checksum is checked apart, by [`index_is_intact`],
 /// concurrently with the walk.
 pub(super) fn load_index(path: &Path) -> Cache {
-    // (gix opens it again by its name: this look keeps a FIFO or a symlink there from it.)
-    let regular = crate::fs::open_store_file(path, fs::OpenOptions::new().read(true));
-    let loaded = regular.ok().and_then(|_| {
-        gix::index::File::at(path, gix::hash::Kind::Sha1, true, Default::default()).ok()
-    });
-    match loaded {
+    match crate::store::objects::read_index(path) {
         Some(file) => {
             let time = file.timestamp().into();
             let checksum = file.checksum();

@@ -122,8 +122,8 @@ impl Locked<'_> {
                 Err(e) if gone(&e) => {
                     self.notice(format!(
                         "a restore killed earlier wrote in {}, which is no longer a directory \
-                         in the project: if it was moved, its files named {}* and \
-                         .rewind-aside-{}* there are that restore's, or someone's save",
+                         in the project (removed, or moved): if it was moved, its files named \
+                         {}* and .rewind-aside-{}* there are that restore's, or someone's save",
                         root.display(dir.as_bstr()).display(),
                         journal.prefix,
                         &journal.prefix[b".rewind-".len()..],

@@ -36,7 +36,7 @@ mod lock;
 pub(crate) mod objects;
 pub(crate) mod pack;
 pub(crate) mod pruned;
-mod refs;
+pub(crate) mod refs;
 #[cfg(feature = "serve")]
 pub(crate) use lock::deadline_in;
 pub use lock::Call;
@@ -112,6 +112,9 @@ const STORE_CONFIG: &[(&str, &str)] = &[
 /// The file that marks a directory as rewind's own data (a data directory, a store): a
 /// snapshot leaves such a directory out, and restore never writes into it.
 pub(crate) const DATA_MARKER: &str = "rewind-data.tag";
+
+/// The store file holding notices not yet taken (see [`Store::take_notices`]), one a line.
+const NOTICES: &str = "rewind-notices";
 
 /// Default for `rewind.maxFileSize`: new files above it are left out of snapshots.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 2 * 1024 * 1024;
@@ -238,18 +241,17 @@ impl std::fmt::Debug for Clock {
 }
 
 /// Put the data marker in `dir` (a data directory or a store), so that a snapshot of a project
-/// that contains it leaves it out and restore never writes into it. Costs one `stat` when it
-/// is there.
+/// that contains it leaves it out and restore never writes into it. Costs one `lstat` when it
+/// is there. Anything else at its name (a FIFO, a symlink, a directory) is replaced through a temp file
+/// and a rename, never opened or written through.
 pub(crate) fn mark_as_data(dir: &Path) -> Result<()> {
     let marker = dir.join(DATA_MARKER);
-    if marker.is_file() {
+    if fs::symlink_metadata(&marker).is_ok_and(|meta| meta.is_file()) {
         return Ok(());
     }
-    fs::write(
-        &marker,
-        "rewind's data: snapshots leave this directory out, and restores never write into it.\n",
-    )
-    .map_err(|e| Error::io("writing", &marker, e))
+    let text =
+        "rewind's data: snapshots leave this directory out, and restores never write into it.\n";
+    crate::fs::write_atomically(&marker, ".rewind-data.tag.tmp", text.as_bytes())
 }
 
 /// An open shadow store for one project.
@@ -560,17 +562,41 @@ impl Store {
     /// found under a temp name and set aside; a temp file that could not be removed; a
     /// directory it wrote in that is no longer in the project). One sentence each, naming the
     /// path; the CLI prints each on stderr as a warning.
+    ///
+    /// They are kept in the store (`rewind-notices`) until taken, so that a command stopped
+    /// before it could tell them leaves them to the next one. Costs a rename and a read.
     pub fn take_notices(&self) -> Vec<String> {
-        std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()))
+        let mut notices =
+            std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()));
+        // Taken by a rename, so that two processes never both take the same ones.
+        let kept = self.git_dir.join(NOTICES);
+        let taking = self
+            .git_dir
+            .join(format!("{NOTICES}.taking-{}", std::process::id()));
+        if fs::rename(&kept, &taking).is_ok() {
+            let text = crate::fs::read_store_file(&taking).unwrap_or_default();
+            notices.extend(String::from_utf8_lossy(&text).lines().map(str::to_owned));
+            let _ = fs::remove_file(&taking);
+        }
+        notices
     }
 
-    /// Record `notice` for [`take_notices`](Self::take_notices), and for the log.
+    /// Record `notice` for [`take_notices`](Self::take_notices) (in the store; in memory when
+    /// it cannot be written there), and for the log. Costs an appending write.
     pub(crate) fn notice(&self, notice: String) {
         tracing::warn!("{notice}");
-        self.notices
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(notice);
+        let path = self.git_dir.join(NOTICES);
+        let mut options = fs::OpenOptions::new();
+        options.append(true).create(true);
+        let line = format!("{}\n", notice.replace('\n', " "));
+        let kept = crate::fs::open_store_file(&path, &mut options)
+            .and_then(|mut file| io::Write::write_all(&mut file, line.as_bytes()));
+        if kept.is_err() {
+            self.notices
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(notice);
+        }
     }
 
     /// `path` as a project-relative `/`-separated path. Rejects paths that leave the project:

@@ -610,15 +610,18 @@ fn deflate_step(
     }
 }
 
+/// The store's index at `path`, read by gix (its checksum not checked); `None` when it cannot
+/// be read, or is not a regular file (a look first, never waiting on a FIFO: gix opens it
+/// again by its name).
+pub(crate) fn read_index(path: &std::path::Path) -> Option<gix::index::File> {
+    crate::fs::open_store_file(path, fs::OpenOptions::new().read(true)).ok()?;
+    gix::index::File::at(path, gix::hash::Kind::Sha1, true, Default::default()).ok()
+}
+
 impl Store {
     /// The ids the stat cache names: its entries and its cache-tree.
     pub(crate) fn index_roots(&self) -> Vec<ObjectId> {
-        let Ok(index) = gix::index::File::at(
-            self.git_dir().join("index"),
-            gix::hash::Kind::Sha1,
-            true,
-            Default::default(),
-        ) else {
+        let Some(index) = read_index(&self.git_dir().join("index")) else {
             return Vec::new();
         };
         let mut roots: Vec<ObjectId> = index.entries().iter().map(|e| e.id).collect();

@@ -238,14 +238,8 @@ impl Store {
     /// Every reference under `prefix`, with the commit (or object) it points to.
     pub(crate) fn refs_under(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
         // Reads take no lock: a ref listed, then deleted by a writer before it is read, fails
-        // the read of it; the listing is made again (for up to a second).
-        for _ in 0..100 {
-            if let Ok(refs) = self.read_refs_under(prefix) {
-                return Ok(refs);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        self.read_refs_under(prefix)
+        // the read of it; the listing is made again.
+        read_again(|| Ok((self.read_refs_under(prefix)?, true)))
     }
 
     /// One listing of [`Self::refs_under`]. Costs a directory walk and a read per loose ref.
@@ -265,6 +259,25 @@ impl Store {
         }
         Ok(refs)
     }
+}
+
+/// The value of `read` once it is whole (`(value, true)`), reading again for up to a second
+/// (100 tries 10 ms apart) while it fails or is not: reads take no lock, and a writer may
+/// change what one reads halfway. After that, the last read's value, whole or not. The same
+/// failure twice in a row is the store's state (a damaged `packed-refs`, say), not such a race:
+/// it is returned at once.
+pub(crate) fn read_again<T>(mut read: impl FnMut() -> Result<(T, bool)>) -> Result<T> {
+    let mut last_failure = None;
+    for _ in 0..100 {
+        match read() {
+            Ok((value, true)) => return Ok(value),
+            Ok(_) => last_failure = None,
+            Err(e) if last_failure.as_ref() == Some(&e.to_string()) => return Err(e),
+            Err(e) => last_failure = Some(e.to_string()),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Ok(read()?.0)
 }
 
 impl Locked<'_> {

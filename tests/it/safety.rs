@@ -900,6 +900,48 @@ fn an_emptied_or_shortened_save_taken_out_by_a_killed_swap_is_kept() {
     }
 }
 
+/// Found by the eighth hostile pass of 2026-12-01: the warning that a restore was stopped was
+/// lost when the next command was itself stopped after its sweep (Ctrl-C, `kill`), and the
+/// hook, often the first command after an interrupted undo, used it up without a word. The
+/// notices are kept in the store until a command tells them; the hook tells them on stderr and
+/// in `hooks.log`.
+#[test]
+fn a_killed_restores_warning_outlives_a_command_killed_before_it_told_it() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    restore_killed_at_syncfs(&p, &["a.txt", "sub/b.txt"]);
+    let stopped = "was stopped before it finished";
+    // The next command sweeps, then is killed at its index write (a.txt changed: it writes one).
+    p.file("a.txt", "the user's edit\n");
+    let mut cmd = strace(&p, "inject=renameat2:signal=KILL:when=1", &["track"]);
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    assert!(
+        !run.status.success() && !run.stderr.contains(stopped),
+        "{run}"
+    );
+    assert!(
+        strays(&p, "sub").is_empty(),
+        "the killed track swept: {run}"
+    );
+    let payload = serde_json::json!({
+        "session_id": "s",
+        "cwd": p.path,
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "go on",
+    });
+    let mut hook = p.rewind_command(["hook", "claude-code"]);
+    let run = run_with_stdin(&mut hook, payload.to_string().as_bytes());
+    assert!(run.status.success() && run.stdout.is_empty(), "{run}");
+    assert!(run.stderr.contains(stopped), "the hook tells it: {run}");
+    let log = fs::read_to_string(sb.data_dir.join("hooks.log")).unwrap();
+    assert!(log.contains(stopped), "{log}");
+    let run = run_with_deadline(&mut p.rewind_command(["track"]), DEFAULT_DEADLINE);
+    assert!(
+        run.status.success() && !run.stderr.contains(stopped),
+        "told once: {run}"
+    );
+}
+
 /// Found by the hostile pass of 2026-12-01: a temp file the sweep could not remove (its
 /// directory immutable or read-only then) was forgotten: the journal went, nothing was said,
 /// and the file stayed in every snapshot after. The journal now stays until every temp file it
