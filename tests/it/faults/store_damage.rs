@@ -703,20 +703,17 @@ fn whatever_stands_at_index_spare_is_never_written_through() {
     let store = p.store();
     let spare = store.join("index.spare");
     let outside = sb.root.join("outside.txt");
-    let plant: [(&str, &dyn Fn()); 4] = [
-        ("a FIFO", &|| {
-            let made = Command::new("mkfifo").arg(&spare).status().unwrap();
-            assert!(made.success());
-        }),
+    let plants: [(&str, &dyn Fn()); 4] = [
+        ("a FIFO", &|| plant(&spare, true, &outside)),
         ("a symlink out of the store", &|| {
-            std::os::unix::fs::symlink(&outside, &spare).unwrap()
+            plant(&spare, false, &outside)
         }),
         ("a hard link to a file outside", &|| {
             fs::hard_link(&outside, &spare).unwrap()
         }),
         ("a directory", &|| fs::create_dir(&spare).unwrap()),
     ];
-    for (n, (what, plant)) in plant.into_iter().enumerate() {
+    for (n, (what, plant)) in plants.into_iter().enumerate() {
         fs::write(&outside, "outside\n").unwrap();
         match fs::symlink_metadata(&spare) {
             Ok(meta) if meta.is_dir() => fs::remove_dir(&spare).unwrap(),
