@@ -614,8 +614,9 @@ pub(crate) fn write_atomically(
 /// Open store file `path` with `options`, only if it is a regular file: never through a
 /// symlink, never waiting on a FIFO (`O_NONBLOCK` where there are FIFOs, which changes nothing
 /// for a regular file). Something else put at a store file's name is an error
-/// (`InvalidData`), never a hang. Costs an `open` and an `fstat`.
-pub(crate) fn open_store_file(
+/// (`InvalidData`), never a hang. For any file rewind keeps by name (the CLI's `hooks.log` in
+/// the data directory). Costs an `open` and an `fstat`.
+pub fn open_store_file(
     path: &Path,
     options: &mut std::fs::OpenOptions,
 ) -> io::Result<std::fs::File> {

@@ -209,6 +209,13 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn log(&self) -> Result<Vec<LogEntry>> {
+        // Reads take no lock: a prune may remove a record listed a moment ago, and its commit
+        // with it. The log is then read again.
+        crate::store::refs::read_again(|| Ok((self.read_log()?, true)))
+    }
+
+    /// [`Self::log`], read once. Costs a read of every record's commit and a listing of turns.
+    fn read_log(&self) -> Result<Vec<LogEntry>> {
         let mut entries = Vec::new();
         for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
             let Ok(tree) = name.trim_start_matches(SNAPSHOT_RECORDS).parse() else {

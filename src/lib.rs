@@ -67,7 +67,7 @@ mod turns;
 
 pub use diff::{ConflictHunk, DiffOptions, FileChange, Patch, Status};
 pub use error::{BoxError, Error, Result};
-pub use fs::{hard_links, one_malloc_arena_under_an_address_space_limit};
+pub use fs::{hard_links, one_malloc_arena_under_an_address_space_limit, open_store_file};
 /// Paths in outcomes are bytes, as the file system names them (`gix`'s `BString`).
 pub use gix::bstr::BString;
 pub use id::{ParseIdError, SnapshotId};
@@ -83,8 +83,8 @@ pub use restore::{is_left_by_rewind, ConflictDetail, Failure, RestoreOptions, Re
 pub use serve::serve;
 pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions, WatchStatus};
 pub use store::{
-    data_dir, private_data_dir, Call, Clock, NestedRepos, OpenOptions, Progress, Store,
-    DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE,
+    data_dir, private_data_dir, Call, Clock, NestedRepos, Notices, OpenOptions, Progress, Store,
+    DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE, NOTICES_LOCK_WAIT,
 };
 pub use turns::{
     BeginOptions, Origin, RedoOptions, SessionChanges, SummaryOptions, Turn, TurnEnd, TurnFile,

@@ -522,7 +522,10 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
         }
         "status" => {
             let Empty {} = params(raw)?;
-            value(json!({ "watcher": store.watch_status(), "notices": store.take_notices() }))
+            let notices = store.take_notices();
+            let answer = json!({ "watcher": store.watch_status(), "notices": notices.lines() });
+            notices.told();
+            value(answer)
         }
         "patch" => {
             let Hash { hash } = params(raw)?;

@@ -169,8 +169,14 @@ fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()
     let handled = handle_turns(agent, global, payload, &store);
     // What rewind found on its own (a killed restore's leftovers), said here: the hook is often
     // the first command after an interrupted undo.
-    for notice in store.take_notices() {
-        warn(agent, global, &notice);
+    let notices = store.take_notices();
+    // Told when said on stderr or in the log (what the agent does with stderr is its own).
+    if notices
+        .lines()
+        .iter()
+        .all(|notice| warn(agent, global, notice))
+    {
+        notices.told();
     }
     handled
 }
@@ -436,33 +442,34 @@ fn meta(agent: Agent, payload: &Payload) -> BTreeMap<String, String> {
 }
 
 /// A warning (the turn is recorded all the same): one line on stderr and in the log.
-fn warn(agent: Agent, global: &Global, what: &str) {
+/// Say `what` on stderr and in the log; whether either took it.
+fn warn(agent: Agent, global: &Global, what: &str) -> bool {
     let line = format!("rewind hook {}: warning: {what}", agent.name());
-    errln!("{line}");
-    log(global, &line);
+    let said = crate::render::write_stderr(&line);
+    log(global, &line) || said
 }
 
 /// Append `line` to `<data dir>/hooks.log`, with the time; a log that cannot be written is
 /// said on stderr and otherwise ignored. A log of [`MAX_LOG`] bytes or more first becomes
 /// `hooks.log.1` (replacing the one before), so that the two stay about that size. Costs a
 /// `stat` and an append.
-fn log(global: &Global, line: &str) {
+fn log(global: &Global, line: &str) -> bool {
     let Ok(dir) = rewind::private_data_dir(global.data_dir.as_deref()) else {
-        return;
+        return false;
     };
     let path = dir.join("hooks.log");
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let written = std::fs::create_dir_all(&dir).and_then(|()| {
-        if std::fs::metadata(&path).is_ok_and(|meta| meta.len() >= MAX_LOG) {
+    // Opened as the store files are: a FIFO there is not waited on, a symlink not followed.
+    let written = (|| {
+        if std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.len() >= MAX_LOG) {
             std::fs::rename(&path, dir.join("hooks.log.1"))?;
         }
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)?
+        let mut options = std::fs::OpenOptions::new();
+        rewind::open_store_file(&path, options.create(true).append(true))?
             .write_all(format!("{now} {line}\n").as_bytes())
-    });
-    if let Err(err) = written {
+    })();
+    if let Err(err) = &written {
         errln!("rewind hook: cannot write {}: {err}", path.display());
     }
+    written.is_ok()
 }

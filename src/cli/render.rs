@@ -31,6 +31,12 @@ macro_rules! errln {
 
 pub(crate) use {errln, outln};
 
+/// Write `line` and a newline to stderr; whether it was written.
+pub(crate) fn write_stderr(line: &str) -> bool {
+    progress::end();
+    std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes()).is_ok()
+}
+
 /// Write to stdout. Once a write fails (a closed pipe: `rewind diff | head`), stop printing
 /// quietly and let the command finish: what it changes, and its undo point, are kept.
 pub(crate) fn write_stdout(bytes: &[u8]) {

@@ -124,14 +124,14 @@ impl Locked<'_> {
                         "a restore killed earlier wrote in {}, which is no longer a directory \
                          in the project (removed, or moved): if it was moved, its files named \
                          {}* and .rewind-aside-{}* there are that restore's, or someone's save",
-                        root.display(dir.as_bstr()).display(),
+                        shown(&root, dir),
                         journal.prefix,
                         &journal.prefix[b".rewind-".len()..],
                     ));
                     continue;
                 }
                 Err(e) => {
-                    let at = root.display(dir.as_bstr()).display().to_string();
+                    let at = shown(&root, dir);
                     self.notice(format!(
                         "could not look for a killed restore's temp files in {at} ({e}); \
                          the next run looks again"
@@ -140,12 +140,9 @@ impl Locked<'_> {
                     continue;
                 }
             };
-            let shown = |name: &[u8]| {
-                let path = match dir.is_empty() {
-                    true => name.to_vec(),
-                    false => [&dir[..], b"/", name].concat(),
-                };
-                root.display(path.as_bstr()).display().to_string()
+            let shown = |name: &[u8]| match dir.is_empty() {
+                true => shown(&root, name),
+                false => shown(&root, &[&dir[..], b"/", name].concat()),
             };
             for name in names {
                 if let Some(n) = name.strip_prefix(&aside_prefix[..]) {
@@ -207,6 +204,22 @@ impl Locked<'_> {
         }
     }
 
+    /// Record `notice` for [`Store::take_notices`] (in the store; in memory when it cannot be
+    /// written there), and for the log. Under the lock, so that no taker removes the file
+    /// between its open and the write. Costs an appending write.
+    fn notice(&self, notice: String) {
+        tracing::warn!("{notice}");
+        let path = self.git_dir().join(super::NOTICES);
+        let mut options = std::fs::OpenOptions::new();
+        options.append(true).create(true);
+        let line = format!("{}\n", super::escape_notice(&notice));
+        let kept = crate::fs::open_store_file(&path, &mut options)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()));
+        if kept.is_err() {
+            crate::store::objects::lock(&self.notices).push(notice);
+        }
+    }
+
     /// Whether temp file `name` in `dir` holds what its restore put there: one of the two blobs
     /// recorded for it (the file the swap took out, the staged file), or, unless it was staged
     /// whole, the start of the staged file (a staging the kill cut short). Costs a read and a
@@ -235,6 +248,14 @@ impl Locked<'_> {
         };
         is_file && !temp.staged && staged.and_then(cut_short).unwrap_or(false)
     }
+}
+
+/// Project path `rel` as a notice names it: absolute, quoted as git quotes a name with a
+/// control character (a newline in it stays in the one line).
+fn shown(root: &ProjectRoot, rel: &[u8]) -> String {
+    let path = root.display(rel.as_bstr());
+    let quoted = crate::paths::quote(b"", path.as_os_str().as_encoded_bytes(), false);
+    String::from_utf8_lossy(&quoted).into_owned()
 }
 
 impl Store {

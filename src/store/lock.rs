@@ -30,10 +30,7 @@ impl Store {
     /// the process dies. Costs one `open` and a `flock` per 10 ms of waiting.
     pub(crate) fn lock(&self) -> Result<Locked<'_>> {
         let path = self.git_dir.join("rewind.lock");
-        let mut options = fs::OpenOptions::new();
-        options.create(true).truncate(false).write(true);
-        let file = crate::fs::open_store_file(&path, &mut options)
-            .map_err(|e| Error::io("opening lock file", &path, e))?;
+        let file = open_lock_file(&path).map_err(|e| Error::io("opening lock file", &path, e))?;
         let start = Instant::now();
         let current = Call::current();
         let progress = current
@@ -80,6 +77,32 @@ impl Store {
             progress,
         })
     }
+}
+
+impl Store {
+    /// The store's lock, if no other process holds it for longer than `wait`: a lock for a
+    /// short step that can be left to the next command ([`Store::take_notices`]). Costs an
+    /// `open` and a `flock` per 10 ms of waiting.
+    pub(crate) fn try_lock_for(&self, wait: Duration) -> Option<fs::File> {
+        let file = open_lock_file(&self.git_dir.join("rewind.lock")).ok()?;
+        let deadline = deadline_in(Instant::now(), wait);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Some(file),
+                Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(LOCK_POLL.min(deadline - Instant::now()));
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+/// Open (or create) the lock file at `path`. Costs an `open` and an `fstat`.
+fn open_lock_file(path: &std::path::Path) -> std::io::Result<fs::File> {
+    let mut options = fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    crate::fs::open_store_file(path, &mut options)
 }
 
 /// How often a waiting [`Store::lock`] tries the lock again (and looks for a cancel).

@@ -274,6 +274,75 @@ pub struct Store {
     pub(crate) notices: std::sync::Mutex<Vec<String>>,
 }
 
+/// Notices taken from the store ([`Store::take_notices`]), to be said and then marked
+/// [`told`](Notices::told). Dropped untold, they stay for the next taker. The store's lock is
+/// held from the take to the drop, so that no notice is written meanwhile (notices are
+/// written under the lock).
+pub struct Notices<'s> {
+    store: &'s Store,
+    lines: Vec<String>,
+    /// How many of `lines`, the first ones, were kept in memory (the store's file could not
+    /// be written).
+    in_memory: usize,
+    /// The store files `lines` were read from, removed once told.
+    read: Vec<PathBuf>,
+    _lock: Option<fs::File>,
+    told: bool,
+}
+
+impl Notices<'_> {
+    /// The notices, one sentence each.
+    pub fn lines(&self) -> &[String] {
+        &self.lines
+    }
+
+    /// Say that the notices were told: they are removed from the store. Costs an `unlink` per
+    /// file read.
+    pub fn told(mut self) {
+        self.told = true;
+        for path in &self.read {
+            let _ = fs::remove_file(path);
+        }
+    }
+}
+
+impl Drop for Notices<'_> {
+    fn drop(&mut self) {
+        if !self.told {
+            let kept = self.lines.drain(..self.in_memory);
+            let mut memory = self.store.notices.lock().unwrap_or_else(|p| p.into_inner());
+            memory.splice(0..0, kept);
+        }
+    }
+}
+
+/// How long [`Store::take_notices`] waits for another process's lock before leaving the
+/// notices in the store to the next taker.
+pub const NOTICES_LOCK_WAIT: Duration = Duration::from_millis(100);
+
+/// A notice as one line of `rewind-notices`: `\` and newlines escaped.
+fn escape_notice(notice: &str) -> String {
+    notice.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// The notice that [`escape_notice`] made `line` of.
+fn unescape_notice(line: &[u8]) -> String {
+    let line = String::from_utf8_lossy(line);
+    let mut notice = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        notice.push(match c {
+            '\\' => match chars.next() {
+                Some('n') => '\n',
+                Some(escaped) => escaped,
+                None => '\\',
+            },
+            c => c,
+        });
+    }
+    notice
+}
+
 /// Counters that long operations (a first snapshot, a large restore, prune) update, for a
 /// progress display; the library itself never prints. Give one to a [`Call`]; read it from
 /// another thread while the call runs.
@@ -557,45 +626,55 @@ impl Store {
         })
     }
 
-    /// What rewind did or found on its own since the last call, that the user should hear of:
-    /// the leftovers of a restore killed earlier, swept at the next snapshot (someone's save
-    /// found under a temp name and set aside; a temp file that could not be removed; a
-    /// directory it wrote in that is no longer in the project). One sentence each, naming the
-    /// path; the CLI prints each on stderr as a warning.
+    /// What rewind did or found on its own that the user should hear of: the leftovers of a
+    /// restore killed earlier, swept at the next snapshot (someone's save found under a temp
+    /// name and set aside; a temp file that could not be removed; a directory it wrote in that
+    /// is no longer in the project). One sentence each, naming the path; the CLI prints each on
+    /// stderr as a warning.
     ///
-    /// They are kept in the store (`rewind-notices`) until taken, so that a command stopped
-    /// before it could tell them leaves them to the next one. Costs a rename and a read.
-    pub fn take_notices(&self) -> Vec<String> {
-        let mut notices =
+    /// They are kept in the store (`rewind-notices`) until told: say them, then call
+    /// [`Notices::told`]. Taken while another process holds the store's lock (for longer than
+    /// [`NOTICES_LOCK_WAIT`]), the ones in the store stay there for the next taker. Costs a
+    /// `flock`, a `readdir` of the store directory and a read.
+    pub fn take_notices(&self) -> Notices<'_> {
+        let mut lines =
             std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()));
-        // Taken by a rename, so that two processes never both take the same ones.
-        let kept = self.git_dir.join(NOTICES);
-        let taking = self
-            .git_dir
-            .join(format!("{NOTICES}.taking-{}", std::process::id()));
-        if fs::rename(&kept, &taking).is_ok() {
-            let text = crate::fs::read_store_file(&taking).unwrap_or_default();
-            notices.extend(String::from_utf8_lossy(&text).lines().map(str::to_owned));
-            let _ = fs::remove_file(&taking);
+        let in_memory = lines.len();
+        let lock = self.try_lock_for(NOTICES_LOCK_WAIT);
+        let mut read = Vec::new();
+        if lock.is_some() {
+            // With `rewind-notices`, what an earlier build's taker left under
+            // `rewind-notices.taking-<pid>` when it was killed before telling.
+            let mut files: Vec<PathBuf> = fs::read_dir(&self.git_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|entry| entry.path())
+                .filter(|path| {
+                    path.file_name().is_some_and(|name| {
+                        name == NOTICES
+                            || name
+                                .as_encoded_bytes()
+                                .starts_with(format!("{NOTICES}.taking-").as_bytes())
+                    })
+                })
+                .collect();
+            files.sort_by_key(|path| path.file_name() == Some(NOTICES.as_ref()));
+            for path in files {
+                // (Something else at the name, a FIFO say, is left there.)
+                if let Ok(text) = crate::fs::read_store_file(&path) {
+                    lines.extend(text.lines().map(unescape_notice));
+                    read.push(path);
+                }
+            }
         }
-        notices
-    }
-
-    /// Record `notice` for [`take_notices`](Self::take_notices) (in the store; in memory when
-    /// it cannot be written there), and for the log. Costs an appending write.
-    pub(crate) fn notice(&self, notice: String) {
-        tracing::warn!("{notice}");
-        let path = self.git_dir.join(NOTICES);
-        let mut options = fs::OpenOptions::new();
-        options.append(true).create(true);
-        let line = format!("{}\n", notice.replace('\n', " "));
-        let kept = crate::fs::open_store_file(&path, &mut options)
-            .and_then(|mut file| io::Write::write_all(&mut file, line.as_bytes()));
-        if kept.is_err() {
-            self.notices
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(notice);
+        Notices {
+            store: self,
+            lines,
+            in_memory,
+            read,
+            _lock: lock,
+            told: false,
         }
     }
 
@@ -945,8 +1024,18 @@ fn repair_store(git_dir: &Path, project: &Path) -> Result<()> {
         "refs/rewind",
     ] {
         let path = git_dir.join(dir);
-        if !path.is_dir() {
-            fs::create_dir_all(&path).map_err(|e| Error::io("repairing store", &path, e))?;
+        if path.is_dir() {
+            continue;
+        }
+        match fs::create_dir_all(&path) {
+            // Made by another process, and maybe removed again since by a prune (an empty
+            // `refs/rewind`): a store in use, not a file in the way.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                if fs::symlink_metadata(&path).is_ok_and(|meta| !meta.is_dir()) {
+                    return Err(Error::io("repairing store", &path, e));
+                }
+            }
+            made => made.map_err(|e| Error::io("repairing store", &path, e))?,
         }
     }
     if !store_file_exists(git_dir, "HEAD")? {

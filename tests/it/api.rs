@@ -6,6 +6,7 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
+use std::time::Duration;
 
 fn git_blob(store: &rewind::Store, spec: &str) -> Vec<u8> {
     let out = Command::new("git")
@@ -360,4 +361,67 @@ fn an_absolute_path_through_a_missing_directory_is_refused_as_unresolved() {
     let outcome = store.revert(before, &[&existing]).unwrap();
     assert_eq!(outcome.written.len(), 1, "{outcome:?}");
     assert_eq!(fs::read_to_string(p.join("a")).unwrap(), "1\n");
+}
+
+/// Found by the ninth hostile pass (older builds too): a prune removes `refs/rewind` once it
+/// holds no loose ref, and a reader opening the store then repaired it: its `mkdir` raced
+/// another reader's (made, then removed again by the prune), and `log` and `turns` failed with
+/// "repairing store …/refs/rewind: File exists". A directory another process made is taken as
+/// made. The same loop found `log` failing on a record's commit that the prune removed after
+/// the listing ("An object with id … could not be found"): the log is now read again.
+#[test]
+fn readers_opening_the_store_while_a_prune_empties_its_refs_never_fail() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let data = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let p = project.path();
+    fs::write(p.join("a.txt"), "0\n").unwrap();
+    let options = rewind::OpenOptions::new(data.path());
+    rewind::Store::open(p, &options)
+        .unwrap()
+        .track(&Default::default())
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let prune = rewind::PruneOptions {
+        retention: Some(Duration::from_secs(3600)),
+        ..Default::default()
+    };
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            // (A day ahead: every snapshot has expired.)
+            let ahead = rewind::Clock::new(|| chrono::Utc::now() + chrono::Duration::days(1));
+            let store = rewind::Store::open(p, &options.clone().clock(ahead)).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                store.prune(&prune).unwrap();
+            }
+        });
+        scope.spawn(|| {
+            let store = rewind::Store::open(p, &options).unwrap();
+            for n in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                fs::write(p.join("a.txt"), format!("{n}\n")).unwrap();
+                store.track(&Default::default()).unwrap();
+            }
+        });
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut reads = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let store = rewind::Store::open(p, &options).unwrap();
+                        store.log().unwrap();
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs(3));
+        stop.store(true, Ordering::Relaxed);
+        for reader in readers {
+            assert!(reader.join().unwrap() > 0);
+        }
+    });
 }

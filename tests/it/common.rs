@@ -1597,3 +1597,11 @@ pub fn wrapped(p: &TestProject, mut outer: Command, args: &[&str]) -> Command {
     }
     outer
 }
+
+/// A FIFO at `path`, or a symlink from it to `outside`.
+pub fn plant(path: &Path, fifo: bool, outside: &Path) {
+    match fifo {
+        true => assert!(Command::new("mkfifo").arg(path).status().unwrap().success()),
+        false => std::os::unix::fs::symlink(outside, path).unwrap(),
+    }
+}

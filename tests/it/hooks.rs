@@ -1043,6 +1043,29 @@ fn the_hooks_log_is_rotated_at_a_size() {
     assert_eq!(fs::read_to_string(&log).unwrap().lines().count(), 2);
 }
 
+/// Found by the ninth hostile pass (older builds too): `hooks.log` was opened by name: a FIFO
+/// there hung the hook, and the agent waiting on it; a symlink was appended through. It is now
+/// opened as the store files are: the hook says it cannot write it, and goes on.
+#[test]
+fn a_fifo_or_a_symlink_at_the_hooks_log_is_never_waited_on_or_written_through() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    fs::create_dir_all(&sb.data_dir).unwrap();
+    let log = sb.data_dir.join("hooks.log");
+    let outside = sb.root.join("outside.txt");
+    for fifo in [true, false] {
+        let _ = fs::remove_file(&log);
+        plant(&log, fifo, &outside);
+        let run = hook_with(&p, "claude-code", b"garbage", &[]);
+        assert!(run.stderr.contains("not JSON"), "{run}");
+        assert!(
+            run.stderr.contains("cannot write") && run.stderr.contains("not a regular file"),
+            "{run}"
+        );
+        assert!(!outside.exists(), "written through the symlink: {run}");
+    }
+}
+
 /// Found by the issue-15 hostile pass: a repository the agent created in the project (`git
 /// init`, a clone) is not entered by snapshots, so its files were in no turn and undo left
 /// them, and nothing said so. Its files are never silently outside the turn: either the turn

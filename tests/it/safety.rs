@@ -404,18 +404,19 @@ fn temp_files_of_a_killed_restore_are_removed_by_the_next_one() {
 fn a_killed_restores_directory_moved_out_is_named_by_the_next_run() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
-    restore_killed_at_syncfs(&p, &["d/a.txt", "e/c.txt", "f/x.txt"]);
+    // (A newline in a name is quoted in the one line, as git quotes it: ninth hostile pass.)
+    restore_killed_at_syncfs(&p, &["d/a.txt", "e/c.txt", "f\nl/x.txt"]);
     assert_eq!(strays(&p, "e").len(), 1, "the kill left a temp file in e");
     let moved = sb.root.join("moved-e");
     fs::rename(p.join("e"), &moved).unwrap();
-    fs::rename(p.join("f"), sb.root.join("moved-f")).unwrap();
-    std::os::unix::fs::symlink(sb.root.join("moved-f"), p.join("f")).unwrap();
+    fs::rename(p.join("f\nl"), sb.root.join("moved-f")).unwrap();
+    std::os::unix::fs::symlink(sb.root.join("moved-f"), p.join("f\nl")).unwrap();
     let run = run_with_deadline(&mut p.rewind_command(["track"]), DEFAULT_DEADLINE);
     assert!(run.status.success(), "{run}");
-    for dir in ["e", "f"] {
+    for dir in ["e", "f\nl"] {
         let named = format!(
             "rewind: warning: a restore killed earlier wrote in {}, which is no longer a directory in the project",
-            p.join(dir).display()
+            rewind::quote_path(p.join(dir).as_os_str().as_encoded_bytes())
         );
         assert!(run.stderr.contains(&named), "{dir}: {run}");
     }
@@ -938,6 +939,63 @@ fn a_killed_restores_warning_outlives_a_command_killed_before_it_told_it() {
     let run = run_with_deadline(&mut p.rewind_command(["track"]), DEFAULT_DEADLINE);
     assert!(
         run.status.success() && !run.stderr.contains(stopped),
+        "told once: {run}"
+    );
+}
+
+/// Found by the ninth hostile pass: notices were taken by a rename to
+/// `rewind-notices.taking-<pid>` and removed before they were said, without the store's lock.
+/// A command killed between the two left them where nothing read them again; one whose stderr
+/// could not be written dropped them; a read (`log`) could take the file between a sweep's open
+/// and its write. They are now taken under the lock, and removed once said.
+#[test]
+fn a_notice_is_removed_only_once_said_and_only_under_the_lock() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    restore_killed_at_syncfs(&p, &["a.txt"]);
+    let stopped = "was stopped before it finished";
+    // (`p.store()` runs a command, which would tell the notices.)
+    let store = p.store();
+    let notices = store.join("rewind-notices");
+    // The sweep's notice cannot be said: it stays.
+    let full = fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let status = p
+        .rewind_command(["track"])
+        .stdout(std::process::Stdio::null())
+        .stderr(full)
+        .status()
+        .unwrap();
+    assert!(status.success(), "the track itself worked");
+    assert!(notices.exists(), "a notice not said stays in the store");
+    // Another process holds the store's lock: the notices are left to the next taker.
+    let lock = LockHolder::hold(&store);
+    let run = run_with_deadline(&mut p.rewind_command(["log"]), DEFAULT_DEADLINE);
+    assert!(
+        run.status.success() && !run.stderr.contains(stopped),
+        "{run}"
+    );
+    assert!(notices.exists(), "taken only under the lock: {run}");
+    drop(lock);
+    // What an earlier build's taker, killed before saying them, left.
+    let left = store.join("rewind-notices.taking-4194305");
+    fs::write(&left, "left by a taker killed\\nat its print\n").unwrap();
+    let run = run_with_deadline(&mut p.rewind_command(["log"]), DEFAULT_DEADLINE);
+    assert!(
+        run.status.success() && run.stderr.contains(stopped),
+        "{run}"
+    );
+    assert!(
+        run.stderr
+            .contains("rewind: warning: left by a taker killed\nat its print\n"),
+        "{run}"
+    );
+    assert!(!notices.exists() && !left.exists(), "told: {run}");
+    let run = run_with_deadline(&mut p.rewind_command(["log"]), DEFAULT_DEADLINE);
+    assert!(
+        run.status.success() && !run.stderr.contains("warning"),
         "told once: {run}"
     );
 }

@@ -799,14 +799,6 @@ fn a_fifo_or_a_symlink_at_a_store_file_is_never_waited_on_or_written_through() {
     p.track_matches_git();
 }
 
-/// A FIFO at `path`, or a symlink from it to `outside`.
-fn plant(path: &Path, fifo: bool, outside: &Path) {
-    match fifo {
-        true => assert!(Command::new("mkfifo").arg(path).status().unwrap().success()),
-        false => std::os::unix::fs::symlink(outside, path).unwrap(),
-    }
-}
-
 /// Found by the eighth hostile pass of 2026-12-01: the data directory's marker,
 /// `rewind-data.tag`, was written by name: a FIFO there hung `track`, and a dangling symlink was
 /// written through (to a name inside the project, it then left that directory out of every
