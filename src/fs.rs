@@ -614,9 +614,8 @@ pub(crate) fn write_atomically(
 /// Open store file `path` with `options`, only if it is a regular file: never through a
 /// symlink, never waiting on a FIFO (`O_NONBLOCK` where there are FIFOs, which changes nothing
 /// for a regular file). Something else put at a store file's name is an error
-/// (`InvalidData`), never a hang. For any file rewind keeps by name (the CLI's `hooks.log` in
-/// the data directory). Costs an `open` and an `fstat`.
-pub fn open_store_file(
+/// (`InvalidData`), never a hang. Costs an `open` and an `fstat`.
+pub(crate) fn open_store_file(
     path: &Path,
     options: &mut std::fs::OpenOptions,
 ) -> io::Result<std::fs::File> {
@@ -631,6 +630,21 @@ pub fn open_store_file(
     match file.metadata()?.is_file() {
         true => Ok(file),
         false => Err(not_regular()),
+    }
+}
+
+/// Open store file `path` to append to it, created if missing: as [`open_store_file`] opens
+/// it, and only if it has no other name (the append would land in whatever file a hard link
+/// put there names). For any file rewind appends to by name (the CLI's `hooks.log` in the
+/// data directory, too). Costs an `open` and an `fstat`.
+pub fn open_store_file_to_append(path: &Path) -> io::Result<std::fs::File> {
+    let file = open_store_file(path, std::fs::OpenOptions::new().create(true).append(true))?;
+    match link_count(&file.metadata()?) {
+        1 => Ok(file),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "has other hard links",
+        )),
     }
 }
 

@@ -265,6 +265,10 @@ impl Store {
         if options.dry_run {
             return locked.preview(&settings, now, cutoff, abandoned);
         }
+        // A restore killed before it finished: its leftovers are swept and told first, as by
+        // every snapshot, and its undo point, which the warning names, outlives this prune.
+        let killed = locked.killed_runs_undo_point();
+        locked.sweep_temp_files();
         let mut outcome = PruneOutcome::default();
         let mut removed: Vec<(String, Why)> = Vec::new();
         let git_dir = locked.git_dir();
@@ -313,7 +317,7 @@ impl Store {
         for session in trimmed {
             outcome.turns_removed += locked.trim_session(&session, settings.max_turns)?.len();
         }
-        locked.expire_undo(cutoff)?;
+        locked.expire_undo(cutoff, killed)?;
         // Unreachable objects younger than an hour may be a `git` command's, run in the store
         // by a person; rewind writes none that nothing names (it holds the lock meanwhile).
         locked.collect(cutoff, before(now, TEMP_GRACE), &mut outcome)?;
@@ -543,7 +547,8 @@ impl Store {
                 gone.hollow.extend(commits);
             }
         }
-        let (kept_points, expired_points) = self.undo_points(cutoff)?;
+        let killed = self.killed_runs_undo_point();
+        let (kept_points, expired_points) = self.undo_points(cutoff, killed)?;
         if !expired_points.is_empty() {
             gone.rewritten.push(UNDO_REF.into());
             gone.hollow.extend(expired_points);
@@ -600,14 +605,33 @@ impl Store {
     }
 
     /// The undo points to keep (newest first) and those to cut off the chain now: those older
-    /// than `cutoff`, once they are at least an eighth as many as the newer ones (cutting
-    /// rewrites every newer point, so it waits until that is worth it: hourly points are not
-    /// all copied at every hourly prune); else none. Costs a commit read per undo point.
-    fn undo_points(&self, cutoff: DateTime<Utc>) -> Result<(Vec<ObjectId>, Vec<ObjectId>)> {
+    /// than `cutoff` (but the one of snapshot `killed`, a killed restore's, and the newer),
+    /// once they are at least an eighth as many as the newer ones (cutting rewrites every newer
+    /// point, so it waits until that is worth it: hourly points are not all copied at every
+    /// hourly prune); else none. Costs a commit read per undo point.
+    fn undo_points(
+        &self,
+        cutoff: DateTime<Utc>,
+        killed: Option<ObjectId>,
+    ) -> Result<(Vec<ObjectId>, Vec<ObjectId>)> {
         let (mut kept, mut expired) = (Vec::new(), Vec::new());
         let mut next = self.ref_target(UNDO_REF)?;
+        let is_killed = |id: ObjectId| -> Result<bool> {
+            let Some(killed) = killed else {
+                return Ok(false);
+            };
+            let repo = self.repo();
+            let commit = repo
+                .find_commit(id)
+                .map_err(|e| Error::store(self.git_dir(), e))?;
+            let tree = commit
+                .tree_id()
+                .map_err(|e| Error::store(self.git_dir(), e))?;
+            Ok(tree == killed)
+        };
         while let Some(id) = next {
-            match expired.is_empty() && self.commit_time(id)? >= cutoff {
+            let young = self.commit_time(id)? >= cutoff;
+            match expired.is_empty() && (young || is_killed(id)?) {
                 true => kept.push(id),
                 false => expired.push(id),
             }
@@ -737,8 +761,8 @@ impl Locked<'_> {
     }
     /// Keep only the undo points newer than `cutoff`: the chain is rewritten without the older
     /// ones (same trees, messages and times).
-    fn expire_undo(&self, cutoff: DateTime<Utc>) -> Result<()> {
-        let (kept, expired) = self.undo_points(cutoff)?;
+    fn expire_undo(&self, cutoff: DateTime<Utc>, killed: Option<ObjectId>) -> Result<()> {
+        let (kept, expired) = self.undo_points(cutoff, killed)?;
         if expired.is_empty() {
             return Ok(()); // nothing expired, or not enough yet to be worth a rewrite
         }

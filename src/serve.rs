@@ -67,7 +67,7 @@ pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) 
         thread()
             .spawn_scoped(scope, move || {
                 for (message, calls, locks) in queued {
-                    output.send(answer(store, message, &calls, running));
+                    respond(store, output, message, &calls, running);
                     writes.fetch_sub(locks.into(), Ordering::Relaxed);
                 }
             })
@@ -78,7 +78,7 @@ pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) 
                 .spawn_scoped(scope, move || loop {
                     let next = read_queued.lock().unwrap_or_else(|p| p.into_inner()).recv();
                     let Ok((message, calls)) = next else { break };
-                    output.send(answer(store, message, &calls, running));
+                    respond(store, output, message, &calls, running);
                 })
                 .map_err(cannot_start)?;
         }
@@ -116,7 +116,7 @@ pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) 
             let locks = batch || takes_lock(&message);
             if !batch && method(&message).is_none() {
                 // An invalid request is answered at once: it runs nothing.
-                output.send(answer(store, message, &calls, running));
+                respond(store, output, message, &calls, running);
             } else if !locks && writes.load(Ordering::Relaxed) > 0 {
                 // A read (or an unknown method) while a write runs or waits: not behind it.
                 read_queue
@@ -158,8 +158,36 @@ fn takes_lock(request: &Value) -> bool {
     }
 }
 
+/// Answer a request or a batch and send the answer; the notices it carries (`status`) are told
+/// once it is written. Costs what its operations cost.
+fn respond<'s, W: Write>(
+    store: &'s Store,
+    output: &Output<W>,
+    message: Value,
+    calls: &[Call<'s>],
+    running: &Running,
+) {
+    if output.send(answer(store, message, calls, running)) {
+        for call in calls {
+            let taken = call
+                .notices
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            if let Some(notices) = taken {
+                notices.told();
+            }
+        }
+    }
+}
+
 /// Answer a request or a batch, and forget its calls. Costs what its operations cost.
-fn answer(store: &Store, message: Value, calls: &[Call], running: &Running) -> Option<Value> {
+fn answer<'s>(
+    store: &'s Store,
+    message: Value,
+    calls: &[Call<'s>],
+    running: &Running,
+) -> Option<Value> {
     let response = match message {
         Value::Array(batch) if !batch.is_empty() => {
             let requests = batch.into_iter().zip(calls);
@@ -181,16 +209,21 @@ struct Output<W> {
 }
 
 impl<W: Write> Output<W> {
-    /// Write `response` and flush. Costs one `write` (responses are buffered whole).
-    fn send(&self, response: Option<Value>) {
-        let Some(response) = response else { return };
+    /// Write `response` and flush; whether it was written. Costs one `write` (responses are
+    /// buffered whole).
+    fn send(&self, response: Option<Value>) -> bool {
+        let Some(response) = response else {
+            return false;
+        };
         let mut text = response.to_string().into_bytes();
         text.push(b'\n');
         let mut stream = self.stream.lock().unwrap_or_else(|p| p.into_inner());
         let (writer, failed) = &mut *stream;
         if failed.is_none() {
             *failed = writer.write_all(&text).and_then(|()| writer.flush()).err();
+            return failed.is_none();
         }
+        false
     }
 
     fn broken(&self) -> bool {
@@ -215,19 +248,22 @@ struct Running {
 
 /// One request's id (its JSON text; `None` for a notification), cancel flag, and when the
 /// server read it (its `timeout_ms` counts from then).
-struct Call {
+struct Call<'s> {
     id: Option<String>,
     cancel: Arc<AtomicBool>,
     read_at: Instant,
+    /// The notices its answer carries, told once it is written.
+    notices: Mutex<Option<crate::store::Notices<'s>>>,
 }
 
 impl Running {
     /// Register `request` before it runs, so that a cancel can reach it from then on.
-    fn start(&self, request: &Value) -> Call {
+    fn start<'s>(&self, request: &Value) -> Call<'s> {
         let call = Call {
             id: request.get("id").map(Value::to_string),
             cancel: Arc::default(),
             read_at: Instant::now(),
+            notices: Mutex::default(),
         };
         if let Some(id) = &call.id {
             let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
@@ -236,7 +272,7 @@ impl Running {
         call
     }
 
-    fn finish(&self, call: &Call) {
+    fn finish(&self, call: &Call<'_>) {
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         calls.retain(|(_, cancel)| !Arc::ptr_eq(cancel, &call.cancel));
     }
@@ -255,7 +291,7 @@ impl Running {
 }
 
 /// Answer one request; `None` for a notification.
-fn handle(store: &Store, request: Value, call: &Call) -> Option<Value> {
+fn handle<'s>(store: &'s Store, request: Value, call: &Call<'s>) -> Option<Value> {
     let id = request.get("id").cloned();
     let Some(method) = method(&request) else {
         // An invalid request is answered even without an id (then with id null).
@@ -278,7 +314,7 @@ fn handle(store: &Store, request: Value, call: &Call) -> Option<Value> {
                 reason: "by the caller",
             }));
         }
-        interrupt.run(|| self::call(store, method, params))
+        interrupt.run(|| self::call(store, method, params, &call.notices))
     });
     if is_notification {
         return None;
@@ -505,7 +541,12 @@ const METHODS: &[&str] = &[
 ];
 
 /// Run `method` with `params`. Costs what the library operation costs.
-fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
+fn call<'s>(
+    store: &'s Store,
+    method: &str,
+    raw: Value,
+    notices: &Mutex<Option<crate::store::Notices<'s>>>,
+) -> Result<Value, Failure> {
     match method {
         "hello" => {
             let Empty {} = params(raw)?;
@@ -522,9 +563,9 @@ fn call(store: &Store, method: &str, raw: Value) -> Result<Value, Failure> {
         }
         "status" => {
             let Empty {} = params(raw)?;
-            let notices = store.take_notices();
-            let answer = json!({ "watcher": store.watch_status(), "notices": notices.lines() });
-            notices.told();
+            let taken = store.take_notices();
+            let answer = json!({ "watcher": store.watch_status(), "notices": taken.lines() });
+            *notices.lock().unwrap_or_else(|p| p.into_inner()) = Some(taken);
             value(answer)
         }
         "patch" => {

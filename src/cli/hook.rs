@@ -464,9 +464,7 @@ fn log(global: &Global, line: &str) -> bool {
         if std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.len() >= MAX_LOG) {
             std::fs::rename(&path, dir.join("hooks.log.1"))?;
         }
-        let mut options = std::fs::OpenOptions::new();
-        rewind::open_store_file(&path, options.create(true).append(true))?
-            .write_all(format!("{now} {line}\n").as_bytes())
+        rewind::open_store_file_to_append(&path)?.write_all(format!("{now} {line}\n").as_bytes())
     })();
     if let Err(err) = &written {
         errln!("rewind hook: cannot write {}: {err}", path.display());

@@ -54,7 +54,16 @@ fn main() -> ExitCode {
         _ => {}
     }
     match run(&cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => match render::stdout_failure() {
+            None => ExitCode::SUCCESS,
+            Some(e) => {
+                errln!(
+                    "rewind: writing the output: {e} (the command ran: `rewind log` lists what \
+                     it recorded)"
+                );
+                ExitCode::from(1)
+            }
+        },
         Err(err) => {
             errln!("rewind: {err}");
             // A partial restore, prune --all or an unhealthy doctor already printed its

@@ -14,6 +14,16 @@ use crate::progress;
 /// and the command goes on to its end.
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 
+/// Why stdout could not be written, when it was not closed by its reader (a full disk, an I/O
+/// error): the command's result is lost, which is an error.
+static STDOUT_FAILED: std::sync::Mutex<Option<std::io::ErrorKind>> = std::sync::Mutex::new(None);
+
+/// The failure that lost some of stdout, if one did (not a closed pipe).
+pub(crate) fn stdout_failure() -> Option<std::io::Error> {
+    let failed = STDOUT_FAILED.lock().unwrap_or_else(|p| p.into_inner());
+    failed.map(std::io::Error::from)
+}
+
 /// Print a line to stdout, after ending the progress line; see [`write_stdout`].
 macro_rules! outln {
     ($($arg:tt)*) => {{
@@ -37,20 +47,20 @@ pub(crate) fn write_stderr(line: &str) -> bool {
     std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes()).is_ok()
 }
 
-/// Write to stdout. Once a write fails (a closed pipe: `rewind diff | head`), stop printing
-/// quietly and let the command finish: what it changes, and its undo point, are kept.
+/// Write to stdout. Once a write fails, stop printing and let the command finish: what it
+/// changes, and its undo point, are kept. A closed pipe (`rewind diff | head`) is quiet; any
+/// other failure is kept for [`stdout_failure`].
 pub(crate) fn write_stdout(bytes: &[u8]) {
     progress::end();
     if STDOUT_CLOSED.load(Ordering::Relaxed) {
         return;
     }
     let mut stdout = std::io::stdout().lock();
-    if stdout
-        .write_all(bytes)
-        .and_then(|()| stdout.flush())
-        .is_err()
-    {
+    if let Err(e) = stdout.write_all(bytes).and_then(|()| stdout.flush()) {
         STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            *STDOUT_FAILED.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.kind());
+        }
     }
 }
 

@@ -312,6 +312,11 @@ pub(crate) fn open_spare(path: &Path) -> io::Result<std::fs::File> {
     }
 }
 
+/// How many names the file has. Costs nothing (read from `meta`).
+pub(crate) fn link_count(meta: &std::fs::Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::nlink(meta)
+}
+
 /// `options` made to open without following a symlink or waiting on a FIFO.
 pub(crate) fn options_not_waiting(options: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
     use std::os::unix::fs::OpenOptionsExt;

@@ -76,8 +76,11 @@ impl Locked<'_> {
     /// Append `lines` to the journal. Costs one appending write.
     fn append_to_journal(&self, lines: &str) -> std::io::Result<()> {
         let path = self.git_dir().join(JOURNAL);
-        let mut journal =
-            crate::fs::open_store_file(&path, std::fs::OpenOptions::new().append(true))?;
+        // (Never created here: only a journal written whole first is appended to.)
+        if !path.exists() {
+            return Err(std::io::ErrorKind::NotFound.into());
+        }
+        let mut journal = crate::fs::open_store_file_to_append(&path)?;
         std::io::Write::write_all(&mut journal, lines.as_bytes())
     }
 
@@ -210,13 +213,22 @@ impl Locked<'_> {
     fn notice(&self, notice: String) {
         tracing::warn!("{notice}");
         let path = self.git_dir().join(super::NOTICES);
-        let mut options = std::fs::OpenOptions::new();
-        options.append(true).create(true);
         let line = format!("{}\n", super::escape_notice(&notice));
-        let kept = crate::fs::open_store_file(&path, &mut options)
+        // Said once while it waits: a sweep that finds the same again adds nothing.
+        let waiting = crate::fs::read_store_file(&path).unwrap_or_default();
+        if waiting
+            .lines_with_terminator()
+            .any(|l| l == line.as_bytes())
+        {
+            return;
+        }
+        let kept = crate::fs::open_store_file_to_append(&path)
             .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()));
         if kept.is_err() {
-            crate::store::objects::lock(&self.notices).push(notice);
+            let mut memory = crate::store::objects::lock(&self.notices);
+            if !memory.contains(&notice) {
+                memory.push(notice);
+            }
         }
     }
 
@@ -259,6 +271,12 @@ fn shown(root: &ProjectRoot, rel: &[u8]) -> String {
 }
 
 impl Store {
+    /// The undo point of a restore killed before it finished, while its journal is in the
+    /// store. Costs a read of the journal (a failed `open` when there is none).
+    pub(crate) fn killed_runs_undo_point(&self) -> Option<ObjectId> {
+        self.read_journal()?.undo
+    }
+
     /// The journal of a restore that did not finish, if one is in the store. Costs a read of it.
     fn read_journal(&self) -> Option<Journal> {
         let text = crate::fs::read_store_file(&self.git_dir().join(JOURNAL)).ok()?;

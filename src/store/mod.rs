@@ -275,18 +275,16 @@ pub struct Store {
 }
 
 /// Notices taken from the store ([`Store::take_notices`]), to be said and then marked
-/// [`told`](Notices::told). Dropped untold, they stay for the next taker. The store's lock is
-/// held from the take to the drop, so that no notice is written meanwhile (notices are
-/// written under the lock).
+/// [`told`](Notices::told). Dropped untold, they stay for the next taker.
 pub struct Notices<'s> {
     store: &'s Store,
     lines: Vec<String>,
     /// How many of `lines`, the first ones, were kept in memory (the store's file could not
     /// be written).
     in_memory: usize,
-    /// The store files `lines` were read from, removed once told.
-    read: Vec<PathBuf>,
-    _lock: Option<fs::File>,
+    /// The store files `lines` were read from, with what was read from each: removed once told
+    /// (what was added since stays).
+    read: Vec<(PathBuf, Vec<u8>)>,
     told: bool,
 }
 
@@ -296,12 +294,32 @@ impl Notices<'_> {
         &self.lines
     }
 
-    /// Say that the notices were told: they are removed from the store. Costs an `unlink` per
-    /// file read.
+    /// Say that the notices were told: they are removed from the store, under its lock (if
+    /// another process holds it longer than [`NOTICES_LOCK_WAIT`], they stay, to be told
+    /// again). Notices added since the take stay. Costs a `flock`, and a read and an `unlink`
+    /// per file read.
     pub fn told(mut self) {
         self.told = true;
-        for path in &self.read {
-            let _ = fs::remove_file(path);
+        if self.read.is_empty() {
+            return;
+        }
+        let Some(_lock) = self.store.try_lock_for(NOTICES_LOCK_WAIT) else {
+            return;
+        };
+        for (path, taken) in &self.read {
+            let Ok(now) = crate::fs::read_store_file(path) else {
+                continue;
+            };
+            match now.strip_prefix(&taken[..]) {
+                Some([]) => {
+                    let _ = fs::remove_file(path);
+                }
+                Some(added) => {
+                    let _ = crate::fs::write_atomically(path, "rewind-notices.tmp", added);
+                }
+                // Told and removed by another process meanwhile.
+                None => {}
+            }
         }
     }
 }
@@ -640,9 +658,8 @@ impl Store {
         let mut lines =
             std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()));
         let in_memory = lines.len();
-        let lock = self.try_lock_for(NOTICES_LOCK_WAIT);
         let mut read = Vec::new();
-        if lock.is_some() {
+        if let Some(_lock) = self.try_lock_for(NOTICES_LOCK_WAIT) {
             // With `rewind-notices`, what an earlier build's taker left under
             // `rewind-notices.taking-<pid>` when it was killed before telling.
             let mut files: Vec<PathBuf> = fs::read_dir(&self.git_dir)
@@ -664,7 +681,7 @@ impl Store {
                 // (Something else at the name, a FIFO say, is left there.)
                 if let Ok(text) = crate::fs::read_store_file(&path) {
                     lines.extend(text.lines().map(unescape_notice));
-                    read.push(path);
+                    read.push((path, text));
                 }
             }
         }
@@ -673,7 +690,6 @@ impl Store {
             lines,
             in_memory,
             read,
-            _lock: lock,
             told: false,
         }
     }

@@ -217,6 +217,28 @@ fn with_closed_stdout(p: &TestProject, args: &[&str]) -> (std::process::ExitStat
     )
 }
 
+/// Found by the tenth hostile pass: a stdout that cannot be written for another reason than a
+/// closed pipe (a full disk) exited 0, the result (a snapshot id, a restore's undo point)
+/// written nowhere. That is an error now; a closed pipe stays quiet.
+#[test]
+fn a_stdout_that_cannot_be_written_is_an_error_unless_its_reader_left() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let before = p.track();
+    p.file("a.txt", "b\n");
+    let full = || std::fs::File::create("/dev/full").expect("/dev/full");
+    for args in [vec!["track"], vec!["--json", "restore", before.as_str()]] {
+        let output = p.rewind_command(&args).stdout(full()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("writing the output"), "{args:?}: {stderr}");
+    }
+    assert_eq!(p.read("a.txt"), b"a\n", "the restore itself ran");
+    let (status, stderr) = with_closed_stdout(&p, &["log"]);
+    assert!(status.success(), "a closed pipe is quiet: {stderr}");
+}
+
 /// A project with enough files that listing them fills a pipe (64 KiB) several times over.
 fn many_files(sb: &Sandbox) -> TestProject<'_> {
     let p = sb.project("proj");

@@ -1045,7 +1045,8 @@ fn the_hooks_log_is_rotated_at_a_size() {
 
 /// Found by the ninth hostile pass (older builds too): `hooks.log` was opened by name: a FIFO
 /// there hung the hook, and the agent waiting on it; a symlink was appended through. It is now
-/// opened as the store files are: the hook says it cannot write it, and goes on.
+/// opened as the store files are: the hook says it cannot write it, and goes on. A hard link
+/// there is not appended through either.
 #[test]
 fn a_fifo_or_a_symlink_at_the_hooks_log_is_never_waited_on_or_written_through() {
     let sb = Sandbox::new();
@@ -1064,6 +1065,13 @@ fn a_fifo_or_a_symlink_at_the_hooks_log_is_never_waited_on_or_written_through() 
         );
         assert!(!outside.exists(), "written through the symlink: {run}");
     }
+    // (Tenth hostile pass: a hard link there was appended through.)
+    fs::remove_file(&log).unwrap();
+    fs::write(&outside, "someone's\n").unwrap();
+    fs::hard_link(&outside, &log).unwrap();
+    let run = hook_with(&p, "claude-code", b"garbage", &[]);
+    assert!(run.stderr.contains("has other hard links"), "{run}");
+    assert_eq!(fs::read_to_string(&outside).unwrap(), "someone's\n");
 }
 
 /// Found by the issue-15 hostile pass: a repository the agent created in the project (`git

@@ -1000,6 +1000,121 @@ fn a_notice_is_removed_only_once_said_and_only_under_the_lock() {
     );
 }
 
+/// Found by the tenth hostile pass: `serve` removed the notices its `status` answer carried
+/// before writing the answer: a client gone by then (a closed stdout) lost them.
+#[test]
+fn a_notice_in_a_status_answer_never_written_stays() {
+    use std::io::Write;
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    restore_killed_at_syncfs(&p, &["a.txt"]);
+    let store = p.store();
+    let full = || {
+        fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let swept = p
+        .rewind_command(["track"])
+        .stdout(std::process::Stdio::null())
+        .stderr(full())
+        .status()
+        .unwrap();
+    assert!(swept.success() && store.join("rewind-notices").exists());
+    // Neither the answer nor serve's stderr can be written.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut serve = p
+        .rewind_command(["serve", "--no-watch"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(writer)
+        .stderr(full())
+        .spawn()
+        .unwrap();
+    let mut input = serve.stdin.take().unwrap();
+    input
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"status\"}\n")
+        .unwrap();
+    drop(input);
+    let run = finish(serve, DEFAULT_DEADLINE, "serve");
+    assert!(
+        !run.status.success(),
+        "the answer could not be written: {run}"
+    );
+    let run = run_with_deadline(&mut p.rewind_command(["log"]), DEFAULT_DEADLINE);
+    assert!(
+        run.stderr.contains("was stopped before it finished"),
+        "kept for the next command: {run}"
+    );
+}
+
+/// Found by the tenth hostile pass: a notice a sweep finds again at every run (a temp file it
+/// cannot remove yet) was added again each time it could not be said: after 100 runs with
+/// stderr on a full disk the store held 500 lines, then said all at once. One that waits is
+/// not added again.
+#[test]
+fn a_notice_waiting_to_be_said_is_not_added_again() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    restore_killed_at_syncfs(&p, &["sub/f.txt"]);
+    let store = p.store();
+    {
+        let _frozen = Immutable::set(&p.join("sub"));
+        for _ in 0..3 {
+            let full = fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap();
+            let status = p
+                .rewind_command(["track"])
+                .stdout(std::process::Stdio::null())
+                .stderr(full)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        let waiting = fs::read_to_string(store.join("rewind-notices")).unwrap();
+        let mut lines: Vec<&str> = waiting.lines().collect();
+        let count = lines.len();
+        lines.sort_unstable();
+        lines.dedup();
+        assert_eq!(lines.len(), count, "no notice twice: {waiting}");
+        assert!(waiting.contains("could not be removed"), "{waiting}");
+    }
+    let run = run_with_deadline(&mut p.rewind_command(["track"]), DEFAULT_DEADLINE);
+    assert_eq!(
+        run.stderr.matches("could not be removed").count(),
+        1,
+        "said once: {run}"
+    );
+}
+
+/// Found by the tenth hostile pass: a prune run first after a killed restore neither swept
+/// nor said so, and expired the undo point that the next command's warning then named. The
+/// prune now sweeps and warns first, and keeps that undo point.
+#[test]
+fn a_prune_after_a_killed_restore_warns_and_keeps_its_undo_point() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    restore_killed_at_syncfs(&p, &["a.txt"]);
+    let undo = p.store_git(["rev-parse", "refs/rewind/undo^{tree}"]);
+    let undo = undo.trim();
+    let later = "2099-01-01T00:00:00Z";
+    let run = rw_at(&p, Some(later), &["prune"]);
+    run.assert_success();
+    assert!(
+        run.stderr
+            .contains(&format!("`rewind restore {undo}` puts them back")),
+        "{run}"
+    );
+    let log = rw_at(&p, Some(later), &["log"]);
+    assert!(log.stdout.contains(undo), "kept: {log}");
+    p.file("a.txt", "changed since\n");
+    rw_at(&p, Some(later), &["restore", undo]).assert_success();
+    assert_eq!(p.read("a.txt"), b"a.txt 1\n");
+}
+
 /// Found by the hostile pass of 2026-12-01: a temp file the sweep could not remove (its
 /// directory immutable or read-only then) was forgotten: the journal went, nothing was said,
 /// and the file stayed in every snapshot after. The journal now stays until every temp file it
