@@ -39,7 +39,7 @@ use crate::error::{Error, Result};
 use crate::fs::{Dir, Found, Kind, OpenDirs, Perm, ProjectRoot, Unlinked};
 use crate::paths::serialize_paths;
 use crate::snapshot::visibility::Visibility;
-use crate::snapshot::TrackOptions;
+use crate::snapshot::{PendingIndex, TrackOptions};
 use crate::store::objects::read_blob;
 use crate::store::{snapshot_record, Locked, NestedRepos, SnapshotId, Store};
 
@@ -169,6 +169,8 @@ pub(crate) struct Plan {
     /// Where the steps' blobs are read, when not the store: a view holding a dry run's merged
     /// texts in memory.
     pub(crate) objects: Option<gix::Repository>,
+    /// The stat cache the undo point held back, settled before any file changes.
+    pub(crate) index: Option<PendingIndex>,
 }
 
 /// What stands where the target adds a path the current snapshot lacks.
@@ -210,7 +212,7 @@ impl Store {
         // Under the lock first: a prune between the check and the lock could remove `hash`.
         let locked = self.lock()?;
         let target = locked.tree(hash)?;
-        let current = locked.current(options.dry_run)?;
+        let (current, index) = locked.current(options.dry_run)?;
         let changes = tree_changes(&self.repo(), self.trees(), current, target)?;
         locked.apply(Plan {
             target,
@@ -220,6 +222,7 @@ impl Store {
             force: options.force,
             dry_run: options.dry_run,
             objects: None,
+            index,
         })
     }
 
@@ -321,7 +324,7 @@ impl Store {
                 reason: "none given: name the files or directories to revert",
             });
         };
-        let current = locked.current(options.dry_run)?;
+        let (current, index) = locked.current(options.dry_run)?;
         let repo = self.repo();
         // One tree diff per distinct target, filtered by each request's path.
         let mut targets: Vec<(ObjectId, Vec<Change>)> = Vec::new();
@@ -359,30 +362,33 @@ impl Store {
             force: options.force,
             dry_run: options.dry_run,
             objects: None,
+            index,
         })
     }
 }
 
 impl Locked<'_> {
     /// The snapshot of the project a run starts from: recorded (the undo point), or, for a dry
-    /// run, not. Costs a [`track`](Self::track). A run that writes first grows the descriptor
-    /// table to what it may hold ([`crate::fs::make_room_for_a_run`]).
-    pub(crate) fn current(&self, dry_run: bool) -> Result<ObjectId> {
-        if !dry_run {
-            if let Ok(project) = crate::fs::open_path(self.project()) {
-                crate::fs::make_room_for_a_run(&project);
-            }
-        }
+    /// run, not; with the stat cache it holds back for [`apply`](Self::apply) to settle. Costs
+    /// a [`track`](Self::track). A run that writes first grows the descriptor table to what it
+    /// may hold ([`crate::fs::make_room_for_a_run`]).
+    pub(crate) fn current(&self, dry_run: bool) -> Result<(ObjectId, Option<PendingIndex>)> {
         let options = TrackOptions::default();
-        let snapshot = match dry_run {
-            true => self.peek(&options)?,
-            false => self.track(&options)?,
-        };
-        Ok(snapshot.hash.0)
+        if dry_run {
+            return Ok((self.peek(&options)?.hash.0, None));
+        }
+        if let Ok(project) = crate::fs::open_path(self.project()) {
+            crate::fs::make_room_for_a_run(&project);
+        }
+        let (snapshot, index) = self.track_holding_index(&options)?;
+        Ok((snapshot.hash.0, index))
     }
 
     /// Check, then carry out `plan` (see the module docs).
     pub(crate) fn apply(&self, mut plan: Plan) -> Result<RestoreOutcome> {
+        if let Some(index) = plan.index.take() {
+            index.settle(self, plan.steps.iter().map(|s| s.path.as_bstr()))?;
+        }
         let repo = self.repo();
         // The blobs to write (and a dry run's patches) come from there; what is recorded goes
         // to the store.

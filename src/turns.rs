@@ -976,7 +976,7 @@ impl Store {
             return locked.undo_alone(session, &records[start], only, options);
         }
         let undone = &records[start..];
-        let current = locked.current(options.dry_run)?;
+        let (current, index) = locked.current(options.dry_run)?;
         let repo = locked.repo();
         let mut touched: Vec<BString> = Vec::new();
         // Shared paths (changed while another session's turn was open, announced by neither
@@ -1130,6 +1130,7 @@ impl Store {
             force,
             dry_run: options.dry_run,
             objects: Some(merges.clone()),
+            index,
         })?;
         // Left alone: what the undo saw was someone else's, then what changed as it ran.
         d.conflicts.append(&mut outcome.conflicts);
@@ -1384,7 +1385,8 @@ impl Store {
                     format!("undo {undo} names no undo point (use `rewind restore`)"),
                 )
             })?;
-        let current = locked.track(&TrackOptions::default())?.hash.0;
+        let (snapshot, index) = locked.track_holding_index(&TrackOptions::default())?;
+        let current = snapshot.hash.0;
         let mut conflicts = Vec::new();
         let mut changes = Vec::new();
         let undid =
@@ -1415,6 +1417,7 @@ impl Store {
             force,
             dry_run: false,
             objects: None,
+            index,
         })?;
         let rolled_back: Vec<String> = lines_with(&message, ROLLED_BACK)
             .filter_map(|t| decode_id(t.to_str().ok()?))
@@ -2108,7 +2111,7 @@ impl Locked<'_> {
                 reason: "is undone already (redo it first)",
             });
         }
-        let current = self.current(options.dry_run)?;
+        let (current, index) = self.current(options.dry_run)?;
         let repo = self.repo();
         let mut paths = Vec::new();
         // Changed by someone else while the turn was open: their edit is in its "after", so no
@@ -2207,6 +2210,7 @@ impl Locked<'_> {
             force: options.force,
             dry_run: options.dry_run,
             objects: Some(merges.clone()),
+            index,
         })?;
         conflicts.append(&mut outcome.conflicts);
         outcome.conflicts = conflicts;

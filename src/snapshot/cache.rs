@@ -214,14 +214,26 @@ pub(super) struct Changes {
     pub(super) dirty_dirs: HashSet<BString>,
     /// The index must be written: entries or stats changed, or racy entries need a fresh timestamp.
     pub(super) rewrite_index: bool,
+    /// With `list_paths`, the paths whose entries changed, came or went, in index order.
+    pub(super) paths: Vec<BString>,
 }
 
 impl Changes {
-    /// Merge-join the previous entries and the new files (both in index order). Costs one
-    /// comparison per path.
-    pub(super) fn between(previous: &gix::index::State, files: &[FileEntry]) -> Changes {
+    /// Merge-join the previous entries and the new files (both in index order), listing the
+    /// changed paths with `list_paths`. Costs one comparison per path.
+    pub(super) fn between(
+        previous: &gix::index::State,
+        files: &[FileEntry],
+        list_paths: bool,
+    ) -> Changes {
         let mut dirty_dirs = HashSet::new();
         let mut rewrite_index = false;
+        let mut paths = Vec::new();
+        let mut list = |path: &BStr| {
+            if list_paths {
+                paths.push(path.to_owned());
+            }
+        };
         let mut mark = |path: &BStr| {
             let mut end = path.len();
             while let Some(slash) = path[..end].rfind_byte(b'/') {
@@ -240,25 +252,30 @@ impl Changes {
             match (old_path, new_path) {
                 (Some(o), Some(n)) if o == n => {
                     let (before, after) = (&old[i], &files[j]);
-                    if before.id != after.id || before.mode != after.mode {
+                    let retyped = before.id != after.id || before.mode != after.mode;
+                    if retyped {
                         mark(n);
                     }
-                    if after.hashed || before.stat != after.stat {
+                    if retyped || after.hashed || before.stat != after.stat {
                         rewrite_index = true;
+                        list(n);
                     }
                     i += 1;
                     j += 1;
                 }
                 (Some(o), Some(n)) if o < n => {
                     mark(o);
+                    list(o);
                     i += 1;
                 }
                 (Some(o), None) => {
                     mark(o);
+                    list(o);
                     i += 1;
                 }
                 (_, Some(n)) => {
                     mark(n);
+                    list(n);
                     j += 1;
                 }
                 (None, None) => unreachable!("loop condition"),
@@ -268,6 +285,7 @@ impl Changes {
         Changes {
             dirty_dirs,
             rewrite_index,
+            paths,
         }
     }
 }
