@@ -648,11 +648,13 @@ impl PendingIndex {
         paths: impl Iterator<Item = &'p gix::bstr::BStr>,
     ) -> Result<()> {
         let covered: HashSet<&gix::bstr::BStr> = paths.collect();
-        if self
-            .changed
+        let changed = &self.changed;
+        let left = changed
             .iter()
-            .all(|path| covered.contains(path.as_bstr()))
-        {
+            .filter(|p| !covered.contains(p.as_bstr()))
+            .count();
+        tracing::debug!(changed = changed.len(), left, "stat cache held back");
+        if left == 0 {
             return Ok(());
         }
         let ids: Vec<(ObjectId, bool)> = self.files.iter().map(|f| (f.id, f.hashed)).collect();
