@@ -254,6 +254,7 @@ impl Store {
         Ok(
             match self
                 .lock()?
+                .swept()
                 .snapshot(&TrackOptions::default(), Some(hash), None)?
             {
                 Some(snapshot) => snapshot.hash.0 != hash,
@@ -266,7 +267,7 @@ impl Store {
 impl Locked<'_> {
     /// [`Store::track`], under the lock.
     pub(crate) fn track(&self, options: &TrackOptions) -> Result<Snapshot> {
-        let snapshot = self.peek(options)?;
+        let snapshot = self.swept().peek(options)?;
         self.record_snapshot(&snapshot)?;
         Ok(snapshot)
     }
@@ -279,6 +280,7 @@ impl Locked<'_> {
     ) -> Result<(Snapshot, Option<PendingIndex>)> {
         let held = Mutex::new(None);
         let snapshot = self
+            .swept()
             .snapshot(options, None, Some(&held))?
             .expect("runs to the end without a probe");
         self.record_snapshot(&snapshot)?;
@@ -288,8 +290,18 @@ impl Locked<'_> {
         ))
     }
 
+    /// This, once a killed restore's leftovers are swept (see
+    /// [`sweep_temp_files`](Self::sweep_temp_files)): before every snapshot that is recorded,
+    /// so that none records a temp file.
+    fn swept(&self) -> &Self {
+        self.sweep_temp_files();
+        self
+    }
+
     /// The project as it is now, snapshotted (its objects stored, the stat cache refreshed)
-    /// but not recorded: what a dry run compares with. Costs a [`track`](Self::track).
+    /// but not recorded: what a dry run compares with, which changes no file (a killed
+    /// restore's temp files are left to the next run that writes). Costs a
+    /// [`track`](Self::track).
     pub(crate) fn peek(&self, options: &TrackOptions) -> Result<Snapshot> {
         Ok(self
             .snapshot(options, None, None)?
@@ -305,7 +317,6 @@ impl Locked<'_> {
         probe: Option<ObjectId>,
         held: Option<&HeldIndex>,
     ) -> Result<Option<Snapshot>> {
-        self.sweep_temp_files();
         let mut watcher = crate::store::objects::lock(&self.watcher);
         match watch::watcher_in(&mut watcher).filter(|w| w.is_active()) {
             // (The caller compares the whole snapshot with its probe.)

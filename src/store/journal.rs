@@ -95,8 +95,9 @@ impl Locked<'_> {
     /// staged file (a staging the kill cut short). A swap killed before it could put back a
     /// save that landed meanwhile leaves that save under the temp name: it is kept, renamed
     /// `.rewind-aside-…`. A temp file that can be neither removed nor renamed (a read-only
-    /// directory) keeps the journal for the next run. Every snapshot taken under the store
-    /// lock calls this first, so no snapshot records a temp file. Costs one failed `open`
+    /// directory) keeps the journal for the next run. Every snapshot that is recorded (and
+    /// every `prune`) calls this first, so no snapshot records a temp file; a dry run's does
+    /// not, so that it changes no file. Costs one failed `open`
     /// when no restore was killed, else a `readdir` per recorded directory and a read and a
     /// hash per file left.
     pub(crate) fn sweep_temp_files(&self) {

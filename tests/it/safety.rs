@@ -1115,6 +1115,38 @@ fn a_prune_after_a_killed_restore_warns_and_keeps_its_undo_point() {
     assert_eq!(p.read("a.txt"), b"a.txt 1\n");
 }
 
+/// Left open by the hostile pass of 2026-12-01, closed now: a `--dry-run` after a killed
+/// restore swept its temp files (removed them, or set a save aside): a dry run changed files.
+/// The next run that writes sweeps them.
+#[test]
+fn a_dry_run_after_a_killed_restore_changes_no_file() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let before = restore_killed_at_syncfs(&p, &["sub/a.txt"]);
+    let left = strays(&p, "sub");
+    assert_eq!(left.len(), 1, "the kill left its temp file");
+    let run = run_with_deadline(
+        &mut p.rewind_command(["restore", "--dry-run", &before]),
+        DEFAULT_DEADLINE,
+    );
+    run.assert_success();
+    assert_eq!(
+        strays(&p, "sub"),
+        left,
+        "the dry run changed no file: {run}"
+    );
+    let run = run_with_deadline(
+        &mut p.rewind_command(["restore", &before]),
+        DEFAULT_DEADLINE,
+    );
+    run.assert_success();
+    assert!(
+        strays(&p, "sub").is_empty(),
+        "the run that writes swept: {run}"
+    );
+    assert_eq!(p.read("sub/a.txt"), b"sub/a.txt 0\n");
+}
+
 /// Found by the hostile pass of 2026-12-01: a temp file the sweep could not remove (its
 /// directory immutable or read-only then) was forgotten: the journal went, nothing was said,
 /// and the file stayed in every snapshot after. The journal now stays until every temp file it
