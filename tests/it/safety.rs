@@ -943,6 +943,26 @@ fn a_killed_restores_warning_outlives_a_command_killed_before_it_told_it() {
     );
 }
 
+/// `/dev/full`, to write to: every write fails (`ENOSPC`).
+fn dev_full() -> fs::File {
+    fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap()
+}
+
+/// A `track` (which sweeps a killed restore's leftovers) whose stderr cannot be written: the
+/// notices it finds cannot be said.
+fn track_with_stderr_full(p: &TestProject) {
+    let status = p
+        .rewind_command(["track"])
+        .stdout(std::process::Stdio::null())
+        .stderr(dev_full())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the track itself works");
+}
+
 /// Found by the ninth hostile pass: notices were taken by a rename to
 /// `rewind-notices.taking-<pid>` and removed before they were said, without the store's lock.
 /// A command killed between the two left them where nothing read them again; one whose stderr
@@ -958,17 +978,7 @@ fn a_notice_is_removed_only_once_said_and_only_under_the_lock() {
     let store = p.store();
     let notices = store.join("rewind-notices");
     // The sweep's notice cannot be said: it stays.
-    let full = fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .unwrap();
-    let status = p
-        .rewind_command(["track"])
-        .stdout(std::process::Stdio::null())
-        .stderr(full)
-        .status()
-        .unwrap();
-    assert!(status.success(), "the track itself worked");
+    track_with_stderr_full(&p);
     assert!(notices.exists(), "a notice not said stays in the store");
     // Another process holds the store's lock: the notices are left to the next taker.
     let lock = LockHolder::hold(&store);
@@ -1009,19 +1019,8 @@ fn a_notice_in_a_status_answer_never_written_stays() {
     let p = sb.project("proj");
     restore_killed_at_syncfs(&p, &["a.txt"]);
     let store = p.store();
-    let full = || {
-        fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .unwrap()
-    };
-    let swept = p
-        .rewind_command(["track"])
-        .stdout(std::process::Stdio::null())
-        .stderr(full())
-        .status()
-        .unwrap();
-    assert!(swept.success() && store.join("rewind-notices").exists());
+    track_with_stderr_full(&p);
+    assert!(store.join("rewind-notices").exists());
     // Neither the answer nor serve's stderr can be written.
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
@@ -1029,7 +1028,7 @@ fn a_notice_in_a_status_answer_never_written_stays() {
         .rewind_command(["serve", "--no-watch"])
         .stdin(std::process::Stdio::piped())
         .stdout(writer)
-        .stderr(full())
+        .stderr(dev_full())
         .spawn()
         .unwrap();
     let mut input = serve.stdin.take().unwrap();
@@ -1062,17 +1061,7 @@ fn a_notice_waiting_to_be_said_is_not_added_again() {
     {
         let _frozen = Immutable::set(&p.join("sub"));
         for _ in 0..3 {
-            let full = fs::OpenOptions::new()
-                .write(true)
-                .open("/dev/full")
-                .unwrap();
-            let status = p
-                .rewind_command(["track"])
-                .stdout(std::process::Stdio::null())
-                .stderr(full)
-                .status()
-                .unwrap();
-            assert!(status.success());
+            track_with_stderr_full(&p);
         }
         let waiting = fs::read_to_string(store.join("rewind-notices")).unwrap();
         let mut lines: Vec<&str> = waiting.lines().collect();
