@@ -52,6 +52,9 @@ pub struct Doctor {
     /// removes them once an hour old; they do not count against the size quota).
     #[serde(serialize_with = "crate::paths::serialize_os_paths")]
     pub leftovers: Vec<PathBuf>,
+    /// A restore (or revert, undo or redo) stopped before it finished, whose temp files the
+    /// next snapshot sweeps: its undo point, which puts the files back as they were before it.
+    pub stopped_restore: Option<SnapshotId>,
     /// The file-system watcher: whether one runs on this store in this process, and why not.
     pub watcher: crate::snapshot::WatchStatus,
 }
@@ -177,6 +180,7 @@ impl Store {
             git_dir: self.git_dir().to_owned(),
             project: self.project().to_owned(),
             leftovers: crate::store::leftovers(self.git_dir()),
+            stopped_restore: self.killed_runs_undo_point().map(SnapshotId),
             project_exists: self.project().is_dir(),
             size: dir_size(self.git_dir()),
             locked: self.is_locked()?,
@@ -244,12 +248,18 @@ impl Store {
                 ),
             });
         }
+        let stopped = self.killed_runs_undo_point();
         for (time, tree) in self.undo_chain()? {
             entries.push(LogEntry {
                 time,
                 kind: LogKind::Undo,
                 tree: SnapshotId::from(tree),
-                what: "the project before a restore, revert or undo".into(),
+                what: match Some(tree) == stopped {
+                    false => "the project before a restore, revert or undo".into(),
+                    true => "the project before a restore, revert or undo that was stopped \
+                             before it finished"
+                        .into(),
+                },
             });
         }
         entries.sort_by_key(|entry| std::cmp::Reverse(entry.time));

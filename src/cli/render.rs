@@ -377,6 +377,12 @@ pub(crate) fn print_doctor(report: &rewind::Doctor, now: chrono::DateTime<chrono
             report.leftovers.len()
         );
     }
+    if let Some(undo) = &report.stopped_restore {
+        outln!(
+            "stopped       a restore was stopped before it finished (the next snapshot sweeps \
+             its temp files); `rewind restore {undo}` puts the files back as before it"
+        );
+    }
     for aside in &report.set_aside {
         outln!(
             "set aside     {} (damaged; delete it once not needed)",

@@ -1136,6 +1136,34 @@ fn a_dry_run_after_a_killed_restore_changes_no_file() {
     assert_eq!(p.read("sub/a.txt"), b"sub/a.txt 0\n");
 }
 
+/// Left open by the hostile pass of 2026-12-01, closed now: `doctor` and `log` did not say
+/// that a restore was stopped before it finished. Until the next snapshot sweeps its temp
+/// files, both name it, with the undo point that puts the files back.
+#[test]
+fn doctor_and_log_name_a_stopped_restore_until_it_is_swept() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    restore_killed_at_syncfs(&p, &["a.txt"]);
+    let undo = p.store_git(["rev-parse", "refs/rewind/undo^{tree}"]);
+    let undo = undo.trim();
+    let doctor = rwj(&p, &["doctor"]);
+    assert_eq!(doctor["stopped_restore"], undo, "{doctor}");
+    let text = p.rewind(["doctor"]);
+    assert!(
+        text.stdout
+            .contains(&format!("`rewind restore {undo}` puts the files back")),
+        "{text}"
+    );
+    let log = p.rewind(["log"]);
+    assert!(
+        log.stdout.contains(undo) && log.stdout.contains("stopped before it finished"),
+        "{log}"
+    );
+    p.track();
+    assert!(rwj(&p, &["doctor"])["stopped_restore"].is_null());
+    assert!(!p.rewind(["log"]).stdout.contains("stopped"));
+}
+
 /// Found by the hostile pass of 2026-12-01: a temp file the sweep could not remove (its
 /// directory immutable or read-only then) was forgotten: the journal went, nothing was said,
 /// and the file stayed in every snapshot after. The journal now stays until every temp file it
