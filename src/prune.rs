@@ -275,7 +275,7 @@ impl Store {
         let size_before = objects_size(git_dir);
         // Under the store lock, a lock file on one of rewind's refs, or on `packed-refs`, is a
         // killed run's.
-        let _ = fs::remove_file(git_dir.join("packed-refs.lock"));
+        locked.remove_stale_packed_refs_lock();
         for file in files_below(&git_dir.join(RECORDS)) {
             if file.extension().is_some_and(|e| e == "lock") {
                 let _ = fs::remove_file(file);

@@ -389,6 +389,9 @@ impl Locked<'_> {
         if let Some(index) = plan.index.take() {
             index.settle(self, plan.steps.iter().map(|s| s.path.as_bstr()))?;
         }
+        if plan.dry_run {
+            self.leave_out_killed_runs_temp_files(&mut plan.steps);
+        }
         let repo = self.repo();
         // The blobs to write (and a dry run's patches) come from there; what is recorded goes
         // to the store.
@@ -809,6 +812,28 @@ impl Locked<'_> {
         };
         Ok((kind, id, mode & 0o7777))
     }
+    /// For a dry run, which sweeps nothing: leave out the steps of a killed restore's temp files
+    /// (the run that writes sweeps them before its snapshot, so they are in none of its steps),
+    /// and say that one was stopped. Costs a read of the journal.
+    fn leave_out_killed_runs_temp_files(&self, steps: &mut Vec<Step>) {
+        let Some(prefix) = self.killed_runs_temp_prefix() else {
+            return;
+        };
+        steps.retain(|step| {
+            let name = step
+                .path
+                .rsplit_once_str("/")
+                .map_or(&step.path[..], |(_, n)| n);
+            !name.starts_with(prefix.as_bytes())
+        });
+        crate::store::objects::lock(&self.notices).push(
+            "a restore (or revert, undo or redo) was stopped before it finished: the run that \
+             writes sweeps its temp files first (a dry run leaves them, and `rewind doctor` \
+             names its undo point)"
+                .into(),
+        );
+    }
+
     /// Record `undo` as a commit on `refs/rewind/undo` (with the previous undo as parent), so
     /// the way back is in the store before any file changes.
     pub(crate) fn record_undo(&self, undo: ObjectId, target: ObjectId) -> Result<()> {

@@ -34,6 +34,17 @@ fn main() -> ExitCode {
             errln!("rewind hook: {}", first.trim_start_matches("error: "));
             return ExitCode::SUCCESS;
         }
+        // Help and the version go to stdout: one that cannot be written is an error, as for
+        // any command (a closed pipe is not).
+        Err(err) if !err.use_stderr() => {
+            return match err.print() {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    errln!("rewind: writing the output: {e}");
+                    ExitCode::from(1)
+                }
+                _ => ExitCode::SUCCESS,
+            };
+        }
         Err(err) => err.exit(),
     };
     if let Some(level) = std::env::var("REWIND_LOG")

@@ -198,6 +198,11 @@ impl Locked<'_> {
                 "a restore (or revert, undo or redo) was stopped before it finished: files may \
                  be partly changed; `rewind restore {undo}` puts them back as they were before it"
             ));
+            // The warning names it, and may be said long after (`prune --all` says none): it
+            // lives a retention from now.
+            if let Err(e) = self.renew_snapshot_record(undo) {
+                tracing::warn!("renewing the stopped restore's undo point: {e}");
+            }
         }
         match left {
             false => self.remove_journal(),
@@ -276,6 +281,12 @@ impl Store {
     /// store. Costs a read of the journal (a failed `open` when there is none).
     pub(crate) fn killed_runs_undo_point(&self) -> Option<ObjectId> {
         self.read_journal()?.undo
+    }
+
+    /// The start of the names of a killed restore's temp files (`.rewind-<token>-`), while
+    /// its journal is in the store. Costs a read of the journal.
+    pub(crate) fn killed_runs_temp_prefix(&self) -> Option<String> {
+        Some(self.read_journal()?.prefix).filter(|prefix| !prefix.is_empty())
     }
 
     /// The journal of a restore that did not finish, if one is in the store. Costs a read of it.

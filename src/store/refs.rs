@@ -107,6 +107,8 @@ impl Locked<'_> {
     /// is not rewind's).
     pub(crate) fn set_ref(&self, reference: &str, target: ObjectId, log: &str) -> Result<()> {
         self.remove_stale_ref_lock(reference);
+        // (Once refs are packed, moving one takes `packed-refs.lock` too.)
+        self.remove_stale_packed_refs_lock();
         self.repo_for(reference)
             .reference(
                 reference,
@@ -134,8 +136,7 @@ impl Locked<'_> {
     /// (prune packs them first), so a kill leaves all or none. Costs one rewrite of
     /// `packed-refs`.
     pub(crate) fn set_refs_at_once(&self, edits: &[(String, Option<ObjectId>)]) -> Result<()> {
-        let git_dir = self.git_dir();
-        let _ = fs::remove_file(git_dir.join("packed-refs.lock"));
+        self.remove_stale_packed_refs_lock();
         let mut changes = Vec::new();
         for (name, target) in edits {
             self.remove_stale_ref_lock(name);
@@ -204,7 +205,7 @@ impl Locked<'_> {
             })
             .collect::<Result<Vec<_>>>()?;
         if !edits.is_empty() {
-            let _ = fs::remove_file(git_dir.join("packed-refs.lock"));
+            self.remove_stale_packed_refs_lock();
             self.commit_packed(edits)?;
         }
         // Their directory, if packing emptied it (the next loose one creates it again).
@@ -218,9 +219,47 @@ impl Locked<'_> {
             _ => Ok(()),
         }
     }
+    /// Record snapshot `tree` again, as it was recorded (what it left out), at the store's clock:
+    /// it then lives a whole retention from now. A tree with no record is left as it is.
+    /// Costs a commit read and a commit.
+    pub(crate) fn renew_snapshot_record(&self, tree: ObjectId) -> Result<()> {
+        let reference = snapshot_record(tree);
+        let Some(commit) = self.ref_target(&reference)? else {
+            return Ok(());
+        };
+        let message = self
+            .repo()
+            .find_commit(commit)
+            .map_err(|e| Error::store(&self.git_dir, e))?
+            .message_raw_sloppy()
+            .to_string();
+        self.commit(&reference, &message, tree, None)?;
+        Ok(())
+    }
+
     /// Under the store lock, a `<ref>.lock` file can only be left over from a killed process.
     pub(crate) fn remove_stale_ref_lock(&self, reference: &str) {
         let _ = fs::remove_file(self.git_dir.join(format!("{reference}.lock")));
+    }
+
+    /// Remove a `packed-refs.lock` left by a killed process (every ref update takes it once
+    /// refs are packed: a kill there would refuse every write after). Under the store lock, the
+    /// only other holder can be a `git` run in the store by a person, which holds it for
+    /// milliseconds: one younger than [`STALE_PACKED_REFS_LOCK`] is waited on until it is that
+    /// old or gone. Costs a `stat` (and up to that long when one is there).
+    pub(crate) fn remove_stale_packed_refs_lock(&self) {
+        let path = self.git_dir.join("packed-refs.lock");
+        let start = std::time::Instant::now();
+        while let Ok(meta) = fs::symlink_metadata(&path) {
+            let age = meta.modified().ok().and_then(|t| t.elapsed().ok());
+            if age.unwrap_or_default() >= STALE_PACKED_REFS_LOCK
+                || start.elapsed() >= STALE_PACKED_REFS_LOCK
+            {
+                let _ = fs::remove_file(&path);
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 }
 
@@ -261,6 +300,10 @@ impl Store {
     }
 }
 
+/// How old a `packed-refs.lock` must be, under the store lock, to be taken for a killed
+/// process's (a `git` holds one for milliseconds).
+const STALE_PACKED_REFS_LOCK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The value of `read` once it is whole (`(value, true)`), reading again for up to a second
 /// (100 tries 10 ms apart) while it fails or is not: reads take no lock, and a writer may
 /// change what one reads halfway. After that, the last read's value, whole or not. The same
@@ -291,7 +334,7 @@ impl Locked<'_> {
         for reference in refs {
             self.remove_stale_ref_lock(reference.as_ref());
         }
-        let _ = fs::remove_file(self.git_dir().join("packed-refs.lock"));
+        self.remove_stale_packed_refs_lock();
         let mut edits = Vec::new();
         for reference in refs {
             if self.ref_target(reference.as_ref())?.is_some() {

@@ -235,6 +235,11 @@ fn a_stdout_that_cannot_be_written_is_an_error_unless_its_reader_left() {
         assert!(stderr.contains("writing the output"), "{args:?}: {stderr}");
     }
     assert_eq!(p.read("a.txt"), b"a\n", "the restore itself ran");
+    // (Eleventh hostile pass: help and the version exited 0.)
+    for args in [vec!["help"], vec!["track", "--help"], vec!["-V"]] {
+        let output = p.rewind_command(&args).stdout(full()).output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+    }
     let (status, stderr) = with_closed_stdout(&p, &["log"]);
     assert!(status.success(), "a closed pipe is quiet: {stderr}");
 }

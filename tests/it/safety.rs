@@ -1104,9 +1104,42 @@ fn a_prune_after_a_killed_restore_warns_and_keeps_its_undo_point() {
     assert_eq!(p.read("a.txt"), b"a.txt 1\n");
 }
 
+/// Found by the eleventh hostile pass: `prune --all` (cron's) sweeps a killed restore's
+/// leftovers but says no notice, so the warning waits in the store; the next `prune --all`
+/// expired the undo point it names (older than the retention), and deleted its objects an
+/// hour later: the saves the restore had overwritten were lost, and the warning, said at last,
+/// named an undo point that was gone. The sweep that makes the warning now records that undo
+/// point again: it lives a whole retention from then (here the sweep is a `track`'s).
+#[test]
+fn a_stopped_restores_undo_point_outlives_crons_prunes_until_the_warning_is_old() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    restore_killed_at_syncfs(&p, &["a.txt"]);
+    let undo = p.store_git(["rev-parse", "refs/rewind/undo^{tree}"]);
+    let undo = undo.trim();
+    let at = |days| {
+        (chrono::Utc::now() + chrono::Duration::days(days))
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
+    // The first command after the kill, a month later, sweeps (and warns).
+    p.file("a.txt", "the user's edit, after\n");
+    let swept = rw_at(&p, Some(&at(30)), &["track"]);
+    assert!(
+        swept.stderr.contains(&format!("rewind restore {undo}")),
+        "{swept}"
+    );
+    // Cron's prunes, a day and then an hour on.
+    rw_at(&p, Some(&at(31)), &["prune", "--all"]).assert_success();
+    rw_at(&p, Some(&at(32)), &["prune", "--all"]).assert_success();
+    let run = rw_at(&p, Some(&at(32)), &["restore", undo]);
+    run.assert_success();
+    assert_eq!(p.read("a.txt"), b"a.txt 1\n", "{run}");
+}
+
 /// Left open by the hostile pass of 2026-12-01, closed now: a `--dry-run` after a killed
 /// restore swept its temp files (removed them, or set a save aside): a dry run changed files.
-/// The next run that writes sweeps them.
+/// The next run that writes sweeps them; the dry run leaves them out of what it says it would
+/// do, and says that a restore was stopped.
 #[test]
 fn a_dry_run_after_a_killed_restore_changes_no_file() {
     let sb = Sandbox::new();
@@ -1123,6 +1156,13 @@ fn a_dry_run_after_a_killed_restore_changes_no_file() {
         strays(&p, "sub"),
         left,
         "the dry run changed no file: {run}"
+    );
+    // (Eleventh hostile pass: it listed the temp files as kept, to be removed by hand, which
+    // the real run does not: it sweeps them first.)
+    assert!(!run.stdout.contains(".rewind-"), "{run}");
+    assert!(
+        run.stderr.contains("was stopped before it finished"),
+        "{run}"
     );
     let run = run_with_deadline(
         &mut p.rewind_command(["restore", &before]),

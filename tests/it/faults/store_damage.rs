@@ -576,6 +576,43 @@ fn stale_lock_files_block_nothing() {
     assert_fsck_clean(&sb, &store);
 }
 
+/// Found by the tenth hostile pass: once a prune has packed the refs, every ref update takes
+/// `packed-refs.lock`, and a command killed (or stopped with Ctrl-C) during one left it: every
+/// write after (`track`, `turn begin`, `restore`, `undo`) failed with "Could not lock packed
+/// refs" until a prune, and the hook logged it at every turn. Under the store lock, one older
+/// than a second (a `git` holds it for milliseconds) is a killed process's: removed, and a
+/// younger one is waited on until it is that old.
+#[test]
+fn a_packed_refs_lock_left_by_a_killed_command_blocks_no_write() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let first = p.track();
+    p.rewind(["prune"]).assert_success();
+    let store = p.store();
+    assert!(
+        store.join("packed-refs").exists(),
+        "the prune packed the refs"
+    );
+    let lock = store.join("packed-refs.lock");
+    for (n, age) in ["1 minute ago", "now"].iter().enumerate() {
+        fs::write(&lock, "").unwrap();
+        let touched = Command::new("touch").args(["-d", age]).arg(&lock).status();
+        assert!(touched.unwrap().success());
+        p.file("a.txt", format!("edit {n}\n"));
+        let run = run_with_deadline(&mut p.rewind_command(["track"]), DEFAULT_DEADLINE);
+        run.assert_success();
+        assert_eq!(run.stdout.trim(), p.git_tree().id, "lock {age}: {run}");
+        let begin = ["turn", "begin", "--session", "s", "--turn", &n.to_string()];
+        p.rewind(begin).assert_success();
+    }
+    fs::write(&lock, "").unwrap();
+    let run = run_with_deadline(&mut p.rewind_command(["restore", &first]), DEFAULT_DEADLINE);
+    run.assert_success();
+    assert_eq!(p.read("a.txt"), b"a\n");
+    assert_fsck_clean(&sb, &store);
+}
+
 /// Found by this suite (see docs/faults.md for what happens now): `prune` deletes refs without removing a stale `<ref>.lock` (left by
 /// a process killed during a ref update, e.g. a `kill -9` of a prune) or a stale
 /// `packed-refs.lock`, so it fails — and keeps failing on every later run — with
