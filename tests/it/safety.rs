@@ -943,6 +943,12 @@ fn a_killed_restores_warning_outlives_a_command_killed_before_it_told_it() {
     );
 }
 
+/// The tree of the newest undo point (`refs/rewind/undo`), as git names it.
+fn last_undo_point(p: &TestProject) -> String {
+    let undo = p.store_git(["rev-parse", "refs/rewind/undo^{tree}"]);
+    undo.trim().to_owned()
+}
+
 /// `/dev/full`, to write to: every write fails (`ENOSPC`).
 fn dev_full() -> fs::File {
     fs::OpenOptions::new()
@@ -1087,8 +1093,8 @@ fn a_prune_after_a_killed_restore_warns_and_keeps_its_undo_point() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
     restore_killed_at_syncfs(&p, &["a.txt"]);
-    let undo = p.store_git(["rev-parse", "refs/rewind/undo^{tree}"]);
-    let undo = undo.trim();
+    let undo = last_undo_point(&p);
+    let undo = undo.as_str();
     let later = "2099-01-01T00:00:00Z";
     let run = rw_at(&p, Some(later), &["prune"]);
     run.assert_success();
@@ -1115,8 +1121,8 @@ fn a_stopped_restores_undo_point_outlives_crons_prunes_until_the_warning_is_old(
     let sb = Sandbox::new();
     let p = sb.project("proj");
     restore_killed_at_syncfs(&p, &["a.txt"]);
-    let undo = p.store_git(["rev-parse", "refs/rewind/undo^{tree}"]);
-    let undo = undo.trim();
+    let undo = last_undo_point(&p);
+    let undo = undo.as_str();
     let at = |days| {
         (chrono::Utc::now() + chrono::Duration::days(days))
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
@@ -1184,8 +1190,8 @@ fn doctor_and_log_name_a_stopped_restore_until_it_is_swept() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
     restore_killed_at_syncfs(&p, &["a.txt"]);
-    let undo = p.store_git(["rev-parse", "refs/rewind/undo^{tree}"]);
-    let undo = undo.trim();
+    let undo = last_undo_point(&p);
+    let undo = undo.as_str();
     let doctor = rwj(&p, &["doctor"]);
     assert_eq!(doctor["stopped_restore"], undo, "{doctor}");
     let text = p.rewind(["doctor"]);
@@ -1213,11 +1219,10 @@ fn a_temp_file_the_sweep_cannot_remove_yet_is_swept_once_it_can_be() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
     restore_killed_at_syncfs(&p, &["sub/f.txt"]);
-    let undo = p.store_git(["rev-parse", "refs/rewind/undo^{tree}"]);
     let stopped = format!(
         "rewind: warning: a restore (or revert, undo or redo) was stopped before it finished: \
          files may be partly changed; `rewind restore {}` puts them back as they were before it",
-        undo.trim()
+        last_undo_point(&p)
     );
     let temps = || strays(&p, "sub");
     assert_eq!(temps().len(), 1, "the killed restore left its temp file");
