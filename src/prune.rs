@@ -278,7 +278,7 @@ impl Store {
         locked.remove_stale_packed_refs_lock();
         for file in files_below(&git_dir.join(RECORDS)) {
             if file.extension().is_some_and(|e| e == "lock") {
-                let _ = fs::remove_file(file);
+                crate::store::refs::remove_stale_lock(&file);
             }
         }
         // What goes, decided first: the marks that must outlive it (open turns made blind, the

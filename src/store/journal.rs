@@ -116,6 +116,12 @@ impl Locked<'_> {
         // someone's save, and stays aside).
         let aside_prefix = [b".rewind-aside-", &prefix[b".rewind-".len()..]].concat();
         let mut left = false;
+        // What stays for the next run (a file that cannot be removed yet) is said by the first
+        // sweep only: each one after tries again quietly.
+        let say_once = |notice: String| match journal.noticed {
+            true => tracing::warn!("{notice}"),
+            false => self.notice(notice),
+        };
         for dir in &journal.dirs {
             let listed = root
                 .names_with_prefix(dir, b".rewind-")
@@ -136,7 +142,7 @@ impl Locked<'_> {
                 }
                 Err(e) => {
                     let at = shown(&root, dir);
-                    self.notice(format!(
+                    say_once(format!(
                         "could not look for a killed restore's temp files in {at} ({e}); \
                          the next run looks again"
                     ));
@@ -166,7 +172,7 @@ impl Locked<'_> {
                 let temp = journal.temps.get(n.to_str().unwrap_or_default());
                 if self.left_by_restore(&fd, &name, temp.copied().unwrap_or_default()) {
                     if let Err(e) = ProjectRoot::unlink_in(&fd, &name) {
-                        self.notice(format!(
+                        say_once(format!(
                             "a restore killed earlier left {}, which could not be removed ({e}); \
                              the next run tries again",
                             shown(&name)
@@ -183,7 +189,7 @@ impl Locked<'_> {
                         shown(&kept)
                     )),
                     Err(e) => {
-                        self.notice(format!(
+                        say_once(format!(
                             "a restore killed earlier left someone's save under its temp name \
                              {}, which could not be renamed ({e}): it stays there",
                             shown(&name)

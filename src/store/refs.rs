@@ -237,29 +237,15 @@ impl Locked<'_> {
         Ok(())
     }
 
-    /// Under the store lock, a `<ref>.lock` file can only be left over from a killed process.
+    /// Remove `<reference>.lock` if a killed process left it (see [`remove_stale_lock`]).
     pub(crate) fn remove_stale_ref_lock(&self, reference: &str) {
-        let _ = fs::remove_file(self.git_dir.join(format!("{reference}.lock")));
+        remove_stale_lock(&self.git_dir.join(format!("{reference}.lock")));
     }
 
-    /// Remove a `packed-refs.lock` left by a killed process (every ref update takes it once
-    /// refs are packed: a kill there would refuse every write after). Under the store lock, the
-    /// only other holder can be a `git` run in the store by a person, which holds it for
-    /// milliseconds: one younger than [`STALE_PACKED_REFS_LOCK`] is waited on until it is that
-    /// old or gone. Costs a `stat` (and up to that long when one is there).
+    /// Remove `packed-refs.lock` if a killed process left it (see [`remove_stale_lock`]):
+    /// every ref update takes it once refs are packed, so one left would refuse every write.
     pub(crate) fn remove_stale_packed_refs_lock(&self) {
-        let path = self.git_dir.join("packed-refs.lock");
-        let start = std::time::Instant::now();
-        while let Ok(meta) = fs::symlink_metadata(&path) {
-            let age = meta.modified().ok().and_then(|t| t.elapsed().ok());
-            if age.unwrap_or_default() >= STALE_PACKED_REFS_LOCK
-                || start.elapsed() >= STALE_PACKED_REFS_LOCK
-            {
-                let _ = fs::remove_file(&path);
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        remove_stale_lock(&self.git_dir.join("packed-refs.lock"));
     }
 }
 
@@ -300,9 +286,26 @@ impl Store {
     }
 }
 
-/// How old a `packed-refs.lock` must be, under the store lock, to be taken for a killed
-/// process's (a `git` holds one for milliseconds).
-const STALE_PACKED_REFS_LOCK: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a ref's lock file is waited on, under the store lock, before it is taken for a
+/// killed process's (a `git` holds one for milliseconds).
+const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Remove lock file `path` (a ref's, or `packed-refs.lock`) left by a killed process. Under
+/// the store lock, the only other holder can be a `git` run in the store by a person, which
+/// holds it for milliseconds: one found is waited on until it goes, or is [`STALE_LOCK`] old,
+/// or has stood that long since it was found (a `git` slower than that, under a tracer, loses
+/// it). Costs a `stat` (and up to that long when one is there).
+pub(crate) fn remove_stale_lock(path: &std::path::Path) {
+    let found = std::time::Instant::now();
+    while let Ok(meta) = fs::symlink_metadata(path) {
+        let age = meta.modified().ok().and_then(|t| t.elapsed().ok());
+        if age.unwrap_or_default() >= STALE_LOCK || found.elapsed() >= STALE_LOCK {
+            let _ = fs::remove_file(path);
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
 
 /// The value of `read` once it is whole (`(value, true)`), reading again for up to a second
 /// (100 tries 10 ms apart) while it fails or is not: reads take no lock, and a writer may

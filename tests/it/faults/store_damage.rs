@@ -613,6 +613,37 @@ fn a_packed_refs_lock_left_by_a_killed_command_blocks_no_write() {
     assert_fsck_clean(&sb, &store);
 }
 
+/// Found by the twelfth hostile pass: a `<ref>.lock` was removed the moment rewind found it,
+/// so a `git pack-refs` a person ran in the store could lose its lock mid-update (and then
+/// delete the ref rewind had just moved: a session's undo record, an undo point). Under the
+/// store lock, a lock file is now waited on for up to a second, as `packed-refs.lock` is.
+#[test]
+fn a_young_ref_lock_is_waited_on_not_removed() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let first = p.track();
+    p.file("a.txt", "b\n");
+    p.track();
+    let lock = p.store().join("refs/rewind/undo.lock");
+    fs::write(&lock, "").unwrap();
+    let restore = p
+        .rewind_command(["restore", &first])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        lock.exists(),
+        "a lock half a second old is another's, not removed"
+    );
+    fs::remove_file(&lock).unwrap();
+    let run = finish(restore, DEFAULT_DEADLINE, "restore");
+    run.assert_success();
+    assert_eq!(p.read("a.txt"), b"a\n");
+}
+
 /// Found by this suite (see docs/faults.md for what happens now): `prune` deletes refs without removing a stale `<ref>.lock` (left by
 /// a process killed during a ref update, e.g. a `kill -9` of a prune) or a stale
 /// `packed-refs.lock`, so it fails — and keeps failing on every later run — with
