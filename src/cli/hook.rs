@@ -130,9 +130,14 @@ fn read_payload(agent: Agent) -> Result<Payload, String> {
     let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
     let event = text("hook_event_name")
         .ok_or("the payload has no hook_event_name: not a hook payload of this agent")?;
-    let session = text("session_id")
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| format!("{event}: the payload has no session_id"))?;
+    let session = match value.get("session_id") {
+        Some(Value::String(session)) if !session.is_empty() => session.clone(),
+        Some(Value::String(_)) => {
+            return Err(format!("{event}: the payload's session_id is empty"))
+        }
+        Some(_) => return Err(format!("{event}: the payload's session_id is not a string")),
+        None => return Err(format!("{event}: the payload has no session_id")),
+    };
     if !agent.events().iter().any(|(name, _)| *name == event) {
         return Err(format!(
             "{event}: not an event rewind handles for {} (install with `rewind hooks install {}`)",

@@ -285,7 +285,7 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             };
             let outcome = store.restore(store.resolve(hash)?, &options)?;
             let why = "something outside the current snapshot is in the way";
-            return report(json, &outcome, why, "undo");
+            return report(json, &outcome, (why, Some(*force)), "undo");
         }
         Command::Revert {
             hash,
@@ -298,7 +298,7 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             };
             let outcome = store.revert_with(store.resolve(hash)?, paths, &options)?;
             let why = "something outside the current snapshot is in the way";
-            return report(json, &outcome, why, "undo");
+            return report(json, &outcome, (why, None), "undo");
         }
         Command::Prune(prune) => {
             let outcome = store.prune(&prune.options())?;
@@ -474,7 +474,8 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             }
             let outcome = outcome?;
             let why = "changed by someone else since, or in the way";
-            return report(json, &outcome, why, "the whole project as it was before");
+            let undo = "the whole project as it was before";
+            return report(json, &outcome, (why, Some(force)), undo);
         }
         Command::Redo {
             session,
@@ -487,7 +488,8 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             };
             let outcome = store.redo(&session.session, &options)?;
             let why = "changed by someone else since, or in the way";
-            return report(json, &outcome, why, "the whole project as it was before");
+            let undo = "the whole project as it was before";
+            return report(json, &outcome, (why, Some(options.force)), undo);
         }
         Command::Changes { session, renames } => {
             let changes = store.changes_with(&session.session, &renames.summary())?;
@@ -550,11 +552,13 @@ fn last_changing_turn(
     Ok(changing.next_back().map(|t| t.turn))
 }
 
-/// Print what a restore, revert, undo or redo did; a partial one is an error (exit 1).
+/// Print what a restore, revert, undo or redo did; a partial one is an error (exit 1). `why`
+/// says why conflicts were left alone, with whether `--force` was given (`None`: the command
+/// has none).
 fn report(
     json: bool,
     outcome: &rewind::RestoreOutcome,
-    why: &str,
+    why: (&str, Option<bool>),
     undo_label: &str,
 ) -> rewind::Result<()> {
     if json {

@@ -119,8 +119,13 @@ pub(crate) fn print_file(file: &rewind::TurnFile, indent: &str) {
 }
 
 /// Print what a restore, revert, undo or redo changed: files on stdout, conflicts and failures
-/// on stderr, then the command that goes back. `why` says why conflicts were left alone.
-pub(crate) fn print_outcome(outcome: &rewind::RestoreOutcome, why: &str, undo_label: &str) {
+/// on stderr, then the command that goes back. `why` says why conflicts were left alone, with
+/// whether `--force` was given (`None`: the command has none), which the hint follows.
+pub(crate) fn print_outcome(
+    outcome: &rewind::RestoreOutcome,
+    (why, forced): (&str, Option<bool>),
+    undo_label: &str,
+) {
     let would = if outcome.dry_run { "would be " } else { "" };
     for path in &outcome.written {
         match outcome.merged.contains(path) {
@@ -149,7 +154,11 @@ pub(crate) fn print_outcome(outcome: &rewind::RestoreOutcome, why: &str, undo_la
                     lines.join(", ")
                 )
             }
-            _ => "use --force".to_owned(),
+            // (What --force leaves alone: a directory, or a file of another type, in the way.)
+            _ => match forced {
+                Some(false) => "use --force".to_owned(),
+                _ => "move it aside, then run again".to_owned(),
+            },
         };
         errln!("rewind: {would}left alone {}: {why} ({hint})", quote(path));
     }

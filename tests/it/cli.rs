@@ -244,6 +244,32 @@ fn a_stdout_that_cannot_be_written_is_an_error_unless_its_reader_left() {
     assert!(status.success(), "a closed pipe is quiet: {stderr}");
 }
 
+/// Found by the thirteenth hostile pass: what `--force` leaves alone (a directory holding a
+/// user's file where the undo would put a file back) was listed with "(use --force)", to a
+/// command run with `--force`; `revert`, which has no `--force`, said the same.
+#[test]
+fn a_conflict_left_by_force_does_not_suggest_force() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("x", "f\n");
+    let before = p.track();
+    p.rewind(["turn", "begin", "--session", "s", "--turn", "1"])
+        .assert_success();
+    std::fs::remove_file(p.join("x")).unwrap();
+    p.file("x/y", "agent\n");
+    p.rewind(["turn", "end", "--session", "s", "--turn", "1"])
+        .assert_success();
+    p.file("x/z", "user\n");
+    let undo = p.rewind(["undo", "--session", "s", "--turn", "1", "--force"]);
+    undo.assert_success();
+    assert!(undo.stderr.contains("left alone x"), "{undo}");
+    assert!(!undo.stderr.contains("--force"), "{undo}");
+    assert!(undo.stderr.contains("move it aside"), "{undo}");
+    assert_eq!(p.read("x/z"), b"user\n");
+    let revert = p.rewind(["revert", &before, "--", "x"]);
+    assert!(!revert.stderr.contains("--force"), "{revert}");
+}
+
 /// A project with enough files that listing them fills a pipe (64 KiB) several times over.
 fn many_files(sb: &Sandbox) -> TestProject<'_> {
     let p = sb.project("proj");

@@ -418,6 +418,10 @@ fn malformed_payloads_missing_fields_and_unknown_events_exit_0_with_one_line() {
             json!({"hook_event_name": "Stop", "session_id": 7}).to_string().into_bytes(),
         ),
         (
+            "an empty session",
+            json!({"hook_event_name": "Stop", "session_id": ""}).to_string().into_bytes(),
+        ),
+        (
             "an event rewind does not handle",
             json!({"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash"})
                 .to_string()
@@ -451,6 +455,14 @@ fn malformed_payloads_missing_fields_and_unknown_events_exit_0_with_one_line() {
             run.stderr.starts_with("rewind hook claude-code: "),
             "{what}: {run}"
         );
+        // (Thirteenth hostile pass: an empty session_id was said to be missing.)
+        let said = match *what {
+            "no session" => "has no session_id",
+            "a session that is not a string" => "session_id is not a string",
+            "an empty session" => "session_id is empty",
+            _ => "",
+        };
+        assert!(run.stderr.contains(said), "{what}: {run}");
     }
     let log = fs::read_to_string(sb.data_dir.join("hooks.log")).unwrap();
     assert_eq!(log.lines().count(), cases.len(), "{log}");
