@@ -289,19 +289,7 @@ pub(crate) fn set_open_turn_aside(
     let Some(open) = open else {
         return Ok(None);
     };
-    let options = rewind::UndoOptions {
-        turn: Some(open.turn.clone()),
-        dry_run: true,
-        ..Default::default()
-    };
-    let preview = store.undo(session, &options)?;
-    let lists = [
-        &preview.written,
-        &preview.deleted,
-        &preview.conflicts,
-        &preview.kept,
-    ];
-    if lists.iter().any(|list| !list.is_empty()) {
+    if open_turn_changed_files(store, open)? {
         return Err(rewind::Error::Turn {
             session: session.to_owned(),
             turn: open.turn.clone(),
@@ -313,6 +301,27 @@ pub(crate) fn set_open_turn_aside(
     }
     store.end_turn(session, &open.turn)?;
     Ok(Some(open.meta.clone()))
+}
+
+/// Whether undoing `open`, an open turn, would change anything now (what changed since it
+/// began that is its own). Costs a dry-run undo of it.
+pub(crate) fn open_turn_changed_files(
+    store: &rewind::Store,
+    open: &rewind::Turn,
+) -> rewind::Result<bool> {
+    let options = rewind::UndoOptions {
+        turn: Some(open.turn.clone()),
+        dry_run: true,
+        ..Default::default()
+    };
+    let preview = store.undo(&open.session, &options)?;
+    let lists = [
+        &preview.written,
+        &preview.deleted,
+        &preview.conflicts,
+        &preview.kept,
+    ];
+    Ok(lists.iter().any(|list| !list.is_empty()))
 }
 
 /// Begin the session's next turn with the metadata of the one [`set_open_turn_aside`] ended.

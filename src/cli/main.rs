@@ -522,20 +522,27 @@ fn last_session_of(store: &rewind::Store) -> rewind::Result<String> {
         .ok_or_else(|| rewind::Error::NoSession("(any: the project has no turns yet)".into()))
 }
 
-/// The session `undo --last-session` undoes: the one whose last ended turn that changed files
-/// (rolled back or not) began last (a session that since only answered a question undoes
-/// nothing); else [`last_session_of`]. Reads every turn.
+/// The session `undo --last-session` undoes: the one whose last turn that changed files
+/// (ended, rolled back or not, or still open) began last (a session that since only answered
+/// a question undoes nothing); else [`last_session_of`]. Reads every turn, and costs a dry-run
+/// undo per open turn newer than that one.
 fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
-    let turns = store.turns_with(None, &PER_PATH)?;
-    // (Rolled back or not: pressed again after its turns are undone, it says so, rather than
-    // going on to another session's work.)
-    let changing = turns
-        .into_iter()
-        .filter(|t| t.ended_at.is_some() && t.files > 0);
-    match changing.max_by_key(|turn| turn.started_at) {
-        Some(turn) => Ok(turn.session),
-        None => last_session_of(store),
+    let mut turns = store.turns_with(None, &PER_PATH)?;
+    turns.sort_by_key(|turn| turn.started_at);
+    for turn in turns.iter().rev() {
+        // (Rolled back or not: pressed again after its turns are undone, it says so, rather
+        // than going on to another session's work. Open, interrupted, with files changed: that
+        // session's undo refuses it, rather than undoing another session's finished work.)
+        let changed = match (turn.ended_at, turn.rolled_back) {
+            (Some(_), _) => turn.files > 0,
+            (None, false) => hook::open_turn_changed_files(store, turn)?,
+            (None, true) => false,
+        };
+        if changed {
+            return Ok(turn.session.clone());
+        }
     }
+    last_session_of(store)
 }
 
 /// The session's last ended turn that changed files and is not rolled back (with `force`,

@@ -218,6 +218,57 @@ fn two_sessions_in_one_project_count_their_own_turns() {
     );
 }
 
+/// Found by the fourteenth hostile pass: with session A's turn done and session B's turn
+/// interrupted after it changed a file (no Stop), `undo --last-session` (what `/rewind-undo`
+/// runs in B's window) picked A, whose last ended turn changed files, and undid A's finished
+/// work, though `turns --last-session` showed B. An open turn that changed files counts: B is
+/// picked, and its undo refuses the open turn.
+#[test]
+fn last_session_undo_never_passes_over_an_interrupted_turn_that_changed_files() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("f", "f\n").file("g", "g\n");
+    claude_turn(&p, "A", "A1", || {
+        p.file("f", "f\nA's work\n");
+    });
+    hook(&p, "claude-code", &claude_prompt(&p, "B", "B1"));
+    p.file("g", "g\nB's work\n");
+    let last = turns(&p, &["--last-session"]);
+    assert!(last.iter().all(|r| r["session"] == "B"), "{last:?}");
+    let run = p.rewind(["undo", "--last-session"]);
+    assert_eq!(run.code(), Some(1), "{run}");
+    assert!(run.stderr.contains("undoing session B"), "{run}");
+    assert!(
+        run.stderr.contains("is open and has changed files"),
+        "{run}"
+    );
+    assert_eq!(
+        text(&p, "f").as_deref(),
+        Some("f\nA's work\n"),
+        "A's work stays"
+    );
+    assert_eq!(text(&p, "g").as_deref(), Some("g\nB's work\n"));
+}
+
+/// Found by the fourteenth hostile pass: `show` of a turn rolled back while open called it
+/// "(open)" and showed, as its diff, what changed in the project since it began (a user's edit
+/// made after the rollback), though `turns` said "rolled back, 0 files".
+#[test]
+fn show_of_a_turn_rolled_back_while_open_shows_no_later_edit() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("f", "f\n").file("g", "g\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "A1"));
+    p.file("f", "f\nA1\n");
+    p.rewind(["undo", "--session", "A", "--last"])
+        .assert_success();
+    p.file("g", "g\nthe user's edit\n");
+    let shown = p.rewind(["show", "--session", "A", "1"]);
+    shown.assert_success();
+    assert!(shown.stdout.contains("rolled back while open"), "{shown}");
+    assert!(!shown.stdout.contains("the user's edit"), "{shown}");
+}
+
 #[test]
 fn an_interrupted_turn_ends_at_the_next_prompt() {
     // Claude Code runs no Stop hook when the user interrupts the agent.
