@@ -276,7 +276,7 @@ pub(crate) enum Command {
         /// Only this session's turns
         #[arg(long)]
         session: Option<String>,
-        /// Only the turns of the project's most recent session (the one whose last turn began last)
+        /// Only the turns of the project's most recent session, the one `undo --last-session` takes (whose last turn that changed files began last)
         #[arg(long, conflicts_with = "session")]
         last_session: bool,
         #[command(flatten)]
@@ -299,8 +299,9 @@ pub(crate) enum Command {
         /// The agent's session (conversation) id
         #[arg(long, required_unless_present = "last_session")]
         session: Option<String>,
-        /// The project's most recent session (the one whose last turn began last); without
-        /// --turn or --file, from its last turn that changed files and is not undone yet
+        /// The project's most recent session (the one whose last turn that changed files began
+        /// last); without --turn or --file, from its last turn that changed files and is not
+        /// undone yet
         #[arg(long, conflicts_with = "session")]
         last_session: bool,
         /// The first turn to undo; later turns are undone too

@@ -289,7 +289,14 @@ pub(crate) fn set_open_turn_aside(
     let Some(open) = open else {
         return Ok(None);
     };
-    if open_turn_changed_files(store, open)? {
+    let preview = undo_preview(store, open)?;
+    let lists = [
+        &preview.written,
+        &preview.deleted,
+        &preview.conflicts,
+        &preview.kept,
+    ];
+    if lists.iter().any(|list| !list.is_empty()) {
         return Err(rewind::Error::Turn {
             session: session.to_owned(),
             turn: open.turn.clone(),
@@ -303,25 +310,17 @@ pub(crate) fn set_open_turn_aside(
     Ok(Some(open.meta.clone()))
 }
 
-/// Whether undoing `open`, an open turn, would change anything now (what changed since it
-/// began that is its own). Costs a dry-run undo of it.
-pub(crate) fn open_turn_changed_files(
+/// What undoing `open`, an open turn, would do now: a dry run of it. Costs a dry-run undo.
+pub(crate) fn undo_preview(
     store: &rewind::Store,
     open: &rewind::Turn,
-) -> rewind::Result<bool> {
+) -> rewind::Result<rewind::RestoreOutcome> {
     let options = rewind::UndoOptions {
         turn: Some(open.turn.clone()),
         dry_run: true,
         ..Default::default()
     };
-    let preview = store.undo(&open.session, &options)?;
-    let lists = [
-        &preview.written,
-        &preview.deleted,
-        &preview.conflicts,
-        &preview.kept,
-    ];
-    Ok(lists.iter().any(|list| !list.is_empty()))
+    store.undo(&open.session, &options)
 }
 
 /// Begin the session's next turn with the metadata of the one [`set_open_turn_aside`] ended.

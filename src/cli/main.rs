@@ -412,8 +412,9 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
             last_session,
             renames,
         } => {
+            // (The session `undo --last-session` takes, so that the two agree.)
             let session = match last_session {
-                true => Some(last_session_of(store)?),
+                true => Some(last_session_to_undo(store)?),
                 false => session.clone(),
             };
             let turns = store.turns_with(session.as_deref(), &renames.summary())?;
@@ -535,7 +536,12 @@ fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
         // session's undo refuses it, rather than undoing another session's finished work.)
         let changed = match (turn.ended_at, turn.rolled_back) {
             (Some(_), _) => turn.files > 0,
-            (None, false) => hook::open_turn_changed_files(store, turn)?,
+            // (Its own changes: what undoing it would write or delete. One whose only changes
+            // are another session's or the user's, which its undo leaves alone, changed none.)
+            (None, false) => {
+                let preview = hook::undo_preview(store, turn)?;
+                !preview.written.is_empty() || !preview.deleted.is_empty()
+            }
             (None, true) => false,
         };
         if changed {

@@ -250,6 +250,48 @@ fn last_session_undo_never_passes_over_an_interrupted_turn_that_changed_files() 
     assert_eq!(text(&p, "g").as_deref(), Some("g\nB's work\n"));
 }
 
+/// Found by the fifteenth hostile pass: `turns --last-session` listed the session whose last
+/// turn began last (one that only answered), while `undo --last-session` undid another, whose
+/// last turn that changed files began last. Both now take the one the undo takes.
+#[test]
+fn turns_and_undo_of_the_last_session_take_the_same_session() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("f", "f\n");
+    claude_turn(&p, "A", "edit f", || {
+        p.file("f", "f\nA\n");
+    });
+    claude_turn(&p, "B", "a question", || {});
+    let last = turns(&p, &["--last-session"]);
+    assert!(last.iter().all(|r| r["session"] == "A"), "{last:?}");
+    let run = p.rewind(["undo", "--last-session"]);
+    run.assert_success();
+    assert!(run.stderr.contains("undoing session A"), "{run}");
+    assert_eq!(text(&p, "f").as_deref(), Some("f\n"));
+}
+
+/// Found by the fifteenth hostile pass, in the fourteenth pass's fix: an open turn was counted
+/// as changed when undoing it would leave anything alone, another session's change included,
+/// so `undo --last-session` refused it though the open turn changed nothing of its own.
+#[test]
+fn an_open_turn_whose_only_changes_are_another_sessions_is_passed_over() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("f", "a\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "edit f"));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    hook(&p, "claude-code", &claude_prompt(&p, "B", "a question"));
+    p.file("f", "b\n");
+    hook(&p, "claude-code", &claude_stop(&p, "A", false));
+    let run = p.rewind(["undo", "--last-session", "--dry-run"]);
+    run.assert_success();
+    assert!(run.stderr.contains("undoing session A"), "{run}");
+    assert!(
+        !run.stderr.contains("is open and has changed files"),
+        "{run}"
+    );
+}
+
 /// Found by the fourteenth hostile pass: `show` of a turn rolled back while open called it
 /// "(open)" and showed, as its diff, what changed in the project since it began (a user's edit
 /// made after the rollback), though `turns` said "rolled back, 0 files".
