@@ -174,15 +174,10 @@ fn handle(agent: Agent, global: &Global, payload: &Payload) -> rewind::Result<()
     let handled = handle_turns(agent, global, payload, &store);
     // What rewind found on its own (a killed restore's leftovers), said here: the hook is often
     // the first command after an interrupted undo.
-    let notices = store.take_notices();
-    // Told when said on stderr or in the log (what the agent does with stderr is its own).
-    if notices
-        .lines()
-        .iter()
-        .all(|notice| warn(agent, global, notice))
-    {
-        notices.told();
-    }
+    // (Said when on stderr or in the log: what the agent does with stderr is its own.)
+    store
+        .take_notices()
+        .say_each(|notice| warn(agent, global, notice));
     handled
 }
 

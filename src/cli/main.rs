@@ -181,15 +181,10 @@ fn run(cli: &Cli) -> rewind::Result<()> {
         }
         let result = call.run(|| command(global, &cli.command, &store));
         done.store(true, Ordering::Relaxed);
-        let notices = store.take_notices();
-        // Told only once all are said: a stderr that cannot be written leaves them in the store.
-        if notices
-            .lines()
-            .iter()
-            .all(|notice| render::write_stderr(&format!("rewind: warning: {notice}")))
-        {
-            notices.told();
-        }
+        // (A stderr that cannot be written leaves them in the store.)
+        store
+            .take_notices()
+            .say_each(|notice| render::write_stderr(&format!("rewind: warning: {notice}")));
         result
     })
 }

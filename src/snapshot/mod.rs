@@ -267,9 +267,7 @@ impl Store {
 impl Locked<'_> {
     /// [`Store::track`], under the lock.
     pub(crate) fn track(&self, options: &TrackOptions) -> Result<Snapshot> {
-        let snapshot = self.swept().peek(options)?;
-        self.record_snapshot(&snapshot)?;
-        Ok(snapshot)
+        self.track_with(options, None)
     }
 
     /// [`track`](Self::track) for a run about to write files (its undo point), holding back
@@ -279,15 +277,22 @@ impl Locked<'_> {
         options: &TrackOptions,
     ) -> Result<(Snapshot, Option<PendingIndex>)> {
         let held = Mutex::new(None);
-        let snapshot = self
-            .swept()
-            .snapshot(options, None, Some(&held))?
-            .expect("runs to the end without a probe");
-        self.record_snapshot(&snapshot)?;
+        let snapshot = self.track_with(options, Some(&held))?;
         Ok((
             snapshot,
             held.into_inner().unwrap_or_else(|p| p.into_inner()),
         ))
+    }
+
+    /// A recorded snapshot, the stat cache put in `held` when given (see
+    /// [`snapshot`](Self::snapshot)).
+    fn track_with(&self, options: &TrackOptions, held: Option<&HeldIndex>) -> Result<Snapshot> {
+        let snapshot = self
+            .swept()
+            .snapshot(options, None, held)?
+            .expect("runs to the end without a probe");
+        self.record_snapshot(&snapshot)?;
+        Ok(snapshot)
     }
 
     /// This, once a killed restore's leftovers are swept (see
@@ -533,14 +538,7 @@ impl Locked<'_> {
                 }
                 .build(cached),
             },
-            || {
-                (rewrite_index && !hold_index).then(|| -> Result<NewIndex> {
-                    Ok(NewIndex {
-                        entries: IndexWrite::start(index_path, &files)?,
-                        ids: files.iter().map(|f| (f.id, f.hashed)).collect(),
-                    })
-                })
-            },
+            || (rewrite_index && !hold_index).then(|| NewIndex::start(index_path, &files)),
         );
         let tree = tree?;
         let mut snapshot = Snapshot {
@@ -668,8 +666,7 @@ impl PendingIndex {
         if left == 0 {
             return Ok(());
         }
-        let ids: Vec<(ObjectId, bool)> = self.files.iter().map(|f| (f.id, f.hashed)).collect();
-        let entries = IndexWrite::start(&self.index_path, &self.files)?;
+        let NewIndex { entries, ids } = NewIndex::start(&self.index_path, &self.files)?;
         locked.finish_index(entries, &ids, &self.tree, &self.loose)
     }
 }
@@ -696,4 +693,14 @@ impl Locked<'_> {
 struct NewIndex {
     entries: IndexWrite,
     ids: Vec<(ObjectId, bool)>,
+}
+
+impl NewIndex {
+    /// Start writing the index at `path` with `files` as its entries ([`IndexWrite::start`]).
+    fn start(path: &Path, files: &[FileEntry]) -> Result<NewIndex> {
+        Ok(NewIndex {
+            entries: IndexWrite::start(path, files)?,
+            ids: files.iter().map(|f| (f.id, f.hashed)).collect(),
+        })
+    }
 }

@@ -294,6 +294,14 @@ impl Notices<'_> {
         &self.lines
     }
 
+    /// Say each notice with `say` (whether it was said), and mark them [`told`](Self::told)
+    /// once every one was: a notice that could not be said stays in the store.
+    pub fn say_each(self, mut say: impl FnMut(&str) -> bool) {
+        if self.lines.iter().all(|notice| say(notice)) {
+            self.told();
+        }
+    }
+
     /// Say that the notices were told: they are removed from the store, under its lock (if
     /// another process holds it longer than [`NOTICES_LOCK_WAIT`], they stay, to be told
     /// again). Notices added since the take stay. Costs a `flock`, and a read and an `unlink`
