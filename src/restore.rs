@@ -77,6 +77,14 @@ pub struct RestoreOutcome {
     /// on disk while the restore ran.
     #[serde(serialize_with = "serialize_paths")]
     pub conflicts: Vec<BString>,
+    /// The conflicts that `force` leaves alone too (also in `conflicts`): a directory, a
+    /// special file, a nested repository or a symlink into the store stands at the path or on
+    /// the way to it. Moving it aside, then running again, is what brings the path back.
+    #[serde(
+        serialize_with = "serialize_paths",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub in_the_way: Vec<BString>,
     /// Files the target lacks but could not see (ignored under its rules, inside a nested
     /// repository then, or left out for size or type): not deleted.
     #[serde(serialize_with = "serialize_paths")]
@@ -190,6 +198,7 @@ enum Action {
     Write,
     /// Save what is on disk into the undo tree, then write.
     SaveAndWrite(Kind),
+    /// Something `force` never replaces stands there (listed `in_the_way` too).
     Conflict,
     Kept,
     /// Nothing to do (the file is already gone).
@@ -407,6 +416,7 @@ impl Locked<'_> {
             deleted: Vec::new(),
             failed: Vec::new(),
             conflicts: Vec::new(),
+            in_the_way: Vec::new(),
             kept: Vec::new(),
             merged: Vec::new(),
             conflict_details: Vec::new(),
@@ -428,6 +438,10 @@ impl Locked<'_> {
         for (step, decided) in plan.steps.iter().zip(decided) {
             let action = match decided {
                 Ok(Action::SaveAndWrite(_)) if !plan.force => Action::Conflict,
+                Ok(Action::Conflict) => {
+                    outcome.in_the_way.push(step.path.clone());
+                    Action::Conflict
+                }
                 Ok(action) => action,
                 Err(e) => {
                     outcome.failed.push(failure(&step.path, &e));

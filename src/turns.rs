@@ -159,7 +159,8 @@ pub struct Turn {
     pub started_at: DateTime<Utc>,
     /// `None` while the turn is open (or its runtime crashed before ending it).
     pub ended_at: Option<DateTime<Utc>>,
-    /// The snapshot taken when the turn began.
+    /// The snapshot taken when the turn began (for an open turn a redo gave back, the project
+    /// as that redo found it: what an undo of the turn goes back to).
     pub before: SnapshotId,
     /// The snapshot taken when it ended (`None` while open).
     pub after: Option<SnapshotId>,
@@ -881,10 +882,14 @@ impl Store {
         };
         let repo = self.repo();
         for (session, records) in sessions {
-            for record in records {
+            for mut record in records {
                 let rolled_back = self
                     .ref_target(&turn_ref(&session, "rolled-back", &record.turn)?)?
                     .is_some();
+                // An open turn a redo gave back starts where the redo found the project.
+                if record.ended_at.is_none() && !rolled_back {
+                    record = self.as_reopened(&session, record)?;
+                }
                 let changed = match record.after {
                     None => Vec::new(),
                     Some(after) => {
@@ -1163,6 +1168,9 @@ impl Store {
                     rolled_back.push((record, marker));
                 }
             }
+        }
+        if rolled_back.is_empty() && changed_nothing(&outcome) {
+            return Ok(outcome); // nothing for a redo to give back
         }
         let mut message = format!(
             "rewind: undo of session {session:?} from turn {:?}\n\n{UNDO_POINT}{}\n",
@@ -2140,10 +2148,10 @@ impl Locked<'_> {
         let mut kept = Vec::new();
         for path in paths {
             let now = side_at(&repo, current, path.as_ref())?;
-            if now.is_none() && self.on_disk(&path) {
-                kept.push(path); // out of the snapshot's view now (ignored, say): left as it is
-                continue;
-            }
+            // Something the snapshot cannot see stands there (ignored, say, or a directory):
+            // an undo that deletes leaves it as it is (`kept`); one that writes finds it in the
+            // way (a conflict, as a restore's).
+            let unseen = now.is_none() && self.on_disk(&path);
             let reversed = match during.contains(&path) {
                 true if options.force => Reversed::Side {
                     side: side_at(&repo, before, path.as_ref())?,
@@ -2156,6 +2164,7 @@ impl Locked<'_> {
                 false => merger.reverse(self, session, &path, now, &[0])?,
             };
             match reversed {
+                Reversed::Side { side: None, .. } if unseen => kept.push(path),
                 Reversed::Side { side, .. } if side == now => {}
                 Reversed::Side { side, merged: m } => {
                     if m {
@@ -2233,6 +2242,9 @@ impl Locked<'_> {
         );
         // (Its paths below `only` alone do not roll the turn back.)
         let rolled_back = outcome.failed.is_empty() && only.is_none();
+        if !rolled_back && changed_nothing(&outcome) {
+            return Ok(outcome); // nothing for a redo to give back
+        }
         if rolled_back {
             message.push_str(&format!(
                 "{ROLLED_BACK}{}\n",
@@ -2829,6 +2841,14 @@ fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option
             mode: u32::from(entry.mode().value()),
             id: entry.oid().to_owned(),
         }))
+}
+
+/// Whether an undo wrote, deleted and left alone nothing, and nothing failed.
+fn changed_nothing(outcome: &RestoreOutcome) -> bool {
+    outcome.written.is_empty()
+        && outcome.deleted.is_empty()
+        && outcome.conflicts.is_empty()
+        && outcome.failed.is_empty()
 }
 
 /// A change listed alone (not part of a rename).

@@ -137,6 +137,13 @@ pub(crate) fn print_outcome(
         outln!("{would}deleted {}", quote(path));
     }
     for path in &outcome.conflicts {
+        if outcome.in_the_way.contains(path) {
+            errln!(
+                "rewind: {would}left alone {}: a directory, special file or nested repository is in the way (move it aside, then run again)",
+                quote(path)
+            );
+            continue;
+        }
         let detail = outcome.conflict_details.iter().find(|d| d.file == *path);
         let hint = match detail {
             Some(d) if d.mergeable => "use --merge to keep both, or --force".to_owned(),
@@ -154,7 +161,8 @@ pub(crate) fn print_outcome(
                     lines.join(", ")
                 )
             }
-            // (What --force leaves alone: a directory, or a file of another type, in the way.)
+            // (What --force still leaves alone: a file changed while the run ran, or a binary
+            // file both sides changed.)
             _ => match forced {
                 Some(false) => "use --force".to_owned(),
                 _ => "move it aside, then run again".to_owned(),

@@ -246,7 +246,8 @@ fn a_stdout_that_cannot_be_written_is_an_error_unless_its_reader_left() {
 
 /// Found by the thirteenth hostile pass: what `--force` leaves alone (a directory holding a
 /// user's file where the undo would put a file back) was listed with "(use --force)", to a
-/// command run with `--force`; `revert`, which has no `--force`, said the same.
+/// command run with `--force`; `revert`, which has no `--force`, said the same; and (the
+/// fifteenth) to the command run without it.
 #[test]
 fn a_conflict_left_by_force_does_not_suggest_force() {
     let sb = Sandbox::new();
@@ -260,6 +261,14 @@ fn a_conflict_left_by_force_does_not_suggest_force() {
     p.rewind(["turn", "end", "--session", "s", "--turn", "1"])
         .assert_success();
     p.file("x/z", "user\n");
+    // (Fifteenth hostile pass: without `--force` it said "(use --force)", which takes nothing.)
+    let plain = p.rewind(["undo", "--session", "s", "--turn", "1"]);
+    plain.assert_success();
+    assert!(
+        plain.stderr.contains("left alone x: a directory"),
+        "{plain}"
+    );
+    assert!(!plain.stderr.contains("--force"), "{plain}");
     let undo = p.rewind(["undo", "--session", "s", "--turn", "1", "--force"]);
     undo.assert_success();
     assert!(undo.stderr.contains("left alone x"), "{undo}");

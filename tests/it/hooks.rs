@@ -311,6 +311,31 @@ fn show_of_a_turn_rolled_back_while_open_shows_no_later_edit() {
     assert!(!shown.stdout.contains("the user's edit"), "{shown}");
 }
 
+/// Found by the fifteenth hostile pass: `show` of an open turn a redo gave back showed, with
+/// the turn's file, a file the user made between the undo and the redo: the diff ran from the
+/// turn's first "before", not from where the redo gave it back (which its undo uses).
+#[test]
+fn show_of_an_open_turn_a_redo_gave_back_shows_only_what_came_back() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("f", "f\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "A1"));
+    p.file("f", "f\nA1\n");
+    p.rewind(["undo", "--session", "A", "--turn", "1"])
+        .assert_success();
+    p.file("u", "the user's file\n");
+    p.rewind(["redo", "--session", "A"]).assert_success();
+    let shown = p.rewind(["show", "--session", "A", "1"]);
+    shown.assert_success();
+    assert!(shown.stdout.contains("diff --git a/f b/f"), "{shown}");
+    assert!(!shown.stdout.contains("the user's file"), "{shown}");
+    // `turns` gives it the same "before": the project as the redo found it.
+    let store = p.store();
+    let rows = turns(&p, &["--session", "A"]);
+    let before = crate::common::ls_tree(&sb, &store, rows[0]["before"].as_str().unwrap());
+    assert!(before.contains_key(&b"u"[..]), "{rows:?}");
+}
+
 #[test]
 fn an_interrupted_turn_ends_at_the_next_prompt() {
     // Claude Code runs no Stop hook when the user interrupts the agent.

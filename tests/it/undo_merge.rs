@@ -832,6 +832,110 @@ fn undo_only_lists_a_created_file_that_is_ignored_now_as_kept() {
     assert!(root.join("x.txt").exists());
 }
 
+/// Fifteenth hostile pass: `--only` where a directory now stands at a file the turn deleted
+/// listed the directory as `kept` ("the snapshot could not see it"), the file not back. It is a
+/// conflict `--force` cannot take either (`in_the_way`); an ignored file standing there is a
+/// conflict `--force` takes (saved into the undo point first). Nothing of the user's is touched.
+#[test]
+fn undo_only_of_a_deletion_where_something_unseen_stands_now_is_a_conflict() {
+    for (what, force) in [
+        ("dir", false),
+        ("dir", true),
+        ("empty dir", false),
+        ("ignored", false),
+        ("ignored", true),
+    ] {
+        let project = Project::new();
+        let (root, store) = (project.root(), &project.store);
+        let x = root.join("x.txt");
+        fs::write(&x, "the turn deletes this\n").unwrap();
+        fs::write(root.join("z.txt"), "z\n").unwrap();
+        project.turn("s", "1", || fs::remove_file(&x).unwrap());
+        match what {
+            "dir" => {
+                fs::create_dir(&x).unwrap();
+                fs::write(x.join("mine.txt"), "mine\n").unwrap();
+            }
+            "empty dir" => fs::create_dir(&x).unwrap(),
+            _ => {
+                fs::write(root.join(".gitignore"), "x.txt\n").unwrap();
+                fs::write(&x, "ignored, mine\n").unwrap();
+            }
+        }
+        let options = rewind::UndoOptions {
+            only: true,
+            force,
+            ..undo_opts("1")
+        };
+        let outcome = store.undo("s", &options).unwrap();
+        let label = format!("{what}, force {force}: {outcome:?}");
+        assert!(outcome.kept.is_empty(), "{label}");
+        let x_only = vec![rewind::BString::from("x.txt")];
+        match (what, force) {
+            ("dir", _) => {
+                assert_eq!(outcome.conflicts, x_only, "{label}");
+                assert_eq!(outcome.in_the_way, x_only, "{label}");
+                assert_eq!(fs::read_to_string(x.join("mine.txt")).unwrap(), "mine\n");
+            }
+            ("ignored", false) => {
+                assert_eq!(outcome.conflicts, x_only, "{label}");
+                assert!(outcome.in_the_way.is_empty(), "{label}");
+                assert_eq!(fs::read_to_string(&x).unwrap(), "ignored, mine\n");
+            }
+            // An empty directory is replaced; an ignored file with --force is saved first.
+            _ => {
+                assert_eq!(outcome.written, x_only, "{label}");
+                assert_eq!(fs::read_to_string(&x).unwrap(), "the turn deletes this\n");
+                if what == "ignored" {
+                    // (Still ignored: only a forced restore replaces it.)
+                    let forced = rewind::RestoreOptions {
+                        force: true,
+                        ..Default::default()
+                    };
+                    store.restore(outcome.undo, &forced).unwrap();
+                    assert_eq!(fs::read_to_string(&x).unwrap(), "ignored, mine\n");
+                }
+            }
+        }
+    }
+}
+
+/// Fifteenth hostile pass: an `undo --file` (or `--only --file`) that changed nothing was
+/// recorded as an undo, so the next `redo` gave back that nothing, not the undo before it.
+#[test]
+fn an_undo_of_a_file_that_changes_nothing_is_not_what_redo_gives_back() {
+    for only in [false, true] {
+        let project = Project::new();
+        let (root, store) = (project.root(), &project.store);
+        fs::write(root.join("a.txt"), "a\n").unwrap();
+        fs::write(root.join("b.txt"), "b\n").unwrap();
+        project.turn("s", "1", || {
+            fs::write(root.join("a.txt"), "agent a\n").unwrap();
+            fs::write(root.join("b.txt"), "agent b\n").unwrap();
+        });
+        let of = |file: &str| rewind::UndoOptions {
+            file: Some(file.into()),
+            only,
+            ..undo_opts("1")
+        };
+        let first = store.undo("s", &of("a.txt")).unwrap();
+        assert_eq!(first.written, vec![rewind::BString::from("a.txt")]);
+        let again = store.undo("s", &of("a.txt")).unwrap();
+        assert!(
+            again.written.is_empty() && again.conflicts.is_empty(),
+            "{again:?}"
+        );
+        let redone = store.redo("s", &Default::default()).unwrap();
+        assert_eq!(
+            redone.written,
+            vec![rewind::BString::from("a.txt")],
+            "only {only}: {redone:?}"
+        );
+        assert_eq!(fs::read_to_string(root.join("a.txt")).unwrap(), "agent a\n");
+        assert_eq!(fs::read_to_string(root.join("b.txt")).unwrap(), "agent b\n");
+    }
+}
+
 /// Found by the model (seed 1 of the two sessions): with `--merge --force`, a path someone else
 /// changed that already held the target (no merge, a conflict forced) was "written" with its
 /// own bytes: listed as changed, so a later `redo --force` of that undo overwrote it.

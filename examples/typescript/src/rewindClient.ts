@@ -90,13 +90,17 @@ export interface RestoreOutcome {
   deleted: string[];
   failed: Failure[];
   conflicts: string[];
+  /** The conflicts `force` cannot take either (also in `conflicts`): a directory, a special file
+   * or a nested repository stands at the path or on the way. Move it aside, then run again. */
+  in_the_way?: string[];
   kept: string[];
   /** `restore(undo)` puts everything back as it was before (in a dry run: the project now). */
   undo: string;
   /** Present (true) for a dry run: nothing was changed or recorded. */
   dry_run?: boolean;
   /** In a dry run, the patch of each file written or deleted, as `git diff` writes it. */
-  diff?: string;  /** Files an undo wrote with a three-way merge (also in `written`). */
+  diff?: string;
+  /** Files an undo wrote with a three-way merge (also in `written`). */
   merged?: string[];
   /** For an undo: each file left alone because someone else changed it too (or, with `only`
    * and `force`, written with conflict markers). */
