@@ -85,8 +85,9 @@ pub enum Origin {
     /// The turn announced the path with `track_file` (and no overlapping turn of another
     /// session did).
     Announced,
-    /// Changed while another session's turn was open too, and announced by none of them (or
-    /// by several): undo leaves it alone unless forced.
+    /// Changed while another session's turn was open too (or by another session's undo or
+    /// redo meanwhile), and announced by none of them (or by several): undo leaves it alone
+    /// unless forced.
     Shared,
     /// Announced by an overlapping turn of another session only: that session's change, not
     /// listed among the turn's files.
@@ -1682,33 +1683,38 @@ impl Store {
                 .collect());
         }
         for commit in during.commits {
-            let (object, tree) = commit_and_tree(&repo, commit)?;
-            let message = object.message_raw_sloppy();
-            let kind = ChainKind::of(message);
-            if let (ChainKind::End, Some(files)) = (kind, parse_files(message)) {
-                paths.extend(files.into_iter().map(|f| f.file));
-                continue;
-            }
-            // An undo of an open turn leaves the session's tree as it was (its "before"): the
-            // paths it changed are named.
-            let changed: Vec<BString> = lines_with(message, CHANGED)
-                .filter_map(crate::snapshot::visibility::decode_path)
-                .collect();
-            if kind == ChainKind::Undo && !changed.is_empty() {
-                paths.extend(changed);
-                continue;
-            }
-            let parent = object.parent_ids().next().map(|id| id.detach());
-            if let (ChainKind::End | ChainKind::Undo, Some(parent)) = (kind, parent) {
-                let (_, before) = commit_and_tree(&repo, parent)?;
-                paths.extend(
-                    tree_changes(&repo, self.trees(), before, tree)?
-                        .into_iter()
-                        .map(|c| c.path),
-                );
-            }
+            paths.extend(self.paths_of_chain_commit(commit)?.1);
         }
         Ok(paths)
+    }
+
+    /// What chain commit `commit` of another session changed, with its kind: the files an end
+    /// commit names, the paths an undo or redo names (for an older one, what its tree changed
+    /// from its parent's); none for another kind. Costs a commit read (and a tree diff for an
+    /// older one).
+    fn paths_of_chain_commit(&self, commit: ObjectId) -> Result<(ChainKind, Vec<BString>)> {
+        let repo = self.repo();
+        let (object, tree) = commit_and_tree(&repo, commit)?;
+        let message = object.message_raw_sloppy();
+        let kind = ChainKind::of(message);
+        if let (ChainKind::End, Some(files)) = (kind, parse_files(message)) {
+            return Ok((kind, files.into_iter().map(|f| f.file).collect()));
+        }
+        // An undo of an open turn leaves the session's tree as it was (its "before"): the
+        // paths it changed are named.
+        let changed: Vec<BString> = lines_with(message, CHANGED)
+            .filter_map(crate::snapshot::visibility::decode_path)
+            .collect();
+        if kind == ChainKind::Undo && !changed.is_empty() {
+            return Ok((kind, changed));
+        }
+        let parent = object.parent_ids().next().map(|id| id.detach());
+        let (ChainKind::End | ChainKind::Undo, Some(parent)) = (kind, parent) else {
+            return Ok((kind, Vec::new()));
+        };
+        let (_, before) = commit_and_tree(&repo, parent)?;
+        let changes = tree_changes(&repo, self.trees(), before, tree)?;
+        Ok((kind, changes.into_iter().map(|c| c.path).collect()))
     }
 
     /// The turns of other sessions that overlapped turn `record` of `session` (were open at
@@ -1844,7 +1850,16 @@ impl Store {
         after: ObjectId,
     ) -> Result<Vec<(Change, Origin)>> {
         let own = self.announced_by(session, record)?;
-        let overlaps = self.overlapping_turns(session, record, after)?;
+        let mut overlaps = self.overlapping_turns(session, record, after)?;
+        // Another session's undo or redo meanwhile changed what it names, announced by none.
+        for commit in self.commits_of_others_during(session, record)?.commits {
+            if let (ChainKind::Undo, changed) = self.paths_of_chain_commit(commit)? {
+                overlaps.push(Overlap {
+                    announced: Vec::new(),
+                    changed: changed.into_iter().collect(),
+                });
+            }
+        }
         let covers = |paths: &[BString], path: &BString| {
             paths.iter().any(|a| is_within(path.as_ref(), a.as_ref()))
         };

@@ -20,7 +20,8 @@
 //! `--force`) and `redo` of either session. The model records who last wrote each path; an undo
 //! or redo without `--force` may change only its own session's paths, a redo only what its undo
 //! changed and still holds what that undo left, and every turn end gives each file an origin
-//! (never `shared` when no other session's turn overlapped).
+//! (never `shared` when no other session's turn overlapped, nor its undo or redo changed files
+//! meanwhile).
 //!
 //! `kill_9_during_restore_and_undo_leaves_the_project_recoverable` kills `restore` and `undo`
 //! at a random rename, unlink or rmdir (strace fault injection) and checks that the undo id recorded
@@ -1167,6 +1168,20 @@ impl<'a> Model<'a> {
         self.open.insert(session, self.turns.len() - 1);
     }
 
+    /// An undo or redo of `session` that changed files while another session's turn was open:
+    /// the paths it names are `shared` in that turn (not announced by it), so the model stops
+    /// checking that turn's origins, as for an overlap.
+    fn changed_during_others_turns(&mut self, session: &str, before: &Listing, after: &Listing) {
+        if changed_paths(before, after).is_empty() {
+            return;
+        }
+        for (&other, &i) in &self.open {
+            if other != session {
+                self.turns[i].overlapped = true;
+            }
+        }
+    }
+
     /// Ends the open turn of `session`; checks each file's origin (invariant 4): present, and
     /// for a turn no other session's turn overlapped, `announced` exactly where it announced.
     fn end_turn(&mut self, session: &'static str) {
@@ -1467,6 +1482,7 @@ impl<'a> Model<'a> {
         let Some((o, before, after)) = self.changing_op(args, Writer::Rewind(session)) else {
             return;
         };
+        self.changed_during_others_turns(session, &before, &after);
         if !force && !merging {
             self.check_own(&op, session, &prior, &before, &after, None);
         }
@@ -1571,6 +1587,7 @@ impl<'a> Model<'a> {
         let Some((o, before, after)) = self.changing_op(args, Writer::Rewind(session)) else {
             return;
         };
+        self.changed_during_others_turns(session, &before, &after);
         // A redo that brought all back names its undo on the chain; one that left paths alone
         // (or failed on some) names none, and the next redo takes the same undo: the latest of
         // the session not redone yet (with `--turn`, one that undid that turn).

@@ -1243,3 +1243,31 @@ fn show_of_a_turn_leaves_out_another_sessions_files() {
     );
     assert!(shown.title.contains("1 files"), "{}", shown.title);
 }
+
+/// Found by the fourteenth hostile pass: a file another session's undo put back while a turn
+/// was open was listed as the turn's own (`unannounced`), while the turn's undo left it alone
+/// as someone else's. Both call it `shared` now.
+#[test]
+fn a_file_another_sessions_undo_changed_during_a_turn_is_shared() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "b.txt", "b\n");
+    store.begin_turn("B", "1").unwrap();
+    write_file(p, "b.txt", "B's\n");
+    store.end_turn("B", "1").unwrap();
+    store.begin_turn("A", "1").unwrap();
+    write_file(p, "a.txt", "A's\n");
+    let back = store.undo("B", &Default::default()).unwrap();
+    assert_eq!(strings(&back.written), set(&["b.txt"]));
+    store.end_turn("A", "1").unwrap();
+    let turn = &store.turns(Some("A")).unwrap()[0];
+    let expected = BTreeMap::from([
+        ("a.txt".to_string(), Origin::Unannounced),
+        ("b.txt".to_string(), Origin::Shared),
+    ]);
+    assert_eq!(origins(&turn.changed), expected);
+    let undone = store.undo("A", &Default::default()).unwrap();
+    assert_eq!(strings(&undone.conflicts), set(&["b.txt"]), "{undone:?}");
+    assert_eq!(read(p, "b.txt").as_deref(), Some("b\n"));
+    assert_eq!(read(p, "a.txt"), None);
+}
