@@ -24,7 +24,7 @@
 //!    this restore made are ever swept (and only holding bytes the journal names). The writes go in
 //!    batches when there are more than the descriptors a run may hold open allow.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -179,6 +179,9 @@ pub(crate) struct Plan {
     pub(crate) objects: Option<gix::Repository>,
     /// The stat cache the undo point held back, settled before any file changes.
     pub(crate) index: Option<PendingIndex>,
+    /// The two names of each file a turn moved (each maps to the other): both change or
+    /// neither, so that the file never ends under neither name.
+    pub(crate) partners: HashMap<BString, BString>,
 }
 
 /// What stands where the target adds a path the current snapshot lacks.
@@ -198,7 +201,8 @@ enum Action {
     Write,
     /// Save what is on disk into the undo tree, then write.
     SaveAndWrite(Kind),
-    /// Something `force` never replaces stands there (listed `in_the_way` too).
+    /// Left alone: something `force` never replaces stands there (listed `in_the_way` too),
+    /// or the other name of a moved file is left alone.
     Conflict,
     Kept,
     /// Nothing to do (the file is already gone).
@@ -232,6 +236,7 @@ impl Store {
             dry_run: options.dry_run,
             objects: None,
             index,
+            partners: HashMap::new(),
         })
     }
 
@@ -372,6 +377,7 @@ impl Store {
             dry_run: options.dry_run,
             objects: None,
             index,
+            partners: HashMap::new(),
         })
     }
 }
@@ -435,6 +441,8 @@ impl Locked<'_> {
         let dirs = OpenDirs::new(&root, budget);
         let decided = self.decide((&root, &dirs), &repo, &mut plan)?;
         let mut actions = Vec::with_capacity(plan.steps.len());
+        // Steps that change nothing though they should: left alone, kept or failed.
+        let mut blocked = Vec::with_capacity(plan.steps.len());
         for (step, decided) in plan.steps.iter().zip(decided) {
             let action = match decided {
                 Ok(Action::SaveAndWrite(_)) if !plan.force => Action::Conflict,
@@ -445,15 +453,21 @@ impl Locked<'_> {
                 Ok(action) => action,
                 Err(e) => {
                     outcome.failed.push(failure(&step.path, &e));
-                    Action::Nothing
+                    blocked.push(true);
+                    actions.push(Action::Nothing);
+                    continue;
                 }
             };
+            blocked.push(matches!(action, Action::Conflict | Action::Kept));
+            actions.push(action);
+        }
+        leave_partners_alone(&plan, &blocked, &mut actions);
+        for (step, action) in plan.steps.iter().zip(&actions) {
             match action {
                 Action::Conflict => outcome.conflicts.push(step.path.clone()),
                 Action::Kept => outcome.kept.push(step.path.clone()),
                 _ => {}
             }
-            actions.push(action);
         }
         if plan.dry_run {
             let mut diff = Vec::new();
@@ -937,6 +951,26 @@ pub(crate) fn step_of(change: &Change, snapshot: usize) -> Step {
         current: change.before,
         target: change.after,
         snapshot,
+    }
+}
+
+/// A step that would change its path while its moved file's other name is `blocked` (left
+/// alone, kept or failed) is left alone too. Costs a map of the steps when there are partners.
+fn leave_partners_alone(plan: &Plan, blocked: &[bool], actions: &mut [Action]) {
+    if plan.partners.is_empty() {
+        return;
+    }
+    let at: HashMap<&BStr, usize> = (plan.steps.iter().enumerate())
+        .map(|(n, step)| (step.path.as_bstr(), n))
+        .collect();
+    for (n, step) in plan.steps.iter().enumerate() {
+        let partner = plan.partners.get(&step.path);
+        let partner_blocked = partner
+            .and_then(|p| at.get(p.as_bstr()))
+            .is_some_and(|&m| blocked[m]);
+        if partner_blocked && is_change(actions[n]) {
+            actions[n] = Action::Conflict;
+        }
     }
 }
 

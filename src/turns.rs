@@ -1004,8 +1004,11 @@ impl Store {
         // (A turn a redo gave back starts from the project as the redo found it.)
         let target = locked.as_reopened(session, undone[0].clone())?.before;
         let differing = tree_changes(&repo, self.trees(), current, target)?;
-        // A file the turns moved is undone as one: both names, or neither.
-        let partners = rename_partners(&repo, &differing, &touched)?;
+        // A file the turns moved is undone as one: both names, or neither (the moves are the
+        // turns' own, whatever stands at either name now).
+        let last_after = undone[undone.len() - 1].after.unwrap_or(current);
+        let moves = tree_changes(&repo, self.trees(), target, last_after)?;
+        let partners = rename_partners(&repo, &moves, &touched)?;
         keep_below(&mut touched, only.as_ref(), &partners, session)?;
         let chain = locked.chain_since(session, undone[0].begin)?;
         let mut others = locked.changed_by_others(&chain, current)?;
@@ -1137,6 +1140,7 @@ impl Store {
             dry_run: options.dry_run,
             objects: Some(merges.clone()),
             index,
+            partners: partners.clone(),
         })?;
         // Left alone: what the undo saw was someone else's, then what changed as it ran.
         d.conflicts.append(&mut outcome.conflicts);
@@ -1398,8 +1402,13 @@ impl Store {
         let current = snapshot.hash.0;
         let mut conflicts = Vec::new();
         let mut changes = Vec::new();
-        let undid =
-            lines_with(&message, CHANGED).filter_map(crate::snapshot::visibility::decode_path);
+        let mut undid: Vec<BString> = lines_with(&message, CHANGED)
+            .filter_map(crate::snapshot::visibility::decode_path)
+            .collect();
+        undid.sort_unstable();
+        // A file the undo moved back comes back under both names, or neither.
+        let moves = tree_changes(&repo, self.trees(), undo_tree, point)?;
+        let partners = rename_partners(&repo, &moves, &undid)?;
         for path in undid {
             // What the undo left there, what is there now, what was there before the undo.
             let left = side_at(&repo, undo_tree, path.as_bstr())?;
@@ -1418,6 +1427,7 @@ impl Store {
                 after: wanted,
             });
         }
+        pair_conflicts(&mut changes, &mut conflicts, &partners);
         let outcome = locked.apply(Plan {
             target: point,
             current,
@@ -1427,6 +1437,7 @@ impl Store {
             dry_run: false,
             objects: None,
             index,
+            partners,
         })?;
         let rolled_back: Vec<String> = lines_with(&message, ROLLED_BACK)
             .filter_map(|t| decode_id(t.to_str().ok()?))
@@ -2235,6 +2246,7 @@ impl Locked<'_> {
             dry_run: options.dry_run,
             objects: Some(merges.clone()),
             index,
+            partners: partners.clone(),
         })?;
         conflicts.append(&mut outcome.conflicts);
         outcome.conflicts = conflicts;

@@ -936,6 +936,122 @@ fn an_undo_of_a_file_that_changes_nothing_is_not_what_redo_gives_back() {
     }
 }
 
+/// What the sixteenth hostile pass put at a moved file's other name.
+const OBSTACLES: [&str; 5] = ["user file", "dir", "fifo", "ignored file", "symlink"];
+
+/// Put `what` at `path` (a user's file, a directory holding one, a FIFO, an ignored file, a
+/// symlink).
+fn put_obstacle(root: &Path, path: &str, what: &str) {
+    let at = root.join(path);
+    match what {
+        "user file" => fs::write(&at, "the user's new file\n").unwrap(),
+        "dir" => {
+            fs::create_dir(&at).unwrap();
+            fs::write(at.join("mine"), "mine\n").unwrap();
+        }
+        "fifo" => {
+            let made = Command::new("mkfifo").arg(&at).status().expect("mkfifo");
+            assert!(made.success());
+        }
+        "ignored file" => {
+            fs::write(root.join(".gitignore"), format!("{path}\n")).unwrap();
+            fs::write(&at, "ignored, the user's\n").unwrap();
+        }
+        _ => std::os::unix::fs::symlink("elsewhere", &at).unwrap(),
+    }
+}
+
+/// The moved file's text, and whatever `put_obstacle` left, are on disk after it.
+fn assert_moved_text_kept(root: &Path, text: &str, label: &str) {
+    let names = ["config.yaml", "config.yml"];
+    // (Only regular files are read: a FIFO would wait for a writer.)
+    let held = names.iter().any(|n| {
+        let path = root.join(n);
+        fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
+            && fs::read_to_string(&path).is_ok_and(|t| t == text)
+    });
+    assert!(held, "{label}: the moved file is under neither name");
+}
+
+/// Found by the sixteenth hostile pass: undoing a move when something new stood at the old name
+/// (a user's file, a directory, a FIFO, an ignored file, a symlink) deleted the new name and left
+/// the old one alone: the file was under neither name (its bytes only in the undo point). The
+/// move was looked for in the project's difference from the target, where the old name is no
+/// longer "added"; and what stood in the way was only found as the run decided, after the move
+/// was paired. `redo` did the same the other way round.
+#[test]
+fn a_move_is_never_half_undone_or_half_redone_around_something_at_the_other_name() {
+    let text = "port: 80\nhost: x\n";
+    let modes = [
+        ("plain", undo_opts("1")),
+        (
+            "--force",
+            rewind::UndoOptions {
+                force: true,
+                ..undo_opts("1")
+            },
+        ),
+        (
+            "--file config.yml",
+            rewind::UndoOptions {
+                file: Some("config.yml".into()),
+                ..undo_opts("1")
+            },
+        ),
+        (
+            "--only",
+            rewind::UndoOptions {
+                only: true,
+                ..undo_opts("1")
+            },
+        ),
+        (
+            "--only --force",
+            rewind::UndoOptions {
+                only: true,
+                force: true,
+                ..undo_opts("1")
+            },
+        ),
+        (
+            "--merge",
+            rewind::UndoOptions {
+                merge: true,
+                ..undo_opts("1")
+            },
+        ),
+    ];
+    for what in OBSTACLES {
+        for (mode, options) in &modes {
+            let label = format!("undo {mode} with a {what} at the old name");
+            let project = Project::new();
+            let (root, store) = (project.root(), &project.store);
+            fs::write(root.join("config.yaml"), text).unwrap();
+            fs::write(root.join("z"), "z\n").unwrap();
+            project.turn("s", "1", || {
+                fs::rename(root.join("config.yaml"), root.join("config.yml")).unwrap();
+            });
+            put_obstacle(root, "config.yaml", what);
+            let outcome = store.undo("s", options).unwrap();
+            assert_moved_text_kept(root, text, &format!("{label}: {outcome:?}"));
+        }
+        // The other way: the undo moved it back; then something stands at the new name.
+        let label = format!("redo with a {what} at the new name");
+        let project = Project::new();
+        let (root, store) = (project.root(), &project.store);
+        fs::write(root.join("config.yaml"), text).unwrap();
+        fs::write(root.join("z"), "z\n").unwrap();
+        project.turn("s", "1", || {
+            fs::rename(root.join("config.yaml"), root.join("config.yml")).unwrap();
+        });
+        store.undo("s", &undo_opts("1")).unwrap();
+        put_obstacle(root, "config.yml", what);
+        let outcome = store.redo("s", &Default::default()).unwrap();
+        assert_moved_text_kept(root, text, &format!("{label}: {outcome:?}"));
+        assert!(!outcome.conflicts.is_empty(), "{label}: {outcome:?}");
+    }
+}
+
 /// Found by the model (seed 1 of the two sessions): with `--merge --force`, a path someone else
 /// changed that already held the target (no merge, a conflict forced) was "written" with its
 /// own bytes: listed as changed, so a later `redo --force` of that undo overwrote it.
