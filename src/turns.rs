@@ -1143,6 +1143,9 @@ impl Store {
             partners: partners.clone(),
         })?;
         // Left alone: what the undo saw was someone else's, then what changed as it ran.
+        let mut in_the_way = locked.in_the_way(&d.conflicts);
+        in_the_way.append(&mut outcome.in_the_way);
+        outcome.in_the_way = in_the_way;
         d.conflicts.append(&mut outcome.conflicts);
         outcome.conflicts = d.conflicts;
         outcome.kept.extend(out_of_view);
@@ -1174,8 +1177,8 @@ impl Store {
                 }
             }
         }
-        if rolled_back.is_empty() && changed_nothing(&outcome) {
-            return Ok(outcome); // nothing for a redo to give back
+        if rolled_back.is_empty() && wrote_nothing(&outcome) {
+            return Ok(outcome); // nothing for a redo to give back (what it left alone stays)
         }
         let mut message = format!(
             "rewind: undo of session {session:?} from turn {:?}\n\n{UNDO_POINT}{}\n",
@@ -1348,8 +1351,10 @@ impl Store {
     /// that undid that turn): bring back what the undo changed, and only that. A path changed
     /// since the undo (by the user, another session or a later turn) is a conflict, left alone
     /// unless `force` (its bytes are in the `undo` snapshot either way). Marks the turns the
-    /// undo rolled back as not rolled back, unless a file could not be written. `not_found`
-    /// when there is no undo left to redo. `restore(undo)` is different: the whole project.
+    /// undo rolled back as not rolled back, unless a file could not be written or everything
+    /// was left alone (then nothing is recorded, and the next redo takes the same undo).
+    /// `not_found` when there is no undo left to redo. `restore(undo)` is different: the whole
+    /// project.
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
@@ -1453,7 +1458,9 @@ impl Store {
         // back already. Its turns are no longer rolled back unless a file could not be written.
         let complete =
             conflicts.is_empty() && outcome.conflicts.is_empty() && outcome.failed.is_empty();
-        let given_back = outcome.failed.is_empty();
+        // (A redo that brought nothing back, all of it left alone, gives no turn back.)
+        let all_left_alone = !complete && wrote_nothing(&outcome);
+        let given_back = outcome.failed.is_empty() && !all_left_alone;
         let mut redid = match complete {
             true => format!("{REDID}{undo}\n"),
             false => String::new(),
@@ -1470,13 +1477,18 @@ impl Store {
             "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{redid}{}{REDO_TRAILER}\n",
             trailers(session, &from_turn, locked.now()?, None, None)?
         );
-        locked.record_on_chain(session, base, &changes, &outcome, &message)?;
+        if !all_left_alone {
+            locked.record_on_chain(session, base, &changes, &outcome, &message)?;
+        }
         if given_back {
             for turn in &rolled_back {
                 locked.delete_ref(&turn_ref(session, "rolled-back", turn)?)?;
             }
         }
         let mut outcome = outcome;
+        let mut in_the_way = locked.in_the_way(&conflicts);
+        in_the_way.append(&mut outcome.in_the_way);
+        outcome.in_the_way = in_the_way;
         conflicts.append(&mut outcome.conflicts);
         outcome.conflicts = conflicts;
         Ok(outcome)
@@ -2119,8 +2131,25 @@ impl Locked<'_> {
     /// Whether something stands at project path `path` (no snapshot may see it). Costs an
     /// `lstat`.
     fn on_disk(&self, path: &BString) -> bool {
-        crate::paths::os_path(path)
-            .is_ok_and(|path| std::fs::symlink_metadata(self.project().join(path)).is_ok())
+        self.lstat(path).is_some()
+    }
+
+    /// What stands at project path `path`, not following a symlink. Costs an `lstat`.
+    fn lstat(&self, path: &BString) -> Option<std::fs::Metadata> {
+        let path = crate::paths::os_path(path).ok()?;
+        std::fs::symlink_metadata(self.project().join(path)).ok()
+    }
+
+    /// Those of `conflicts` (left alone while planning) where `force` would leave them too: a
+    /// directory or a special file stands there. Costs an `lstat` each.
+    fn in_the_way(&self, conflicts: &[BString]) -> Vec<BString> {
+        let never_replaced = |path: &&BString| {
+            self.lstat(path).is_some_and(|found| {
+                let kind = found.file_type();
+                !kind.is_file() && !kind.is_symlink()
+            })
+        };
+        conflicts.iter().filter(never_replaced).cloned().collect()
     }
 
     /// [`Store::undo`] with `only`: `record`'s work taken out of each path it changed (below
@@ -2248,6 +2277,9 @@ impl Locked<'_> {
             index,
             partners: partners.clone(),
         })?;
+        let mut in_the_way = self.in_the_way(&conflicts);
+        in_the_way.append(&mut outcome.in_the_way);
+        outcome.in_the_way = in_the_way;
         conflicts.append(&mut outcome.conflicts);
         outcome.conflicts = conflicts;
         outcome.kept.extend(kept);
@@ -2269,7 +2301,7 @@ impl Locked<'_> {
         );
         // (Its paths below `only` alone do not roll the turn back.)
         let rolled_back = outcome.failed.is_empty() && only.is_none();
-        if !rolled_back && changed_nothing(&outcome) {
+        if !rolled_back && wrote_nothing(&outcome) {
             return Ok(outcome); // nothing for a redo to give back
         }
         if rolled_back {
@@ -2870,12 +2902,9 @@ fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option
         }))
 }
 
-/// Whether an undo wrote, deleted and left alone nothing, and nothing failed.
-fn changed_nothing(outcome: &RestoreOutcome) -> bool {
-    outcome.written.is_empty()
-        && outcome.deleted.is_empty()
-        && outcome.conflicts.is_empty()
-        && outcome.failed.is_empty()
+/// Whether a run wrote and deleted nothing (whatever it left alone, or failed to do).
+fn wrote_nothing(outcome: &RestoreOutcome) -> bool {
+    outcome.written.is_empty() && outcome.deleted.is_empty()
 }
 
 /// A change listed alone (not part of a rename).

@@ -1479,6 +1479,7 @@ impl<'a> Model<'a> {
         }
         let op = self.describe(&args);
         let prior = self.prior();
+        let head = self.head(session);
         let Some((o, before, after)) = self.changing_op(args, Writer::Rewind(session)) else {
             return;
         };
@@ -1520,6 +1521,13 @@ impl<'a> Model<'a> {
         for &i in &rolled_back {
             self.turns[i].rolled_back = true;
             self.turns[i].left_alone = !o.conflicts.is_empty();
+        }
+        // An undo that wrote nothing and rolled back no turn is not recorded: no redo takes it.
+        if self.head(session) == head {
+            if !rolled_back.is_empty() || !o.written.is_empty() || !o.deleted.is_empty() {
+                self.violation(format!("{op}: it changed something, but is not recorded"));
+            }
+            return self.round_trip(&op, &o, &before);
         }
         let changed = changed_paths(&before, &after);
         let at = |l: &Listing| -> BTreeMap<PathBuf, Option<Ver>> {
@@ -1584,14 +1592,24 @@ impl<'a> Model<'a> {
         }
         let op = self.describe(&args);
         let prior = self.prior();
+        let head = self.head(session);
         let Some((o, before, after)) = self.changing_op(args, Writer::Rewind(session)) else {
             return;
         };
         self.changed_during_others_turns(session, &before, &after);
         // A redo that brought all back names its undo on the chain; one that left paths alone
         // (or failed on some) names none, and the next redo takes the same undo: the latest of
-        // the session not redone yet (with `--turn`, one that undid that turn).
-        let redone = self.redone_undo(session);
+        // the session not redone yet (with `--turn`, one that undid that turn). One that left
+        // everything alone is not recorded at all.
+        let wrote_nothing = o.written.is_empty() && o.deleted.is_empty();
+        let all_left_alone = wrote_nothing && (!o.conflicts.is_empty() || o.failed > 0);
+        let recorded = self.head(session) != head;
+        if recorded == all_left_alone {
+            self.violation(format!(
+                "{op}: recorded {recorded}, though it left everything alone: {all_left_alone}"
+            ));
+        }
+        let redone = recorded.then(|| self.redone_undo(session)).flatten();
         let pick = self.undos.iter().rposition(|u| match &redone {
             Some(commit) => u.session == session && u.commit == *commit,
             None => {
@@ -1641,9 +1659,10 @@ impl<'a> Model<'a> {
                 ));
             }
         }
-        let back: Vec<usize> = match o.failed {
-            0 => u.rolled_back.clone(),
-            _ => Vec::new(),
+        // Its turns are given back unless a file failed or nothing came back.
+        let back: Vec<usize> = match o.failed == 0 && !all_left_alone {
+            true => u.rolled_back.clone(),
+            false => Vec::new(),
         };
         if !problems.is_empty() {
             self.violation(format!("{op}:\n  {}", problems.join("\n  ")));

@@ -936,6 +936,92 @@ fn an_undo_of_a_file_that_changes_nothing_is_not_what_redo_gives_back() {
     }
 }
 
+/// Found by the sixteenth hostile pass: an `undo --file` that left its file alone (someone
+/// else's edit) and changed nothing was recorded, so the next `redo` gave back that nothing,
+/// exiting 0, and the undo before it needed a second `redo`.
+#[test]
+fn an_undo_that_only_left_files_alone_is_not_what_redo_gives_back() {
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
+    fs::write(root.join("a"), "a\n").unwrap();
+    fs::write(root.join("b"), "b\n").unwrap();
+    project.turn("s", "1", || fs::write(root.join("a"), "agent a\n").unwrap());
+    project.turn("s", "2", || fs::write(root.join("b"), "agent b\n").unwrap());
+    store.undo("s", &undo_opts("2")).unwrap();
+    fs::write(root.join("a"), "the user's a\n").unwrap();
+    let options = rewind::UndoOptions {
+        file: Some("a".into()),
+        ..undo_opts("1")
+    };
+    let left = store.undo("s", &options).unwrap();
+    assert_eq!(left.conflicts, vec![rewind::BString::from("a")], "{left:?}");
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(
+        redone.written,
+        vec![rewind::BString::from("b")],
+        "{redone:?}"
+    );
+    assert_eq!(fs::read_to_string(root.join("b")).unwrap(), "agent b\n");
+    assert_eq!(
+        fs::read_to_string(root.join("a")).unwrap(),
+        "the user's a\n"
+    );
+}
+
+/// Found by the sixteenth hostile pass: a `redo` that left every file alone (changed since the
+/// undo) marked the turn "done" though none of its work was back.
+#[test]
+fn a_redo_that_left_everything_alone_gives_no_turn_back() {
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
+    fs::write(root.join("f"), "f\n").unwrap();
+    project.turn("s", "1", || fs::write(root.join("f"), "agent\n").unwrap());
+    store.undo("s", &undo_opts("1")).unwrap();
+    fs::write(root.join("f"), "the user's\n").unwrap();
+    let rolled_back = |store: &rewind::Store| store.turns(Some("s")).unwrap()[0].rolled_back;
+    let left = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(left.conflicts, vec![rewind::BString::from("f")], "{left:?}");
+    assert!(rolled_back(store), "the turn's work is not back");
+    let forced = rewind::RedoOptions {
+        force: true,
+        ..Default::default()
+    };
+    let redone = store.redo("s", &forced).unwrap();
+    assert_eq!(
+        redone.written,
+        vec![rewind::BString::from("f")],
+        "{redone:?}"
+    );
+    assert!(!rolled_back(store));
+    assert_eq!(fs::read_to_string(root.join("f")).unwrap(), "agent\n");
+}
+
+/// Found by the sixteenth hostile pass: a file the turn modified, where a directory or a FIFO
+/// stands now, was left alone without `in_the_way` (the CLI said "(use --force)", and `--force`
+/// leaves it too).
+#[test]
+fn a_modified_file_with_a_directory_or_fifo_in_its_place_is_in_the_way() {
+    for what in ["dir", "fifo"] {
+        for only in [false, true] {
+            let project = Project::new();
+            let (root, store) = (project.root(), &project.store);
+            fs::write(root.join("f"), "f\n").unwrap();
+            fs::write(root.join("z"), "z\n").unwrap();
+            project.turn("s", "1", || fs::write(root.join("f"), "agent\n").unwrap());
+            fs::remove_file(root.join("f")).unwrap();
+            put_obstacle(root, "f", what);
+            let options = rewind::UndoOptions {
+                only,
+                ..undo_opts("1")
+            };
+            let outcome = store.undo("s", &options).unwrap();
+            let f = vec![rewind::BString::from("f")];
+            assert_eq!(outcome.conflicts, f, "{what}, only {only}: {outcome:?}");
+            assert_eq!(outcome.in_the_way, f, "{what}, only {only}: {outcome:?}");
+        }
+    }
+}
+
 /// What the sixteenth hostile pass put at a moved file's other name.
 const OBSTACLES: [&str; 5] = ["user file", "dir", "fifo", "ignored file", "symlink"];
 
