@@ -400,7 +400,18 @@ impl Locked<'_> {
     }
 
     /// Check, then carry out `plan` (see the module docs).
-    pub(crate) fn apply(&self, mut plan: Plan) -> Result<RestoreOutcome> {
+    pub(crate) fn apply(&self, plan: Plan) -> Result<RestoreOutcome> {
+        self.apply_with(plan, &mut |_| Ok(()))
+    }
+
+    /// [`apply`](Self::apply), calling `before_changes` with what the run is about to write and
+    /// delete (an outcome as if every change succeeds) once the undo point is recorded and
+    /// before the first file changes; an error from it stops the run there. Not for a dry run.
+    pub(crate) fn apply_with(
+        &self,
+        mut plan: Plan,
+        before_changes: &mut dyn FnMut(&RestoreOutcome) -> Result<()>,
+    ) -> Result<RestoreOutcome> {
         if let Some(index) = plan.index.take() {
             index.settle(self, plan.steps.iter().map(|s| s.path.as_bstr()))?;
         }
@@ -472,12 +483,8 @@ impl Locked<'_> {
         if plan.dry_run {
             let mut diff = Vec::new();
             for (step, action) in plan.steps.iter().zip(&actions) {
-                match action {
-                    Action::Delete => outcome.deleted.push(step.path.clone()),
-                    Action::Write | Action::SaveAndWrite(_) => {
-                        outcome.written.push(step.path.clone())
-                    }
-                    _ => continue,
+                if !is_change(*action) {
+                    continue;
                 }
                 let current = match action {
                     Action::SaveAndWrite(_) => None, // what stands there is outside the snapshot
@@ -486,7 +493,7 @@ impl Locked<'_> {
                 write_change(&blobs, &mut diff, step.path.as_ref(), current, step.target)?;
             }
             outcome.diff = Some(diff);
-            return Ok(outcome);
+            return Ok(planned(outcome, &plan, &actions));
         }
 
         // The undo tree: the current snapshot, plus what `force` replaces outside it.
@@ -509,6 +516,7 @@ impl Locked<'_> {
         };
         outcome.undo = SnapshotId(undo);
         self.record_undo(undo, plan.target)?;
+        before_changes(&planned(outcome.clone(), &plan, &actions))?;
         let token = self.write_journal(
             undo,
             plan.steps
@@ -952,6 +960,19 @@ pub(crate) fn step_of(change: &Change, snapshot: usize) -> Step {
         target: change.after,
         snapshot,
     }
+}
+
+/// `outcome` with what `actions` write and delete, as if all of it succeeds (a dry run's
+/// answer, and what a run is about to do).
+fn planned(mut outcome: RestoreOutcome, plan: &Plan, actions: &[Action]) -> RestoreOutcome {
+    for (step, action) in plan.steps.iter().zip(actions) {
+        match action {
+            Action::Delete => outcome.deleted.push(step.path.clone()),
+            Action::Write | Action::SaveAndWrite(_) => outcome.written.push(step.path.clone()),
+            _ => {}
+        }
+    }
+    outcome
 }
 
 /// A step that would change its path while its moved file's other name is `blocked` (left

@@ -308,6 +308,8 @@ struct ChainLink {
     own: Option<HashSet<BString>>,
     /// For an undo commit, the paths it merged (someone else's edits are in them).
     merged: HashSet<BString>,
+    /// An undo commit written before its files changed, whose run was stopped (`UNFINISHED`).
+    unfinished: bool,
 }
 
 /// A session's id and its turns, oldest first.
@@ -371,6 +373,11 @@ const UNDO_POINT: &str = "Rewind-Undo-Point: ";
 /// In an undo's or redo's commit: a path it wrote or deleted (percent-encoded). A redo brings
 /// back what its undo changed; an undo of another session's turn leaves these paths alone.
 const CHANGED: &str = "Rewind-Changed: ";
+/// In an undo's or redo's commit written before its first file changed (see
+/// [`Locked::apply_recorded`]), until the one after replaces it: each path it names may hold
+/// what the run found or what it planned to leave (it was stopped), and both are the
+/// session's.
+const UNFINISHED: &str = "Rewind-Unfinished: yes";
 
 /// The key of an end commit's lines, one per file of the turn:
 /// `<status> <origin> +<additions> -<deletions> <path>`.
@@ -386,6 +393,11 @@ fn lines_with<'m>(message: &'m [u8], key: &'static str) -> impl Iterator<Item = 
     message
         .lines()
         .filter_map(move |line| line.strip_prefix(key.as_bytes()))
+}
+
+/// Whether `message` is an undo's written before its files changed whose run was stopped.
+fn is_unfinished(message: &[u8]) -> bool {
+    message.lines().any(|line| line == UNFINISHED.as_bytes())
 }
 
 /// `Rewind-Announced:` lines for `paths`.
@@ -1131,7 +1143,7 @@ impl Store {
             }
         }
         pair_conflicts(&mut d.changes, &mut d.conflicts, &partners);
-        let mut outcome = locked.apply(Plan {
+        let plan = Plan {
             target,
             current,
             steps: d.changes.iter().map(|c| step_of(c, 0)).collect(),
@@ -1141,21 +1153,23 @@ impl Store {
             objects: Some(merges.clone()),
             index,
             partners: partners.clone(),
-        })?;
+        };
         // Left alone: what the undo saw was someone else's, then what changed as it ran.
-        let mut in_the_way = locked.in_the_way(&d.conflicts);
-        in_the_way.append(&mut outcome.in_the_way);
-        outcome.in_the_way = in_the_way;
-        d.conflicts.append(&mut outcome.conflicts);
-        outcome.conflicts = d.conflicts;
-        outcome.kept.extend(out_of_view);
-        outcome.merged = d
-            .merged
-            .into_iter()
-            .filter(|p| outcome.written.contains(p))
-            .collect();
-        outcome.conflict_details = d.details;
+        let finish = |outcome: &mut RestoreOutcome| {
+            let mut in_the_way = locked.in_the_way(&d.conflicts);
+            in_the_way.append(&mut outcome.in_the_way);
+            outcome.in_the_way = in_the_way;
+            let mut conflicts = d.conflicts.clone();
+            conflicts.append(&mut outcome.conflicts);
+            outcome.conflicts = conflicts;
+            outcome.kept.extend(out_of_view.iter().cloned());
+            let merged = d.merged.iter().filter(|p| outcome.written.contains(p));
+            outcome.merged = merged.cloned().collect();
+            outcome.conflict_details = d.details.clone();
+        };
         if options.dry_run {
+            let mut outcome = locked.apply(plan)?;
+            finish(&mut outcome);
             return Ok(outcome);
         }
         // What the session left: its last commit's tree (for a turn left open, its "before":
@@ -1165,46 +1179,55 @@ impl Store {
         // written leaves the turn as it was; files left alone (someone else's) are named in
         // the undo's commit, so that `undo --last --force` takes the same turn again. The
         // undo's commit names the turns it rolled back (not those an earlier undo had), which
-        // its redo gives back.
-        let mut rolled_back = Vec::new();
-        if only.is_none() && outcome.failed.is_empty() {
-            // (A turn an earlier undo rolled back leaving files alone is rolled back again.)
+        // its redo gives back. (A turn an earlier undo rolled back leaving files alone is
+        // rolled back again.)
+        let mut to_roll_back = Vec::new();
+        if only.is_none() {
             let left_alone = locked.turns_undone_with_files_left_alone(session)?;
             for record in undone {
                 let marker = turn_ref(session, "rolled-back", &record.turn)?;
                 if locked.ref_target(&marker)?.is_none() || left_alone.contains(&record.turn) {
-                    rolled_back.push((record, marker));
+                    to_roll_back.push((record, marker));
                 }
             }
         }
-        if rolled_back.is_empty() && wrote_nothing(&outcome) {
-            return Ok(outcome); // nothing for a redo to give back (what it left alone stays)
-        }
-        let mut message = format!(
-            "rewind: undo of session {session:?} from turn {:?}\n\n{UNDO_POINT}{}\n",
-            undone[0].turn, outcome.undo
-        );
-        for (record, _) in &rolled_back {
-            message.push_str(&format!(
-                "{ROLLED_BACK}{}\n",
-                encode_id("turn", &record.turn)?
-            ));
-        }
-        push_path_lines(&mut message, LEFT_ALONE, &outcome.conflicts);
-        push_path_lines(&mut message, MERGED, &outcome.merged);
-        message.push_str(&trailers(
-            session,
-            &undone[0].turn,
-            locked.now()?,
-            None,
-            None,
-        )?);
-        message.push_str(UNDO_TRAILER);
-        message.push('\n');
-        locked.record_on_chain(session, base, &d.changes, &outcome, &message)?;
-        for (record, marker) in rolled_back {
-            locked.set_ref(&marker, record.commit, "rewind: undo")?;
-        }
+        let record = |raw: &RestoreOutcome, (parent, unfinished): On| -> Result<ChainRecord> {
+            let mut outcome = raw.clone();
+            finish(&mut outcome);
+            let rolled_back = match outcome.failed.is_empty() {
+                true => &to_roll_back[..],
+                false => &[],
+            };
+            if rolled_back.is_empty() && wrote_nothing(&outcome) {
+                return Ok(None); // nothing for a redo to give back (what it left alone stays)
+            }
+            let mut message = format!(
+                "rewind: undo of session {session:?} from turn {:?}\n\n{UNDO_POINT}{}\n",
+                undone[0].turn, outcome.undo
+            );
+            for (record, _) in rolled_back {
+                message.push_str(&format!(
+                    "{ROLLED_BACK}{}\n",
+                    encode_id("turn", &record.turn)?
+                ));
+            }
+            push_path_lines(&mut message, LEFT_ALONE, &outcome.conflicts);
+            push_path_lines(&mut message, MERGED, &outcome.merged);
+            if unfinished {
+                message.push_str(&format!("{UNFINISHED}\n"));
+            }
+            let now = locked.now()?;
+            message.push_str(&trailers(session, &undone[0].turn, now, None, None)?);
+            message.push_str(UNDO_TRAILER);
+            message.push('\n');
+            let on = (base, parent);
+            let commit = locked.chain_commit(on, (&d.changes, &[]), &outcome, &message)?;
+            let marks = rolled_back.iter();
+            let marks = marks.map(|(record, marker)| (marker.clone(), Some(record.commit)));
+            Ok(Some((commit, marks.collect())))
+        };
+        let mut outcome = locked.apply_recorded(session, plan, &record)?;
+        finish(&mut outcome);
         Ok(outcome)
     }
 
@@ -1278,11 +1301,13 @@ impl Store {
             let merged = lines_with(message, MERGED)
                 .filter_map(decode_path)
                 .collect();
+            let unfinished = is_unfinished(message);
             chain.push(ChainLink {
                 tree,
                 kind,
                 own,
                 merged,
+                unfinished,
             });
             if commit == begin {
                 break;
@@ -1394,6 +1419,7 @@ impl Store {
         }
         let (object, undo_tree) = commit_and_tree(&repo, undo)?;
         let message = object.message_raw_sloppy().to_owned();
+        let unfinished = is_unfinished(&message);
         let point = lines_with(&message, UNDO_POINT)
             .next()
             .and_then(|hex| ObjectId::from_hex(hex).ok())
@@ -1406,7 +1432,7 @@ impl Store {
         let (snapshot, index) = locked.track_holding_index(&TrackOptions::default())?;
         let current = snapshot.hash.0;
         let mut conflicts = Vec::new();
-        let mut changes = Vec::new();
+        let (mut changes, mut already) = (Vec::new(), Vec::new());
         let mut undid: Vec<BString> = lines_with(&message, CHANGED)
             .filter_map(crate::snapshot::visibility::decode_path)
             .collect();
@@ -1420,6 +1446,17 @@ impl Store {
             let now = side_at(&repo, current, path.as_bstr())?;
             let wanted = side_at(&repo, point, path.as_bstr())?;
             if now == wanted {
+                // Back already. When the undo was stopped (before it changed the path, which its
+                // record names), the session's record of it comes back too; otherwise someone
+                // else put it back (a `restore`), and it stays theirs.
+                if unfinished && left != wanted {
+                    let (before, after) = (left, wanted);
+                    already.push(Change {
+                        path,
+                        before,
+                        after,
+                    });
+                }
                 continue;
             }
             if now != left && !force {
@@ -1433,7 +1470,7 @@ impl Store {
             });
         }
         pair_conflicts(&mut changes, &mut conflicts, &partners);
-        let outcome = locked.apply(Plan {
+        let plan = Plan {
             target: point,
             current,
             steps: changes.iter().map(|c| step_of(c, 0)).collect(),
@@ -1443,48 +1480,56 @@ impl Store {
             objects: None,
             index,
             partners,
-        })?;
+        };
         let rolled_back: Vec<String> = lines_with(&message, ROLLED_BACK)
             .filter_map(|t| decode_id(t.to_str().ok()?))
             .collect();
         let from_turn = locked.record(undo)?.turn;
-        let head = locked.ref_target(&session_ref(session, "head")?)?;
-        let base = match head {
+        let base = match locked.ref_target(&session_ref(session, "head")?)? {
             Some(head) => commit_and_tree(&repo, head)?.1,
             None => current,
         };
         // The undo is redone only when all of it came back: after a conflict or a failure, redo
         // (with `force`, or once there is room) takes the same undo again, skipping what is
         // back already. Its turns are no longer rolled back unless a file could not be written.
-        let complete =
-            conflicts.is_empty() && outcome.conflicts.is_empty() && outcome.failed.is_empty();
-        // (A redo that brought nothing back, all of it left alone, gives no turn back.)
-        let all_left_alone = !complete && wrote_nothing(&outcome);
-        let given_back = outcome.failed.is_empty() && !all_left_alone;
-        let mut redid = match complete {
-            true => format!("{REDID}{undo}\n"),
-            false => String::new(),
+        // (Written before its files change, unfinished, it redoes nothing and gives nothing
+        // back yet: stopped there, the next redo takes the same undo.)
+        let record = |outcome: &RestoreOutcome, (parent, unfinished): On| -> Result<ChainRecord> {
+            let complete =
+                conflicts.is_empty() && outcome.conflicts.is_empty() && outcome.failed.is_empty();
+            // (A redo that brought nothing back, all of it left alone, gives no turn back.)
+            if !complete && wrote_nothing(outcome) {
+                return Ok(None);
+            }
+            let given_back = outcome.failed.is_empty() && !unfinished;
+            let mut redid = match complete && !unfinished {
+                true => format!("{REDID}{undo}\n"),
+                false => String::new(),
+            };
+            // An open turn given back starts again from the project as the redo found it: what
+            // changed while it was rolled back (the user's edits) is not its work.
+            for record in records.iter().filter(|r| r.ended_at.is_none()) {
+                if given_back && rolled_back.contains(&record.turn) {
+                    let turn = encode_id("turn", &record.turn)?;
+                    redid.push_str(&format!("{REOPENED}{turn} {}\n", outcome.undo));
+                }
+            }
+            if unfinished {
+                redid.push_str(&format!("{UNFINISHED}\n"));
+            }
+            let message = format!(
+                "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{redid}{}{REDO_TRAILER}\n",
+                trailers(session, &from_turn, locked.now()?, None, None)?
+            );
+            let on = (base, parent);
+            let commit = locked.chain_commit(on, (&changes, &already), outcome, &message)?;
+            let mut marks = Vec::new();
+            for turn in rolled_back.iter().filter(|_| given_back) {
+                marks.push((turn_ref(session, "rolled-back", turn)?, None));
+            }
+            Ok(Some((commit, marks)))
         };
-        // An open turn given back starts again from the project as the redo found it: what
-        // changed while it was rolled back (the user's edits) is not its work.
-        for record in records.iter().filter(|r| r.ended_at.is_none()) {
-            if given_back && rolled_back.contains(&record.turn) {
-                let turn = encode_id("turn", &record.turn)?;
-                redid.push_str(&format!("{REOPENED}{turn} {}\n", outcome.undo));
-            }
-        }
-        let message = format!(
-            "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{redid}{}{REDO_TRAILER}\n",
-            trailers(session, &from_turn, locked.now()?, None, None)?
-        );
-        if !all_left_alone {
-            locked.record_on_chain(session, base, &changes, &outcome, &message)?;
-        }
-        if given_back {
-            for turn in &rolled_back {
-                locked.delete_ref(&turn_ref(session, "rolled-back", turn)?)?;
-            }
-        }
+        let outcome = locked.apply_recorded(session, plan, &record)?;
         let mut outcome = outcome;
         let mut in_the_way = locked.in_the_way(&conflicts);
         in_the_way.append(&mut outcome.in_the_way);
@@ -1565,8 +1610,10 @@ impl Store {
     ) -> Result<HashSet<BString>> {
         let repo = self.repo();
         let mut others = HashSet::new();
-        // For each path, the tree of the last end or undo commit that changed it.
+        // For each path, the tree of the last end or undo commit that changed it (and, for an
+        // unfinished undo, the tree before it: the path may hold either).
         let mut last_word: HashMap<BString, ObjectId> = HashMap::new();
+        let mut or_before: HashMap<BString, ObjectId> = HashMap::new();
         for pair in chain.windows(2) {
             let (from, to) = (&pair[0], &pair[1]);
             let changed = tree_changes(&repo, self.trees(), from.tree, to.tree)?
@@ -1577,18 +1624,25 @@ impl Store {
                 // (another session's announced files) is someone else's.
                 ChainKind::End => {
                     for path in changed {
-                        match &to.own {
-                            Some(own) if !own.contains(&path) => others.insert(path),
-                            _ => last_word.insert(path, to.tree).is_some(),
-                        };
+                        if to.own.as_ref().is_some_and(|own| !own.contains(&path)) {
+                            others.insert(path);
+                            continue;
+                        }
+                        or_before.remove(&path);
+                        last_word.insert(path, to.tree);
                     }
                 }
                 ChainKind::Undo => {
                     for path in changed {
-                        match to.merged.contains(&path) {
-                            true => others.insert(path),
-                            false => last_word.insert(path, to.tree).is_some(),
+                        if to.merged.contains(&path) {
+                            others.insert(path);
+                            continue;
+                        }
+                        match to.unfinished {
+                            true => or_before.insert(path.clone(), from.tree),
+                            false => or_before.remove(&path),
                         };
+                        last_word.insert(path, to.tree);
                     }
                 }
                 // A gap: someone else's, unless a turn left open runs into it.
@@ -1603,11 +1657,14 @@ impl Store {
         }) = chain.last()
         {
             for change in tree_changes(&repo, self.trees(), last, current)? {
-                let session_left = match last_word.get(&change.path) {
-                    Some(tree) => side_at(&repo, *tree, change.path.as_ref())?,
-                    None => None,
+                let left_by = |words: &HashMap<BString, ObjectId>| match words.get(&change.path) {
+                    Some(tree) => side_at(&repo, *tree, change.path.as_ref()),
+                    None => Ok(None),
                 };
-                if session_left.is_none() || session_left != change.after {
+                let session_left = left_by(&last_word)?;
+                let or_left = left_by(&or_before)?;
+                let the_sessions = session_left.is_some() && session_left == change.after;
+                if !the_sessions && (or_left.is_none() || or_left != change.after) {
                     others.insert(change.path);
                 }
             }
@@ -2266,7 +2323,7 @@ impl Locked<'_> {
             .write()
             .map_err(|e| Error::store(self.git_dir(), e))?
             .detach();
-        let mut outcome = self.apply(Plan {
+        let plan = Plan {
             target,
             current,
             steps: changes.iter().map(|c| step_of(c, 0)).collect(),
@@ -2276,77 +2333,90 @@ impl Locked<'_> {
             objects: Some(merges.clone()),
             index,
             partners: partners.clone(),
-        })?;
-        let mut in_the_way = self.in_the_way(&conflicts);
-        in_the_way.append(&mut outcome.in_the_way);
-        outcome.in_the_way = in_the_way;
-        conflicts.append(&mut outcome.conflicts);
-        outcome.conflicts = conflicts;
-        outcome.kept.extend(kept);
-        outcome.merged = merged
-            .into_iter()
-            .filter(|p| outcome.written.contains(p))
-            .collect();
-        outcome.conflict_details = details;
+        };
+        let finish = |outcome: &mut RestoreOutcome| {
+            let mut in_the_way = self.in_the_way(&conflicts);
+            in_the_way.append(&mut outcome.in_the_way);
+            outcome.in_the_way = in_the_way;
+            let mut all = conflicts.clone();
+            all.append(&mut outcome.conflicts);
+            outcome.conflicts = all;
+            outcome.kept.extend(kept.iter().cloned());
+            let written = merged.iter().filter(|p| outcome.written.contains(p));
+            outcome.merged = written.cloned().collect();
+            outcome.conflict_details = details.clone();
+        };
         if options.dry_run {
+            let mut outcome = self.apply(plan)?;
+            finish(&mut outcome);
             return Ok(outcome);
         }
         let base = match self.ref_target(&session_ref(session, "head")?)? {
             Some(head) => commit_and_tree(&repo, head)?.1,
             None => current,
         };
-        let mut message = format!(
-            "rewind: undo of turn {:?} alone, in session {session:?}\n\n{UNDO_POINT}{}\n",
-            record.turn, outcome.undo
-        );
-        // (Its paths below `only` alone do not roll the turn back.)
-        let rolled_back = outcome.failed.is_empty() && only.is_none();
-        if !rolled_back && wrote_nothing(&outcome) {
-            return Ok(outcome); // nothing for a redo to give back
-        }
-        if rolled_back {
-            message.push_str(&format!(
-                "{ROLLED_BACK}{}\n",
-                encode_id("turn", &record.turn)?
-            ));
-        }
-        push_path_lines(&mut message, LEFT_ALONE, &outcome.conflicts);
-        push_path_lines(&mut message, MERGED, &outcome.merged);
-        message.push_str(&trailers(session, &record.turn, self.now()?, None, None)?);
-        message.push_str(UNDO_TRAILER);
-        message.push('\n');
-        self.record_on_chain(session, base, &changes, &outcome, &message)?;
-        if rolled_back {
-            self.set_ref(&marker, record.commit, "rewind: undo")?;
-        }
+        let chain_record =
+            |raw: &RestoreOutcome, (parent, unfinished): On| -> Result<ChainRecord> {
+                let mut outcome = raw.clone();
+                finish(&mut outcome);
+                // (Its paths below `only` alone do not roll the turn back.)
+                let rolled_back = outcome.failed.is_empty() && only.is_none();
+                if !rolled_back && wrote_nothing(&outcome) {
+                    return Ok(None); // nothing for a redo to give back
+                }
+                let mut message = format!(
+                    "rewind: undo of turn {:?} alone, in session {session:?}\n\n{UNDO_POINT}{}\n",
+                    record.turn, outcome.undo
+                );
+                if rolled_back {
+                    message.push_str(&format!(
+                        "{ROLLED_BACK}{}\n",
+                        encode_id("turn", &record.turn)?
+                    ));
+                }
+                push_path_lines(&mut message, LEFT_ALONE, &outcome.conflicts);
+                push_path_lines(&mut message, MERGED, &outcome.merged);
+                if unfinished {
+                    message.push_str(&format!("{UNFINISHED}\n"));
+                }
+                message.push_str(&trailers(session, &record.turn, self.now()?, None, None)?);
+                message.push_str(UNDO_TRAILER);
+                message.push('\n');
+                let on = (base, parent);
+                let commit = self.chain_commit(on, (&changes, &[]), &outcome, &message)?;
+                let marks = match rolled_back {
+                    true => vec![(marker.clone(), Some(record.commit))],
+                    false => Vec::new(),
+                };
+                Ok(Some((commit, marks)))
+            };
+        let mut outcome = self.apply_recorded(session, plan, &chain_record)?;
+        finish(&mut outcome);
         Ok(outcome)
     }
 
-    /// Append an undo or redo to the session's chain: a commit (with `message`, and a
-    /// `Rewind-Changed:` line per path it wrote or deleted) of what the session left, `base`
+    /// The commit that appends an undo or redo to the session's chain, on `parent` (written;
+    /// the head is moved by [`Self::move_head_and_markers`]): `message`, with a
+    /// `Rewind-Changed:` line per path it wrote or deleted, and what the session left, `base`
     /// (its last commit's tree: an end, an undo, or an open turn's "before") with the `changes`
-    /// the undo or redo made. So edits by someone else, made before or after it, stay told
-    /// apart from the session's own, and a path it left alone stays a conflict.
-    fn record_on_chain(
+    /// the undo or redo made and those it found `already` made. So edits by someone else, made
+    /// before or after it, stay told apart from the session's own, and a path it left alone
+    /// stays a conflict.
+    fn chain_commit(
         &self,
-        session: &str,
-        base: ObjectId,
-        changes: &[Change],
+        (base, parent): (ObjectId, Option<ObjectId>),
+        (changes, already): (&[Change], &[Change]),
         outcome: &RestoreOutcome,
         message: &str,
-    ) -> Result<()> {
+    ) -> Result<ObjectId> {
         let repo = self.repo();
         let git_dir = self.git_dir();
         let mut editor = repo.edit_tree(base).map_err(|e| Error::store(git_dir, e))?;
-        for change in changes {
-            let done = outcome
-                .written
-                .iter()
-                .chain(&outcome.deleted)
-                .any(|p| *p == change.path);
-            if !done {
-                continue;
-            }
+        let done = |change: &&Change| {
+            let mut changed = outcome.written.iter().chain(&outcome.deleted);
+            changed.any(|p| *p == change.path)
+        };
+        for change in changes.iter().filter(done).chain(already) {
             let edited = match change.after {
                 Some(side) => editor.upsert(change.path.as_bstr(), entry_kind(side.mode), side.id),
                 None => editor.remove(change.path.as_bstr()),
@@ -2363,10 +2433,80 @@ impl Locked<'_> {
             crate::snapshot::visibility::encode_path(&mut message, path);
             message.push('\n');
         }
+        self.commit_object(&message, tree, parent)
+    }
+
+    /// Carry out an undo's or redo's `plan` with its record on `session`'s chain (`record` makes
+    /// it of an outcome, [`On`] the chain's head before) written before the first file changes,
+    /// of what the run is about to do and marked unfinished (each path it names may hold what
+    /// the run found or what it planned: both are the session's), then again after, of what it
+    /// did. A kill in between leaves an undo on the chain and its turns rolled back (its redo
+    /// brings back what it took and finds the rest already back, and a run of the undo again
+    /// finishes it), and a redo not yet redone (the next takes the same undo). An error before
+    /// any file changed puts the chain back. Costs [`Self::apply`], and two `packed-refs`
+    /// rewrites per record.
+    fn apply_recorded(
+        &self,
+        session: &str,
+        plan: Plan,
+        record: &dyn Fn(&RestoreOutcome, On) -> Result<ChainRecord>,
+    ) -> Result<RestoreOutcome> {
+        let parent = self.ref_target(&session_ref(session, "head")?)?;
+        // The marks the record before the run moved, as they were.
+        let mut early = None;
+        let mut before_changes = |planned: &RestoreOutcome| -> Result<()> {
+            if let Some((commit, marks)) = record(planned, (parent, true))? {
+                let mut was = Vec::new();
+                for (name, _) in &marks {
+                    was.push((name.clone(), self.ref_target(name)?));
+                }
+                self.move_head_and_markers(session, Some(commit), marks)?;
+                early = Some(was);
+            }
+            Ok(())
+        };
+        let done = self.apply_with(plan, &mut before_changes);
+        // (Nothing to record of the plan: nothing of it was done to record either.)
+        let Some(was) = early else {
+            return done;
+        };
+        let outcome = match done {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // Nothing changed: the chain goes back as it was.
+                let _ = self.move_head_and_markers(session, parent, was);
+                return Err(e);
+            }
+        };
+        let (commit, mut marks) = match record(&outcome, (parent, false))? {
+            Some((commit, marks)) => (Some(commit), marks),
+            None => (parent, Vec::new()),
+        };
+        // The marks the early record moved that this one leaves: as they were.
+        for (name, value) in was {
+            if !marks.iter().any(|(moved, _)| *moved == name) {
+                marks.push((name, value));
+            }
+        }
+        self.move_head_and_markers(session, commit, marks)?;
+        Ok(outcome)
+    }
+
+    /// Move `session`'s head to `commit` and set or delete the turn `markers` in one step: a
+    /// kill leaves all of them moved or none (the session's loose refs are packed first, so
+    /// that the rename of `packed-refs` is the only commit point). Costs two rewrites of
+    /// `packed-refs`.
+    fn move_head_and_markers(
+        &self,
+        session: &str,
+        commit: Option<ObjectId>,
+        markers: Vec<(String, Option<ObjectId>)>,
+    ) -> Result<()> {
         let head = session_ref(session, "head")?;
-        let parent = self.ref_target(&head)?;
-        self.commit(&head, &message, tree, parent)?;
-        Ok(())
+        self.pack_refs(head.strip_suffix("head").unwrap_or(&head))?;
+        let mut edits = vec![(head, commit)];
+        edits.extend(markers);
+        self.set_refs_at_once(&edits)
     }
 }
 
@@ -2901,6 +3041,14 @@ fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option
             id: entry.oid().to_owned(),
         }))
 }
+
+/// What an undo or redo records on its session's chain (see [`Locked::apply_recorded`]): its
+/// commit, and the turn marks it sets or removes; `None` when it records nothing.
+type ChainRecord = Option<(ObjectId, Vec<(String, Option<ObjectId>)>)>;
+
+/// Where an undo's or redo's record goes: on the session's head before it (its parent), and
+/// whether it is written before the run's files change (unfinished).
+type On = (Option<ObjectId>, bool);
 
 /// Whether a run wrote and deleted nothing (whatever it left alone, or failed to do).
 fn wrote_nothing(outcome: &RestoreOutcome) -> bool {

@@ -50,6 +50,17 @@ impl Locked<'_> {
         tree: ObjectId,
         parents: impl IntoIterator<Item = ObjectId>,
     ) -> Result<ObjectId> {
+        let id = self.commit_object(message, tree, parents)?;
+        self.set_ref(reference, id, message.lines().next().unwrap_or("rewind"))?;
+        Ok(id)
+    }
+    /// Write a commit of `tree` with `parents`, no ref moved (see [`Self::commit`]).
+    pub(crate) fn commit_object(
+        &self,
+        message: &str,
+        tree: ObjectId,
+        parents: impl IntoIterator<Item = ObjectId>,
+    ) -> Result<ObjectId> {
         let signature = gix::actor::Signature {
             name: "rewind".into(),
             email: "rewind@localhost".into(),
@@ -67,9 +78,7 @@ impl Locked<'_> {
         let mut data = Vec::new();
         gix::objs::WriteTo::write_to(&commit, &mut data)
             .map_err(|e| Error::io("encoding commit", &self.git_dir, e))?;
-        let id = self.objects.write(gix::objs::Kind::Commit, &data)?;
-        self.set_ref(reference, id, message.lines().next().unwrap_or("rewind"))?;
-        Ok(id)
+        self.objects.write(gix::objs::Kind::Commit, &data)
     }
     /// Write a copy of `commit` (same tree, message, author and times) with other `parents`;
     /// used when prune cuts a chain.

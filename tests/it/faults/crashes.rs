@@ -198,3 +198,59 @@ fn kill_9_during_turn_end_and_undo_leaves_a_usable_store() {
         problems.join("\n  ")
     );
 }
+
+/// Found by the sixteenth hostile pass: an `undo` or `redo` killed between moving the session's
+/// head and setting (or removing) its turns' rolled-back marks left them disagreeing (a redo
+/// killed there left the turn "rolled back" with its work on disk: `undo --last` said "no turn
+/// left to undo"); an undo killed after its files changed and before its record left the turn
+/// "done" with its work gone, and no redo could bring it back. Killed at every rename and
+/// unlink, whichever state it leaves, `redo` (if the turn is rolled back) or `undo --last`
+/// (if not) takes the turn to the other state and the other command back.
+#[test]
+fn an_undo_or_redo_killed_anywhere_leaves_the_turn_as_the_disk_says() {
+    for op in ["undo", "redo"] {
+        for syscall in ["unlink", "unlinkat", "renameat", "renameat2"] {
+            for when in 1.. {
+                let sb = Sandbox::new();
+                let p = sb.project("proj");
+                p.file("f", "before\n").file("z", "z\n");
+                rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+                p.file("f", "agent\n");
+                rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+                if op == "redo" {
+                    rwj(&p, &["undo", "--session=s", "--last"]);
+                }
+                let args = [op, "--session=s"];
+                let killed =
+                    run_killed(&sb, &p.path, None, &args, (syscall, when), DEFAULT_DEADLINE);
+                let what = format!("{op} killed at {syscall} #{when}");
+                let rolled_back = || turns_of(&p, "s")[0]["rolled_back"] == true;
+                let held = p.read("f");
+                assert!(
+                    held == b"agent\n" || held == b"before\n",
+                    "{what}: f holds {held:?}"
+                );
+                // Whichever state the kill left: the other command takes the turn to the
+                // other state, and back.
+                let undo: (&[&str], &[u8], bool) =
+                    (&["undo", "--session=s", "--last"], b"before\n", true);
+                let redo: (&[&str], &[u8], bool) = (&["redo", "--session=s"], b"agent\n", false);
+                let state = format!("{:?}", turns_of(&p, "s"));
+                let what = format!("{what} (left {state})");
+                let steps = match rolled_back() {
+                    true => [redo, undo],
+                    false => [undo, redo],
+                };
+                for (args, holds, rolled) in steps {
+                    rwj(&p, args);
+                    let after = format!("{what}, then {}", args.join(" "));
+                    assert_eq!(p.read("f"), holds, "{after}");
+                    assert_eq!(rolled_back(), rolled, "{after}: rolled back");
+                }
+                if !killed {
+                    break;
+                }
+            }
+        }
+    }
+}
