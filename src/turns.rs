@@ -1201,25 +1201,13 @@ impl Store {
             if rolled_back.is_empty() && wrote_nothing(&outcome) {
                 return Ok(None); // nothing for a redo to give back (what it left alone stays)
             }
-            let mut message = format!(
-                "rewind: undo of session {session:?} from turn {:?}\n\n{UNDO_POINT}{}\n",
-                undone[0].turn, outcome.undo
+            let title = format!(
+                "rewind: undo of session {session:?} from turn {:?}",
+                undone[0].turn
             );
-            for (record, _) in rolled_back {
-                message.push_str(&format!(
-                    "{ROLLED_BACK}{}\n",
-                    encode_id("turn", &record.turn)?
-                ));
-            }
-            push_path_lines(&mut message, LEFT_ALONE, &outcome.conflicts);
-            push_path_lines(&mut message, MERGED, &outcome.merged);
-            if unfinished {
-                message.push_str(&format!("{UNFINISHED}\n"));
-            }
-            let now = locked.now()?;
-            message.push_str(&trailers(session, &undone[0].turn, now, None, None)?);
-            message.push_str(UNDO_TRAILER);
-            message.push('\n');
+            let turns = rolled_back.iter().map(|(record, _)| record.turn.as_str());
+            let about = (session, undone[0].turn.as_str(), unfinished);
+            let message = locked.undo_message(&title, about, &outcome, turns)?;
             let on = (base, parent);
             let commit = locked.chain_commit(on, (&d.changes, &[]), &outcome, &message)?;
             let marks = rolled_back.iter();
@@ -2364,24 +2352,13 @@ impl Locked<'_> {
                 if !rolled_back && wrote_nothing(&outcome) {
                     return Ok(None); // nothing for a redo to give back
                 }
-                let mut message = format!(
-                    "rewind: undo of turn {:?} alone, in session {session:?}\n\n{UNDO_POINT}{}\n",
-                    record.turn, outcome.undo
+                let title = format!(
+                    "rewind: undo of turn {:?} alone, in session {session:?}",
+                    record.turn
                 );
-                if rolled_back {
-                    message.push_str(&format!(
-                        "{ROLLED_BACK}{}\n",
-                        encode_id("turn", &record.turn)?
-                    ));
-                }
-                push_path_lines(&mut message, LEFT_ALONE, &outcome.conflicts);
-                push_path_lines(&mut message, MERGED, &outcome.merged);
-                if unfinished {
-                    message.push_str(&format!("{UNFINISHED}\n"));
-                }
-                message.push_str(&trailers(session, &record.turn, self.now()?, None, None)?);
-                message.push_str(UNDO_TRAILER);
-                message.push('\n');
+                let turns = rolled_back.then_some(record.turn.as_str());
+                let about = (session, record.turn.as_str(), unfinished);
+                let message = self.undo_message(&title, about, &outcome, turns.into_iter())?;
                 let on = (base, parent);
                 let commit = self.chain_commit(on, (&changes, &[]), &outcome, &message)?;
                 let marks = match rolled_back {
@@ -2434,6 +2411,31 @@ impl Locked<'_> {
             message.push('\n');
         }
         self.commit_object(&message, tree, parent)
+    }
+
+    /// An undo's chain commit message: `title`, its undo point, a line per turn it rolled back,
+    /// per path it left alone and per path it merged, whether it is unfinished, and the
+    /// trailers of `session`'s `turn` at the store's clock.
+    fn undo_message<'t>(
+        &self,
+        title: &str,
+        (session, turn, unfinished): (&str, &str, bool),
+        outcome: &RestoreOutcome,
+        rolled_back: impl Iterator<Item = &'t str>,
+    ) -> Result<String> {
+        let mut message = format!("{title}\n\n{UNDO_POINT}{}\n", outcome.undo);
+        for turn in rolled_back {
+            message.push_str(&format!("{ROLLED_BACK}{}\n", encode_id("turn", turn)?));
+        }
+        push_path_lines(&mut message, LEFT_ALONE, &outcome.conflicts);
+        push_path_lines(&mut message, MERGED, &outcome.merged);
+        if unfinished {
+            message.push_str(&format!("{UNFINISHED}\n"));
+        }
+        message.push_str(&trailers(session, turn, self.now()?, None, None)?);
+        message.push_str(UNDO_TRAILER);
+        message.push('\n');
+        Ok(message)
     }
 
     /// Carry out an undo's or redo's `plan` with its record on `session`'s chain (`record` makes
