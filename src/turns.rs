@@ -308,8 +308,6 @@ struct ChainLink {
     own: Option<HashSet<BString>>,
     /// For an undo commit, the paths it merged (someone else's edits are in them).
     merged: HashSet<BString>,
-    /// An undo commit written before its files changed, whose run was stopped (`UNFINISHED`).
-    unfinished: bool,
 }
 
 /// A session's id and its turns, oldest first.
@@ -374,9 +372,9 @@ const UNDO_POINT: &str = "Rewind-Undo-Point: ";
 /// back what its undo changed; an undo of another session's turn leaves these paths alone.
 const CHANGED: &str = "Rewind-Changed: ";
 /// In an undo's or redo's commit written before its first file changed (see
-/// [`Locked::apply_recorded`]), until the one after replaces it: each path it names may hold
-/// what the run found or what it planned to leave (it was stopped), and both are the
-/// session's.
+/// [`Locked::apply_recorded`]), until the one after replaces it. Its tree is what the run
+/// planned to leave (what its redo, or the next redo, starts from); found on the chain, the run
+/// was stopped, and what the session left is still the tree before it.
 const UNFINISHED: &str = "Rewind-Unfinished: yes";
 
 /// The key of an end commit's lines, one per file of the turn:
@@ -1274,7 +1272,7 @@ impl Store {
     /// commit.
     fn chain_since(&self, session: &str, begin: ObjectId) -> Result<Vec<ChainLink>> {
         let repo = self.repo();
-        let mut chain = Vec::new();
+        let (mut chain, mut unfinished) = (Vec::new(), Vec::new());
         let mut next = self.ref_target(&session_ref(session, "head")?)?;
         while let Some(commit) = next {
             let (object, tree) = commit_and_tree(&repo, commit)?;
@@ -1289,13 +1287,12 @@ impl Store {
             let merged = lines_with(message, MERGED)
                 .filter_map(decode_path)
                 .collect();
-            let unfinished = is_unfinished(message);
+            unfinished.push(is_unfinished(message));
             chain.push(ChainLink {
                 tree,
                 kind,
                 own,
                 merged,
-                unfinished,
             });
             if commit == begin {
                 break;
@@ -1303,6 +1300,14 @@ impl Store {
             next = object.parent_ids().next().map(|id| id.detach());
         }
         chain.reverse();
+        unfinished.reverse();
+        // An unfinished undo or redo (stopped before it changed files, or while) says nothing of
+        // what the session left: the tree before it stands.
+        for at in 1..chain.len() {
+            if unfinished[at] {
+                chain[at].tree = chain[at - 1].tree;
+            }
+        }
         Ok(chain)
     }
 
@@ -1598,10 +1603,8 @@ impl Store {
     ) -> Result<HashSet<BString>> {
         let repo = self.repo();
         let mut others = HashSet::new();
-        // For each path, the tree of the last end or undo commit that changed it (and, for an
-        // unfinished undo, the tree before it: the path may hold either).
+        // For each path, the tree of the last end or undo commit that changed it.
         let mut last_word: HashMap<BString, ObjectId> = HashMap::new();
-        let mut or_before: HashMap<BString, ObjectId> = HashMap::new();
         for pair in chain.windows(2) {
             let (from, to) = (&pair[0], &pair[1]);
             let changed = tree_changes(&repo, self.trees(), from.tree, to.tree)?
@@ -1612,25 +1615,18 @@ impl Store {
                 // (another session's announced files) is someone else's.
                 ChainKind::End => {
                     for path in changed {
-                        if to.own.as_ref().is_some_and(|own| !own.contains(&path)) {
-                            others.insert(path);
-                            continue;
-                        }
-                        or_before.remove(&path);
-                        last_word.insert(path, to.tree);
+                        match &to.own {
+                            Some(own) if !own.contains(&path) => others.insert(path),
+                            _ => last_word.insert(path, to.tree).is_some(),
+                        };
                     }
                 }
                 ChainKind::Undo => {
                     for path in changed {
-                        if to.merged.contains(&path) {
-                            others.insert(path);
-                            continue;
-                        }
-                        match to.unfinished {
-                            true => or_before.insert(path.clone(), from.tree),
-                            false => or_before.remove(&path),
+                        match to.merged.contains(&path) {
+                            true => others.insert(path),
+                            false => last_word.insert(path, to.tree).is_some(),
                         };
-                        last_word.insert(path, to.tree);
                     }
                 }
                 // A gap: someone else's, unless a turn left open runs into it.
@@ -1645,14 +1641,11 @@ impl Store {
         }) = chain.last()
         {
             for change in tree_changes(&repo, self.trees(), last, current)? {
-                let left_by = |words: &HashMap<BString, ObjectId>| match words.get(&change.path) {
-                    Some(tree) => side_at(&repo, *tree, change.path.as_ref()),
-                    None => Ok(None),
+                let session_left = match last_word.get(&change.path) {
+                    Some(tree) => side_at(&repo, *tree, change.path.as_ref())?,
+                    None => None,
                 };
-                let session_left = left_by(&last_word)?;
-                let or_left = left_by(&or_before)?;
-                let the_sessions = session_left.is_some() && session_left == change.after;
-                if !the_sessions && (or_left.is_none() || or_left != change.after) {
+                if session_left.is_none() || session_left != change.after {
                     others.insert(change.path);
                 }
             }

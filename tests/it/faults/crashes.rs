@@ -254,3 +254,35 @@ fn an_undo_or_redo_killed_anywhere_leaves_the_turn_as_the_disk_says() {
         }
     }
 }
+
+/// Found by the seventeenth hostile pass: an undo stopped after it recorded itself (unfinished)
+/// and run again deleted a moved file's new name without writing its old one, and never
+/// brought back a file the turn deleted: the rerun read the unfinished record as what the
+/// session left. Killed at every rename and unlink, the undo run again finishes the job.
+#[test]
+fn an_undo_killed_anywhere_and_run_again_finishes_moves_and_deletions() {
+    for syscall in ["unlink", "unlinkat", "renameat", "renameat2"] {
+        for when in 1.. {
+            let sb = Sandbox::new();
+            let p = sb.project("proj");
+            p.file("a", "a0\n").file("b", "b0\n").file("c", "c0\n");
+            rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+            p.file("a", "a1\n");
+            std::fs::rename(p.join("b"), p.join("b-moved")).unwrap();
+            std::fs::remove_file(p.join("c")).unwrap();
+            rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+            let args = ["undo", "--session=s", "--turn=1"];
+            let killed = run_killed(&sb, &p.path, None, &args, (syscall, when), DEFAULT_DEADLINE);
+            let what = format!("undo killed at {syscall} #{when}, then run again");
+            let again = rwj(&p, &args);
+            assert_eq!(again["conflicts"], serde_json::json!([]), "{what}: {again}");
+            assert_eq!(p.read("a"), b"a0\n", "{what}: {again}");
+            assert_eq!(p.read("b"), b"b0\n", "{what}: {again}");
+            assert_eq!(p.read("c"), b"c0\n", "{what}: {again}");
+            assert!(!p.join("b-moved").exists(), "{what}: {again}");
+            if !killed {
+                break;
+            }
+        }
+    }
+}
