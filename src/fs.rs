@@ -297,18 +297,14 @@ impl<'r> OpenDirs<'r> {
     /// Directory `dir`, as [`ProjectRoot::open_dir`] opens it, from its nearest ancestor
     /// opened before. Costs an `openat` per component not opened before.
     pub(crate) fn get(&self, dir: &[u8], create: Create<'_>) -> io::Result<std::sync::Arc<Dir>> {
-        let cached = |dir: &[u8]| {
-            let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-            open.get(dir).cloned()
-        };
         let ends: Vec<usize> = component_ends(dir).collect();
         // The deepest directory on the way opened before (the root when none is).
         let (mut fd, start) = match (0..ends.len())
             .rev()
-            .find_map(|i| Some((cached(&dir[..ends[i]])?, i + 1)))
+            .find_map(|i| Some((self.kept(&dir[..ends[i]])?, i + 1)))
         {
             Some(found) => found,
-            None => match cached(b"") {
+            None => match self.kept(b"") {
                 Some(root) => (root, 0),
                 None => (
                     self.insert(b"", open_child(self.root.dir.as_dir(), b".")?),
@@ -321,6 +317,12 @@ impl<'r> OpenDirs<'r> {
             fd = self.insert(&dir[..end], next);
         }
         Ok(fd)
+    }
+
+    /// Directory `dir`, if it is kept open.
+    fn kept(&self, dir: &[u8]) -> Option<std::sync::Arc<Dir>> {
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        open.get(dir).cloned()
     }
 
     /// The parent directory of `path`, opened (see [`Self::get`]), and the last name.
@@ -347,46 +349,48 @@ impl<'r> OpenDirs<'r> {
     /// directory on the way from the root still stands where it was opened here: none was
     /// moved (out of the project, say), replaced or swapped for a symlink since. Costs an
     /// `fstatat` per component (each name looked up in its parent as [`Self::get`] opened it),
-    /// an `fstat` of `held`, and the first time, one of each directory on the way.
+    /// an `fstat` of `held`, and the first time, one of each directory on the way (with an
+    /// `openat` of each not kept open, from the one before: linear in the depth).
     pub(crate) fn still_at(&self, dir: &[u8], held: &Dir) -> io::Result<bool> {
         let held = identity(stat_dir(held.as_dir())?);
         if dir.is_empty() {
-            return Ok(self.identity_of(dir)? == held);
+            return Ok(self.identity_of(dir, &self.get(dir, None)?)? == held);
         }
         let mut parent = self.get(b"", None)?;
         for end in component_ends(dir) {
-            let standing = match stat_in(parent.as_dir(), split(dir[..end].as_bstr()).1)? {
+            let path = &dir[..end];
+            let standing = match stat_in(parent.as_dir(), split(path.as_bstr()).1)? {
                 Some(found) => identity(found),
                 None => return Ok(false),
             };
-            let opened = match end == dir.len() {
-                true => held,
-                false => self.identity_of(&dir[..end])?,
+            if end == dir.len() {
+                return Ok(standing == held);
+            }
+            let opened = match self.kept(path) {
+                Some(kept) => kept,
+                None => self.insert(path, self.root.open_step(parent.as_dir(), path, None)?),
             };
-            if standing != opened {
+            if standing != self.identity_of(path, &opened)? {
                 return Ok(false);
             }
-            if end < dir.len() {
-                parent = self.get(&dir[..end], None)?;
-            }
+            parent = opened;
         }
         Ok(true)
     }
 
-    /// What directory `dir` opened here is: remembered while it is kept open (its descriptor
-    /// names the same directory for as long). Costs an `fstat` the first time.
-    fn identity_of(&self, dir: &[u8]) -> io::Result<Identity> {
+    /// What directory `dir`, `opened` here, is: remembered while it is kept open (its
+    /// descriptor names the same directory for as long). Costs an `fstat` the first time.
+    fn identity_of(&self, dir: &[u8], opened: &std::sync::Arc<Dir>) -> io::Result<Identity> {
         let known = self.identities.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(&known) = known.get(dir) {
             return Ok(known);
         }
         drop(known);
-        let opened = self.get(dir, None)?;
         let found = identity(stat_dir(opened.as_dir())?);
         let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         if open
             .get(dir)
-            .is_some_and(|kept| std::sync::Arc::ptr_eq(kept, &opened))
+            .is_some_and(|kept| std::sync::Arc::ptr_eq(kept, opened))
         {
             let mut known = self.identities.lock().unwrap_or_else(|p| p.into_inner());
             known.insert(dir.to_vec(), found);
