@@ -1028,6 +1028,15 @@ fn parse_errors_and_invalid_requests() {
             || format!("{request} -> {response}"),
         );
     }
+    // Numbers are echoed digit for digit, past 2^64 and with a fraction (found by the
+    // sixteenth hostile pass: 2^64 came back as 1.8446744073709552e+19).
+    for id in ["18446744073709551616", "-99999999999999999999999", "1.50"] {
+        let request = format!(r#"{{"jsonrpc": "2.0", "id": {id}, "method": "turns"}}"#);
+        let response = s.answer_to(request.as_bytes());
+        // (As JSON text: the id is a number, not the string `id`.)
+        let echoed = serde_json::to_string(&response["id"]).unwrap();
+        problems.check(echoed == id, || format!("{request} -> {response}"));
+    }
 
     problems.assert_none("parse errors and invalid requests");
     s.close();
