@@ -43,7 +43,7 @@ pub enum Error {
         source: io::Error,
     },
     /// The store exists but cannot be used as a git repository.
-    #[error("store {path}: {source}")]
+    #[error("store {path}: {source}{}", match caused_by_full_disk(source.as_ref()) { true => " (disk full)", false => "" })]
     Store {
         /// The store's git directory (or the file in it).
         path: PathBuf,
@@ -96,6 +96,19 @@ pub enum Error {
         changed: usize,
         /// The undo point taken before the first change.
         undo: crate::id::SnapshotId,
+    },
+    /// An undo or redo changed files (its outcome lists them) but could not write its record
+    /// of them afterwards (a full disk, say).
+    #[error("{message}: the files changed as listed, but the {what} could not record it; {state}")]
+    Unrecorded {
+        /// "undo" or "redo".
+        what: &'static str,
+        /// Where that leaves its turns, and what to run.
+        state: &'static str,
+        /// The code of the record's error (`disk_full`, say).
+        code: &'static str,
+        /// The record's error.
+        message: String,
     },
     /// A session or turn id that cannot be used.
     #[error("{what} id {reason}")]
@@ -219,6 +232,20 @@ fn io_cause(err: &io::Error) -> String {
     }
 }
 
+/// Whether `err` or an error it was caused by is a full disk (gix's errors wrap the OS's).
+fn caused_by_full_disk(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(err) = cause {
+        if let Some(io) = err.downcast_ref::<io::Error>() {
+            if io.kind() == io::ErrorKind::StorageFull {
+                return true;
+            }
+        }
+        cause = err.source();
+    }
+    false
+}
+
 impl Error {
     /// Wrap an I/O error with what was being done and where.
     pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
@@ -250,7 +277,9 @@ impl Error {
                 "permission"
             }
             Error::Io { .. } => "io",
+            Error::Store { source, .. } if caused_by_full_disk(source.as_ref()) => "disk_full",
             Error::Store { .. } => "store",
+            Error::Unrecorded { code, .. } => code,
             Error::BadClock { .. } => "bad_clock",
             Error::InvalidId(_) => "invalid_id",
             Error::NotFound(_) => "not_found",

@@ -80,7 +80,9 @@ pub use prune::{
     PruneOutcome, Pruner, DEFAULT_ABANDONED_AFTER, DEFAULT_MAX_SIZE, DEFAULT_MAX_TURNS_PER_SESSION,
     DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,
 };
-pub use restore::{is_left_by_rewind, ConflictDetail, Failure, RestoreOptions, RestoreOutcome};
+pub use restore::{
+    is_left_by_rewind, ConflictDetail, Failure, RestoreOptions, RestoreOutcome, Unrecorded,
+};
 #[cfg(feature = "serve")]
 pub use serve::serve;
 pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions, WatchStatus};

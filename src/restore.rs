@@ -114,6 +114,24 @@ pub struct RestoreOutcome {
         serialize_with = "serialize_lossy"
     )]
     pub diff: Option<Vec<u8>>,
+    /// An undo or redo whose files changed (as listed) but whose record of them failed
+    /// afterwards: why, and where that leaves its turns. Not [`Self::is_complete`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unrecorded: Option<Unrecorded>,
+}
+
+/// Why an undo or redo could not record what it did ([`RestoreOutcome::unrecorded`]).
+#[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
+pub struct Unrecorded {
+    /// "undo" or "redo".
+    pub what: &'static str,
+    /// Where that leaves its turns, and what to run.
+    pub state: &'static str,
+    /// The error's code ([`Error::code`]: `disk_full`, say).
+    pub code: &'static str,
+    /// The error.
+    pub message: String,
 }
 
 /// `Some(bytes)` as a (lossy) JSON string.
@@ -135,13 +153,22 @@ pub struct Failure {
 }
 
 impl RestoreOutcome {
-    /// Whether every planned change was made.
+    /// Whether every planned change was made (and, for an undo or redo, recorded).
     pub fn is_complete(&self) -> bool {
-        self.failed.is_empty()
+        self.failed.is_empty() && self.unrecorded.is_none()
     }
 
+    /// [`Error::Unrecorded`] when an undo's or redo's record failed, else
     /// [`Error::Incomplete`] (naming the undo point) unless [`Self::is_complete`].
     pub fn ensure_complete(&self) -> Result<()> {
+        if let Some(unrecorded) = &self.unrecorded {
+            return Err(Error::Unrecorded {
+                what: unrecorded.what,
+                state: unrecorded.state,
+                code: unrecorded.code,
+                message: unrecorded.message.clone(),
+            });
+        }
         match self.failed.len() {
             0 => Ok(()),
             failed => Err(Error::Incomplete {
@@ -440,6 +467,7 @@ impl Locked<'_> {
             undo: SnapshotId(plan.current),
             dry_run: plan.dry_run,
             diff: None,
+            unrecorded: None,
         };
         // The files the restore before took out must be closed: their descriptors count.
         self.closing.wait();

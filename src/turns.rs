@@ -1212,9 +1212,9 @@ impl Store {
             let marks = marks.map(|(record, marker)| (marker.clone(), Some(record.commit)));
             Ok(Some((commit, marks.collect())))
         };
-        let mut outcome = locked.apply_recorded(session, plan, &record)?;
+        let (mut outcome, unrecorded) = locked.apply_recorded(session, plan, &record)?;
         finish(&mut outcome);
-        Ok(outcome)
+        Ok(ChainRun::Undo.outcome(outcome, unrecorded))
     }
 
     /// Open turn `record` with the "before" its latest redo gave it (`Rewind-Reopened:`), if a
@@ -1522,14 +1522,13 @@ impl Store {
             }
             Ok(Some((commit, marks)))
         };
-        let outcome = locked.apply_recorded(session, plan, &record)?;
-        let mut outcome = outcome;
+        let (mut outcome, unrecorded) = locked.apply_recorded(session, plan, &record)?;
         let mut in_the_way = locked.in_the_way(&conflicts);
         in_the_way.append(&mut outcome.in_the_way);
         outcome.in_the_way = in_the_way;
         conflicts.append(&mut outcome.conflicts);
         outcome.conflicts = conflicts;
-        Ok(outcome)
+        Ok(ChainRun::Redo.outcome(outcome, unrecorded))
     }
 
     /// The turns whose rolling back (by the most recent undo that rolled back each) left files
@@ -2360,9 +2359,9 @@ impl Locked<'_> {
                 };
                 Ok(Some((commit, marks)))
             };
-        let mut outcome = self.apply_recorded(session, plan, &chain_record)?;
+        let (mut outcome, unrecorded) = self.apply_recorded(session, plan, &chain_record)?;
         finish(&mut outcome);
-        Ok(outcome)
+        Ok(ChainRun::Undo.outcome(outcome, unrecorded))
     }
 
     /// The commit that appends an undo or redo to the session's chain, on `parent` (written;
@@ -2438,14 +2437,15 @@ impl Locked<'_> {
     /// did. A kill in between leaves an undo on the chain and its turns rolled back (its redo
     /// brings back what it took and finds the rest already back, and a run of the undo again
     /// finishes it), and a redo not yet redone (the next takes the same undo). An error before
-    /// any file changed puts the chain back. Costs [`Self::apply`], and two `packed-refs`
-    /// rewrites per record.
+    /// any file changed puts the chain back; one in the record after files changed comes with
+    /// the outcome (the caller finishes it, then [`ChainRun::outcome`]). Costs
+    /// [`Self::apply`], and two `packed-refs` rewrites per record.
     fn apply_recorded(
         &self,
         session: &str,
         plan: Plan,
         record: &dyn Fn(&RestoreOutcome, On) -> Result<ChainRecord>,
-    ) -> Result<RestoreOutcome> {
+    ) -> Result<(RestoreOutcome, Option<Error>)> {
         let parent = self.ref_target(&session_ref(session, "head")?)?;
         // The marks the record before the run moved, as they were.
         let mut early = None;
@@ -2463,7 +2463,7 @@ impl Locked<'_> {
         let done = self.apply_with(plan, &mut before_changes);
         // (Nothing to record of the plan: nothing of it was done to record either.)
         let Some(was) = early else {
-            return done;
+            return done.map(|outcome| (outcome, None));
         };
         let outcome = match done {
             Ok(outcome) => outcome,
@@ -2473,18 +2473,20 @@ impl Locked<'_> {
                 return Err(e);
             }
         };
-        let (commit, mut marks) = match record(&outcome, (parent, false))? {
-            Some((commit, marks)) => (Some(commit), marks),
-            None => (parent, Vec::new()),
-        };
-        // The marks the early record moved that this one leaves: as they were.
-        for (name, value) in was {
-            if !marks.iter().any(|(moved, _)| *moved == name) {
-                marks.push((name, value));
+        let recorded = record(&outcome, (parent, false)).and_then(|made| {
+            let (commit, mut marks) = match made {
+                Some((commit, marks)) => (Some(commit), marks),
+                None => (parent, Vec::new()),
+            };
+            // The marks the early record moved that this one leaves: as they were.
+            for (name, value) in was {
+                if !marks.iter().any(|(moved, _)| *moved == name) {
+                    marks.push((name, value));
+                }
             }
-        }
-        self.move_head_and_markers(session, commit, marks)?;
-        Ok(outcome)
+            self.move_head_and_markers(session, commit, marks)
+        });
+        Ok((outcome, recorded.err()))
     }
 
     /// Move `session`'s head to `commit` and set or delete the turn `markers` in one step: a
@@ -3035,6 +3037,37 @@ fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option
             mode: u32::from(entry.mode().value()),
             id: entry.oid().to_owned(),
         }))
+}
+
+/// Which run a [`Locked::apply_recorded`] was: it says where a failure of its record after
+/// the files changed leaves the turns (the record before stands, marked unfinished).
+#[derive(Clone, Copy)]
+enum ChainRun {
+    Undo,
+    Redo,
+}
+
+impl ChainRun {
+    /// `outcome`, with why its record failed ([`RestoreOutcome::unrecorded`]), if it did.
+    fn outcome(self, mut outcome: RestoreOutcome, failed: Option<Error>) -> RestoreOutcome {
+        let (what, state) = match self {
+            ChainRun::Undo => (
+                "undo",
+                "its turns are marked rolled back, and `rewind redo` brings back what it took",
+            ),
+            ChainRun::Redo => (
+                "redo",
+                "its turns are still marked rolled back: run `rewind redo` again once that is fixed (it finds what came back already back)",
+            ),
+        };
+        outcome.unrecorded = failed.map(|e| crate::restore::Unrecorded {
+            what,
+            state,
+            code: e.code(),
+            message: e.to_string(),
+        });
+        outcome
+    }
 }
 
 /// What an undo or redo records on its session's chain (see [`Locked::apply_recorded`]): its

@@ -264,18 +264,27 @@ fn end_turn(
     Ok(())
 }
 
-/// What `undo --last-session` does about its session's open turn, before the undo. One that
-/// changed files so far (the agent at work, or interrupted) is refused: no hook marks an
-/// interrupt, so what changed since may be the user's, by hand. An empty one that the hooks
-/// began (`/rewind-undo` with more instructions, or an agent that passes the command's
-/// expanded text) is ended, and its metadata returned for [`reopen`], so that what the agent
-/// does after the undo is in a turn and not rolled back with the undo. Costs a dry-run undo of
-/// the open turn (a snapshot).
+/// An open turn of the agent's that changed nothing, set aside before an undo
+/// ([`set_open_turn_aside`]).
+pub(crate) struct Aside {
+    /// Its metadata, for [`reopen`]; `None` on a dry run, which ends nothing.
+    pub(crate) reopen: Option<BTreeMap<String, String>>,
+}
+
+/// What `undo --last-session` (and `--last`) does about its session's open turn, before the
+/// undo. One that changed files so far (the agent at work, or interrupted) is refused when
+/// `refuse_changed` (`--last-session`: no hook marks an interrupt, so what changed since may be
+/// the user's, by hand), else left to the undo (`--last` takes it back whole). An empty one
+/// that the hooks began (`/rewind-undo` with more instructions, or an agent that passes the
+/// command's expanded text) is ended, and its metadata returned for [`reopen`], so that what
+/// the agent does after the undo is in a turn and not rolled back with the undo. Costs a
+/// dry-run undo of the open turn (a snapshot).
 pub(crate) fn set_open_turn_aside(
     store: &rewind::Store,
     session: &str,
     dry_run: bool,
-) -> rewind::Result<Option<BTreeMap<String, String>>> {
+    refuse_changed: bool,
+) -> rewind::Result<Option<Aside>> {
     let turns = store.turns(Some(session))?;
     let open = turns
         .iter()
@@ -292,17 +301,25 @@ pub(crate) fn set_open_turn_aside(
         &preview.kept,
     ];
     if lists.iter().any(|list| !list.is_empty()) {
+        if !refuse_changed {
+            return Ok(None);
+        }
         return Err(rewind::Error::Turn {
             session: session.to_owned(),
             turn: open.turn.clone(),
             reason: "is open and has changed files (the agent is at work, or was interrupted: what changed since may be yours): let it end, or undo it by name with --session and --turn",
         });
     }
-    if dry_run || !open.meta.contains_key("agent") {
+    if !open.meta.contains_key("agent") {
         return Ok(None);
     }
+    if dry_run {
+        return Ok(Some(Aside { reopen: None }));
+    }
     store.end_turn(session, &open.turn)?;
-    Ok(Some(open.meta.clone()))
+    Ok(Some(Aside {
+        reopen: Some(open.meta.clone()),
+    }))
 }
 
 /// What undoing `open`, an open turn, would do now: a dry run of it. Costs a dry-run undo.

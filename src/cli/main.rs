@@ -82,6 +82,7 @@ fn main() -> ExitCode {
             let printed = matches!(
                 err,
                 rewind::Error::Incomplete { .. }
+                    | rewind::Error::Unrecorded { .. }
                     | rewind::Error::PruneFailed(_)
                     | rewind::Error::Unhealthy(_)
             );
@@ -438,21 +439,27 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                     session
                 }
             };
-            // (Its open turn: refused when it changed files, else ended and begun again after.)
-            let reopen = match *last_session {
-                true => hook::set_open_turn_aside(store, &session, dry_run.dry_run)?,
+            // (Its open turn, with --last-session: refused when it changed files. An empty one
+            // of the agent's, with --last-session or --last: ended, and begun again after.)
+            let whole_turns = turn.is_none() && file.is_none();
+            let aside = match *last_session || (*last && whole_turns) {
+                true => hook::set_open_turn_aside(store, &session, dry_run.dry_run, *last_session)?,
                 false => None,
             };
             let force = force.force;
-            // --last-session alone: what the agent just did, from its last turn that changed
-            // files (a turn where it only answered would undo nothing); --last without such.
-            let alone = *last_session && turn.is_none() && file.is_none();
+            // --last-session alone, or --last past the agent's empty open turn: what the agent
+            // just did, from its last turn that changed files (a turn where it only answered
+            // would undo nothing); --last without such.
+            let alone = whole_turns && (*last_session || aside.is_some());
             // (With --force, the turn the plain press left files of alone counts again.)
             let turn = match alone {
                 true => last_changing_turn(store, &session, force)?,
                 false => turn.clone(),
             };
-            let last = *last || (alone && turn.is_none());
+            let last = match alone {
+                true => turn.is_none(),
+                false => *last,
+            };
             let options = rewind::UndoOptions {
                 turn,
                 file: file.clone(),
@@ -465,7 +472,7 @@ fn command(global: &Global, command: &Command, store: &rewind::Store) -> rewind:
                 true => store.undo_last_with(&session, &options),
                 false => store.undo(&session, &options),
             };
-            if let Some(meta) = reopen {
+            if let Some(meta) = aside.and_then(|aside| aside.reopen) {
                 hook::reopen(store, &session, meta)?;
             }
             let outcome = outcome?;
@@ -560,7 +567,8 @@ fn last_changing_turn(
     Ok(changing.next_back().map(|t| t.turn))
 }
 
-/// Print what a restore, revert, undo or redo did; a partial one is an error (exit 1). `why`
+/// Print what a restore, revert, undo or redo did; a partial one (or an undo or redo whose
+/// record failed) is an error (exit 1). `why`
 /// says why conflicts were left alone, with whether `--force` was given (`None`: the command
 /// has none).
 fn report(

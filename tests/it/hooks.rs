@@ -292,6 +292,36 @@ fn an_open_turn_whose_only_changes_are_another_sessions_is_passed_over() {
     );
 }
 
+/// Found by the sixteenth hostile pass: `undo --session A --last` while A's next turn was open
+/// and had changed nothing (the agent still thinking) rolled that empty turn back: nothing
+/// changed, the agent's later edits were in no turn, its Stop found none open. It passes over
+/// the empty turn as `--last-session` does: the turn before is undone, the agent's next edits
+/// are a turn of their own, and the dry run says the same.
+#[test]
+fn undo_last_passes_over_the_agents_empty_open_turn() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("f", "f\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "add g"));
+    p.file("g", "the agent's g\n");
+    hook(&p, "claude-code", &claude_stop(&p, "A", false));
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "think"));
+    let dry = p.rewind(["undo", "--session", "A", "--last", "--dry-run"]);
+    dry.assert_success();
+    assert!(dry.stdout.contains("would be deleted g"), "{dry}");
+    let run = p.rewind(["undo", "--session", "A", "--last"]);
+    run.assert_success();
+    assert!(run.stdout.contains("deleted g"), "{run}");
+    assert!(!p.join("g").exists(), "{run}");
+    p.file("h", "the agent's h\n");
+    hook(&p, "claude-code", &claude_stop(&p, "A", false));
+    let rows = turns(&p, &["--session", "A"]);
+    let last = rows.last().unwrap();
+    assert!(last["ended_at"].is_string(), "{rows:?}");
+    assert_eq!(last["rolled_back"], false, "{rows:?}");
+    assert_eq!(last["files"], 1, "{rows:?}");
+}
+
 /// Found by the fourteenth hostile pass: `show` of a turn rolled back while open called it
 /// "(open)" and showed, as its diff, what changed in the project since it began (a user's edit
 /// made after the rollback), though `turns` said "rolled back, 0 files".

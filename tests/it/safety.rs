@@ -1287,6 +1287,69 @@ fn a_restore_that_cannot_record_its_staged_files_changes_nothing() {
     );
 }
 
+/// Found by the seventeenth hostile pass: a full disk when an undo wrote its record after its
+/// files changed gave one line (`store: … Could not commit packed-ref transaction`, code
+/// `store`) and no word of what changed. The outcome is printed, then the error (under --json the
+/// outcome says it in `unrecorded`), the code is `disk_full`, and `redo` brings the turn back. The fault is
+/// injected at the undo's last rename of `packed-refs.lock` (counted in a twin project first).
+#[test]
+fn an_undo_whose_record_meets_a_full_disk_says_what_it_did() {
+    let sb = Sandbox::new();
+    let turn = |name: &str| {
+        let p = sb.project(name);
+        p.file("a", "a\n");
+        p.rewind(["turn", "begin", "--session", "s", "--turn", "1"])
+            .assert_success();
+        p.file("a", "the agent's a\n").file("b", "the agent's b\n");
+        p.rewind(["turn", "end", "--session", "s", "--turn", "1"])
+            .assert_success();
+        p
+    };
+    let undo = ["--json", "undo", "--session", "s", "--last"];
+    let traced = |p: &TestProject, expr: &str, log: &Path| {
+        require_tool("strace", "to inject faults at syscalls");
+        let mut outer = Command::new("strace");
+        outer.args(["-f", "-qq", "-o"]).arg(log).arg("-P");
+        outer
+            .arg(p.store().join("packed-refs.lock"))
+            .args(["-e", expr]);
+        run_with_deadline(&mut wrapped(p, outer, &undo), DEFAULT_DEADLINE)
+    };
+    let twin = turn("twin");
+    let log = sb.root.join("renames.log");
+    traced(&twin, "trace=rename,renameat,renameat2", &log).assert_success();
+    let log = fs::read_to_string(&log).unwrap();
+    let renames: Vec<&str> = log.lines().filter(|l| l.contains("rename")).collect();
+    let last = renames
+        .last()
+        .unwrap_or_else(|| panic!("no rename traced: {log}"));
+    let syscall = last.split('(').next().unwrap().rsplit(' ').next().unwrap();
+    let when = renames
+        .iter()
+        .filter(|l| l.contains(&format!("{syscall}(")))
+        .count();
+
+    let p = turn("p");
+    let expr = format!("inject={syscall}:error=ENOSPC:when={when}");
+    let run = traced(&p, &expr, Path::new("/dev/null"));
+    run.assert_code(1);
+    assert_one_line_stderr(&run);
+    let outcome = one_json(&run);
+    assert_eq!(outcome["unrecorded"]["code"], "disk_full", "{run}");
+    assert_eq!(outcome["written"], serde_json::json!(["a"]), "{run}");
+    assert_eq!(outcome["deleted"], serde_json::json!(["b"]), "{run}");
+    assert!(
+        run.stderr.contains("disk full") && run.stderr.contains("redo"),
+        "{run}"
+    );
+    assert_eq!(p.read("a"), b"a\n", "{run}");
+    assert!(!p.join("b").exists(), "{run}");
+    p.assert_fsck_clean();
+    p.rewind(["redo", "--session", "s"]).assert_success();
+    assert_eq!(p.read("a"), b"the agent's a\n");
+    assert_eq!(p.read("b"), b"the agent's b\n");
+}
+
 /// Found by the hostile passes of 2026-12-01: a file rewind set aside (`.rewind-aside-…`), or a
 /// temp file a sweep could not remove (which may hold a save a killed swap took out), was
 /// deleted by a later restore as not in its target, saying only `deleted`. Both are `kept` now,
