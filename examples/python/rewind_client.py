@@ -121,6 +121,15 @@ class ConflictDetail(TypedDict):
     hunks: list[ConflictHunk]
 
 
+class Unrecorded(TypedDict):
+    """Why an undo or redo could not record what it did, and where that leaves its turns."""
+
+    what: str  # "undo" or "redo"
+    state: str  # where its turns stand, and what to run
+    code: str  # the error's code (disk_full, say)
+    message: str
+
+
 class RestoreOutcome(TypedDict):
     """What restore, revert, undo and redo did."""
 
@@ -136,6 +145,7 @@ class RestoreOutcome(TypedDict):
     diff: NotRequired[str]  # in a dry run, the patch of each file written or deleted
     merged: NotRequired[list[str]]  # files an undo wrote with a three-way merge
     conflict_details: NotRequired[list[ConflictDetail]]  # an undo's conflicts, explained
+    unrecorded: NotRequired[Unrecorded]  # files changed, but the undo's or redo's record failed
 
 
 class TurnFile(TypedDict):

@@ -105,6 +105,18 @@ export interface RestoreOutcome {
   /** For an undo: each file left alone because someone else changed it too (or, with `only`
    * and `force`, written with conflict markers). */
   conflict_details?: ConflictDetail[];
+  /** An undo or redo whose files changed (as listed) but whose record of them failed afterwards. */
+  unrecorded?: Unrecorded;
+}
+/** Why an undo or redo could not record what it did, and where that leaves its turns. */
+export interface Unrecorded {
+  /** "undo" or "redo". */
+  what: string;
+  /** Where its turns stand, and what to run. */
+  state: string;
+  /** The error's code (`disk_full`, say). */
+  code: string;
+  message: string;
 }
 /** Where an undo's turns and someone else's edits overlap, as 1-based line ranges. */
 export interface ConflictHunk {
