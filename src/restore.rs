@@ -1328,7 +1328,11 @@ fn delete_if_unchanged(
     let parent = crate::fs::split(path).0;
     // (Directories kept open: the lookup walks from the root; a deeper path reopens some.)
     match OpenDirs::new(root, 256).still_at(parent, &dir) {
-        Ok(true) => taken.remove(&dir, aside, unlinked).map(|()| true),
+        Ok(true) => match taken.remove(&dir, aside, unlinked) {
+            Ok(()) => Ok(true),
+            // Not removed (an I/O error): back at its name, the deletion `failed`.
+            Err(e) => put_back(&dir, aside, name).and(Err(e)),
+        },
         moved => {
             let put = ProjectRoot::rename_in(&dir, aside, name, true).map_err(|e| {
                 let kept = format!(

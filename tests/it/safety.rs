@@ -1350,6 +1350,32 @@ fn an_undo_whose_record_meets_a_full_disk_says_what_it_did() {
     assert_eq!(p.read("b"), b"the agent's b\n");
 }
 
+/// Found by the seventeenth hostile pass: a deletion sets the file aside, looks at it again and
+/// removes it; when the removal failed (an I/O error), the file stayed as `.rewind-aside-…` and
+/// its name was gone. It goes back to its name now, and the deletion is `failed` with the error.
+#[test]
+fn a_deletion_whose_removal_fails_puts_the_file_back_at_its_name() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let before = p.track();
+    p.file("b.txt", "the file to delete\n");
+    p.track();
+    // The restore's only removal is the deletion's (nothing staged, nothing to sweep).
+    let mut cmd = strace(
+        &p,
+        "inject=unlinkat:error=EIO:when=1",
+        &["--json", "restore", &before],
+    );
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    run.assert_code(1);
+    let outcome = one_json(&run);
+    assert_eq!(outcome["failed"][0]["path"], "b.txt", "{run}");
+    assert_eq!(outcome["deleted"], serde_json::json!([]), "{run}");
+    assert_eq!(p.read("b.txt"), b"the file to delete\n", "{run}");
+    assert!(strays(&p, ".").is_empty(), "{:?} {run}", strays(&p, "."));
+}
+
 /// Found by the hostile passes of 2026-12-01: a file rewind set aside (`.rewind-aside-…`), or a
 /// temp file a sweep could not remove (which may hold a save a killed swap took out), was
 /// deleted by a later restore as not in its target, saying only `deleted`. Both are `kept` now,
