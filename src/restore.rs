@@ -1427,7 +1427,18 @@ fn replace(
         moved => moved.and(Err(moved_away())),
     };
     if let Ok(Some(taken)) = checked {
-        return taken.remove(dir, temp, unlinked).map(|()| true);
+        return match taken.remove(dir, temp, unlinked) {
+            Ok(()) => Ok(true),
+            // Not removed (an I/O error): swapped back, so that the path is `failed` as it was,
+            // not written with the file from before left beside it.
+            Err(e) => match ProjectRoot::exchange_in(dir, temp, name) {
+                Ok(()) => not_swapped(Err(e)),
+                Err(_) => {
+                    let kept = format!("written, but the file from before could not be removed ({e}): it is kept as {}", temp.as_bstr());
+                    Err(io::Error::new(e.kind(), kept))
+                }
+            },
+        };
     }
     // Changed before or while it was swapped (or unreadable): swap back, and keep whatever is
     // not ours. From here on `temp` may hold someone's save: it is kept, never unlinked, unless

@@ -293,14 +293,10 @@ pub(crate) fn set_open_turn_aside(
     let Some(open) = open else {
         return Ok(None);
     };
+    // (Its own changes: what undoing it would write or delete. What it would leave alone is
+    // someone else's, another session's say, and no change of the turn's.)
     let preview = undo_preview(store, open)?;
-    let lists = [
-        &preview.written,
-        &preview.deleted,
-        &preview.conflicts,
-        &preview.kept,
-    ];
-    if lists.iter().any(|list| !list.is_empty()) {
+    if !preview.written.is_empty() || !preview.deleted.is_empty() {
         if !refuse_changed {
             return Ok(None);
         }

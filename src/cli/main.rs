@@ -553,17 +553,24 @@ fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
     last_session_of(store)
 }
 
-/// The session's last ended turn that changed files and is not rolled back (with `force`,
-/// rolled back or not: `--force` takes that turn again). Reads the session's turns.
+/// The session's last ended turn that changed files of its own (not only files another
+/// session changed meanwhile, which its undo leaves alone) and is not rolled back (with
+/// `force`, any that changed files, rolled back or not: `--force` takes that turn again and
+/// overwrites what it left alone). Reads the session's turns.
 fn last_changing_turn(
     store: &rewind::Store,
     session: &str,
     force: bool,
 ) -> rewind::Result<Option<String>> {
     let turns = store.turns_with(Some(session), &PER_PATH)?;
+    let own = |t: &rewind::Turn| {
+        let theirs = [rewind::Origin::Shared, rewind::Origin::Other];
+        t.changed.iter().any(|f| !theirs.contains(&f.origin))
+    };
     let mut changing = turns
         .into_iter()
-        .filter(|t| t.ended_at.is_some() && (force || !t.rolled_back) && t.files > 0);
+        .filter(|t| t.ended_at.is_some() && (force || !t.rolled_back))
+        .filter(|t| (force && t.files > 0) || own(t));
     Ok(changing.next_back().map(|t| t.turn))
 }
 

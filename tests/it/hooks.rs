@@ -322,6 +322,31 @@ fn undo_last_passes_over_the_agents_empty_open_turn() {
     assert_eq!(last["files"], 1, "{rows:?}");
 }
 
+/// Found by the eighteenth hostile pass: `undo --session A --last` while A's open turn had
+/// changed nothing of its own, only a file session B changed meanwhile, rolled that turn back
+/// and left A's turn before it undone. Its own changes decide, as for `--last-session`.
+#[test]
+fn undo_last_passes_over_an_open_turn_whose_only_changes_are_another_sessions() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a", "a\n").file("c", "c\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "edit a"));
+    p.file("a", "A's a\n");
+    hook(&p, "claude-code", &claude_stop(&p, "A", false));
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "think"));
+    hook(&p, "claude-code", &claude_prompt(&p, "B", "edit c"));
+    p.file("c", "B's c\n");
+    hook(&p, "claude-code", &claude_stop(&p, "B", false));
+    let run = p.rewind(["undo", "--session", "A", "--last"]);
+    run.assert_success();
+    assert_eq!(p.read("a"), b"a\n", "{run}");
+    assert_eq!(p.read("c"), b"B's c\n", "{run}");
+    let rows = turns(&p, &["--session", "A"]);
+    let last = rows.last().unwrap();
+    assert!(last["ended_at"].is_null(), "a turn is open again: {rows:?}");
+    assert_eq!(last["rolled_back"], false, "{rows:?}");
+}
+
 /// Found by the fourteenth hostile pass: `show` of a turn rolled back while open called it
 /// "(open)" and showed, as its diff, what changed in the project since it began (a user's edit
 /// made after the rollback), though `turns` said "rolled back, 0 files".

@@ -1376,6 +1376,35 @@ fn a_deletion_whose_removal_fails_puts_the_file_back_at_its_name() {
     assert!(strays(&p, ".").is_empty(), "{:?} {run}", strays(&p, "."));
 }
 
+/// Found by the eighteenth hostile pass: when the file a swap took out could not be removed (an
+/// I/O error), the path was reported `failed` ("no other file changed") though the restored file
+/// stood at it, and the file from before stayed beside it as `.rewind-<token>-0`, a project file
+/// to the next snapshot. It is swapped back now: the path holds what it held, `failed`.
+#[test]
+fn a_swap_whose_old_file_cannot_be_removed_is_swapped_back() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "before\n");
+    let before = p.track();
+    p.file("a.txt", "after\n");
+    p.track();
+    // The restore's only removal is the swapped-out file's (nothing to sweep or delete).
+    let mut cmd = strace(
+        &p,
+        "inject=unlinkat:error=EIO:when=1",
+        &["--json", "restore", &before],
+    );
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    run.assert_code(1);
+    let outcome = one_json(&run);
+    assert_eq!(outcome["failed"][0]["path"], "a.txt", "{run}");
+    assert_eq!(outcome["written"], serde_json::json!([]), "{run}");
+    assert_eq!(p.read("a.txt"), b"after\n", "{run}");
+    assert!(strays(&p, ".").is_empty(), "{:?} {run}", strays(&p, "."));
+    p.rewind(["restore", &before]).assert_success();
+    assert_eq!(p.read("a.txt"), b"before\n");
+}
+
 /// Found by the hostile passes of 2026-12-01: a file rewind set aside (`.rewind-aside-…`), or a
 /// temp file a sweep could not remove (which may hold a save a killed swap took out), was
 /// deleted by a later restore as not in its target, saying only `deleted`. Both are `kept` now,
