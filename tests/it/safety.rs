@@ -1350,6 +1350,30 @@ fn an_undo_whose_record_meets_a_full_disk_says_what_it_did() {
     assert_eq!(p.read("b"), b"the agent's b\n");
 }
 
+/// A restore of `p` to `before` whose one removal (`unlinkat`) fails with an I/O error: it
+/// exits 1, names `path` in `failed` and not in `done` ("written" or "deleted"), leaves the
+/// file's `content` at its name and no `.rewind-` file beside it.
+fn restore_whose_removal_fails(
+    p: &TestProject,
+    before: &str,
+    path: &str,
+    done: &str,
+    content: &str,
+) {
+    let mut cmd = strace(
+        p,
+        "inject=unlinkat:error=EIO:when=1",
+        &["--json", "restore", before],
+    );
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    run.assert_code(1);
+    let outcome = one_json(&run);
+    assert_eq!(outcome["failed"][0]["path"], path, "{run}");
+    assert_eq!(outcome[done], serde_json::json!([]), "{run}");
+    assert_eq!(p.read(path), content.as_bytes(), "{run}");
+    assert!(strays(p, ".").is_empty(), "{:?} {run}", strays(p, "."));
+}
+
 /// Found by the seventeenth hostile pass: a deletion sets the file aside, looks at it again and
 /// removes it; when the removal failed (an I/O error), the file stayed as `.rewind-aside-…` and
 /// its name was gone. It goes back to its name now, and the deletion is `failed` with the error.
@@ -1361,19 +1385,8 @@ fn a_deletion_whose_removal_fails_puts_the_file_back_at_its_name() {
     let before = p.track();
     p.file("b.txt", "the file to delete\n");
     p.track();
-    // The restore's only removal is the deletion's (nothing staged, nothing to sweep).
-    let mut cmd = strace(
-        &p,
-        "inject=unlinkat:error=EIO:when=1",
-        &["--json", "restore", &before],
-    );
-    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
-    run.assert_code(1);
-    let outcome = one_json(&run);
-    assert_eq!(outcome["failed"][0]["path"], "b.txt", "{run}");
-    assert_eq!(outcome["deleted"], serde_json::json!([]), "{run}");
-    assert_eq!(p.read("b.txt"), b"the file to delete\n", "{run}");
-    assert!(strays(&p, ".").is_empty(), "{:?} {run}", strays(&p, "."));
+    // (The restore's only removal is the deletion's: nothing staged, nothing to sweep.)
+    restore_whose_removal_fails(&p, &before, "b.txt", "deleted", "the file to delete\n");
 }
 
 /// Found by the eighteenth hostile pass: when the file a swap took out could not be removed (an
@@ -1388,19 +1401,8 @@ fn a_swap_whose_old_file_cannot_be_removed_is_swapped_back() {
     let before = p.track();
     p.file("a.txt", "after\n");
     p.track();
-    // The restore's only removal is the swapped-out file's (nothing to sweep or delete).
-    let mut cmd = strace(
-        &p,
-        "inject=unlinkat:error=EIO:when=1",
-        &["--json", "restore", &before],
-    );
-    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
-    run.assert_code(1);
-    let outcome = one_json(&run);
-    assert_eq!(outcome["failed"][0]["path"], "a.txt", "{run}");
-    assert_eq!(outcome["written"], serde_json::json!([]), "{run}");
-    assert_eq!(p.read("a.txt"), b"after\n", "{run}");
-    assert!(strays(&p, ".").is_empty(), "{:?} {run}", strays(&p, "."));
+    // (The restore's only removal is the swapped-out file's: nothing to sweep or delete.)
+    restore_whose_removal_fails(&p, &before, "a.txt", "written", "after\n");
     p.rewind(["restore", &before]).assert_success();
     assert_eq!(p.read("a.txt"), b"before\n");
 }
