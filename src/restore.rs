@@ -1331,7 +1331,17 @@ fn delete_if_unchanged(
         Ok(true) => match taken.remove(&dir, aside, unlinked) {
             Ok(()) => Ok(true),
             // Not removed (an I/O error): back at its name, the deletion `failed`.
-            Err(e) => put_back(&dir, aside, name).and(Err(e)),
+            Err(e) => match ProjectRoot::rename_in(&dir, aside, name, true) {
+                Ok(()) => Err(e),
+                Err(_) => {
+                    let kept = format!(
+                        "not deleted: removing it failed ({e}), and something stands at its name \
+                         now: the file is kept beside it as {}",
+                        aside.as_bstr()
+                    );
+                    Err(io::Error::new(e.kind(), kept))
+                }
+            },
         },
         moved => {
             let put = ProjectRoot::rename_in(&dir, aside, name, true).map_err(|e| {

@@ -1387,6 +1387,25 @@ fn a_deletion_whose_removal_fails_puts_the_file_back_at_its_name() {
     p.track();
     // (The restore's only removal is the deletion's: nothing staged, nothing to sweep.)
     restore_whose_removal_fails(&p, &before, "b.txt", "deleted", "the file to delete\n");
+    // When the name is taken by then (the put back, the second no-replace rename, refused as
+    // if a save had appeared), the file stays aside and the error says why (the eighteenth
+    // hostile pass: it said "saved twice meanwhile").
+    p.track();
+    let mut outer = Command::new("strace");
+    outer.args(["-f", "-qq", "-o", "/dev/null"]);
+    outer.args(["-e", "inject=unlinkat:error=EIO:when=1"]);
+    outer.args(["-e", "inject=renameat2:error=EEXIST:when=2"]);
+    let mut cmd = wrapped(&p, outer, &["--json", "restore", &before]);
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    run.assert_code(1);
+    let error = one_json(&run)["failed"][0]["error"].to_string();
+    assert!(
+        error.contains("removing it failed") && !error.contains("saved twice"),
+        "{run}"
+    );
+    let aside = strays(&p, ".");
+    assert_eq!(aside.len(), 1, "{aside:?} {run}");
+    assert_eq!(p.read(&aside[0]), b"the file to delete\n", "{run}");
 }
 
 /// Found by the eighteenth hostile pass: when the file a swap took out could not be removed (an
