@@ -1442,9 +1442,29 @@ fn replace(
             // Not removed (an I/O error): swapped back, so that the path is `failed` as it was,
             // not written with the file from before left beside it.
             Err(e) => match ProjectRoot::exchange_in(dir, temp, name) {
-                Ok(()) => not_swapped(Err(e)),
+                // (What came back out is removed only if it is ours, untouched: a save made
+                // over it meanwhile stays, beside the path.)
+                Ok(()) => match staged_back(dir, temp, ours, target) {
+                    Some(staged) => staged.remove(dir, temp, unlinked).and(Err(e)),
+                    None => {
+                        let kept_at = match ProjectRoot::rename_in(dir, temp, aside, true) {
+                            Ok(()) => aside,
+                            Err(_) => temp,
+                        };
+                        let kept = format!(
+                            "the file from before could not be removed ({e}) and is back; a \
+                             save made meanwhile is kept as {}",
+                            kept_at.as_bstr()
+                        );
+                        Err(io::Error::new(e.kind(), kept))
+                    }
+                },
                 Err(_) => {
-                    let kept = format!("written, but the file from before could not be removed ({e}): it is kept as {}", temp.as_bstr());
+                    let kept = format!(
+                        "written, but the file from before could not be removed ({e}): it is \
+                         kept as {}",
+                        temp.as_bstr()
+                    );
                     Err(io::Error::new(e.kind(), kept))
                 }
             },

@@ -575,9 +575,8 @@ fn last_changing_turn(
 }
 
 /// Print what a restore, revert, undo or redo did; a partial one (or an undo or redo whose
-/// record failed) is an error (exit 1). `why`
-/// says why conflicts were left alone, with whether `--force` was given (`None`: the command
-/// has none).
+/// record failed) is an error (exit 1). `why` says why conflicts were left alone, with whether
+/// `--force` was given (`None`: the command has none).
 fn report(
     json: bool,
     outcome: &rewind::RestoreOutcome,
