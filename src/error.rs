@@ -99,17 +99,8 @@ pub enum Error {
     },
     /// An undo or redo changed files (its outcome lists them) but could not write its record
     /// of them afterwards (a full disk, say).
-    #[error("{message}: the files changed as listed, but the {what} could not record it; {state}")]
-    Unrecorded {
-        /// "undo" or "redo".
-        what: &'static str,
-        /// Where that leaves its turns, and what to run.
-        state: &'static str,
-        /// The code of the record's error (`disk_full`, say).
-        code: &'static str,
-        /// The record's error.
-        message: String,
-    },
+    #[error("{0}")]
+    Unrecorded(Unrecorded),
     /// A session or turn id that cannot be used.
     #[error("{what} id {reason}")]
     BadName {
@@ -232,6 +223,22 @@ fn io_cause(err: &io::Error) -> String {
     }
 }
 
+/// Why an undo or redo could not record what it did, its files changed (`RestoreOutcome`'s
+/// `unrecorded`, and [`Error::Unrecorded`]).
+#[derive(Debug, Clone, serde::Serialize, thiserror::Error)]
+#[error("{message}: the files changed as listed, but the {what} could not record it; {state}")]
+#[non_exhaustive]
+pub struct Unrecorded {
+    /// "undo" or "redo".
+    pub what: &'static str,
+    /// Where that leaves its turns, and what to run.
+    pub state: &'static str,
+    /// The error's code ([`Error::code`]: `disk_full`, say).
+    pub code: &'static str,
+    /// The error.
+    pub message: String,
+}
+
 /// Whether `err` or an error it was caused by is a full disk (gix's errors wrap the OS's).
 fn caused_by_full_disk(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(err);
@@ -279,7 +286,7 @@ impl Error {
             Error::Io { .. } => "io",
             Error::Store { source, .. } if caused_by_full_disk(source.as_ref()) => "disk_full",
             Error::Store { .. } => "store",
-            Error::Unrecorded { code, .. } => code,
+            Error::Unrecorded(unrecorded) => unrecorded.code,
             Error::BadClock { .. } => "bad_clock",
             Error::InvalidId(_) => "invalid_id",
             Error::NotFound(_) => "not_found",

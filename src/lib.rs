@@ -66,7 +66,7 @@ mod testing;
 mod turns;
 
 pub use diff::{ConflictHunk, DiffOptions, FileChange, Patch, Status};
-pub use error::{BoxError, Error, Result};
+pub use error::{BoxError, Error, Result, Unrecorded};
 pub use fs::{
     hard_links, one_malloc_arena_under_an_address_space_limit, open_store_file_to_append,
 };
@@ -80,9 +80,7 @@ pub use prune::{
     PruneOutcome, Pruner, DEFAULT_ABANDONED_AFTER, DEFAULT_MAX_SIZE, DEFAULT_MAX_TURNS_PER_SESSION,
     DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,
 };
-pub use restore::{
-    is_left_by_rewind, ConflictDetail, Failure, RestoreOptions, RestoreOutcome, Unrecorded,
-};
+pub use restore::{is_left_by_rewind, ConflictDetail, Failure, RestoreOptions, RestoreOutcome};
 #[cfg(feature = "serve")]
 pub use serve::serve;
 pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions, WatchStatus};

@@ -35,7 +35,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::diff::{tree_changes, write_change, Change, Side};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Unrecorded};
 use crate::fs::{Dir, Found, Kind, OpenDirs, Perm, ProjectRoot, Unlinked};
 use crate::paths::serialize_paths;
 use crate::snapshot::visibility::Visibility;
@@ -120,20 +120,6 @@ pub struct RestoreOutcome {
     pub unrecorded: Option<Unrecorded>,
 }
 
-/// Why an undo or redo could not record what it did ([`RestoreOutcome::unrecorded`]).
-#[derive(Debug, Clone, Serialize)]
-#[non_exhaustive]
-pub struct Unrecorded {
-    /// "undo" or "redo".
-    pub what: &'static str,
-    /// Where that leaves its turns, and what to run.
-    pub state: &'static str,
-    /// The error's code ([`Error::code`]: `disk_full`, say).
-    pub code: &'static str,
-    /// The error.
-    pub message: String,
-}
-
 /// `Some(bytes)` as a (lossy) JSON string.
 fn serialize_lossy<S: serde::Serializer>(diff: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&String::from_utf8_lossy(
@@ -162,12 +148,7 @@ impl RestoreOutcome {
     /// [`Error::Incomplete`] (naming the undo point) unless [`Self::is_complete`].
     pub fn ensure_complete(&self) -> Result<()> {
         if let Some(unrecorded) = &self.unrecorded {
-            return Err(Error::Unrecorded {
-                what: unrecorded.what,
-                state: unrecorded.state,
-                code: unrecorded.code,
-                message: unrecorded.message.clone(),
-            });
+            return Err(Error::Unrecorded(unrecorded.clone()));
         }
         match self.failed.len() {
             0 => Ok(()),

@@ -3060,7 +3060,7 @@ impl ChainRun {
                 "its turns are still marked rolled back: run `rewind redo` again once that is fixed (it finds what came back already back)",
             ),
         };
-        outcome.unrecorded = failed.map(|e| crate::restore::Unrecorded {
+        outcome.unrecorded = failed.map(|e| crate::error::Unrecorded {
             what,
             state,
             code: e.code(),

@@ -82,7 +82,7 @@ fn main() -> ExitCode {
             let printed = matches!(
                 err,
                 rewind::Error::Incomplete { .. }
-                    | rewind::Error::Unrecorded { .. }
+                    | rewind::Error::Unrecorded(_)
                     | rewind::Error::PruneFailed(_)
                     | rewind::Error::Unhealthy(_)
             );
