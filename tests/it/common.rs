@@ -31,6 +31,25 @@ pub const REWIND: &str = env!("CARGO_BIN_EXE_rewind");
 /// The binary under test: [`REWIND`], unless `REWIND_TEST_BIN` names another
 /// build (e.g. a release build, or a deliberately broken one to check that
 /// the tests can fail).
+/// `program` found on PATH (as the shell finds it), or `program` itself when it names a path or
+/// is not found. A command whose PATH is set, as [`Sandbox::isolated`] sets it, is started with
+/// `fork` (copying the test process's page tables, slow in a large test process running other
+/// tests) unless its program is a path; given one, it is started with `posix_spawn`. Costs a
+/// stat per PATH entry tried.
+fn on_path(program: &OsStr) -> PathBuf {
+    if program.as_bytes().contains(&b'/') {
+        return PathBuf::from(program);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| {
+            fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| PathBuf::from(program))
+}
+
 pub fn rewind_bin() -> PathBuf {
     std::env::var_os("REWIND_TEST_BIN")
         .map(PathBuf::from)
@@ -319,7 +338,7 @@ impl Sandbox {
     /// inherited; HOME/XDG_CONFIG_HOME point into the sandbox; no system git
     /// config; no GIT_* variables; LC_ALL=C.
     pub fn isolated(&self, program: impl AsRef<OsStr>) -> Command {
-        let mut cmd = Command::new(program);
+        let mut cmd = Command::new(on_path(program.as_ref()));
         cmd.env_clear();
         if let Some(path) = std::env::var_os("PATH") {
             cmd.env("PATH", path);
