@@ -490,11 +490,22 @@ impl ProjectRoot {
         read_link_in(parent.as_dir(), name)
     }
 
-    /// Remove directory `dir` if it is empty; `false` when it is not (or is gone).
-    pub(crate) fn remove_dir_if_empty(&self, dir: &BStr) -> bool {
-        match self.parent(dir, None) {
-            Ok((parent, name)) => remove_dir_in(parent.as_dir(), name).is_ok(),
-            Err(_) => false,
+    /// Remove directory `dir` if it is empty: `Ok(false)` when it is not, or is gone, or is no
+    /// longer a directory; an error when the file system refuses (an I/O error, a mount point,
+    /// no permission).
+    pub(crate) fn remove_dir_if_empty(&self, dir: &BStr) -> io::Result<bool> {
+        let Ok((parent, name)) = self.parent(dir, None) else {
+            return Ok(false);
+        };
+        match remove_dir_in(parent.as_dir(), name) {
+            Ok(()) => Ok(true),
+            Err(e) => match e.kind() {
+                io::ErrorKind::DirectoryNotEmpty
+                | io::ErrorKind::AlreadyExists
+                | io::ErrorKind::NotFound
+                | io::ErrorKind::NotADirectory => Ok(false),
+                _ => Err(e),
+            },
         }
     }
 

@@ -659,7 +659,7 @@ impl Locked<'_> {
                 Err(e) => outcome.failed.push(failure(&step.path, &e)),
             }
         }
-        remove_empty_dirs(root, emptied);
+        outcome.failed.extend(remove_empty_dirs(root, emptied));
     }
 
     /// The data each step writes (`None` for a deletion), every blob read before anything
@@ -1555,19 +1555,37 @@ fn moved_away() -> io::Error {
     io::Error::other("its directory was moved or replaced during the restore")
 }
 
-/// Remove each directory in `dirs` and its parents while they are empty, up to the project.
-fn remove_empty_dirs(root: &ProjectRoot, mut dirs: Vec<BString>) {
+/// Remove each directory in `dirs` and its parents while they are empty, up to the project;
+/// the directories the file system refused to remove, as failures (each left as it is, empty).
+fn remove_empty_dirs(root: &ProjectRoot, mut dirs: Vec<BString>) -> Vec<Failure> {
     dirs.sort_unstable();
     dirs.dedup();
+    let mut failed = Vec::new();
     for dir in dirs.into_iter().rev() {
         let mut dir = dir.as_bstr();
-        while !dir.is_empty() && root.remove_dir_if_empty(dir) {
+        while !dir.is_empty() {
+            match root.remove_dir_if_empty(dir) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    let error =
+                        format!("the restore emptied this directory, but removing it failed: {e}");
+                    if !failed.iter().any(|f: &Failure| f.path == dir) {
+                        failed.push(Failure {
+                            path: dir.to_owned(),
+                            error,
+                        });
+                    }
+                    break;
+                }
+            }
             dir = match dir.rfind_byte(b'/') {
                 Some(slash) => dir[..slash].as_bstr(),
                 None => break,
             };
         }
     }
+    failed
 }
 
 fn failure(path: &BString, error: &io::Error) -> Failure {

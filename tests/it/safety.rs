@@ -1408,6 +1408,40 @@ fn a_deletion_whose_removal_fails_puts_the_file_back_at_its_name() {
     assert_eq!(p.read(&aside[0]), b"the file to delete\n", "{run}");
 }
 
+/// Found by the eighteenth hostile pass: when the file system refused to remove a directory a
+/// restore had emptied (an I/O error at its `rmdir`), the directory stayed and the restore
+/// reported full success. It is `failed` now, with the error; the deletion itself is done.
+#[test]
+fn an_emptied_directory_that_cannot_be_removed_is_reported() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let before = p.track();
+    // The restore's removals: the deleted file (set aside first), then `d/e`, then `d`.
+    for (when, refused, removed) in [(2, "d/e", None), (3, "d", Some("d/e"))] {
+        p.file("d/e/b.txt", "b\n");
+        p.track();
+        let inject = format!("inject=unlinkat:error=EIO:when={when}");
+        let run = run_with_deadline(
+            &mut strace(&p, &inject, &["--json", "restore", &before]),
+            DEFAULT_DEADLINE,
+        );
+        run.assert_code(1);
+        let outcome = one_json(&run);
+        assert_eq!(outcome["deleted"], serde_json::json!(["d/e/b.txt"]), "{run}");
+        assert_eq!(outcome["failed"].as_array().unwrap().len(), 1, "{run}");
+        assert_eq!(outcome["failed"][0]["path"], refused, "{run}");
+        let error = outcome["failed"][0]["error"].as_str().unwrap();
+        assert!(error.contains("removing it failed"), "{run}");
+        assert!(p.join(refused).is_dir(), "{run}");
+        if let Some(removed) = removed {
+            assert!(!p.join(removed).exists(), "{run}");
+        }
+        assert!(!p.join("d/e/b.txt").exists(), "{run}");
+        fs::remove_dir_all(p.join("d")).unwrap();
+    }
+}
+
 /// Found by the eighteenth hostile pass: when the file a swap took out could not be removed (an
 /// I/O error), the path was reported `failed` ("no other file changed") though the restored file
 /// stood at it, and the file from before stayed beside it as `.rewind-<token>-0`, a project file
