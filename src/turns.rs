@@ -1140,12 +1140,6 @@ impl Store {
                 _ => d.changes.push(change),
             }
         }
-        out_of_view.extend(stay_out_of_view(
-            &locked,
-            current,
-            &mut d.changes,
-            &partners,
-        )?);
         pair_conflicts(&mut d.changes, &mut d.conflicts, &partners);
         let plan = Plan {
             target,
@@ -3021,60 +3015,6 @@ fn entry_kind(mode: u32) -> gix::objs::tree::EntryKind {
 }
 
 /// Commit `id` of the store, and its tree's id.
-/// Take out of `changes` the writes to paths where nothing stands, that the project cannot
-/// see now (ignored, in a nested repository) and that stay out of view after the undo (no
-/// `.gitignore` above them among `changes`): writing one would make a file no snapshot sees
-/// (the model test, seed 14: a file deleted while it was ignored, brought back by another
-/// session's undo). The other half of a move (`partners`) stays with it. Returns their paths,
-/// left as they are. Costs a visibility check and an `lstat` of each such write.
-fn stay_out_of_view(
-    locked: &Locked<'_>,
-    current: ObjectId,
-    changes: &mut Vec<Change>,
-    partners: &HashMap<BString, BString>,
-) -> Result<Vec<BString>> {
-    let rules_changed: HashSet<&[u8]> = changes
-        .iter()
-        .filter_map(|c| match c.path.rsplit_once_str("/") {
-            Some((dir, name)) => (name == b".gitignore").then_some(dir),
-            None => (c.path == ".gitignore").then_some(&b""[..]),
-        })
-        .collect();
-    let rules_change_above = |path: &BStr| {
-        rules_changed.contains(&b""[..])
-            || (path.iter().enumerate())
-                .any(|(at, &b)| b == b'/' && rules_changed.contains(&path.as_bytes()[..at]))
-    };
-    let mut now = locked.visibility(current, None)?;
-    let repo = locked.repo();
-    let mut hidden = Vec::with_capacity(changes.len());
-    for change in changes.iter() {
-        let path = change.path.as_bstr();
-        hidden.push(
-            change.before.is_none()
-                && change.after.is_some()
-                && !rules_change_above(path)
-                && !now.can_see(&repo, path)?
-                && !locked.on_disk(&change.path),
-        );
-    }
-    let hidden_paths: HashSet<BString> = (changes.iter().zip(&hidden))
-        .filter(|(_, hidden)| **hidden)
-        .map(|(change, _)| change.path.clone())
-        .collect();
-    for (change, hidden) in changes.iter().zip(&mut hidden) {
-        *hidden |= partners
-            .get(&change.path)
-            .is_some_and(|partner| hidden_paths.contains(partner));
-    }
-    let (left, written): (Vec<_>, Vec<_>) = std::mem::take(changes)
-        .into_iter()
-        .zip(hidden)
-        .partition(|(_, hidden)| *hidden);
-    *changes = written.into_iter().map(|(change, _)| change).collect();
-    Ok(left.into_iter().map(|(change, _)| change.path).collect())
-}
-
 fn commit_and_tree(repo: &gix::Repository, id: ObjectId) -> Result<(gix::Commit<'_>, ObjectId)> {
     let git_dir = repo.git_dir();
     let commit = repo.find_commit(id).map_err(|e| Error::store(git_dir, e))?;

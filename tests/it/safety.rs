@@ -1428,11 +1428,7 @@ fn an_emptied_directory_that_cannot_be_removed_is_reported() {
         );
         run.assert_code(1);
         let outcome = one_json(&run);
-        assert_eq!(
-            outcome["deleted"],
-            serde_json::json!(["d/e/b.txt"]),
-            "{run}"
-        );
+        assert_eq!(outcome["deleted"], serde_json::json!(["d/e/b.txt"]), "{run}");
         assert_eq!(outcome["failed"].as_array().unwrap().len(), 1, "{run}");
         assert_eq!(outcome["failed"][0]["path"], refused, "{run}");
         let error = outcome["failed"][0]["error"].as_str().unwrap();

@@ -684,58 +684,6 @@ fn undo_leaves_alone_what_another_sessions_undo_put_back_meanwhile() {
     assert_eq!(strings(&undone.conflicts), set(&["d"]));
 }
 
-/// Found by the two-session model test (seed 14, 400 steps): session B's turn adds `d/` to
-/// `.gitignore`, the user edits `.gitignore` after it, session A's agent deletes `d` while it is
-/// ignored. B's undo leaves `.gitignore` alone (changed since), so `d/` stays ignored; it wrote
-/// `d/e` back all the same: A's deletion undone, a file no snapshot can see. It is left as it
-/// is now, and said so (`kept`). When the undo takes the rule back, the file comes back.
-#[test]
-fn undo_leaves_out_a_file_deleted_while_ignored_under_rules_it_keeps() {
-    let (project, _data, store) = setup();
-    let p = project.path();
-    write_file(p, ".gitignore", "*.dat\n");
-    write_file(p, "d/e", "v3 of d/e\n");
-    store.track(&Default::default()).unwrap();
-    store.begin_turn("B", "1").unwrap();
-    write_file(p, ".gitignore", "*.dat\nd/\n");
-    store.end_turn("B", "1").unwrap();
-    write_file(p, ".gitignore", "*.dat\nd/\nsub/\n");
-    store.begin_turn("A", "1").unwrap();
-    fs::remove_dir_all(p.join("d")).unwrap();
-    store.end_turn("A", "1").unwrap();
-    let undone = store.undo("B", &Default::default()).unwrap();
-    assert_eq!(read(p, "d/e"), None, "{undone:?}");
-    assert_eq!(
-        strings(&undone.conflicts),
-        set(&[".gitignore"]),
-        "{undone:?}"
-    );
-    assert_eq!(strings(&undone.kept), set(&["d/e"]), "{undone:?}");
-    assert!(undone.written.is_empty(), "{undone:?}");
-
-    // The same turn, its rule taken back by the undo (nobody edited `.gitignore` since): the
-    // file the turn's agent deleted while it hid it comes back.
-    let (project, _data, store) = setup();
-    let p = project.path();
-    write_file(p, ".gitignore", "*.dat\n");
-    write_file(p, "d/e", "v3 of d/e\n");
-    store.begin_turn("B", "1").unwrap();
-    write_file(p, ".gitignore", "*.dat\nd/\n");
-    fs::remove_dir_all(p.join("d")).unwrap();
-    store.end_turn("B", "1").unwrap();
-    let undone = store.undo("B", &Default::default()).unwrap();
-    assert_eq!(read(p, "d/e").as_deref(), Some("v3 of d/e\n"), "{undone:?}");
-    assert_eq!(
-        read(p, ".gitignore").as_deref(),
-        Some("*.dat\n"),
-        "{undone:?}"
-    );
-    assert!(
-        undone.kept.is_empty() && undone.conflicts.is_empty(),
-        "{undone:?}"
-    );
-}
-
 /// Found by the hostile pass: session A undid one file of an earlier turn (its head became the
 /// undo's commit) while its turn 2 was open; session B's turn, open meanwhile, then took A's
 /// announced, in-progress file as its own and B's undo overwrote it.
