@@ -571,6 +571,7 @@ impl Locked<'_> {
         // The last batch's directories are closed after the answer (an earlier batch's before
         // the next opens its own: the descriptor budget holds one batch).
         let mut last_dirs = Vec::new();
+        let mut dirs_left = Vec::new();
         while first_dirs.is_some() || !queue.is_empty() {
             let first = first_dirs.is_some();
             let dirs = first_dirs
@@ -609,7 +610,7 @@ impl Locked<'_> {
             }
             if first {
                 let deleting = (&actions[..], &expected[..], &unlinked);
-                self.delete_all(&root, &plan, deleting, &token, &mut outcome);
+                dirs_left = self.delete_all(&root, &plan, deleting, &token, &mut outcome);
             }
             let now = OpenDirs::new(&root, budget);
             replaced.extend(writes.swap(&staged, &now));
@@ -627,12 +628,14 @@ impl Locked<'_> {
             }
         }
         self.remove_journal();
+        self.tell_dirs_left(&root, dirs_left);
         unlinked.close_later(&self.closing, last_dirs);
         Ok(outcome)
     }
 
     /// Delete the files the plan deletes (each only if it still holds what the undo point
-    /// holds), then the directories that leaves empty.
+    /// holds), then the directories that leaves empty; returns those the file system refused
+    /// to remove.
     fn delete_all(
         &self,
         root: &ProjectRoot,
@@ -640,7 +643,7 @@ impl Locked<'_> {
         (actions, expected, unlinked): (&[Action], &[Option<Side>], &Unlinked),
         token: &str,
         outcome: &mut RestoreOutcome,
-    ) {
+    ) -> Vec<(BString, io::Error)> {
         let mut emptied = Vec::new();
         for (n, step) in plan.steps.iter().enumerate() {
             if actions[n] != Action::Delete {
@@ -659,7 +662,7 @@ impl Locked<'_> {
                 Err(e) => outcome.failed.push(failure(&step.path, &e)),
             }
         }
-        outcome.failed.extend(remove_empty_dirs(root, emptied));
+        remove_empty_dirs(root, emptied)
     }
 
     /// The data each step writes (`None` for a deletion), every blob read before anything
@@ -857,6 +860,20 @@ impl Locked<'_> {
         };
         Ok((kind, id, mode & 0o7777))
     }
+    /// Say (a notice) each directory a run emptied that the file system refused to remove (an
+    /// I/O error, a mount point) and that still stands: not a failure of the run, whose files
+    /// are all as its outcome says, but the user should hear of it. Costs an `lstat` of each.
+    fn tell_dirs_left(&self, root: &ProjectRoot, dirs: Vec<(BString, io::Error)>) {
+        for (dir, error) in dirs {
+            if root.lstat(dir.as_ref()).ok().flatten().map(|f| f.kind) == Some(Kind::Dir) {
+                crate::store::objects::lock(&self.notices).push(format!(
+                    "{} stays: the run emptied it, but removing it failed: {error}",
+                    crate::paths::quote_path(&dir)
+                ));
+            }
+        }
+    }
+
     /// For a dry run, which sweeps nothing: leave out the steps of a killed restore's temp files
     /// (the run that writes sweeps them before its snapshot, so they are in none of its steps),
     /// and say that one was stopped. Costs a read of the journal.
@@ -1556,8 +1573,8 @@ fn moved_away() -> io::Error {
 }
 
 /// Remove each directory in `dirs` and its parents while they are empty, up to the project;
-/// the directories the file system refused to remove, as failures (each left as it is, empty).
-fn remove_empty_dirs(root: &ProjectRoot, mut dirs: Vec<BString>) -> Vec<Failure> {
+/// returns the directories the file system refused to remove, with the error.
+fn remove_empty_dirs(root: &ProjectRoot, mut dirs: Vec<BString>) -> Vec<(BString, io::Error)> {
     dirs.sort_unstable();
     dirs.dedup();
     let mut failed = Vec::new();
@@ -1568,13 +1585,8 @@ fn remove_empty_dirs(root: &ProjectRoot, mut dirs: Vec<BString>) -> Vec<Failure>
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
-                    let error =
-                        format!("the restore emptied this directory, but removing it failed: {e}");
-                    if !failed.iter().any(|f: &Failure| f.path == dir) {
-                        failed.push(Failure {
-                            path: dir.to_owned(),
-                            error,
-                        });
+                    if !failed.iter().any(|(left, _)| left == dir) {
+                        failed.push((dir.to_owned(), e));
                     }
                     break;
                 }

@@ -1409,10 +1409,12 @@ fn a_deletion_whose_removal_fails_puts_the_file_back_at_its_name() {
 }
 
 /// Found by the eighteenth hostile pass: when the file system refused to remove a directory a
-/// restore had emptied (an I/O error at its `rmdir`), the directory stayed and the restore
-/// reported full success. It is `failed` now, with the error; the deletion itself is done.
+/// restore had emptied (an I/O error at its `rmdir`), the directory stayed and nothing said so.
+/// A warning names it now. It is no failure of the run (every file is as the outcome says: an
+/// undo whose only trouble it was rolls its turn back, a hostile pass found), and one that a
+/// later step of the run removed after all (a file written where it stood) is not named.
 #[test]
-fn an_emptied_directory_that_cannot_be_removed_is_reported() {
+fn an_emptied_directory_that_cannot_be_removed_is_said() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
     p.file("a.txt", "a\n");
@@ -1426,13 +1428,16 @@ fn an_emptied_directory_that_cannot_be_removed_is_reported() {
             &mut strace(&p, &inject, &["--json", "restore", &before]),
             DEFAULT_DEADLINE,
         );
-        run.assert_code(1);
+        run.assert_success();
         let outcome = one_json(&run);
-        assert_eq!(outcome["deleted"], serde_json::json!(["d/e/b.txt"]), "{run}");
-        assert_eq!(outcome["failed"].as_array().unwrap().len(), 1, "{run}");
-        assert_eq!(outcome["failed"][0]["path"], refused, "{run}");
-        let error = outcome["failed"][0]["error"].as_str().unwrap();
-        assert!(error.contains("removing it failed"), "{run}");
+        assert_eq!(
+            outcome["deleted"],
+            serde_json::json!(["d/e/b.txt"]),
+            "{run}"
+        );
+        assert_eq!(outcome["failed"], serde_json::json!([]), "{run}");
+        let warning = format!("rewind: warning: {refused} stays: the run emptied it, but removing it failed: Input/output error");
+        assert!(run.stderr.contains(&warning), "{run}");
         assert!(p.join(refused).is_dir(), "{run}");
         if let Some(removed) = removed {
             assert!(!p.join(removed).exists(), "{run}");
@@ -1440,6 +1445,24 @@ fn an_emptied_directory_that_cannot_be_removed_is_reported() {
         assert!(!p.join("d/e/b.txt").exists(), "{run}");
         fs::remove_dir_all(p.join("d")).unwrap();
     }
+    // A file where the directory stood: the write after the deletions removes it after all.
+    p.file("d", "the file\n");
+    let file = p.track();
+    fs::remove_file(p.join("d")).unwrap();
+    p.file("d/x", "x\n");
+    p.track();
+    let run = run_with_deadline(
+        &mut strace(
+            &p,
+            "inject=unlinkat:error=EIO:when=2",
+            &["--json", "restore", &file],
+        ),
+        DEFAULT_DEADLINE,
+    );
+    run.assert_success();
+    assert_eq!(one_json(&run)["written"], serde_json::json!(["d"]), "{run}");
+    assert_eq!(p.read("d"), b"the file\n", "{run}");
+    assert!(!run.stderr.contains("stays"), "{run}");
 }
 
 /// Found by the eighteenth hostile pass: when the file a swap took out could not be removed (an
