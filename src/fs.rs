@@ -160,6 +160,8 @@ pub(crate) fn make_room<'p>(
 pub(crate) struct Unlinked {
     files: std::sync::Mutex<Vec<std::fs::File>>,
     room: usize,
+    /// Whether a temp file of the run's own could not be removed ([`Unlinked::remove_temp`]).
+    temps_left: std::sync::atomic::AtomicBool,
 }
 
 impl Unlinked {
@@ -167,7 +169,22 @@ impl Unlinked {
         Unlinked {
             files: Default::default(),
             room,
+            temps_left: Default::default(),
         }
+    }
+
+    /// Remove `temp`, a temp file of the run's own in `dir` that was not swapped in; one that
+    /// cannot be removed is remembered ([`Unlinked::temps_left`]). Costs an `unlinkat`.
+    pub(crate) fn remove_temp(&self, dir: &Dir, temp: &[u8]) {
+        if ProjectRoot::unlink_in(dir, temp).is_err() {
+            self.temps_left
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Whether [`Unlinked::remove_temp`] left a temp file in the project.
+    pub(crate) fn temps_left(&self) -> bool {
+        self.temps_left.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Hold `file`, whose name is gone, or close it now when there is no room.

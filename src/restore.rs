@@ -599,7 +599,7 @@ impl Locked<'_> {
             if let Err(e) = synced {
                 // Nothing of this batch was swapped in: its temp files go, and the run stops.
                 for (_, (dir, temp)) in &staged {
-                    let _ = ProjectRoot::unlink_in(dir, temp);
+                    unlinked.remove_temp(dir, temp);
                 }
                 if first {
                     return Err(Error::io("syncing", self.project(), e));
@@ -627,7 +627,18 @@ impl Locked<'_> {
                 Err(e) => outcome.failed.push(failure(path, &e)),
             }
         }
-        self.remove_journal();
+        // A temp file left (its removal failed) keeps the journal, marked told (this run
+        // finished, and its outcome names the undo point): the next snapshot sweeps the file.
+        match unlinked.temps_left() {
+            false => self.remove_journal(),
+            true => {
+                self.keep_journal_told();
+                crate::store::objects::lock(&self.notices).push(format!(
+                    "the run could not remove a temp file of its own (.rewind-{token}-*): the \
+                     next snapshot removes it"
+                ));
+            }
+        }
         self.tell_dirs_left(&root, dirs_left);
         unlinked.close_later(&self.closing, last_dirs);
         Ok(outcome)
@@ -968,7 +979,7 @@ impl Writes<'_> {
                     replace(self.root, path, names, sides, (&still_here, self.unlinked))
                 }
                 moved => {
-                    let _ = ProjectRoot::unlink_in(dir, temp);
+                    self.unlinked.remove_temp(dir, temp);
                     moved.and(Err(moved_away()))
                 }
             };
@@ -1388,7 +1399,7 @@ fn replace(
 ) -> io::Result<bool> {
     // Before the swap, `temp` holds our staged file: it goes when the swap does not happen.
     let not_swapped = |result: io::Result<bool>| {
-        let _ = ProjectRoot::unlink_in(dir, temp);
+        unlinked.remove_temp(dir, temp);
         result
     };
     let Some(expected) = expected else {
@@ -1517,7 +1528,7 @@ fn put_new(
     (still_here, unlinked): (&dyn Fn() -> io::Result<bool>, &Unlinked),
 ) -> io::Result<bool> {
     let ours = |result: io::Result<bool>| {
-        let _ = ProjectRoot::unlink_in(dir, temp);
+        unlinked.remove_temp(dir, temp);
         result
     };
     let in_place = || -> io::Result<Option<Found>> {

@@ -88,6 +88,13 @@ impl Locked<'_> {
         let _ = std::fs::remove_file(self.git_dir().join(JOURNAL));
     }
 
+    /// Keep the journal of a run that finished but left a temp file it could not remove, for
+    /// the next sweep, marked told: the run's outcome named its undo point, so the sweep does
+    /// not say it was stopped.
+    pub(crate) fn keep_journal_told(&self) {
+        let _ = self.append_to_journal("noticed\n");
+    }
+
     /// Remove the temp files a killed restore left: only names carrying the token its journal
     /// recorded, in the directories it recorded, and only files holding one of the two blobs
     /// the journal recorded for that temp file (the staged file, or the undo point's bytes a

@@ -1465,6 +1465,54 @@ fn an_emptied_directory_that_cannot_be_removed_is_said() {
     assert!(!run.stderr.contains("stays"), "{run}");
 }
 
+/// Found by a hostile pass (r43): a write that could not go in (a deletion it waited on failed)
+/// removes its staged temp file; when that removal failed too, the temp file stayed in the
+/// project, unreported, with no journal left to sweep it, and the next snapshot took it in as
+/// a project file. The run says so now and keeps its journal: the next snapshot removes it.
+#[test]
+fn a_temp_file_the_run_cannot_remove_is_said_and_swept_by_the_next_snapshot() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("main.rs", "code\n");
+    p.file("d", "the file\n");
+    let file = p.track();
+    fs::remove_file(p.join("d")).unwrap();
+    p.file("d/x", "x\n");
+    p.track();
+    // Each thread's first removal fails: the deletion of `d/x` (put back), so `d` cannot be
+    // written, and the removal of its staged temp file.
+    let run = run_with_deadline(
+        &mut strace(
+            &p,
+            "inject=unlinkat:error=EIO:when=1",
+            &["--json", "restore", &file],
+        ),
+        DEFAULT_DEADLINE,
+    );
+    run.assert_code(1);
+    assert_eq!(p.read("d/x"), b"x\n", "{run}");
+    let left = strays(&p, ".");
+    assert_eq!(left.len(), 1, "{left:?} {run}");
+    assert!(
+        run.stderr
+            .contains("could not remove a temp file of its own"),
+        "{run}"
+    );
+    let next = p.rewind(["track"]);
+    next.assert_success();
+    assert!(strays(&p, ".").is_empty(), "{next}");
+    assert!(
+        !next.stderr.contains("stopped before it finished"),
+        "{next}"
+    );
+    let tree = p.store_git(["ls-tree", "-r", "--name-only", next.stdout.trim()]);
+    assert_eq!(
+        tree.lines().collect::<Vec<_>>(),
+        ["d/x", "main.rs"],
+        "{next}"
+    );
+}
+
 /// Found by the eighteenth hostile pass: when the file a swap took out could not be removed (an
 /// I/O error), the path was reported `failed` ("no other file changed") though the restored file
 /// stood at it, and the file from before stayed beside it as `.rewind-<token>-0`, a project file
