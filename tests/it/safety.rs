@@ -1446,23 +1446,24 @@ fn an_emptied_directory_that_cannot_be_removed_is_said() {
         fs::remove_dir_all(p.join("d")).unwrap();
     }
     // A file where the directory stood: the write after the deletions removes it after all.
+    let run = restore_dir_to_file_failing_at(&p, 2);
+    run.assert_success();
+    assert_eq!(one_json(&run)["written"], serde_json::json!(["d"]), "{run}");
+    assert_eq!(p.read("d"), b"the file\n", "{run}");
+    assert!(!run.stderr.contains("stays"), "{run}");
+}
+
+/// With `d` a file in a snapshot and now a directory holding `d/x`: the restore to that
+/// snapshot, under strace, each thread's `when`-th `unlinkat` failing with an I/O error.
+fn restore_dir_to_file_failing_at(p: &TestProject, when: u32) -> Run {
     p.file("d", "the file\n");
     let file = p.track();
     fs::remove_file(p.join("d")).unwrap();
     p.file("d/x", "x\n");
     p.track();
-    let run = run_with_deadline(
-        &mut strace(
-            &p,
-            "inject=unlinkat:error=EIO:when=2",
-            &["--json", "restore", &file],
-        ),
-        DEFAULT_DEADLINE,
-    );
-    run.assert_success();
-    assert_eq!(one_json(&run)["written"], serde_json::json!(["d"]), "{run}");
-    assert_eq!(p.read("d"), b"the file\n", "{run}");
-    assert!(!run.stderr.contains("stays"), "{run}");
+    let inject = format!("inject=unlinkat:error=EIO:when={when}");
+    let mut cmd = strace(p, &inject, &["--json", "restore", &file]);
+    run_with_deadline(&mut cmd, DEFAULT_DEADLINE)
 }
 
 /// Found by a hostile pass (r43): a write that could not go in (a deletion it waited on failed)
@@ -1474,21 +1475,9 @@ fn a_temp_file_the_run_cannot_remove_is_said_and_swept_by_the_next_snapshot() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
     p.file("main.rs", "code\n");
-    p.file("d", "the file\n");
-    let file = p.track();
-    fs::remove_file(p.join("d")).unwrap();
-    p.file("d/x", "x\n");
-    p.track();
     // Each thread's first removal fails: the deletion of `d/x` (put back), so `d` cannot be
     // written, and the removal of its staged temp file.
-    let run = run_with_deadline(
-        &mut strace(
-            &p,
-            "inject=unlinkat:error=EIO:when=1",
-            &["--json", "restore", &file],
-        ),
-        DEFAULT_DEADLINE,
-    );
+    let run = restore_dir_to_file_failing_at(&p, 1);
     run.assert_code(1);
     assert_eq!(p.read("d/x"), b"x\n", "{run}");
     let left = strays(&p, ".");
