@@ -899,12 +899,14 @@ impl Locked<'_> {
                 .map_or(&step.path[..], |(_, n)| n);
             !name.starts_with(prefix.as_bytes())
         });
-        crate::store::objects::lock(&self.notices).push(
-            "a restore (or revert, undo or redo) was stopped before it finished: the run that \
-             writes sweeps its temp files first (a dry run leaves them, and `rewind doctor` \
-             names its undo point)"
-                .into(),
-        );
+        if !self.journal_is_of_a_finished_run() {
+            crate::store::objects::lock(&self.notices).push(
+                "a restore (or revert, undo or redo) was stopped before it finished: the run \
+                 that writes sweeps its temp files first (a dry run leaves them, and `rewind \
+                 doctor` names its undo point)"
+                    .into(),
+            );
+        }
     }
 
     /// Record `undo` as a commit on `refs/rewind/undo` (with the previous undo as parent), so

@@ -89,10 +89,10 @@ impl Locked<'_> {
     }
 
     /// Keep the journal of a run that finished but left a temp file it could not remove, for
-    /// the next sweep, marked told: the run's outcome named its undo point, so the sweep does
-    /// not say it was stopped.
+    /// the next sweep, marked finished and told: the run's outcome named its undo point, so
+    /// neither the sweep nor `doctor` says it was stopped.
     pub(crate) fn keep_journal_told(&self) {
-        let _ = self.append_to_journal("noticed\n");
+        let _ = self.append_to_journal("noticed\nfinished\n");
     }
 
     /// Remove the temp files a killed restore left: only names carrying the token its journal
@@ -293,7 +293,13 @@ impl Store {
     /// The undo point of a restore killed before it finished, while its journal is in the
     /// store. Costs a read of the journal (a failed `open` when there is none).
     pub(crate) fn killed_runs_undo_point(&self) -> Option<ObjectId> {
-        self.read_journal()?.undo
+        Some(self.read_journal()?).filter(|j| !j.finished)?.undo
+    }
+
+    /// Whether the journal in the store is of a run that finished, kept for the temp files it
+    /// left ([`Store::keep_journal_told`]). Costs a read of the journal.
+    pub(crate) fn journal_is_of_a_finished_run(&self) -> bool {
+        self.read_journal().is_some_and(|j| j.finished)
     }
 
     /// The start of the names of a killed restore's temp files (`.rewind-<token>-`), while
@@ -320,6 +326,7 @@ impl Store {
                 Some(("staged", n)) => journal.temps.entry(n.to_owned()).or_default().staged = true,
                 Some(("dir", hex)) => journal.dirs.extend(decode_hex(hex)),
                 None if line == "noticed" => journal.noticed = true,
+                None if line == "finished" => journal.finished = true,
                 _ => {}
             }
         }
@@ -347,6 +354,8 @@ struct Journal {
     undo: Option<ObjectId>,
     /// The user was told it was stopped (the journal stays while files it left stay).
     noticed: bool,
+    /// It was not stopped: it finished, but left a temp file it could not remove.
+    finished: bool,
 }
 
 /// One temp file of a restore, as its journal records it.

@@ -1487,6 +1487,21 @@ fn a_temp_file_the_run_cannot_remove_is_said_and_swept_by_the_next_snapshot() {
             .contains("could not remove a temp file of its own"),
         "{run}"
     );
+    // The run finished: neither `doctor`, `log` nor a dry run calls it stopped.
+    let doctor = p.rewind(["--json", "doctor"]);
+    assert_eq!(
+        one_json(&doctor)["stopped_restore"],
+        serde_json::Value::Null,
+        "{doctor}"
+    );
+    let log = p.rewind(["log"]);
+    assert!(!log.stdout.contains("stopped"), "{log}");
+    let dry = p.rewind([
+        "restore",
+        "--dry-run",
+        &one_json(&run)["undo"].as_str().unwrap(),
+    ]);
+    assert!(!dry.stderr.contains("stopped"), "{dry}");
     let next = p.rewind(["track"]);
     next.assert_success();
     assert!(strays(&p, ".").is_empty(), "{next}");
