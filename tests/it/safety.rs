@@ -1499,7 +1499,7 @@ fn a_temp_file_the_run_cannot_remove_is_said_and_swept_by_the_next_snapshot() {
     let dry = p.rewind([
         "restore",
         "--dry-run",
-        &one_json(&run)["undo"].as_str().unwrap(),
+        one_json(&run)["undo"].as_str().unwrap(),
     ]);
     assert!(!dry.stderr.contains("stopped"), "{dry}");
     let next = p.rewind(["track"]);
