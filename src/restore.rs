@@ -871,6 +871,7 @@ impl Locked<'_> {
         };
         Ok((kind, id, mode & 0o7777))
     }
+
     /// Say (a notice) each directory a run emptied that the file system refused to remove (an
     /// I/O error, a mount point) and that still stands: not a failure of the run, whose files
     /// are all as its outcome says, but the user should hear of it. Costs an `lstat` of each.
@@ -887,7 +888,8 @@ impl Locked<'_> {
 
     /// For a dry run, which sweeps nothing: leave out the steps of a killed restore's temp files
     /// (the run that writes sweeps them before its snapshot, so they are in none of its steps),
-    /// and say that one was stopped. Costs a read of the journal.
+    /// and say that one was stopped (unless its journal says it finished). Costs two reads of
+    /// the journal.
     fn leave_out_killed_runs_temp_files(&self, steps: &mut Vec<Step>) {
         let Some(prefix) = self.killed_runs_temp_prefix() else {
             return;

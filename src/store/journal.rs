@@ -297,7 +297,7 @@ impl Store {
     }
 
     /// Whether the journal in the store is of a run that finished, kept for the temp files it
-    /// left ([`Store::keep_journal_told`]). Costs a read of the journal.
+    /// left ([`Locked::keep_journal_told`]). Costs a read of the journal.
     pub(crate) fn journal_is_of_a_finished_run(&self) -> bool {
         self.read_journal().is_some_and(|j| j.finished)
     }
