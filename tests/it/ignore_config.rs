@@ -152,6 +152,35 @@ fn linked_worktree_project_gets_its_repository_excludes() {
     );
 }
 
+/// Found by a hostile pass (r45): a project in a subdirectory of a repository whose git dir
+/// is kept elsewhere (`git init --separate-git-dir`, no `core.worktree`) got none of its
+/// rules: the git dir was opened again on its own, without the work tree discovery found.
+#[test]
+fn a_project_below_a_separate_git_dir_repository_gets_its_rules_and_index() {
+    let sb = Sandbox::new();
+    let gd = sb.root.join("gd");
+    let gd_arg = format!("--separate-git-dir={}", gd.display());
+    sb.git(Some(&sb.root), ["init", "-q", &gd_arg, "repo"]);
+    let repo = sb.root.join("repo");
+    fs::write(repo.join(".gitignore"), "*.log\n").unwrap();
+    fs::write(gd.join("info/exclude"), "*.tmp\n").unwrap();
+    let p = sb.project_at(&repo.join("sub"));
+    p.file("kept.c", "c\n")
+        .file("build.log", "log\n")
+        .file("scratch.tmp", "t\n")
+        .file("forced.log", "tracked although ignored\n");
+    sb.git(Some(&repo), ["add", "-f", "sub/forced.log"]);
+    let t = p.track_json();
+    let want = git_add_all_tree(&sb, &repo, &p.path);
+    assert_tree(
+        &p,
+        &t,
+        &want,
+        &["kept.c", "forced.log"],
+        &["build.log", "scratch.tmp"],
+    );
+}
+
 #[test]
 fn project_inside_a_submodule_gets_the_submodule_excludes() {
     let sb = Sandbox::new();
