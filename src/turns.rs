@@ -393,6 +393,13 @@ fn lines_with<'m>(message: &'m [u8], key: &'static str) -> impl Iterator<Item = 
         .filter_map(move |line| line.strip_prefix(key.as_bytes()))
 }
 
+/// The turns an undo's `message` names as rolled back.
+fn rolled_back_in(message: &[u8]) -> Vec<String> {
+    lines_with(message, ROLLED_BACK)
+        .filter_map(|t| decode_id(t.to_str().ok()?))
+        .collect()
+}
+
 /// Whether `message` is an undo's written before its files changed whose run was stopped.
 fn is_unfinished(message: &[u8]) -> bool {
     message.lines().any(|line| line == UNFINISHED.as_bytes())
@@ -1371,8 +1378,9 @@ impl Store {
     /// unless `force` (its bytes are in the `undo` snapshot either way). Marks the turns the
     /// undo rolled back as not rolled back, unless a file could not be written or everything
     /// was left alone (then nothing is recorded, and the next redo takes the same undo).
-    /// `not_found` when there is no undo left to redo. `restore(undo)` is different: the whole
-    /// project.
+    /// A turn another undo not redone yet rolled back too (one that left a file alone, before
+    /// `force` finished the turn) stays rolled back until the redo of that one. `not_found`
+    /// when there is no undo left to redo. `restore(undo)` is different: the whole project.
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
@@ -1389,8 +1397,21 @@ impl Store {
         if let Some(turn) = turn.filter(|t| !records.iter().any(|r| r.turn == *t)) {
             return Err(self.missing_turn(session, turn));
         }
-        let repo = locked.repo();
         let undo = locked.undo_to_redo(session, turn)?;
+        self.redo_undo(&locked, session, &records, undo, force)
+    }
+
+    /// Redo `undo`, one undo commit of the session's chain (see [`Self::redo`]); `records`:
+    /// the session's turns. Costs a snapshot, a tree diff and the restore of what comes back.
+    fn redo_undo(
+        &self,
+        locked: &Locked<'_>,
+        session: &str,
+        records: &[Record],
+        undo: ObjectId,
+        force: bool,
+    ) -> Result<RestoreOutcome> {
+        let repo = locked.repo();
         // What a redo brings back while one of the session's turns is open would count as that
         // turn's own work: right when the undo took back that very turn (it began before the
         // undo, which undid from it or an earlier turn), wrong otherwise.
@@ -1474,9 +1495,8 @@ impl Store {
             index,
             partners,
         };
-        let rolled_back: Vec<String> = lines_with(&message, ROLLED_BACK)
-            .filter_map(|t| decode_id(t.to_str().ok()?))
-            .collect();
+        let rolled_back = rolled_back_in(&message);
+        let rolled_back_elsewhere = locked.turns_rolled_back_by_other_undos(session, undo)?;
         let from_turn = locked.record(undo)?.turn;
         let base = match locked.ref_target(&session_ref(session, "head")?)? {
             Some(head) => commit_and_tree(&repo, head)?.1,
@@ -1495,6 +1515,8 @@ impl Store {
                 return Ok(None);
             }
             let given_back = outcome.failed.is_empty() && !unfinished;
+            // (A turn another undo not redone yet also took back stays rolled back.)
+            let given_back = |turn: &String| given_back && !rolled_back_elsewhere.contains(turn);
             let mut redid = match complete && !unfinished {
                 true => format!("{REDID}{undo}\n"),
                 false => String::new(),
@@ -1502,7 +1524,7 @@ impl Store {
             // An open turn given back starts again from the project as the redo found it: what
             // changed while it was rolled back (the user's edits) is not its work.
             for record in records.iter().filter(|r| r.ended_at.is_none()) {
-                if given_back && rolled_back.contains(&record.turn) {
+                if given_back(&record.turn) && rolled_back.contains(&record.turn) {
                     let turn = encode_id("turn", &record.turn)?;
                     redid.push_str(&format!("{REOPENED}{turn} {}\n", outcome.undo));
                 }
@@ -1517,7 +1539,7 @@ impl Store {
             let on = (base, parent);
             let commit = locked.chain_commit(on, (&changes, &already), outcome, &message)?;
             let mut marks = Vec::new();
-            for turn in rolled_back.iter().filter(|_| given_back) {
+            for turn in rolled_back.iter().filter(|t| given_back(t)) {
                 marks.push((turn_ref(session, "rolled-back", turn)?, None));
             }
             Ok(Some((commit, marks)))
@@ -1538,9 +1560,7 @@ impl Store {
         let head = self.ref_target(&session_ref(session, "head")?)?;
         for (_, message) in self.chain_back(head, None)?.0 {
             let left = lines_with(&message, LEFT_ALONE).next().is_some();
-            for turn in
-                lines_with(&message, ROLLED_BACK).filter_map(|t| decode_id(t.to_str().ok()?))
-            {
+            for turn in rolled_back_in(&message) {
                 if seen.insert(turn.clone()) && left {
                     left_alone.insert(turn);
                 }
@@ -1552,10 +1572,59 @@ impl Store {
     /// The session's most recent undo commit that no redo redid (with `turn`: one that undid
     /// it), walking its chain back from the head. Costs a commit read per chain commit walked.
     fn undo_to_redo(&self, session: &str, turn: Option<&str>) -> Result<ObjectId> {
+        let wanted = turn.map(|t| encode_id("turn", t)).transpose()?;
+        let mut found = None;
+        self.undos_not_redone(session, &mut |commit, message| {
+            let undid_turn = |turn: &str| {
+                lines_with(message, ROLLED_BACK)
+                    .chain(
+                        message
+                            .lines()
+                            .filter_map(|l| l.strip_prefix(b"Rewind-Turn: ")),
+                    )
+                    .any(|t| t == turn.as_bytes())
+            };
+            if wanted.as_deref().is_none_or(undid_turn) {
+                found = Some(commit);
+            }
+            found.is_none()
+        })?;
+        found.ok_or_else(|| Error::NothingLeft {
+            session: session.into(),
+            what: match turn {
+                Some(turn) => format!("undo of turn {turn:?} left to redo"),
+                None => "undo left to redo".into(),
+            },
+        })
+    }
+
+    /// The turns the session's undo commits other than `undo` that no redo redid rolled back.
+    /// Costs a commit read per chain commit.
+    fn turns_rolled_back_by_other_undos(
+        &self,
+        session: &str,
+        undo: ObjectId,
+    ) -> Result<HashSet<String>> {
+        let mut turns = HashSet::new();
+        self.undos_not_redone(session, &mut |commit, message| {
+            if commit != undo {
+                turns.extend(rolled_back_in(message));
+            }
+            true
+        })?;
+        Ok(turns)
+    }
+
+    /// Call `each` with every undo commit of the session's chain that no redo redid (and its
+    /// message), newest first, while it returns true. Costs a commit read per commit walked.
+    fn undos_not_redone(
+        &self,
+        session: &str,
+        each: &mut dyn FnMut(ObjectId, &[u8]) -> bool,
+    ) -> Result<()> {
         let repo = self.repo();
         let mut redone = HashSet::new();
         let mut next = self.ref_target(&session_ref(session, "head")?)?;
-        let wanted = turn.map(|t| encode_id("turn", t)).transpose()?;
         while let Some(commit) = next {
             let (object, _) = commit_and_tree(&repo, commit)?;
             let message = object.message_raw_sloppy();
@@ -1568,26 +1637,11 @@ impl Store {
                 continue;
             }
             let is_undo = message.lines().any(|l| l == UNDO_TRAILER.as_bytes());
-            let undid_turn = |turn: &str| {
-                lines_with(message, ROLLED_BACK)
-                    .chain(
-                        message
-                            .lines()
-                            .filter_map(|l| l.strip_prefix(b"Rewind-Turn: ")),
-                    )
-                    .any(|t| t == turn.as_bytes())
-            };
-            if is_undo && !redone.contains(&commit) && wanted.as_deref().is_none_or(undid_turn) {
-                return Ok(commit);
+            if is_undo && !redone.contains(&commit) && !each(commit, message) {
+                break;
             }
         }
-        Err(Error::NothingLeft {
-            session: session.into(),
-            what: match turn {
-                Some(turn) => format!("undo of turn {turn:?} left to redo"),
-                None => "undo left to redo".into(),
-            },
-        })
+        Ok(())
     }
 
     /// The paths someone other than the session changed along `chain`: between an end (or
@@ -1823,8 +1877,7 @@ impl Store {
             // Only the session's latest turn: an older one left open was not being worked on.
             let session_of = self.record(commit)?.session;
             let latest = self.session_records(&session_of)?.pop().map(|r| r.turn);
-            for turn in lines_with(message, ROLLED_BACK).filter_map(|t| decode_id(t.to_str().ok()?))
-            {
+            for turn in rolled_back_in(message) {
                 if let (Some(point), true) = (point, latest.as_ref() == Some(&turn)) {
                     rolled_back_at.insert((session_of.clone(), turn), point);
                 }

@@ -1659,9 +1659,23 @@ impl<'a> Model<'a> {
                 ));
             }
         }
-        // Its turns are given back unless a file failed or nothing came back.
+        // Its turns are given back unless a file failed or nothing came back, and unless
+        // another undo of the session not redone yet rolled the turn back too.
+        let elsewhere = |t: &usize| {
+            self.undos.iter().any(|x| {
+                x.session == session
+                    && !x.redone
+                    && x.commit != u.commit
+                    && x.rolled_back.contains(t)
+            })
+        };
         let back: Vec<usize> = match o.failed == 0 && !all_left_alone {
-            true => u.rolled_back.clone(),
+            true => u
+                .rolled_back
+                .iter()
+                .copied()
+                .filter(|t| !elsewhere(t))
+                .collect(),
             false => Vec::new(),
         };
         if !problems.is_empty() {

@@ -467,6 +467,41 @@ fn undo_last_force_takes_the_turn_an_undo_left_partly_done() {
     assert!(store.turns(Some("s")).unwrap()[0].rolled_back);
 }
 
+/// Found by a hostile pass (r44, with a bind mount refusing a write): an undo that left a file
+/// alone, then `undo --force` of the same turn, which finished it; `redo` brought back only
+/// what the second undo wrote and marked the turn done, with the first undo's files still
+/// undone. The turn stays rolled back until the redo of the first undo brings back the rest.
+#[test]
+fn a_turn_two_undos_took_back_stays_rolled_back_until_both_are_redone() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a.txt", "one\n");
+    write_file(p, "b.txt", "bee\n");
+    store.begin_turn("s", "1").unwrap();
+    write_file(p, "a.txt", "agent\n");
+    write_file(p, "b.txt", "agent\n");
+    store.end_turn("s", "1").unwrap();
+    write_file(p, "a.txt", "user\n");
+    let undone = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&undone.conflicts), set(&["a.txt"]));
+    let forced = store.undo_last("s", true).unwrap();
+    assert_eq!(strings(&forced.written), set(&["a.txt"]));
+    let rolled_back = || store.turns(Some("s")).unwrap()[0].rolled_back;
+
+    let first = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&first.written), set(&["a.txt"]));
+    assert_eq!(read(p, "a.txt").as_deref(), Some("user\n"));
+    assert_eq!(read(p, "b.txt").as_deref(), Some("bee\n"));
+    assert!(rolled_back(), "b.txt is still undone: the turn is not back");
+
+    let second = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&second.written), set(&["b.txt"]));
+    assert_eq!(read(p, "b.txt").as_deref(), Some("agent\n"));
+    assert!(!rolled_back(), "all of it is back");
+    let err = store.redo("s", &Default::default()).unwrap_err();
+    assert_eq!(err.code(), "not_found", "{err}");
+}
+
 /// With force, redo overwrites the user's edit; those bytes stay in the redo's undo point.
 #[test]
 fn forced_redo_overwrites_and_keeps_the_overwritten_bytes() {
