@@ -877,24 +877,13 @@ pub(crate) fn mounts_of(project: &Path) -> Vec<u8> {
     let Ok(table) = std::fs::read("/proc/self/mountinfo") else {
         return Vec::new();
     };
-    // The table escapes these bytes in paths as octal.
-    let mut escaped = Vec::new();
-    for &b in project.as_os_str().as_encoded_bytes() {
-        match b {
-            b' ' | b'\t' | b'\n' | b'\\' => {
-                escaped.extend_from_slice(format!("\\{b:03o}").as_bytes())
-            }
-            b => escaped.push(b),
-        }
-    }
+    let escaped = escaped_for_mountinfo(project);
     let within = |a: &[u8], b: &[u8]| {
         b.starts_with(a) && (a.len() == b.len() || a == b"/" || b.get(a.len()) == Some(&b'/'))
     };
     let mut relevant = Vec::new();
     for line in table.split(|&b| b == b'\n') {
-        // "36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw": the fifth
-        // field is the mount point.
-        let Some(point) = line.split(|&b| b == b' ').nth(4) else {
+        let Some(point) = mount_point(line) else {
             continue;
         };
         if within(point, &escaped) || within(&escaped, point) {
@@ -903,6 +892,64 @@ pub(crate) fn mounts_of(project: &Path) -> Vec<u8> {
         }
     }
     relevant
+}
+
+/// The mount points strictly inside `project` among `mounts` (what [`mounts_of`] gave for it),
+/// relative to it. Costs a pass over `mounts`.
+pub(crate) fn mount_points_inside(project: &Path, mounts: &[u8]) -> Vec<Vec<u8>> {
+    let mut inside = escaped_for_mountinfo(project);
+    if inside.last() != Some(&b'/') {
+        inside.push(b'/');
+    }
+    let points = mounts.split(|&b| b == b'\n').filter_map(mount_point);
+    let relative = points.filter_map(|point| point.strip_prefix(inside.as_slice()));
+    relative
+        .filter(|rel| !rel.is_empty())
+        .map(unescaped_from_mountinfo)
+        .collect()
+}
+
+/// The mount point of a line of `/proc/self/mountinfo`: "36 35 98:0 /mnt1 /mnt/parent
+/// rw,noatime master:1 - ext3 /dev/root rw" has it fifth, escaped.
+fn mount_point(line: &[u8]) -> Option<&[u8]> {
+    line.split(|&b| b == b' ').nth(4)
+}
+
+/// `path` as the table writes it: space, tab, newline and backslash as `\ooo` (octal).
+fn escaped_for_mountinfo(path: &Path) -> Vec<u8> {
+    let mut escaped = Vec::new();
+    for &b in path.as_os_str().as_encoded_bytes() {
+        match b {
+            b' ' | b'\t' | b'\n' | b'\\' => {
+                escaped.extend_from_slice(format!("\\{b:03o}").as_bytes())
+            }
+            b => escaped.push(b),
+        }
+    }
+    escaped
+}
+
+/// A path from the table, its `\ooo` escapes decoded.
+fn unescaped_from_mountinfo(escaped: &[u8]) -> Vec<u8> {
+    let mut path = Vec::with_capacity(escaped.len());
+    let mut at = 0;
+    while at < escaped.len() {
+        let octal = escaped.get(at + 1..at + 4).filter(|_| escaped[at] == b'\\');
+        let byte = octal
+            .and_then(|digits| std::str::from_utf8(digits).ok())
+            .and_then(|digits| u8::from_str_radix(digits, 8).ok());
+        match byte {
+            Some(byte) => {
+                path.push(byte);
+                at += 4;
+            }
+            None => {
+                path.push(escaped[at]);
+                at += 1;
+            }
+        }
+    }
+    path
 }
 
 /// No file-system watcher where the kernel offers no inotify: [`Inotify::new`] says so, and
@@ -934,5 +981,22 @@ mod no_inotify {
         pub(crate) fn drain(&self, _each: impl FnMut(Event<'_>)) -> io::Result<()> {
             match self.0 {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Only mount points strictly inside the project count, relative to it and unescaped; a
+    /// sibling sharing its name's start (`/pq`) is not inside `/p`.
+    #[test]
+    fn mount_points_inside_a_project_are_relative_and_unescaped() {
+        let mounts: &[u8] = b"36 35 98:0 / /p/a\\040b\\134c rw - ext4 /dev/x rw\n\
+            37 35 98:0 / /p rw - ext4 /dev/x rw\n\
+            38 35 98:0 / /pq/c rw - ext4 /dev/x rw\n\
+            39 35 98:0 / /p/d/e rw - tmpfs none rw\n";
+        let inside = super::mount_points_inside(Path::new("/p"), mounts);
+        assert_eq!(inside, vec![b"a b\\c".to_vec(), b"d/e".to_vec()]);
     }
 }

@@ -19,8 +19,10 @@
 //! memo's objects may be gone); a snapshot that failed half-way; a mount made or removed; a
 //! file seen with a second name (a hard link) it did not have, or a file made and removed again
 //! between two snapshots (it may have been such a name, written through). Directories read at every
-//! snapshot: those holding a `.git` (another repository's `HEAD` and rules are not watched), and
-//! those holding a file with hard links (a change through another name reaches no watch here).
+//! snapshot: those holding a `.git` (another repository's `HEAD` and rules are not watched),
+//! those holding a file with hard links (a change through another name reaches no watch here),
+//! and those holding a mount point (a file mounted from elsewhere is written through its other
+//! name).
 //! What no watch sees at all (writes through a shared `mmap`, changes on another machine of a
 //! network file system) is documented as a limit in `docs/design.md`.
 
@@ -282,6 +284,7 @@ impl Watcher {
         let mut memo = Memo {
             dirs: HashMap::new(),
             volatile: HashSet::new(),
+            mount_parents: mount_parents(store.project(), &mounts),
             excludes: walked.excludes,
             mounts,
             max_file_size,
@@ -321,6 +324,7 @@ impl Watcher {
             .iter()
             .chain(&pending.whole)
             .chain(&memo.volatile)
+            .chain(&memo.mount_parents)
         {
             let mut dir = dir.as_bstr();
             while reread.insert(BString::from(dir)) && !dir.is_empty() {
@@ -508,6 +512,10 @@ pub(super) struct Memo {
     excludes: Vec<u8>,
     /// [`crate::fs::mounts_of`] the project when it was made.
     mounts: Vec<u8>,
+    /// The directories holding a mount point, read at every snapshot: a file mounted over
+    /// one of theirs from elsewhere (`mount --bind`) is written through its other name, and
+    /// the event goes to the watch on that name's directory, not theirs.
+    mount_parents: Vec<BString>,
     /// The last [`Memo::update`] found a file with hard links that the memo did not have as one:
     /// its other names may be in directories no event marked.
     new_links: bool,
@@ -927,6 +935,17 @@ fn has_new_links(parts: &[Part], old: Option<&MemoDir>) -> bool {
         .map(|old| old.parts.iter().filter_map(linked).collect())
         .unwrap_or_default();
     new.any(|path| !before.contains(&path))
+}
+
+/// The directories of `project` (relative) holding the mount points `mounts` (what
+/// [`crate::fs::mounts_of`] gave for it) names inside it. Costs a pass over `mounts`.
+fn mount_parents(project: &std::path::Path, mounts: &[u8]) -> Vec<BString> {
+    let points = crate::fs::mount_points_inside(project, mounts);
+    let parent = |point: Vec<u8>| match point.rfind_byte(b'/') {
+        Some(slash) => BString::from(&point[..slash]),
+        None => BString::default(),
+    };
+    points.into_iter().map(parent).collect()
 }
 
 /// The subdirectories among `parts`.

@@ -570,6 +570,27 @@ fn one_directory_at_two_paths_is_seen_at_both() {
     same_as_full_walk(&watched, &walked, "");
 }
 
+/// Found by a hostile pass (r45): a file from outside the project bind-mounted over one of its
+/// files, then written through its outside name. The event goes to the watch on the outside
+/// directory, so `track` and `turn end` under `serve` kept the tree from before the write.
+#[test]
+fn a_file_mounted_from_outside_and_written_there_is_seen() {
+    let (sandbox, root, watched, walked) = watched_pair();
+    let options = rewind::TrackOptions::default();
+    let outside = sandbox.path().join("outside");
+    write_files(&root, &[("dir/f", "f1\n"), ("dir/g", "g\n")]);
+    write_files(&outside, &[("file", "outside 1\n")]);
+    watched.track(&options).unwrap();
+    let bind = std::ffi::OsStr::new("--bind");
+    let _mount = Mounted::new(
+        &[bind, outside.join("file").as_os_str()],
+        &root.join("dir/f"),
+    );
+    same_as_full_walk(&watched, &walked, "once mounted");
+    fs::write(outside.join("file"), "outside 2, edited there\n").unwrap();
+    same_as_full_walk(&watched, &walked, "written through the outside name");
+}
+
 /// A restore stages each file as a temp file, swaps it in and removes what it swapped out:
 /// those are not hard links, so the next snapshot still reads only what changed (and equals a
 /// full walk).
