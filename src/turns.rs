@@ -2169,6 +2169,36 @@ fn rename_partners(
     Ok(partners)
 }
 
+/// The `paths` (sorted) that tree `after` holds and `current` lacks, each with where its file
+/// stands in `current`, as `git diff -M` pairs a deletion with an addition that is not among
+/// `paths` (empty files left out). Costs a tree diff and [`find_renames`] on the deletions and additions it finds.
+fn moved_since(
+    repo: &gix::Repository,
+    trees: &crate::store::objects::TreeCache,
+    (after, current): (ObjectId, ObjectId),
+    paths: &[BString],
+) -> Result<HashMap<BString, BString>> {
+    let changes = tree_changes(repo, trees, after, current)?;
+    // An empty file is like any other: no rename of one is followed (nor by `git revert`).
+    let empty = ObjectId::empty_blob(gix::hash::Kind::Sha1);
+    let candidates: Vec<Change> = changes
+        .into_iter()
+        .filter(|c| c.before.or(c.after).is_some_and(|side| side.id != empty))
+        .filter(|c| {
+            let the_turns = paths.binary_search(&c.path).is_ok();
+            match (c.before.is_some(), c.after.is_some()) {
+                (true, false) => the_turns,
+                (false, true) => !the_turns,
+                _ => false,
+            }
+        })
+        .collect();
+    let pairs = find_renames(repo, &candidates)?.into_iter();
+    let named =
+        |(from, to): (usize, usize)| (candidates[from].path.clone(), candidates[to].path.clone());
+    Ok(pairs.map(|p| named((p.source, p.destination))).collect())
+}
+
 /// Keep the `paths` at or below `only` (and the other name of a moved file that is);
 /// `path_not_changed` when none is left. Costs a look at each path.
 fn keep_below(
@@ -2291,13 +2321,24 @@ impl Locked<'_> {
         let (mut changes, mut conflicts, mut details, mut merged) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut kept = Vec::new();
-        for path in paths {
+        // A file the turn left that was moved since (a later turn's rename, say): its work is
+        // taken out where the file stands now, as `git revert` follows a rename.
+        let after = record.after.unwrap_or(current);
+        let moved = moved_since(&repo, self.trees(), (after, current), &paths)?;
+        // The turn's own moves pair the names the files stand at now: both undone, or neither.
+        let now_at = |p: &BString| moved.get(p).unwrap_or(p).clone();
+        let partners: HashMap<BString, BString> = partners
+            .iter()
+            .map(|(a, b)| (now_at(a), now_at(b)))
+            .collect();
+        for turns_path in paths {
+            let path = moved.get(&turns_path).unwrap_or(&turns_path).clone();
             let now = side_at(&repo, current, path.as_ref())?;
             // Something the snapshot cannot see stands there (ignored, say, or a directory):
             // an undo that deletes leaves it as it is (`kept`); one that writes finds it in the
             // way (a conflict, as a restore's).
             let unseen = now.is_none() && self.on_disk(&path);
-            let reversed = match during.contains(&path) {
+            let reversed = match during.contains(&turns_path) {
                 true if options.force => Reversed::Side {
                     side: side_at(&repo, before, path.as_ref())?,
                     merged: false,
@@ -2306,7 +2347,7 @@ impl Locked<'_> {
                     hunks: Vec::new(),
                     markers: None,
                 },
-                false => merger.reverse(self, session, &path, now, &[0])?,
+                false => merger.reverse(self, session, &turns_path, now, &[0])?,
             };
             match reversed {
                 Reversed::Side { side: None, .. } if unseen => kept.push(path),

@@ -1253,3 +1253,121 @@ fn undo_only_of_a_move_a_later_turn_edited_makes_no_second_copy() {
         ]
     );
 }
+
+/// Found by a hostile pass (r45): `--only` of a turn whose files a later turn renamed (its
+/// edit of `m.txt`, now `m2.txt`; the file it made, `x.txt`, now `y.txt`) said nothing of them,
+/// exit 0, the turn marked rolled back, its work still in the project. The turn's work is
+/// taken out where the file stands now, as `git revert` follows a rename (the merge is `git
+/// merge-file`'s); a renamed file edited since cannot lose what the turn made, a conflict.
+#[test]
+fn undo_only_follows_a_rename_a_later_turn_made() {
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
+    let edited = numbered(1..21).replace("line 10\n", "turn one\n");
+    fs::write(root.join("m.txt"), numbered(1..21)).unwrap();
+    project.turn("s", "1", || {
+        fs::write(root.join("m.txt"), &edited).unwrap();
+        fs::write(root.join("x.txt"), numbered(200..231)).unwrap();
+        fs::write(root.join("z.txt"), numbered(300..331)).unwrap();
+    });
+    project.turn("s", "2", || {
+        fs::rename(root.join("m.txt"), root.join("m2.txt")).unwrap();
+        let now = edited.replace("line 19\n", "turn two\n");
+        fs::write(root.join("m2.txt"), now).unwrap();
+        fs::rename(root.join("x.txt"), root.join("y.txt")).unwrap();
+        fs::rename(root.join("z.txt"), root.join("w.txt")).unwrap();
+        let mut w = fs::OpenOptions::new()
+            .append(true)
+            .open(root.join("w.txt"))
+            .unwrap();
+        std::io::Write::write_all(&mut w, b"turn two\n").unwrap();
+    });
+    let m2_now = fs::read(root.join("m2.txt")).unwrap();
+    let w_now = fs::read(root.join("w.txt")).unwrap();
+    let options = rewind::UndoOptions {
+        only: true,
+        ..undo_opts("1")
+    };
+    let outcome = store.undo("s", &options).unwrap();
+    let (want, clean) = git_merge_file(
+        &m2_now,
+        edited.as_bytes(),
+        numbered(1..21).as_bytes(),
+        ["now", "after", "before"],
+    );
+    assert!(clean);
+    assert_eq!(fs::read(root.join("m2.txt")).unwrap(), want, "{outcome:?}");
+    assert!(!root.join("y.txt").exists(), "{outcome:?}");
+    assert!(!root.join("m.txt").exists() && !root.join("x.txt").exists());
+    assert_eq!(
+        fs::read(root.join("w.txt")).unwrap(),
+        w_now,
+        "edited since: left"
+    );
+    let names = |paths: &[rewind::BString]| paths.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+    assert_eq!(names(&outcome.written), ["m2.txt"]);
+    assert_eq!(names(&outcome.deleted), ["y.txt"]);
+    assert_eq!(names(&outcome.conflicts), ["w.txt"]);
+}
+
+/// Found by the hostile pass after the rename-following (r46): a move the turn made (`a` to
+/// `b`), renamed again since (`c`). With a new file at `a`, the undo deleted `c` and left `a`
+/// alone: the moved bytes under neither name. Edited at `c`, it wrote `a` and left `c`: two
+/// copies. The move is undone as one at the names it has now, or left alone whole. And an
+/// empty file made elsewhere is no rename of the turn's (`git revert` does not follow one).
+#[test]
+fn undo_only_of_a_move_renamed_again_since_is_undone_whole_or_left_whole() {
+    for (case, at_a) in [("new file at the old name", true), ("edited since", false)] {
+        let project = Project::new();
+        let (root, store) = (project.root(), &project.store);
+        fs::write(root.join("a.txt"), numbered(1..21)).unwrap();
+        project.turn("s", "1", || {
+            fs::rename(root.join("a.txt"), root.join("b.txt")).unwrap();
+        });
+        fs::rename(root.join("b.txt"), root.join("c.txt")).unwrap();
+        match at_a {
+            true => fs::write(root.join("a.txt"), "the user's new a\n").unwrap(),
+            false => fs::write(root.join("c.txt"), numbered(1..22)).unwrap(),
+        }
+        let (a_now, c_now) = (
+            fs::read(root.join("a.txt")).ok(),
+            fs::read(root.join("c.txt")),
+        );
+        let options = rewind::UndoOptions {
+            only: true,
+            ..undo_opts("1")
+        };
+        let outcome = store.undo("s", &options).unwrap();
+        assert!(
+            outcome.written.is_empty() && outcome.deleted.is_empty(),
+            "{case}: {outcome:?}"
+        );
+        assert_eq!(fs::read(root.join("a.txt")).ok(), a_now, "{case}");
+        assert_eq!(
+            fs::read(root.join("c.txt")).unwrap(),
+            c_now.unwrap(),
+            "{case}"
+        );
+        let mut conflicts: Vec<String> = outcome.conflicts.iter().map(|p| p.to_string()).collect();
+        conflicts.sort();
+        assert_eq!(conflicts, ["a.txt", "c.txt"], "{case}");
+    }
+
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
+    fs::write(root.join("base.txt"), "base\n").unwrap();
+    project.turn("s", "1", || {
+        fs::create_dir(root.join("a")).unwrap();
+        fs::write(root.join("a/__init__.py"), "").unwrap();
+    });
+    fs::remove_dir_all(root.join("a")).unwrap();
+    fs::create_dir(root.join("b")).unwrap();
+    fs::write(root.join("b/__init__.py"), "").unwrap();
+    let options = rewind::UndoOptions {
+        only: true,
+        ..undo_opts("1")
+    };
+    let outcome = store.undo("s", &options).unwrap();
+    assert!(root.join("b/__init__.py").exists(), "{outcome:?}");
+    assert!(outcome.deleted.is_empty(), "{outcome:?}");
+}
