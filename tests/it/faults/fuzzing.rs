@@ -313,7 +313,20 @@ fn fuzz_revert_paths_never_touch_anything_outside_the_project() {
                         || spelled
                             .parent()
                             .is_some_and(|d| fs::canonicalize(d).is_ok());
+                    // A spelling that goes above the project's root and comes back in
+                    // (`<project>/../proj/x`) is refused as leaving it, wherever it ends.
+                    let from_root = spelled.strip_prefix(&p.path).unwrap_or(spelled);
+                    let mut depth = 0i32;
+                    let dips = from_root.components().any(|c| {
+                        match c {
+                            std::path::Component::ParentDir => depth -= 1,
+                            std::path::Component::Normal(_) => depth += 1,
+                            _ => {}
+                        }
+                        depth < 0
+                    });
                     resolves
+                        && !dips
                         && !through_link
                         && !in_git
                         && p.join(std::ffi::OsStr::from_bytes(&rel))
