@@ -1545,6 +1545,19 @@ impl Store {
             Ok(Some((commit, marks)))
         };
         let (mut outcome, unrecorded) = locked.apply_recorded(session, plan, &record)?;
+        // Said, since the outcome lists only files: a turn this redo could not give back whole.
+        if unrecorded.is_none() && outcome.failed.is_empty() {
+            let held = rolled_back
+                .iter()
+                .filter(|t| rolled_back_elsewhere.contains(*t));
+            let mut notices = crate::store::objects::lock(&locked.notices);
+            notices.extend(held.map(|turn| {
+                format!(
+                    "turn {turn:?} of session {session:?} stays rolled back: another undo of it is \
+                     not redone yet (`rewind redo` again brings back the rest)"
+                )
+            }));
+        }
         let mut in_the_way = locked.in_the_way(&conflicts);
         in_the_way.append(&mut outcome.in_the_way);
         outcome.in_the_way = in_the_way;

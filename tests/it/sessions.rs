@@ -493,11 +493,22 @@ fn a_turn_two_undos_took_back_stays_rolled_back_until_both_are_redone() {
     assert_eq!(read(p, "a.txt").as_deref(), Some("user\n"));
     assert_eq!(read(p, "b.txt").as_deref(), Some("bee\n"));
     assert!(rolled_back(), "b.txt is still undone: the turn is not back");
+    let notices = store.take_notices();
+    assert!(
+        notices
+            .lines()
+            .iter()
+            .any(|n| n.contains("stays rolled back")),
+        "the redo says so: {:?}",
+        notices.lines()
+    );
+    notices.told();
 
     let second = store.redo("s", &Default::default()).unwrap();
     assert_eq!(strings(&second.written), set(&["b.txt"]));
     assert_eq!(read(p, "b.txt").as_deref(), Some("agent\n"));
     assert!(!rolled_back(), "all of it is back");
+    assert!(store.take_notices().lines().is_empty());
     let err = store.redo("s", &Default::default()).unwrap_err();
     assert_eq!(err.code(), "not_found", "{err}");
 }
