@@ -1611,8 +1611,9 @@ impl Store {
         })
     }
 
-    /// The turns the session's undo commits other than `undo` that no redo redid rolled back.
-    /// Costs a commit read per chain commit.
+    /// The turns the session's undo commits other than `undo` that no redo redid rolled back,
+    /// of those that changed files (one that only left files alone gives nothing back). Costs a
+    /// commit read per chain commit.
     fn turns_rolled_back_by_other_undos(
         &self,
         session: &str,
@@ -1620,7 +1621,7 @@ impl Store {
     ) -> Result<HashSet<String>> {
         let mut turns = HashSet::new();
         self.undos_not_redone(session, &mut |commit, message| {
-            if commit != undo {
+            if commit != undo && lines_with(message, CHANGED).next().is_some() {
                 turns.extend(rolled_back_in(message));
             }
             true

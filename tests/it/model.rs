@@ -1660,12 +1660,14 @@ impl<'a> Model<'a> {
             }
         }
         // Its turns are given back unless a file failed or nothing came back, and unless
-        // another undo of the session not redone yet rolled the turn back too.
+        // another undo of the session not redone yet, one that changed files, rolled the turn
+        // back too.
         let elsewhere = |t: &usize| {
             self.undos.iter().any(|x| {
                 x.session == session
                     && !x.redone
                     && x.commit != u.commit
+                    && !x.left.is_empty()
                     && x.rolled_back.contains(t)
             })
         };

@@ -513,6 +513,35 @@ fn a_turn_two_undos_took_back_stays_rolled_back_until_both_are_redone() {
     assert_eq!(err.code(), "not_found", "{err}");
 }
 
+/// Found by a hostile pass (r47): an undo that only left files alone (it changed none) and the
+/// forced undo that finished the turn; the redo said the turn stays rolled back with a rest to
+/// bring back, and the next redo wrote nothing. An undo that changed no file holds nothing
+/// back: the first redo gives the turn back, and says nothing more.
+#[test]
+fn an_undo_that_changed_nothing_holds_no_turn_back_from_a_redo() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a.txt", "one\n");
+    store.begin_turn("s", "1").unwrap();
+    write_file(p, "a.txt", "agent\n");
+    store.end_turn("s", "1").unwrap();
+    write_file(p, "a.txt", "user\n");
+    let undone = store.undo_last("s", false).unwrap();
+    assert!(
+        undone.written.is_empty() && undone.deleted.is_empty(),
+        "{undone:?}"
+    );
+    assert_eq!(strings(&undone.conflicts), set(&["a.txt"]));
+    let forced = store.undo_last("s", true).unwrap();
+    assert_eq!(strings(&forced.written), set(&["a.txt"]));
+
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["a.txt"]));
+    assert_eq!(read(p, "a.txt").as_deref(), Some("user\n"));
+    assert!(!store.turns(Some("s")).unwrap()[0].rolled_back);
+    assert!(store.take_notices().lines().is_empty());
+}
+
 /// With force, redo overwrites the user's edit; those bytes stay in the redo's undo point.
 #[test]
 fn forced_redo_overwrites_and_keeps_the_overwritten_bytes() {
