@@ -76,6 +76,15 @@ fn assert_files_match_git(
     assert_eq!(got, want, "the turn's files against git diff --numstat");
 }
 
+/// Session `s`'s turn `turn`, in which the agent writes `edits` (path, content).
+fn agent_turn(store: &Store, p: &Path, turn: &str, edits: &[(&str, &str)]) {
+    store.begin_turn("s", turn).unwrap();
+    for (path, content) in edits {
+        write_file(p, path, content);
+    }
+    store.end_turn("s", turn).unwrap();
+}
+
 fn set(paths: &[&str]) -> BTreeSet<String> {
     paths.iter().map(|p| p.to_string()).collect()
 }
@@ -450,21 +459,24 @@ fn redo_keeps_user_edits_made_after_the_undo_and_reports_them() {
 fn undo_last_force_takes_the_turn_an_undo_left_partly_done() {
     let (project, _data, store) = setup();
     let p = project.path();
+    undo_left_alone_then_forced(&store, p);
+    assert_eq!(read(p, "a.txt").as_deref(), Some("one\n"));
+    assert_eq!(read(p, "b.txt").as_deref(), Some("bee\n"));
+    assert!(store.turns(Some("s")).unwrap()[0].rolled_back);
+}
+
+/// Turn 1 edits `a.txt` and `b.txt`, the user `a.txt`; `undo --last` leaves `a.txt` alone
+/// (the turn rolled back all the same), then `undo --last --force` takes the turn again.
+fn undo_left_alone_then_forced(store: &Store, p: &Path) {
     write_file(p, "a.txt", "one\n");
     write_file(p, "b.txt", "bee\n");
-    store.begin_turn("s", "1").unwrap();
-    write_file(p, "a.txt", "agent\n");
-    write_file(p, "b.txt", "agent\n");
-    store.end_turn("s", "1").unwrap();
+    agent_turn(store, p, "1", &[("a.txt", "agent\n"), ("b.txt", "agent\n")]);
     write_file(p, "a.txt", "user\n");
     let undone = store.undo_last("s", false).unwrap();
     assert_eq!(strings(&undone.conflicts), set(&["a.txt"]));
     assert!(store.turns(Some("s")).unwrap()[0].rolled_back);
     let forced = store.undo_last("s", true).unwrap();
     assert_eq!(strings(&forced.written), set(&["a.txt"]));
-    assert_eq!(read(p, "a.txt").as_deref(), Some("one\n"));
-    assert_eq!(read(p, "b.txt").as_deref(), Some("bee\n"));
-    assert!(store.turns(Some("s")).unwrap()[0].rolled_back);
 }
 
 /// Found by a hostile pass (r44, with a bind mount refusing a write): an undo that left a file
@@ -475,17 +487,7 @@ fn undo_last_force_takes_the_turn_an_undo_left_partly_done() {
 fn a_turn_two_undos_took_back_stays_rolled_back_until_both_are_redone() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write_file(p, "a.txt", "one\n");
-    write_file(p, "b.txt", "bee\n");
-    store.begin_turn("s", "1").unwrap();
-    write_file(p, "a.txt", "agent\n");
-    write_file(p, "b.txt", "agent\n");
-    store.end_turn("s", "1").unwrap();
-    write_file(p, "a.txt", "user\n");
-    let undone = store.undo_last("s", false).unwrap();
-    assert_eq!(strings(&undone.conflicts), set(&["a.txt"]));
-    let forced = store.undo_last("s", true).unwrap();
-    assert_eq!(strings(&forced.written), set(&["a.txt"]));
+    undo_left_alone_then_forced(&store, p);
     let rolled_back = || store.turns(Some("s")).unwrap()[0].rolled_back;
 
     let first = store.redo("s", &Default::default()).unwrap();
@@ -522,9 +524,7 @@ fn an_undo_that_changed_nothing_holds_no_turn_back_from_a_redo() {
     let (project, _data, store) = setup();
     let p = project.path();
     write_file(p, "a.txt", "one\n");
-    store.begin_turn("s", "1").unwrap();
-    write_file(p, "a.txt", "agent\n");
-    store.end_turn("s", "1").unwrap();
+    agent_turn(&store, p, "1", &[("a.txt", "agent\n")]);
     write_file(p, "a.txt", "user\n");
     let undone = store.undo_last("s", false).unwrap();
     assert!(
@@ -548,9 +548,7 @@ fn forced_redo_overwrites_and_keeps_the_overwritten_bytes() {
     let (project, _data, store) = setup();
     let p = project.path();
     write_file(p, "a.txt", "one\n");
-    store.begin_turn("s", "1").unwrap();
-    write_file(p, "a.txt", "agent\n");
-    store.end_turn("s", "1").unwrap();
+    agent_turn(&store, p, "1", &[("a.txt", "agent\n")]);
     store.undo("s", &Default::default()).unwrap();
     write_file(p, "a.txt", "user\n");
     let redone = store
