@@ -1378,9 +1378,10 @@ impl Store {
     /// unless `force` (its bytes are in the `undo` snapshot either way). Marks the turns the
     /// undo rolled back as not rolled back, unless a file could not be written or everything
     /// was left alone (then nothing is recorded, and the next redo takes the same undo).
-    /// A turn another undo not redone yet rolled back too (one that left a file alone, before
-    /// `force` finished the turn) stays rolled back until the redo of that one. `not_found`
-    /// when there is no undo left to redo. `restore(undo)` is different: the whole project.
+    /// A turn another undo not redone yet, one that changed files, rolled back too (it left a
+    /// file alone, and `force` finished the turn) stays rolled back until the redo of that
+    /// one, and a notice says so. `not_found` when there is no undo left to redo.
+    /// `restore(undo)` is different: the whole project.
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
@@ -2185,7 +2186,8 @@ fn rename_partners(
 
 /// The `paths` (sorted) that tree `after` holds and `current` lacks, each with where its file
 /// stands in `current`, as `git diff -M` pairs a deletion with an addition that is not among
-/// `paths` (empty files left out). Costs a tree diff and [`find_renames`] on the deletions and additions it finds.
+/// `paths` (empty files left out). Costs a tree diff and [`find_renames`] on the deletions and
+/// additions it finds.
 fn moved_since(
     repo: &gix::Repository,
     trees: &crate::store::objects::TreeCache,
@@ -2193,7 +2195,7 @@ fn moved_since(
     paths: &[BString],
 ) -> Result<HashMap<BString, BString>> {
     let changes = tree_changes(repo, trees, after, current)?;
-    // An empty file is like any other: no rename of one is followed (nor by `git revert`).
+    // Empty files are all alike: none is taken for a moved one (nor by `git revert`).
     let empty = ObjectId::empty_blob(gix::hash::Kind::Sha1);
     let candidates: Vec<Change> = changes
         .into_iter()
@@ -2346,7 +2348,7 @@ impl Locked<'_> {
             .map(|(a, b)| (now_at(a), now_at(b)))
             .collect();
         for turns_path in paths {
-            let path = moved.get(&turns_path).unwrap_or(&turns_path).clone();
+            let path = now_at(&turns_path);
             let now = side_at(&repo, current, path.as_ref())?;
             // Something the snapshot cannot see stands there (ignored, say, or a directory):
             // an undo that deletes leaves it as it is (`kept`); one that writes finds it in the
@@ -2354,7 +2356,7 @@ impl Locked<'_> {
             let unseen = now.is_none() && self.on_disk(&path);
             let reversed = match during.contains(&turns_path) {
                 true if options.force => Reversed::Side {
-                    side: side_at(&repo, before, path.as_ref())?,
+                    side: side_at(&repo, before, turns_path.as_ref())?,
                     merged: false,
                 },
                 true => Reversed::Conflict {

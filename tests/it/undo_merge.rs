@@ -1371,3 +1371,32 @@ fn undo_only_of_a_move_renamed_again_since_is_undone_whole_or_left_whole() {
     assert!(root.join("b/__init__.py").exists(), "{outcome:?}");
     assert!(outcome.deleted.is_empty(), "{outcome:?}");
 }
+
+/// The forced `--only` of a path another session changed during the turn (no merge can tell
+/// their edit from the turn's) writes the turn's before; for a file renamed since, that is the
+/// before of the turn's own name, written at the new one (the first version of the
+/// rename-following looked it up at the new name, which the turn never had, and deleted it).
+#[test]
+fn undo_only_force_of_a_shared_file_renamed_since_writes_the_turns_before() {
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
+    fs::write(root.join("f.txt"), numbered(1..21)).unwrap();
+    store.begin_turn("a", "1").unwrap();
+    store.begin_turn("b", "1").unwrap();
+    fs::write(root.join("f.txt"), numbered(1..22)).unwrap();
+    store.end_turn("b", "1").unwrap();
+    store.end_turn("a", "1").unwrap();
+    fs::rename(root.join("f.txt"), root.join("g.txt")).unwrap();
+    let options = rewind::UndoOptions {
+        only: true,
+        force: true,
+        ..undo_opts("1")
+    };
+    let outcome = store.undo("a", &options).unwrap();
+    assert_eq!(
+        fs::read_to_string(root.join("g.txt")).ok(),
+        Some(numbered(1..21)),
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.written, vec![rewind::BString::from("g.txt")]);
+}
