@@ -397,23 +397,22 @@ fn enclosing_repo(project: &Path) -> Option<(gix::Repository, PathBuf)> {
         tracing::warn!(repo = %dot_git.display(), "a repository file is a FIFO or a device; its ignore rules are not applied");
         return None;
     }
-    let discovery = || gix::discover::upwards::Options {
+    let discovery = gix::discover::upwards::Options {
         current_dir: Some(project),
         ..Default::default()
     };
-    let (path, _) = gix::discover::upwards_opts(project, discovery()).ok()?;
-    // Opened with the work tree discovery found: a git dir kept elsewhere (`git init
-    // --separate-git-dir`, no `core.worktree`) has none of its own.
-    let trust_map = gix::sec::trust::Mapping {
-        full: config_options(),
-        reduced: config_options(),
-    };
-    let repo = gix::ThreadSafeRepository::discover_opts(project, discovery(), trust_map)
-        .map(gix::Repository::from)
+    let (path, trust) = gix::discover::upwards_opts(project, discovery).ok()?;
+    let (git_dir, found_work_tree) = path.into_repository_and_work_tree_directories();
+    let mut repo = gix::open_opts(&git_dir, config_options().with(trust))
         .inspect_err(|e| {
-            tracing::warn!(repo = %path.as_ref().display(), error = %e, "enclosing repository unreadable; its ignore rules are not applied");
+            tracing::warn!(repo = %git_dir.display(), error = %e, "enclosing repository unreadable; its ignore rules are not applied");
         })
         .ok()?;
+    // A git dir kept elsewhere (`git init --separate-git-dir`, no `core.worktree`) names no
+    // work tree of its own: the one discovery found is it.
+    if repo.workdir().is_none() {
+        repo.set_workdir(found_work_tree).ok()?;
+    }
     // A bare repository, or a `core.worktree` elsewhere, holds no files of the project.
     let work_tree = fs::canonicalize(repo.workdir()?).ok()?;
     project.starts_with(&work_tree).then_some((repo, work_tree))
