@@ -21,7 +21,8 @@ use gix::ObjectId;
 use serde::Serialize;
 
 use crate::diff::{
-    file_change, find_renames, merge, tree_changes, Change, DiffOptions, Listed, Side, Status,
+    file_change, find_renames, is_rewrite, merge, tree_changes, Change, DiffOptions, Listed, Side,
+    Status,
 };
 use crate::error::{Error, Result};
 use crate::paths::is_within;
@@ -131,7 +132,9 @@ pub struct UndoOptions {
     /// Undo `turn` alone and keep the later turns: each path it changed gets a three-way merge
     /// (the file now, what the turn left, what it found), as `git merge-file` computes it. A
     /// clean merge is written; overlapping hunks are a conflict, left alone (with `force`,
-    /// written with git's conflict markers; the file's bytes are in the undo point).
+    /// written with git's conflict markers; the file's bytes are in the undo point), and so is
+    /// a path no merge can take (with `force`, the turn's before, whole). A file renamed since
+    /// is merged where it stands now (a rename as `git diff -B -M` finds it).
     pub only: bool,
     /// Merge paths someone else changed since (the user, another session) instead of leaving
     /// them alone: the turns' hunks are taken out, theirs stay. Where the hunks overlap, the
@@ -1555,7 +1558,7 @@ impl Store {
             notices.extend(held.map(|turn| {
                 format!(
                     "turn {turn:?} of session {session:?} stays rolled back: another undo of it is \
-                     not redone yet (`rewind redo` again brings back the rest)"
+                     not redone yet (a later `rewind redo` that redoes it brings back the rest)"
                 )
             }));
         }
@@ -2136,6 +2139,19 @@ impl<'a> TurnMerger<'a> {
         now: Option<Side>,
         turns: &[usize],
     ) -> Result<Reversed> {
+        self.reverse_move(locked, session, (path, path), now, turns)
+    }
+
+    /// [`reverse`](Self::reverse) of a file that was at `before_path` before the turns and at
+    /// `after_path` after them (a move they made), and stands at `before_path` now.
+    fn reverse_move(
+        &mut self,
+        locked: &Locked,
+        session: &str,
+        (path, after_path): (&BString, &BString),
+        now: Option<Side>,
+        turns: &[usize],
+    ) -> Result<Reversed> {
         let mut sides = Vec::new();
         let mut last_turn = None;
         for &index in turns.iter().rev() {
@@ -2144,7 +2160,7 @@ impl<'a> TurnMerger<'a> {
             };
             sides.push(TurnSides {
                 before: side_at(self.repo, before, path.as_ref())?,
-                after: side_at(self.repo, after, path.as_ref())?,
+                after: side_at(self.repo, after, after_path.as_ref())?,
             });
             last_turn.get_or_insert(&self.undone[index].turn);
         }
@@ -2184,31 +2200,48 @@ fn rename_partners(
     Ok(partners)
 }
 
-/// The `paths` (sorted) that tree `after` holds and `current` lacks, each with where its file
-/// stands in `current`, as `git diff -M` pairs a deletion with an addition that is not among
-/// `paths` (empty files left out). Costs a tree diff and [`find_renames`] on the deletions and
-/// additions it finds.
+/// The `paths` (sorted) that tree `after` holds and `current` lacks, or holds rewritten
+/// there, each with where its file stands in `current`, as `git diff -B -M` pairs a deletion
+/// (or a rewrite's old half) with an addition that is not among `paths` (empty files left
+/// out; a name the turn moved a file away from, `turns_moves`, can take it back): after
+/// `mv f g; echo new > f`, the turn's `f` is at `g`. Costs a tree diff, reading
+/// both sides of each of `paths` changed since when something was added, and
+/// [`find_renames`] on the deletions and additions it finds.
 fn moved_since(
     repo: &gix::Repository,
     trees: &crate::store::objects::TreeCache,
     (after, current): (ObjectId, ObjectId),
-    paths: &[BString],
+    (paths, turns_moves): (&[BString], &HashMap<BString, BString>),
 ) -> Result<HashMap<BString, BString>> {
     let changes = tree_changes(repo, trees, after, current)?;
+    let the_turns = |c: &Change| paths.binary_search(&c.path).is_ok();
+    // (A turn's name that its move left is one too: `mv a b`, then `mv b a`.)
+    let added =
+        |c: &Change| c.before.is_none() && (!the_turns(c) || turns_moves.contains_key(&c.path));
+    if !changes.iter().any(added) {
+        return Ok(HashMap::new());
+    }
     // Empty files are all alike: none is taken for a moved one (nor by `git revert`).
     let empty = ObjectId::empty_blob(gix::hash::Kind::Sha1);
-    let candidates: Vec<Change> = changes
-        .into_iter()
-        .filter(|c| c.before.or(c.after).is_some_and(|side| side.id != empty))
-        .filter(|c| {
-            let the_turns = paths.binary_search(&c.path).is_ok();
-            match (c.before.is_some(), c.after.is_some()) {
-                (true, false) => the_turns,
-                (false, true) => !the_turns,
-                _ => false,
+    let mut candidates = Vec::new();
+    for change in changes {
+        let candidate = match (change.before, change.after) {
+            (Some(_), None) if the_turns(&change) => Some(change),
+            (None, Some(_)) if added(&change) => Some(change),
+            (Some(was), Some(now)) if the_turns(&change) => {
+                match is_rewrite(repo, change.path.as_ref(), was, now)? {
+                    true => Some(Change {
+                        after: None,
+                        ..change
+                    }),
+                    false => None,
+                }
             }
-        })
-        .collect();
+            _ => None,
+        };
+        let non_empty = |c: &Change| c.before.or(c.after).is_some_and(|side| side.id != empty);
+        candidates.extend(candidate.filter(non_empty));
+    }
     let pairs = find_renames(repo, &candidates)?.into_iter();
     let named =
         |(from, to): (usize, usize)| (candidates[from].path.clone(), candidates[to].path.clone());
@@ -2340,30 +2373,54 @@ impl Locked<'_> {
         // A file the turn left that was moved since (a later turn's rename, say): its work is
         // taken out where the file stands now, as `git revert` follows a rename.
         let after = record.after.unwrap_or(current);
-        let moved = moved_since(&repo, self.trees(), (after, current), &paths)?;
+        let moved = moved_since(&repo, self.trees(), (after, current), (&paths, &partners))?;
+        // A move the turn made that a later one reversed (`mv a b`, then `mv b a`): the file
+        // stands at its old name again, where the turn's change to it is taken out, as one
+        // file (`b` goes with it), as `git revert` does.
+        let moved_back: HashMap<BString, BString> = moved
+            .iter()
+            .filter(|(from, to)| partners.get(*from) == Some(to))
+            .map(|(from, to)| (to.clone(), from.clone()))
+            .collect();
         // The turn's own moves pair the names the files stand at now: both undone, or neither.
         let now_at = |p: &BString| moved.get(p).unwrap_or(p).clone();
         let partners: HashMap<BString, BString> = partners
             .iter()
             .map(|(a, b)| (now_at(a), now_at(b)))
+            .filter(|(a, b)| a != b)
             .collect();
         for turns_path in paths {
+            if moved_back.values().any(|b| *b == turns_path) {
+                continue;
+            }
             let path = now_at(&turns_path);
             let now = side_at(&repo, current, path.as_ref())?;
             // Something the snapshot cannot see stands there (ignored, say, or a directory):
             // an undo that deletes leaves it as it is (`kept`); one that writes finds it in the
             // way (a conflict, as a restore's).
             let unseen = now.is_none() && self.on_disk(&path);
-            let reversed = match during.contains(&turns_path) {
-                true if options.force => Reversed::Side {
-                    side: side_at(&repo, before, turns_path.as_ref())?,
-                    merged: false,
-                },
+            let moved_from = moved_back.get(&turns_path);
+            let shared =
+                during.contains(&turns_path) || moved_from.is_some_and(|b| during.contains(b));
+            let reversed = match shared {
                 true => Reversed::Conflict {
                     hunks: Vec::new(),
                     markers: None,
                 },
-                false => merger.reverse(self, session, &turns_path, now, &[0])?,
+                false => {
+                    let paths = (&turns_path, moved_from.unwrap_or(&turns_path));
+                    merger.reverse_move(self, session, paths, now, &[0])?
+                }
+            };
+            let reversed = match reversed {
+                // What no merge can take (another session's edit in the turn's work, a file
+                // added or deleted on one side, a binary or a symlink both changed): with
+                // `force`, the turn's before, whole, as a plain undo writes it.
+                Reversed::Conflict { markers: None, .. } if options.force => Reversed::Side {
+                    side: side_at(&repo, before, turns_path.as_ref())?,
+                    merged: false,
+                },
+                reversed => reversed,
             };
             match reversed {
                 Reversed::Side { side: None, .. } if unseen => kept.push(path),

@@ -90,6 +90,34 @@ pub(crate) fn find_renames(repo: &gix::Repository, changes: &[Change]) -> Result
     Ok(found.pairs)
 }
 
+/// Whether `path`'s change from `before` to `after` is a rewrite: the two share less than the
+/// rename threshold (50%), so that `before`'s content may have moved to another path (what
+/// `git diff -B` breaks into a deletion and an addition for `-M` to pair). A type change is
+/// one. Costs reading and chunking both blobs.
+pub(crate) fn is_rewrite(
+    repo: &gix::Repository,
+    path: &BStr,
+    before: Side,
+    after: Side,
+) -> Result<bool> {
+    let halves = [
+        Change {
+            path: path.to_owned(),
+            before: Some(before),
+            after: None,
+        },
+        Change {
+            path: path.to_owned(),
+            before: None,
+            after: Some(after),
+        },
+    ];
+    if !is_file(before) || !is_file(after) {
+        return Ok(is_file(before) != is_file(after));
+    }
+    Ok(Files::new(repo, &halves).similarity(0, 1, MIN_SCORE)? < MIN_SCORE)
+}
+
 /// The renames found so far, and which changes they took.
 struct Found<'a> {
     changes: &'a [Change],

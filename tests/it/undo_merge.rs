@@ -277,12 +277,13 @@ fn check_undo(seed: u64, only: bool, force: bool) {
                 );
                 result
             }
-            // A forced single turn writes git's conflict markers.
+            // A forced single turn writes git's conflict markers, and where no merge can be
+            // made (a file added or deleted on one side), the turn's before.
             None if only && force => {
                 let (now, a, b) = (now.get(*path), turns[0].1, turns[0].0);
                 match (now, a, b) {
                     (Some(n), Some(a), Some(b)) => Some(git_merge_file(n, a, b, label).0),
-                    _ => now.cloned(),
+                    _ => b.cloned(),
                 }
             }
             None => {
@@ -1399,4 +1400,139 @@ fn undo_only_force_of_a_shared_file_renamed_since_writes_the_turns_before() {
         "{outcome:?}"
     );
     assert_eq!(outcome.written, vec![rewind::BString::from("g.txt")]);
+}
+
+/// r47: a move the turn made (`a` to `b`, with an edit) that a later turn reversed (`b` back
+/// to `a`) was a conflict at `a` ("use --force"), and the turn was marked rolled back with
+/// its edit still in the project. `git revert` follows the rename back: the turn's edit is
+/// taken out of `a` (`git merge-file`'s result when `a` was edited since too).
+#[test]
+fn undo_only_of_a_move_a_later_turn_reversed_takes_the_edit_out_at_the_old_name() {
+    for edited_since in [false, true] {
+        let project = Project::new();
+        let (root, store) = (project.root(), &project.store);
+        let moved = numbered(1..31).replace("line 5\n", "turn one\n");
+        fs::write(root.join("a.txt"), numbered(1..31)).unwrap();
+        project.turn("s", "1", || {
+            fs::remove_file(root.join("a.txt")).unwrap();
+            fs::write(root.join("b.txt"), &moved).unwrap();
+        });
+        project.turn("s", "2", || {
+            fs::rename(root.join("b.txt"), root.join("a.txt")).unwrap();
+        });
+        let a_now = match edited_since {
+            true => moved.replace("line 25\n", "the user's\n"),
+            false => moved.clone(),
+        };
+        fs::write(root.join("a.txt"), &a_now).unwrap();
+        let options = rewind::UndoOptions {
+            only: true,
+            ..undo_opts("1")
+        };
+        let outcome = store.undo("s", &options).unwrap();
+        let (want, clean) = git_merge_file(
+            a_now.as_bytes(),
+            moved.as_bytes(),
+            numbered(1..31).as_bytes(),
+            ["now", "after", "before"],
+        );
+        assert!(clean);
+        assert_eq!(fs::read(root.join("a.txt")).unwrap(), want, "{outcome:?}");
+        assert!(!root.join("b.txt").exists());
+        assert_eq!(outcome.written, vec![rewind::BString::from("a.txt")]);
+        assert!(outcome.conflicts.is_empty(), "{outcome:?}");
+    }
+}
+
+/// r47: `undo --only` said "use --force" of a conflict no merge can take (here a file the turn
+/// edited that was deleted since; also a file added on one side, a binary or a symlink both
+/// changed), and `--force` then left it alone too. With `--force` such a path now takes the
+/// turn's before, whole, as a plain undo writes it (the bytes it replaces are in the undo point).
+#[test]
+fn undo_only_force_writes_the_turns_before_where_no_merge_can() {
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
+    fs::write(root.join("f.txt"), numbered(1..21)).unwrap();
+    fs::write(root.join("bin"), b"\0one\0").unwrap();
+    project.turn("s", "1", || {
+        fs::write(root.join("f.txt"), numbered(1..22)).unwrap();
+        fs::write(root.join("bin"), b"\0two\0").unwrap();
+    });
+    fs::remove_file(root.join("f.txt")).unwrap();
+    fs::write(root.join("bin"), b"\0the user's\0").unwrap();
+    let only = rewind::UndoOptions {
+        only: true,
+        dry_run: true,
+        ..undo_opts("1")
+    };
+    let outcome = store.undo("s", &only).unwrap();
+    let mut conflicts: Vec<String> = outcome.conflicts.iter().map(|p| p.to_string()).collect();
+    conflicts.sort();
+    assert_eq!(conflicts, ["bin", "f.txt"], "{outcome:?}");
+    let forced = rewind::UndoOptions {
+        force: true,
+        dry_run: false,
+        ..only
+    };
+    let outcome = store.undo("s", &forced).unwrap();
+    assert!(outcome.conflicts.is_empty(), "{outcome:?}");
+    assert_eq!(
+        fs::read_to_string(root.join("f.txt")).unwrap(),
+        numbered(1..21)
+    );
+    assert_eq!(fs::read(root.join("bin")).unwrap(), b"\0one\0");
+    store.restore(outcome.undo, &Default::default()).unwrap();
+    assert_eq!(fs::read(root.join("bin")).unwrap(), b"\0the user's\0");
+    assert!(!root.join("f.txt").exists());
+}
+
+/// r48: a file the turn edited, renamed since, with a new file at its old name (`mv f g;
+/// echo NEW > f`). The old name was not free, so no rename was followed: `f` was a conflict
+/// (with `--force`, the turn's before written over the new file) and the turn's edit stayed
+/// in `g`. The rewritten `f` is now broken as `git diff -B -M` breaks it, and its old content
+/// found at `g`: the turn's work is taken out of `g` (`git merge-file`'s result), the new `f`
+/// is left as it is; forced, the turn's before goes to `g`, never over the new file.
+#[test]
+fn undo_only_follows_a_rename_with_a_new_file_at_the_old_name() {
+    for force in [false, true] {
+        let project = Project::new();
+        let (root, store) = (project.root(), &project.store);
+        let edited = numbered(1..21).replace("line 10\n", "turn one\n");
+        fs::write(root.join("f.txt"), numbered(1..21)).unwrap();
+        store.begin_turn("s", "1").unwrap();
+        if force {
+            // Another session's edit during the turn: only `--force` undoes the file, back to
+            // the turn's before.
+            store.begin_turn("other", "1").unwrap();
+            fs::write(root.join("f.txt"), &edited).unwrap();
+            store.end_turn("other", "1").unwrap();
+        }
+        fs::write(root.join("f.txt"), &edited).unwrap();
+        store.end_turn("s", "1").unwrap();
+        let g_now = edited.replace("line 19\n", "the user's\n");
+        fs::remove_file(root.join("f.txt")).unwrap();
+        fs::write(root.join("g.txt"), &g_now).unwrap();
+        fs::write(root.join("f.txt"), "NEW\n").unwrap();
+        let options = rewind::UndoOptions {
+            only: true,
+            force,
+            ..undo_opts("1")
+        };
+        let outcome = store.undo("s", &options).unwrap();
+        let (want, clean) = git_merge_file(
+            g_now.as_bytes(),
+            edited.as_bytes(),
+            numbered(1..21).as_bytes(),
+            ["now", "after", "before"],
+        );
+        assert!(clean);
+        let want = match force {
+            true => numbered(1..21).into_bytes(),
+            false => want,
+        };
+        assert_eq!(fs::read(root.join("g.txt")).unwrap(), want, "{outcome:?}");
+        assert_eq!(fs::read_to_string(root.join("f.txt")).unwrap(), "NEW\n");
+        assert_eq!(outcome.written, vec![rewind::BString::from("g.txt")]);
+        assert!(outcome.conflicts.is_empty(), "{outcome:?}");
+    }
 }
