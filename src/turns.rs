@@ -2242,10 +2242,16 @@ fn moved_since(
         let non_empty = |c: &Change| c.before.or(c.after).is_some_and(|side| side.id != empty);
         candidates.extend(candidate.filter(non_empty));
     }
-    let pairs = find_renames(repo, &candidates)?.into_iter();
     let named =
         |(from, to): (usize, usize)| (candidates[from].path.clone(), candidates[to].path.clone());
-    Ok(pairs.map(|p| named((p.source, p.destination))).collect())
+    let pairs = find_renames(repo, &candidates)?.into_iter();
+    let pairs = pairs.map(|p| named((p.source, p.destination)));
+    // A name of the turn's takes back only the file the turn moved from it: any other file
+    // there would be undone twice, at its own name's undo and at this one.
+    let taken_back = |(from, to): &(BString, BString)| {
+        paths.binary_search(to).is_err() || turns_moves.get(from) == Some(to)
+    };
+    Ok(pairs.filter(taken_back).collect())
 }
 
 /// Keep the `paths` at or below `only` (and the other name of a moved file that is);

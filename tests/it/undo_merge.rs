@@ -1444,6 +1444,34 @@ fn undo_only_of_a_move_a_later_turn_reversed_takes_the_edit_out_at_the_old_name(
     }
 }
 
+/// Found while making a name the turn moved a file from take it back: another file moved onto
+/// that name since (the turn moved `c` to `d` and edited `e`; then `mv e c`) must not be
+/// undone twice at `c` (once as the turn's `c`, once as its `e`): neither is followed, and the
+/// three are left alone, as they were.
+#[test]
+fn undo_only_never_plans_a_path_twice_when_another_file_took_a_name_the_turn_moved_from() {
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
+    fs::write(root.join("c.txt"), numbered(1..31)).unwrap();
+    fs::write(root.join("e.txt"), numbered(100..131)).unwrap();
+    project.turn("s", "1", || {
+        fs::rename(root.join("c.txt"), root.join("d.txt")).unwrap();
+        fs::write(root.join("e.txt"), numbered(100..132)).unwrap();
+    });
+    fs::rename(root.join("e.txt"), root.join("c.txt")).unwrap();
+    let files = read_files(root);
+    let options = rewind::UndoOptions {
+        only: true,
+        ..undo_opts("1")
+    };
+    let outcome = store.undo("s", &options).unwrap();
+    let mut conflicts: Vec<String> = outcome.conflicts.iter().map(|p| p.to_string()).collect();
+    conflicts.sort();
+    assert_eq!(conflicts, ["c.txt", "d.txt", "e.txt"], "{outcome:?}");
+    assert!(outcome.written.is_empty() && outcome.deleted.is_empty());
+    assert_eq!(read_files(root), files);
+}
+
 /// r47: `undo --only` said "use --force" of a conflict no merge can take (here a file the turn
 /// edited that was deleted since; also a file added on one side, a binary or a symlink both
 /// changed), and `--force` then left it alone too. With `--force` such a path now takes the
