@@ -1028,7 +1028,7 @@ impl Store {
         // turns' own, whatever stands at either name now).
         let last_after = undone[undone.len() - 1].after.unwrap_or(current);
         let moves = tree_changes(&repo, self.trees(), target, last_after)?;
-        let partners = rename_partners(&repo, &moves, &touched)?;
+        let partners = rename_partners(&repo, &moves, &touched, false)?;
         keep_below(&mut touched, only.as_ref(), &partners, session)?;
         let chain = locked.chain_since(session, undone[0].begin)?;
         let mut others = locked.changed_by_others(&chain, current)?;
@@ -1457,7 +1457,7 @@ impl Store {
         undid.sort_unstable();
         // A file the undo moved back comes back under both names, or neither.
         let moves = tree_changes(&repo, self.trees(), undo_tree, point)?;
-        let partners = rename_partners(&repo, &moves, &undid)?;
+        let partners = rename_partners(&repo, &moves, &undid, true)?;
         for path in undid {
             // What the undo left there, what is there now, what was there before the undo.
             let left = side_at(&repo, undo_tree, path.as_bstr())?;
@@ -2176,21 +2176,40 @@ impl<'a> TurnMerger<'a> {
     }
 }
 
-/// For each file moved between the two sides of `changes` (as `git diff -M` pairs them) whose
-/// both names are in `paths` (sorted): each name with the other. Costs [`find_renames`] on
-/// the added and deleted paths among `paths`.
+/// For each file moved between the two sides of `changes` (as `git diff -M` pairs them; with
+/// `break_rewrites`, as `git diff -B -M` does: `mv f g; echo new > f` moved `f`) whose both
+/// names are in `paths` (sorted): each name with the other. Costs [`find_renames`] on the
+/// added and deleted paths among `paths`, and with `break_rewrites`, when one was added,
+/// reading both sides of each modified one.
 fn rename_partners(
     repo: &gix::Repository,
     changes: &[Change],
     paths: &[BString],
+    break_rewrites: bool,
 ) -> Result<HashMap<BString, BString>> {
-    let moved: Vec<Change> = changes
-        .iter()
-        .filter(|c| {
-            (c.before.is_none() != c.after.is_none()) && paths.binary_search(&c.path).is_ok()
-        })
-        .cloned()
-        .collect();
+    let among = |c: &&Change| paths.binary_search(&c.path).is_ok();
+    let any_added = break_rewrites
+        && changes
+            .iter()
+            .filter(among)
+            .any(|c| c.before.is_none() && c.after.is_some());
+    let mut moved = Vec::new();
+    for change in changes.iter().filter(among) {
+        match (change.before, change.after) {
+            (Some(_), None) | (None, Some(_)) => moved.push(change.clone()),
+            // Rewritten in place: its old content may be what was moved (the half of it that
+            // `git diff -B` breaks off).
+            (Some(was), Some(now))
+                if any_added && is_rewrite(repo, change.path.as_ref(), was, now)? =>
+            {
+                moved.push(Change {
+                    after: None,
+                    ..change.clone()
+                });
+            }
+            _ => {}
+        }
+    }
     let mut partners = HashMap::new();
     for pair in find_renames(repo, &moved)? {
         let (a, b) = (&moved[pair.source].path, &moved[pair.destination].path);
@@ -2365,7 +2384,7 @@ impl Locked<'_> {
         let before = self.as_reopened(session, record.clone())?.before;
         // A file the turn moved is undone as one: both names, or neither.
         let moves = tree_changes(&repo, self.trees(), before, record.after.unwrap_or(current))?;
-        let partners = rename_partners(&repo, &moves, &paths)?;
+        let partners = rename_partners(&repo, &moves, &paths, true)?;
         keep_below(&mut paths, only.as_ref(), &partners, session)?;
         let merges = match options.dry_run {
             true => self.repo().with_object_memory(),

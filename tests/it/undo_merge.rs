@@ -1514,6 +1514,47 @@ fn undo_only_force_writes_the_turns_before_where_no_merge_can() {
     assert!(!root.join("f.txt").exists());
 }
 
+/// r49: the turn itself moved a file and wrote a new one at the old name (`mv f g; echo NEW >
+/// f`: to `git diff -M` a modified `f` and an added `g`), then the user edited `g`. The undo
+/// wrote `f` back and left `g`: two copies of the moved file. The move is now found as `git
+/// diff -B -M` finds it, and undone whole (with `--force`: `f` as before, `g` gone, its edit
+/// in the undo point) or left whole.
+#[test]
+fn undo_only_of_a_move_with_a_new_file_at_the_old_name_is_undone_whole_or_left_whole() {
+    for force in [false, true] {
+        let project = Project::new();
+        let (root, store) = (project.root(), &project.store);
+        fs::write(root.join("f.txt"), numbered(1..21)).unwrap();
+        project.turn("s", "1", || {
+            fs::rename(root.join("f.txt"), root.join("g.txt")).unwrap();
+            fs::write(root.join("f.txt"), "NEW\n").unwrap();
+        });
+        let g_now = numbered(1..21).replace("line 2\n", "the user's\n");
+        fs::write(root.join("g.txt"), &g_now).unwrap();
+        let options = rewind::UndoOptions {
+            only: true,
+            force,
+            ..undo_opts("1")
+        };
+        let outcome = store.undo("s", &options).unwrap();
+        let files = (
+            fs::read_to_string(root.join("f.txt")).unwrap(),
+            fs::read_to_string(root.join("g.txt")).ok(),
+        );
+        match force {
+            false => {
+                assert_eq!(files, ("NEW\n".into(), Some(g_now)), "{outcome:?}");
+                assert!(outcome.written.is_empty() && outcome.deleted.is_empty());
+            }
+            true => {
+                assert_eq!(files, (numbered(1..21), None), "{outcome:?}");
+                store.restore(outcome.undo, &Default::default()).unwrap();
+                assert_eq!(fs::read_to_string(root.join("g.txt")).unwrap(), g_now);
+            }
+        }
+    }
+}
+
 /// r48: a file the turn edited, renamed since, with a new file at its old name (`mv f g;
 /// echo NEW > f`). The old name was not free, so no rename was followed: `f` was a conflict
 /// (with `--force`, the turn's before written over the new file) and the turn's edit stayed
