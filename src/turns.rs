@@ -1501,6 +1501,7 @@ impl Store {
         };
         let rolled_back = rolled_back_in(&message);
         let rolled_back_elsewhere = locked.turns_rolled_back_by_other_undos(session, undo)?;
+        let file_undos = locked.file_undos_not_redone(session, undo)?;
         let from_turn = locked.record(undo)?.turn;
         let base = match locked.ref_target(&session_ref(session, "head")?)? {
             Some(head) => commit_and_tree(&repo, head)?.1,
@@ -1554,11 +1555,33 @@ impl Store {
             let held = rolled_back
                 .iter()
                 .filter(|t| rolled_back_elsewhere.contains(*t));
+            // A turn given back keeps what an `undo --file` not redone yet took back from it
+            // (or from an earlier turn): said, since `turns` shows the turn done.
+            let position = |turn: &String| records.iter().position(|r| r.turn == *turn);
+            let given_back = rolled_back
+                .iter()
+                .filter(|t| !rolled_back_elsewhere.contains(*t));
+            let last_given_back = given_back.filter_map(position).max();
+            let mut files_undone = Vec::new();
+            if let Some(last) = last_given_back {
+                for (from, paths) in &file_undos {
+                    if position(from).is_some_and(|at| at <= last) {
+                        files_undone.extend(paths);
+                    }
+                }
+            }
             let mut notices = crate::store::objects::lock(&locked.notices);
             notices.extend(held.map(|turn| {
                 format!(
                     "turn {turn:?} of session {session:?} stays rolled back: another undo of it is \
                      not redone yet (a later `rewind redo` that redoes it brings back the rest)"
+                )
+            }));
+            notices.extend(files_undone.iter().map(|path| {
+                format!(
+                    "{} stays undone: the `undo --file` of session {session:?} that took it back \
+                     is not redone yet (a later `rewind redo` that redoes it brings it back)",
+                    crate::paths::quote_path(path)
                 )
             }));
         }
@@ -1631,6 +1654,28 @@ impl Store {
             true
         })?;
         Ok(turns)
+    }
+
+    /// The session's `undo --file` runs (undos that changed files and rolled back no turn)
+    /// that no redo redid, other than `undo`: each one's first turn, and the paths it changed.
+    /// Costs [`Self::undos_not_redone`] and a record read per such undo.
+    fn file_undos_not_redone(
+        &self,
+        session: &str,
+        undo: ObjectId,
+    ) -> Result<Vec<(String, Vec<BString>)>> {
+        let mut found = Vec::new();
+        self.undos_not_redone(session, &mut |commit, message| {
+            let paths: Vec<BString> = lines_with(message, CHANGED)
+                .filter_map(decode_path)
+                .collect();
+            if commit != undo && !paths.is_empty() && rolled_back_in(message).is_empty() {
+                found.push((commit, paths));
+            }
+            true
+        })?;
+        let first_turn = |(commit, paths)| Ok((self.record(commit)?.turn, paths));
+        found.into_iter().map(first_turn).collect()
     }
 
     /// Call `each` with every undo commit of the session's chain that no redo redid (and its

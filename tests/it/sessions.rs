@@ -542,6 +542,48 @@ fn an_undo_that_changed_nothing_holds_no_turn_back_from_a_redo() {
     assert!(store.take_notices().lines().is_empty());
 }
 
+/// Found by a hostile pass (r47): `undo --file` of one of a turn's files, then an undo of the
+/// whole turn; the redo of the second gave the turn back (`turns`: done) with the first
+/// undo's file still undone, and said nothing. It says so now; the next redo brings it back.
+#[test]
+fn a_redo_that_gives_a_turn_back_says_which_file_an_undo_file_keeps_undone() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "f.txt", "f0\n");
+    write_file(p, "g.txt", "g0\n");
+    agent_turn(&store, p, "1", &[("f.txt", "f1\n"), ("g.txt", "g1\n")]);
+    let of_f = rewind::UndoOptions {
+        turn: Some("1".into()),
+        file: Some("f.txt".into()),
+        ..Default::default()
+    };
+    store.undo("s", &of_f).unwrap();
+    let whole = rewind::UndoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    store.undo("s", &whole).unwrap();
+
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["g.txt"]));
+    assert!(!store.turns(Some("s")).unwrap()[0].rolled_back);
+    let notices = store.take_notices();
+    assert!(
+        notices
+            .lines()
+            .iter()
+            .any(|n| n.starts_with("f.txt stays undone")),
+        "the redo says so: {:?}",
+        notices.lines()
+    );
+    notices.told();
+
+    let second = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&second.written), set(&["f.txt"]));
+    assert_eq!(read(p, "f.txt").as_deref(), Some("f1\n"));
+    assert!(store.take_notices().lines().is_empty());
+}
+
 /// With force, redo overwrites the user's edit; those bytes stay in the redo's undo point.
 #[test]
 fn forced_redo_overwrites_and_keeps_the_overwritten_bytes() {
