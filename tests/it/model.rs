@@ -95,7 +95,7 @@ const LINK_TARGETS: &[&str] = &[
 /// Action classes; `REWIND_MODEL_SKIP` may leave some out while hunting further bugs.
 const CLASSES: &[&str] = &[
     "ignore", "git", "nested", "symlink", "fifo", "big", "odd", "chmod", "undo", "redo", "restore",
-    "revert", "force", "midturn", "merge",
+    "revert", "force", "midturn", "merge", "move",
 ];
 
 /// What a path holds, as far as "no byte lost" is concerned (git keeps only the exec bit).
@@ -434,12 +434,12 @@ impl<'a> Model<'a> {
     /// One random action on the project's files, by the user (between turns) or the agent.
     fn file_action(&mut self) {
         let rel = self.pick_name();
-        let kind = self.rng.below(20);
+        let kind = self.rng.below(22);
         self.file_action_on(rel, kind);
     }
 
-    /// Action `kind` (of 20: write, delete, chmod, symlink, FIFO, big file, `.gitignore`, the
-    /// project's git, a nested repository) on `rel`.
+    /// Action `kind` (of 22: write, delete, chmod, symlink, FIFO, big file, `.gitignore`, the
+    /// project's git, a nested repository, a move) on `rel`.
     fn file_action_on(&mut self, rel: &'static [u8], kind: u64) {
         let path = self.abs(rel);
         match kind {
@@ -494,7 +494,23 @@ impl<'a> Model<'a> {
             16..=17 if self.on("ignore") => self.toggle_ignore(),
             18 if self.on("git") => self.git_action(),
             19 if self.on("nested") => self.nested_action(),
+            20..=21 if self.on("move") => self.move_action(rel, kind == 21),
             _ => {}
+        }
+    }
+
+    /// `mv rel to` (a file, a symlink or a directory, over whatever stands at `to`), and with
+    /// `new_at_old`, a new file at `rel` (`mv f g; echo new > f`).
+    fn move_action(&mut self, rel: &'static [u8], new_at_old: bool) {
+        let to = self.pick_name();
+        if related(rel, to) || self.abs(rel).symlink_metadata().is_err() {
+            return;
+        }
+        self.clear_way(to);
+        fs::rename(self.abs(rel), self.abs(to)).unwrap();
+        self.log.push(format!("mv {} {}", q(rel), q(to)));
+        if new_at_old {
+            self.file_action_on(rel, 0);
         }
     }
 
@@ -1235,10 +1251,13 @@ impl<'a> Model<'a> {
                 problems.push(format!("{file:?}: origin {origin:?}"));
                 continue;
             }
-            // (Paths in JSON are lossy UTF-8.)
+            // (Paths in JSON are lossy UTF-8. A rename's origin is the stronger of its two
+            // paths'.)
+            let old = f["old_file"].as_str();
             let covered = t.announced.iter().any(|a| {
                 let a = String::from_utf8_lossy(a);
-                related(file.as_bytes(), a.as_bytes()) && file.len() >= a.len()
+                let under = |p: &str| related(p.as_bytes(), a.as_bytes()) && p.len() >= a.len();
+                under(file) || old.is_some_and(under)
             });
             let want = if covered { "announced" } else { "unannounced" };
             if !t.overlapped && origin != Some(want) {
@@ -1293,7 +1312,11 @@ impl<'a> Model<'a> {
     /// announced by both: shared); an unannounced edit there would be a lie rewind believes.
     fn agent_edit(&mut self, session: &'static str, announce: bool) {
         let rel = self.pick_name();
-        let kind = self.rng.below(18);
+        // (Not the project's git nor a nested repository: 18 and 19 are moves.)
+        let kind = match self.rng.below(20) {
+            k @ 18..=19 => k + 2,
+            k => k,
+        };
         let theirs = self.open.iter().any(|(s, &i)| {
             *s != session && self.turns[i].announced.iter().any(|a| related(a, rel))
         });
@@ -1842,10 +1865,17 @@ fn run_model(two: bool, default_seed: u64, default_steps: usize) {
         .iter()
         .filter(|l| l.starts_with("rewind --json redo"))
         .count();
+    let moves = m.log.iter().filter(|l| l.starts_with("mv ")).count();
     eprintln!(
-        "model: {} turns ({overlapped} overlapping another session's), {} undos, {redos} redos",
+        "model: {} turns ({overlapped} overlapping another session's), {} undos, {redos} redos, \
+         {moves} moves",
         m.turns.len(),
         m.undos.len()
+    );
+    assert!(
+        moves > 0 || !m.on("move") || steps < 100,
+        "seed {}: no file was moved in {steps} steps",
+        m.seed
     );
     assert_fsck_clean(&sb, &m.store);
     for s in m.snapshots.clone() {
