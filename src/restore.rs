@@ -187,9 +187,30 @@ pub(crate) struct Plan {
     pub(crate) objects: Option<gix::Repository>,
     /// The stat cache the undo point held back, settled before any file changes.
     pub(crate) index: Option<PendingIndex>,
-    /// The two names of each file a turn moved (each maps to the other): both change or
-    /// neither, so that the file never ends under neither name.
+    /// The names of each file a turn moved, linked in a ring (each maps to the next; two
+    /// names map to each other; a file moved twice, or files swapped or rotated, link more):
+    /// all change or none, so that no file ends under no name or under two. See
+    /// [`other_names`].
     pub(crate) partners: HashMap<BString, BString>,
+}
+
+/// The other names `path` is linked with in `partners` (a ring, see [`Plan::partners`]; a
+/// ring broken by a name mapped away yields the names up to the break). Costs a lookup per
+/// name.
+pub(crate) fn other_names<'a>(
+    partners: &'a HashMap<BString, BString>,
+    path: &BStr,
+) -> Vec<&'a BString> {
+    let mut names = Vec::new();
+    let mut next = partners.get(path);
+    while let Some(name) = next {
+        if name.as_bstr() == path || names.contains(&name) {
+            break;
+        }
+        names.push(name);
+        next = partners.get(name);
+    }
+    names
 }
 
 /// What stands where the target adds a path the current snapshot lacks.
@@ -1016,7 +1037,7 @@ fn planned(mut outcome: RestoreOutcome, plan: &Plan, actions: &[Action]) -> Rest
     outcome
 }
 
-/// A step that would change its path while its moved file's other name is `blocked` (left
+/// A step that would change its path while another name of its moved file is `blocked` (left
 /// alone, kept or failed) is left alone too. Costs a map of the steps when there are partners.
 fn leave_partners_alone(plan: &Plan, blocked: &[bool], actions: &mut [Action]) {
     if plan.partners.is_empty() {
@@ -1026,10 +1047,9 @@ fn leave_partners_alone(plan: &Plan, blocked: &[bool], actions: &mut [Action]) {
         .map(|(n, step)| (step.path.as_bstr(), n))
         .collect();
     for (n, step) in plan.steps.iter().enumerate() {
-        let partner = plan.partners.get(&step.path);
-        let partner_blocked = partner
-            .and_then(|p| at.get(p.as_bstr()))
-            .is_some_and(|&m| blocked[m]);
+        let partner_blocked = other_names(&plan.partners, step.path.as_ref())
+            .into_iter()
+            .any(|p| at.get(p.as_bstr()).is_some_and(|&m| blocked[m]));
         if partner_blocked && is_change(actions[n]) {
             actions[n] = Action::Conflict;
         }

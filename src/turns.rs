@@ -27,7 +27,8 @@ use crate::diff::{
 use crate::error::{Error, Result};
 use crate::paths::is_within;
 use crate::restore::{
-    reverse_turns, step_of, write_blob, ConflictDetail, Plan, RestoreOutcome, Reversed, TurnSides,
+    other_names, reverse_turns, step_of, write_blob, ConflictDetail, Plan, RestoreOutcome,
+    Reversed, TurnSides,
 };
 use crate::snapshot::visibility::{decode_path, encode_path};
 use crate::snapshot::TrackOptions;
@@ -2221,10 +2222,10 @@ impl<'a> TurnMerger<'a> {
     }
 }
 
-/// For each file moved between the two sides of `changes` (as `git diff -M` pairs them; with
-/// `break_rewrites`, as `git diff -B -M` does: `mv f g; echo new > f` moved `f`) whose both
-/// names are in `paths` (sorted): each name with the other. Costs [`find_renames`] on the
-/// added and deleted paths among `paths`, and with `break_rewrites`, when one was added,
+/// The names of each file moved between the two sides of `changes` (as `git diff -M` pairs
+/// them; with `break_rewrites`, as `git diff -B -M` does: `mv f g; echo new > f` moved `f`)
+/// whose names are in `paths` (sorted), linked in rings ([`Plan::partners`]). Costs
+/// [`find_renames`] on the added and deleted paths among `paths`, and with `break_rewrites`,
 /// reading both sides of each modified one.
 fn rename_partners(
     repo: &gix::Repository,
@@ -2233,22 +2234,21 @@ fn rename_partners(
     break_rewrites: bool,
 ) -> Result<HashMap<BString, BString>> {
     let among = |c: &&Change| paths.binary_search(&c.path).is_ok();
-    let any_added = break_rewrites
-        && changes
-            .iter()
-            .filter(among)
-            .any(|c| c.before.is_none() && c.after.is_some());
     let mut moved = Vec::new();
     for change in changes.iter().filter(among) {
         match (change.before, change.after) {
             (Some(_), None) | (None, Some(_)) => moved.push(change.clone()),
-            // Rewritten in place: its old content may be what was moved (the half of it that
-            // `git diff -B` breaks off).
+            // Rewritten in place: broken in two as `git diff -B` does, its old content may
+            // have moved away and its new content come from elsewhere (files swapped).
             (Some(was), Some(now))
-                if any_added && is_rewrite(repo, change.path.as_ref(), was, now)? =>
+                if break_rewrites && is_rewrite(repo, change.path.as_ref(), was, now)? =>
             {
                 moved.push(Change {
                     after: None,
+                    ..change.clone()
+                });
+                moved.push(Change {
+                    before: None,
                     ..change.clone()
                 });
             }
@@ -2258,10 +2258,21 @@ fn rename_partners(
     let mut partners = HashMap::new();
     for pair in find_renames(repo, &moved)? {
         let (a, b) = (&moved[pair.source].path, &moved[pair.destination].path);
-        partners.insert(a.clone(), b.clone());
-        partners.insert(b.clone(), a.clone());
+        link(&mut partners, a, b);
     }
     Ok(partners)
+}
+
+/// Join the rings of names `a` and `b` are in (see [`Plan::partners`]): each takes the
+/// other's next. Costs a walk of `a`'s ring.
+fn link(partners: &mut HashMap<BString, BString>, a: &BString, b: &BString) {
+    if a == b || other_names(partners, a.as_ref()).contains(&b) {
+        return;
+    }
+    let next_a = partners.get(a).unwrap_or(a).clone();
+    let next_b = partners.get(b).unwrap_or(b).clone();
+    partners.insert(a.clone(), next_b);
+    partners.insert(b.clone(), next_a);
 }
 
 /// The `paths` (sorted) that tree `after` holds and `current` lacks, or holds rewritten
@@ -2313,7 +2324,7 @@ fn moved_since(
     // A name of the turn's takes back only the file the turn moved from it: any other file
     // there would be undone twice, at its own name's undo and at this one.
     let taken_back = |(from, to): &(BString, BString)| {
-        paths.binary_search(to).is_err() || turns_moves.get(from) == Some(to)
+        paths.binary_search(to).is_err() || other_names(turns_moves, from.as_ref()).contains(&to)
     };
     Ok(pairs.filter(taken_back).collect())
 }
@@ -2330,7 +2341,7 @@ fn keep_below(
         return Ok(());
     };
     let within = |p: &BString| is_within(p.as_ref(), only.as_ref());
-    paths.retain(|p| within(p) || partners.get(p).is_some_and(within));
+    paths.retain(|p| within(p) || other_names(partners, p.as_ref()).into_iter().any(within));
     match paths.is_empty() {
         true => Err(Error::PathNotChanged {
             path: only.to_str_lossy().into_owned(),
@@ -2340,20 +2351,22 @@ fn keep_below(
     }
 }
 
-/// A moved file whose one name is left alone keeps its other name too: its change goes, and
-/// the name joins `conflicts` (undoing half a move would leave the file under neither name).
+/// A moved file one of whose names is left alone keeps its other names too: their changes
+/// go, and the names join `conflicts` (undoing half a move would leave the file under no
+/// name, or under two).
 fn pair_conflicts(
     changes: &mut Vec<Change>,
     conflicts: &mut Vec<BString>,
     partners: &HashMap<BString, BString>,
 ) {
     let left: HashSet<BString> = conflicts.iter().cloned().collect();
-    changes.retain(|change| match partners.get(&change.path) {
-        Some(partner) if left.contains(partner) => {
+    changes.retain(|change| {
+        let names = other_names(partners, change.path.as_ref());
+        if names.into_iter().any(|name| left.contains(name)) {
             conflicts.push(change.path.clone());
-            false
+            return false;
         }
-        _ => true,
+        true
     });
 }
 
@@ -2449,7 +2462,7 @@ impl Locked<'_> {
         // file (`b` goes with it), as `git revert` does.
         let moved_back: HashMap<BString, BString> = moved
             .iter()
-            .filter(|(from, to)| partners.get(*from) == Some(to))
+            .filter(|(from, to)| partners.get(*from) == Some(to) && partners.get(*to) == Some(from))
             .map(|(from, to)| (to.clone(), from.clone()))
             .collect();
         // The turn's own moves pair the names the files stand at now: both undone, or neither.
@@ -2496,7 +2509,9 @@ impl Locked<'_> {
                 Reversed::Side { side: None, .. } if unseen => kept.push(path),
                 Reversed::Side { side, .. } if side == now => {}
                 Reversed::Side { side, merged: m } => {
-                    if m {
+                    // Written where the file stands now, it keeps the later rename: recorded
+                    // as merged, so that a later undo of that rename leaves it alone.
+                    if m || path != turns_path {
                         merged.push(path.clone());
                     }
                     changes.push(Change {

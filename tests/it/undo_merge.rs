@@ -1555,6 +1555,104 @@ fn undo_only_of_a_move_with_a_new_file_at_the_old_name_is_undone_whole_or_left_w
     }
 }
 
+/// r50: a turn that swapped two files (`a` and `b`) or rotated three names (`mv f g; mv h
+/// f`), then a user edit of one of them. The swap was taken for two edits in place: `b` was
+/// written back while the edited `a` was left, the file `a` held before the turn under no
+/// name. In the rotation, `h` was written back beside its copy at `f`. The turn's moves are
+/// now linked into one ring of names (a rewrite broken in both halves, as `git diff -B -M`):
+/// all of them are undone, or all left alone; with nothing edited since, all are undone and
+/// `redo` brings the turn back whole.
+#[test]
+fn undo_only_of_swapped_or_rotated_files_is_undone_whole_or_left_whole() {
+    let (a, b) = (numbered(1..41), numbered(100..141));
+    for (case, edited) in [("swap", true), ("rotation", true), ("rotation", false)] {
+        let project = Project::new();
+        let (root, store) = (project.root(), &project.store);
+        let names: &[&str] = match case {
+            "swap" => &["a.txt", "b.txt"],
+            _ => &["f.txt", "g.txt", "h.txt"],
+        };
+        fs::write(root.join(names[0]), &a).unwrap();
+        let last = names[names.len() - 1];
+        fs::write(root.join(last), &b).unwrap();
+        let before = read_all(root, names);
+        project.turn("s", "1", || {
+            fs::rename(root.join(names[0]), root.join("tmp")).unwrap();
+            fs::rename(root.join(last), root.join(names[0])).unwrap();
+            fs::rename(root.join("tmp"), root.join(names[1])).unwrap();
+        });
+        if edited {
+            let edited = fs::read_to_string(root.join(names[1]))
+                .unwrap()
+                .replace("line 5\n", "the user's\n");
+            fs::write(root.join(names[1]), edited).unwrap();
+        }
+        let now = read_all(root, names);
+        let options = rewind::UndoOptions {
+            only: true,
+            ..undo_opts("1")
+        };
+        let outcome = store.undo("s", &options).unwrap();
+        match edited {
+            true => {
+                assert_eq!(read_all(root, names), now, "{case}: {outcome:?}");
+                assert!(outcome.written.is_empty() && outcome.deleted.is_empty());
+                assert_eq!(outcome.conflicts.len(), names.len(), "{case}: {outcome:?}");
+            }
+            false => {
+                assert_eq!(read_all(root, names), before, "{case}: {outcome:?}");
+                store.redo("s", &Default::default()).unwrap();
+                assert_eq!(read_all(root, names), now, "{case}: the redo");
+            }
+        }
+    }
+}
+
+/// The files at `names`, `None` where none stands.
+fn read_all(root: &Path, names: &[&str]) -> Vec<Option<String>> {
+    names
+        .iter()
+        .map(|n| fs::read_to_string(root.join(n)).ok())
+        .collect()
+}
+
+/// r50: `undo --only` of a turn's edit followed the file a later turn renamed (`f` to `h`)
+/// and took the edit out at `h`, recorded as the session's own change; undoing the renaming
+/// turn then deleted `h` and wrote `f` back with the edit, and both turns showed rolled back.
+/// A write at the name a file was renamed to since is recorded as a merge (it keeps the later
+/// rename): the later undo leaves both names alone, as it does for a merged file in place.
+#[test]
+fn an_undo_of_a_later_rename_leaves_alone_what_an_undo_only_took_out_at_the_new_name() {
+    let project = Project::new();
+    let (root, store) = (project.root(), &project.store);
+    fs::write(root.join("f.txt"), numbered(1..51)).unwrap();
+    let edited = numbered(1..51).replace("line 5\n", "five\n");
+    project.turn("s", "1", || fs::write(root.join("f.txt"), &edited).unwrap());
+    project.turn("s", "2", || {
+        fs::rename(root.join("f.txt"), root.join("h.txt")).unwrap();
+    });
+    let options = rewind::UndoOptions {
+        only: true,
+        ..undo_opts("1")
+    };
+    let only = store.undo("s", &options).unwrap();
+    assert_eq!(only.merged, vec![rewind::BString::from("h.txt")]);
+    assert_eq!(
+        fs::read_to_string(root.join("h.txt")).unwrap(),
+        numbered(1..51)
+    );
+    let outcome = store.undo_last("s", false).unwrap();
+    assert!(
+        outcome.written.is_empty() && outcome.deleted.is_empty(),
+        "{outcome:?}"
+    );
+    assert!(!root.join("f.txt").exists());
+    assert_eq!(
+        fs::read_to_string(root.join("h.txt")).unwrap(),
+        numbered(1..51)
+    );
+}
+
 /// r48: a file the turn edited, renamed since, with a new file at its old name (`mv f g;
 /// echo NEW > f`). The old name was not free, so no rename was followed: `f` was a conflict
 /// (with `--force`, the turn's before written over the new file) and the turn's edit stayed
