@@ -195,16 +195,16 @@ pub(crate) struct Plan {
 }
 
 /// The other names `path` is linked with in `partners` (a ring, see [`Plan::partners`]; a
-/// ring broken by a name mapped away yields the names up to the break). Costs a lookup per
-/// name.
+/// ring broken by a name mapped away yields the names up to the break). Costs two hash
+/// lookups per name.
 pub(crate) fn other_names<'a>(
     partners: &'a HashMap<BString, BString>,
     path: &BStr,
 ) -> Vec<&'a BString> {
-    let mut names = Vec::new();
+    let (mut names, mut seen) = (Vec::new(), HashSet::new());
     let mut next = partners.get(path);
     while let Some(name) = next {
-        if name.as_bstr() == path || names.contains(&name) {
+        if name.as_bstr() == path || !seen.insert(name) {
             break;
         }
         names.push(name);

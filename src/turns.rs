@@ -3425,3 +3425,48 @@ fn totals(files: &[TurnFile]) -> (usize, usize) {
         .iter()
         .fold((0, 0), |(a, d), f| (a + f.additions, d + f.deletions))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(partners: &HashMap<BString, BString>, path: &str) -> Vec<String> {
+        let mut names: Vec<String> = other_names(partners, path.into())
+            .into_iter()
+            .map(|n| n.to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn linked_names_form_one_ring_whatever_the_order_of_the_pairs() {
+        let mut partners = HashMap::new();
+        let (f, g, h, k) = ("f".into(), "g".into(), "h".into(), "k".into());
+        link(&mut partners, &f, &g);
+        link(&mut partners, &h, &k);
+        assert_eq!(names(&partners, "f"), ["g"]);
+        link(&mut partners, &k, &f);
+        link(&mut partners, &g, &h); // already one ring: nothing changes
+        for (name, others) in [
+            ("f", ["g", "h", "k"]),
+            ("g", ["f", "h", "k"]),
+            ("h", ["f", "g", "k"]),
+            ("k", ["f", "g", "h"]),
+        ] {
+            assert_eq!(names(&partners, name), others, "{name}");
+        }
+        assert!(names(&partners, "x").is_empty());
+    }
+
+    #[test]
+    fn a_broken_ring_ends_at_the_break_or_where_it_loops() {
+        let pairs = [("a", "b"), ("b", "c"), ("c", "b"), ("x", "a")];
+        let partners: HashMap<BString, BString> = pairs
+            .iter()
+            .map(|(a, b)| (BString::from(*a), BString::from(*b)))
+            .collect();
+        assert_eq!(names(&partners, "x"), ["a", "b", "c"]);
+        assert_eq!(names(&partners, "c"), ["b"]);
+    }
+}
