@@ -1151,14 +1151,6 @@ impl Store {
                 _ => d.changes.push(change),
             }
         }
-        if !force {
-            let gone = gone_from_new_names(&repo, &partners, (target, last_after, current))?;
-            for name in gone {
-                if !d.conflicts.contains(&name) {
-                    d.conflicts.push(name);
-                }
-            }
-        }
         pair_conflicts(&mut d.changes, &mut d.conflicts, &partners);
         let plan = Plan {
             target,
@@ -2359,28 +2351,6 @@ fn keep_below(
     }
 }
 
-/// The names in `partners` where the turns moved a file in (`before` lacks it, `after` has
-/// it) and where nothing stands in `current`: the file was deleted or moved on since (by an
-/// `undo --only`, say), so writing its old name back would make a copy of it, or bring back
-/// what someone deleted. Listed as left alone, they hold their moves back ([`pair_conflicts`]).
-/// Costs three tree lookups per name.
-fn gone_from_new_names(
-    repo: &gix::Repository,
-    partners: &HashMap<BString, BString>,
-    (before, after, current): (ObjectId, ObjectId, ObjectId),
-) -> Result<Vec<BString>> {
-    let mut gone = Vec::new();
-    for name in partners.keys() {
-        let moved_in = side_at(repo, before, name.as_ref())?.is_none()
-            && side_at(repo, after, name.as_ref())?.is_some();
-        if moved_in && side_at(repo, current, name.as_ref())?.is_none() {
-            gone.push(name.clone());
-        }
-    }
-    gone.sort_unstable();
-    Ok(gone)
-}
-
 /// A moved file one of whose names is left alone keeps its other names too: their changes
 /// go, and the names join `conflicts` (undoing half a move would leave the file under no
 /// name, or under two).
@@ -2495,12 +2465,6 @@ impl Locked<'_> {
             .filter(|(from, to)| partners.get(*from) == Some(to) && partners.get(*to) == Some(from))
             .map(|(from, to)| (to.clone(), from.clone()))
             .collect();
-        // (Not followed elsewhere, a moved file gone from its new name leaves its move alone.)
-        let mut gone = match options.force {
-            true => Vec::new(),
-            false => gone_from_new_names(&repo, &partners, (before, after, current))?,
-        };
-        gone.retain(|name| !moved.contains_key(name));
         // The turn's own moves pair the names the files stand at now: both undone, or neither.
         let now_at = |p: &BString| moved.get(p).unwrap_or(p).clone();
         let partners: HashMap<BString, BString> = partners
@@ -2573,11 +2537,6 @@ impl Locked<'_> {
                     details.push(ConflictDetail::new(path.clone(), false, hunks));
                     conflicts.push(path);
                 }
-            }
-        }
-        for name in gone {
-            if !conflicts.contains(&name) {
-                conflicts.push(name);
             }
         }
         pair_conflicts(&mut changes, &mut conflicts, &partners);

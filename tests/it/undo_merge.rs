@@ -1608,41 +1608,6 @@ fn undo_only_of_swapped_or_rotated_files_is_undone_whole_or_left_whole() {
     }
 }
 
-/// r51: turn 1 moved `f` to `g`, turn 2 moved it on to `h`; `undo --only` of turn 1 put the
-/// file back at `f` (from `h`); then `undo --last` (turn 2) wrote `g` back: the file under
-/// two names. A moved file gone from its new name since (deleted, or moved on) now holds its
-/// move back, in a plain undo as in `--only`: `g` is left alone (`--force` writes it).
-#[test]
-fn an_undo_of_a_move_whose_file_left_its_new_name_since_makes_no_copy() {
-    let project = Project::new();
-    let (root, store) = (project.root(), &project.store);
-    fs::write(root.join("f.txt"), numbered(1..21)).unwrap();
-    project.turn("s", "1", || {
-        fs::rename(root.join("f.txt"), root.join("g.txt")).unwrap();
-    });
-    project.turn("s", "2", || {
-        fs::rename(root.join("g.txt"), root.join("h.txt")).unwrap();
-    });
-    let options = rewind::UndoOptions {
-        only: true,
-        ..undo_opts("1")
-    };
-    store.undo("s", &options).unwrap();
-    assert_eq!(
-        read_all(root, &["f.txt", "g.txt", "h.txt"]),
-        [Some(numbered(1..21)), None, None]
-    );
-    let outcome = store.undo_last("s", false).unwrap();
-    assert!(outcome.written.is_empty(), "{outcome:?}");
-    assert_eq!(
-        read_all(root, &["f.txt", "g.txt", "h.txt"]),
-        [Some(numbered(1..21)), None, None]
-    );
-    let mut left: Vec<String> = outcome.conflicts.iter().map(|p| p.to_string()).collect();
-    left.sort();
-    assert_eq!(left, ["g.txt", "h.txt"]);
-}
-
 /// The files at `names`, `None` where none stands.
 fn read_all(root: &Path, names: &[&str]) -> Vec<Option<String>> {
     names
