@@ -21,8 +21,8 @@ use gix::ObjectId;
 use serde::Serialize;
 
 use crate::diff::{
-    file_change, find_renames, is_rewrite, merge, tree_changes, Change, DiffOptions, Listed, Side,
-    Status,
+    broken, file_change, find_renames, is_rewrite, merge, tree_changes, Change, DiffOptions,
+    Listed, Side, Status,
 };
 use crate::error::{Error, Result};
 use crate::paths::is_within;
@@ -2233,9 +2233,15 @@ fn rename_partners(
     paths: &[BString],
     break_rewrites: bool,
 ) -> Result<HashMap<BString, BString>> {
-    let among = |c: &&Change| paths.binary_search(&c.path).is_ok();
+    let among: Vec<&Change> = changes
+        .iter()
+        .filter(|c| paths.binary_search(&c.path).is_ok())
+        .collect();
+    // (A rewrite pairs with another path's half: a lone modified path, nothing added or
+    // deleted, has none, and nothing is read.)
+    let break_rewrites = break_rewrites && among.len() > 1;
     let mut moved = Vec::new();
-    for change in changes.iter().filter(among) {
+    for change in among {
         match (change.before, change.after) {
             (Some(_), None) | (None, Some(_)) => moved.push(change.clone()),
             // Rewritten in place: broken in two as `git diff -B` does, its old content may
@@ -2243,14 +2249,7 @@ fn rename_partners(
             (Some(was), Some(now))
                 if break_rewrites && is_rewrite(repo, change.path.as_ref(), was, now)? =>
             {
-                moved.push(Change {
-                    after: None,
-                    ..change.clone()
-                });
-                moved.push(Change {
-                    before: None,
-                    ..change.clone()
-                });
+                moved.extend(broken(change));
             }
             _ => {}
         }
@@ -2304,13 +2303,9 @@ fn moved_since(
             (Some(_), None) if the_turns(&change) => Some(change),
             (None, Some(_)) if added(&change) => Some(change),
             (Some(was), Some(now)) if the_turns(&change) => {
-                match is_rewrite(repo, change.path.as_ref(), was, now)? {
-                    true => Some(Change {
-                        after: None,
-                        ..change
-                    }),
-                    false => None,
-                }
+                let rewritten = is_rewrite(repo, change.path.as_ref(), was, now)?;
+                let [old_half, _] = broken(&change);
+                rewritten.then_some(old_half)
             }
             _ => None,
         };

@@ -22,7 +22,7 @@ mod tree;
 use lines::LineDiff;
 pub(crate) use merge::merge_texts;
 pub use merge::ConflictHunk;
-pub(crate) use renames::{find_renames, is_rewrite, merge, MAX_SCORE};
+pub(crate) use renames::{broken, find_renames, is_rewrite, merge, MAX_SCORE};
 pub(crate) use tree::{tree_changes, Change, Side};
 
 /// git decides a side is binary when a NUL byte appears in its first 8,000 bytes.

@@ -100,22 +100,27 @@ pub(crate) fn is_rewrite(
     before: Side,
     after: Side,
 ) -> Result<bool> {
-    let halves = [
-        Change {
-            path: path.to_owned(),
-            before: Some(before),
-            after: None,
-        },
-        Change {
-            path: path.to_owned(),
-            before: None,
-            after: Some(after),
-        },
-    ];
     if !is_file(before) || !is_file(after) {
         return Ok(is_file(before) != is_file(after));
     }
+    let change = Change {
+        path: path.to_owned(),
+        before: Some(before),
+        after: Some(after),
+    };
+    let halves = broken(&change);
     Ok(Files::new(repo, &halves).similarity(0, 1, MIN_SCORE)? < MIN_SCORE)
+}
+
+/// `change` broken in two, as `git diff -B` breaks a rewrite: the deletion of its old side
+/// and the addition of its new one.
+pub(crate) fn broken(change: &Change) -> [Change; 2] {
+    let half = |before, after| Change {
+        path: change.path.clone(),
+        before,
+        after,
+    };
+    [half(change.before, None), half(None, change.after)]
 }
 
 /// The renames found so far, and which changes they took.
