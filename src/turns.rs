@@ -1032,9 +1032,11 @@ impl Store {
         let partners = rename_partners(&repo, &moves, &touched, false)?;
         keep_below(&mut touched, only.as_ref(), &partners, session)?;
         let chain = locked.chain_since(session, undone[0].begin)?;
-        let mut others = locked.changed_by_others(&chain, current)?;
+        let (mut others, unknown) = locked.changed_by_others(&chain, current, &touched)?;
         // Changed by someone else while a turn was open: their edit is in the turn's "after",
-        // so no merge can tell it from the turn's (a conflict, never mergeable).
+        // so no merge can tell it from the turn's (a conflict, never mergeable); so is a
+        // file a turn's "after" left out.
+        during.extend(unknown);
         for record in undone {
             during.extend(locked.changed_by_other_sessions(session, record, current)?);
         }
@@ -1712,16 +1714,26 @@ impl Store {
     /// undo) commit and the next turn's begin, and after the last end (or undo) until
     /// `current`, unless the content is again the session's last word on the path (what the
     /// last turn or undo that changed it left there). An open turn's changes are its own.
+    /// Second, the paths of `touched` that a turn's "after" left out (too large, say): what
+    /// stood there is unknown, so no later state can be told the session's, nor merged.
     /// Costs one tree diff per chain commit.
     fn changed_by_others(
         &self,
         chain: &[ChainLink],
         current: ObjectId,
-    ) -> Result<HashSet<BString>> {
+        touched: &[BString],
+    ) -> Result<(HashSet<BString>, HashSet<BString>)> {
         let repo = self.repo();
         let mut others = HashSet::new();
         // For each path, the tree of the last end or undo commit that changed it.
         let mut last_word: HashMap<BString, ObjectId> = HashMap::new();
+        // The left-out paths of the last end's "after", less what undos since wrote.
+        let mut unseen: Vec<BString> = Vec::new();
+        let mut unknown = HashSet::new();
+        let unseen_touched = |unseen: &[BString], unknown: &mut HashSet<BString>| {
+            let within = |p: &BString| unseen.iter().any(|u| is_within(p.as_ref(), u.as_ref()));
+            unknown.extend(touched.iter().filter(|p| within(p)).cloned());
+        };
         for pair in chain.windows(2) {
             let (from, to) = (&pair[0], &pair[1]);
             let changed = tree_changes(&repo, self.trees(), from.tree, to.tree)?
@@ -1737,9 +1749,11 @@ impl Store {
                             _ => last_word.insert(path, to.tree).is_some(),
                         };
                     }
+                    unseen = self.recorded_left_out(to.tree)?;
                 }
                 ChainKind::Undo => {
                     for path in changed {
+                        unseen.retain(|u| *u != path);
                         match to.merged.contains(&path) {
                             true => others.insert(path),
                             false => last_word.insert(path, to.tree).is_some(),
@@ -1747,10 +1761,15 @@ impl Store {
                     }
                 }
                 // A gap: someone else's, unless a turn left open runs into it.
-                ChainKind::Begin if from.kind != ChainKind::Begin => others.extend(changed),
+                ChainKind::Begin if from.kind != ChainKind::Begin => {
+                    others.extend(changed);
+                    unseen_touched(&unseen, &mut unknown);
+                    unseen.clear();
+                }
                 ChainKind::Begin => {}
             }
         }
+        unseen_touched(&unseen, &mut unknown);
         if let Some(&ChainLink {
             tree: last,
             kind: ChainKind::End | ChainKind::Undo,
@@ -1767,7 +1786,7 @@ impl Store {
                 }
             }
         }
-        Ok(others)
+        Ok((others, unknown))
     }
 
     /// `Rewind-Other-Head:` lines naming every other session's head now: a turn's begin and
@@ -1924,11 +1943,13 @@ impl Store {
             .ref_target(&turn_ref(session, "blind", &record.turn)?)?
             .is_some();
         let unknown = others.unknown || blind;
-        let during: HashSet<ObjectId> = others.commits.into_iter().collect();
         let mut turn_commits = Vec::new();
-        // Open turns an undo rolled back meanwhile: open until that undo (its undo point).
+        // Open turns an undo rolled back meanwhile: open until that undo (its undo point),
+        // unless a redo gave the turn back since (open again, till now). Each session's
+        // commits come newest first, so a turn's latest undo or redo settles it.
         let mut rolled_back_at: HashMap<(String, String), ObjectId> = HashMap::new();
-        for &commit in &during {
+        let mut settled: HashSet<(String, String)> = HashSet::new();
+        for &commit in &others.commits {
             if kind_of(commit)? != ChainKind::Undo {
                 turn_commits.push(commit);
                 continue;
@@ -1941,12 +1962,21 @@ impl Store {
             // Only the session's latest turn: an older one left open was not being worked on.
             let session_of = self.record(commit)?.session;
             let latest = self.session_records(&session_of)?.pop().map(|r| r.turn);
+            let reopened = lines_with(message, REOPENED)
+                .filter_map(|rest| decode_id(rest.split_once_str(" ")?.0.to_str().ok()?));
+            for turn in reopened {
+                settled.insert((session_of.clone(), turn));
+            }
             for turn in rolled_back_in(message) {
-                if let (Some(point), true) = (point, latest.as_ref() == Some(&turn)) {
-                    rolled_back_at.insert((session_of.clone(), turn), point);
+                let key = (session_of.clone(), turn);
+                if let (Some(point), true) = (point, latest.as_ref() == Some(&key.1)) {
+                    if settled.insert(key.clone()) {
+                        rolled_back_at.insert(key, point);
+                    }
                 }
             }
         }
+        let during: HashSet<ObjectId> = others.commits.into_iter().collect();
         // A session's latest turn, if open, is its last commit but for undos and redos (made
         // while it was open). One an undo rolled back is over: `turn end` refuses it.
         for (_, head) in parse_other_heads(self.other_heads_lines(session)?.as_bytes()) {

@@ -161,6 +161,21 @@ fn q(b: &[u8]) -> String {
     s
 }
 
+/// `printf FORMAT` writing exactly `b` (NUL bytes included, which `$'...'` cannot hold).
+fn printf(b: &[u8]) -> String {
+    let mut s = String::from("printf '");
+    for &c in b {
+        match c {
+            b'%' => s.push_str("%%"),
+            b'\\' => s.push_str("\\\\"),
+            0x20..=0x7e if c != b'\'' => s.push(c as char),
+            _ => s.push_str(&format!("\\{c:03o}")),
+        }
+    }
+    s.push('\'');
+    s
+}
+
 fn qp(p: &Path) -> String {
     q(p.as_os_str().as_bytes())
 }
@@ -385,9 +400,11 @@ impl<'a> Model<'a> {
     // ---- user and agent actions ------------------------------------------------------------
 
     /// Makes room for a file at `rel`: non-directories on the way go, a directory there goes.
-    fn clear_way(&self, rel: &[u8]) {
+    /// Logged (`rm -rf`, `mkdir -p`) where it changes anything, so the log replays as a script.
+    fn clear_way(&mut self, rel: &[u8]) {
         let mut at = self.root.clone();
         let parts: Vec<&[u8]> = rel.split(|&b| b == b'/').collect();
+        let mut gone = Vec::new();
         for (i, part) in parts.iter().enumerate() {
             at.push(OsStr::from_bytes(part));
             let Ok(md) = at.symlink_metadata() else {
@@ -398,9 +415,24 @@ impl<'a> Model<'a> {
                 fs::remove_dir_all(&at).unwrap();
             } else if !md.is_dir() {
                 fs::remove_file(&at).unwrap();
+            } else {
+                continue;
             }
+            gone.push(q(
+                &rel[..parts[..=i].iter().map(|p| p.len() + 1).sum::<usize>() - 1]
+            ));
         }
-        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        if !gone.is_empty() {
+            self.log.push(format!("rm -rf {}", gone.join(" ")));
+        }
+        let parent = at.parent().unwrap();
+        if !parent.is_dir() {
+            fs::create_dir_all(parent).unwrap();
+            self.log.push(format!(
+                "mkdir -p {}",
+                qp(parent.strip_prefix(&self.root).unwrap())
+            ));
+        }
     }
 
     fn content(&mut self, rel: &[u8]) -> Vec<u8> {
@@ -447,8 +479,7 @@ impl<'a> Model<'a> {
                 let data = self.content(rel);
                 self.clear_way(rel);
                 fs::write(&path, &data).unwrap();
-                self.log
-                    .push(format!("printf %s {} > {}", q(&data), q(rel)));
+                self.log.push(format!("{} > {}", printf(&data), q(rel)));
             }
             8..=9 => {
                 if let Ok(md) = path.symlink_metadata() {
@@ -480,12 +511,13 @@ impl<'a> Model<'a> {
             }
             15 if self.on("big") => {
                 let mut data = filler(BIG, self.rng.below(26) as u8);
+                let period = String::from_utf8(data[..26].to_vec()).unwrap();
                 self.version += 1;
                 data.extend_from_slice(format!("v{}\n", self.version).as_bytes());
                 self.clear_way(rel);
                 fs::write(&path, &data).unwrap();
                 self.log.push(format!(
-                    "head -c {BIG} /dev/zero | tr '\\0' a > {} && echo v{} >> {}",
+                    "yes {period} | tr -d '\\n' | head -c {BIG} > {} && echo v{} >> {}",
                     q(rel),
                     self.version,
                     q(rel)
@@ -534,7 +566,7 @@ impl<'a> Model<'a> {
         let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
         fs::write(&path, &text).unwrap();
         self.log
-            .push(format!("printf %s {} > .gitignore", q(text.as_bytes())));
+            .push(format!("{} > .gitignore", printf(text.as_bytes())));
     }
 
     fn git_logged(&mut self, cwd: &Path, args: &[&OsStr]) {
@@ -632,10 +664,13 @@ impl<'a> Model<'a> {
                 let rule = self.pick(&["f.txt\n", "*.txt\n", "# none\n"]);
                 fs::create_dir_all(exclude.parent().unwrap()).unwrap();
                 fs::write(&exclude, rule).unwrap();
+                let shown = match found.is_dir() {
+                    true => "sub/.git/info/exclude",
+                    false => "../sub-git/info/exclude",
+                };
                 self.log.push(format!(
-                    "echo {} > {}",
+                    "mkdir -p \"$(dirname {shown})\" && echo {} > {shown}",
                     q(rule.trim().as_bytes()),
-                    exclude.display()
                 ));
             }
             Ok(found) => {
@@ -695,9 +730,7 @@ impl<'a> Model<'a> {
         };
         line.push_str(&format!("   # exit {:?}", run.code()));
         self.log.push(line);
-        if matches!(args.first().and_then(|a| a.to_str()), Some("undo" | "redo")) {
-            self.log.push(format!("#   {}", run.stdout.trim()));
-        }
+        self.log.push(format!("#   {}", run.stdout.trim()));
         assert_no_panic(&run);
         let json = (!run.stdout.trim().is_empty()).then(|| one_json(&run));
         if run.code() == Some(2) {

@@ -1386,3 +1386,60 @@ fn a_file_another_sessions_undo_changed_during_a_turn_is_shared() {
     assert_eq!(read(p, "b.txt").as_deref(), Some("b\n"));
     assert_eq!(read(p, "a.txt"), None);
 }
+
+/// Found by the two-session model (seed 23 at 400 steps): another session's open turn that
+/// an undo rolled back and a redo gave back was counted open only until that undo. A file it
+/// announced and wrote after the redo became the other turn's own, and that turn's undo
+/// deleted it.
+#[test]
+fn a_turn_a_redo_gave_back_still_overlaps_the_turns_open_beside_it() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "base.txt", "base\n");
+    store.begin_turn("A", "1").unwrap();
+    store.begin_turn("B", "1").unwrap();
+    store.track_file("B", "1", "early.txt").unwrap();
+    write_file(p, "early.txt", "B's first\n");
+    let rolled = store.undo("B", &Default::default()).unwrap();
+    assert_eq!(strings(&rolled.deleted), set(&["early.txt"]));
+    store.redo("B", &Default::default()).unwrap();
+    store.track_file("B", "1", "b.txt").unwrap();
+    write_file(p, "b.txt", "B's\n");
+    store.track_file("A", "1", "a.txt").unwrap();
+    write_file(p, "a.txt", "A's\n");
+    let end = store.end_turn("A", "1").unwrap();
+    assert_eq!(
+        origins(&end.files),
+        BTreeMap::from([("a.txt".to_string(), Origin::Announced)]),
+        "b.txt is B's: B's turn is open again"
+    );
+    let undone = store.undo("A", &Default::default()).unwrap();
+    assert_eq!(strings(&undone.deleted), set(&["a.txt"]), "{undone:?}");
+    assert_eq!(read(p, "b.txt").as_deref(), Some("B's\n"));
+}
+
+/// Found by the two-session model (seed 23 at 400 steps): a turn replaced a file with one
+/// over the size cap, which its "after" left out (so the turn reads as a deletion), and
+/// someone removed that file since. The undo wrote the old file back as if nothing had
+/// changed since the turn; what stood there was never known, so it is left alone now.
+#[test]
+fn an_undo_leaves_alone_a_file_the_turns_after_left_out_and_someone_removed_since() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "y.bin", "small\n");
+    write_file(p, "k.txt", "keep\n");
+    store.begin_turn("A", "1").unwrap();
+    fs::remove_file(p.join("y.bin")).unwrap();
+    store.track(&Default::default()).unwrap(); // someone's snapshot without it: a file there now is a new one
+    fs::write(p.join("y.bin"), vec![b'x'; 3 << 20]).unwrap();
+    write_file(p, "k.txt", "agent\n");
+    let end = store.end_turn("A", "1").unwrap();
+    let left_out: Vec<String> = end.skipped.iter().map(|s| s.path.to_string()).collect();
+    assert_eq!(left_out, ["y.bin"]);
+    fs::remove_file(p.join("y.bin")).unwrap(); // the user, after the turn
+    let undone = store.undo("A", &Default::default()).unwrap();
+    assert_eq!(strings(&undone.written), set(&["k.txt"]), "{undone:?}");
+    assert_eq!(strings(&undone.conflicts), set(&["y.bin"]), "{undone:?}");
+    assert!(!p.join("y.bin").exists(), "nothing written at y.bin");
+    assert_eq!(read(p, "k.txt").as_deref(), Some("keep\n"));
+}
