@@ -1138,10 +1138,6 @@ impl Store {
             if touched.binary_search(&change.path).is_err() {
                 continue; // not the agent's: edits between turns by someone else stay
             }
-            if (!force || options.merge) && others.contains(&change.path) {
-                around_others(&mut d, &change.path, change.before, change.after)?;
-                continue;
-            }
             let mut unseen = false;
             for (before, sight) in &mut later_sights {
                 unseen |= side_at(&repo, *before, change.path.as_bstr())?.is_none()
@@ -1150,6 +1146,9 @@ impl Store {
             match (unseen, change.after) {
                 (true, None) => out_of_view.push(change.path.clone()),
                 (true, Some(_)) if !force => d.conflicts.push(change.path.clone()),
+                _ if (!force || options.merge) && others.contains(&change.path) => {
+                    around_others(&mut d, &change.path, change.before, change.after)?
+                }
                 _ => d.changes.push(change),
             }
         }
@@ -1714,9 +1713,11 @@ impl Store {
     /// undo) commit and the next turn's begin, and after the last end (or undo) until
     /// `current`, unless the content is again the session's last word on the path (what the
     /// last turn or undo that changed it left there). An open turn's changes are its own.
-    /// Second, the paths of `touched` that a turn's "after" left out (too large, say): what
+    /// Second, the paths of `touched` that the last turn's "after" before a gap, or before now,
+    /// could not see (ignored then, or left out for size or type) and no undo wrote since: what
     /// stood there is unknown, so no later state can be told the session's, nor merged.
-    /// Costs one tree diff per chain commit.
+    /// Costs one tree diff per chain commit, and a look at the rules per touched path absent
+    /// from such an "after".
     fn changed_by_others(
         &self,
         chain: &[ChainLink],
@@ -1727,12 +1728,26 @@ impl Store {
         let mut others = HashSet::new();
         // For each path, the tree of the last end or undo commit that changed it.
         let mut last_word: HashMap<BString, ObjectId> = HashMap::new();
-        // The left-out paths of the last end's "after", less what undos since wrote.
-        let mut unseen: Vec<BString> = Vec::new();
+        // The last end's "after", and the paths undos wrote since.
+        let mut last_end: Option<ObjectId> = None;
+        let mut written_since: HashSet<BString> = HashSet::new();
         let mut unknown = HashSet::new();
-        let unseen_touched = |unseen: &[BString], unknown: &mut HashSet<BString>| {
-            let within = |p: &BString| unseen.iter().any(|u| is_within(p.as_ref(), u.as_ref()));
-            unknown.extend(touched.iter().filter(|p| within(p)).cloned());
+        let mut unseen_in = |after: Option<ObjectId>, written: &HashSet<BString>| -> Result<()> {
+            let Some(after) = after else { return Ok(()) };
+            let mut sight = None;
+            for path in touched.iter().filter(|p| !written.contains(*p)) {
+                if side_at(&repo, after, path.as_ref())?.is_some() {
+                    continue;
+                }
+                let sight = match &mut sight {
+                    Some(sight) => sight,
+                    None => sight.insert(self.visibility(after, None)?),
+                };
+                if !sight.can_see(&repo, path.as_ref())? {
+                    unknown.insert(path.clone());
+                }
+            }
+            Ok(())
         };
         for pair in chain.windows(2) {
             let (from, to) = (&pair[0], &pair[1]);
@@ -1749,11 +1764,11 @@ impl Store {
                             _ => last_word.insert(path, to.tree).is_some(),
                         };
                     }
-                    unseen = self.recorded_left_out(to.tree)?;
+                    (last_end, written_since) = (Some(to.tree), HashSet::new());
                 }
                 ChainKind::Undo => {
                     for path in changed {
-                        unseen.retain(|u| *u != path);
+                        written_since.insert(path.clone());
                         match to.merged.contains(&path) {
                             true => others.insert(path),
                             false => last_word.insert(path, to.tree).is_some(),
@@ -1763,13 +1778,12 @@ impl Store {
                 // A gap: someone else's, unless a turn left open runs into it.
                 ChainKind::Begin if from.kind != ChainKind::Begin => {
                     others.extend(changed);
-                    unseen_touched(&unseen, &mut unknown);
-                    unseen.clear();
+                    unseen_in(last_end.take(), &written_since)?;
                 }
                 ChainKind::Begin => {}
             }
         }
-        unseen_touched(&unseen, &mut unknown);
+        unseen_in(last_end, &written_since)?;
         if let Some(&ChainLink {
             tree: last,
             kind: ChainKind::End | ChainKind::Undo,

@@ -394,19 +394,6 @@ impl Store {
         })
     }
 
-    /// The paths the record of snapshot `tree` names as left out (at any take of it); none
-    /// if it has no record. Costs a ref read and a commit read.
-    pub(crate) fn recorded_left_out(&self, tree: ObjectId) -> Result<Vec<BString>> {
-        let Some(record) = self.ref_target(&snapshot_record(tree))? else {
-            return Ok(Vec::new());
-        };
-        let repo = self.repo();
-        let object = repo
-            .find_commit(record)
-            .map_err(|e| Error::store(self.git_dir(), e))?;
-        Ok(parse_left_out(object.message_raw_sloppy()))
-    }
-
     /// The `Rewind-Left-Out:`, `Rewind-Mode:` and `Rewind-Nested:` lines of commit `record`,
     /// as they are.
     pub(crate) fn recorded_left_out_lines(&self, record: ObjectId) -> Result<String> {

@@ -1443,3 +1443,26 @@ fn an_undo_leaves_alone_a_file_the_turns_after_left_out_and_someone_removed_sinc
     assert!(!p.join("y.bin").exists(), "nothing written at y.bin");
     assert_eq!(read(p, "k.txt").as_deref(), Some("keep\n"));
 }
+
+/// Found by the model (seed 8 at 400 steps): a turn added `x` to `.gitignore`, so its "after"
+/// could not see `x` and the turn reads as deleting it; the file stayed on disk. Someone then
+/// wrote `x` and moved it away. The undo saw no change since the turn (absent then, absent
+/// now) and wrote the old `x` back. What stood at a path the "after" could not see is
+/// unknown, so the undo leaves it alone.
+#[test]
+fn an_undo_leaves_alone_a_file_the_turn_ignored_and_someone_moved_away_since() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "x", "before the turn\n");
+    store.begin_turn("A", "1").unwrap();
+    write_file(p, ".gitignore", "x\n");
+    let end = store.end_turn("A", "1").unwrap();
+    assert!(origins(&end.files).contains_key("x"), "{end:?}");
+    write_file(p, "x", "the user's\n");
+    fs::rename(p.join("x"), p.join("y")).unwrap();
+    let undone = store.undo("A", &Default::default()).unwrap();
+    assert_eq!(strings(&undone.deleted), set(&[".gitignore"]), "{undone:?}");
+    assert_eq!(strings(&undone.conflicts), set(&["x"]), "{undone:?}");
+    assert_eq!(read(p, "x"), None, "nothing written at x");
+    assert_eq!(read(p, "y").as_deref(), Some("the user's\n"));
+}
