@@ -1585,7 +1585,11 @@ impl<'a> Model<'a> {
             }
             return self.round_trip(&op, &o, &before);
         }
-        let changed = changed_paths(&before, &after);
+        // What it changed, and what it wrote with the bytes already there (a file it could
+        // not see before, say): its chain names those too, and a redo may put them back.
+        let mut changed = changed_paths(&before, &after);
+        let reported = o.written.iter().chain(&o.deleted);
+        changed.extend(reported.map(|r| path_named(r, &before, &after)));
         let at = |l: &Listing| -> BTreeMap<PathBuf, Option<Ver>> {
             changed
                 .iter()
@@ -1743,9 +1747,18 @@ impl<'a> Model<'a> {
             self.turns[i].rolled_back = false;
             self.turns[i].left_alone = false;
             // A turn given back before it ended starts again from the project as the redo found
-            // it.
+            // it; the session's latest is open again (`turn end` ends it), beside any other open.
             if !self.turns[i].ended {
                 self.turns[i].begin = before.clone();
+                let latest = self.turns.iter().rposition(|t| t.session == session) == Some(i);
+                if latest && !self.open.contains_key(session) {
+                    self.stale.remove(session);
+                    for &o in self.open.values() {
+                        self.turns[o].overlapped = true;
+                    }
+                    self.turns[i].overlapped |= !self.open.is_empty() || !self.stale.is_empty();
+                    self.open.insert(session, i);
+                }
             }
         }
         self.round_trip(&op, &o, &before);
