@@ -29,7 +29,10 @@
 //!
 //! Seeds: fixed by default, `REWIND_TEST_SEED=<n>` replays another one; `REWIND_MODEL_STEPS=<n>`
 //! runs longer. `REWIND_MODEL_SKIP=ignore,git,...` (bug hunting only) leaves action classes out;
-//! `REWIND_MODEL_KEEP_GOING=1` lists every violation instead of stopping at the first.
+//! `REWIND_MODEL_KEEP_GOING=1` lists every violation instead of stopping at the first. A
+//! violation prints the actions so far as a shell script, each rewind command's output beside
+//! it as a comment: `tests/replay-model-log.sh <the test's output> [lines]` runs it without
+//! the harness (the project and store as they were just before any step).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
