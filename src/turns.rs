@@ -912,6 +912,10 @@ impl Store {
                 if record.ended_at.is_none() && !rolled_back {
                     record = self.as_reopened(&session, record)?;
                 }
+                // Listed open (no "after") until it ends, even once its session went on.
+                if record.ended_at.is_none() {
+                    record.after = None;
+                }
                 let changed = match record.after {
                     None => Vec::new(),
                     Some(after) => {
@@ -1233,6 +1237,9 @@ impl Store {
     /// redo gave it back after an undo rolled it back. Costs a commit read per commit of the
     /// session's chain since the turn began.
     fn as_reopened(&self, session: &str, mut record: Record) -> Result<Record> {
+        if record.after.is_some() {
+            return Ok(record); // ended (its "before" names the reopening), or left open for good
+        }
         let turn = encode_id("turn", &record.turn)?;
         let head = self.ref_target(&session_ref(session, "head")?)?;
         let (walked, _) = self.chain_back(head, Some(record.begin))?;
@@ -1530,7 +1537,7 @@ impl Store {
             };
             // An open turn given back starts again from the project as the redo found it: what
             // changed while it was rolled back (the user's edits) is not its work.
-            for record in records.iter().filter(|r| r.ended_at.is_none()) {
+            for record in records.iter().filter(|r| r.after.is_none()) {
                 if given_back(&record.turn) && rolled_back.contains(&record.turn) {
                     let turn = encode_id("turn", &record.turn)?;
                     redid.push_str(&format!("{REOPENED}{turn} {}\n", outcome.undo));
@@ -2119,6 +2126,11 @@ impl Store {
     ) -> Result<Vec<(BString, Origin)>> {
         let repo = self.repo();
         let changes = match record.after {
+            // Left open, then its session began another: it ended where that one began.
+            Some(after) if record.ended_at.is_none() => {
+                let changes = tree_changes(&repo, self.trees(), record.before, after)?;
+                self.attribute(session, record, changes, after)?
+            }
             Some(after) => {
                 let (object, _) = commit_and_tree(&repo, record.commit)?;
                 if let Some(files) = parse_files(object.message_raw_sloppy()) {
@@ -3148,6 +3160,13 @@ impl Store {
                     r.started_at,
                 )
             });
+            // A turn left open when its session began another (a runtime that died, say)
+            // ended there: what changed after the next one began is not its work.
+            for i in 1..records.len() {
+                if records[i - 1].after.is_none() {
+                    records[i - 1].after = Some(records[i].before);
+                }
+            }
             sessions.push((session, records));
         }
         Ok((sessions, on_chains))

@@ -1466,3 +1466,40 @@ fn an_undo_leaves_alone_a_file_the_turn_ignored_and_someone_moved_away_since() {
     assert_eq!(read(p, "x"), None, "nothing written at x");
     assert_eq!(read(p, "y").as_deref(), Some("the user's\n"));
 }
+
+/// Found by the two-session model (seed 20 at 400 steps): a turn left open when its session
+/// began another (a runtime that died) counted as open till now. Both turns were undone and the
+/// first undo redone, which reopened the old turn from the project as the redo found it, with
+/// a file the user had made meanwhile. The user then deleted that file, and `undo --last` took
+/// the old turn from its new "before" and wrote the file back. Such a turn ended where the next
+/// one began, and a redo gives it back without reopening it.
+#[test]
+fn a_turn_left_open_when_its_session_went_on_ended_where_the_next_began() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "base.txt", "base\n");
+    store.begin_turn("A", "1").unwrap();
+    write_file(p, "a.txt", "turn 1\n"); // and the runtime dies: turn 1 never ends
+    store.begin_turn("A", "2").unwrap();
+    write_file(p, "b.txt", "turn 2\n");
+    let from = |turn: &str| rewind::UndoOptions {
+        turn: Some(turn.into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        strings(&store.undo("A", &from("2")).unwrap().deleted),
+        set(&["b.txt"])
+    );
+    assert_eq!(
+        strings(&store.undo("A", &from("1")).unwrap().deleted),
+        set(&["a.txt"])
+    );
+    write_file(p, "x.txt", "the user's\n");
+    let back = store.redo("A", &Default::default()).unwrap();
+    assert_eq!(strings(&back.written), set(&["a.txt"]));
+    fs::remove_file(p.join("x.txt")).unwrap();
+    let undone = store.undo_last("A", false).unwrap();
+    assert_eq!(strings(&undone.deleted), set(&["a.txt"]), "{undone:?}");
+    assert_eq!(read(p, "x.txt"), None, "the user's deletion stays");
+    assert_eq!(read(p, "base.txt").as_deref(), Some("base\n"));
+}
