@@ -404,6 +404,15 @@ fn rolled_back_in(message: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// The refusal to work in turn `turn` of `session`, left open when the session began another.
+fn superseded_error(session: &str, turn: &str) -> Error {
+    Error::Turn {
+        session: session.into(),
+        turn: turn.into(),
+        reason: "was left open when its session began another turn, and ended there",
+    }
+}
+
 /// Whether `message` is an undo's written before its files changed whose run was stopped.
 fn is_unfinished(message: &[u8]) -> bool {
     message.lines().any(|line| line == UNFINISHED.as_bytes())
@@ -729,6 +738,7 @@ impl Locked<'_> {
                     turn: turn.into(),
                     reason: "was undone while open; begin a new turn",
                 }),
+                None if self.superseded(session, commit)? => Err(superseded_error(session, turn)),
                 None => Ok((
                     TurnStart {
                         before: SnapshotId(record.before),
@@ -805,6 +815,11 @@ impl Store {
                 turn: turn.into(),
                 reason: "has ended already",
             });
+        }
+        // Left open when its session began another: it ended there, and what changed since
+        // is the later turns' and others'.
+        if locked.superseded(session, record.begin)? {
+            return Err(superseded_error(session, turn));
         }
         // An undo rolled the open turn back: what changed since is the undo's, not the agent's.
         if self
@@ -991,7 +1006,7 @@ impl Store {
         // own work when it ends (and come back with its undo): only an undo of the open turn
         // whole (from it or an earlier one, every file) may run while it is open.
         let whole = only.is_none() && (!options.only || start + 1 == records.len());
-        if let Some(open) = records.iter().find(|r| r.ended_at.is_none()) {
+        if let Some(open) = records.iter().find(|r| r.after.is_none()) {
             let rolled_back = locked
                 .ref_target(&turn_ref(session, "rolled-back", &open.turn)?)?
                 .is_some();
@@ -1253,6 +1268,41 @@ impl Store {
         Ok(record)
     }
 
+    /// Whether the open turn begun at commit `begin` was left open when `session` began
+    /// another turn (so it ended there): the session's last commit but for undos and redos is
+    /// not `begin`. Costs a commit read per commit walked.
+    fn superseded(&self, session: &str, begin: ObjectId) -> Result<bool> {
+        let repo = self.repo();
+        let mut next = self.ref_target(&session_ref(session, "head")?)?;
+        while let Some(commit) = next.filter(|c| *c != begin) {
+            let (object, _) = commit_and_tree(&repo, commit)?;
+            if ChainKind::of(object.message_raw_sloppy()) != ChainKind::Undo {
+                return Ok(true);
+            }
+            next = object.parent_ids().next().map(|id| id.detach());
+        }
+        Ok(false)
+    }
+
+    /// The undo point of the undo that rolled back turn `record` of `session` while it was
+    /// its session's open turn (before the next turn began), if one did. Costs a commit read
+    /// per commit of the session's chain since the turn began.
+    fn rolled_back_while_open(&self, session: &str, record: &Record) -> Result<Option<ObjectId>> {
+        let head = self.ref_target(&session_ref(session, "head")?)?;
+        let (walked, _) = self.chain_back(head, Some(record.begin))?;
+        for (_, message) in walked.iter().rev() {
+            match ChainKind::of(message) {
+                ChainKind::Undo if rolled_back_in(message).contains(&record.turn) => {
+                    let point = lines_with(message, UNDO_POINT).next();
+                    return Ok(point.and_then(|hex| ObjectId::from_hex(hex).ok()));
+                }
+                ChainKind::Begin => return Ok(None),
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
     /// The commits from `from` back along first parents, newest first, with their messages,
     /// up to `stop` (not included) or the root; and whether `stop` was met. Costs a commit read
     /// per commit walked.
@@ -1431,8 +1481,8 @@ impl Store {
         let from = locked.record(undo)?.turn;
         let from_index = records.iter().position(|r| r.turn == from);
         for (index, record) in records.iter().enumerate() {
-            if record.ended_at.is_some() {
-                continue;
+            if record.after.is_some() {
+                continue; // ended, or left open when the session went on (ended there)
             }
             let undid_it = from_index.is_some_and(|from| from <= index)
                 && locked.chain_reaches(undo, record.begin)?;
@@ -2126,8 +2176,12 @@ impl Store {
     ) -> Result<Vec<(BString, Origin)>> {
         let repo = self.repo();
         let changes = match record.after {
-            // Left open, then its session began another: it ended where that one began.
-            Some(after) if record.ended_at.is_none() => {
+            // Left open, then its session began another: it ended where that one began, or
+            // where an undo rolled it back before that.
+            Some(next) if record.ended_at.is_none() => {
+                let after = self
+                    .rolled_back_while_open(session, record)?
+                    .unwrap_or(next);
                 let changes = tree_changes(&repo, self.trees(), record.before, after)?;
                 self.attribute(session, record, changes, after)?
             }

@@ -1503,3 +1503,71 @@ fn a_turn_left_open_when_its_session_went_on_ended_where_the_next_began() {
     assert_eq!(read(p, "x.txt"), None, "the user's deletion stays");
     assert_eq!(read(p, "base.txt").as_deref(), Some("base\n"));
 }
+
+/// Found by the hostile pass over the rule above (r52): the turn left open could still be
+/// ended late, and its end took a later turn's and the user's edits as its own, which
+/// `undo --only` then overwrote; it also blocked `redo` and `undo --only` as "open". Now it
+/// can be neither announced into nor ended, and it blocks nothing.
+#[test]
+fn a_turn_left_open_when_its_session_went_on_can_be_neither_ended_nor_in_the_way() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a.txt", "a\n");
+    write_file(p, "b.txt", "b\n");
+    store.begin_turn("A", "1").unwrap();
+    write_file(p, "a.txt", "a\nturn 1\n");
+    store.begin_turn("A", "2").unwrap();
+    write_file(p, "b.txt", "b\nturn 2\n");
+    store.end_turn("A", "2").unwrap();
+    let refused = |r: rewind::Result<_>| matches!(r, Err(rewind::Error::Turn { .. }));
+    assert!(refused(store.end_turn("A", "1").map(|_| ())));
+    assert!(refused(store.track_file("A", "1", "x.txt").map(|_| ())));
+    assert!(refused(store.begin_turn("A", "1").map(|_| ())));
+    let last = store.undo_last("A", false).unwrap();
+    assert_eq!(strings(&last.written), set(&["b.txt"]));
+    let back = store.redo("A", &Default::default()).unwrap();
+    assert_eq!(strings(&back.written), set(&["b.txt"]));
+    let only = rewind::UndoOptions {
+        turn: Some("1".into()),
+        only: true,
+        ..Default::default()
+    };
+    let undone = store.undo("A", &only).unwrap();
+    assert_eq!(strings(&undone.written), set(&["a.txt"]), "{undone:?}");
+    assert_eq!(read(p, "a.txt").as_deref(), Some("a\n"));
+    assert_eq!(read(p, "b.txt").as_deref(), Some("b\nturn 2\n"));
+}
+
+/// Found by the same pass (r52): a turn rolled back while open, then a later turn, then a
+/// redo that gave the first turn's work back; an undo from the first turn left that work in
+/// place and said nothing. The turn ended where the undo rolled it back.
+#[test]
+fn an_undo_takes_back_the_work_a_redo_gave_back_to_a_turn_rolled_back_while_open() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a.txt", "a\n");
+    write_file(p, "b.txt", "b\n");
+    store.begin_turn("A", "1").unwrap();
+    write_file(p, "a.txt", "a\nturn 1\n");
+    assert_eq!(
+        strings(&store.undo_last("A", false).unwrap().written),
+        set(&["a.txt"])
+    );
+    store.begin_turn("A", "2").unwrap();
+    write_file(p, "b.txt", "b\nturn 2\n");
+    store.end_turn("A", "2").unwrap();
+    let back = store.redo("A", &Default::default()).unwrap();
+    assert_eq!(strings(&back.written), set(&["a.txt"]));
+    let from_1 = rewind::UndoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    let undone = store.undo("A", &from_1).unwrap();
+    assert_eq!(
+        strings(&undone.written),
+        set(&["a.txt", "b.txt"]),
+        "{undone:?}"
+    );
+    assert_eq!(read(p, "a.txt").as_deref(), Some("a\n"));
+    assert_eq!(read(p, "b.txt").as_deref(), Some("b\n"));
+}
