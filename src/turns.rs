@@ -1800,7 +1800,8 @@ impl Store {
                     Some(sight) => sight,
                     None => sight.insert(self.visibility(after, None)?),
                 };
-                if !sight.can_see(&repo, path.as_ref())? {
+                if !sight.can_see(&repo, path.as_ref())? && !sight.tracked_by_project(path.as_ref())
+                {
                     unknown.insert(path.clone());
                 }
             }

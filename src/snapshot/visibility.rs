@@ -246,6 +246,12 @@ impl Visibility {
         Ok(true)
     }
 
+    /// Whether the project's own git index tracks the file at `path` now (a snapshot never
+    /// leaves such a file out for being ignored). Costs a read of the index, once.
+    pub(crate) fn tracked_by_project(&self, path: &BStr) -> bool {
+        self.excludes[BStr::new("")].is_tracked(path)
+    }
+
     /// Load the rules from outside the nested repository at `root` if not yet loaded (the
     /// project's are); `false` when its path cannot be named on this system (nothing below it
     /// is then seen). Costs [`Excludes::nested`] once per repository.

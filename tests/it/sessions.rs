@@ -1571,3 +1571,32 @@ fn an_undo_takes_back_the_work_a_redo_gave_back_to_a_turn_rolled_back_while_open
     assert_eq!(read(p, "a.txt").as_deref(), Some("a\n"));
     assert_eq!(read(p, "b.txt").as_deref(), Some("b\n"));
 }
+
+/// Found in review of the rule above: a turn deleted a file that the user's git index tracks
+/// though `.gitignore` names it (snapshots keep such files). Its "after" read as not seeing
+/// the path, so the undo left it alone instead of bringing it back.
+#[test]
+fn an_undo_brings_back_an_ignored_file_the_users_git_index_tracks() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, ".gitignore", "f\n");
+    write_file(p, "f", "tracked though ignored\n");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(p)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-f", "f", ".gitignore"]);
+    store.begin_turn("A", "1").unwrap();
+    fs::remove_file(p.join("f")).unwrap();
+    let end = store.end_turn("A", "1").unwrap();
+    assert!(origins(&end.files).contains_key("f"), "{end:?}");
+    let undone = store.undo("A", &Default::default()).unwrap();
+    assert_eq!(strings(&undone.written), set(&["f"]), "{undone:?}");
+    assert_eq!(read(p, "f").as_deref(), Some("tracked though ignored\n"));
+}
