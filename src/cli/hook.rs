@@ -198,19 +198,18 @@ fn handle_turns(
         .prompt
         .as_deref()
         .filter(|_| event == Some(Event::Prompt));
-    let left_open = turns.iter().any(|t| t.ended_at.is_none() && !t.rolled_back);
-    // Turns left open: the agent was interrupted (no stop hook runs then), or it crashed.
-    // What they did is theirs, so they end now; one an undo rolled back cannot end and stays.
-    // A prompt running rewind's own command leaves them to its undo, which refuses one that
-    // changed files (what changed since the interrupt may be the user's).
-    if !prompt.is_some_and(runs_rewind_command) {
-        for turn in turns
-            .iter()
-            .filter(|t| t.ended_at.is_none() && !t.rolled_back)
-        {
-            end_turn(agent, global, store, &payload.session, turn)?;
-        }
+    // The turn left open (only the latest can be: an older one ended where the next began):
+    // the agent was interrupted (no stop hook runs then), or it crashed. What it did is its
+    // own, so it ends now; one an undo rolled back cannot end and stays. A prompt running
+    // rewind's own command leaves it to its undo, which refuses one that changed files (what
+    // changed since the interrupt may be the user's).
+    let left_open = turns
+        .last()
+        .filter(|t| t.ended_at.is_none() && !t.rolled_back);
+    if let Some(turn) = left_open.filter(|_| !prompt.is_some_and(runs_rewind_command)) {
+        end_turn(agent, global, store, &payload.session, turn)?;
     }
+    let left_open = left_open.is_some();
     // A stop ended the open turn above (a stop again while `stop_hook_active`, or without a
     // begin, finds none). A prompt that is only rewind's own command is no turn of the agent;
     // one with more instructions is, unless a turn is still open (its work goes there).
@@ -286,10 +285,10 @@ pub(crate) fn set_open_turn_aside(
     refuse_changed: bool,
 ) -> rewind::Result<Option<Aside>> {
     let turns = store.turns(Some(session))?;
+    // (Only the latest can be open: one left open when the session went on ended there.)
     let open = turns
-        .iter()
-        .rev()
-        .find(|t| t.ended_at.is_none() && !t.rolled_back);
+        .last()
+        .filter(|t| t.ended_at.is_none() && !t.rolled_back);
     let Some(open) = open else {
         return Ok(None);
     };

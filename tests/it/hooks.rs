@@ -1686,6 +1686,27 @@ fn undo_last_session_during_an_open_turn_leaves_that_turns_edits() {
     assert_eq!(text(&p, "a.txt").unwrap(), "2\n");
 }
 
+/// Found in review of "a turn left open when its session went on ended where the next began":
+/// `undo --last-session` took such an older turn for the session's open one and refused, as
+/// if the agent were still at work in it. Only the session's latest turn can be open.
+#[test]
+fn undo_last_session_passes_a_turn_left_open_before_the_sessions_last_turn() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n").file("b.txt", "1\n");
+    let turn = |args: &[&str]| {
+        p.rewind([&["turn"], args].concat()).assert_success();
+    };
+    turn(&["begin", "--session", "A", "--turn", "1"]);
+    p.file("a.txt", "2\n"); // and the runtime dies: turn 1 never ends
+    turn(&["begin", "--session", "A", "--turn", "2"]);
+    p.file("b.txt", "2\n");
+    turn(&["end", "--session", "A", "--turn", "2"]);
+    p.rewind(["undo", "--last-session"]).assert_success();
+    assert_eq!(text(&p, "b.txt").unwrap(), "1\n");
+    assert_eq!(text(&p, "a.txt").unwrap(), "2\n");
+}
+
 /// Found by the issue-15 hostile pass: after an interrupt (no `Stop` runs), a hand edit, then
 /// `/rewind-undo`: the prompt ended the interrupted turn with the hand edit in it, and the undo
 /// reverted the hand edit. No hook marks the interrupt, so the agent's edits and the user's
