@@ -1103,7 +1103,10 @@ impl Store {
                                  target: Option<Side>|
          -> Result<()> {
             let turns = &changed_by[path];
-            let reversed = match during.contains(path) {
+            // (A file on disk that the project's snapshot cannot see now, ignored say, is
+            // never written: no merge of it either.)
+            let unseen_now = || now.is_none() && locked.on_disk(path);
+            let reversed = match during.contains(path) || unseen_now() {
                 true => Reversed::Conflict {
                     hunks: Vec::new(),
                     markers: None,

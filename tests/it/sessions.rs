@@ -1600,3 +1600,46 @@ fn an_undo_brings_back_an_ignored_file_the_users_git_index_tracks() {
     assert_eq!(strings(&undone.written), set(&["f"]), "{undone:?}");
     assert_eq!(read(p, "f").as_deref(), Some("tracked though ignored\n"));
 }
+
+/// Found by the r52 hostile pass: after `undo --force` and its redo, a file the turn had
+/// hidden (ignored) and the user had edited was a conflict said to be `mergeable`, and
+/// `--merge` then left it alone all the same, with no details. A file the project's snapshot
+/// cannot see now is never written, so no merge of it is offered.
+#[test]
+fn a_file_the_project_cannot_see_now_is_never_offered_as_mergeable() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a.txt", "a\n");
+    write_file(p, "secret.txt", "v0\n");
+    store.begin_turn("A", "1").unwrap();
+    write_file(p, "secret.txt", "v1\n");
+    write_file(p, ".gitignore", "secret.txt\n");
+    write_file(p, "a.txt", "a\nturn 1\n");
+    store.end_turn("A", "1").unwrap();
+    write_file(p, "secret.txt", "the user's\n");
+    let forced = rewind::UndoOptions {
+        force: true,
+        ..Default::default()
+    };
+    store.undo("A", &forced).unwrap();
+    store.redo("A", &Default::default()).unwrap();
+    assert_eq!(read(p, "secret.txt").as_deref(), Some("the user's\n"));
+    for merge in [false, true] {
+        let options = rewind::UndoOptions {
+            merge,
+            dry_run: !merge,
+            ..Default::default()
+        };
+        let undone = store.undo("A", &options).unwrap();
+        assert_eq!(
+            strings(&undone.conflicts),
+            set(&["secret.txt"]),
+            "{undone:?}"
+        );
+        let details: Vec<(String, bool)> = (undone.conflict_details.iter())
+            .map(|c| (c.file.to_string(), c.mergeable))
+            .collect();
+        assert_eq!(details, [("secret.txt".to_string(), false)], "{undone:?}");
+    }
+    assert_eq!(read(p, "secret.txt").as_deref(), Some("the user's\n"));
+}
