@@ -3219,10 +3219,12 @@ impl Store {
                 )
             });
             // A turn left open when its session began another (a runtime that died, say)
-            // ended there: what changed after the next one began is not its work.
+            // ended there: what changed after the next one began is not its work. (The next
+            // one's begin commit holds that point; a redo may have given it a later "before".)
             for i in 1..records.len() {
                 if records[i - 1].after.is_none() {
-                    records[i - 1].after = Some(records[i].before);
+                    let (_, began) = commit_and_tree(&self.repo(), records[i].begin)?;
+                    records[i - 1].after = Some(began);
                 }
             }
             sessions.push((session, records));

@@ -1643,3 +1643,32 @@ fn a_file_the_project_cannot_see_now_is_never_offered_as_mergeable() {
     }
     assert_eq!(read(p, "secret.txt").as_deref(), Some("the user's\n"));
 }
+
+/// Found by the r53 hostile pass: a turn left open ended where the next turn began, but that
+/// point was read from the next turn's "before", which a redo that gave the next turn back
+/// moves to the project as the redo found it. A file the user made meanwhile became the old
+/// turn's, and `undo --only` of it deleted the file. The point is the next turn's begin.
+#[test]
+fn a_turn_left_open_ends_where_the_next_first_began_though_a_redo_gave_that_one_back() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a.txt", "a\n");
+    store.begin_turn("A", "1").unwrap();
+    write_file(p, "a.txt", "a1\n"); // and the runtime dies: turn 1 never ends
+    store.begin_turn("A", "2").unwrap();
+    write_file(p, "a2.txt", "turn 2\n");
+    store.undo_last("A", false).unwrap();
+    write_file(p, "u.txt", "the user's notes\n");
+    store.redo("A", &Default::default()).unwrap();
+    store.end_turn("A", "2").unwrap();
+    let only = rewind::UndoOptions {
+        turn: Some("1".into()),
+        only: true,
+        ..Default::default()
+    };
+    let undone = store.undo("A", &only).unwrap();
+    assert_eq!(strings(&undone.written), set(&["a.txt"]), "{undone:?}");
+    assert!(undone.deleted.is_empty(), "{undone:?}");
+    assert_eq!(read(p, "u.txt").as_deref(), Some("the user's notes\n"));
+    assert_eq!(read(p, "a2.txt").as_deref(), Some("turn 2\n"));
+}
