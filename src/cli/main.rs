@@ -556,7 +556,8 @@ fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
 /// The session's last ended turn that changed files of its own (not only files another
 /// session changed meanwhile, which its undo leaves alone) and is not rolled back (with
 /// `force`, any that changed files, rolled back or not: `--force` takes that turn again and
-/// overwrites what it left alone). Reads the session's turns.
+/// overwrites what it left alone); a turn left open before the session's last counts as
+/// ended. Reads the session's turns, and costs a dry-run undo per turn left open.
 fn last_changing_turn(
     store: &rewind::Store,
     session: &str,
@@ -567,11 +568,25 @@ fn last_changing_turn(
         let theirs = [rewind::Origin::Shared, rewind::Origin::Other];
         t.changed.iter().any(|f| !theirs.contains(&f.origin))
     };
-    let mut changing = turns
-        .into_iter()
-        .filter(|t| t.ended_at.is_some() && (force || !t.rolled_back))
-        .filter(|t| (force && t.files > 0) || own(t));
-    Ok(changing.next_back().map(|t| t.turn))
+    // (One left open before the last turn ended where the next began; it lists no files, so
+    // what undoing from it would write or delete tells.)
+    let left_open = |t: &rewind::Turn| -> rewind::Result<bool> {
+        let preview = hook::undo_preview(store, t)?;
+        Ok(!preview.written.is_empty() || !preview.deleted.is_empty())
+    };
+    let last = turns.len().saturating_sub(1);
+    for (index, t) in turns.iter().enumerate().rev() {
+        let changed = match t.ended_at {
+            _ if t.rolled_back && !force => false,
+            Some(_) => (force && t.files > 0) || own(t),
+            None if index < last => left_open(t)?,
+            None => false,
+        };
+        if changed {
+            return Ok(Some(t.turn.clone()));
+        }
+    }
+    Ok(None)
 }
 
 /// Print what a restore, revert, undo or redo did; a partial one (or an undo or redo whose

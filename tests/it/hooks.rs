@@ -1707,6 +1707,25 @@ fn undo_last_session_passes_a_turn_left_open_before_the_sessions_last_turn() {
     assert_eq!(text(&p, "a.txt").unwrap(), "2\n");
 }
 
+/// Found by the r53 hostile pass: with a turn left open (which lists no files) and an empty
+/// open turn after it, `undo --last-session` found no turn that changed files and undid the
+/// empty one: exit 0, nothing changed. The turn left open counts as ended, with what undoing
+/// it would change.
+#[test]
+fn undo_last_session_takes_back_a_turn_left_open_before_an_empty_open_turn() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    let turn = |args: &[&str]| {
+        p.rewind([&["turn"], args].concat()).assert_success();
+    };
+    turn(&["begin", "--session", "A", "--turn", "1"]);
+    p.file("a.txt", "2\n"); // and the runtime dies: turn 1 never ends
+    turn(&["begin", "--session", "A", "--turn", "2"]);
+    p.rewind(["undo", "--last-session"]).assert_success();
+    assert_eq!(text(&p, "a.txt").unwrap(), "1\n");
+}
+
 /// Found by the issue-15 hostile pass: after an interrupt (no `Stop` runs), a hand edit, then
 /// `/rewind-undo`: the prompt ended the interrupted turn with the hand edit in it, and the undo
 /// reverted the hand edit. No hook marks the interrupt, so the agent's edits and the user's
