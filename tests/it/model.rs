@@ -1749,12 +1749,13 @@ impl<'a> Model<'a> {
         for i in back {
             self.turns[i].rolled_back = false;
             self.turns[i].left_alone = false;
-            // A turn given back before it ended starts again from the project as the redo found
-            // it; the session's latest is open again (`turn end` ends it), beside any other open.
-            if !self.turns[i].ended {
+            // The session's latest turn given back before it ended starts again from the
+            // project as the redo found it, open again (`turn end` ends it) beside any other
+            // open; an older one left open ended where the next began, and stays so.
+            let latest = self.turns.iter().rposition(|t| t.session == session) == Some(i);
+            if !self.turns[i].ended && latest {
                 self.turns[i].begin = before.clone();
-                let latest = self.turns.iter().rposition(|t| t.session == session) == Some(i);
-                if latest && !self.open.contains_key(session) {
+                if !self.open.contains_key(session) {
                     self.stale.remove(session);
                     for &o in self.open.values() {
                         self.turns[o].overlapped = true;
