@@ -1275,16 +1275,10 @@ impl Store {
     /// another turn (so it ended there): the session's last commit but for undos and redos is
     /// not `begin`. Costs a commit read per commit walked.
     fn superseded(&self, session: &str, begin: ObjectId) -> Result<bool> {
-        let repo = self.repo();
-        let mut next = self.ref_target(&session_ref(session, "head")?)?;
-        while let Some(commit) = next.filter(|c| *c != begin) {
-            let (object, _) = commit_and_tree(&repo, commit)?;
-            if ChainKind::of(object.message_raw_sloppy()) != ChainKind::Undo {
-                return Ok(true);
-            }
-            next = object.parent_ids().next().map(|id| id.detach());
-        }
-        Ok(false)
+        let head = self.ref_target(&session_ref(session, "head")?)?;
+        let (walked, met) = self.chain_back(head, Some(begin))?;
+        let other = |(_, message): &(ObjectId, BString)| ChainKind::of(message) != ChainKind::Undo;
+        Ok(met && walked.iter().any(other))
     }
 
     /// The undo point of the undo that rolled back turn `record` of `session` while it was

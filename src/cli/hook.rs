@@ -198,14 +198,11 @@ fn handle_turns(
         .prompt
         .as_deref()
         .filter(|_| event == Some(Event::Prompt));
-    // The turn left open (only the latest can be: an older one ended where the next began):
-    // the agent was interrupted (no stop hook runs then), or it crashed. What it did is its
-    // own, so it ends now; one an undo rolled back cannot end and stays. A prompt running
-    // rewind's own command leaves it to its undo, which refuses one that changed files (what
-    // changed since the interrupt may be the user's).
-    let left_open = turns
-        .last()
-        .filter(|t| t.ended_at.is_none() && !t.rolled_back);
+    // The turn left open: the agent was interrupted (no stop hook runs then), or it crashed.
+    // What it did is its own, so it ends now; one an undo rolled back cannot end and stays. A
+    // prompt running rewind's own command leaves it to its undo, which refuses one that changed
+    // files (what changed since the interrupt may be the user's).
+    let left_open = open_turn(&turns);
     if let Some(turn) = left_open.filter(|_| !prompt.is_some_and(runs_rewind_command)) {
         end_turn(agent, global, store, &payload.session, turn)?;
     }
@@ -222,6 +219,14 @@ fn handle_turns(
     let options = rewind::BeginOptions::meta(meta(agent, payload));
     store.begin_turn_with(&payload.session, &next_turn(&turns), &options)?;
     Ok(())
+}
+
+/// The session's open turn, of its `turns`: only the latest can be (one left open when the
+/// session began another ended there), and not one an undo rolled back (it is over).
+fn open_turn(turns: &[rewind::Turn]) -> Option<&rewind::Turn> {
+    turns
+        .last()
+        .filter(|t| t.ended_at.is_none() && !t.rolled_back)
 }
 
 /// End an open turn of the session, and say what it could not take in: a repository the agent
@@ -285,11 +290,7 @@ pub(crate) fn set_open_turn_aside(
     refuse_changed: bool,
 ) -> rewind::Result<Option<Aside>> {
     let turns = store.turns(Some(session))?;
-    // (Only the latest can be open: one left open when the session went on ended there.)
-    let open = turns
-        .last()
-        .filter(|t| t.ended_at.is_none() && !t.rolled_back);
-    let Some(open) = open else {
+    let Some(open) = open_turn(&turns) else {
         return Ok(None);
     };
     // (Its own changes: what undoing it would write or delete. What it would leave alone is

@@ -1686,6 +1686,17 @@ fn undo_last_session_during_an_open_turn_leaves_that_turns_edits() {
     assert_eq!(text(&p, "a.txt").unwrap(), "2\n");
 }
 
+/// Session A's turn 1 changes `a.txt` from "1" to "2" and is left open (its runtime dies);
+/// then turn 2 begins, from the command line.
+fn turn_1_left_open_then_turn_2_begun(p: &TestProject) {
+    p.file("a.txt", "1\n");
+    p.rewind(["turn", "begin", "--session", "A", "--turn", "1"])
+        .assert_success();
+    p.file("a.txt", "2\n");
+    p.rewind(["turn", "begin", "--session", "A", "--turn", "2"])
+        .assert_success();
+}
+
 /// Found in review of "a turn left open when its session went on ended where the next began":
 /// `undo --last-session` took such an older turn for the session's open one and refused, as
 /// if the agent were still at work in it. Only the session's latest turn can be open.
@@ -1693,15 +1704,11 @@ fn undo_last_session_during_an_open_turn_leaves_that_turns_edits() {
 fn undo_last_session_passes_a_turn_left_open_before_the_sessions_last_turn() {
     let sb = Sandbox::new();
     let p = sb.project("p");
-    p.file("a.txt", "1\n").file("b.txt", "1\n");
-    let turn = |args: &[&str]| {
-        p.rewind([&["turn"], args].concat()).assert_success();
-    };
-    turn(&["begin", "--session", "A", "--turn", "1"]);
-    p.file("a.txt", "2\n"); // and the runtime dies: turn 1 never ends
-    turn(&["begin", "--session", "A", "--turn", "2"]);
+    p.file("b.txt", "1\n");
+    turn_1_left_open_then_turn_2_begun(&p);
     p.file("b.txt", "2\n");
-    turn(&["end", "--session", "A", "--turn", "2"]);
+    p.rewind(["turn", "end", "--session", "A", "--turn", "2"])
+        .assert_success();
     p.rewind(["undo", "--last-session"]).assert_success();
     assert_eq!(text(&p, "b.txt").unwrap(), "1\n");
     assert_eq!(text(&p, "a.txt").unwrap(), "2\n");
@@ -1715,13 +1722,7 @@ fn undo_last_session_passes_a_turn_left_open_before_the_sessions_last_turn() {
 fn undo_last_session_takes_back_a_turn_left_open_before_an_empty_open_turn() {
     let sb = Sandbox::new();
     let p = sb.project("p");
-    p.file("a.txt", "1\n");
-    let turn = |args: &[&str]| {
-        p.rewind([&["turn"], args].concat()).assert_success();
-    };
-    turn(&["begin", "--session", "A", "--turn", "1"]);
-    p.file("a.txt", "2\n"); // and the runtime dies: turn 1 never ends
-    turn(&["begin", "--session", "A", "--turn", "2"]);
+    turn_1_left_open_then_turn_2_begun(&p);
     p.rewind(["undo", "--last-session"]).assert_success();
     assert_eq!(text(&p, "a.txt").unwrap(), "1\n");
 }
