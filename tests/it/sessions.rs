@@ -49,6 +49,15 @@ fn git_numstat(store: &Store, a: &str, b: &str) -> BTreeMap<String, (usize, usiz
         .collect()
 }
 
+/// Undo from `turn` (with `only`, that turn alone).
+fn from_turn(turn: &str, only: bool) -> rewind::UndoOptions {
+    rewind::UndoOptions {
+        turn: Some(turn.into()),
+        only,
+        ..Default::default()
+    }
+}
+
 /// The files as path -> origin.
 fn origins(files: &[TurnFile]) -> BTreeMap<String, Origin> {
     files
@@ -1482,10 +1491,7 @@ fn a_turn_left_open_when_its_session_went_on_ended_where_the_next_began() {
     write_file(p, "a.txt", "turn 1\n"); // and the runtime dies: turn 1 never ends
     store.begin_turn("A", "2").unwrap();
     write_file(p, "b.txt", "turn 2\n");
-    let from = |turn: &str| rewind::UndoOptions {
-        turn: Some(turn.into()),
-        ..Default::default()
-    };
+    let from = |turn: &str| from_turn(turn, false);
     assert_eq!(
         strings(&store.undo("A", &from("2")).unwrap().deleted),
         set(&["b.txt"])
@@ -1527,12 +1533,7 @@ fn a_turn_left_open_when_its_session_went_on_can_be_neither_ended_nor_in_the_way
     assert_eq!(strings(&last.written), set(&["b.txt"]));
     let back = store.redo("A", &Default::default()).unwrap();
     assert_eq!(strings(&back.written), set(&["b.txt"]));
-    let only = rewind::UndoOptions {
-        turn: Some("1".into()),
-        only: true,
-        ..Default::default()
-    };
-    let undone = store.undo("A", &only).unwrap();
+    let undone = store.undo("A", &from_turn("1", true)).unwrap();
     assert_eq!(strings(&undone.written), set(&["a.txt"]), "{undone:?}");
     assert_eq!(read(p, "a.txt").as_deref(), Some("a\n"));
     assert_eq!(read(p, "b.txt").as_deref(), Some("b\nturn 2\n"));
@@ -1558,11 +1559,7 @@ fn an_undo_takes_back_the_work_a_redo_gave_back_to_a_turn_rolled_back_while_open
     store.end_turn("A", "2").unwrap();
     let back = store.redo("A", &Default::default()).unwrap();
     assert_eq!(strings(&back.written), set(&["a.txt"]));
-    let from_1 = rewind::UndoOptions {
-        turn: Some("1".into()),
-        ..Default::default()
-    };
-    let undone = store.undo("A", &from_1).unwrap();
+    let undone = store.undo("A", &from_turn("1", false)).unwrap();
     assert_eq!(
         strings(&undone.written),
         set(&["a.txt", "b.txt"]),
@@ -1661,12 +1658,7 @@ fn a_turn_left_open_ends_where_the_next_first_began_though_a_redo_gave_that_one_
     write_file(p, "u.txt", "the user's notes\n");
     store.redo("A", &Default::default()).unwrap();
     store.end_turn("A", "2").unwrap();
-    let only = rewind::UndoOptions {
-        turn: Some("1".into()),
-        only: true,
-        ..Default::default()
-    };
-    let undone = store.undo("A", &only).unwrap();
+    let undone = store.undo("A", &from_turn("1", true)).unwrap();
     assert_eq!(strings(&undone.written), set(&["a.txt"]), "{undone:?}");
     assert!(undone.deleted.is_empty(), "{undone:?}");
     assert_eq!(read(p, "u.txt").as_deref(), Some("the user's notes\n"));
