@@ -295,8 +295,7 @@ pub(crate) fn set_open_turn_aside(
     };
     // (Its own changes: what undoing it would write or delete. What it would leave alone is
     // someone else's, another session's say, and no change of the turn's.)
-    let preview = undo_preview(store, open)?;
-    if !preview.written.is_empty() || !preview.deleted.is_empty() {
+    if undo_would_change(store, open)? {
         if !refuse_changed {
             return Ok(None);
         }
@@ -318,17 +317,19 @@ pub(crate) fn set_open_turn_aside(
     }))
 }
 
-/// What undoing `open`, an open turn, would do now: a dry run of it. Costs a dry-run undo.
-pub(crate) fn undo_preview(
+/// Whether undoing from `turn` (an open one, or one left open) would write or delete anything
+/// now: a dry run of it. Costs a dry-run undo.
+pub(crate) fn undo_would_change(
     store: &rewind::Store,
-    open: &rewind::Turn,
-) -> rewind::Result<rewind::RestoreOutcome> {
+    turn: &rewind::Turn,
+) -> rewind::Result<bool> {
     let options = rewind::UndoOptions {
-        turn: Some(open.turn.clone()),
+        turn: Some(turn.turn.clone()),
         dry_run: true,
         ..Default::default()
     };
-    store.undo(&open.session, &options)
+    let preview = store.undo(&turn.session, &options)?;
+    Ok(!preview.written.is_empty() || !preview.deleted.is_empty())
 }
 
 /// Begin the session's next turn with the metadata of the one [`set_open_turn_aside`] ended.

@@ -540,10 +540,7 @@ fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
             (Some(_), _) => turn.files > 0,
             // (Its own changes: what undoing it would write or delete. One whose only changes
             // are another session's or the user's, which its undo leaves alone, changed none.)
-            (None, false) => {
-                let preview = hook::undo_preview(store, turn)?;
-                !preview.written.is_empty() || !preview.deleted.is_empty()
-            }
+            (None, false) => hook::undo_would_change(store, turn)?,
             (None, true) => false,
         };
         if changed {
@@ -568,18 +565,14 @@ fn last_changing_turn(
         let theirs = [rewind::Origin::Shared, rewind::Origin::Other];
         t.changed.iter().any(|f| !theirs.contains(&f.origin))
     };
-    // (One left open before the last turn ended where the next began; it lists no files, so
-    // what undoing from it would write or delete tells.)
-    let left_open = |t: &rewind::Turn| -> rewind::Result<bool> {
-        let preview = hook::undo_preview(store, t)?;
-        Ok(!preview.written.is_empty() || !preview.deleted.is_empty())
-    };
     let last = turns.len().saturating_sub(1);
     for (index, t) in turns.iter().enumerate().rev() {
         let changed = match t.ended_at {
             _ if t.rolled_back && !force => false,
             Some(_) => (force && t.files > 0) || own(t),
-            None if index < last => left_open(t)?,
+            // (One left open before the last ended where the next began; it lists no files,
+            // so what undoing from it would write or delete tells.)
+            None if index < last => hook::undo_would_change(store, t)?,
             None => false,
         };
         if changed {
