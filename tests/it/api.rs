@@ -425,3 +425,50 @@ fn readers_opening_the_store_while_a_prune_empties_its_refs_never_fail() {
         }
     });
 }
+
+#[test]
+fn a_store_holding_swapped_out_files_hands_over_what_a_restore_took_out() {
+    use std::io::{Read, Seek};
+    use std::os::unix::fs::MetadataExt;
+    isolate_process_home();
+    let project = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let p = project.path();
+    write_file(p, "a", "a before\n");
+    write_file(p, "dir/b", "b before\n");
+    let open = rewind::OpenOptions::new(data.path()).hold_swapped_out_files(true);
+    let store = rewind::Store::open(p, &open).unwrap();
+    let before = store.track(&Default::default()).unwrap().hash;
+    write_file(p, "a", "a after\n");
+    write_file(p, "dir/b", "b after\n");
+    write_file(p, "c", "c after\n");
+
+    let outcome = store.restore(before, &Default::default()).unwrap();
+    assert!(outcome.is_complete(), "{outcome:?}");
+    assert_eq!(outcome.deleted, ["c"]);
+    // Each file the restore swapped out or deleted: open, its name gone, its bytes the undo
+    // point's.
+    let mut taken: Vec<String> = store
+        .take_swapped_out_files()
+        .into_iter()
+        .map(|mut file| {
+            assert_eq!(file.metadata().unwrap().nlink(), 0, "its name is gone");
+            let mut text = String::new();
+            file.rewind().unwrap();
+            file.read_to_string(&mut text).unwrap();
+            text
+        })
+        .collect();
+    taken.sort();
+    assert_eq!(taken, ["a after\n", "b after\n", "c after\n"]);
+    assert!(store.take_swapped_out_files().is_empty(), "taken once");
+    assert_eq!(fs::read(p.join("a")).unwrap(), b"a before\n");
+
+    // Opened without the option, the store closes them itself: there is nothing to take.
+    drop(store);
+    let store = rewind::Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    let outcome = store.restore(outcome.undo, &Default::default()).unwrap();
+    assert!(outcome.is_complete(), "{outcome:?}");
+    assert_eq!(fs::read(p.join("a")).unwrap(), b"a after\n");
+    assert!(store.take_swapped_out_files().is_empty());
+}
