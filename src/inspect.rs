@@ -296,24 +296,28 @@ impl Store {
                 crate::paths::quote_path(turn.turn.as_bytes()),
                 crate::paths::quote_path(turn.session.as_bytes()),
                 turn.started_at.to_rfc3339(),
-                match (turn.ended_at, turn.rolled_back) {
-                    (Some(ended), _) => format!(", ended {}", ended.to_rfc3339()),
-                    (None, true) => " (rolled back while open)".to_string(),
-                    (None, false) => " (open)".to_string(),
+                match (turn.ended_at, turn.rolled_back, turn.after) {
+                    (Some(ended), _, _) => format!(", ended {}", ended.to_rfc3339()),
+                    (None, true, _) => " (rolled back while open)".to_string(),
+                    (None, false, Some(_)) => {
+                        " (left open: it ended where its session's next turn began)".to_string()
+                    }
+                    (None, false, None) => " (open)".to_string(),
                 },
                 turn.files,
                 turn.additions,
                 turn.deletions
             );
-            // An ended turn shows its own files only (another session's, changed meanwhile,
-            // are not the turn's); an open one all that changed since it began; one rolled back
-            // while open, none (it is over, and what changed since is not its own).
+            // An ended turn (or one left open, which ended where the next began) shows its own
+            // files only (another session's, changed meanwhile, are not the turn's); an open one
+            // all that changed since it began; one rolled back while open, none (it is over,
+            // and what changed since is not its own).
             let files: HashSet<&BStr> = (turn.changed.iter())
                 .flat_map(|f| std::iter::once(&f.file).chain(&f.old_file))
                 .map(|p| p.as_bstr())
                 .collect();
             let own = |path: &BStr| files.contains(path);
-            let only = (turn.ended_at.is_some() || turn.rolled_back)
+            let only = (turn.after.is_some() || turn.rolled_back)
                 .then_some(&own as &dyn Fn(&BStr) -> bool);
             let diff = self.diff_of(turn.before, turn.after, only, options.renames)?;
             return Ok(Shown {

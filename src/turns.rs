@@ -167,7 +167,9 @@ pub struct Turn {
     /// The snapshot taken when the turn began (for an open turn a redo gave back, the project
     /// as that redo found it: what an undo of the turn goes back to).
     pub before: SnapshotId,
-    /// The snapshot taken when it ended (`None` while open).
+    /// The snapshot taken when it ended (`None` while open). For a turn left open when its
+    /// session began another (its runtime died, say), where that one began, or where an undo
+    /// rolled it back before that: it ended there, though `ended_at` stays `None`.
     pub after: Option<SnapshotId>,
     /// How many files it changed (once ended: the rows of `changed`, a rename once).
     pub files: usize,
@@ -175,7 +177,7 @@ pub struct Turn {
     pub additions: usize,
     /// Lines deleted over the files it changed (once ended: over `changed`).
     pub deletions: usize,
-    /// The files it changed, each with its [`Origin`] (empty while the turn is open); renames
+    /// The files it changed, each with its [`Origin`] (empty while `after` is `None`); renames
     /// paired unless [`SummaryOptions::renames`] is off.
     pub changed: Vec<TurnFile>,
     /// Whether an undo rolled it back (and no redo gave it back).
@@ -835,19 +837,7 @@ impl Store {
         let snapshot = locked.track(&TrackOptions::default())?;
         let after = snapshot.hash.0;
         let repo = locked.repo();
-        let changes: Vec<(Change, Origin)> = self
-            .attribute(
-                session,
-                &record,
-                tree_changes(&repo, self.trees(), record.before, after)?,
-                after,
-            )?
-            .into_iter()
-            .filter(|(_, origin)| *origin != Origin::Other)
-            .collect();
-        let files = (changes.iter())
-            .map(|(change, origin)| turn_file(&repo, plain(change.clone()), *origin))
-            .collect::<Result<Vec<_>>>()?;
+        let (files, changes) = self.own_files(session, &record, after)?;
         let (additions, deletions) = totals(&files);
         let mut message = format!(
             "rewind: turn {turn:?} of session {session:?}: {} files, +{additions} -{deletions}\n\n",
@@ -883,13 +873,33 @@ impl Store {
         // The end commit names what the turn announced (and its attribution is done).
         locked.delete_ref(&turn_ref(session, "announced", turn)?)?;
         locked.delete_ref(&turn_ref(session, "blind", turn)?)?;
-        let changes: Vec<Change> = changes.into_iter().map(|(change, _)| change).collect();
         Ok(TurnEnd {
             before: SnapshotId(record.before),
             after: SnapshotId(after),
             files: summarized(&repo, files, &changes, options)?,
             skipped: snapshot.skipped,
         })
+    }
+
+    /// The files the turn of `record` changed from its "before" to `after`, each with its
+    /// [`Origin`] (what others changed meanwhile left out), and those changes. Costs the turn's
+    /// attribution and a line count per file.
+    fn own_files(
+        &self,
+        session: &str,
+        record: &Record,
+        after: ObjectId,
+    ) -> Result<(Vec<TurnFile>, Vec<Change>)> {
+        let repo = self.repo();
+        let changes = tree_changes(&repo, self.trees(), record.before, after)?;
+        let (mut files, mut own) = (Vec::new(), Vec::new());
+        for (change, origin) in self.attribute(session, record, changes, after)? {
+            if origin != Origin::Other {
+                files.push(turn_file(&repo, plain(change.clone()), origin)?);
+                own.push(change);
+            }
+        }
+        Ok((files, own))
     }
 
     /// Every turn of `session` (or of every session): each session's in the order of its chain,
@@ -927,12 +937,25 @@ impl Store {
                 if record.ended_at.is_none() && !rolled_back {
                     record = self.as_reopened(&session, record)?;
                 }
-                // Listed open (no "after") until it ends, even once its session went on.
+                // Listed open (no "after") until it ends. One left open when its session began
+                // another ended where that one began, or where an undo rolled it back before:
+                // listed with that "after" and no end time (its runtime never ended it).
+                let left_open = match (record.ended_at, record.after) {
+                    (None, Some(next)) => {
+                        let rolled = self.rolled_back_while_open(&session, &record)?;
+                        Some(rolled.unwrap_or(next))
+                    }
+                    _ => None,
+                };
                 if record.ended_at.is_none() {
-                    record.after = None;
+                    record.after = left_open;
                 }
                 let changed = match record.after {
                     None => Vec::new(),
+                    Some(after) if left_open.is_some() => {
+                        let (files, changes) = self.own_files(&session, &record, after)?;
+                        summarized(&repo, files, &changes, options)?
+                    }
                     Some(after) => {
                         let (object, _) = commit_and_tree(&repo, record.commit)?;
                         let files = match parse_files(object.message_raw_sloppy()) {

@@ -317,7 +317,7 @@ pub(crate) fn set_open_turn_aside(
     }))
 }
 
-/// Whether undoing from `turn` (an open one, or one left open) would write or delete anything
+/// Whether undoing from `turn` (an open one) would write or delete anything
 /// now: a dry run of it. Costs a dry-run undo.
 pub(crate) fn undo_would_change(
     store: &rewind::Store,

@@ -572,7 +572,8 @@ fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
         // (Rolled back or not: pressed again after its turns are undone, it says so, rather
         // than going on to another session's work. Open, interrupted, with files changed: that
         // session's undo refuses it, rather than undoing another session's finished work.)
-        let changed = match (turn.ended_at, turn.rolled_back) {
+        // (One left open when its session went on ended there: it has an "after".)
+        let changed = match (turn.after, turn.rolled_back) {
             (Some(_), _) => turn.files > 0,
             // (Its own changes: what undoing it would write or delete. One whose only changes
             // are another session's or the user's, which its undo leaves alone, changed none.)
@@ -590,7 +591,7 @@ fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
 /// session changed meanwhile, which its undo leaves alone) and is not rolled back (with
 /// `force`, any that changed files, rolled back or not: `--force` takes that turn again and
 /// overwrites what it left alone); a turn left open before the session's last counts as
-/// ended. Reads the session's turns, and costs a dry-run undo per turn left open.
+/// ended. Reads the session's turns.
 fn last_changing_turn(
     store: &rewind::Store,
     session: &str,
@@ -601,14 +602,11 @@ fn last_changing_turn(
         let theirs = [rewind::Origin::Shared, rewind::Origin::Other];
         t.changed.iter().any(|f| !theirs.contains(&f.origin))
     };
-    let last = turns.len().saturating_sub(1);
-    for (index, t) in turns.iter().enumerate().rev() {
-        let changed = match t.ended_at {
+    for t in turns.iter().rev() {
+        // (One left open before the last ended where the next began: it has an "after".)
+        let changed = match t.after {
             _ if t.rolled_back && !force => false,
             Some(_) => (force && t.files > 0) || own(t),
-            // (One left open before the last ended where the next began; it lists no files,
-            // so what undoing from it would write or delete tells.)
-            None if index < last => hook::undo_would_change(store, t)?,
             None => false,
         };
         if changed {

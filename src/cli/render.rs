@@ -289,10 +289,12 @@ pub(crate) fn print_turns(turns: &[rewind::Turn], now: chrono::DateTime<chrono::
     );
     outln!("{}", header.trim_end());
     for turn in turns {
-        let state = match (turn.rolled_back, turn.ended_at) {
-            (true, _) => "rolled back",
-            (false, None) => "open",
-            (false, Some(_)) => "done",
+        let state = match (turn.rolled_back, turn.ended_at, turn.after) {
+            (true, _, _) => "rolled back",
+            (false, None, None) => "open",
+            // (Its session began another turn: it ended there.)
+            (false, None, Some(_)) => "left open",
+            (false, Some(_), _) => "done",
         };
         let row = format!(
             "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  {state:<11}  {}",

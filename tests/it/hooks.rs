@@ -366,6 +366,46 @@ fn show_of_a_turn_rolled_back_while_open_shows_no_later_edit() {
     assert!(!shown.stdout.contains("the user's edit"), "{shown}");
 }
 
+/// Left open by stop 36: `show` of a turn left open when its session began another diffed its
+/// "before" against the project now (the next turn's work and the user's later edits as its
+/// own), and `turns` listed it open with no files. It ended where the next turn began.
+#[test]
+fn show_and_turns_of_a_turn_left_open_give_what_it_did_until_the_next_began() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("b.txt", "b\n");
+    turn_1_left_open_then_turn_2_begun(&p);
+    p.file("b.txt", "the user's later edit\n");
+
+    let shown = p.rewind(["show", "--session", "A", "1"]);
+    shown.assert_success();
+    assert!(shown.stdout.contains("(left open"), "{shown}");
+    assert!(
+        shown.stdout.contains("diff --git a/a.txt b/a.txt"),
+        "{shown}"
+    );
+    assert!(shown.stdout.contains("+2"), "{shown}");
+    assert!(!shown.stdout.contains("b.txt"), "{shown}");
+
+    let rows = turns(&p, &["--session", "A"]);
+    assert_eq!(shape(&rows), [("1".into(), false), ("2".into(), false)]);
+    assert_eq!(rows[0]["after"], rows[1]["before"], "{rows:?}");
+    assert!(rows[1]["after"].is_null(), "{rows:?}");
+    assert_eq!(rows[0]["files"], 1, "{rows:?}");
+    assert_eq!(rows[0]["changed"][0]["file"], "a.txt", "{rows:?}");
+    let listed = p.rewind(["turns", "--session", "A"]);
+    listed.assert_success();
+    // (A turn's files are listed under it, indented.)
+    let states: Vec<&str> = (listed.stdout.lines().skip(1))
+        .filter(|l| !l.starts_with("    "))
+        .map(|l| match l.trim_end().ends_with("left open") {
+            true => "left open",
+            false => l.split_whitespace().last().unwrap_or_default(),
+        })
+        .collect();
+    assert_eq!(states, ["left open", "open"], "{listed}");
+}
+
 /// Found by the fifteenth hostile pass: `show` of an open turn a redo gave back showed, with
 /// the turn's file, a file the user made between the undo and the redo: the diff ran from the
 /// turn's first "before", not from where the redo gave it back (which its undo uses).
