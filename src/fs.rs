@@ -215,36 +215,17 @@ impl Unlinked {
 /// in parallel on the [I/O threads](on_io_threads). Starting the next closing, and dropping
 /// this, wait for the one before (so that descriptors never pile up, and a process that
 /// exits has freed the blocks itself, in parallel, not one file at a time as exit would).
-/// Made [`holding`](Closing::holding), it keeps the files for [`Closing::take`] instead (the
-/// directories are closed as before).
 #[derive(Default)]
-pub(crate) struct Closing {
-    running: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// Files kept for the caller to take, when it asked for that.
-    held: Option<std::sync::Mutex<Vec<std::fs::File>>>,
-}
+pub(crate) struct Closing(std::sync::Mutex<Option<std::thread::JoinHandle<()>>>);
 
 impl Closing {
-    /// One that keeps the files of each run for [`Closing::take`].
-    pub(crate) fn holding() -> Closing {
-        Closing {
-            running: Default::default(),
-            held: Some(Default::default()),
-        }
-    }
-
-    fn start(&self, mut files: Vec<std::fs::File>, dirs: Vec<std::sync::Arc<Dir>>) {
+    fn start(&self, files: Vec<std::fs::File>, dirs: Vec<std::sync::Arc<Dir>>) {
         use rayon::prelude::*;
-        if let Some(held) = &self.held {
-            held.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .append(&mut files);
-        }
         let close = move || {
             on_io_threads(|| files.into_par_iter().for_each(drop));
             drop(dirs);
         };
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut running = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(before) = running.take() {
             let _ = before.join();
         }
@@ -253,30 +234,11 @@ impl Closing {
         *running = thread.spawn(close).ok();
     }
 
-    /// The files kept so far (none unless [`holding`](Closing::holding)): the caller closes
-    /// them. Costs nothing.
-    pub(crate) fn take(&self) -> Vec<std::fs::File> {
-        self.held
-            .as_ref()
-            .map(|held| std::mem::take(&mut *held.lock().unwrap_or_else(|p| p.into_inner())))
-            .unwrap_or_default()
-    }
-
-    /// Wait until the files handed over so far are closed, the kept ones closed here (in
-    /// parallel on the I/O threads).
+    /// Wait until the files handed over so far are closed.
     pub(crate) fn wait(&self) {
-        use rayon::prelude::*;
-        let running = self
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let running = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(thread) = running {
             let _ = thread.join();
-        }
-        let kept = self.take();
-        if !kept.is_empty() {
-            on_io_threads(|| kept.into_par_iter().for_each(drop));
         }
     }
 }
@@ -841,21 +803,6 @@ pub fn one_malloc_arena_under_an_address_space_limit() {
     {
         one_malloc_arena();
     }
-}
-
-/// Start `command` with `files` open in it (their descriptors inherited), then close them in
-/// this process: once it has started, the child holds the last descriptor of each. The
-/// `rewind` binary leaves the freeing of the files a restore took out to a child that exits
-/// after it (see `OpenOptions::hold_swapped_out_files`). Where descriptors cannot be
-/// inherited (not Unix), the command is not started. Costs an `fcntl` a file and a spawn.
-pub fn spawn_with_files(
-    command: &mut std::process::Command,
-    files: Vec<std::fs::File>,
-) -> io::Result<std::process::Child> {
-    for file in &files {
-        inheritable(file)?;
-    }
-    command.spawn()
 }
 
 /// How many hard links the file `meta` describes has (1 where the platform does not tell):

@@ -69,7 +69,6 @@ pub use diff::{ConflictHunk, DiffOptions, FileChange, Patch, Status};
 pub use error::{BoxError, Error, Result, Unrecorded};
 pub use fs::{
     hard_links, one_malloc_arena_under_an_address_space_limit, open_store_file_to_append,
-    spawn_with_files,
 };
 /// Paths in outcomes are bytes, as the file system names them (`gix`'s `BString`).
 pub use gix::bstr::BString;

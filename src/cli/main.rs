@@ -23,12 +23,6 @@ use args::{Cli, Command, Global, HooksCommand, TurnArgs, TurnCommand};
 use render::{errln, outln, print_json, quote, write_stdout};
 
 fn main() -> ExitCode {
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|arg| arg == CLOSE_INHERITED)
-    {
-        return ExitCode::SUCCESS; // see close_after_exit
-    }
     rewind::one_malloc_arena_under_an_address_space_limit();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -135,9 +129,7 @@ fn run(cli: &Cli) -> rewind::Result<()> {
     let open = rewind::OpenOptions::new(rewind::data_dir(global.data_dir.as_deref())?)
         .allow_home(global.allow_home)
         .lock_wait(global.wait.unwrap_or(rewind::DEFAULT_LOCK_WAIT))
-        .clock(clock()?) // a malformed REWIND_NOW is an error for every command
-        // (`serve` lives on: its store closes them on a thread of its own.)
-        .hold_swapped_out_files(!matches!(cli.command, Command::Serve { .. }));
+        .clock(clock()?); // a malformed REWIND_NOW is an error for every command
     match &cli.command {
         Command::Prune(prune) if prune.all => {
             let all = rewind::prune_all(&open, &prune.options())?;
@@ -182,7 +174,7 @@ fn run(cli: &Cli) -> rewind::Result<()> {
     let done = AtomicBool::new(false);
     let report = std::sync::Arc::new(rewind::Progress::default());
     let call = rewind::Call::new().progress(report.clone());
-    let result = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         if show_progress {
             // (A process that cannot start it goes without the display.)
             let thread = std::thread::Builder::new().name("rewind-progress".into());
@@ -195,35 +187,7 @@ fn run(cli: &Cli) -> rewind::Result<()> {
             .take_notices()
             .say_each(|notice| render::write_stderr(&format!("rewind: warning: {notice}")));
         result
-    });
-    close_after_exit(store.take_swapped_out_files());
-    result
-}
-
-/// The argument that makes `rewind` exit at once, doing nothing (see [`close_after_exit`]).
-const CLOSE_INHERITED: &str = "--rewind-internal-close-inherited-files";
-
-/// Hand `files` (taken out of the project by a restore, their names gone) to a child process
-/// that closes them after this one has exited: the last close of each frees its blocks, which
-/// waits on the disk, and the caller of `rewind` need not wait for that. The child is this
-/// program started with [`CLOSE_INHERITED`]: it exits at once, and its exit closes them. When
-/// it cannot be started, they are closed here. Costs an `fcntl` a file and a spawn.
-fn close_after_exit(files: Vec<std::fs::File>) {
-    use std::process::Stdio;
-    if files.is_empty() {
-        return;
-    }
-    let Ok(program) = std::env::current_exe() else {
-        return; // (the files are closed here)
-    };
-    let mut child = std::process::Command::new(program);
-    child
-        .arg(CLOSE_INHERITED)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // Not waited for: exiting is its only work, and it may outlive this process.
-    let _ = rewind::spawn_with_files(&mut child, files);
+    })
 }
 
 /// Run one command on an open store.

@@ -416,8 +416,3 @@ pub(crate) fn write_all_at(mut file: &File, data: &[u8], offset: u64) -> io::Res
     file.seek(SeekFrom::Start(offset))?;
     file.write_all(data)
 }
-
-/// Inheriting a file's handle is not done here.
-pub(crate) fn inheritable(_file: &std::fs::File) -> io::Result<()> {
-    Err(io::ErrorKind::Unsupported.into())
-}

@@ -469,13 +469,3 @@ pub(crate) fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::
 pub(crate) fn write_all_at(file: &std::fs::File, data: &[u8], offset: u64) -> io::Result<()> {
     std::os::unix::fs::FileExt::write_all_at(file, data, offset)
 }
-
-/// Let `file` be inherited by the programs this process starts (clear close-on-exec). Costs
-/// an `fcntl`.
-pub(crate) fn inheritable(file: &std::fs::File) -> io::Result<()> {
-    use std::os::fd::AsFd;
-    Ok(rustix::io::fcntl_setfd(
-        file.as_fd(),
-        rustix::io::FdFlags::empty(),
-    )?)
-}

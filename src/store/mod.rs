@@ -140,7 +140,6 @@ pub struct OpenOptions {
     allow_home: bool,
     lock_wait: Duration,
     clock: Clock,
-    hold_swapped_out_files: bool,
 }
 
 impl OpenOptions {
@@ -152,7 +151,6 @@ impl OpenOptions {
             allow_home: false,
             lock_wait: DEFAULT_LOCK_WAIT,
             clock: Clock::system(),
-            hold_swapped_out_files: false,
         }
     }
 
@@ -173,17 +171,6 @@ impl OpenOptions {
     /// The time the store stamps on its records and expires them by.
     pub fn clock(mut self, clock: Clock) -> OpenOptions {
         self.clock = clock;
-        self
-    }
-
-    /// Keep the files a restore (or an undo) takes out of the project for
-    /// [`Store::take_swapped_out_files`], instead of closing them on a thread of the store's
-    /// after the run answers. Their names are gone; the file system frees their blocks when the
-    /// last descriptor closes, which waits on the disk (on a file system mounted with `discard`,
-    /// a trim of each file). A process about to exit can hand them to a child that closes them
-    /// after it (the `rewind` command does), so that its caller does not wait for that.
-    pub fn hold_swapped_out_files(mut self, hold: bool) -> OpenOptions {
-        self.hold_swapped_out_files = hold;
         self
     }
 
@@ -660,21 +647,9 @@ impl Store {
             lock_wait: options.lock_wait,
             clock: options.clock.clone(),
             watcher: Default::default(),
-            closing: match options.hold_swapped_out_files {
-                true => crate::fs::Closing::holding(),
-                false => Default::default(),
-            },
+            closing: Default::default(),
             notices: Default::default(),
         })
-    }
-
-    /// The files the runs since the last call took out of the project (the undo point's bytes,
-    /// their names already removed), when the store was opened with
-    /// [`OpenOptions::hold_swapped_out_files`]; otherwise none. Closing the last descriptor of
-    /// each frees its blocks. Those not taken are closed by the next restore or undo, or when
-    /// the store is dropped. Costs nothing.
-    pub fn take_swapped_out_files(&self) -> Vec<fs::File> {
-        self.closing.take()
     }
 
     /// What rewind did or found on its own that the user should hear of: the leftovers of a

@@ -12,7 +12,6 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------
@@ -2017,59 +2016,4 @@ fn kill_9_mid_restore_leaves_old_or_new_files_and_undo_works() {
     w.assert_state(&x.0, "end");
     assert_disk_has(&snap(&w.p.path), "", x.1, "end");
     w.p.assert_fsck_clean();
-}
-
-/// The processes holding a file of `root` whose name is gone.
-fn holders_of_removed_files(root: &Path) -> Vec<String> {
-    let root = fs::canonicalize(root).unwrap();
-    let mut holders = Vec::new();
-    for process in fs::read_dir("/proc").unwrap().flatten() {
-        // (A process that exits meanwhile, or that is not ours to read, is passed over.)
-        let Ok(fds) = fs::read_dir(process.path().join("fd")) else {
-            continue;
-        };
-        for fd in fds.flatten() {
-            let Ok(target) = fs::read_link(fd.path()) else {
-                continue;
-            };
-            let target = target.to_string_lossy().into_owned();
-            if target.starts_with(root.to_str().unwrap()) && target.ends_with(" (deleted)") {
-                holders.push(format!("{}: {target}", fd.path().display()));
-            }
-        }
-    }
-    holders
-}
-
-#[test]
-fn the_files_a_restore_took_out_are_freed_after_the_command_exits() {
-    let sb = Sandbox::new();
-    let w = World::new(&sb);
-    w.p.file("x.txt", "A\n").file("dir/y.txt", "A\n");
-    let a = w.p.track();
-    w.p.file("x.txt", "B\n")
-        .file("dir/y.txt", "B\n")
-        .file("new.txt", "new\n");
-    let o = restore(&w.p, &a, false);
-    o.assert_clean();
-    assert_eq!(o.written.len() + o.deleted.len(), 3, "{}", o.run);
-    // The command hands them to a child that exits after it: within moments no process holds
-    // them (the blocks are freed).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !holders_of_removed_files(&w.p.join("")).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(
-        holders_of_removed_files(&w.p.join("")),
-        Vec::<String>::new()
-    );
-    assert_eq!(w.p.read("x.txt"), b"A\n");
-
-    // What the child is started as: it exits at once, saying nothing.
-    let child = run_with_deadline(
-        Command::new(rewind_bin()).arg("--rewind-internal-close-inherited-files"),
-        Duration::from_secs(10),
-    );
-    child.assert_success();
-    assert_eq!((child.stdout.as_str(), child.stderr.as_str()), ("", ""));
 }
