@@ -233,11 +233,7 @@ impl Store {
             });
         }
         for turn in self.turns_with(None, &crate::turns::SummaryOptions { renames: false })? {
-            let state = match (turn.rolled_back, turn.ended_at) {
-                (true, _) => "rolled back",
-                (false, None) => "open",
-                (false, Some(_)) => "done",
-            };
+            let state = turn.state();
             entries.push(LogEntry {
                 time: turn.ended_at.unwrap_or(turn.started_at),
                 kind: LogKind::Turn,
@@ -300,7 +296,7 @@ impl Store {
                     (Some(ended), _, _) => format!(", ended {}", ended.to_rfc3339()),
                     (None, true, _) => " (rolled back while open)".to_string(),
                     (None, false, Some(_)) => {
-                        " (left open: it ended where its session's next turn began)".to_string()
+                        " (left open: it ended when its session went on)".to_string()
                     }
                     (None, false, None) => " (open)".to_string(),
                 },

@@ -186,6 +186,19 @@ pub struct Turn {
     pub meta: BTreeMap<String, String>,
 }
 
+impl Turn {
+    /// One word or two for where the turn stands: `open`, `left open` (its session began
+    /// another turn before it ended: it ended there), `done` or `rolled back`.
+    pub fn state(&self) -> &'static str {
+        match (self.rolled_back, self.ended_at, self.after) {
+            (true, _, _) => "rolled back",
+            (false, None, None) => "open",
+            (false, None, Some(_)) => "left open",
+            (false, Some(_), _) => "done",
+        }
+    }
+}
+
 /// Options for [`Store::begin_turn_with`].
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -940,13 +953,7 @@ impl Store {
                 // Listed open (no "after") until it ends. One left open when its session began
                 // another ended where that one began, or where an undo rolled it back before:
                 // listed with that "after" and no end time (its runtime never ended it).
-                let left_open = match (record.ended_at, record.after) {
-                    (None, Some(next)) => {
-                        let rolled = self.rolled_back_while_open(&session, &record)?;
-                        Some(rolled.unwrap_or(next))
-                    }
-                    _ => None,
-                };
+                let left_open = record.after.filter(|_| record.ended_at.is_none());
                 if record.ended_at.is_none() {
                     record.after = left_open;
                 }
@@ -2199,10 +2206,7 @@ impl Store {
         let changes = match record.after {
             // Left open, then its session began another: it ended where that one began, or
             // where an undo rolled it back before that.
-            Some(next) if record.ended_at.is_none() => {
-                let after = self
-                    .rolled_back_while_open(session, record)?
-                    .unwrap_or(next);
+            Some(after) if record.ended_at.is_none() => {
                 let changes = tree_changes(&repo, self.trees(), record.before, after)?;
                 self.attribute(session, record, changes, after)?
             }
@@ -3236,12 +3240,14 @@ impl Store {
                 )
             });
             // A turn left open when its session began another (a runtime that died, say)
-            // ended there: what changed after the next one began is not its work. (The next
-            // one's begin commit holds that point; a redo may have given it a later "before".)
+            // ended there, or where an undo rolled it back before that: what changed after is
+            // not its work. (The next one's begin commit holds that point; a redo may have
+            // given it a later "before".)
             for i in 1..records.len() {
                 if records[i - 1].after.is_none() {
                     let (_, began) = commit_and_tree(&self.repo(), records[i].begin)?;
-                    records[i - 1].after = Some(began);
+                    let rolled = self.rolled_back_while_open(&session, &records[i - 1])?;
+                    records[i - 1].after = Some(rolled.unwrap_or(began));
                 }
             }
             sessions.push((session, records));

@@ -307,8 +307,8 @@ pub(crate) enum Command {
         /// The first turn to undo; later turns are undone too
         #[arg(long, conflicts_with = "last")]
         turn: Option<String>,
-        /// Undo the most recent turn not undone yet (again: the one before it); past the
-        /// agent's open turn that changed nothing yet, as --last-session does
+        /// Undo the most recent turn not undone yet (again: the one before it); past an
+        /// open turn the hooks began that changed nothing yet, as --last-session does
         #[arg(long, conflicts_with = "file")]
         last: bool,
         /// Only this path

@@ -289,13 +289,7 @@ pub(crate) fn print_turns(turns: &[rewind::Turn], now: chrono::DateTime<chrono::
     );
     outln!("{}", header.trim_end());
     for turn in turns {
-        let state = match (turn.rolled_back, turn.ended_at, turn.after) {
-            (true, _, _) => "rolled back",
-            (false, None, None) => "open",
-            // (Its session began another turn: it ended there.)
-            (false, None, Some(_)) => "left open",
-            (false, Some(_), _) => "done",
-        };
+        let state = turn.state();
         let row = format!(
             "{:<16} {:<20} {:<12} {:>5} {:>8} {:>8}  {state:<11}  {}",
             age(now, turn.started_at),

@@ -1569,6 +1569,46 @@ fn an_undo_takes_back_the_work_a_redo_gave_back_to_a_turn_rolled_back_while_open
     assert_eq!(read(p, "b.txt").as_deref(), Some("b\n"));
 }
 
+/// Found by the r54 hostile pass: the same, undone alone (`--only`), wrote and deleted nothing,
+/// said nothing, and marked the turn rolled back; with the user's edits since, a range undo
+/// left them alone without listing them as conflicts. The undo read the turn's end at the
+/// next turn's begin (the turn's work was already taken back there), while its files came from
+/// the undo that rolled it back. Both now read that undo's point.
+#[test]
+fn an_undo_only_takes_back_a_turn_rolled_back_while_open_that_a_redo_gave_back_later() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    let setup_turns = || {
+        write_file(p, "a.txt", "a\n");
+        store.begin_turn("A", "1").unwrap();
+        write_file(p, "a.txt", "a\nturn 1\n");
+        write_file(p, "n.txt", "made by turn 1\n");
+        store.undo_last("A", false).unwrap();
+        store.begin_turn("A", "2").unwrap();
+        store.end_turn("A", "2").unwrap();
+        let back = store.redo("A", &Default::default()).unwrap();
+        assert_eq!(strings(&back.written), set(&["a.txt", "n.txt"]));
+    };
+    setup_turns();
+    let undone = store.undo("A", &from_turn("1", true)).unwrap();
+    assert_eq!(strings(&undone.written), set(&["a.txt"]), "{undone:?}");
+    assert_eq!(strings(&undone.deleted), set(&["n.txt"]), "{undone:?}");
+    assert_eq!(read(p, "a.txt").as_deref(), Some("a\n"));
+    assert_eq!(read(p, "n.txt"), None);
+
+    // Given back again, then edited by the user: a conflict each, said, left as they are.
+    store.redo("A", &Default::default()).unwrap();
+    write_file(p, "a.txt", "a\nturn 1\nthe user's\n");
+    write_file(p, "n.txt", "made by turn 1\nthe user's\n");
+    let undone = store.undo("A", &from_turn("1", false)).unwrap();
+    assert_eq!(
+        strings(&undone.conflicts),
+        set(&["a.txt", "n.txt"]),
+        "{undone:?}"
+    );
+    assert_eq!(read(p, "a.txt").as_deref(), Some("a\nturn 1\nthe user's\n"));
+}
+
 /// Found in review of the rule above: a turn deleted a file that the user's git index tracks
 /// though `.gitignore` names it (snapshots keep such files). Its "after" read as not seeing
 /// the path, so the undo left it alone instead of bringing it back.
