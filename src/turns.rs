@@ -327,6 +327,8 @@ struct ChainLink {
     own: Option<HashSet<BString>>,
     /// For an undo commit, the paths it merged (someone else's edits are in them).
     merged: HashSet<BString>,
+    /// A redo that reopened the session's open turn: what changes after it is that turn's.
+    reopens: bool,
 }
 
 /// A session's id and its turns, oldest first.
@@ -1311,23 +1313,39 @@ impl Store {
         Ok(met && walked.iter().any(other))
     }
 
-    /// The undo point of the undo that rolled back turn `record` of `session` while it was
-    /// its session's open turn (before the next turn began), if one did. Costs a commit read
-    /// per commit of the session's chain since the turn began.
-    fn rolled_back_while_open(&self, session: &str, record: &Record) -> Result<Option<ObjectId>> {
+    /// For turn `record` of `session`, left open when its session began another: where a redo
+    /// reopened it, and where an undo rolled it back, each the last of its kind before the next
+    /// turn began (a redo after an undo gives the turn back: it ended where the next began).
+    /// Costs a commit read per commit of the session's chain since the turn began.
+    fn left_open_span(
+        &self,
+        session: &str,
+        record: &Record,
+    ) -> Result<(Option<ObjectId>, Option<ObjectId>)> {
+        let turn = encode_id("turn", &record.turn)?;
         let head = self.ref_target(&session_ref(session, "head")?)?;
         let (walked, _) = self.chain_back(head, Some(record.begin))?;
+        let (mut reopened, mut rolled_back) = (None, None);
         for (_, message) in walked.iter().rev() {
             match ChainKind::of(message) {
-                ChainKind::Undo if rolled_back_in(message).contains(&record.turn) => {
-                    let point = lines_with(message, UNDO_POINT).next();
-                    return Ok(point.and_then(|hex| ObjectId::from_hex(hex).ok()));
+                ChainKind::Begin => break,
+                ChainKind::Undo => {
+                    let reopening = lines_with(message, REOPENED)
+                        .filter_map(|rest| rest.split_once_str(" "))
+                        .find(|(name, _)| *name == turn.as_bytes())
+                        .and_then(|(_, hex)| ObjectId::from_hex(hex).ok());
+                    if reopening.is_some() {
+                        (reopened, rolled_back) = (reopening, None);
+                    } else if rolled_back_in(message).contains(&record.turn) {
+                        rolled_back = lines_with(message, UNDO_POINT)
+                            .next()
+                            .and_then(|hex| ObjectId::from_hex(hex).ok());
+                    }
                 }
-                ChainKind::Begin => return Ok(None),
-                _ => {}
+                ChainKind::End => {}
             }
         }
-        Ok(None)
+        Ok((reopened, rolled_back))
     }
 
     /// The commits from `from` back along first parents, newest first, with their messages,
@@ -1384,11 +1402,13 @@ impl Store {
                 .filter_map(decode_path)
                 .collect();
             unfinished.push(is_unfinished(message));
+            let reopens = lines_with(message, REOPENED).next().is_some();
             chain.push(ChainLink {
                 tree,
                 kind,
                 own,
                 merged,
+                reopens,
             });
             if commit == begin {
                 break;
@@ -1860,8 +1880,9 @@ impl Store {
                         };
                     }
                 }
-                // A gap: someone else's, unless a turn left open runs into it.
-                ChainKind::Begin if from.kind != ChainKind::Begin => {
+                // A gap: someone else's, unless a turn left open (or reopened by a redo)
+                // runs into it.
+                ChainKind::Begin if from.kind != ChainKind::Begin && !from.reopens => {
                     others.extend(changed);
                     unseen_in(last_end.take(), &written_since)?;
                 }
@@ -1869,9 +1890,11 @@ impl Store {
             }
         }
         unseen_in(last_end, &written_since)?;
+        // (After a redo that reopened the open turn, what changed is that turn's.)
         if let Some(&ChainLink {
             tree: last,
             kind: ChainKind::End | ChainKind::Undo,
+            reopens: false,
             ..
         }) = chain.last()
         {
@@ -2100,10 +2123,24 @@ impl Store {
         }
         let mut turns = BTreeSet::new();
         turns.extend(rolled_back_at.keys().cloned());
-        for commit in turn_commits {
+        // A turn another session left open ended where that session began its next turn (or
+        // where an undo rolled it back before): when that turn began meanwhile, the one left
+        // open was open beside this turn until its end.
+        let mut left_open: HashMap<(String, String), ObjectId> = HashMap::new();
+        for &commit in &turn_commits {
             let seen = self.record(commit)?;
+            if seen.begin == commit {
+                let records = self.session_records(&seen.session)?;
+                let next = records.iter().position(|r| r.begin == commit);
+                if let Some(earlier) = next.filter(|&i| i > 0).map(|i| &records[i - 1]) {
+                    if let (None, Some(end)) = (earlier.ended_at, earlier.after) {
+                        left_open.insert((seen.session.clone(), earlier.turn.clone()), end);
+                    }
+                }
+            }
             turns.insert((seen.session, seen.turn));
         }
+        turns.extend(left_open.keys().cloned());
         let mut overlaps = Vec::new();
         if unknown {
             overlaps.push(Overlap {
@@ -2131,6 +2168,9 @@ impl Store {
             };
             let end = match (theirs.after, undone_at) {
                 (Some(their_after), _) => their_after,
+                _ if left_open.contains_key(&(other.clone(), turn.clone())) => {
+                    left_open[&(other.clone(), turn.clone())]
+                }
                 (None, Some(point)) => *point,
                 (None, None) => after,
             };
@@ -3242,12 +3282,14 @@ impl Store {
             // A turn left open when its session began another (a runtime that died, say)
             // ended there, or where an undo rolled it back before that: what changed after is
             // not its work. (The next one's begin commit holds that point; a redo may have
-            // given it a later "before".)
+            // given it a later "before".) A redo that reopened it before then moved its start.
             for i in 1..records.len() {
                 if records[i - 1].after.is_none() {
                     let (_, began) = commit_and_tree(&self.repo(), records[i].begin)?;
-                    let rolled = self.rolled_back_while_open(&session, &records[i - 1])?;
-                    records[i - 1].after = Some(rolled.unwrap_or(began));
+                    let (reopened, rolled) = self.left_open_span(&session, &records[i - 1])?;
+                    let left_open = &mut records[i - 1];
+                    left_open.after = Some(rolled.unwrap_or(began));
+                    left_open.before = reopened.unwrap_or(left_open.before);
                 }
             }
             sessions.push((session, records));

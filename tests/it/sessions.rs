@@ -1609,6 +1609,74 @@ fn an_undo_only_takes_back_a_turn_rolled_back_while_open_that_a_redo_gave_back_l
     assert_eq!(read(p, "a.txt").as_deref(), Some("a\nturn 1\nthe user's\n"));
 }
 
+/// Found by the r55 hostile pass: a turn another session left open (its runtime died, then
+/// its session began another turn) was not seen as open beside this turn once it was no
+/// longer its session's latest: the edit it announced, made while both were open, became
+/// this turn's own, and this turn's undo reverted it. It was open beside this turn until its
+/// session began the next.
+#[test]
+fn a_turn_another_session_left_open_meanwhile_keeps_its_announced_edit() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a.txt", "a\n");
+    write_file(p, "c.txt", "c\n");
+    store.begin_turn("L", "1").unwrap();
+    store.begin_turn("R", "1").unwrap();
+    store.track_file("L", "1", "a.txt").unwrap();
+    write_file(p, "a.txt", "a\nL's turn 1\n");
+    write_file(p, "c.txt", "c\nannounced by neither\n");
+    store.begin_turn("L", "2").unwrap(); // L's turn 1 left open
+    let ended = store.end_turn("R", "1").unwrap();
+    assert_eq!(
+        origins(&ended.files),
+        BTreeMap::from([("c.txt".to_string(), Origin::Shared)])
+    );
+    let undone = store.undo("R", &from_turn("1", false)).unwrap();
+    assert!(
+        undone.written.is_empty() && undone.deleted.is_empty(),
+        "{undone:?}"
+    );
+    assert_eq!(read(p, "a.txt").as_deref(), Some("a\nL's turn 1\n"));
+    assert_eq!(
+        read(p, "c.txt").as_deref(),
+        Some("c\nannounced by neither\n")
+    );
+}
+
+/// Found by the r55 hostile pass: a turn rolled back while open, given back by a redo (which
+/// reopened it), worked on, then left open: it ended at the undo, so the work after the redo
+/// was no turn's, and an undo of it left that work in place as "changed by someone else".
+/// It ended where the next turn began, and started where the redo reopened it.
+#[test]
+fn a_turn_a_redo_reopened_then_left_open_ends_where_the_next_began() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a.txt", "a\n");
+    store.begin_turn("S", "1").unwrap();
+    write_file(p, "f.txt", "turn 1\n");
+    store.undo_last("S", false).unwrap();
+    write_file(p, "u.txt", "the user's, while it was rolled back\n");
+    store.redo("S", &Default::default()).unwrap();
+    write_file(p, "x.txt", "turn 1 after the redo\n");
+    store.begin_turn("S", "2").unwrap();
+    let turns = store.turns(Some("S")).unwrap();
+    let files: BTreeSet<String> = turns[0]
+        .changed
+        .iter()
+        .map(|f| f.file.to_string())
+        .collect();
+    assert_eq!(files, set(&["f.txt", "x.txt"]), "{turns:?}");
+    store.end_turn("S", "2").unwrap();
+    let undone = store.undo("S", &from_turn("1", false)).unwrap();
+    assert_eq!(
+        strings(&undone.deleted),
+        set(&["f.txt", "x.txt"]),
+        "{undone:?}"
+    );
+    assert!(undone.conflicts.is_empty(), "{undone:?}");
+    assert!(read(p, "u.txt").is_some());
+}
+
 /// Found in review of the rule above: a turn deleted a file that the user's git index tracks
 /// though `.gitignore` names it (snapshots keep such files). Its "after" read as not seeing
 /// the path, so the undo left it alone instead of bringing it back.
