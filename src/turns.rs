@@ -327,8 +327,10 @@ struct ChainLink {
     own: Option<HashSet<BString>>,
     /// For an undo commit, the paths it merged (someone else's edits are in them).
     merged: HashSet<BString>,
-    /// A redo that reopened the session's open turn: what changes after it is that turn's.
-    reopens: bool,
+    /// For a redo that reopened the session's open turn, the project as it found it: what
+    /// changed before (while the turn was rolled back) is someone else's, what changes after
+    /// is that turn's.
+    reopened_at: Option<ObjectId>,
 }
 
 /// A session's id and its turns, oldest first.
@@ -1064,6 +1066,12 @@ impl Store {
         let mut changed_by: HashMap<BString, Vec<usize>> = HashMap::new();
         for (index, record) in undone.iter().enumerate() {
             for (path, origin) in locked.turn_paths(session, record, current)? {
+                // Another session's (announced while the turn was open): left alone, also
+                // where an earlier undone turn changed it.
+                if origin == Origin::Other {
+                    during.insert(path);
+                    continue;
+                }
                 if origin == Origin::Shared {
                     during.insert(path.clone());
                 }
@@ -1402,13 +1410,15 @@ impl Store {
                 .filter_map(decode_path)
                 .collect();
             unfinished.push(is_unfinished(message));
-            let reopens = lines_with(message, REOPENED).next().is_some();
+            let reopened_at = lines_with(message, REOPENED)
+                .filter_map(|rest| ObjectId::from_hex(rest.split_once_str(" ")?.1).ok())
+                .next();
             chain.push(ChainLink {
                 tree,
                 kind,
                 own,
                 merged,
-                reopens,
+                reopened_at,
             });
             if commit == begin {
                 break;
@@ -1872,6 +1882,10 @@ impl Store {
                     (last_end, written_since) = (Some(to.tree), HashSet::new());
                 }
                 ChainKind::Undo => {
+                    if let Some(found) = to.reopened_at {
+                        let gap = tree_changes(&repo, self.trees(), from.tree, found)?;
+                        others.extend(gap.into_iter().map(|c| c.path));
+                    }
                     for path in changed {
                         written_since.insert(path.clone());
                         match to.merged.contains(&path) {
@@ -1882,7 +1896,7 @@ impl Store {
                 }
                 // A gap: someone else's, unless a turn left open (or reopened by a redo)
                 // runs into it.
-                ChainKind::Begin if from.kind != ChainKind::Begin && !from.reopens => {
+                ChainKind::Begin if from.kind != ChainKind::Begin && from.reopened_at.is_none() => {
                     others.extend(changed);
                     unseen_in(last_end.take(), &written_since)?;
                 }
@@ -1894,7 +1908,7 @@ impl Store {
         if let Some(&ChainLink {
             tree: last,
             kind: ChainKind::End | ChainKind::Undo,
-            reopens: false,
+            reopened_at: None,
             ..
         }) = chain.last()
         {
@@ -2232,9 +2246,10 @@ impl Store {
             .collect())
     }
 
-    /// The paths turn `record` of `session` changed with whose each is, without those of
-    /// other sessions: as its end commit records them, or while it is open, from its "before"
-    /// to `current` (none if an undo rolled it back: what changed since is that undo's).
+    /// The paths turn `record` of `session` changed with whose each is: as its end commit
+    /// records them, or while it is open, from its "before" to `current`, with those another
+    /// session announced meanwhile (`Other`) (none if an undo rolled it back: what changed
+    /// since is that undo's).
     /// Costs a tree diff (a commit read for an ended turn recorded with its files).
     fn turn_paths(
         &self,
@@ -2275,7 +2290,6 @@ impl Store {
         };
         Ok(changes
             .into_iter()
-            .filter(|(_, origin)| *origin != Origin::Other)
             .map(|(change, origin)| (change.path, origin))
             .collect())
     }
@@ -2603,9 +2617,11 @@ impl Locked<'_> {
         // merge can tell it from the turn's (a conflict; with `force`, the turn's before).
         let mut during = self.changed_by_other_sessions(session, record, current)?;
         for (path, origin) in self.turn_paths(session, record, current)? {
-            if origin == Origin::Shared {
-                during.insert(path.clone());
-            }
+            match origin {
+                Origin::Other => continue, // another session's, announced meanwhile
+                Origin::Shared => during.insert(path.clone()),
+                _ => false,
+            };
             paths.push(path);
         }
         paths.sort_unstable();

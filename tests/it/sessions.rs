@@ -1677,6 +1677,51 @@ fn a_turn_a_redo_reopened_then_left_open_ends_where_the_next_began() {
     assert!(read(p, "u.txt").is_some());
 }
 
+/// Found by the r56 hostile pass over the rule above: the user's edit made while the turn was
+/// rolled back (before the redo reopened it) counted as the reopened turn's, and a range undo
+/// from the turn before deleted it without a word. What changed before the reopening redo is
+/// someone else's.
+#[test]
+fn a_range_undo_leaves_alone_an_edit_made_while_the_open_turn_was_rolled_back() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "base.txt", "base\n");
+    store.begin_turn("A", "1").unwrap();
+    write_file(p, "f3.txt", "turn 1\n");
+    store.end_turn("A", "1").unwrap();
+    store.begin_turn("A", "2").unwrap();
+    write_file(p, "f0.txt", "turn 2\n");
+    store.undo_last("A", false).unwrap();
+    write_file(p, "f3.txt", "the user's\n");
+    store.redo("A", &Default::default()).unwrap();
+    let undone = store.undo("A", &from_turn("1", false)).unwrap();
+    assert_eq!(strings(&undone.deleted), set(&["f0.txt"]), "{undone:?}");
+    assert_eq!(strings(&undone.conflicts), set(&["f3.txt"]), "{undone:?}");
+    assert_eq!(read(p, "f3.txt").as_deref(), Some("the user's\n"));
+}
+
+/// Found by the r56 hostile pass (older builds too): an undo from an ended turn through the
+/// session's open turn overwrote a file another session announced and edited while that open
+/// turn was open. The open turn's attribution knew it was the other's; the range now leaves
+/// it alone.
+#[test]
+fn a_range_undo_through_the_open_turn_leaves_another_sessions_announced_file_alone() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "f2.txt", "orig\n");
+    store.begin_turn("B", "1").unwrap();
+    write_file(p, "f2.txt", "B's turn 1\n");
+    store.end_turn("B", "1").unwrap();
+    store.begin_turn("B", "2").unwrap();
+    store.begin_turn("A", "1").unwrap();
+    store.track_file("A", "1", "f2.txt").unwrap();
+    write_file(p, "f2.txt", "A's work\n");
+    let undone = store.undo("B", &from_turn("1", false)).unwrap();
+    assert!(undone.written.is_empty(), "{undone:?}");
+    assert_eq!(strings(&undone.conflicts), set(&["f2.txt"]), "{undone:?}");
+    assert_eq!(read(p, "f2.txt").as_deref(), Some("A's work\n"));
+}
+
 /// Found in review of the rule above: a turn deleted a file that the user's git index tracks
 /// though `.gitignore` names it (snapshots keep such files). Its "after" read as not seeing
 /// the path, so the undo left it alone instead of bringing it back.
