@@ -1571,12 +1571,28 @@ impl Store {
             .filter_map(crate::snapshot::visibility::decode_path)
             .collect();
         undid.sort_unstable();
+        // A redo of this undo since that left files alone (so it names no undo redone): what
+        // it wrote is the session's last word there, in place of what the undo left. (One
+        // stopped before it finished says nothing of what the session left.)
+        let head = locked.ref_target(&session_ref(session, "head")?)?;
+        let mut redone_since: HashMap<BString, ObjectId> = HashMap::new();
+        for (commit, text) in locked.chain_back(head, Some(undo))?.0.iter().rev() {
+            let partial = lines_with(text, REDID).next().is_none() && !is_unfinished(text);
+            if text.contains_str(REDO_TRAILER) && partial {
+                let tree = commit_and_tree(&repo, *commit)?.1;
+                let wrote =
+                    lines_with(text, CHANGED).filter_map(crate::snapshot::visibility::decode_path);
+                redone_since.extend(wrote.map(|path| (path, tree)));
+            }
+        }
         // A file the undo moved back comes back under both names, or neither.
         let moves = tree_changes(&repo, self.trees(), undo_tree, point)?;
         let partners = rename_partners(&repo, &moves, &undid, true)?;
         for path in undid {
-            // What the undo left there, what is there now, what was there before the undo.
-            let left = side_at(&repo, undo_tree, path.as_bstr())?;
+            // What the undo (or a redo of it since) left there, what is there now, what was
+            // there before the undo.
+            let left_by = redone_since.get(&path).copied().unwrap_or(undo_tree);
+            let left = side_at(&repo, left_by, path.as_bstr())?;
             let now = side_at(&repo, current, path.as_bstr())?;
             let wanted = side_at(&repo, point, path.as_bstr())?;
             if now == wanted {

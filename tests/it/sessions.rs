@@ -1722,6 +1722,31 @@ fn a_range_undo_through_the_open_turn_leaves_another_sessions_announced_file_alo
     assert_eq!(read(p, "f2.txt").as_deref(), Some("A's work\n"));
 }
 
+/// Found by the r57 hostile pass (older builds too): a redo that left a file alone gave the
+/// rest back; the user then deleted a file it had given back, and the next redo (which takes
+/// the same undo again) wrote that file again without `--force`: absent was what the undo had
+/// left there. What the earlier redo wrote is the session's last word there now.
+#[test]
+fn a_second_redo_of_the_same_undo_leaves_alone_a_file_removed_since_the_first() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "f", "orig\n");
+    store.begin_turn("A", "1").unwrap();
+    write_file(p, "new", "agent\n");
+    write_file(p, "f", "agent\n");
+    store.end_turn("A", "1").unwrap();
+    store.undo_last("A", false).unwrap();
+    write_file(p, "f", "the user's\n");
+    let first = store.redo("A", &Default::default()).unwrap();
+    assert_eq!(strings(&first.written), set(&["new"]), "{first:?}");
+    assert_eq!(strings(&first.conflicts), set(&["f"]), "{first:?}");
+    fs::remove_file(p.join("new")).unwrap();
+    let second = store.redo("A", &Default::default()).unwrap();
+    assert!(second.written.is_empty(), "{second:?}");
+    assert_eq!(strings(&second.conflicts), set(&["f", "new"]), "{second:?}");
+    assert_eq!(read(p, "new"), None);
+}
+
 /// Found in review of the rule above: a turn deleted a file that the user's git index tracks
 /// though `.gitignore` names it (snapshots keep such files). Its "after" read as not seeing
 /// the path, so the undo left it alone instead of bringing it back.
