@@ -423,6 +423,15 @@ fn rolled_back_in(message: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// Where a redo's `message` says it reopened the turn encoded as `turn` (the project as it
+/// found it), if it did.
+fn reopening_in(message: &[u8], turn: &str) -> Option<ObjectId> {
+    lines_with(message, REOPENED)
+        .filter_map(|rest| rest.split_once_str(" "))
+        .find(|(name, _)| *name == turn.as_bytes())
+        .and_then(|(_, hex)| ObjectId::from_hex(hex).ok())
+}
+
 /// The refusal to work in turn `turn` of `session`, left open when the session began another.
 fn superseded_error(session: &str, turn: &str) -> Error {
     Error::Turn {
@@ -1301,12 +1310,9 @@ impl Store {
         let turn = encode_id("turn", &record.turn)?;
         let head = self.ref_target(&session_ref(session, "head")?)?;
         let (walked, _) = self.chain_back(head, Some(record.begin))?;
-        let reopened = walked.iter().find_map(|(_, message)| {
-            lines_with(message, REOPENED)
-                .filter_map(|rest| rest.split_once_str(" "))
-                .find(|(name, _)| *name == turn.as_bytes())
-                .and_then(|(_, hex)| ObjectId::from_hex(hex).ok())
-        });
+        let reopened = walked
+            .iter()
+            .find_map(|(_, message)| reopening_in(message, &turn));
         record.before = reopened.unwrap_or(record.before);
         Ok(record)
     }
@@ -1338,10 +1344,7 @@ impl Store {
             match ChainKind::of(message) {
                 ChainKind::Begin => break,
                 ChainKind::Undo => {
-                    let reopening = lines_with(message, REOPENED)
-                        .filter_map(|rest| rest.split_once_str(" "))
-                        .find(|(name, _)| *name == turn.as_bytes())
-                        .and_then(|(_, hex)| ObjectId::from_hex(hex).ok());
+                    let reopening = reopening_in(message, &turn);
                     if reopening.is_some() {
                         (reopened, rolled_back) = (reopening, None);
                     } else if rolled_back_in(message).contains(&record.turn) {
