@@ -2104,6 +2104,14 @@ impl Store {
         // commits come newest first, so a turn's latest undo or redo settles it.
         let mut rolled_back_at: HashMap<(String, String), ObjectId> = HashMap::new();
         let mut settled: HashSet<(String, String)> = HashSet::new();
+        // Each other session's turns, read once.
+        let mut records_of: HashMap<String, Vec<Record>> = HashMap::new();
+        let mut read_records = |session: &str| -> Result<Vec<Record>> {
+            if !records_of.contains_key(session) {
+                records_of.insert(session.to_owned(), self.session_records(session)?);
+            }
+            Ok(records_of[session].clone())
+        };
         for &commit in &others.commits {
             if kind_of(commit)? != ChainKind::Undo {
                 turn_commits.push(commit);
@@ -2116,7 +2124,7 @@ impl Store {
                 .and_then(|hex| ObjectId::from_hex(hex).ok());
             // Only the session's latest turn: an older one left open was not being worked on.
             let session_of = self.record(commit)?.session;
-            let latest = self.session_records(&session_of)?.pop().map(|r| r.turn);
+            let latest = read_records(&session_of)?.pop().map(|r| r.turn);
             let reopened = lines_with(message, REOPENED)
                 .filter_map(|rest| decode_id(rest.split_once_str(" ")?.0.to_str().ok()?));
             for turn in reopened {
@@ -2163,7 +2171,7 @@ impl Store {
         for &commit in &turn_commits {
             let seen = self.record(commit)?;
             if seen.begin == commit {
-                let records = self.session_records(&seen.session)?;
+                let records = read_records(&seen.session)?;
                 let next = records.iter().position(|r| r.begin == commit);
                 if let Some(earlier) = next.filter(|&i| i > 0).map(|i| &records[i - 1]) {
                     if let (None, Some(end)) = (earlier.ended_at, earlier.after) {
@@ -2199,13 +2207,11 @@ impl Store {
                 true => theirs.before,
                 false => record.before,
             };
-            let end = match (theirs.after, undone_at) {
-                (Some(their_after), _) => their_after,
-                _ if left_open.contains_key(&(other.clone(), turn.clone())) => {
-                    left_open[&(other.clone(), turn.clone())]
-                }
-                (None, Some(point)) => *point,
-                (None, None) => after,
+            let ended_left_open = left_open.get(&(other.clone(), turn.clone()));
+            let end = match (theirs.after, ended_left_open, undone_at) {
+                (Some(their_after), _, _) => their_after,
+                (None, Some(end), _) | (None, None, Some(end)) => *end,
+                (None, None, None) => after,
             };
             overlaps.push(Overlap {
                 announced: self.announced_by(&other, &theirs)?,
