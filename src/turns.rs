@@ -378,6 +378,9 @@ const REDO_TRAILER: &str = "Rewind-Redo: yes";
 const REDID: &str = "Rewind-Redid: ";
 /// In an undo's commit: a turn it marked rolled back (percent-encoded).
 const ROLLED_BACK: &str = "Rewind-Rolled-Back: ";
+/// In a redo's commit: a turn it marked no longer rolled back (percent-encoded). A redo that
+/// left files alone redoes no undo whole, yet the turns it gave back are no undo's to hold.
+const GAVE_BACK: &str = "Rewind-Gave-Back: ";
 /// In an end commit that follows the session's undos or redos made while the turn was open:
 /// the turn's begin commit (otherwise the end commit's parent).
 const BEGIN: &str = "Rewind-Begin: ";
@@ -418,7 +421,16 @@ fn lines_with<'m>(message: &'m [u8], key: &'static str) -> impl Iterator<Item = 
 
 /// The turns an undo's `message` names as rolled back.
 fn rolled_back_in(message: &[u8]) -> Vec<String> {
-    lines_with(message, ROLLED_BACK)
+    turns_in(message, ROLLED_BACK)
+}
+
+/// What [`Locked::undos_not_redone`] calls with each undo commit not redone: the commit, its
+/// message, and the turns redos after it gave back; it goes on while this returns true.
+type UndoVisitor<'a> = dyn FnMut(ObjectId, &[u8], &HashSet<String>) -> bool + 'a;
+
+/// The turns named on the `key` lines of a commit's `message`.
+fn turns_in(message: &[u8], key: &'static str) -> Vec<String> {
+    lines_with(message, key)
         .filter_map(|t| decode_id(t.to_str().ok()?))
         .collect()
 }
@@ -1661,6 +1673,9 @@ impl Store {
                 true => format!("{REDID}{undo}\n"),
                 false => String::new(),
             };
+            for turn in rolled_back.iter().filter(|t| given_back(t)) {
+                redid.push_str(&format!("{GAVE_BACK}{}\n", encode_id("turn", turn)?));
+            }
             // An open turn given back starts again from the project as the redo found it: what
             // changed while it was rolled back (the user's edits) is not its work.
             for record in records.iter().filter(|r| r.after.is_none()) {
@@ -1706,10 +1721,16 @@ impl Store {
                 }
             }
             let mut notices = crate::store::objects::lock(&locked.notices);
+            // (A redo that left files alone takes the same undo again next time.)
+            let first = match conflicts.is_empty() && outcome.conflicts.is_empty() {
+                true => "",
+                false => "once the files left alone here are redone (`--force`), ",
+            };
             notices.extend(held.map(|turn| {
                 format!(
                     "turn {turn:?} of session {session:?} stays rolled back: another undo of it is \
-                     not redone yet (a later `rewind redo` that redoes it brings back the rest)"
+                     not redone yet ({first}a later `rewind redo` that redoes it brings back the \
+                     rest)"
                 )
             }));
             notices.extend(files_undone.iter().map(|path| {
@@ -1749,7 +1770,7 @@ impl Store {
     fn undo_to_redo(&self, session: &str, turn: Option<&str>) -> Result<ObjectId> {
         let wanted = turn.map(|t| encode_id("turn", t)).transpose()?;
         let mut found = None;
-        self.undos_not_redone(session, &mut |commit, message| {
+        self.undos_not_redone(session, &mut |commit, message, _| {
             let undid_turn = |turn: &str| {
                 lines_with(message, ROLLED_BACK)
                     .chain(
@@ -1774,17 +1795,18 @@ impl Store {
     }
 
     /// The turns the session's undo commits other than `undo` that no redo redid rolled back,
-    /// of those that changed files (one that only left files alone gives nothing back). Costs a
-    /// commit read per chain commit.
+    /// of those that changed files (one that only left files alone gives nothing back), less
+    /// those a later redo gave back. Costs a commit read per chain commit.
     fn turns_rolled_back_by_other_undos(
         &self,
         session: &str,
         undo: ObjectId,
     ) -> Result<HashSet<String>> {
         let mut turns = HashSet::new();
-        self.undos_not_redone(session, &mut |commit, message| {
+        self.undos_not_redone(session, &mut |commit, message, given_back_since| {
             if commit != undo && lines_with(message, CHANGED).next().is_some() {
-                turns.extend(rolled_back_in(message));
+                let held = rolled_back_in(message).into_iter();
+                turns.extend(held.filter(|t| !given_back_since.contains(t)));
             }
             true
         })?;
@@ -1800,7 +1822,7 @@ impl Store {
         undo: ObjectId,
     ) -> Result<Vec<(String, Vec<BString>)>> {
         let mut found = Vec::new();
-        self.undos_not_redone(session, &mut |commit, message| {
+        self.undos_not_redone(session, &mut |commit, message, _| {
             let paths: Vec<BString> = lines_with(message, CHANGED)
                 .filter_map(decode_path)
                 .collect();
@@ -1813,20 +1835,22 @@ impl Store {
         found.into_iter().map(first_turn).collect()
     }
 
-    /// Call `each` with every undo commit of the session's chain that no redo redid (and its
-    /// message), newest first, while it returns true. Costs a commit read per commit walked.
+    /// Call `each` with every undo commit of the session's chain that no redo redid (its
+    /// message, and the turns redos after it gave back), newest first, while it returns true.
+    /// Costs a commit read per commit walked.
     fn undos_not_redone(
         &self,
         session: &str,
-        each: &mut dyn FnMut(ObjectId, &[u8]) -> bool,
+        each: &mut UndoVisitor<'_>,
     ) -> Result<()> {
         let repo = self.repo();
-        let mut redone = HashSet::new();
+        let (mut redone, mut given_back) = (HashSet::new(), HashSet::new());
         let mut next = self.ref_target(&session_ref(session, "head")?)?;
         while let Some(commit) = next {
             let (object, _) = commit_and_tree(&repo, commit)?;
             let message = object.message_raw_sloppy();
             next = object.parent_ids().next().map(|id| id.detach());
+            given_back.extend(turns_in(message, GAVE_BACK));
             if let Some(redid) = lines_with(message, REDID)
                 .next()
                 .and_then(|hex| ObjectId::from_hex(hex).ok())
@@ -1835,7 +1859,7 @@ impl Store {
                 continue;
             }
             let is_undo = message.lines().any(|l| l == UNDO_TRAILER.as_bytes());
-            if is_undo && !redone.contains(&commit) && !each(commit, message) {
+            if is_undo && !redone.contains(&commit) && !each(commit, message, &given_back) {
                 break;
             }
         }

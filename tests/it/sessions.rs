@@ -524,6 +524,33 @@ fn a_turn_two_undos_took_back_stays_rolled_back_until_both_are_redone() {
     assert_eq!(err.code(), "not_found", "{err}");
 }
 
+/// Found in review of r58's row: a redo that left files alone said a later redo would bring
+/// back the rest of a turn another undo held, yet the next redo takes the same undo again.
+/// The notice says the files left alone come first.
+#[test]
+fn a_redo_that_left_files_alone_says_they_come_before_the_rest_of_a_held_turn() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    undo_left_alone_then_forced(&store, p);
+    write_file(p, "a.txt", "the user's again\n");
+    store.take_notices().told();
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.conflicts), set(&["a.txt"]), "{redone:?}");
+    let notices = store.take_notices();
+    let said = notices.lines().join("\n");
+    assert!(
+        said.contains("stays rolled back") && said.contains("`--force`"),
+        "{said}"
+    );
+    notices.told();
+    let again = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(
+        strings(&again.conflicts),
+        set(&["a.txt"]),
+        "the same undo: {again:?}"
+    );
+}
+
 /// Found by a hostile pass (r47): an undo that only left files alone (it changed none) and the
 /// forced undo that finished the turn; the redo said the turn stays rolled back with a rest to
 /// bring back, and the next redo wrote nothing. An undo that changed no file holds nothing
@@ -1745,6 +1772,48 @@ fn a_second_redo_of_the_same_undo_leaves_alone_a_file_removed_since_the_first() 
     assert!(second.written.is_empty(), "{second:?}");
     assert_eq!(strings(&second.conflicts), set(&["f", "new"]), "{second:?}");
     assert_eq!(read(p, "new"), None);
+}
+
+/// Found by the r58 hostile pass: an undo, a redo that left the user's edit alone, a second
+/// undo of the turn, a redo that left another edit alone. The second redo kept the turn rolled
+/// back (the first undo, never redone whole, still held it) though both redos gave its work
+/// back, said a later redo would bring back the rest (every later redo took the second undo
+/// again), and `undo --last` found no turn. A turn a partial redo gave back is held by no
+/// earlier undo of it.
+#[test]
+fn a_turn_two_partial_redos_gave_back_is_not_held_by_the_first_undo() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    for f in ["a", "b", "c"] {
+        write_file(p, f, "orig\n");
+    }
+    agent_turn(
+        &store,
+        p,
+        "1",
+        &[("a", "agent\n"), ("b", "agent\n"), ("c", "agent\n")],
+    );
+    store.undo_last("s", false).unwrap();
+    write_file(p, "a", "the user's a\n");
+    let first = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&first.conflicts), set(&["a"]), "{first:?}");
+    let undone = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&undone.written), set(&["b", "c"]), "{undone:?}");
+    write_file(p, "b", "the user's b\n");
+    store.take_notices().told();
+
+    let second = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&second.written), set(&["c"]), "{second:?}");
+    assert_eq!(strings(&second.conflicts), set(&["b"]), "{second:?}");
+    let notices = store.take_notices();
+    assert!(notices.lines().is_empty(), "{:?}", notices.lines());
+    notices.told();
+    assert!(!store.turns(Some("s")).unwrap()[0].rolled_back);
+    let again = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&again.written), set(&["c"]), "{again:?}");
+    assert_eq!(read(p, "c").as_deref(), Some("orig\n"));
+    assert_eq!(read(p, "a").as_deref(), Some("the user's a\n"));
+    assert_eq!(read(p, "b").as_deref(), Some("the user's b\n"));
 }
 
 /// Found in review of the rule above: a turn deleted a file that the user's git index tracks
