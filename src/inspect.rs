@@ -304,10 +304,10 @@ impl Store {
                 turn.additions,
                 turn.deletions
             );
-            // An ended turn (or one left open, which ended where the next began) shows its own
-            // files only (another session's, changed meanwhile, are not the turn's); an open one
-            // all that changed since it began; one rolled back while open, none (it is over,
-            // and what changed since is not its own).
+            // An ended turn (or one left open, which ended where the next began, or one rolled
+            // back while open, which ended at that undo) shows its own files only (another
+            // session's, changed meanwhile, are not the turn's); an open one all that changed
+            // since it began.
             let files: HashSet<&BStr> = (turn.changed.iter())
                 .flat_map(|f| std::iter::once(&f.file).chain(&f.old_file))
                 .map(|p| p.as_bstr())

@@ -975,6 +975,13 @@ impl Store {
                 if record.ended_at.is_none() && !rolled_back {
                     record = self.as_reopened(&session, record)?;
                 }
+                // One rolled back while open (its session's latest) is over: it ended where
+                // that undo found the project, and started where a redo last reopened it.
+                if record.after.is_none() && rolled_back {
+                    let (reopened, ended) = self.left_open_span(&session, &record)?;
+                    record.after = ended;
+                    record.before = reopened.unwrap_or(record.before);
+                }
                 // Listed open (no "after") until it ends. One left open when its session began
                 // another ended where that one began, or where an undo rolled it back before:
                 // listed with that "after" and no end time (its runtime never ended it).
@@ -2713,9 +2720,10 @@ impl Locked<'_> {
             }
             let path = now_at(&turns_path);
             let now = side_at(&repo, current, path.as_ref())?;
-            // Something the snapshot cannot see stands there (ignored, say, or a directory):
-            // an undo that deletes leaves it as it is (`kept`); one that writes finds it in the
-            // way (a conflict, as a restore's).
+            // Something the snapshot cannot see as a file stands there (ignored, say, or a
+            // directory): an undo that deletes leaves a file it cannot see as it is (`kept`),
+            // and a directory or special file in the way (a conflict, as a range undo's); one
+            // that writes finds either in the way.
             let unseen = now.is_none() && self.on_disk(&path);
             let moved_from = moved_back.get(&turns_path);
             let shared =
@@ -2741,7 +2749,12 @@ impl Locked<'_> {
                 reversed => reversed,
             };
             match reversed {
-                Reversed::Side { side: None, .. } if unseen => kept.push(path),
+                Reversed::Side { side: None, .. } if unseen => {
+                    match self.in_the_way(std::slice::from_ref(&path)).is_empty() {
+                        true => kept.push(path),
+                        false => conflicts.push(path),
+                    }
+                }
                 Reversed::Side { side, .. } if side == now => {}
                 Reversed::Side { side, merged: m } => {
                     // Written where the file stands now, it keeps the later rename: recorded

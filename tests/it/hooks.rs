@@ -366,6 +366,36 @@ fn show_of_a_turn_rolled_back_while_open_shows_no_later_edit() {
     assert!(!shown.stdout.contains("the user's edit"), "{shown}");
 }
 
+/// r55 (3): a turn rolled back while open (no later turn begun) listed 0 files in `turns`,
+/// `show` and `log`, and `show` no diff, until a later turn began. It ended at that undo:
+/// listed with what it did until then, still rolled back.
+#[test]
+fn turns_and_show_of_a_turn_rolled_back_while_open_give_what_it_did() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("f", "f\n").file("g", "g\n");
+    hook(&p, "claude-code", &claude_prompt(&p, "A", "A1"));
+    p.file("f", "f\nA1\n");
+    p.rewind(["undo", "--session", "A", "--last"])
+        .assert_success();
+    p.file("g", "g\nthe user's edit\n");
+    let shown = p.rewind(["show", "--session", "A", "1"]);
+    shown.assert_success();
+    assert!(shown.stdout.contains("rolled back while open"), "{shown}");
+    assert!(shown.stdout.contains("+A1"), "{shown}");
+    assert!(!shown.stdout.contains("the user's edit"), "{shown}");
+    let listed = p.rewind(["turns", "--session", "A", "--json"]);
+    listed.assert_success();
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&listed.stdout).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["files"], 1, "{rows:?}");
+    assert_eq!(rows[0]["rolled_back"], true, "{rows:?}");
+    assert!(rows[0]["ended_at"].is_null(), "{rows:?}");
+    let log = p.rewind(["log", "--json"]);
+    log.assert_success();
+    assert!(log.stdout.contains("rolled back"), "{log}");
+}
+
 /// Left open by stop 36: `show` of a turn left open when its session began another diffed its
 /// "before" against the project now (the next turn's work and the user's later edits as its
 /// own), and `turns` listed it open with no files. It ended where the next turn began.

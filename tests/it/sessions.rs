@@ -524,6 +524,49 @@ fn a_turn_two_undos_took_back_stays_rolled_back_until_both_are_redone() {
     assert_eq!(err.code(), "not_found", "{err}");
 }
 
+/// r55 (4): turn 1 rolled back while open, turn 2, the user's edit, `redo --turn 1` that left
+/// it alone; then `undo --turn 1 --only` and a redo. That redo kept the turn rolled back (the
+/// first undo, redone in part, still held it), so `undo --turn 1 --only` was refused after.
+#[test]
+fn an_undo_only_and_its_redo_give_back_a_turn_a_partial_redo_gave_back() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "1\n2\n3\n4\n5\n6\n7\n8\n");
+    store.track(&Default::default()).unwrap();
+    store.begin_turn("s", "1").unwrap();
+    write_file(p, "a", "T1\n2\n3\n4\n5\n6\n7\n8\n");
+    write_file(p, "f1", "t1\n");
+    let turn_1 = rewind::UndoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    store.undo("s", &turn_1).unwrap();
+    write_file(p, "a", "1\n2\n3\n4\n5\n6\n7\nU8\n");
+    agent_turn(&store, p, "2", &[("a", "1\n2\n3\nT2\n5\n6\n7\nU8\n")]);
+    write_file(p, "a", "1\n2\n3\nT2\n5\nU6\n7\nU8\n");
+    let of_turn_1 = rewind::RedoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    let redone = store.redo("s", &of_turn_1).unwrap();
+    assert_eq!(strings(&redone.conflicts), set(&["a"]), "{redone:?}");
+    let only = rewind::UndoOptions {
+        only: true,
+        ..turn_1.clone()
+    };
+    let undone = store.undo("s", &only).unwrap();
+    assert_eq!(strings(&undone.deleted), set(&["f1"]), "{undone:?}");
+    store.take_notices().told();
+    let again = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&again.written), set(&["f1"]), "{again:?}");
+    let notices = store.take_notices();
+    assert!(notices.lines().is_empty(), "{:?}", notices.lines());
+    notices.told();
+    assert!(!store.turns(Some("s")).unwrap()[0].rolled_back);
+    let undone = store.undo("s", &only).unwrap();
+    assert_eq!(strings(&undone.deleted), set(&["f1"]), "{undone:?}");
+}
+
 /// Found in review of r58's row: a redo that left files alone said a later redo would bring
 /// back the rest of a turn another undo held, yet the next redo takes the same undo again.
 /// The notice says the files left alone come first.

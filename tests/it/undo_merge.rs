@@ -1703,3 +1703,38 @@ fn undo_only_follows_a_rename_with_a_new_file_at_the_old_name() {
         assert!(outcome.conflicts.is_empty(), "{outcome:?}");
     }
 }
+
+/// r55 (5): a file the turn created, replaced since by a directory (`rm f; mkdir f`). `undo
+/// --only` listed it `kept`, "the snapshot could not see it", where a range undo says the
+/// directory is in the way. Both say so now, and the directory stays, with or without force.
+#[test]
+fn undo_only_of_a_file_replaced_by_a_directory_says_the_directory_is_in_the_way() {
+    for force in [false, true] {
+        let project = Project::new();
+        let (root, store) = (project.root(), &project.store);
+        fs::write(root.join("g.txt"), "g\n").unwrap();
+        store.begin_turn("s", "1").unwrap();
+        fs::write(root.join("f"), "agent\n").unwrap();
+        fs::write(root.join("g.txt"), "agent\n").unwrap();
+        store.end_turn("s", "1").unwrap();
+        fs::remove_file(root.join("f")).unwrap();
+        fs::create_dir(root.join("f")).unwrap();
+        fs::write(root.join("f/x"), "the user's\n").unwrap();
+        let options = rewind::UndoOptions {
+            only: true,
+            force,
+            ..undo_opts("1")
+        };
+        let outcome = store.undo("s", &options).unwrap();
+        let f = vec![rewind::BString::from("f")];
+        assert_eq!(outcome.conflicts, f, "{outcome:?}");
+        assert_eq!(outcome.in_the_way, f, "{outcome:?}");
+        assert!(outcome.kept.is_empty(), "{outcome:?}");
+        assert_eq!(outcome.written, vec![rewind::BString::from("g.txt")]);
+        assert_eq!(
+            fs::read_to_string(root.join("f/x")).unwrap(),
+            "the user's\n"
+        );
+        assert_eq!(fs::read_to_string(root.join("g.txt")).unwrap(), "g\n");
+    }
+}
