@@ -1216,10 +1216,10 @@ impl Store {
             Ok(())
         };
         if !force || options.merge {
-            for path in touched
-                .iter()
-                .filter(|p| others.contains(*p) && !differs.contains(*p))
-            {
+            // (One out of view is kept, said once.)
+            for path in touched.iter().filter(|p| {
+                others.contains(*p) && !differs.contains(*p) && !out_of_view.contains(*p)
+            }) {
                 let now = side_at(&repo, current, path.as_ref())?;
                 around_others(&mut d, path, now, now)?;
             }
@@ -1397,11 +1397,6 @@ impl Store {
         Ok((walked, next.is_some() && next == stop))
     }
 
-    /// Whether `commit` is `last` or one of its first-parent ancestors.
-    fn chain_reaches(&self, last: ObjectId, commit: ObjectId) -> Result<bool> {
-        Ok(self.chain_back(Some(last), Some(commit))?.1)
-    }
-
     /// Whether the chain from `last` back to `begin` holds only undo and redo commits.
     fn only_undos_back_to(&self, last: ObjectId, begin: ObjectId) -> Result<bool> {
         let (walked, met) = self.chain_back(Some(last), Some(begin))?;
@@ -1554,18 +1549,17 @@ impl Store {
         force: bool,
     ) -> Result<RestoreOutcome> {
         let repo = locked.repo();
+        let (object, undo_tree) = commit_and_tree(&repo, undo)?;
+        let message = object.message_raw_sloppy().to_owned();
+        let rolled_back = rolled_back_in(&message);
         // What a redo brings back while one of the session's turns is open would count as that
-        // turn's own work: right when the undo took back that very turn (it began before the
-        // undo, which undid from it or an earlier turn), wrong otherwise.
-        let from = locked.record(undo)?.turn;
-        let from_index = records.iter().position(|r| r.turn == from);
-        for (index, record) in records.iter().enumerate() {
-            if record.after.is_some() {
-                continue; // ended, or left open when the session went on (ended there)
-            }
-            let undid_it = from_index.is_some_and(|from| from <= index)
-                && locked.chain_reaches(undo, record.begin)?;
-            if !undid_it {
+        // turn's own work: right when the undo rolled back that very turn (the redo reopens
+        // it), wrong otherwise. (One rolled back while open and not given back is over.)
+        for record in records.iter().filter(|r| r.after.is_none()) {
+            let over = locked
+                .ref_target(&turn_ref(session, "rolled-back", &record.turn)?)?
+                .is_some();
+            if !over && !rolled_back.contains(&record.turn) {
                 return Err(Error::Turn {
                     session: session.into(),
                     turn: record.turn.clone(),
@@ -1573,8 +1567,6 @@ impl Store {
                 });
             }
         }
-        let (object, undo_tree) = commit_and_tree(&repo, undo)?;
-        let message = object.message_raw_sloppy().to_owned();
         let unfinished = is_unfinished(&message);
         let point = lines_with(&message, UNDO_POINT)
             .next()
@@ -1597,8 +1589,9 @@ impl Store {
         // it wrote is the session's last word there, in place of what the undo left. (One
         // stopped before it finished says nothing of what the session left.)
         let head = locked.ref_target(&session_ref(session, "head")?)?;
+        let since = locked.chain_back(head, Some(undo))?.0;
         let mut redone_since: HashMap<BString, ObjectId> = HashMap::new();
-        for (commit, text) in locked.chain_back(head, Some(undo))?.0.iter().rev() {
+        for (commit, text) in since.iter().rev() {
             let partial = lines_with(text, REDID).next().is_none() && !is_unfinished(text);
             if text.contains_str(REDO_TRAILER) && partial {
                 let tree = commit_and_tree(&repo, *commit)?.1;
@@ -1607,6 +1600,26 @@ impl Store {
                 redone_since.extend(wrote.map(|path| (path, tree)));
             }
         }
+        // The session's turns begun since the undo and not rolled back: what one changed is
+        // its work, even where it put back what the undo left.
+        let mut later_turns = Vec::new();
+        for record in records {
+            let begun_since = since.iter().any(|(commit, _)| *commit == record.begin);
+            let marker = turn_ref(session, "rolled-back", &record.turn)?;
+            if let (Some(after), true) = (record.after, begun_since) {
+                if locked.ref_target(&marker)?.is_none() {
+                    later_turns.push((record.before, after));
+                }
+            }
+        }
+        let changed_by_later_turn = |path: &BStr| -> Result<bool> {
+            for (before, after) in &later_turns {
+                if side_at(&repo, *before, path)? != side_at(&repo, *after, path)? {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        };
         // A file the undo moved back comes back under both names, or neither.
         let moves = tree_changes(&repo, self.trees(), undo_tree, point)?;
         let partners = rename_partners(&repo, &moves, &undid, true)?;
@@ -1631,7 +1644,7 @@ impl Store {
                 }
                 continue;
             }
-            if now != left && !force {
+            if (now != left || changed_by_later_turn(path.as_bstr())?) && !force {
                 conflicts.push(path);
                 continue;
             }
@@ -1653,7 +1666,6 @@ impl Store {
             index,
             partners,
         };
-        let rolled_back = rolled_back_in(&message);
         let rolled_back_elsewhere = locked.turns_rolled_back_by_other_undos(session, undo)?;
         let file_undos = locked.file_undos_not_redone(session, undo)?;
         let from_turn = locked.record(undo)?.turn;
@@ -1675,7 +1687,8 @@ impl Store {
             }
             let given_back = outcome.failed.is_empty() && !unfinished;
             // (A turn another undo not redone yet also took back stays rolled back.)
-            let given_back = |turn: &String| given_back && !rolled_back_elsewhere.contains(turn);
+            let given_back =
+                |turn: &String| given_back && !rolled_back_elsewhere.contains_key(turn);
             let mut redid = match complete && !unfinished {
                 true => format!("{REDID}{undo}\n"),
                 false => String::new(),
@@ -1709,42 +1722,49 @@ impl Store {
         let (mut outcome, unrecorded) = locked.apply_recorded(session, plan, &record)?;
         // Said, since the outcome lists only files: a turn this redo could not give back whole.
         if unrecorded.is_none() && outcome.failed.is_empty() {
-            let held = rolled_back
-                .iter()
-                .filter(|t| rolled_back_elsewhere.contains(*t));
+            // (Also the turn it undid from, which an earlier undo may have rolled back first.)
+            let mut held: Vec<&String> = rolled_back.iter().collect();
+            if !held.contains(&&from_turn) {
+                held.push(&from_turn);
+            }
+            held.retain(|t| rolled_back_elsewhere.contains_key(*t));
             // A turn given back keeps what an `undo --file` not redone yet took back from it
             // (or from an earlier turn): said, since `turns` shows the turn done.
             let position = |turn: &String| records.iter().position(|r| r.turn == *turn);
             let given_back = rolled_back
                 .iter()
-                .filter(|t| !rolled_back_elsewhere.contains(*t));
+                .filter(|t| !rolled_back_elsewhere.contains_key(*t));
             let last_given_back = given_back.filter_map(position).max();
             let mut files_undone = Vec::new();
             if let Some(last) = last_given_back {
-                for (from, paths) in &file_undos {
+                for (from, paths, older) in &file_undos {
                     if position(from).is_some_and(|at| at <= last) {
-                        files_undone.extend(paths);
+                        files_undone.extend(paths.iter().map(|path| (path, *older)));
                     }
                 }
             }
             let mut notices = crate::store::objects::lock(&locked.notices);
-            // (A redo that left files alone takes the same undo again next time.)
-            let first = match conflicts.is_empty() && outcome.conflicts.is_empty() {
-                true => "",
-                false => "once the files left alone here are redone (`--force`), ",
+            // A redo that left files alone leaves its undo the latest not redone: the next
+            // redo takes it again before an older one.
+            let partial = !conflicts.is_empty() || !outcome.conflicts.is_empty();
+            let first = |older: bool| match partial && older {
+                true => "once the files left alone here are redone (`--force`), ",
+                false => "",
             };
-            notices.extend(held.map(|turn| {
+            notices.extend(held.iter().map(|turn| {
+                let first = first(rolled_back_elsewhere[*turn]);
                 format!(
                     "turn {turn:?} of session {session:?} stays rolled back: another undo of it is \
                      not redone yet ({first}a later `rewind redo` that redoes it brings back the \
                      rest)"
                 )
             }));
-            notices.extend(files_undone.iter().map(|path| {
+            notices.extend(files_undone.iter().map(|(path, older)| {
                 format!(
                     "{} stays undone: the `undo --file` of session {session:?} that took it back \
-                     is not redone yet (a later `rewind redo` that redoes it brings it back)",
-                    crate::paths::quote_path(path)
+                     is not redone yet ({}a later `rewind redo` that redoes it brings it back)",
+                    crate::paths::quote_path(path),
+                    first(*older)
                 )
             }));
         }
@@ -1803,17 +1823,21 @@ impl Store {
 
     /// The turns the session's undo commits other than `undo` that no redo redid rolled back,
     /// of those that changed files (one that only left files alone gives nothing back), less
-    /// those a later redo gave back. Costs a commit read per chain commit.
+    /// those a later redo gave back; each with whether one of those undos is older than `undo`.
+    /// Costs a commit read per chain commit.
     fn turns_rolled_back_by_other_undos(
         &self,
         session: &str,
         undo: ObjectId,
-    ) -> Result<HashSet<String>> {
-        let mut turns = HashSet::new();
+    ) -> Result<HashMap<String, bool>> {
+        let (mut turns, mut older) = (HashMap::new(), false);
         self.undos_not_redone(session, &mut |commit, message, given_back_since| {
+            older |= commit == undo;
             if commit != undo && lines_with(message, CHANGED).next().is_some() {
                 let held = rolled_back_in(message).into_iter();
-                turns.extend(held.filter(|t| !given_back_since.contains(t)));
+                for turn in held.filter(|t| !given_back_since.contains(t)) {
+                    *turns.entry(turn).or_insert(false) |= older;
+                }
             }
             true
         })?;
@@ -1821,35 +1845,33 @@ impl Store {
     }
 
     /// The session's `undo --file` runs (undos that changed files and rolled back no turn)
-    /// that no redo redid, other than `undo`: each one's first turn, and the paths it changed.
-    /// Costs [`Self::undos_not_redone`] and a record read per such undo.
+    /// that no redo redid, other than `undo`: each one's first turn, the paths it changed, and
+    /// whether it is older than `undo`. Costs [`Self::undos_not_redone`] and a record read per
+    /// such undo.
     fn file_undos_not_redone(
         &self,
         session: &str,
         undo: ObjectId,
-    ) -> Result<Vec<(String, Vec<BString>)>> {
-        let mut found = Vec::new();
+    ) -> Result<Vec<(String, Vec<BString>, bool)>> {
+        let (mut found, mut older) = (Vec::new(), false);
         self.undos_not_redone(session, &mut |commit, message, _| {
+            older |= commit == undo;
             let paths: Vec<BString> = lines_with(message, CHANGED)
                 .filter_map(decode_path)
                 .collect();
             if commit != undo && !paths.is_empty() && rolled_back_in(message).is_empty() {
-                found.push((commit, paths));
+                found.push((commit, paths, older));
             }
             true
         })?;
-        let first_turn = |(commit, paths)| Ok((self.record(commit)?.turn, paths));
+        let first_turn = |(commit, paths, older)| Ok((self.record(commit)?.turn, paths, older));
         found.into_iter().map(first_turn).collect()
     }
 
     /// Call `each` with every undo commit of the session's chain that no redo redid (its
     /// message, and the turns redos after it gave back), newest first, while it returns true.
     /// Costs a commit read per commit walked.
-    fn undos_not_redone(
-        &self,
-        session: &str,
-        each: &mut UndoVisitor<'_>,
-    ) -> Result<()> {
+    fn undos_not_redone(&self, session: &str, each: &mut UndoVisitor<'_>) -> Result<()> {
         let repo = self.repo();
         let (mut redone, mut given_back) = (HashSet::new(), HashSet::new());
         let mut next = self.ref_target(&session_ref(session, "head")?)?;

@@ -247,6 +247,9 @@ struct UndoRec {
     from: usize,
     /// A redo brought all of it back (its chain commit names this undo).
     redone: bool,
+    /// Turns of `rolled_back` a later redo gave back (one that left files alone redoes no
+    /// undo whole, yet this undo no longer holds those turns).
+    released: BTreeSet<usize>,
 }
 
 /// The sessions of the two-session model.
@@ -1607,6 +1610,7 @@ impl<'a> Model<'a> {
             rolled_back,
             from: begin_of,
             redone: false,
+            released: BTreeSet::new(),
         });
         self.round_trip(&op, &o, &before);
     }
@@ -1724,7 +1728,7 @@ impl<'a> Model<'a> {
         }
         // Its turns are given back unless a file failed or nothing came back, and unless
         // another undo of the session not redone yet, one that changed files, rolled the turn
-        // back too.
+        // back too (and no redo gave it back since).
         let elsewhere = |t: &usize| {
             self.undos.iter().any(|x| {
                 x.session == session
@@ -1732,6 +1736,7 @@ impl<'a> Model<'a> {
                     && x.commit != u.commit
                     && !x.left.is_empty()
                     && x.rolled_back.contains(t)
+                    && !x.released.contains(t)
             })
         };
         let back: Vec<usize> = match o.failed == 0 && !all_left_alone {
@@ -1745,6 +1750,9 @@ impl<'a> Model<'a> {
         };
         if !problems.is_empty() {
             self.violation(format!("{op}:\n  {}", problems.join("\n  ")));
+        }
+        for undo in self.undos.iter_mut().filter(|x| x.session == session) {
+            undo.released.extend(back.iter().copied());
         }
         for i in back {
             self.turns[i].rolled_back = false;

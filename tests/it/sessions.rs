@@ -567,6 +567,73 @@ fn an_undo_only_and_its_redo_give_back_a_turn_a_partial_redo_gave_back() {
     assert_eq!(strings(&undone.deleted), set(&["f1"]), "{undone:?}");
 }
 
+/// r59 F2: turn 2 rolled back while open, then turn 1 undone, `redo --turn 2` (which reopens
+/// turn 2), then a plain `redo`: it redid turn 1's undo while turn 2 was open, so turn 1's work
+/// became turn 2's, and an undo of turn 2 took it back. A redo while a turn is open is refused
+/// unless its undo rolled back that very turn.
+#[test]
+fn a_redo_of_another_turns_undo_is_refused_while_a_reopened_turn_is_open() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    write_file(p, "b", "b0\n");
+    agent_turn(&store, p, "1", &[("a", "a1\n")]);
+    store.begin_turn("s", "2").unwrap();
+    write_file(p, "b", "b2\n");
+    store.undo_last("s", false).unwrap();
+    store.undo_last("s", false).unwrap();
+    assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+    let of_turn_2 = rewind::RedoOptions {
+        turn: Some("2".into()),
+        ..Default::default()
+    };
+    let redone = store.redo("s", &of_turn_2).unwrap();
+    assert_eq!(strings(&redone.written), set(&["b"]), "{redone:?}");
+    let err = store.redo("s", &Default::default()).unwrap_err();
+    assert_eq!(err.code(), "turn_state", "{err}");
+    assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+    store.end_turn("s", "2").unwrap();
+    let turns = store.turns(Some("s")).unwrap();
+    assert_eq!(
+        strings(
+            &turns[1]
+                .changed
+                .iter()
+                .map(|f| f.file.clone())
+                .collect::<Vec<_>>()
+        ),
+        set(&["b"])
+    );
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["a"]), "{redone:?}");
+}
+
+/// r59 F1: turn 1 undone, then turn 2 changed the file and turn 3 put back what the undo
+/// left; `redo` wrote turn 1's version over turn 3's work without `--force`, since the content
+/// was again what the undo left. A path a later turn of the session changed is a conflict.
+#[test]
+fn a_redo_leaves_alone_a_file_a_later_turn_put_back_to_what_the_undo_left() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    write_file(p, "b", "b0\n");
+    agent_turn(&store, p, "1", &[("a", "a1\n"), ("b", "b1\n")]);
+    store.undo_last("s", false).unwrap();
+    agent_turn(&store, p, "2", &[("a", "a2\n")]);
+    agent_turn(&store, p, "3", &[("a", "a0\n")]);
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["b"]), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&["a"]), "{redone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+    let forced = rewind::RedoOptions {
+        force: true,
+        ..Default::default()
+    };
+    let redone = store.redo("s", &forced).unwrap();
+    assert_eq!(strings(&redone.written), set(&["a"]), "{redone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+}
+
 /// Found in review of r58's row: a redo that left files alone said a later redo would bring
 /// back the rest of a turn another undo held, yet the next redo takes the same undo again.
 /// The notice says the files left alone come first.
@@ -592,6 +659,141 @@ fn a_redo_that_left_files_alone_says_they_come_before_the_rest_of_a_held_turn() 
         set(&["a.txt"]),
         "the same undo: {again:?}"
     );
+}
+
+/// r59 F5 (b): a range undo, a partial redo, an `undo --only` of turn 2; then `redo --turn 1`
+/// (the older undo) left everything alone and said the files it left alone come first
+/// (`--force`), though the next plain `redo` takes the newer `--only` undo and gives turn 2
+/// back without force. That clause is said only when the other undo is older.
+#[test]
+fn a_redo_says_files_left_alone_come_first_only_when_the_other_undo_is_older() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    write_file(p, "b", "b0\n");
+    agent_turn(&store, p, "1", &[("a", "a1\n")]);
+    agent_turn(&store, p, "2", &[("b", "b2\n")]);
+    let from_1 = rewind::UndoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    store.undo("s", &from_1).unwrap();
+    write_file(p, "a", "the user's\n");
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["b"]), "{redone:?}");
+    let only_2 = rewind::UndoOptions {
+        turn: Some("2".into()),
+        only: true,
+        ..Default::default()
+    };
+    store.undo("s", &only_2).unwrap();
+    store.take_notices().told();
+    let of_1 = rewind::RedoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    store.redo("s", &of_1).unwrap();
+    let notices = store.take_notices();
+    let said = notices.lines().join("\n");
+    assert!(said.contains("turn \"2\""), "{said}");
+    assert!(!said.contains("--force"), "{said}");
+    notices.told();
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["b"]), "{redone:?}");
+    assert!(!store.turns(Some("s")).unwrap()[1].rolled_back);
+}
+
+/// r59 F4: an `undo --file`, then an undo of the whole turn, then a redo that left a file
+/// alone: it said the file the `--file` undo took back comes back with a later `redo`, yet
+/// every plain redo takes the partial one again. It says the files left alone come first.
+#[test]
+fn a_partial_redo_says_its_files_left_alone_come_before_an_older_undo_file() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    for f in ["a", "b", "c"] {
+        write_file(p, f, &format!("{f}0\n"));
+    }
+    agent_turn(
+        &store,
+        p,
+        "1",
+        &[("a", "a1\n"), ("b", "b1\n"), ("c", "c1\n")],
+    );
+    let of_a = rewind::UndoOptions {
+        turn: Some("1".into()),
+        file: Some("a".into()),
+        ..Default::default()
+    };
+    store.undo("s", &of_a).unwrap();
+    let whole = rewind::UndoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    store.undo("s", &whole).unwrap();
+    write_file(p, "c", "the user's\n");
+    store.take_notices().told();
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["b"]), "{redone:?}");
+    let notices = store.take_notices();
+    let said = notices.lines().join("\n");
+    assert!(
+        said.contains("stays undone") && said.contains("`--force`"),
+        "{said}"
+    );
+    notices.told();
+}
+
+/// r59 F5 (a): a turn two undos took back (the second with `--force`), a partial redo, then
+/// `undo --turn 1` again while the turn was rolled back (it rolls back no turn); its redo
+/// left the turn rolled back and said nothing. It says the turn stays rolled back.
+#[test]
+fn a_redo_of_an_undo_that_rolled_back_no_turn_says_the_turn_stays_rolled_back() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    for f in ["a", "b", "c"] {
+        write_file(p, f, &format!("{f}0\n"));
+    }
+    agent_turn(
+        &store,
+        p,
+        "1",
+        &[("a", "a1\n"), ("b", "b1\n"), ("c", "c1\n")],
+    );
+    write_file(p, "b", "bU\n");
+    write_file(p, "c", "cU\n");
+    let turn_1 = rewind::UndoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    store.undo("s", &turn_1).unwrap();
+    store.undo_last("s", true).unwrap();
+    write_file(p, "c", "cV\n");
+    store.redo("s", &Default::default()).unwrap();
+    let again = store.undo("s", &turn_1).unwrap();
+    assert!(!again.written.is_empty(), "{again:?}");
+    store.take_notices().told();
+    store.redo("s", &Default::default()).unwrap();
+    assert!(store.turns(Some("s")).unwrap()[0].rolled_back);
+    let notices = store.take_notices();
+    let said = notices.lines().join("\n");
+    assert!(said.contains("stays rolled back"), "{said}");
+    notices.told();
+}
+
+/// r59 F6: a file the turn created, ignored since (its bytes as the turn left them): a range
+/// undo listed it both `kept` and a conflict "changed by someone else". It is kept, once.
+#[test]
+fn a_range_undo_keeps_a_file_the_turn_created_that_is_ignored_since_and_says_so_once() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "other", "o\n");
+    agent_turn(&store, p, "1", &[("n", "n1\n"), ("other", "o1\n")]);
+    write_file(p, ".gitignore", "n\n");
+    let undone = store.undo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&undone.written), set(&["other"]), "{undone:?}");
+    assert_eq!(strings(&undone.kept), set(&["n"]), "{undone:?}");
+    assert!(undone.conflicts.is_empty(), "{undone:?}");
+    assert_eq!(read(p, "n").as_deref(), Some("n1\n"));
 }
 
 /// Found by a hostile pass (r47): an undo that only left files alone (it changed none) and the
