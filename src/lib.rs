@@ -82,7 +82,7 @@ pub use prune::{
 };
 pub use restore::{is_left_by_rewind, ConflictDetail, Failure, RestoreOptions, RestoreOutcome};
 #[cfg(feature = "serve")]
-pub use serve::serve;
+pub use serve::{lone_surrogates_replaced, serve};
 pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions, WatchStatus};
 pub use store::{
     data_dir, private_data_dir, Call, Clock, NestedRepos, Notices, OpenOptions, Progress, Store,

@@ -33,6 +33,10 @@ const READERS: usize = 4;
 /// JSON-RPC code of a cancelled request (LSP's `RequestCancelled`).
 const CANCELLED: i64 = -32800;
 
+/// The longest request line read (16 MiB, some 200,000 paths): a longer one is answered
+/// `-32600` and skipped, never held whole (parsed, a line takes tens of times its size).
+const MAX_LINE: u64 = 16 << 20;
+
 /// Serve requests from `input` until it ends, writing responses to `output`.
 /// Returns when `input` ends and every call has answered, or an I/O error occurs on either
 /// stream (after the running calls finish).
@@ -85,8 +89,15 @@ pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) 
         let mut line = Vec::new();
         loop {
             line.clear();
-            if input.read_until(b'\n', &mut line)? == 0 || output.broken() {
+            let read = io::Read::take(&mut input, MAX_LINE + 1).read_until(b'\n', &mut line)?;
+            if read == 0 || output.broken() {
                 return Ok::<_, io::Error>(());
+            }
+            if line.len() as u64 > MAX_LINE && line.last() != Some(&b'\n') {
+                skip_line(&mut input)?;
+                let message = format!("invalid request: a line over {} MiB", MAX_LINE >> 20);
+                output.send(Some(error_response(Value::Null, -32600, &message, None)));
+                continue;
             }
             if line.trim_ascii().is_empty() {
                 continue;
@@ -95,8 +106,7 @@ pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) 
             let message = match serde_json::from_slice::<Value>(&line) {
                 Ok(message) => message,
                 Err(e) => {
-                    let message = format!("parse error: {e}");
-                    output.send(Some(error_response(Value::Null, -32700, &message, None)));
+                    output.send(Some(unparsed(&line, e)));
                     continue;
                 }
             };
@@ -132,6 +142,79 @@ pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) 
         }
     })?;
     output.failed()
+}
+
+/// Read past the rest of the line (to its newline or the input's end), holding none of it.
+fn skip_line(input: &mut impl BufRead) -> io::Result<()> {
+    loop {
+        let buffer = input.fill_buf()?;
+        let Some(newline) = buffer.iter().position(|&b| b == b'\n') else {
+            let whole = buffer.len();
+            input.consume(whole);
+            if whole == 0 {
+                return Ok(());
+            }
+            continue;
+        };
+        input.consume(newline + 1);
+        return Ok(());
+    }
+}
+
+/// The answer to a line serde_json refused (`error`): a parse error, or, when only lone
+/// surrogate escapes stood in the way (JSON all the same), an invalid request answered with its
+/// id (unless the id held one).
+fn unparsed(line: &[u8], error: serde_json::Error) -> Value {
+    let id = lone_surrogates_replaced(line)
+        .and_then(|lossy| serde_json::from_slice::<Value>(&lossy).ok())
+        .and_then(|request| request.get("id").cloned())
+        .filter(|id| match id {
+            Value::String(text) => !text.contains('\u{fffd}'),
+            id => id.is_number(),
+        });
+    match id {
+        Some(id) => error_response(
+            id,
+            -32600,
+            "invalid request: a lone surrogate escape (such as \\ud800) is no character",
+            None,
+        ),
+        None => error_response(Value::Null, -32700, &format!("parse error: {error}"), None),
+    }
+}
+
+/// `text` with each `\uXXXX` escape of a lone surrogate replaced by `\ufffd`; `None` when it
+/// has none. Linear in the text. serde_json refuses such an escape (`\ud800`, say, from text cut
+/// inside a pair), though it is JSON: `serve` reads the request's id through this, and the
+/// hooks a payload.
+pub fn lone_surrogates_replaced(text: &[u8]) -> Option<Vec<u8>> {
+    let surrogate = |at: usize| -> Option<u16> {
+        let hex = text.get(at..at + 6)?.strip_prefix(b"\\u")?;
+        let code = u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+        (0xd800..=0xdfff).contains(&code).then_some(code)
+    };
+    let (mut out, mut at, mut replaced) = (Vec::with_capacity(text.len()), 0, false);
+    while at < text.len() {
+        if text[at] != b'\\' {
+            out.push(text[at]);
+            at += 1;
+            continue;
+        }
+        let len = match surrogate(at) {
+            // Any other escape, whole (so that `\\` never starts one).
+            None => 2,
+            Some(0xd800..=0xdbff) if surrogate(at + 6).is_some_and(|low| low >= 0xdc00) => 12,
+            Some(_) => {
+                out.extend_from_slice(b"\\ufffd");
+                replaced = true;
+                at += 6;
+                continue;
+            }
+        };
+        out.extend_from_slice(&text[at..(at + len).min(text.len())]);
+        at += len;
+    }
+    replaced.then_some(out)
 }
 
 /// The method of a valid request (`None` for an invalid one, or a batch).

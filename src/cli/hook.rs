@@ -122,7 +122,7 @@ fn read_payload(agent: Agent) -> Result<Payload, String> {
     // A lone surrogate (`\ud800`, from a prompt cut inside a pair) is JSON serde_json refuses:
     // it becomes U+FFFD, so that the turn is still recorded.
     let value: Value = serde_json::from_slice(&text)
-        .or_else(|err| match lone_surrogates_replaced(&text) {
+        .or_else(|err| match rewind::lone_surrogates_replaced(&text) {
             Some(lossy) => serde_json::from_slice(&lossy),
             None => Err(err),
         })
@@ -366,38 +366,6 @@ fn next_turn(turns: &[rewind::Turn]) -> String {
         }
     }
     String::from_utf8(digits).expect("ASCII digits")
-}
-
-/// `text` with each `\uXXXX` escape of a lone surrogate replaced by `\ufffd`; `None` when it
-/// has none. Linear in the text.
-fn lone_surrogates_replaced(text: &[u8]) -> Option<Vec<u8>> {
-    let surrogate = |at: usize| -> Option<u16> {
-        let hex = text.get(at..at + 6)?.strip_prefix(b"\\u")?;
-        let code = u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-        (0xd800..=0xdfff).contains(&code).then_some(code)
-    };
-    let (mut out, mut at, mut replaced) = (Vec::with_capacity(text.len()), 0, false);
-    while at < text.len() {
-        if text[at] != b'\\' {
-            out.push(text[at]);
-            at += 1;
-            continue;
-        }
-        let len = match surrogate(at) {
-            // Any other escape, whole (so that `\\` never starts one).
-            None => 2,
-            Some(0xd800..=0xdbff) if surrogate(at + 6).is_some_and(|low| low >= 0xdc00) => 12,
-            Some(_) => {
-                out.extend_from_slice(b"\\ufffd");
-                replaced = true;
-                at += 6;
-                continue;
-            }
-        };
-        out.extend_from_slice(&text[at..(at + len).min(text.len())]);
-        at += len;
-    }
-    replaced.then_some(out)
 }
 
 /// The project: `-C`, else the agent's project variable, else the payload's `cwd`, else the

@@ -185,7 +185,7 @@ pub(crate) fn print_outcome(
                 quote(path)
             ),
             false => errln!(
-                "rewind: kept {}: the snapshot could not see it (ignored, in a nested repository, or left out for size or type)",
+                "rewind: kept {}: the snapshot could not see it (ignored, in a nested repository, left out for size or type, or the ignore rules outside the project changed since)",
                 quote(path)
             ),
         }

@@ -46,12 +46,37 @@ pub(crate) struct Excludes {
     /// Everything these rules were made from (each file's path and bytes, the index's stat):
     /// equal fingerprints, equal rules.
     fingerprint: Vec<u8>,
+    /// The rules alone, as [`note_rules`] writes them: what [`Self::rules_digest`] hashes.
+    rules: Vec<u8>,
+    /// The user's excludes file's part of `rules` (a nested repository's rules hold it too).
+    global_rules: Arc<[u8]>,
+    /// [`Self::rules_digest`], once made.
+    digest: OnceLock<String>,
 }
 
 /// Add `part` to a fingerprint, length first (so no two sequences of parts run together).
 fn note(fingerprint: &mut Vec<u8>, part: &[u8]) {
     fingerprint.extend_from_slice(&(part.len() as u64).to_le_bytes());
     fingerprint.extend_from_slice(part);
+}
+
+/// Add to `rules` the rules of one file of kind `kind`, which apply below `base`: its lines
+/// that hold a pattern. A file of comments and blank lines adds nothing, as none at all (a
+/// `git init` writes such an `info/exclude`), and neither does where the file is.
+fn note_rules(rules: &mut Vec<u8>, kind: &[u8], base: &[u8], bytes: &[u8]) {
+    let patterns: Vec<&[u8]> = bytes
+        .lines()
+        .filter(|line| !line.trim_ascii().is_empty() && !line.starts_with(b"#"))
+        .collect();
+    if patterns.is_empty() {
+        return;
+    }
+    note(rules, kind);
+    note(rules, base);
+    note(rules, &(patterns.len() as u64).to_le_bytes());
+    for pattern in patterns {
+        note(rules, pattern);
+    }
 }
 
 /// Where the rule that ignores a path comes from.
@@ -154,13 +179,15 @@ impl Excludes {
                 .and_then(|config| excludes_file(&config))
                 .map(|file| project.join(file)),
         };
-        let mut fingerprint = Vec::new();
+        let (mut fingerprint, mut rules) = (Vec::new(), Vec::new());
         let global = global.and_then(|file| {
             let bytes = read_small(CWD, &file, true).ok()?;
             note(&mut fingerprint, file.as_os_str().as_encoded_bytes());
             note(&mut fingerprint, &bytes);
+            note_rules(&mut rules, b"global", b"", &bytes);
             Some(Arc::new(list_from_bytes(&bytes, &file, BStr::new(""))))
         });
+        let global_rules: Arc<[u8]> = rules.as_slice().into();
         let mut outer = Vec::new();
         let repo = found.map(|(repo, work_tree)| {
             note(&mut fingerprint, work_tree.as_os_str().as_encoded_bytes());
@@ -168,6 +195,7 @@ impl Excludes {
             if let Ok(bytes) = read_small(CWD, &exclude, true) {
                 note(&mut fingerprint, exclude.as_os_str().as_encoded_bytes());
                 note(&mut fingerprint, &bytes);
+                note_rules(&mut rules, b"exclude", b"", &bytes);
                 outer.push(list_from_bytes(&bytes, &exclude, BStr::new("")));
             }
             let relative = project.strip_prefix(&work_tree).unwrap_or(Path::new(""));
@@ -175,7 +203,12 @@ impl Excludes {
             let mut dir = work_tree.clone();
             let mut dir_rel = BString::default();
             for component in relative.components() {
-                push_rules(&mut outer, &dir, dir_rel.as_ref(), &mut fingerprint);
+                push_rules(
+                    &mut outer,
+                    &dir,
+                    dir_rel.as_ref(),
+                    (&mut fingerprint, &mut rules),
+                );
                 dir.push(component);
                 if !dir_rel.is_empty() {
                     dir_rel.push_byte(b'/');
@@ -191,6 +224,13 @@ impl Excludes {
             note(&mut fingerprint, &crate::fs::stat_path(&index_path));
             ProjectRepo { prefix, index_path }
         });
+        // (Where the project stands in its repository matters to rules there are.)
+        if !rules.is_empty() {
+            note(
+                &mut rules,
+                repo.as_ref().map_or(&[][..], |r| r.prefix.as_slice()),
+            );
+        }
         Excludes {
             root: BString::default(),
             global,
@@ -198,12 +238,29 @@ impl Excludes {
             repo,
             tracked: OnceLock::new(),
             fingerprint,
+            rules,
+            global_rules,
+            digest: OnceLock::new(),
         }
     }
 
     /// Everything these rules were made from: equal fingerprints, equal rules.
     pub(crate) fn fingerprint(&self) -> &[u8] {
         &self.fingerprint
+    }
+
+    /// A digest of the rules alone (not the index's stat), in hex: a snapshot records it, so
+    /// that a restore knows whether the rules it would judge the snapshot's sight by are the
+    /// ones it was taken under. Costs a hash of the rules files' bytes, once.
+    pub(crate) fn rules_digest(&self) -> &str {
+        self.digest.get_or_init(|| {
+            let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+            hasher.update(&self.rules);
+            match hasher.try_finalize() {
+                Ok(id) => id.to_hex().to_string(),
+                Err(_) => String::new(),
+            }
+        })
     }
 
     /// The rules below the nested repository at project path `root`, whose directory is `base`
@@ -215,10 +272,12 @@ impl Excludes {
         let (_, common) = git_dirs(dir, base);
         let exclude = common.join("info/exclude");
         let mut fingerprint = Vec::new();
+        let mut rules = self.global_rules.to_vec();
         note(&mut fingerprint, exclude.as_os_str().as_encoded_bytes());
         let outer = read_small(dir, &exclude, true)
             .map(|bytes| {
                 note(&mut fingerprint, &bytes);
+                note_rules(&mut rules, b"exclude", b"", &bytes);
                 list_from_bytes(&bytes, &exclude, BStr::new(""))
             })
             .into_iter()
@@ -230,6 +289,9 @@ impl Excludes {
             repo: None,
             tracked: OnceLock::new(),
             fingerprint,
+            rules,
+            global_rules: self.global_rules.clone(),
+            digest: OnceLock::new(),
         }
     }
 
@@ -354,13 +416,14 @@ fn push_rules(
     lists: &mut Vec<List<Ignore>>,
     dir: &Path,
     dir_rel: &BStr,
-    fingerprint: &mut Vec<u8>,
+    (fingerprint, rules): (&mut Vec<u8>, &mut Vec<u8>),
 ) {
     let file = dir.join(".gitignore");
     if fs::symlink_metadata(&file).is_ok_and(|m| m.is_file()) {
         if let Ok(bytes) = read_small(CWD, &file, false) {
             note(fingerprint, file.as_os_str().as_encoded_bytes());
             note(fingerprint, &bytes);
+            note_rules(rules, b"above", dir_rel, &bytes);
             lists.push(list_from_bytes(&bytes, &file, dir_rel));
         }
     }
@@ -532,6 +595,9 @@ mod tests {
             repo: None,
             tracked: OnceLock::new(),
             fingerprint: Vec::new(),
+            rules: Vec::new(),
+            global_rules: Arc::from(&[][..]),
+            digest: OnceLock::new(),
         };
         // (path, whether it is a directory); paths below `sub` take its chained rules.
         let cases = [

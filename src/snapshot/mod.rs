@@ -75,6 +75,11 @@ pub struct Snapshot {
     /// `rewind.nestedRepos = include`): recorded, since their ignore rules are their own.
     #[serde(skip)]
     pub(crate) nested: Vec<BString>,
+    /// The digest of the rules from outside the project (`""`) and from outside each of
+    /// `nested`, which no snapshot holds: recorded, so that a restore judges what the snapshot
+    /// could see by those rules only while they are the same.
+    #[serde(skip)]
+    pub(crate) rules: Vec<(BString, String)>,
 }
 
 /// A path left out of a snapshot, and why.
@@ -153,9 +158,19 @@ enum Part {
     Hidden(BString),
     /// This directory's permission bits, narrower than 0755 (after its other parts).
     PrivateDir(BString, u32),
-    /// This directory holds a nested repository, whose files it holds (after its other parts).
-    Nested(BString),
+    /// This directory holds a nested repository, whose files it holds (after its other parts),
+    /// and the digest of the rules from outside it ([`Excludes::rules_digest`]).
+    Nested(BString, String),
 }
+
+/// Where [`assemble`] puts what a snapshot records beside its files: the paths rules from
+/// outside hid, private directories with their bits, nested repositories with the digest of
+/// their outside rules.
+type Recorded<'a> = (
+    &'a mut Vec<BString>,
+    &'a mut Vec<(BString, u32)>,
+    &'a mut Vec<(BString, String)>,
+);
 
 /// Join the directories' parts, each listed by its job id (the root is 0), into one list of
 /// files and one of skipped paths in index order. An explicit stack of the directories being
@@ -164,11 +179,7 @@ fn assemble(
     mut dirs: Vec<Option<Vec<Part>>>,
     files: &mut Vec<FileEntry>,
     skipped: &mut Vec<Skipped>,
-    (hidden, private_dirs, nested): (
-        &mut Vec<BString>,
-        &mut Vec<(BString, u32)>,
-        &mut Vec<BString>,
-    ),
+    (hidden, private_dirs, nested): Recorded<'_>,
 ) {
     let mut take = |id: usize| dirs.get_mut(id).and_then(Option::take).unwrap_or_default();
     let mut stack = vec![take(0).into_iter()];
@@ -178,7 +189,7 @@ fn assemble(
             Some(Part::Skipped(skip)) => skipped.push(skip),
             Some(Part::Hidden(path)) => hidden.push(path),
             Some(Part::PrivateDir(path, perm)) => private_dirs.push((path, perm)),
-            Some(Part::Nested(path)) => nested.push(path),
+            Some(Part::Nested(path, rules)) => nested.push((path, rules)),
             Some(Part::Dir(id)) => stack.push(take(id).into_iter()),
             Some(Part::Kept(_)) => unreachable!("a walk without a memo keeps nothing"),
             None => {
@@ -541,13 +552,16 @@ impl Locked<'_> {
             || (rewrite_index && !hold_index).then(|| NewIndex::start(index_path, &files)),
         );
         let tree = tree?;
+        let mut rules = vec![(BString::default(), walk.excludes.rules_digest().into())];
+        rules.extend(nested.iter().cloned());
         let mut snapshot = Snapshot {
             hash: SnapshotId(tree.id),
             files: files.len(),
             skipped,
             private_modes: Vec::new(),
             hidden_outside,
-            nested,
+            nested: nested.into_iter().map(|(path, _)| path).collect(),
+            rules,
         };
         finish_lists(&mut snapshot, files.iter(), private_dirs);
         Ok(Some(Scanned {

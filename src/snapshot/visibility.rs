@@ -12,6 +12,9 @@
 //! - the snapshot recorded it (or a directory above it) as left out: a nested repository
 //!   (under `rewind.nestedRepos = skip`, and in every snapshot taken before that setting),
 //!   too large, a special file, unreadable, rewind's own data, or
+//! - the rules from outside the project (or outside the nested repository it is in) are not
+//!   those the snapshot was taken under: it records their digest (`Rewind-Rules:`), and what
+//!   other rules hid is not known, or
 //! - it is inside a nested repository whose files the snapshot held, and ignored under that
 //!   repository's rules (only: the project's rules do not reach inside it): its `.gitignore`
 //!   blobs from its root down, its `info/exclude` and the user's excludes file. A tree taken
@@ -45,8 +48,11 @@ const NESTED: &str = "Rewind-Nested: ";
 const REPO: &str = "repo";
 /// ...or at some takes only.
 const MIXED: &str = "mixed";
+/// The trailer key of the digest of the rules from outside the project (`Rewind-Rules: <hex>
+/// <root>`, the root empty for the project, else a nested repository's path).
+const RULES: &str = "Rewind-Rules: ";
 /// The trailer keys [`Store::recorded_left_out_lines`] copies.
-const KEYS: [&str; 3] = [LEFT_OUT, MODE, NESTED];
+const KEYS: [&str; 4] = [LEFT_OUT, MODE, NESTED, RULES];
 
 /// One record line: `key`, a word, then `path` with every byte outside `!`..`~` (and `%`)
 /// written `%XX`, so any name fits on one line and decodes exactly.
@@ -82,8 +88,9 @@ fn parse_lines<'m>(message: &'m [u8], key: &str) -> impl Iterator<Item = (&'m [u
 
 /// The lines a snapshot is recorded with: a `Rewind-Left-Out: <reason> <path>` line per path
 /// it left out (`ignored` for those hidden by rules from outside the project), and a
-/// `Rewind-Mode: 0600 <path>` line per file narrower than 0644, and a `Rewind-Nested: repo
-/// <path>` line per nested repository whose files it holds.
+/// `Rewind-Mode: 0600 <path>` line per file narrower than 0644, a `Rewind-Nested: repo
+/// <path>` line per nested repository whose files it holds, and a `Rewind-Rules: <digest>
+/// <root>` line for the rules from outside the project and outside each such repository.
 pub(crate) fn record_lines(snapshot: &Snapshot) -> String {
     let mut out = String::new();
     for skip in &snapshot.skipped {
@@ -94,6 +101,9 @@ pub(crate) fn record_lines(snapshot: &Snapshot) -> String {
     }
     for path in &snapshot.nested {
         record_line(&mut out, NESTED, REPO, path);
+    }
+    for (root, digest) in &snapshot.rules {
+        record_line(&mut out, RULES, digest, root);
     }
     out.push_str(&mode_lines(snapshot.private_modes.iter().cloned()));
     out
@@ -180,6 +190,9 @@ pub(crate) struct Visibility {
     nested: Vec<(BString, bool)>,
     /// Recorded narrow permission bits; a path seen with several keeps the narrowest.
     modes: HashMap<BString, u32>,
+    /// The recorded digests of the rules from outside the project (`""`) and outside each
+    /// nested repository, one per set of rules the tree was taken under.
+    recorded_rules: HashMap<BString, Vec<Vec<u8>>>,
     /// The rules from outside the project (`""`) and from outside each nested repository met,
     /// by the root they hold below.
     excludes: HashMap<BString, Excludes>,
@@ -221,6 +234,17 @@ impl Visibility {
         }
         for root in roots {
             if !self.ensure_excludes(root.as_ref()) {
+                return Ok(false);
+            }
+            // Rules from outside that changed since the snapshot (the user's excludes file,
+            // `info/exclude`): what the old ones hid is not known, so nothing is seen there.
+            let now = self.excludes[&root].rules_digest();
+            let recorded = self.recorded_rules.get(&root).map(Vec::as_slice);
+            if recorded
+                .unwrap_or_default()
+                .iter()
+                .any(|d| *d != now.as_bytes())
+            {
                 return Ok(false);
             }
             // Each directory on the way, then the path itself, under the rules above it.
@@ -370,6 +394,7 @@ impl Store {
         let mut left_out = Vec::new();
         let mut nested: HashMap<BString, bool> = HashMap::new();
         let mut modes: HashMap<BString, u32> = HashMap::new();
+        let mut recorded_rules: HashMap<BString, Vec<Vec<u8>>> = HashMap::new();
         let record = self.ref_target(&snapshot_record(tree))?;
         for commit in record.into_iter().chain(extra) {
             let object = repo
@@ -383,6 +408,12 @@ impl Store {
             for (path, mode) in parse_modes(message) {
                 *modes.entry(path).or_insert(mode) &= mode;
             }
+            for (digest, root) in parse_lines(message, RULES) {
+                recorded_rules
+                    .entry(root)
+                    .or_default()
+                    .push(digest.to_vec());
+            }
         }
         left_out.sort_unstable();
         left_out.dedup();
@@ -395,6 +426,7 @@ impl Store {
             left_out,
             nested,
             modes,
+            recorded_rules,
             excludes,
             rules: HashMap::new(),
         })
@@ -445,6 +477,7 @@ mod tests {
                 .collect(),
             hidden_outside: paths.clone(),
             nested: Vec::new(),
+            rules: Vec::new(),
             private_modes: paths.iter().map(|p| (p.clone(), 0o600)).collect(),
         };
         let text = record_lines(&snapshot);

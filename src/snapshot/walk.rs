@@ -298,8 +298,8 @@ impl<'a> Walk<'a> {
         // A nested repository's own rules start here; the project's do not reach inside it.
         let (rules, excludes) = match nested {
             true => {
-                hidden.push(Part::Nested(rel.clone()));
                 let own = excludes.nested(rel.as_ref(), dir_fd, Path::new(""));
+                hidden.push(Part::Nested(rel.clone(), own.rules_digest().into()));
                 sources.nested = Some(own.fingerprint().to_vec());
                 (DirRules::root(), Arc::new(own))
             }
@@ -711,7 +711,11 @@ fn file_path(part: &Part) -> &BString {
     match part {
         Part::File(file) => &file.path,
         Part::Skipped(skip) => &skip.path,
-        Part::Dir(_) | Part::Kept(_) | Part::Hidden(_) | Part::PrivateDir(..) | Part::Nested(_) => {
+        Part::Dir(_)
+        | Part::Kept(_)
+        | Part::Hidden(_)
+        | Part::PrivateDir(..)
+        | Part::Nested(..) => {
             unreachable!("files only")
         }
     }

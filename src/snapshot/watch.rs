@@ -898,6 +898,8 @@ impl Memo {
             private_modes: Vec::new(),
             hidden_outside: Vec::new(),
             nested: Vec::new(),
+            // The project's: the memo's (a change to them makes a full walk).
+            rules: self.snapshot.rules.iter().take(1).cloned().collect(),
         };
         snapshot.files = self.dirs.values().map(|dir| dir.files).sum();
         let mut private_dirs = Vec::new();
@@ -907,7 +909,10 @@ impl Memo {
             Part::Skipped(skip) => snapshot.skipped.push(skip.clone()),
             Part::Hidden(path) => snapshot.hidden_outside.push(path.clone()),
             Part::PrivateDir(path, perm) => private_dirs.push((path.clone(), *perm)),
-            Part::Nested(path) => snapshot.nested.push(path.clone()),
+            Part::Nested(path, rules) => {
+                snapshot.nested.push(path.clone());
+                snapshot.rules.push((path.clone(), rules.clone()));
+            }
             Part::Kept(_) | Part::Dir(_) => unreachable!("each_part descends into them"),
         });
         super::finish_lists(&mut snapshot, private_files.into_iter(), private_dirs);

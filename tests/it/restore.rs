@@ -1036,6 +1036,49 @@ fn restore_removes_deep_new_directories_but_keeps_ignored_files() {
     w.p.assert_fsck_clean();
 }
 
+/// r60 F2: snapshot A taken while the user's excludes file ignored `*.env`; the rule gone, a
+/// new `.env`, then `restore A`: it deleted `.env`, judging what A could see by the rules as
+/// they are now (A's own would have hidden it). Likewise a nested repository's `info/exclude`.
+/// A snapshot records a digest of the rules from outside; while they differ, a path the target
+/// lacks there is kept (said so), and once they are back, deleted as before.
+#[test]
+fn restore_keeps_a_new_file_when_the_rules_outside_the_project_changed_since_the_target() {
+    let sb = Sandbox::new();
+    sb.write_xdg_git_file("ignore", "*.env\n");
+    let p = sb.project("p");
+    p.file("a.txt", "a\n");
+    let a = p.track();
+    sb.write_xdg_git_file("ignore", "");
+    p.file(".env", "NEW\n");
+    let run = p.rewind(["--json", "restore", &a]);
+    run.assert_success();
+    let json = one_json(&run);
+    assert_eq!(json["kept"], serde_json::json!([".env"]), "{run}");
+    assert_eq!(fs::read(p.join(".env")).unwrap(), b"NEW\n", "{run}");
+    sb.write_xdg_git_file("ignore", "*.env\n");
+    p.file("b.txt", "b\n");
+    let run = p.rewind(["--json", "restore", &a]);
+    let json = one_json(&run);
+    assert_eq!(json["deleted"], serde_json::json!(["b.txt"]), "{run}");
+    assert_eq!(fs::read(p.join(".env")).unwrap(), b"NEW\n", "{run}");
+
+    // A nested repository's `info/exclude` (its files held: `rewind.nestedRepos = include`).
+    let q = sb.project("q");
+    q.file("a.txt", "a\n").file("sub/f", "f\n");
+    sb.git(Some(&q.join("sub")), ["init", "-q"]);
+    fs::write(q.join("sub/.git/info/exclude"), "*.tmp\n").unwrap();
+    sb.git(Some(&q.join("sub")), ["add", "f"]);
+    sb.git(Some(&q.join("sub")), ["commit", "-qm", "f"]);
+    let a = q.track();
+    fs::write(q.join("sub/.git/info/exclude"), "").unwrap();
+    q.file("sub/y.tmp", "T\n");
+    let run = q.rewind(["--json", "restore", &a]);
+    run.assert_success();
+    let json = one_json(&run);
+    assert_eq!(json["kept"], serde_json::json!(["sub/y.tmp"]), "{run}");
+    assert_eq!(fs::read(q.join("sub/y.tmp")).unwrap(), b"T\n", "{run}");
+}
+
 const ODD_NAMES: &[&str] = &[
     "-rf",
     "--help",

@@ -1596,6 +1596,36 @@ fn server_survives_invalid_utf8() {
     s.close();
 }
 
+/// r60 F3 and F4: a request line was held whole however long (a 12 MB one took 470 MB to
+/// parse); a lone surrogate escape (`\ud800`, JSON that serde_json refuses) was a parse error
+/// with id null, so a client waiting on its id waited for ever. A line over 16 MiB is answered
+/// `-32600` and skipped; a lone surrogate is an invalid request answered with its id.
+#[test]
+fn a_line_over_the_cap_is_skipped_and_a_lone_surrogate_keeps_its_id() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let mut s = Server::start(&p);
+    let mut huge = vec![b'a'; 17 << 20];
+    huge.push(b'\n');
+    s.send_raw(&huge);
+    let response = s.recv();
+    assert_eq!(response["error"]["code"], -32600, "{response}");
+    assert!(response["id"].is_null(), "{response}");
+    assert_eq!(s.ok("turns", Value::Null), json!([]));
+
+    let response = s.answer_to(
+        br#"{"jsonrpc": "2.0", "id": 7, "method": "revert", "params": {"hash": "abcd", "paths": ["\ud800x"]}}"#,
+    );
+    assert_eq!(response["id"], 7, "{response}");
+    assert_eq!(response["error"]["code"], -32600, "{response}");
+    let response = s.answer_to(br#"{"jsonrpc": "2.0", "id": "\udc00", "method": "turns"}"#);
+    assert!(response["id"].is_null(), "{response}");
+    assert_eq!(response["error"]["code"], -32700, "{response}");
+    assert_eq!(s.ok("turns", Value::Null), json!([]));
+    s.close();
+}
+
 #[test]
 fn stdin_closing_ends_the_server_with_exit_0() {
     let sb = Sandbox::new();
