@@ -253,7 +253,7 @@ impl Store {
     pub fn restore(&self, hash: SnapshotId, options: &RestoreOptions) -> Result<RestoreOutcome> {
         // Under the lock first: a prune between the check and the lock could remove `hash`.
         let locked = self.lock()?;
-        let target = locked.tree(hash)?;
+        let target = locked.snapshot_tree(hash)?;
         let (current, index) = locked.current(options.dry_run)?;
         let changes = tree_changes(&self.repo(), self.trees(), current, target)?;
         locked.apply(Plan {
@@ -293,7 +293,7 @@ impl Store {
         paths: &[impl AsRef<Path>],
         options: &RestoreOptions,
     ) -> Result<RestoreOutcome> {
-        let target = self.tree(hash)?;
+        let target = self.snapshot_tree(hash)?;
         let repo = self.repo();
         // (A prune may remove the snapshot meanwhile: then it is not found, as under the lock.)
         let tree = repo
@@ -348,7 +348,7 @@ impl Store {
         let locked = self.lock()?;
         let mut requests = Vec::new();
         for (hash, paths) in patches {
-            let target = locked.tree(*hash)?;
+            let target = locked.snapshot_tree(*hash)?;
             for path in paths.iter() {
                 // The file or directory the path names, whole: a trailing `/` still means the
                 // directory, which may replace a file standing there (unlike diff_full's

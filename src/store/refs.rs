@@ -5,6 +5,7 @@
 //! file of its own past the next prune. Refs a person makes in the store get reflogs, as
 //! `core.logAllRefUpdates=always` asks.
 
+use std::collections::HashSet;
 use std::fs;
 
 use chrono::{DateTime, Utc};
@@ -429,6 +430,37 @@ impl Store {
                 expected: "tree",
             }),
         }
+    }
+
+    /// The tree of `snapshot`, checked to be a whole snapshot: one `track` recorded, or one a
+    /// commit of rewind's names (a turn's before or after, an undo point, what an undo left),
+    /// never a directory's tree inside one ([`Error::WrongType`]), which a restore would take
+    /// as the whole project. Costs a ref read; for a tree whose record a prune removed, a commit
+    /// read per commit under `refs/rewind/`.
+    pub(crate) fn snapshot_tree(&self, snapshot: SnapshotId) -> Result<ObjectId> {
+        let tree = self.tree(snapshot)?;
+        if self.ref_target(&snapshot_record(tree))?.is_some() {
+            return Ok(tree);
+        }
+        let repo = self.repo();
+        let mut seen = HashSet::new();
+        for (_, tip) in self.refs_under("refs/rewind/")? {
+            let mut next = Some(tip);
+            while let Some(commit) = next.filter(|c| seen.insert(*c)) {
+                let object = repo
+                    .find_commit(commit)
+                    .map_err(|e| Error::store(self.git_dir(), e))?;
+                if object.tree_id().ok().is_some_and(|id| id == tree) {
+                    return Ok(tree);
+                }
+                next = object.parent_ids().next().map(|id| id.detach());
+            }
+        }
+        Err(Error::WrongType {
+            id: tree.to_string(),
+            actual: "tree no snapshot took (a directory of one?)",
+            expected: "snapshot",
+        })
     }
 }
 

@@ -562,6 +562,10 @@ fn restore_refuses_paths_inside_a_dot_git() {
     let forged = mktree(&format!(
         "040000 tree {dot_git}\t.git\n040000 tree {sub}\tsub\n100644 blob {top}\ttop.txt\n"
     ));
+    // Recorded as if `track` had taken it (a forged store): the refusal tested is per path.
+    let commit = sb.git_in(&store, ["commit-tree", &forged, "-m", "forged"]);
+    let record = format!("refs/rewind/snapshots/{forged}");
+    sb.git_in(&store, ["update-ref", &record, commit.trim()]);
 
     let run = run_with_deadline(
         &mut p.rewind_command(["--json", "restore", &forged]),

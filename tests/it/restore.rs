@@ -1079,6 +1079,32 @@ fn restore_keeps_a_new_file_when_the_rules_outside_the_project_changed_since_the
     assert_eq!(fs::read(q.join("sub/y.tmp")).unwrap(), b"T\n", "{run}");
 }
 
+/// r60 F1: `restore` of a directory's tree inside a snapshot (`git rev-parse $A:d`, or an id
+/// picked from `git ls-tree`) took it as the whole project: every other file deleted, `d`'s
+/// files moved to the root, exit 0. Only a tree a snapshot took is restored or reverted to.
+#[test]
+fn restore_and_revert_refuse_a_directorys_tree_that_no_snapshot_took() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a", "a\n").file("d/b", "b\n");
+    let a = p.track();
+    let sub = p.store_git(["rev-parse", &format!("{a}:d")]);
+    let sub = sub.trim();
+    for args in [
+        vec!["--json", "restore", sub],
+        vec!["--json", "revert", sub, "--", "b"],
+    ] {
+        let run = p.rewind(&args);
+        run.assert_code(1);
+        let json = one_json(&run);
+        assert_eq!(json["error"]["code"], "wrong_type", "{run}");
+    }
+    assert_eq!(fs::read(p.join("a")).unwrap(), b"a\n");
+    assert_eq!(fs::read(p.join("d/b")).unwrap(), b"b\n");
+    assert!(!p.join("b").exists());
+    p.rewind(["restore", &a]).assert_success();
+}
+
 const ODD_NAMES: &[&str] = &[
     "-rf",
     "--help",
