@@ -33,9 +33,13 @@ const READERS: usize = 4;
 /// JSON-RPC code of a cancelled request (LSP's `RequestCancelled`).
 const CANCELLED: i64 = -32800;
 
-/// The longest request line read (16 MiB, some 200,000 paths): a longer one is answered
+/// The longest request line read (4 MiB, some 50,000 paths): a longer one is answered
 /// `-32600` and skipped, never held whole (parsed, a line takes tens of times its size).
-const MAX_LINE: u64 = 16 << 20;
+const MAX_LINE: u64 = 4 << 20;
+
+/// The most requests a batch may hold: a larger one is answered `-32600` and runs nothing
+/// (each request costs a call's bookkeeping and an answer).
+const MAX_BATCH: usize = 1000;
 
 /// Serve requests from `input` until it ends, writing responses to `output`.
 /// Returns when `input` ends and every call has answered, or an I/O error occurs on either
@@ -104,9 +108,14 @@ pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) 
             }
             // Bytes that are not UTF-8 are a parse error like any other malformed line.
             let message = match serde_json::from_slice::<Value>(&line) {
+                Ok(Value::Array(batch)) if batch.len() > MAX_BATCH => {
+                    let message = format!("invalid request: a batch of over {MAX_BATCH}");
+                    output.send(Some(error_response(Value::Null, -32600, &message, None)));
+                    continue;
+                }
                 Ok(message) => message,
                 Err(e) => {
-                    output.send(Some(unparsed(&line, e)));
+                    output.send(unparsed(&line, e));
                     continue;
                 }
             };
@@ -161,25 +170,35 @@ fn skip_line(input: &mut impl BufRead) -> io::Result<()> {
     }
 }
 
-/// The answer to a line serde_json refused (`error`): a parse error, or, when only lone
+/// The answer to a line serde_json refused (`error`): a parse error; or, when only lone
 /// surrogate escapes stood in the way (JSON all the same), an invalid request answered with its
-/// id (unless the id held one).
-fn unparsed(line: &[u8], error: serde_json::Error) -> Value {
-    let id = lone_surrogates_replaced(line)
+/// id (null if the id held one), one per request of a batch (none for a notification).
+fn unparsed(line: &[u8], error: serde_json::Error) -> Option<Value> {
+    let Some(lossy) = lone_surrogates_replaced(line)
         .and_then(|lossy| serde_json::from_slice::<Value>(&lossy).ok())
-        .and_then(|request| request.get("id").cloned())
-        .filter(|id| match id {
-            Value::String(text) => !text.contains('\u{fffd}'),
-            id => id.is_number(),
-        });
-    match id {
-        Some(id) => error_response(
-            id,
-            -32600,
-            "invalid request: a lone surrogate escape (such as \\ud800) is no character",
-            None,
-        ),
-        None => error_response(Value::Null, -32700, &format!("parse error: {error}"), None),
+    else {
+        let message = format!("parse error: {error}");
+        return Some(error_response(Value::Null, -32700, &message, None));
+    };
+    let refused = |request: &Value| {
+        let id = request.get("id")?.clone();
+        let id = match &id {
+            Value::String(text) if text.contains('\u{fffd}') => Value::Null,
+            _ => id,
+        };
+        let message = "invalid request: a lone surrogate escape (such as \\ud800) is no character";
+        Some(error_response(id, -32600, message, None))
+    };
+    match &lossy {
+        Value::Array(batch) if batch.len() > MAX_BATCH => {
+            let message = format!("invalid request: a batch of over {MAX_BATCH}");
+            Some(error_response(Value::Null, -32600, &message, None))
+        }
+        Value::Array(batch) => {
+            let answers: Vec<Value> = batch.iter().filter_map(refused).collect();
+            (!answers.is_empty()).then_some(Value::Array(answers))
+        }
+        request => refused(request),
     }
 }
 

@@ -154,7 +154,9 @@ enum Part {
     Dir(usize),
     /// A subdirectory kept from the watcher's memo (not read again): its path.
     Kept(BString),
-    /// A path ignored by rules from outside the project (after the directory's other parts).
+    /// A path ignored by rules from outside the project, or a `.gitignore` ignored by the
+    /// project's own (after the directory's other parts): recorded, since no snapshot holds
+    /// the rules that hid it.
     Hidden(BString),
     /// This directory's permission bits, narrower than 0755 (after its other parts).
     PrivateDir(BString, u32),

@@ -12,6 +12,8 @@
 //! - the snapshot recorded it (or a directory above it) as left out: a nested repository
 //!   (under `rewind.nestedRepos = skip`, and in every snapshot taken before that setting),
 //!   too large, a special file, unreadable, rewind's own data, or
+//! - a `.gitignore` above it was left out of the snapshot (ignored itself, or too large): its
+//!   rules are in no snapshot, or
 //! - the rules from outside the project (or outside the nested repository it is in) are not
 //!   those the snapshot was taken under: it records their digest (`Rewind-Rules:`), and what
 //!   other rules hid is not known, or
@@ -87,7 +89,8 @@ fn parse_lines<'m>(message: &'m [u8], key: &str) -> impl Iterator<Item = (&'m [u
 }
 
 /// The lines a snapshot is recorded with: a `Rewind-Left-Out: <reason> <path>` line per path
-/// it left out (`ignored` for those hidden by rules from outside the project), and a
+/// it left out (`ignored` for those hidden by rules from outside the project, and for a
+/// `.gitignore` its project's rules ignore), and a
 /// `Rewind-Mode: 0600 <path>` line per file narrower than 0644, a `Rewind-Nested: repo
 /// <path>` line per nested repository whose files it holds, and a `Rewind-Rules: <digest>
 /// <root>` line for the rules from outside the project and outside each such repository.
@@ -216,6 +219,16 @@ impl Visibility {
         });
         if hidden_by_record {
             return Ok(false);
+        }
+        // A `.gitignore` the snapshot left out (ignored, over the size cap) above it: its rules
+        // are in no snapshot, so what they hid below its directory is not known.
+        let dirs = std::iter::once(0).chain(path.find_iter("/").map(|slash| slash + 1));
+        for end in dirs {
+            let mut rules_file = BString::from(&path[..end]);
+            rules_file.extend_from_slice(b".gitignore");
+            if rules_file != path && self.left_out.binary_search(&rules_file).is_ok() {
+                return Ok(false);
+            }
         }
         // Under the rules of the innermost nested repository above it; if that was not one at
         // every take, also under those of the next one out (or the project's), and so on.

@@ -331,7 +331,11 @@ impl<'a> Walk<'a> {
                 false => excludes.ignored_by(&rules, child.as_ref(), is_dir),
             };
             let ignored = tracked_only || by.is_some();
-            if by == Some(Rules::Outside) {
+            // (Also a `.gitignore` the project's rules ignore: no snapshot holds its rules.)
+            let own_rules = by == Some(Rules::Project)
+                && &child[name_start..] == b".gitignore"
+                && !excludes.is_tracked(child.as_ref());
+            if by == Some(Rules::Outside) || own_rules {
                 hidden.push(Part::Hidden(child.clone()));
             }
             if is_dir {

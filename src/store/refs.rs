@@ -434,7 +434,7 @@ impl Store {
 
     /// The tree of `snapshot`, checked to be a whole snapshot: one `track` recorded, or one a
     /// commit of rewind's names (a turn's before or after, an undo point, what an undo left),
-    /// never a directory's tree inside one ([`Error::WrongType`]), which a restore would take
+    /// never a directory's tree inside one ([`Error::NotFound`]), which a restore would take
     /// as the whole project. Costs a ref read; for a tree whose record a prune removed, a commit
     /// read per commit under `refs/rewind/`.
     pub(crate) fn snapshot_tree(&self, snapshot: SnapshotId) -> Result<ObjectId> {
@@ -456,11 +456,8 @@ impl Store {
                 next = object.parent_ids().next().map(|id| id.detach());
             }
         }
-        Err(Error::WrongType {
-            id: tree.to_string(),
-            actual: "tree no snapshot took (a directory of one?)",
-            expected: "snapshot",
-        })
+        // (A directory's tree inside one, or one whose record a prune removed.)
+        Err(Error::NotFound(tree.to_string()))
     }
 }
 

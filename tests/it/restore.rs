@@ -1097,12 +1097,59 @@ fn restore_and_revert_refuse_a_directorys_tree_that_no_snapshot_took() {
         let run = p.rewind(&args);
         run.assert_code(1);
         let json = one_json(&run);
-        assert_eq!(json["error"]["code"], "wrong_type", "{run}");
+        assert_eq!(json["error"]["code"], "not_found", "{run}");
     }
     assert_eq!(fs::read(p.join("a")).unwrap(), b"a\n");
     assert_eq!(fs::read(p.join("d/b")).unwrap(), b"b\n");
     assert!(!p.join("b").exists());
     p.rewind(["restore", &a]).assert_success();
+}
+
+/// r61 F1: a `.gitignore` the snapshot left out (it ignores itself, or `info/exclude` names
+/// it) hid `secret.env`; the user edited it, then `restore A` (or an undo) deleted
+/// `secret.env`: A's rules were judged without that file's. A left-out `.gitignore` is
+/// recorded, and what lies below its directory is kept.
+#[test]
+fn restore_keeps_what_a_gitignore_the_snapshot_left_out_hid() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.git_init();
+    p.file(".gitignore", ".gitignore\nsecret.env\n")
+        .file("secret.env", "SECRET\n")
+        .file("a.txt", "a\n");
+    let a = p.track();
+    p.file(".gitignore", ".gitignore\n").file("a.txt", "a2\n");
+    let run = p.rewind(["--json", "restore", &a]);
+    run.assert_success();
+    let json = one_json(&run);
+    assert_eq!(json["kept"], serde_json::json!(["secret.env"]), "{run}");
+    assert_eq!(
+        fs::read(p.join("secret.env")).unwrap(),
+        b"SECRET\n",
+        "{run}"
+    );
+    assert_eq!(fs::read(p.join("a.txt")).unwrap(), b"a\n", "{run}");
+
+    // The `.gitignore` hidden by `info/exclude`, and an undo of the turn that emptied it.
+    let q = sb.project("q");
+    q.git_init();
+    fs::write(q.join(".git/info/exclude"), ".gitignore\n").unwrap();
+    q.file(".gitignore", "secret.env\n")
+        .file("secret.env", "SECRET\n")
+        .file("a.txt", "a\n");
+    q.rewind(["turn", "begin", "--session", "s", "--turn", "1"])
+        .assert_success();
+    q.file(".gitignore", "").file("a.txt", "a2\n");
+    q.rewind(["turn", "end", "--session", "s", "--turn", "1"])
+        .assert_success();
+    let run = q.rewind(["--json", "undo", "--session", "s"]);
+    run.assert_success();
+    assert_eq!(
+        fs::read(q.join("secret.env")).unwrap(),
+        b"SECRET\n",
+        "{run}"
+    );
+    assert_eq!(fs::read(q.join("a.txt")).unwrap(), b"a\n", "{run}");
 }
 
 const ODD_NAMES: &[&str] = &[

@@ -1598,15 +1598,16 @@ fn server_survives_invalid_utf8() {
 
 /// r60 F3 and F4: a request line was held whole however long (a 12 MB one took 470 MB to
 /// parse); a lone surrogate escape (`\ud800`, JSON that serde_json refuses) was a parse error
-/// with id null, so a client waiting on its id waited for ever. A line over 16 MiB is answered
-/// `-32600` and skipped; a lone surrogate is an invalid request answered with its id.
+/// with id null, so a client waiting on its id waited for ever. A line over 4 MiB is answered
+/// `-32600` and skipped; a lone surrogate is an invalid request answered with its id (r61:
+/// each request of a batch too; a batch of over 1,000 is refused whole).
 #[test]
 fn a_line_over_the_cap_is_skipped_and_a_lone_surrogate_keeps_its_id() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
     p.file("a.txt", "a\n");
     let mut s = Server::start(&p);
-    let mut huge = vec![b'a'; 17 << 20];
+    let mut huge = vec![b'a'; 5 << 20];
     huge.push(b'\n');
     s.send_raw(&huge);
     let response = s.recv();
@@ -1621,7 +1622,22 @@ fn a_line_over_the_cap_is_skipped_and_a_lone_surrogate_keeps_its_id() {
     assert_eq!(response["error"]["code"], -32600, "{response}");
     let response = s.answer_to(br#"{"jsonrpc": "2.0", "id": "\udc00", "method": "turns"}"#);
     assert!(response["id"].is_null(), "{response}");
-    assert_eq!(response["error"]["code"], -32700, "{response}");
+    assert_eq!(response["error"]["code"], -32600, "{response}");
+    let response = s.answer_to(
+        br#"[{"jsonrpc": "2.0", "id": 8, "method": "turns"}, {"jsonrpc": "2.0", "id": 9, "method": "x\ud800"}]"#,
+    );
+    let ids: Vec<&Value> = response
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["id"])
+        .collect();
+    assert_eq!(ids, [&json!(8), &json!(9)], "{response}");
+    let batch: Vec<Value> = (0..1001)
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "hello"}))
+        .collect();
+    let response = s.answer_to(Value::Array(batch).to_string().as_bytes());
+    assert_eq!(response["error"]["code"], -32600, "{response}");
     assert_eq!(s.ok("turns", Value::Null), json!([]));
     s.close();
 }
