@@ -1612,7 +1612,36 @@ impl Store {
                 }
             }
         }
+        // Other sessions' turns that ended since the undo (by the clock: their chains are not
+        // this one's) likewise: the files their end commits name as their own.
+        let undone_at = locked.record(undo)?.started_at;
+        let mut theirs = HashSet::new();
+        for (other, their_records) in locked.sessions(None)? {
+            if other == session {
+                continue;
+            }
+            for record in &their_records {
+                let marker = turn_ref(&other, "rolled-back", &record.turn)?;
+                if record.ended_at.is_none_or(|at| at < undone_at)
+                    || locked.ref_target(&marker)?.is_some()
+                {
+                    continue;
+                }
+                let (end, _) = commit_and_tree(&repo, record.commit)?;
+                let own = [Origin::Unannounced, Origin::Announced];
+                let files = parse_files(end.message_raw_sloppy()).unwrap_or_default();
+                theirs.extend(
+                    files
+                        .into_iter()
+                        .filter(|f| own.contains(&f.origin))
+                        .map(|f| f.file),
+                );
+            }
+        }
         let changed_by_later_turn = |path: &BStr| -> Result<bool> {
+            if theirs.contains(path) {
+                return Ok(true);
+            }
             for (before, after) in &later_turns {
                 if side_at(&repo, *before, path)? != side_at(&repo, *after, path)? {
                     return Ok(true);

@@ -634,6 +634,28 @@ fn a_redo_leaves_alone_a_file_a_later_turn_put_back_to_what_the_undo_left() {
     assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
 }
 
+/// r61 F2: the same as r59's, with the turns that changed the file and put it back another
+/// session's: the redo wrote over their work without `--force`. Another session's turn that
+/// ended since the undo counts as a later turn does.
+#[test]
+fn a_redo_leaves_alone_a_file_another_sessions_turns_put_back_to_what_the_undo_left() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    write_file(p, "b", "b0\n");
+    agent_turn(&store, p, "1", &[("a", "a1\n"), ("b", "b1\n")]);
+    store.undo_last("s", false).unwrap();
+    for (turn, content) in [("1", "a2\n"), ("2", "a0\n")] {
+        store.begin_turn("other", turn).unwrap();
+        write_file(p, "a", content);
+        store.end_turn("other", turn).unwrap();
+    }
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["b"]), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&["a"]), "{redone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+}
+
 /// Found in review of r58's row: a redo that left files alone said a later redo would bring
 /// back the rest of a turn another undo held, yet the next redo takes the same undo again.
 /// The notice says the files left alone come first.
