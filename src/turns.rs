@@ -1579,7 +1579,7 @@ impl Store {
             })?;
         let (snapshot, index) = locked.track_holding_index(&TrackOptions::default())?;
         let current = snapshot.hash.0;
-        let mut conflicts = Vec::new();
+        let (mut conflicts, mut kept) = (Vec::new(), Vec::new());
         let (mut changes, mut already) = (Vec::new(), Vec::new());
         let mut undid: Vec<BString> = lines_with(&message, CHANGED)
             .filter_map(crate::snapshot::visibility::decode_path)
@@ -1659,6 +1659,12 @@ impl Store {
             let left = side_at(&repo, left_by, path.as_bstr())?;
             let now = side_at(&repo, current, path.as_bstr())?;
             let wanted = side_at(&repo, point, path.as_bstr())?;
+            // To be deleted, yet on disk where the snapshot cannot see it (ignored since):
+            // never deleted, and said so.
+            if now.is_none() && wanted.is_none() && locked.on_disk(&path) {
+                kept.push(path);
+                continue;
+            }
             if now == wanted {
                 // Back already. When the undo was stopped (before it changed the path, which its
                 // record names), the session's record of it comes back too; otherwise someone
@@ -1802,6 +1808,7 @@ impl Store {
         outcome.in_the_way = in_the_way;
         conflicts.append(&mut outcome.conflicts);
         outcome.conflicts = conflicts;
+        outcome.kept.append(&mut kept);
         Ok(ChainRun::Redo.outcome(outcome, unrecorded))
     }
 

@@ -656,6 +656,28 @@ fn a_redo_leaves_alone_a_file_another_sessions_turns_put_back_to_what_the_undo_l
     assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
 }
 
+/// r62 F4: a turn deleted a file, the undo brought it back, the user made it ignored; the
+/// redo said nothing of it (not written, not kept) and left it. A file the redo would delete
+/// that the snapshot cannot see now is never deleted: it is listed `kept`.
+#[test]
+fn a_redo_lists_kept_a_file_it_would_delete_that_is_ignored_since() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "secret.env", "s0\n");
+    write_file(p, "a", "a\n");
+    store.begin_turn("s", "1").unwrap();
+    fs::remove_file(p.join("secret.env")).unwrap();
+    write_file(p, "a", "b\n");
+    store.end_turn("s", "1").unwrap();
+    store.undo_last("s", false).unwrap();
+    assert_eq!(read(p, "secret.env").as_deref(), Some("s0\n"));
+    write_file(p, ".gitignore", "secret.env\n");
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["a"]), "{redone:?}");
+    assert_eq!(strings(&redone.kept), set(&["secret.env"]), "{redone:?}");
+    assert_eq!(read(p, "secret.env").as_deref(), Some("s0\n"));
+}
+
 /// Found in review of r58's row: a redo that left files alone said a later redo would bring
 /// back the rest of a turn another undo held, yet the next redo takes the same undo again.
 /// The notice says the files left alone come first.
