@@ -1612,30 +1612,50 @@ impl Store {
                 }
             }
         }
-        // Other sessions' turns that ended since the undo (by the clock: their chains are not
-        // this one's) likewise: the files their end commits name as their own.
+        // Other sessions' turns since the undo likewise: the files each names as its own (its
+        // end commit's, or, left open, what it did until its session went on). Since: after
+        // the heads the undo recorded, or, for an undo that recorded none (or a session whose
+        // chain was rewritten since), ended after it by the clock.
         let undone_at = locked.record(undo)?.started_at;
+        let heads_then = parse_other_heads(&message);
         let mut theirs = HashSet::new();
         for (other, their_records) in locked.sessions(None)? {
             if other == session {
                 continue;
             }
+            let head_ref = session_ref(&other, "head")?;
+            let since: Option<HashSet<ObjectId>> = match heads_then.is_empty() {
+                true => None,
+                false => {
+                    let then = heads_then.get(&head_ref).copied();
+                    let head = locked.ref_target(&head_ref)?;
+                    let (walked, met) = locked.chain_back(head, then)?;
+                    (met || then.is_none())
+                        .then(|| walked.into_iter().map(|(commit, _)| commit).collect())
+                }
+            };
             for record in &their_records {
+                let after_undo = match &since {
+                    Some(since) => since.contains(&record.commit),
+                    None => record.ended_at.is_some_and(|at| at >= undone_at),
+                };
+                let Some(after) = record.after.filter(|_| after_undo) else {
+                    continue;
+                };
                 let marker = turn_ref(&other, "rolled-back", &record.turn)?;
-                if record.ended_at.is_none_or(|at| at < undone_at)
-                    || locked.ref_target(&marker)?.is_some()
-                {
+                if locked.ref_target(&marker)?.is_some() {
                     continue;
                 }
-                let (end, _) = commit_and_tree(&repo, record.commit)?;
+                let files = match record.ended_at {
+                    Some(_) => {
+                        let (end, _) = commit_and_tree(&repo, record.commit)?;
+                        parse_files(end.message_raw_sloppy()).unwrap_or_default()
+                    }
+                    None => locked.own_files(&other, record, after)?.0,
+                };
                 let own = [Origin::Unannounced, Origin::Announced];
-                let files = parse_files(end.message_raw_sloppy()).unwrap_or_default();
-                theirs.extend(
-                    files
-                        .into_iter()
-                        .filter(|f| own.contains(&f.origin))
-                        .map(|f| f.file),
-                );
+                let files = files.into_iter().filter(|f| own.contains(&f.origin));
+                theirs.extend(files.map(|f| f.file));
             }
         }
         let changed_by_later_turn = |path: &BStr| -> Result<bool> {
@@ -2982,6 +3002,8 @@ impl Locked<'_> {
         if unfinished {
             message.push_str(&format!("{UNFINISHED}\n"));
         }
+        // (Where the other sessions stood: what they do after is theirs, for its redo.)
+        message.push_str(&self.other_heads_lines(session)?);
         message.push_str(&trailers(session, turn, self.now()?, None, None)?);
         message.push_str(UNDO_TRAILER);
         message.push('\n');

@@ -656,6 +656,45 @@ fn a_redo_leaves_alone_a_file_another_sessions_turns_put_back_to_what_the_undo_l
     assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
 }
 
+/// r62 F1 and F3: the other session's turns, with a clock an hour behind, changed the file and
+/// put back what the undo left (one of them left open when its session went on); the redo
+/// wrote over their work without `--force`, since it read them by the clock and by their end
+/// records. An undo records where the other sessions stood: what comes after is theirs.
+#[test]
+fn a_redo_leaves_alone_what_another_session_did_since_the_undo_whatever_its_clock() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    let behind = rewind::Clock::fixed(chrono::Utc::now() - chrono::Duration::hours(1));
+    let other = Store::open(p, &rewind::OpenOptions::new(data.path()).clock(behind)).unwrap();
+    other.begin_turn("other", "0").unwrap();
+    other.end_turn("other", "0").unwrap();
+    for (path, content) in [("a", "a0\n"), ("b", "b0\n"), ("c", "c0\n")] {
+        write_file(p, path, content);
+    }
+    agent_turn(
+        &store,
+        p,
+        "1",
+        &[("a", "a1\n"), ("b", "b1\n"), ("c", "c1\n")],
+    );
+    store.undo_last("s", false).unwrap();
+    other.begin_turn("other", "1").unwrap();
+    write_file(p, "a", "a2\n");
+    other.end_turn("other", "1").unwrap();
+    other.begin_turn("other", "2").unwrap();
+    write_file(p, "a", "a0\n");
+    write_file(p, "b", "b2\n");
+    other.begin_turn("other", "3").unwrap(); // turn 2 left open: it ended here
+    write_file(p, "b", "b0\n");
+    other.begin_turn("other", "4").unwrap(); // and turn 3
+    other.end_turn("other", "4").unwrap();
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["c"]), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&["a", "b"]), "{redone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+    assert_eq!(read(p, "b").as_deref(), Some("b0\n"));
+}
+
 /// r62 F4: a turn deleted a file, the undo brought it back, the user made it ignored; the
 /// redo said nothing of it (not written, not kept) and left it. A file the redo would delete
 /// that the snapshot cannot see now is never deleted: it is listed `kept`.
