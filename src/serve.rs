@@ -109,8 +109,7 @@ pub fn serve(store: &Store, mut input: impl BufRead, output: impl Write + Send) 
             // Bytes that are not UTF-8 are a parse error like any other malformed line.
             let message = match serde_json::from_slice::<Value>(&line) {
                 Ok(Value::Array(batch)) if batch.len() > MAX_BATCH => {
-                    let message = format!("invalid request: a batch of over {MAX_BATCH}");
-                    output.send(Some(error_response(Value::Null, -32600, &message, None)));
+                    output.send(Some(batch_too_large()));
                     continue;
                 }
                 Ok(message) => message,
@@ -170,6 +169,12 @@ fn skip_line(input: &mut impl BufRead) -> io::Result<()> {
     }
 }
 
+/// The answer to a batch of over [`MAX_BATCH`] requests (none of which runs).
+fn batch_too_large() -> Value {
+    let message = format!("invalid request: a batch of over {MAX_BATCH}");
+    error_response(Value::Null, -32600, &message, None)
+}
+
 /// The answer to a line serde_json refused (`error`): a parse error; or, when only lone
 /// surrogate escapes stood in the way (JSON all the same), an invalid request answered with its
 /// id (null if the id held one), one per request of a batch (none for a notification).
@@ -190,10 +195,7 @@ fn unparsed(line: &[u8], error: serde_json::Error) -> Option<Value> {
         Some(error_response(id, -32600, message, None))
     };
     match &lossy {
-        Value::Array(batch) if batch.len() > MAX_BATCH => {
-            let message = format!("invalid request: a batch of over {MAX_BATCH}");
-            Some(error_response(Value::Null, -32600, &message, None))
-        }
+        Value::Array(batch) if batch.len() > MAX_BATCH => Some(batch_too_large()),
         Value::Array(batch) => {
             let answers: Vec<Value> = batch.iter().filter_map(refused).collect();
             (!answers.is_empty()).then_some(Value::Array(answers))

@@ -188,6 +188,9 @@ pub(crate) struct Visibility {
     project: PathBuf,
     /// Recorded left-out paths, sorted: each hides itself and everything below it.
     left_out: Vec<BString>,
+    /// The directories (`/`-terminated, empty for the root) of the recorded left-out
+    /// `.gitignore` files: what lies below one is not known to be seen.
+    rules_left_out: Vec<BString>,
     /// Recorded nested repositories whose files the snapshot held, sorted, each with whether it
     /// was one at every take of the tree (`repo`, not `mixed`).
     nested: Vec<(BString, bool)>,
@@ -222,13 +225,11 @@ impl Visibility {
         }
         // A `.gitignore` the snapshot left out (ignored, over the size cap) above it: its rules
         // are in no snapshot, so what they hid below its directory is not known.
-        let dirs = std::iter::once(0).chain(path.find_iter("/").map(|slash| slash + 1));
-        for end in dirs {
-            let mut rules_file = BString::from(&path[..end]);
-            rules_file.extend_from_slice(b".gitignore");
-            if rules_file != path && self.left_out.binary_search(&rules_file).is_ok() {
-                return Ok(false);
-            }
+        let below_unknown_rules = self.rules_left_out.iter().any(|dir| {
+            path.starts_with(dir) && path.get(dir.len()..) != Some(b".gitignore".as_slice())
+        });
+        if below_unknown_rules {
+            return Ok(false);
         }
         // Under the rules of the innermost nested repository above it; if that was not one at
         // every take, also under those of the next one out (or the project's), and so on.
@@ -430,6 +431,12 @@ impl Store {
         }
         left_out.sort_unstable();
         left_out.dedup();
+        let rules_left_out = left_out
+            .iter()
+            .filter_map(|path| path.strip_suffix(b".gitignore"))
+            .filter(|dir| dir.is_empty() || dir.ends_with(b"/"))
+            .map(BString::from)
+            .collect();
         let mut nested: Vec<(BString, bool)> = nested.into_iter().collect();
         nested.sort_unstable();
         let excludes = HashMap::from([(BString::default(), Excludes::load(self.project()))]);
@@ -437,6 +444,7 @@ impl Store {
             tree,
             project: self.project().to_owned(),
             left_out,
+            rules_left_out,
             nested,
             modes,
             recorded_rules,

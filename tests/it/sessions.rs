@@ -608,6 +608,14 @@ fn a_redo_of_another_turns_undo_is_refused_while_a_reopened_turn_is_open() {
     assert_eq!(strings(&redone.written), set(&["a"]), "{redone:?}");
 }
 
+/// Turn 1 of session `s` changes `a` and `b` (a0 -> a1, b0 -> b1), then is undone.
+fn turn_1_of_a_and_b_undone(store: &Store, p: &Path) {
+    write_file(p, "a", "a0\n");
+    write_file(p, "b", "b0\n");
+    agent_turn(store, p, "1", &[("a", "a1\n"), ("b", "b1\n")]);
+    store.undo_last("s", false).unwrap();
+}
+
 /// r59 F1: turn 1 undone, then turn 2 changed the file and turn 3 put back what the undo
 /// left; `redo` wrote turn 1's version over turn 3's work without `--force`, since the content
 /// was again what the undo left. A path a later turn of the session changed is a conflict.
@@ -615,10 +623,7 @@ fn a_redo_of_another_turns_undo_is_refused_while_a_reopened_turn_is_open() {
 fn a_redo_leaves_alone_a_file_a_later_turn_put_back_to_what_the_undo_left() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write_file(p, "a", "a0\n");
-    write_file(p, "b", "b0\n");
-    agent_turn(&store, p, "1", &[("a", "a1\n"), ("b", "b1\n")]);
-    store.undo_last("s", false).unwrap();
+    turn_1_of_a_and_b_undone(&store, p);
     agent_turn(&store, p, "2", &[("a", "a2\n")]);
     agent_turn(&store, p, "3", &[("a", "a0\n")]);
     let redone = store.redo("s", &Default::default()).unwrap();
@@ -641,10 +646,7 @@ fn a_redo_leaves_alone_a_file_a_later_turn_put_back_to_what_the_undo_left() {
 fn a_redo_leaves_alone_a_file_another_sessions_turns_put_back_to_what_the_undo_left() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write_file(p, "a", "a0\n");
-    write_file(p, "b", "b0\n");
-    agent_turn(&store, p, "1", &[("a", "a1\n"), ("b", "b1\n")]);
-    store.undo_last("s", false).unwrap();
+    turn_1_of_a_and_b_undone(&store, p);
     for (turn, content) in [("1", "a2\n"), ("2", "a0\n")] {
         store.begin_turn("other", turn).unwrap();
         write_file(p, "a", content);
