@@ -122,11 +122,12 @@ pub(crate) fn descriptor_budget() -> usize {
 }
 
 /// Make room in the process's descriptor table for the most a run may hold (three times its
-/// [`descriptor_budget`]), before its snapshot starts the threads: growing the table of a
-/// process with threads waits for an RCU grace period. Measured, a one-shot restore of 1,000
-/// files: deciding took 11–14 ms with the table grown by [`make_room`] after the snapshot,
-/// 4 ms with it grown here first. Costs a listing of the open descriptors and one `fcntl`
-/// (and the table's memory: at most about 12,000 entries).
+/// [`descriptor_budget`]), once, when the first store is opened, before rayon's pool starts
+/// its threads: growing the table of a process with threads waits for an RCU grace period.
+/// Measured, a one-shot restore of 1,000 files: deciding took 11–14 ms with the table grown by
+/// [`make_room`] after the snapshot, 4 ms with it grown before; grown before the snapshot but
+/// after the pool had started, the growth itself took 6–20 ms. Costs a listing of the open
+/// descriptors and one `fcntl` (and the table's memory: at most about 12,000 entries).
 pub(crate) fn make_room_for_a_run(dir: &Dir) {
     let wanted = open_descriptors() + 3 * descriptor_budget() as u64 + DESCRIPTOR_RESERVE;
     grow_descriptor_table(dir, wanted);

@@ -414,15 +414,11 @@ impl Store {
 impl Locked<'_> {
     /// The snapshot of the project a run starts from: recorded (the undo point), or, for a dry
     /// run, not; with the stat cache it holds back for [`apply`](Self::apply) to settle. Costs
-    /// a [`track`](Self::track). A run that writes first grows the descriptor table to what it
-    /// may hold ([`crate::fs::make_room_for_a_run`]).
+    /// a [`track`](Self::track).
     pub(crate) fn current(&self, dry_run: bool) -> Result<(ObjectId, Option<PendingIndex>)> {
         let options = TrackOptions::default();
         if dry_run {
             return Ok((self.peek(&options)?.hash.0, None));
-        }
-        if let Ok(project) = crate::fs::open_path(self.project()) {
-            crate::fs::make_room_for_a_run(&project);
         }
         let (snapshot, index) = self.track_holding_index(&options)?;
         Ok((snapshot.hash.0, index))

@@ -411,7 +411,8 @@ const LEAST_MEMORY: u64 = 32 << 20;
 /// least [`LEAST_MEMORY`], and rayon's global pool, which every walk, diff and restore runs on,
 /// started (rayon panics when the pool it makes on first use cannot start its threads). A
 /// global pool the embedding program built first is used as it is (build it before opening a
-/// store).
+/// store). The descriptor table is grown first, while the process may still have one thread
+/// ([`crate::fs::make_room_for_a_run`]).
 fn check_resources() -> Result<()> {
     for (what, limit) in crate::fs::memory_limits() {
         if let Some(limit) = limit.filter(|&l| l < LEAST_MEMORY) {
@@ -426,6 +427,9 @@ fn check_resources() -> Result<()> {
     static STARTED: std::sync::OnceLock<Option<(io::ErrorKind, String)>> =
         std::sync::OnceLock::new();
     let failure = STARTED.get_or_init(|| {
+        if let Ok(root) = crate::fs::open_path(Path::new("/")) {
+            crate::fs::make_room_for_a_run(&root);
+        }
         let built = rayon::ThreadPoolBuilder::new().build_global();
         // No source: a pool was there already, which is fine.
         let cause = built.as_ref().err().and_then(std::error::Error::source)?;
