@@ -370,6 +370,10 @@ fn parse_other_heads(message: &[u8]) -> HashMap<String, ObjectId> {
         .collect()
 }
 
+/// The key of the lines a trim's copy of a commit names the commits it stands for with (each
+/// trim adds one): what a commit recorded elsewhere under its old id is now.
+const COPY_OF: &str = "Rewind-Copy-Of: ";
+
 /// The trailer that marks an undo's commit on a session's chain.
 const UNDO_TRAILER: &str = "Rewind-Undo: yes";
 /// The trailer that marks a redo's commit on a session's chain.
@@ -1391,7 +1395,13 @@ impl Store {
         let mut next = from;
         while let Some(commit) = next.filter(|c| Some(*c) != stop) {
             let (object, _) = commit_and_tree(&repo, commit)?;
-            walked.push((commit, object.message_raw_sloppy().to_owned()));
+            let message = object.message_raw_sloppy();
+            let copy_of =
+                |id: ObjectId| lines_with(message, COPY_OF).any(|l| l == id.to_string().as_bytes());
+            if stop.is_some_and(copy_of) {
+                return Ok((walked, true)); // a trim's copy of `stop`
+            }
+            walked.push((commit, message.to_owned()));
             next = object.parent_ids().next().map(|id| id.detach());
         }
         Ok((walked, next.is_some() && next == stop))
@@ -1614,8 +1624,9 @@ impl Store {
         }
         // Other sessions' turns since the undo likewise: the files each names as its own (its
         // end commit's, or, left open, what it did until its session went on). Since: after
-        // the heads the undo recorded, or, for an undo that recorded none (or a session whose
-        // chain was rewritten since), ended after it by the clock.
+        // the heads the undo recorded (a trim's copy of a head stands for it), or, for an undo
+        // that recorded none (or a session whose chain lost that head to a trim since), ended
+        // after it by the clock.
         let undone_at = locked.record(undo)?.started_at;
         let heads_then = parse_other_heads(&message);
         let mut theirs = HashSet::new();
@@ -3238,6 +3249,10 @@ impl Locked<'_> {
                 continue;
             }
             let copy = self.rewrite_commit_with(commit, parent, |message| {
+                if !message.ends_with(b"\n") {
+                    message.push(b'\n');
+                }
+                message.extend_from_slice(format!("{COPY_OF}{commit}\n").as_bytes());
                 for key in [REDID, BEGIN] {
                     let named = message
                         .lines()

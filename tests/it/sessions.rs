@@ -697,6 +697,41 @@ fn a_redo_leaves_alone_what_another_session_did_since_the_undo_whatever_its_cloc
     assert_eq!(read(p, "b").as_deref(), Some("b0\n"));
 }
 
+/// r63: a `prune --max-turns` that trimmed another session between an undo and its redo
+/// rewrote that session's chain, so the redo lost where the session stood at the undo and fell
+/// back to the clock (here an hour behind): it wrote over what that session's turns since did.
+/// A trim's copies name the commits they stand for, so the place is found again.
+#[test]
+fn a_redo_finds_what_another_session_did_since_the_undo_through_a_trim_of_older_turns() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    let behind = rewind::Clock::fixed(chrono::Utc::now() - chrono::Duration::hours(1));
+    let other = Store::open(p, &rewind::OpenOptions::new(data.path()).clock(behind)).unwrap();
+    for turn in ["0a", "0b"] {
+        other.begin_turn("other", turn).unwrap();
+        other.end_turn("other", turn).unwrap();
+    }
+    for (path, content) in [("a", "a0\n"), ("c", "c0\n")] {
+        write_file(p, path, content);
+    }
+    agent_turn(&store, p, "1", &[("a", "a1\n"), ("c", "c1\n")]);
+    store.undo_last("s", false).unwrap();
+    for (turn, content) in [("1", "a2\n"), ("2", "a0\n")] {
+        other.begin_turn("other", turn).unwrap();
+        write_file(p, "a", content);
+        other.end_turn("other", turn).unwrap();
+    }
+    let prune = rewind::PruneOptions {
+        max_turns_per_session: Some(3),
+        ..Default::default()
+    };
+    assert_eq!(other.prune(&prune).unwrap().turns_removed, 1);
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["c"]), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&["a"]), "{redone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+}
+
 /// r62 F4: a turn deleted a file, the undo brought it back, the user made it ignored; the
 /// redo said nothing of it (not written, not kept) and left it. A file the redo would delete
 /// that the snapshot cannot see now is never deleted: it is listed `kept`.
