@@ -374,6 +374,43 @@ fn parse_other_heads(message: &[u8]) -> HashMap<String, ObjectId> {
 /// trim adds one): what a commit recorded elsewhere under its old id is now.
 const COPY_OF: &str = "Rewind-Copy-Of: ";
 
+/// The key of the lines a trim's copy of a commit names each commit the trim dropped just
+/// before it with, oldest first, each followed by the files it named as its own
+/// ([`DROPPED_FILE`]): what the dropped turns did, for a redo to leave alone.
+const DROPPED: &str = "Rewind-Dropped: ";
+/// The key of the lines naming a dropped commit's own files (see [`DROPPED`]).
+const DROPPED_FILE: &str = "Rewind-Dropped-File: ";
+
+/// The [`DROPPED`] and [`DROPPED_FILE`] lines of `message`, in order.
+fn dropped_lines(message: &[u8]) -> String {
+    let dropped =
+        |l: &&[u8]| l.starts_with(DROPPED.as_bytes()) || l.starts_with(DROPPED_FILE.as_bytes());
+    let lines = message.lines().filter(dropped);
+    lines.map(|l| format!("{}\n", l.as_bstr())).collect()
+}
+
+/// The files the commits a trim dropped named as their own, from `message`'s [`DROPPED`] lines:
+/// those dropped after `then` when the message names it, else all.
+fn dropped_files_after(message: &[u8], then: Option<ObjectId>) -> Vec<BString> {
+    let then = then.map(|id| id.to_string());
+    let named = |hex: &[u8]| then.as_ref().is_some_and(|t| hex == t.as_bytes());
+    // Before `then`'s own files are passed, nothing counts.
+    let mut counting = !lines_with(message, DROPPED).any(named);
+    let mut in_then = false;
+    let mut files = Vec::new();
+    for line in message.lines() {
+        if let Some(hex) = line.strip_prefix(DROPPED.as_bytes()) {
+            counting |= in_then;
+            in_then = named(hex);
+        } else if let Some(path) = line.strip_prefix(DROPPED_FILE.as_bytes()) {
+            if counting && !in_then {
+                files.extend(crate::snapshot::visibility::decode_path(path));
+            }
+        }
+    }
+    files
+}
+
 /// The trailer that marks an undo's commit on a session's chain.
 const UNDO_TRAILER: &str = "Rewind-Undo: yes";
 /// The trailer that marks a redo's commit on a session's chain.
@@ -1402,6 +1439,11 @@ impl Store {
                 return Ok((walked, true)); // a trim's copy of `stop`
             }
             walked.push((commit, message.to_owned()));
+            if stop.is_some_and(|id| {
+                lines_with(message, DROPPED).any(|l| l == id.to_string().as_bytes())
+            }) {
+                return Ok((walked, true)); // `stop` was dropped by a trim just before this one
+            }
             next = object.parent_ids().next().map(|id| id.detach());
         }
         Ok((walked, next.is_some() && next == stop))
@@ -1629,7 +1671,12 @@ impl Store {
         // after it by the clock.
         let undone_at = locked.record(undo)?.started_at;
         let heads_then = parse_other_heads(&message);
-        let mut theirs = HashSet::new();
+        // What turns since the undo that a trim dropped named as their own (the session's, and
+        // the others', below): the copy after them names them.
+        let mut theirs: HashSet<BString> = since
+            .iter()
+            .flat_map(|(_, text)| dropped_files_after(text, None))
+            .collect();
         for (other, their_records) in locked.sessions(None)? {
             if other == session {
                 continue;
@@ -1641,6 +1688,11 @@ impl Store {
                     let then = heads_then.get(&head_ref).copied();
                     let head = locked.ref_target(&head_ref)?;
                     let (walked, met) = locked.chain_back(head, then)?;
+                    if met || then.is_none() {
+                        for (_, text) in &walked {
+                            theirs.extend(dropped_files_after(text, then));
+                        }
+                    }
                     (met || then.is_none())
                         .then(|| walked.into_iter().map(|(commit, _)| commit).collect())
                 }
@@ -3242,17 +3294,46 @@ impl Locked<'_> {
             chain.push(commit);
             next = self.parent(commit)?;
         }
+        // Each copy names the commits dropped just before it, and the files they named as their
+        // own, oldest first (with what earlier trims dropped before each).
+        let repo = self.repo();
         let mut copies: HashMap<ObjectId, ObjectId> = HashMap::new();
         let mut parent: Option<ObjectId> = None;
+        let mut dropped_before = String::new();
         for &commit in chain.iter().rev() {
             if dropped_commits.contains(&commit) {
+                let (object, _) = commit_and_tree(&repo, commit)?;
+                let message = object.message_raw_sloppy();
+                dropped_before.push_str(&dropped_lines(message));
+                dropped_before.push_str(&format!("{DROPPED}{commit}\n"));
+                let own = [Origin::Unannounced, Origin::Announced];
+                for file in parse_files(message).unwrap_or_default() {
+                    if own.contains(&file.origin) {
+                        let mut line = String::from(DROPPED_FILE);
+                        crate::snapshot::visibility::encode_path(&mut line, &file.file);
+                        dropped_before.push_str(&format!("{line}\n"));
+                    }
+                }
                 continue;
             }
+            let dropped = std::mem::take(&mut dropped_before);
             let copy = self.rewrite_commit_with(commit, parent, |message| {
-                if !message.ends_with(b"\n") {
-                    message.push(b'\n');
+                // (Its own dropped lines, from earlier trims, come after the ones dropped now.)
+                let earlier = dropped_lines(message);
+                let kept = |l: &&[u8]| {
+                    !l.starts_with(DROPPED.as_bytes()) && !l.starts_with(DROPPED_FILE.as_bytes())
+                };
+                let mut rest: BString = message
+                    .lines_with_terminator()
+                    .filter(kept)
+                    .collect::<Vec<_>>()
+                    .concat()
+                    .into();
+                if !rest.ends_with(b"\n") {
+                    rest.push(b'\n');
                 }
-                message.extend_from_slice(format!("{COPY_OF}{commit}\n").as_bytes());
+                rest.extend_from_slice(format!("{dropped}{earlier}{COPY_OF}{commit}\n").as_bytes());
+                *message = rest;
                 for key in [REDID, BEGIN] {
                     let named = message
                         .lines()

@@ -697,6 +697,96 @@ fn a_redo_leaves_alone_what_another_session_did_since_the_undo_whatever_its_cloc
     assert_eq!(read(p, "b").as_deref(), Some("b0\n"));
 }
 
+/// The prune options of the trims below: at most `max` turns a session.
+fn trim_to(max: usize) -> rewind::PruneOptions {
+    rewind::PruneOptions {
+        max_turns_per_session: Some(max),
+        ..Default::default()
+    }
+}
+
+/// r63: the trim dropped the turn another session stood at when the undo was made, with the
+/// turns after it that changed a file and put it back to what the undo left; the redo fell back
+/// to the clock, did not see them, and wrote over the file without `--force`. The copy after
+/// the dropped commits names them and their files.
+#[test]
+fn a_redo_leaves_alone_what_another_sessions_turns_a_trim_dropped_did_since_the_undo() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    other.begin_turn("other", "0").unwrap();
+    other.end_turn("other", "0").unwrap();
+    for (path, content) in [("a", "a0\n"), ("c", "c0\n")] {
+        write_file(p, path, content);
+    }
+    agent_turn(&store, p, "1", &[("a", "a1\n"), ("c", "c1\n")]);
+    store.undo_last("s", false).unwrap();
+    for (turn, path, content) in [("1", "a", "a2\n"), ("2", "a", "a0\n"), ("3", "z", "z\n")] {
+        other.begin_turn("other", turn).unwrap();
+        write_file(p, path, content);
+        other.end_turn("other", turn).unwrap();
+    }
+    other.begin_turn("other", "4").unwrap();
+    other.end_turn("other", "4").unwrap();
+    assert_eq!(other.prune(&trim_to(2)).unwrap().turns_removed, 3);
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["c"]), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&["a"]), "{redone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+}
+
+/// r64 F1: the trim dropped the redoing session's own turns since its undo, one of which
+/// changed a file and the next put it back; the redo wrote over it without `--force`.
+#[test]
+fn a_redo_leaves_alone_what_its_own_turns_a_trim_dropped_did_since_the_undo() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "f", "orig\n");
+    agent_turn(&store, p, "1", &[("f", "A1\n")]);
+    store.undo_last("s", false).unwrap();
+    agent_turn(&store, p, "2", &[("f", "A2\n")]);
+    agent_turn(&store, p, "3", &[("f", "orig\n")]);
+    agent_turn(&store, p, "4", &[("g4", "4\n")]);
+    agent_turn(&store, p, "5", &[("g5", "5\n")]);
+    assert_eq!(store.prune(&trim_to(2)).unwrap().turns_removed, 2);
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert!(redone.written.is_empty(), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
+    assert_eq!(read(p, "f").as_deref(), Some("orig\n"));
+}
+
+/// r64 F2: the turn another session stood at survived the trim (rolled back since, so kept),
+/// but its turns after it that changed a file and put it back were dropped; the redo found the
+/// place, saw only the turns kept, and wrote over the file without `--force`.
+#[test]
+fn a_redo_leaves_alone_what_another_session_did_since_the_undo_though_a_trim_kept_its_place() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    write_file(p, "f", "orig\n");
+    other.begin_turn("other", "1").unwrap();
+    write_file(p, "b1", "B1\n");
+    other.end_turn("other", "1").unwrap();
+    agent_turn(&store, p, "1", &[("f", "A1\n")]);
+    store.undo_last("s", false).unwrap();
+    other.undo_last("other", false).unwrap();
+    for (turn, path, content) in [
+        ("2", "f", "B2\n"),
+        ("3", "f", "orig\n"),
+        ("4", "g4", "4\n"),
+        ("5", "g5", "5\n"),
+    ] {
+        other.begin_turn("other", turn).unwrap();
+        write_file(p, path, content);
+        other.end_turn("other", turn).unwrap();
+    }
+    assert_eq!(other.prune(&trim_to(2)).unwrap().turns_removed, 2);
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert!(redone.written.is_empty(), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
+    assert_eq!(read(p, "f").as_deref(), Some("orig\n"));
+}
+
 /// r63: a `prune --max-turns` that trimmed another session between an undo and its redo
 /// rewrote that session's chain, so the redo lost where the session stood at the undo and fell
 /// back to the clock (here an hour behind): it wrote over what that session's turns since did.
@@ -721,11 +811,7 @@ fn a_redo_finds_what_another_session_did_since_the_undo_through_a_trim_of_older_
         write_file(p, "a", content);
         other.end_turn("other", turn).unwrap();
     }
-    let prune = rewind::PruneOptions {
-        max_turns_per_session: Some(3),
-        ..Default::default()
-    };
-    assert_eq!(other.prune(&prune).unwrap().turns_removed, 1);
+    assert_eq!(other.prune(&trim_to(3)).unwrap().turns_removed, 1);
     let redone = store.redo("s", &Default::default()).unwrap();
     assert_eq!(strings(&redone.written), set(&["c"]), "{redone:?}");
     assert_eq!(strings(&redone.conflicts), set(&["a"]), "{redone:?}");
