@@ -87,11 +87,24 @@ fn assert_files_match_git(
 
 /// Session `s`'s turn `turn`, in which the agent writes `edits` (path, content).
 fn agent_turn(store: &Store, p: &Path, turn: &str, edits: &[(&str, &str)]) {
-    store.begin_turn("s", turn).unwrap();
+    session_turn(store, "s", p, turn, edits);
+}
+
+/// Turn `turn` of `session`: it writes `edits` (path, content) in project `p`.
+fn session_turn(store: &Store, session: &str, p: &Path, turn: &str, edits: &[(&str, &str)]) {
+    store.begin_turn(session, turn).unwrap();
     for (path, content) in edits {
         write_file(p, path, content);
     }
-    store.end_turn("s", turn).unwrap();
+    store.end_turn(session, turn).unwrap();
+}
+
+/// A redo of session "s" that writes `written` and leaves only `path` alone, holding `content`.
+fn assert_redo_writes(store: &Store, p: &Path, written: &[&str], (path, content): (&str, &str)) {
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(written), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&[path]), "{redone:?}");
+    assert_eq!(read(p, path).as_deref(), Some(content));
 }
 
 fn set(paths: &[&str]) -> BTreeSet<String> {
@@ -722,17 +735,12 @@ fn a_redo_leaves_alone_what_another_sessions_turns_a_trim_dropped_did_since_the_
     agent_turn(&store, p, "1", &[("a", "a1\n"), ("c", "c1\n")]);
     store.undo_last("s", false).unwrap();
     for (turn, path, content) in [("1", "a", "a2\n"), ("2", "a", "a0\n"), ("3", "z", "z\n")] {
-        other.begin_turn("other", turn).unwrap();
-        write_file(p, path, content);
-        other.end_turn("other", turn).unwrap();
+        session_turn(&other, "other", p, turn, &[(path, content)]);
     }
     other.begin_turn("other", "4").unwrap();
     other.end_turn("other", "4").unwrap();
     assert_eq!(other.prune(&trim_to(2)).unwrap().turns_removed, 3);
-    let redone = store.redo("s", &Default::default()).unwrap();
-    assert_eq!(strings(&redone.written), set(&["c"]), "{redone:?}");
-    assert_eq!(strings(&redone.conflicts), set(&["a"]), "{redone:?}");
-    assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+    assert_redo_writes(&store, p, &["c"], ("a", "a0\n"));
 }
 
 /// r64 F1: the trim dropped the redoing session's own turns since its undo, one of which
@@ -749,10 +757,7 @@ fn a_redo_leaves_alone_what_its_own_turns_a_trim_dropped_did_since_the_undo() {
     agent_turn(&store, p, "4", &[("g4", "4\n")]);
     agent_turn(&store, p, "5", &[("g5", "5\n")]);
     assert_eq!(store.prune(&trim_to(2)).unwrap().turns_removed, 2);
-    let redone = store.redo("s", &Default::default()).unwrap();
-    assert!(redone.written.is_empty(), "{redone:?}");
-    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
-    assert_eq!(read(p, "f").as_deref(), Some("orig\n"));
+    assert_redo_writes(&store, p, &[], ("f", "orig\n"));
 }
 
 /// r64 F2: the turn another session stood at survived the trim (rolled back since, so kept),
@@ -764,9 +769,7 @@ fn a_redo_leaves_alone_what_another_session_did_since_the_undo_though_a_trim_kep
     let p = project.path();
     let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
     write_file(p, "f", "orig\n");
-    other.begin_turn("other", "1").unwrap();
-    write_file(p, "b1", "B1\n");
-    other.end_turn("other", "1").unwrap();
+    session_turn(&other, "other", p, "1", &[("b1", "B1\n")]);
     agent_turn(&store, p, "1", &[("f", "A1\n")]);
     store.undo_last("s", false).unwrap();
     other.undo_last("other", false).unwrap();
@@ -776,15 +779,10 @@ fn a_redo_leaves_alone_what_another_session_did_since_the_undo_though_a_trim_kep
         ("4", "g4", "4\n"),
         ("5", "g5", "5\n"),
     ] {
-        other.begin_turn("other", turn).unwrap();
-        write_file(p, path, content);
-        other.end_turn("other", turn).unwrap();
+        session_turn(&other, "other", p, turn, &[(path, content)]);
     }
     assert_eq!(other.prune(&trim_to(2)).unwrap().turns_removed, 2);
-    let redone = store.redo("s", &Default::default()).unwrap();
-    assert!(redone.written.is_empty(), "{redone:?}");
-    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
-    assert_eq!(read(p, "f").as_deref(), Some("orig\n"));
+    assert_redo_writes(&store, p, &[], ("f", "orig\n"));
 }
 
 /// r63: a `prune --max-turns` that trimmed another session between an undo and its redo
@@ -807,15 +805,10 @@ fn a_redo_finds_what_another_session_did_since_the_undo_through_a_trim_of_older_
     agent_turn(&store, p, "1", &[("a", "a1\n"), ("c", "c1\n")]);
     store.undo_last("s", false).unwrap();
     for (turn, content) in [("1", "a2\n"), ("2", "a0\n")] {
-        other.begin_turn("other", turn).unwrap();
-        write_file(p, "a", content);
-        other.end_turn("other", turn).unwrap();
+        session_turn(&other, "other", p, turn, &[("a", content)]);
     }
     assert_eq!(other.prune(&trim_to(3)).unwrap().turns_removed, 1);
-    let redone = store.redo("s", &Default::default()).unwrap();
-    assert_eq!(strings(&redone.written), set(&["c"]), "{redone:?}");
-    assert_eq!(strings(&redone.conflicts), set(&["a"]), "{redone:?}");
-    assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+    assert_redo_writes(&store, p, &["c"], ("a", "a0\n"));
 }
 
 /// r62 F4: a turn deleted a file, the undo brought it back, the user made it ignored; the
