@@ -381,6 +381,31 @@ const DROPPED: &str = "Rewind-Dropped: ";
 /// The key of the lines naming a dropped commit's own files (see [`DROPPED`]).
 const DROPPED_FILE: &str = "Rewind-Dropped-File: ";
 
+/// The most [`DROPPED`] and [`DROPPED_FILE`] lines a copy carries: the newest, whole commits
+/// of them. A redo of an undo older than what they reach (a session that went on for thousands
+/// of files' worth of turns) goes by the clock for the rest, as before they were kept.
+const MOST_DROPPED_LINES: usize = 4096;
+
+/// `lines` (dropped lines, oldest first), less the oldest commits' past [`MOST_DROPPED_LINES`]
+/// (the newest commit's stay, however many: its own record lists as many files).
+fn newest_dropped(lines: String) -> String {
+    let count = lines.lines().count();
+    if count <= MOST_DROPPED_LINES {
+        return lines;
+    }
+    let (mut at, mut newest) = (0, 0);
+    for (n, line) in lines.split_inclusive('\n').enumerate() {
+        if line.starts_with(DROPPED) {
+            if n >= count - MOST_DROPPED_LINES {
+                return lines[at..].to_owned();
+            }
+            newest = at;
+        }
+        at += line.len();
+    }
+    lines[newest..].to_owned()
+}
+
 /// The [`DROPPED`] and [`DROPPED_FILE`] lines of `message`, in order.
 fn dropped_lines(message: &[u8]) -> String {
     let dropped =
@@ -3332,7 +3357,8 @@ impl Locked<'_> {
                 if !rest.ends_with(b"\n") {
                     rest.push(b'\n');
                 }
-                rest.extend_from_slice(format!("{dropped}{earlier}{COPY_OF}{commit}\n").as_bytes());
+                let dropped = newest_dropped(format!("{dropped}{earlier}"));
+                rest.extend_from_slice(format!("{dropped}{COPY_OF}{commit}\n").as_bytes());
                 *message = rest;
                 for key in [REDID, BEGIN] {
                     let named = message
@@ -3905,5 +3931,53 @@ mod tests {
             .collect();
         assert_eq!(names(&partners, "x"), ["a", "b", "c"]);
         assert_eq!(names(&partners, "c"), ["b"]);
+    }
+
+    /// Dropped lines for commits `ids` (one hex digit each, repeated), each with its `files`.
+    fn dropped(groups: &[(char, &[&str])]) -> String {
+        let mut lines = String::new();
+        for (id, files) in groups {
+            lines.push_str(&format!("{DROPPED}{}\n", id.to_string().repeat(40)));
+            for file in *files {
+                lines.push_str(&format!("{DROPPED_FILE}{file}\n"));
+            }
+        }
+        lines
+    }
+
+    #[test]
+    fn the_files_dropped_after_a_commit_are_those_of_the_commits_listed_after_it() {
+        let lines = dropped(&[('1', &["a"]), ('2', &["b"]), ('3', &["c", "d"])]);
+        let id = |c: char| ObjectId::from_hex(c.to_string().repeat(40).as_bytes()).unwrap();
+        let after = |then| dropped_files_after(lines.as_bytes(), then);
+        assert_eq!(after(Some(id('2'))), ["c", "d"]);
+        assert_eq!(after(Some(id('1'))), ["b", "c", "d"]);
+        assert_eq!(after(Some(id('3'))), Vec::<BString>::new());
+        // Not named here: every one was dropped after it.
+        assert_eq!(after(Some(id('9'))), ["a", "b", "c", "d"]);
+        assert_eq!(after(None), ["a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn a_copy_keeps_the_newest_dropped_commits_whole() {
+        let files: Vec<String> = (0..MOST_DROPPED_LINES).map(|n| n.to_string()).collect();
+        let files: Vec<&str> = files.iter().map(String::as_str).collect();
+        let starts_with = |lines: &str, c: char| {
+            lines.starts_with(&format!("{DROPPED}{}", c.to_string().repeat(40)))
+        };
+        let lines = dropped(&[
+            ('1', &files[..100]),
+            ('2', &files[..4000]),
+            ('3', &files[..10]),
+        ]);
+        let kept = newest_dropped(lines);
+        assert!(starts_with(&kept, '2'), "{kept:.80}");
+        assert_eq!(kept.lines().count(), 4001 + 11);
+        let lines = dropped(&[('1', &["old"]), ('2', &files)]);
+        let kept = newest_dropped(lines);
+        assert!(starts_with(&kept, '2'), "{kept:.80}");
+        assert_eq!(kept.lines().count(), MOST_DROPPED_LINES + 1);
+        let short = dropped(&[('1', &["a"])]);
+        assert_eq!(newest_dropped(short.clone()), short);
     }
 }
