@@ -359,6 +359,9 @@ const SESSIONS: &str = "refs/rewind/sessions";
 /// The key of the lines naming other sessions' heads in a turn's begin and end commits.
 const OTHER_HEAD: &str = "Rewind-Other-Head: ";
 
+/// The line of an undo's commit when no other session stood anywhere (see [`OTHER_HEAD`]).
+const NO_OTHER_HEADS: &str = "Rewind-Other-Heads: none\n";
+
 /// The `Rewind-Other-Head:` lines of a commit message: each other session's head ref and the
 /// commit it pointed to.
 fn parse_other_heads(message: &[u8]) -> HashMap<String, ObjectId> {
@@ -380,6 +383,16 @@ const COPY_OF: &str = "Rewind-Copy-Of: ";
 const DROPPED: &str = "Rewind-Dropped: ";
 /// The key of the lines naming a dropped commit's own files (see [`DROPPED`]).
 const DROPPED_FILE: &str = "Rewind-Dropped-File: ";
+/// The key of the lines naming what a dropped commit, itself a trim's copy, stood for (its
+/// [`COPY_OF`] lines), right after its [`DROPPED`] line.
+const DROPPED_COPY_OF: &str = "Rewind-Dropped-Copy-Of: ";
+
+/// Whether line `line` of a commit's dropped lines names commit `id` as dropped.
+fn names_dropped(line: &[u8], id: &str) -> bool {
+    [DROPPED, DROPPED_COPY_OF]
+        .iter()
+        .any(|key| line.strip_prefix(key.as_bytes()) == Some(id.as_bytes()))
+}
 
 /// The most [`DROPPED`] and [`DROPPED_FILE`] lines a copy carries: the newest, whole commits
 /// of them. A redo of an undo older than what they reach (a session that went on for thousands
@@ -408,8 +421,11 @@ fn newest_dropped(lines: String) -> String {
 
 /// The [`DROPPED`] and [`DROPPED_FILE`] lines of `message`, in order.
 fn dropped_lines(message: &[u8]) -> String {
-    let dropped =
-        |l: &&[u8]| l.starts_with(DROPPED.as_bytes()) || l.starts_with(DROPPED_FILE.as_bytes());
+    let dropped = |l: &&[u8]| {
+        [DROPPED, DROPPED_FILE, DROPPED_COPY_OF]
+            .iter()
+            .any(|key| l.starts_with(key.as_bytes()))
+    };
     let lines = message.lines().filter(dropped);
     lines.map(|l| format!("{}\n", l.as_bstr())).collect()
 }
@@ -417,16 +433,18 @@ fn dropped_lines(message: &[u8]) -> String {
 /// The files the commits a trim dropped named as their own, from `message`'s [`DROPPED`] lines:
 /// those dropped after `then` when the message names it, else all.
 fn dropped_files_after(message: &[u8], then: Option<ObjectId>) -> Vec<BString> {
-    let then = then.map(|id| id.to_string());
-    let named = |hex: &[u8]| then.as_ref().is_some_and(|t| hex == t.as_bytes());
+    let then = then.map(|id| id.to_string()).unwrap_or_default();
+    let named = |line: &[u8]| !then.is_empty() && names_dropped(line, &then);
     // Before `then`'s own files are passed, nothing counts.
-    let mut counting = !lines_with(message, DROPPED).any(named);
+    let mut counting = !message.lines().any(named);
     let mut in_then = false;
     let mut files = Vec::new();
     for line in message.lines() {
-        if let Some(hex) = line.strip_prefix(DROPPED.as_bytes()) {
+        if line.starts_with(DROPPED.as_bytes()) {
             counting |= in_then;
-            in_then = named(hex);
+            in_then = named(line);
+        } else if line.starts_with(DROPPED_COPY_OF.as_bytes()) {
+            in_then |= named(line);
         } else if let Some(path) = line.strip_prefix(DROPPED_FILE.as_bytes()) {
             if counting && !in_then {
                 files.extend(crate::snapshot::visibility::decode_path(path));
@@ -1464,9 +1482,7 @@ impl Store {
                 return Ok((walked, true)); // a trim's copy of `stop`
             }
             walked.push((commit, message.to_owned()));
-            if stop.is_some_and(|id| {
-                lines_with(message, DROPPED).any(|l| l == id.to_string().as_bytes())
-            }) {
+            if stop.is_some_and(|id| message.lines().any(|l| names_dropped(l, &id.to_string()))) {
                 return Ok((walked, true)); // `stop` was dropped by a trim just before this one
             }
             next = object.parent_ids().next().map(|id| id.detach());
@@ -1707,7 +1723,11 @@ impl Store {
                 continue;
             }
             let head_ref = session_ref(&other, "head")?;
-            let since: Option<HashSet<ObjectId>> = match heads_then.is_empty() {
+            let heads_recorded = !heads_then.is_empty()
+                || message
+                    .lines()
+                    .any(|l| l == NO_OTHER_HEADS.trim_end().as_bytes());
+            let since: Option<HashSet<ObjectId>> = match !heads_recorded {
                 true => None,
                 false => {
                     let then = heads_then.get(&head_ref).copied();
@@ -3090,8 +3110,13 @@ impl Locked<'_> {
         if unfinished {
             message.push_str(&format!("{UNFINISHED}\n"));
         }
-        // (Where the other sessions stood: what they do after is theirs, for its redo.)
-        message.push_str(&self.other_heads_lines(session)?);
+        // (Where the other sessions stood: what they do after is theirs, for its redo; that
+        // there were none is said too, or the redo would take it for an older undo.)
+        let heads = self.other_heads_lines(session)?;
+        message.push_str(match heads.is_empty() {
+            true => NO_OTHER_HEADS,
+            false => &heads,
+        });
         message.push_str(&trailers(session, turn, self.now()?, None, None)?);
         message.push_str(UNDO_TRAILER);
         message.push('\n');
@@ -3331,6 +3356,10 @@ impl Locked<'_> {
                 let message = object.message_raw_sloppy();
                 dropped_before.push_str(&dropped_lines(message));
                 dropped_before.push_str(&format!("{DROPPED}{commit}\n"));
+                for stood_for in lines_with(message, COPY_OF) {
+                    let line = format!("{DROPPED_COPY_OF}{}\n", stood_for.as_bstr());
+                    dropped_before.push_str(&line);
+                }
                 let own = [Origin::Unannounced, Origin::Announced];
                 for file in parse_files(message).unwrap_or_default() {
                     if own.contains(&file.origin) {
@@ -3346,7 +3375,9 @@ impl Locked<'_> {
                 // (Its own dropped lines, from earlier trims, come after the ones dropped now.)
                 let earlier = dropped_lines(message);
                 let kept = |l: &&[u8]| {
-                    !l.starts_with(DROPPED.as_bytes()) && !l.starts_with(DROPPED_FILE.as_bytes())
+                    ![DROPPED, DROPPED_FILE, DROPPED_COPY_OF]
+                        .iter()
+                        .any(|key| l.starts_with(key.as_bytes()))
                 };
                 let mut rest: BString = message
                     .lines_with_terminator()
@@ -3956,6 +3987,17 @@ mod tests {
         // Not named here: every one was dropped after it.
         assert_eq!(after(Some(id('9'))), ["a", "b", "c", "d"]);
         assert_eq!(after(None), ["a", "b", "c", "d"]);
+        // A dropped copy is named by what it stood for too.
+        let stood_for = format!("{DROPPED_COPY_OF}{}\n", "8".repeat(40));
+        let lines = lines.replacen(
+            &format!("{}\n", "2".repeat(40)),
+            &format!("{}\n{stood_for}", "2".repeat(40)),
+            1,
+        );
+        assert_eq!(
+            dropped_files_after(lines.as_bytes(), Some(id('8'))),
+            ["c", "d"]
+        );
     }
 
     #[test]

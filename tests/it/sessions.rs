@@ -785,6 +785,58 @@ fn a_redo_leaves_alone_what_another_session_did_since_the_undo_though_a_trim_kep
     assert_redo_writes(&store, p, &[], ("f", "orig\n"));
 }
 
+/// r65 F1: no other session stood anywhere when the undo was made, so its commit named none,
+/// and the redo took it for an older undo and went by the clock: a session begun since, whose
+/// turns a trim dropped (or whose clock is behind), changed a file and put it back; the redo
+/// wrote over it. The undo says there were none.
+#[test]
+fn a_redo_leaves_alone_what_a_session_begun_after_the_undo_did_though_a_trim_dropped_it() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    write_file(p, "f", "v0\n");
+    agent_turn(&store, p, "1", &[("f", "v1\n")]);
+    store.undo_last("s", false).unwrap();
+    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    for (turn, path, content) in [
+        ("1", "f", "theirs\n"),
+        ("2", "f", "v0\n"),
+        ("3", "h", "h\n"),
+    ] {
+        session_turn(&other, "other", p, turn, &[(path, content)]);
+    }
+    assert_eq!(other.prune(&trim_to(1)).unwrap().turns_removed, 2);
+    assert_redo_writes(&store, p, &[], ("f", "v0\n"));
+}
+
+/// r65 F2: two trims in a row: the first kept the turn another session stood at as a copy,
+/// the second dropped the copy, naming it by the copy's id, not the one the undo recorded; the
+/// redo lost the place, went by the clock, and wrote over a file that session's dropped turns
+/// changed and put back. A dropped copy is named by what it stood for too.
+#[test]
+fn a_redo_finds_another_sessions_place_through_two_trims() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    write_file(p, "f", "v0\n");
+    for (turn, content) in [("1", "h1\n"), ("2", "h2\n")] {
+        session_turn(&other, "other", p, turn, &[("h", content)]);
+    }
+    agent_turn(&store, p, "1", &[("f", "v1\n")]);
+    store.undo_last("s", false).unwrap();
+    for (turn, path, content) in [
+        ("3", "f", "theirs\n"),
+        ("4", "f", "v0\n"),
+        ("5", "h", "5\n"),
+        ("6", "h", "6\n"),
+        ("7", "h", "7\n"),
+    ] {
+        session_turn(&other, "other", p, turn, &[(path, content)]);
+    }
+    assert_eq!(other.prune(&trim_to(6)).unwrap().turns_removed, 1);
+    assert_eq!(other.prune(&trim_to(1)).unwrap().turns_removed, 5);
+    assert_redo_writes(&store, p, &[], ("f", "v0\n"));
+}
+
 /// r63: a `prune --max-turns` that trimmed another session between an undo and its redo
 /// rewrote that session's chain, so the redo lost where the session stood at the undo and fell
 /// back to the clock (here an hour behind): it wrote over what that session's turns since did.
