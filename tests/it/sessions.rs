@@ -99,6 +99,13 @@ fn session_turn(store: &Store, session: &str, p: &Path, turn: &str, edits: &[(&s
     store.end_turn(session, turn).unwrap();
 }
 
+/// Turns of session "other", each writing one file: (turn, path, content).
+fn other_turns(other: &Store, p: &Path, turns: &[(&str, &str, &str)]) {
+    for (turn, path, content) in turns {
+        session_turn(other, "other", p, turn, &[(path, content)]);
+    }
+}
+
 /// A redo of session "s" that writes `written` and leaves only `path` alone, holding `content`.
 fn assert_redo_writes(store: &Store, p: &Path, written: &[&str], (path, content): (&str, &str)) {
     let redone = store.redo("s", &Default::default()).unwrap();
@@ -734,9 +741,11 @@ fn a_redo_leaves_alone_what_another_sessions_turns_a_trim_dropped_did_since_the_
     }
     agent_turn(&store, p, "1", &[("a", "a1\n"), ("c", "c1\n")]);
     store.undo_last("s", false).unwrap();
-    for (turn, path, content) in [("1", "a", "a2\n"), ("2", "a", "a0\n"), ("3", "z", "z\n")] {
-        session_turn(&other, "other", p, turn, &[(path, content)]);
-    }
+    other_turns(
+        &other,
+        p,
+        &[("1", "a", "a2\n"), ("2", "a", "a0\n"), ("3", "z", "z\n")],
+    );
     other.begin_turn("other", "4").unwrap();
     other.end_turn("other", "4").unwrap();
     assert_eq!(other.prune(&trim_to(2)).unwrap().turns_removed, 3);
@@ -773,14 +782,16 @@ fn a_redo_leaves_alone_what_another_session_did_since_the_undo_though_a_trim_kep
     agent_turn(&store, p, "1", &[("f", "A1\n")]);
     store.undo_last("s", false).unwrap();
     other.undo_last("other", false).unwrap();
-    for (turn, path, content) in [
-        ("2", "f", "B2\n"),
-        ("3", "f", "orig\n"),
-        ("4", "g4", "4\n"),
-        ("5", "g5", "5\n"),
-    ] {
-        session_turn(&other, "other", p, turn, &[(path, content)]);
-    }
+    other_turns(
+        &other,
+        p,
+        &[
+            ("2", "f", "B2\n"),
+            ("3", "f", "orig\n"),
+            ("4", "g4", "4\n"),
+            ("5", "g5", "5\n"),
+        ],
+    );
     assert_eq!(other.prune(&trim_to(2)).unwrap().turns_removed, 2);
     assert_redo_writes(&store, p, &[], ("f", "orig\n"));
 }
@@ -797,13 +808,15 @@ fn a_redo_leaves_alone_what_a_session_begun_after_the_undo_did_though_a_trim_dro
     agent_turn(&store, p, "1", &[("f", "v1\n")]);
     store.undo_last("s", false).unwrap();
     let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
-    for (turn, path, content) in [
-        ("1", "f", "theirs\n"),
-        ("2", "f", "v0\n"),
-        ("3", "h", "h\n"),
-    ] {
-        session_turn(&other, "other", p, turn, &[(path, content)]);
-    }
+    other_turns(
+        &other,
+        p,
+        &[
+            ("1", "f", "theirs\n"),
+            ("2", "f", "v0\n"),
+            ("3", "h", "h\n"),
+        ],
+    );
     assert_eq!(other.prune(&trim_to(1)).unwrap().turns_removed, 2);
     assert_redo_writes(&store, p, &[], ("f", "v0\n"));
 }
@@ -823,15 +836,17 @@ fn a_redo_finds_another_sessions_place_through_two_trims() {
     }
     agent_turn(&store, p, "1", &[("f", "v1\n")]);
     store.undo_last("s", false).unwrap();
-    for (turn, path, content) in [
-        ("3", "f", "theirs\n"),
-        ("4", "f", "v0\n"),
-        ("5", "h", "5\n"),
-        ("6", "h", "6\n"),
-        ("7", "h", "7\n"),
-    ] {
-        session_turn(&other, "other", p, turn, &[(path, content)]);
-    }
+    other_turns(
+        &other,
+        p,
+        &[
+            ("3", "f", "theirs\n"),
+            ("4", "f", "v0\n"),
+            ("5", "h", "5\n"),
+            ("6", "h", "6\n"),
+            ("7", "h", "7\n"),
+        ],
+    );
     assert_eq!(other.prune(&trim_to(6)).unwrap().turns_removed, 1);
     assert_eq!(other.prune(&trim_to(1)).unwrap().turns_removed, 5);
     assert_redo_writes(&store, p, &[], ("f", "v0\n"));
