@@ -419,14 +419,16 @@ fn newest_dropped(lines: String) -> String {
     lines[newest..].to_owned()
 }
 
+/// Whether `line` is one of a copy's dropped lines ([`DROPPED`] and the lines after it).
+fn is_dropped_line(line: &[u8]) -> bool {
+    [DROPPED, DROPPED_FILE, DROPPED_COPY_OF]
+        .iter()
+        .any(|key| line.starts_with(key.as_bytes()))
+}
+
 /// The [`DROPPED`] and [`DROPPED_FILE`] lines of `message`, in order.
 fn dropped_lines(message: &[u8]) -> String {
-    let dropped = |l: &&[u8]| {
-        [DROPPED, DROPPED_FILE, DROPPED_COPY_OF]
-            .iter()
-            .any(|key| l.starts_with(key.as_bytes()))
-    };
-    let lines = message.lines().filter(dropped);
+    let lines = message.lines().filter(|l| is_dropped_line(l));
     lines.map(|l| format!("{}\n", l.as_bstr())).collect()
 }
 
@@ -3374,14 +3376,9 @@ impl Locked<'_> {
             let copy = self.rewrite_commit_with(commit, parent, |message| {
                 // (Its own dropped lines, from earlier trims, come after the ones dropped now.)
                 let earlier = dropped_lines(message);
-                let kept = |l: &&[u8]| {
-                    ![DROPPED, DROPPED_FILE, DROPPED_COPY_OF]
-                        .iter()
-                        .any(|key| l.starts_with(key.as_bytes()))
-                };
                 let mut rest: BString = message
                     .lines_with_terminator()
-                    .filter(kept)
+                    .filter(|l| !is_dropped_line(l))
                     .collect::<Vec<_>>()
                     .concat()
                     .into();
