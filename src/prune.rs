@@ -702,12 +702,16 @@ impl Store {
 
     /// Every session with a turn in the store.
     fn session_names(&self, abandoned: DateTime<Utc>) -> Result<Vec<String>> {
-        Ok(self.session_activity(abandoned)?.into_keys().collect())
+        let sessions = self.session_activity(abandoned)?.into_iter();
+        Ok(sessions
+            .filter(|(_, a)| a.turns > 0)
+            .map(|(s, _)| s)
+            .collect())
     }
 
     /// Each session's turn count, last activity, and whether a turn is open (since `abandoned`
-    /// or later: one open since before is abandoned) or rolled back. Costs reading every turn's
-    /// commit.
+    /// or later: one open since before is abandoned) or rolled back; a session a trim left with
+    /// no turn counts too. Costs reading every turn's commit.
     fn session_activity(&self, abandoned: DateTime<Utc>) -> Result<BTreeMap<String, Activity>> {
         let mut sessions: BTreeMap<String, Activity> = BTreeMap::new();
         for turn in self.turns_with(None, &crate::turns::SummaryOptions { renames: false })? {
@@ -731,6 +735,16 @@ impl Store {
                 }
             }
             activity.rolled_back |= turn.rolled_back;
+        }
+        // A session a trim left with no turn: last active when the trim wrote its head.
+        for (session, last) in self.sessions_without_turns()? {
+            sessions.entry(session).or_insert(Activity {
+                turns: 0,
+                last,
+                open: false,
+                abandoned: Vec::new(),
+                rolled_back: false,
+            });
         }
         Ok(sessions)
     }

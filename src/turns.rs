@@ -460,6 +460,9 @@ fn dropped_files_after(message: &[u8], then: Option<ObjectId>) -> Vec<BString> {
 const UNDO_TRAILER: &str = "Rewind-Undo: yes";
 /// The trailer that marks a redo's commit on a session's chain.
 const REDO_TRAILER: &str = "Rewind-Redo: yes";
+/// The trailer that marks a trim's commit on a session's chain: it follows commits the trim
+/// dropped with none kept after them, and names them ([`DROPPED`]); its tree is its parent's.
+const TRIM_TRAILER: &str = "Rewind-Trim: yes";
 /// In a redo's commit: the undo commit it redid.
 const REDID: &str = "Rewind-Redid: ";
 /// In an undo's commit: a turn it marked rolled back (percent-encoded).
@@ -630,12 +633,16 @@ enum ChainKind {
     End,
     /// An undo or a redo: its tree is the project as it left it.
     Undo,
+    /// A trim's, after the last commits it dropped: it names them, and changes nothing.
+    Trim,
 }
 
 impl ChainKind {
     fn of(message: &[u8]) -> ChainKind {
         let trailer = |t: &str| message.lines().any(|l| l == t.as_bytes());
-        if trailer(UNDO_TRAILER) || trailer(REDO_TRAILER) {
+        if trailer(TRIM_TRAILER) {
+            ChainKind::Trim
+        } else if trailer(UNDO_TRAILER) || trailer(REDO_TRAILER) {
             ChainKind::Undo
         } else if message.lines().any(|l| l.starts_with(b"Rewind-Ended: ")) {
             ChainKind::End
@@ -1428,7 +1435,9 @@ impl Store {
     fn superseded(&self, session: &str, begin: ObjectId) -> Result<bool> {
         let head = self.ref_target(&session_ref(session, "head")?)?;
         let (walked, met) = self.chain_back(head, Some(begin))?;
-        let other = |(_, message): &(ObjectId, BString)| ChainKind::of(message) != ChainKind::Undo;
+        let other = |(_, message): &(ObjectId, BString)| {
+            !matches!(ChainKind::of(message), ChainKind::Undo | ChainKind::Trim)
+        };
         Ok(met && walked.iter().any(other))
     }
 
@@ -1458,7 +1467,7 @@ impl Store {
                             .and_then(|hex| ObjectId::from_hex(hex).ok());
                     }
                 }
-                ChainKind::End => {}
+                ChainKind::End | ChainKind::Trim => {}
             }
         }
         Ok((reopened, rolled_back))
@@ -1492,18 +1501,19 @@ impl Store {
         Ok((walked, next.is_some() && next == stop))
     }
 
-    /// Whether the chain from `last` back to `begin` holds only undo and redo commits.
+    /// Whether the chain from `last` back to `begin` holds only undo and redo commits (and
+    /// trims', which change nothing).
     fn only_undos_back_to(&self, last: ObjectId, begin: ObjectId) -> Result<bool> {
         let (walked, met) = self.chain_back(Some(last), Some(begin))?;
-        let undos = walked
-            .iter()
-            .all(|(_, message)| ChainKind::of(message) == ChainKind::Undo);
+        let undos = walked.iter().all(|(_, message)| {
+            matches!(ChainKind::of(message), ChainKind::Undo | ChainKind::Trim)
+        });
         Ok(met && undos)
     }
 
-    /// The session's chain from commit `begin` to its head, oldest first: each commit's tree,
-    /// kind, and for an end commit the files it lists as the turn's. Costs one commit read per
-    /// commit.
+    /// The session's chain from commit `begin` to its head, oldest first (less trims' commits,
+    /// which change nothing): each commit's tree, kind, and for an end commit the files it lists
+    /// as the turn's. Costs one commit read per commit.
     fn chain_since(&self, session: &str, begin: ObjectId) -> Result<Vec<ChainLink>> {
         let repo = self.repo();
         let (mut chain, mut unfinished) = (Vec::new(), Vec::new());
@@ -1512,6 +1522,10 @@ impl Store {
             let (object, tree) = commit_and_tree(&repo, commit)?;
             let message = object.message_raw_sloppy();
             let kind = ChainKind::of(message);
+            if kind == ChainKind::Trim {
+                next = object.parent_ids().next().map(|id| id.detach());
+                continue;
+            }
             let own = match kind {
                 ChainKind::End => {
                     parse_files(message).map(|files| files.into_iter().map(|f| f.file).collect())
@@ -2138,7 +2152,8 @@ impl Store {
                     others.extend(changed);
                     unseen_in(last_end.take(), &written_since)?;
                 }
-                ChainKind::Begin => {}
+                // (`chain_since` leaves trims' commits out.)
+                ChainKind::Begin | ChainKind::Trim => {}
             }
         }
         unseen_in(last_end, &written_since)?;
@@ -2332,9 +2347,13 @@ impl Store {
             Ok(records_of[session].clone())
         };
         for &commit in &others.commits {
-            if kind_of(commit)? != ChainKind::Undo {
-                turn_commits.push(commit);
-                continue;
+            match kind_of(commit)? {
+                ChainKind::Undo => {}
+                ChainKind::Trim => continue,
+                ChainKind::Begin | ChainKind::End => {
+                    turn_commits.push(commit);
+                    continue;
+                }
             }
             let (object, _) = commit_and_tree(&repo, commit)?;
             let message = object.message_raw_sloppy();
@@ -2365,7 +2384,7 @@ impl Store {
             let mut last = Some(head);
             while let Some(commit) = last {
                 match kind_of(commit)? {
-                    ChainKind::Undo => last = self.parent(commit)?,
+                    ChainKind::Undo | ChainKind::Trim => last = self.parent(commit)?,
                     ChainKind::Begin => {
                         let open = self.record(commit)?;
                         let marker = turn_ref(&open.session, "rolled-back", &open.turn)?;
@@ -3330,7 +3349,8 @@ impl Locked<'_> {
     }
     /// Keep at most `max` turns of `session`: the oldest others go (rolled-back turns stay
     /// until they expire, since the user may redo them; open turns stay), and the session's
-    /// chain is rewritten without them. Returns the turns that went.
+    /// chain is rewritten without them. A session left with no turn keeps its head (what was
+    /// dropped is named there) until it expires. Returns the turns that went.
     pub(crate) fn trim_session(&self, session: &str, max: usize) -> Result<Vec<String>> {
         let records = self.session_records(session)?;
         let (dropped, dropped_commits) = self.turns_over_limit(session, &records, max)?;
@@ -3353,9 +3373,10 @@ impl Locked<'_> {
         let mut parent: Option<ObjectId> = None;
         let mut dropped_before = String::new();
         for &commit in chain.iter().rev() {
-            if dropped_commits.contains(&commit) {
-                let (object, _) = commit_and_tree(&repo, commit)?;
-                let message = object.message_raw_sloppy();
+            let (object, _) = commit_and_tree(&repo, commit)?;
+            let message = object.message_raw_sloppy();
+            // (An earlier trim's commit goes too: what it named comes before what follows.)
+            if dropped_commits.contains(&commit) || ChainKind::of(message) == ChainKind::Trim {
                 dropped_before.push_str(&dropped_lines(message));
                 dropped_before.push_str(&format!("{DROPPED}{commit}\n"));
                 for stood_for in lines_with(message, COPY_OF) {
@@ -3402,6 +3423,20 @@ impl Locked<'_> {
             copies.insert(commit, copy);
             parent = Some(copy);
         }
+        // The chain's last commits dropped, with no copy after them: a trim's commit names
+        // them, on the tree of the commit before it (the empty tree when none is kept).
+        if let (false, Some(newest)) = (dropped_before.is_empty(), dropped.last()) {
+            let tree = match parent {
+                Some(parent) => commit_and_tree(&repo, parent)?.1,
+                None => ObjectId::empty_tree(gix::hash::Kind::Sha1),
+            };
+            let message = format!(
+                "rewind: trim of session {session:?}\n\n{}{TRIM_TRAILER}\n{}",
+                newest_dropped(dropped_before),
+                trailers(session, newest, self.now()?, None, None)?
+            );
+            parent = Some(self.commit_object(&message, tree, parent)?);
+        }
         // Every ref moves in one write of `packed-refs` (prune packed them all first): a kill
         // leaves the old chain or the new one, never turns of both.
         let mut edits: Vec<(String, Option<ObjectId>)> = Vec::new();
@@ -3429,17 +3464,16 @@ impl Locked<'_> {
         }
         let head = session_ref(session, "head")?;
         let expected = session_ref(session, "expected")?;
-        let kept_a_turn = records.len() > dropped.len();
-        match parent.filter(|_| kept_a_turn) {
-            Some(last) => {
-                edits.push((head, Some(last)));
+        edits.push((head, parent));
+        match records.len() > dropped.len() {
+            true => {
                 if let Some(commit) = self.ref_target(&expected)? {
                     let alone = self.rewrite_commit(commit, None)?; // only its tree matters
                     edits.push((expected, Some(alone)));
                 }
             }
-            // No turn kept (a limit of 0): the session goes.
-            None => edits.extend([(head, None), (expected, None)]),
+            // No turn kept (a limit of 0): the session is its head alone until it expires.
+            false => edits.push((expected, None)),
         }
         for turn in &dropped {
             for kind in ["turns", "rolled-back"] {
@@ -3539,6 +3573,29 @@ impl Store {
         };
         // A read that fails may have met a commit a prune removed since it listed the refs.
         crate::store::refs::read_again(|| self.read_sessions(&prefix))
+    }
+
+    /// The sessions a trim left with no turn (their head alone, naming what it dropped), each
+    /// with when that head was written. Costs listing the sessions' refs and a commit read per
+    /// such session.
+    pub(crate) fn sessions_without_turns(&self) -> Result<Vec<(String, DateTime<Utc>)>> {
+        let (mut heads, mut with_turns) = (BTreeMap::new(), HashSet::new());
+        for (name, commit) in self.refs_under(&format!("{SESSIONS}/"))? {
+            // <SESSIONS>/<session>/head or <SESSIONS>/<session>/turns/<turn>
+            match name[SESSIONS.len() + 1..].split('/').collect::<Vec<_>>()[..] {
+                [session, "head"] => {
+                    heads.insert(session.to_owned(), commit);
+                }
+                [session, "turns", _] => {
+                    with_turns.insert(session.to_owned());
+                }
+                _ => {}
+            }
+        }
+        let alone = heads.into_iter().filter(|(s, _)| !with_turns.contains(s));
+        alone
+            .map(|(_, head)| self.record(head).map(|r| (r.session, r.started_at)))
+            .collect()
     }
 
     /// One read of [`Self::sessions`], and whether every turn was on its session's chain.

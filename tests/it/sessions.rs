@@ -852,6 +852,74 @@ fn a_redo_finds_another_sessions_place_through_two_trims() {
     assert_redo_writes(&store, p, &[], ("f", "v0\n"));
 }
 
+/// r64 (open row): a trim of every turn (`--max-turns 0`) dropped the redoing session's own
+/// turns since its undo, the last commits of its chain, which changed a file and put it back;
+/// no copy came after them to name them, and the redo wrote over the file without `--force`.
+/// A trim that drops a chain's last commits leaves a trim commit naming them at its head.
+#[test]
+fn a_redo_leaves_alone_what_its_own_last_turns_a_trim_of_every_turn_dropped_did() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "f", "orig\n");
+    agent_turn(&store, p, "1", &[("f", "A1\n")]);
+    store.undo_last("s", false).unwrap();
+    agent_turn(&store, p, "2", &[("f", "A2\n")]);
+    agent_turn(&store, p, "3", &[("f", "orig\n"), ("g", "g\n")]);
+    assert_eq!(store.prune(&trim_to(0)).unwrap().turns_removed, 2);
+    assert_redo_writes(&store, p, &[], ("f", "orig\n"));
+}
+
+/// r64 (open row), another session: its place at the undo survived a trim of every turn (a
+/// turn it rolled back since, so kept), and its last turns, which changed a file and put it
+/// back, were dropped with nothing after them.
+#[test]
+fn a_redo_leaves_alone_what_another_sessions_last_turns_a_trim_of_every_turn_dropped_did() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    write_file(p, "f", "orig\n");
+    session_turn(&other, "other", p, "1", &[("b1", "B1\n")]);
+    agent_turn(&store, p, "1", &[("f", "A1\n")]);
+    store.undo_last("s", false).unwrap();
+    other.undo_last("other", false).unwrap();
+    other_turns(&other, p, &[("2", "f", "B2\n"), ("3", "f", "orig\n")]);
+    assert_eq!(other.prune(&trim_to(0)).unwrap().turns_removed, 2);
+    assert_redo_writes(&store, p, &[], ("f", "orig\n"));
+}
+
+/// r64 (open row), a whole session: a trim of every turn dropped all of another session's
+/// turns, those since the undo that changed a file and put it back among them, and the session
+/// went with them; the redo no longer saw it. Such a session keeps its head (the trim commit
+/// naming what was dropped) until it expires.
+#[test]
+fn a_redo_leaves_alone_what_a_session_a_trim_of_every_turn_emptied_did_since_the_undo() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    write_file(p, "f", "v0\n");
+    session_turn(&other, "other", p, "0", &[("h", "h0\n")]);
+    agent_turn(&store, p, "1", &[("f", "v1\n"), ("c", "c1\n")]);
+    store.undo_last("s", false).unwrap();
+    other_turns(&other, p, &[("1", "f", "theirs\n"), ("2", "f", "v0\n")]);
+    assert_eq!(other.prune(&trim_to(0)).unwrap().turns_removed, 3);
+    assert_redo_writes(&store, p, &["c"], ("f", "v0\n"));
+    // The emptied session has no turns, and goes once it is older than the retention.
+    assert!(other.turns(Some("other")).is_err());
+    let later = rewind::Clock::fixed(chrono::Utc::now() + chrono::Duration::days(8));
+    let aged = Store::open(p, &rewind::OpenOptions::new(data.path()).clock(later)).unwrap();
+    aged.prune(&Default::default()).unwrap();
+    let heads = Command::new("git")
+        .args([
+            "--git-dir",
+            &aged.git_dir().to_string_lossy(),
+            "for-each-ref",
+        ])
+        .output()
+        .unwrap();
+    let heads = String::from_utf8(heads.stdout).unwrap();
+    assert!(!heads.contains("/other/"), "{heads}");
+}
+
 /// r63: a `prune --max-turns` that trimmed another session between an undo and its redo
 /// rewrote that session's chain, so the redo lost where the session stood at the undo and fell
 /// back to the clock (here an hour behind): it wrote over what that session's turns since did.
