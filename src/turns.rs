@@ -387,6 +387,10 @@ const DROPPED_FILE: &str = "Rewind-Dropped-File: ";
 /// [`COPY_OF`] lines), right after its [`DROPPED`] line.
 const DROPPED_COPY_OF: &str = "Rewind-Dropped-Copy-Of: ";
 
+/// The line that stands where [`newest_dropped`] cut older dropped lines: what those named is
+/// not known.
+const DROPPED_CUT: &str = "Rewind-Dropped-Cut: yes";
+
 /// Whether line `line` of a commit's dropped lines names commit `id` as dropped.
 fn names_dropped(line: &[u8], id: &str) -> bool {
     [DROPPED, DROPPED_COPY_OF]
@@ -395,12 +399,14 @@ fn names_dropped(line: &[u8], id: &str) -> bool {
 }
 
 /// The most [`DROPPED`] and [`DROPPED_FILE`] lines a copy carries: the newest, whole commits
-/// of them. A redo of an undo older than what they reach (a session that went on for thousands
-/// of files' worth of turns) goes by the clock for the rest, as before they were kept.
+/// of them. Where older ones were cut, [`DROPPED_CUT`] says so: a redo of an undo older than
+/// the lines kept (a session that went on for thousands of files' worth of turns) cannot
+/// tell which files those turns named, and leaves every path alone unless forced.
 const MOST_DROPPED_LINES: usize = 4096;
 
 /// `lines` (dropped lines, oldest first), less the oldest commits' past [`MOST_DROPPED_LINES`]
-/// (the newest commit's stay, however many: its own record lists as many files).
+/// (the newest commit's stay, however many: its own record lists as many files), with
+/// [`DROPPED_CUT`] in their place.
 fn newest_dropped(lines: String) -> String {
     let count = lines.lines().count();
     if count <= MOST_DROPPED_LINES {
@@ -410,18 +416,19 @@ fn newest_dropped(lines: String) -> String {
     for (n, line) in lines.split_inclusive('\n').enumerate() {
         if line.starts_with(DROPPED) {
             if n >= count - MOST_DROPPED_LINES {
-                return lines[at..].to_owned();
+                newest = at;
+                break;
             }
             newest = at;
         }
         at += line.len();
     }
-    lines[newest..].to_owned()
+    format!("{DROPPED_CUT}\n{}", &lines[newest..])
 }
 
 /// Whether `line` is one of a copy's dropped lines ([`DROPPED`] and the lines after it).
 fn is_dropped_line(line: &[u8]) -> bool {
-    [DROPPED, DROPPED_FILE, DROPPED_COPY_OF]
+    [DROPPED, DROPPED_FILE, DROPPED_COPY_OF, DROPPED_CUT]
         .iter()
         .any(|key| line.starts_with(key.as_bytes()))
 }
@@ -433,16 +440,19 @@ fn dropped_lines(message: &[u8]) -> String {
 }
 
 /// The files the commits a trim dropped named as their own, from `message`'s [`DROPPED`] lines:
-/// those dropped after `then` when the message names it, else all.
-fn dropped_files_after(message: &[u8], then: Option<ObjectId>) -> Vec<BString> {
+/// those dropped after `then` when the message names it, else all; and whether lines among
+/// those were cut ([`DROPPED_CUT`]), so that what they named is not known.
+fn dropped_files_after(message: &[u8], then: Option<ObjectId>) -> (Vec<BString>, bool) {
     let then = then.map(|id| id.to_string()).unwrap_or_default();
     let named = |line: &[u8]| !then.is_empty() && names_dropped(line, &then);
     // Before `then`'s own files are passed, nothing counts.
     let mut counting = !message.lines().any(named);
     let mut in_then = false;
-    let mut files = Vec::new();
+    let (mut files, mut cut) = (Vec::new(), false);
     for line in message.lines() {
-        if line.starts_with(DROPPED.as_bytes()) {
+        if line == DROPPED_CUT.as_bytes() {
+            cut |= counting || in_then;
+        } else if line.starts_with(DROPPED.as_bytes()) {
             counting |= in_then;
             in_then = named(line);
         } else if line.starts_with(DROPPED_COPY_OF.as_bytes()) {
@@ -453,7 +463,7 @@ fn dropped_files_after(message: &[u8], then: Option<ObjectId>) -> Vec<BString> {
             }
         }
     }
-    files
+    (files, cut)
 }
 
 /// The trailer that marks an undo's commit on a session's chain.
@@ -1729,11 +1739,14 @@ impl Store {
         let undone_at = locked.record(undo)?.started_at;
         let heads_then = parse_other_heads(&message);
         // What turns since the undo that a trim dropped named as their own (the session's, and
-        // the others', below): the copy after them names them.
-        let mut theirs: HashSet<BString> = since
-            .iter()
-            .flat_map(|(_, text)| dropped_files_after(text, None))
-            .collect();
+        // the others', below): the copy after them names them. Where such lines were cut (or
+        // the place itself with them), what those turns did is not known.
+        let (mut theirs, mut unknown) = (HashSet::new(), false);
+        for (_, text) in &since {
+            let (files, cut) = dropped_files_after(text, None);
+            theirs.extend(files);
+            unknown |= cut;
+        }
         for (other, their_records) in locked.sessions(None)? {
             if other == session {
                 continue;
@@ -1749,9 +1762,14 @@ impl Store {
                     let then = heads_then.get(&head_ref).copied();
                     let head = locked.ref_target(&head_ref)?;
                     let (walked, met) = locked.chain_back(head, then)?;
-                    if met || then.is_none() {
-                        for (_, text) in &walked {
-                            theirs.extend(dropped_files_after(text, then));
+                    for (_, text) in &walked {
+                        if met || then.is_none() {
+                            let (files, cut) = dropped_files_after(text, then);
+                            theirs.extend(files);
+                            unknown |= cut;
+                        } else {
+                            // (The place lost: cut away with older dropped lines, perhaps.)
+                            unknown |= text.contains_str(DROPPED_CUT);
                         }
                     }
                     (met || then.is_none())
@@ -1783,7 +1801,7 @@ impl Store {
             }
         }
         let changed_by_later_turn = |path: &BStr| -> Result<bool> {
-            if theirs.contains(path) {
+            if unknown || theirs.contains(path) {
                 return Ok(true);
             }
             for (before, after) in &later_turns {
@@ -4034,7 +4052,7 @@ mod tests {
     fn the_files_dropped_after_a_commit_are_those_of_the_commits_listed_after_it() {
         let lines = dropped(&[('1', &["a"]), ('2', &["b"]), ('3', &["c", "d"])]);
         let id = |c: char| ObjectId::from_hex(c.to_string().repeat(40).as_bytes()).unwrap();
-        let after = |then| dropped_files_after(lines.as_bytes(), then);
+        let after = |then| dropped_files_after(lines.as_bytes(), then).0;
         assert_eq!(after(Some(id('2'))), ["c", "d"]);
         assert_eq!(after(Some(id('1'))), ["b", "c", "d"]);
         assert_eq!(after(Some(id('3'))), Vec::<BString>::new());
@@ -4049,9 +4067,23 @@ mod tests {
             1,
         );
         assert_eq!(
-            dropped_files_after(lines.as_bytes(), Some(id('8'))),
+            dropped_files_after(lines.as_bytes(), Some(id('8'))).0,
             ["c", "d"]
         );
+        // Lines cut after the commit leave what was dropped after it unknown; before, not.
+        let cut = |at: &str| lines.replacen(at, &format!("{DROPPED_CUT}\n{at}"), 1);
+        let cut_at_3 = cut(&format!("{DROPPED}{}", "3".repeat(40)));
+        let cut_at_1 = cut(&format!("{DROPPED}{}", "1".repeat(40)));
+        for (lines, then, unknown) in [
+            (&cut_at_3, Some(id('2')), true),
+            (&cut_at_3, Some(id('3')), false),
+            (&cut_at_3, None, true),
+            (&cut_at_1, Some(id('1')), false),
+            (&cut_at_1, Some(id('9')), true),
+            (&lines, None, false),
+        ] {
+            assert_eq!(dropped_files_after(lines.as_bytes(), then).1, unknown);
+        }
     }
 
     #[test]
@@ -4066,11 +4098,16 @@ mod tests {
             ('2', &files[..4000]),
             ('3', &files[..10]),
         ]);
-        let kept = newest_dropped(lines);
+        // (In place of what was cut, a line saying so.)
+        let cut = |kept: &str| {
+            kept.strip_prefix(&format!("{DROPPED_CUT}\n"))
+                .map(str::to_owned)
+        };
+        let kept = cut(&newest_dropped(lines)).unwrap();
         assert!(starts_with(&kept, '2'), "{kept:.80}");
         assert_eq!(kept.lines().count(), 4001 + 11);
         let lines = dropped(&[('1', &["old"]), ('2', &files)]);
-        let kept = newest_dropped(lines);
+        let kept = cut(&newest_dropped(lines)).unwrap();
         assert!(starts_with(&kept, '2'), "{kept:.80}");
         assert_eq!(kept.lines().count(), MOST_DROPPED_LINES + 1);
         let short = dropped(&[('1', &["a"])]);

@@ -869,6 +869,27 @@ fn a_redo_leaves_alone_what_its_own_last_turns_a_trim_of_every_turn_dropped_did(
     assert_redo_writes(&store, p, &[], ("f", "orig\n"));
 }
 
+/// r65 F3: a later turn of the session touched 4,100 files, so the trim's copy, which keeps the
+/// newest 4,096 dropped lines, cut those of the dropped turns before it, which changed a file
+/// and put it back; the redo wrote over the file without `--force`. The copy says where it cut,
+/// and a redo whose "since" reaches past that leaves every path alone.
+#[test]
+fn a_redo_leaves_alone_what_dropped_turns_did_whose_lines_a_trim_cut() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "f", "orig\n");
+    agent_turn(&store, p, "1", &[("f", "A1\n")]);
+    store.undo_last("s", false).unwrap();
+    agent_turn(&store, p, "2", &[("f", "A2\n")]);
+    agent_turn(&store, p, "3", &[("f", "orig\n")]);
+    let many: Vec<String> = (0..4100).map(|n| format!("many/{n}")).collect();
+    let many: Vec<(&str, &str)> = many.iter().map(|path| (path.as_str(), "x\n")).collect();
+    agent_turn(&store, p, "4", &many);
+    agent_turn(&store, p, "5", &[("g5", "5\n")]);
+    assert_eq!(store.prune(&trim_to(1)).unwrap().turns_removed, 3);
+    assert_redo_writes(&store, p, &[], ("f", "orig\n"));
+}
+
 /// r64 (open row), another session: its place at the undo survived a trim of every turn (a
 /// turn it rolled back since, so kept), and its last turns, which changed a file and put it
 /// back, were dropped with nothing after them.
