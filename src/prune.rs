@@ -290,9 +290,13 @@ impl Store {
         for session in locked.session_names(abandoned)? {
             let expires = expiring.iter().any(|(expiring, _)| *expiring == session);
             if !expires && !untrimmed.contains(&session) {
-                let (turns, _) = locked.trim_preview(&session, settings.max_turns)?;
+                let (turns, _, empties) = locked.trim_preview(&session, settings.max_turns)?;
                 for turn in &turns {
                     removed.push((turn_ref(&session, "turns", turn)?, Why::Trimmed));
+                }
+                // (Left with no turn, the session is said pruned, not unknown.)
+                if empties {
+                    removed.push((session_ref(&session, "")?, Why::Trimmed));
                 }
                 if !turns.is_empty() {
                     trimmed.push(session);
@@ -537,7 +541,7 @@ impl Store {
             if expired.contains(&session) || untrimmed.contains(&session) {
                 continue;
             }
-            let (turns, commits) = self.trim_preview(&session, settings.max_turns)?;
+            let (turns, commits, _) = self.trim_preview(&session, settings.max_turns)?;
             if !turns.is_empty() {
                 outcome.turns_removed += turns.len();
                 for turn in &turns {

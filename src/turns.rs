@@ -378,11 +378,15 @@ fn parse_other_heads(message: &[u8]) -> HashMap<String, ObjectId> {
 const COPY_OF: &str = "Rewind-Copy-Of: ";
 
 /// The key of the lines a trim's copy of a commit names each commit the trim dropped just
-/// before it with, oldest first, each followed by the files it named as its own
+/// before it with, oldest first, each followed by the files it listed
 /// ([`DROPPED_FILE`]): what the dropped turns did, for a redo to leave alone.
 const DROPPED: &str = "Rewind-Dropped: ";
-/// The key of the lines naming a dropped commit's own files (see [`DROPPED`]).
+/// The key of the lines naming a dropped commit's own files, announced or not (see [`DROPPED`]).
 const DROPPED_FILE: &str = "Rewind-Dropped-File: ";
+/// The key of the lines naming the files a dropped commit listed as shared (see [`DROPPED`]):
+/// changed while another session's turn was open, perhaps by an undo of the session that
+/// reads them, so only the session's own redo counts them.
+const DROPPED_SHARED_FILE: &str = "Rewind-Dropped-Shared-File: ";
 /// The key of the lines naming what a dropped commit, itself a trim's copy, stood for (its
 /// [`COPY_OF`] lines), right after its [`DROPPED`] line.
 const DROPPED_COPY_OF: &str = "Rewind-Dropped-Copy-Of: ";
@@ -428,9 +432,15 @@ fn newest_dropped(lines: String) -> String {
 
 /// Whether `line` is one of a copy's dropped lines ([`DROPPED`] and the lines after it).
 fn is_dropped_line(line: &[u8]) -> bool {
-    [DROPPED, DROPPED_FILE, DROPPED_COPY_OF, DROPPED_CUT]
-        .iter()
-        .any(|key| line.starts_with(key.as_bytes()))
+    [
+        DROPPED,
+        DROPPED_FILE,
+        DROPPED_SHARED_FILE,
+        DROPPED_COPY_OF,
+        DROPPED_CUT,
+    ]
+    .iter()
+    .any(|key| line.starts_with(key.as_bytes()))
 }
 
 /// The [`DROPPED`] and [`DROPPED_FILE`] lines of `message`, in order.
@@ -439,10 +449,15 @@ fn dropped_lines(message: &[u8]) -> String {
     lines.map(|l| format!("{}\n", l.as_bstr())).collect()
 }
 
-/// The files the commits a trim dropped named as their own, from `message`'s [`DROPPED`] lines:
-/// those dropped after `then` when the message names it, else all; and whether lines among
-/// those were cut ([`DROPPED_CUT`]), so that what they named is not known.
-fn dropped_files_after(message: &[u8], then: Option<ObjectId>) -> (Vec<BString>, bool) {
+/// The files the commits a trim dropped listed (with `shared`, those they shared too), from
+/// `message`'s [`DROPPED`] lines: those dropped after `then` when the message names it, else
+/// all; and whether lines among those were cut ([`DROPPED_CUT`]), so that what they named is
+/// not known.
+fn dropped_files_after(
+    message: &[u8],
+    then: Option<ObjectId>,
+    shared: bool,
+) -> (Vec<BString>, bool) {
     let then = then.map(|id| id.to_string()).unwrap_or_default();
     let named = |line: &[u8]| !then.is_empty() && names_dropped(line, &then);
     // Before `then`'s own files are passed, nothing counts.
@@ -457,7 +472,10 @@ fn dropped_files_after(message: &[u8], then: Option<ObjectId>) -> (Vec<BString>,
             in_then = named(line);
         } else if line.starts_with(DROPPED_COPY_OF.as_bytes()) {
             in_then |= named(line);
-        } else if let Some(path) = line.strip_prefix(DROPPED_FILE.as_bytes()) {
+        } else if let Some(path) = line.strip_prefix(DROPPED_FILE.as_bytes()).or_else(|| {
+            line.strip_prefix(DROPPED_SHARED_FILE.as_bytes())
+                .filter(|_| shared)
+        }) {
             if counting && !in_then {
                 files.extend(crate::snapshot::visibility::decode_path(path));
             }
@@ -1731,19 +1749,19 @@ impl Store {
                 }
             }
         }
-        // Other sessions' turns since the undo likewise: the files each names as its own (its
-        // end commit's, or, left open, what it did until its session went on). Since: after
+        // Other sessions' turns since the undo likewise: the files each lists (its end commit's,
+        // or, left open, what it did until its session went on). Since: after
         // the heads the undo recorded (a trim's copy of a head stands for it), or, for an undo
         // that recorded none (or a session whose chain lost that head to a trim since), ended
         // after it by the clock.
         let undone_at = locked.record(undo)?.started_at;
         let heads_then = parse_other_heads(&message);
-        // What turns since the undo that a trim dropped named as their own (the session's, and
-        // the others', below): the copy after them names them. Where such lines were cut (or
-        // the place itself with them), what those turns did is not known.
+        // What turns since the undo that a trim dropped listed (the session's, and the others',
+        // below): the copy after them names them. Where such lines were cut, what those turns
+        // did is not known.
         let (mut theirs, mut unknown) = (HashSet::new(), false);
         for (_, text) in &since {
-            let (files, cut) = dropped_files_after(text, None);
+            let (files, cut) = dropped_files_after(text, None, true);
             theirs.extend(files);
             unknown |= cut;
         }
@@ -1762,15 +1780,13 @@ impl Store {
                     let then = heads_then.get(&head_ref).copied();
                     let head = locked.ref_target(&head_ref)?;
                     let (walked, met) = locked.chain_back(head, then)?;
+                    // (The place lost, say to a session of the same id begun since that one
+                    // expired: what every dropped turn of the chain named counts.)
+                    let place = then.filter(|_| met);
                     for (_, text) in &walked {
-                        if met || then.is_none() {
-                            let (files, cut) = dropped_files_after(text, then);
-                            theirs.extend(files);
-                            unknown |= cut;
-                        } else {
-                            // (The place lost: cut away with older dropped lines, perhaps.)
-                            unknown |= text.contains_str(DROPPED_CUT);
-                        }
+                        let (files, cut) = dropped_files_after(text, place, false);
+                        theirs.extend(files);
+                        unknown |= cut;
                     }
                     (met || then.is_none())
                         .then(|| walked.into_iter().map(|(commit, _)| commit).collect())
@@ -1795,8 +1811,18 @@ impl Store {
                     }
                     None => locked.own_files(&other, record, after)?.0,
                 };
-                let own = [Origin::Unannounced, Origin::Announced];
-                let files = files.into_iter().filter(|f| own.contains(&f.origin));
+                // Shared ones too, for a turn begun since the undo (in one open across it, they
+                // may be the undo's own changes; the session's own turns since are counted apart).
+                let begun_since = match &since {
+                    Some(since) => since.contains(&record.begin),
+                    None => record.started_at >= undone_at,
+                };
+                let counted = |origin| match origin {
+                    Origin::Unannounced | Origin::Announced => true,
+                    Origin::Shared => begun_since,
+                    Origin::Other => false,
+                };
+                let files = files.into_iter().filter(|f| counted(f.origin));
                 theirs.extend(files.map(|f| f.file));
             }
         }
@@ -3401,13 +3427,15 @@ impl Locked<'_> {
                     let line = format!("{DROPPED_COPY_OF}{}\n", stood_for.as_bstr());
                     dropped_before.push_str(&line);
                 }
-                let own = [Origin::Unannounced, Origin::Announced];
                 for file in parse_files(message).unwrap_or_default() {
-                    if own.contains(&file.origin) {
-                        let mut line = String::from(DROPPED_FILE);
-                        crate::snapshot::visibility::encode_path(&mut line, &file.file);
-                        dropped_before.push_str(&format!("{line}\n"));
-                    }
+                    let key = match file.origin {
+                        Origin::Unannounced | Origin::Announced => DROPPED_FILE,
+                        Origin::Shared => DROPPED_SHARED_FILE,
+                        Origin::Other => continue,
+                    };
+                    let mut line = String::from(key);
+                    crate::snapshot::visibility::encode_path(&mut line, &file.file);
+                    dropped_before.push_str(&format!("{line}\n"));
                 }
                 continue;
             }
@@ -3442,16 +3470,25 @@ impl Locked<'_> {
             parent = Some(copy);
         }
         // The chain's last commits dropped, with no copy after them: a trim's commit names
-        // them, on the tree of the commit before it (the empty tree when none is kept).
-        if let (false, Some(newest)) = (dropped_before.is_empty(), dropped.last()) {
+        // them, on the tree of the commit before it (the empty tree when none is kept). A
+        // session left with no turn gets one too: its head alone, dated by the trim, stays
+        // until it expires.
+        let kept_a_turn = records.len() > dropped.len();
+        let named_by_copies = dropped_before.is_empty() && kept_a_turn;
+        if let (false, Some(newest)) = (named_by_copies, dropped.last()) {
             let tree = match parent {
                 Some(parent) => commit_and_tree(&repo, parent)?.1,
-                None => ObjectId::empty_tree(gix::hash::Kind::Sha1),
+                // (Written again: a person's `git gc --prune=now` may have removed it.)
+                None => self.objects().write(gix::objs::Kind::Tree, b"")?,
             };
+            // Dated no earlier than the session's last turn, so that a clock behind never
+            // makes the session expire before its turns would have.
+            let activity = records.iter().map(|r| r.ended_at.unwrap_or(r.started_at));
+            let at = activity.chain([self.now()?]).max().unwrap_or_default();
             let message = format!(
                 "rewind: trim of session {session:?}\n\n{}{TRIM_TRAILER}\n{}",
                 newest_dropped(dropped_before),
-                trailers(session, newest, self.now()?, None, None)?
+                trailers(session, newest, at, None, None)?
             );
             parent = Some(self.commit_object(&message, tree, parent)?);
         }
@@ -3483,7 +3520,7 @@ impl Locked<'_> {
         let head = session_ref(session, "head")?;
         let expected = session_ref(session, "expected")?;
         edits.push((head, parent));
-        match records.len() > dropped.len() {
+        match kept_a_turn {
             true => {
                 if let Some(commit) = self.ref_target(&expected)? {
                     let alone = self.rewrite_commit(commit, None)?; // only its tree matters
@@ -3506,8 +3543,9 @@ impl Locked<'_> {
 impl Store {
     /// The turns of `session` (its `records`) that keeping at most `max` drops: of the ended
     /// turns not rolled back, all but the newest `max` (an open turn needs its chain and its
-    /// before snapshot, a rolled-back one may be redone: neither counts, neither goes), with
-    /// their begin and end commits. Costs a ref read per turn.
+    /// before snapshot, a rolled-back one may be redone, and the turn after one left open is
+    /// where that one ended: none of them counts or goes), with their begin and end commits.
+    /// Costs a ref read per turn.
     fn turns_over_limit(
         &self,
         session: &str,
@@ -3515,11 +3553,14 @@ impl Store {
         max: usize,
     ) -> Result<(Vec<String>, HashSet<ObjectId>)> {
         let mut removable = Vec::new();
+        let mut after_one_left_open = false;
         for record in records {
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
-            if record.ended_at.is_some() && self.ref_target(&marker)?.is_none() {
+            let ended = record.ended_at.is_some();
+            if ended && !after_one_left_open && self.ref_target(&marker)?.is_none() {
                 removable.push(record.turn.clone());
             }
+            after_one_left_open = !ended;
         }
         let mut dropped = removable;
         dropped.truncate(dropped.len().saturating_sub(max));
@@ -3532,13 +3573,16 @@ impl Store {
     }
 
     /// The turns [`Locked::trim_session`] would drop from `session` (see
-    /// [`Self::turns_over_limit`]).
+    /// [`Self::turns_over_limit`]), and whether that leaves it no turn.
     pub(crate) fn trim_preview(
         &self,
         session: &str,
         max: usize,
-    ) -> Result<(Vec<String>, HashSet<ObjectId>)> {
-        self.turns_over_limit(session, &self.session_records(session)?, max)
+    ) -> Result<(Vec<String>, HashSet<ObjectId>, bool)> {
+        let records = self.session_records(session)?;
+        let (dropped, commits) = self.turns_over_limit(session, &records, max)?;
+        let empties = dropped.len() == records.len();
+        Ok((dropped, commits, empties))
     }
 
     /// The error for a turn (or, with `turn` `None`, a session) that is not in the store:
@@ -4052,7 +4096,7 @@ mod tests {
     fn the_files_dropped_after_a_commit_are_those_of_the_commits_listed_after_it() {
         let lines = dropped(&[('1', &["a"]), ('2', &["b"]), ('3', &["c", "d"])]);
         let id = |c: char| ObjectId::from_hex(c.to_string().repeat(40).as_bytes()).unwrap();
-        let after = |then| dropped_files_after(lines.as_bytes(), then).0;
+        let after = |then| dropped_files_after(lines.as_bytes(), then, false).0;
         assert_eq!(after(Some(id('2'))), ["c", "d"]);
         assert_eq!(after(Some(id('1'))), ["b", "c", "d"]);
         assert_eq!(after(Some(id('3'))), Vec::<BString>::new());
@@ -4067,7 +4111,7 @@ mod tests {
             1,
         );
         assert_eq!(
-            dropped_files_after(lines.as_bytes(), Some(id('8'))).0,
+            dropped_files_after(lines.as_bytes(), Some(id('8')), false).0,
             ["c", "d"]
         );
         // Lines cut after the commit leave what was dropped after it unknown; before, not.
@@ -4082,7 +4126,10 @@ mod tests {
             (&cut_at_1, Some(id('9')), true),
             (&lines, None, false),
         ] {
-            assert_eq!(dropped_files_after(lines.as_bytes(), then).1, unknown);
+            assert_eq!(
+                dropped_files_after(lines.as_bytes(), then, false).1,
+                unknown
+            );
         }
     }
 

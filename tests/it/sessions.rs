@@ -926,19 +926,204 @@ fn a_redo_leaves_alone_what_a_session_a_trim_of_every_turn_emptied_did_since_the
     assert_redo_writes(&store, p, &["c"], ("f", "v0\n"));
     // The emptied session has no turns, and goes once it is older than the retention.
     assert!(other.turns(Some("other")).is_err());
-    let later = rewind::Clock::fixed(chrono::Utc::now() + chrono::Duration::days(8));
-    let aged = Store::open(p, &rewind::OpenOptions::new(data.path()).clock(later)).unwrap();
+    let aged = at_time(
+        p,
+        data.path(),
+        chrono::Utc::now() + chrono::Duration::days(8),
+    );
     aged.prune(&Default::default()).unwrap();
-    let heads = Command::new("git")
-        .args([
-            "--git-dir",
-            &aged.git_dir().to_string_lossy(),
-            "for-each-ref",
-        ])
+    let heads = git_in_store(&aged, &["for-each-ref"]);
+    assert!(!heads.contains("/other/"), "{heads}");
+}
+
+/// A store handle of project `p` whose clock reads `at`.
+fn at_time(p: &Path, data: &Path, at: chrono::DateTime<chrono::Utc>) -> Store {
+    Store::open(
+        p,
+        &rewind::OpenOptions::new(data).clock(rewind::Clock::fixed(at)),
+    )
+    .unwrap()
+}
+
+/// r66 F1: a turn left open (its runtime died; the session began another) ended where the next
+/// turn began; a trim dropped that next turn (and the later ones but the newest), so the turn
+/// left open ended at the next surviving one, taking in the dropped turns' work and the user's
+/// file made between them: its undo deleted the user's file. With every later turn dropped,
+/// the turn came back open. The turn after one left open stays.
+#[test]
+fn a_trim_never_moves_where_a_turn_left_open_ended() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "f", "base\n");
+    store.begin_turn("s", "1").unwrap();
+    write_file(p, "f", "X\n");
+    agent_turn(&store, p, "2", &[("g", "g2\n")]);
+    write_file(p, "notes.txt", "the user's work\n");
+    agent_turn(&store, p, "3", &[("h", "h3\n")]);
+    agent_turn(&store, p, "4", &[("i", "i4\n")]);
+    let kept = [("1", true), ("2", true), ("4", true)];
+    for (max, left) in [(1, &kept[..]), (0, &kept[..2])] {
+        store.prune(&trim_to(max)).unwrap();
+        let turns = store.turns(Some("s")).unwrap();
+        let listed: Vec<(&str, bool)> = turns
+            .iter()
+            .map(|t| (t.turn.as_str(), t.after.is_some()))
+            .collect();
+        assert_eq!(listed, left, "--max-turns {max}");
+        let files: Vec<String> = turns[0]
+            .changed
+            .iter()
+            .map(|f| f.file.to_string())
+            .collect();
+        assert_eq!(files, ["f"], "--max-turns {max}");
+    }
+    let options = rewind::UndoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    store.undo("s", &options).unwrap();
+    assert_eq!(read(p, "notes.txt").as_deref(), Some("the user's work\n"));
+    assert_eq!(read(p, "f").as_deref(), Some("base\n"));
+}
+
+/// r66 F2: while a third session's turn was open, the session's turns since its undo changed a
+/// file and put it back (so they list it `shared`); a trim dropped them, and the copy after
+/// them named only their announced and unannounced files: the redo wrote over the file.
+#[test]
+fn a_redo_leaves_alone_what_its_own_dropped_turns_shared_with_another_session() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    let third = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    write_file(p, "f", "base\n");
+    agent_turn(&store, p, "1", &[("f", "A1\n")]);
+    store.undo_last("s", false).unwrap();
+    third.begin_turn("third", "1").unwrap();
+    agent_turn(&store, p, "2", &[("f", "X\n")]);
+    agent_turn(&store, p, "3", &[("f", "base\n")]);
+    third.end_turn("third", "1").unwrap();
+    assert_eq!(store.prune(&trim_to(0)).unwrap().turns_removed, 3);
+    let head = git_in_store(
+        &store,
+        &["log", "-1", "--format=%B", "refs/rewind/sessions/s/head"],
+    );
+    assert!(head.contains("Rewind-Dropped-Shared-File: f\n"), "{head}");
+    assert_redo_writes(&store, p, &[], ("f", "base\n"));
+}
+
+/// r66 F3: another session's turns since the undo changed a file and put it back while a third
+/// session's turn was open, so they list it `shared`; the redo counted only their announced and
+/// unannounced files, and wrote over the file.
+#[test]
+fn a_redo_leaves_alone_what_another_sessions_turns_shared_with_a_third() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    write_file(p, "f", "base\n");
+    write_file(p, "c", "c0\n");
+    agent_turn(&store, p, "1", &[("f", "A1\n"), ("c", "c1\n")]);
+    store.undo_last("s", false).unwrap();
+    other.begin_turn("third", "1").unwrap();
+    other_turns(&other, p, &[("1", "f", "X\n"), ("2", "f", "base\n")]);
+    other.end_turn("third", "1").unwrap();
+    assert_redo_writes(&store, p, &["c"], ("f", "base\n"));
+}
+
+/// r66 F4: the session the undo named expired, a new session of the same id changed a file and
+/// put it back, and a trim dropped those turns: the redo lost the place, went by the clock,
+/// which sees no dropped turn, and wrote over the file. Where the place is lost, what every
+/// dropped turn of the chain listed counts.
+#[test]
+fn a_redo_leaves_alone_what_a_session_of_a_reused_id_did_though_a_trim_dropped_it() {
+    let (project, data, _store) = setup();
+    let (p, d) = (project.path(), data.path());
+    let day = chrono::Duration::days(1);
+    let start = chrono::Utc::now();
+    write_file(p, "f", "base\n");
+    write_file(p, "c", "c0\n");
+    session_turn(&at_time(p, d, start), "other", p, "1", &[("b", "b1\n")]);
+    let later = at_time(p, d, start + day * 6);
+    agent_turn(&later, p, "1", &[("f", "A1\n"), ("c", "c1\n")]);
+    later.undo_last("s", false).unwrap();
+    let expired = at_time(p, d, start + day * 8);
+    assert_eq!(
+        expired.prune(&Default::default()).unwrap().sessions_removed,
+        ["other"]
+    );
+    other_turns(&expired, p, &[("1", "f", "X\n"), ("2", "f", "base\n")]);
+    assert_eq!(expired.prune(&trim_to(0)).unwrap().turns_removed, 2);
+    let redone = expired.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["c"]), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
+}
+
+/// r66 F5: a trim of every turn made with the clock a month behind dated the session's head
+/// then, so the next prune removed as expired a session whose turns ended minutes before, and
+/// the redo no longer saw what they did. The trim's commit is dated no earlier than the last
+/// turn.
+#[test]
+fn a_trim_with_the_clock_behind_never_makes_a_session_expire_early() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    write_file(p, "f", "base\n");
+    agent_turn(&store, p, "1", &[("f", "A1\n")]);
+    store.undo_last("s", false).unwrap();
+    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    other_turns(&other, p, &[("1", "f", "B1\n"), ("2", "f", "base\n")]);
+    let behind = at_time(
+        p,
+        data.path(),
+        chrono::Utc::now() - chrono::Duration::days(30),
+    );
+    assert_eq!(behind.prune(&trim_to(0)).unwrap().turns_removed, 2);
+    assert!(store
+        .prune(&Default::default())
+        .unwrap()
+        .sessions_removed
+        .is_empty());
+    assert_redo_writes(&store, p, &[], ("f", "base\n"));
+}
+
+/// r66 F6: after a person's `git gc --prune=now` in the store (which removes the empty tree
+/// nothing reached), a trim of every turn wrote a commit of the empty tree without it: `git fsck
+/// --strict` said it missing.
+#[test]
+fn a_trim_of_every_turn_after_a_persons_gc_leaves_the_store_fsck_clean() {
+    let (project, _data, store) = setup();
+    write_file(project.path(), "q", "q0\n");
+    agent_turn(&store, project.path(), "1", &[("q", "q1\n")]);
+    git_in_store(&store, &["gc", "--prune=now", "-q"]);
+    store.prune(&trim_to(0)).unwrap();
+    let fsck = git_in_store(&store, &["fsck", "--strict"]);
+    assert!(!fsck.contains("missing"), "{fsck}");
+}
+
+/// `git <args>` in the store; its stdout and stderr, once it exited 0.
+fn git_in_store(store: &Store, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(store.git_dir())
+        .args(args)
         .output()
         .unwrap();
-    let heads = String::from_utf8(heads.stdout).unwrap();
-    assert!(!heads.contains("/other/"), "{heads}");
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "git {args:?}: {text}");
+    text.into_owned()
+}
+
+/// r66 F7: a session a trim left with no turn was said never to have existed (`not_found`)
+/// where the README promises `pruned`, saying when and why.
+#[test]
+fn a_session_a_trim_left_with_no_turn_is_said_pruned() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    agent_turn(&store, p, "1", &[("f", "1\n")]);
+    store.prune(&trim_to(0)).unwrap();
+    for error in [
+        store.turns(Some("s")).unwrap_err(),
+        store.undo_last("s", false).unwrap_err(),
+    ] {
+        assert!(matches!(error, rewind::Error::Pruned { .. }), "{error:?}");
+    }
 }
 
 /// r63: a `prune --max-turns` that trimmed another session between an undo and its redo

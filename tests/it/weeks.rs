@@ -5,8 +5,8 @@
 //! random hours, each turn's agent announcing and editing files of its session's directory
 //! (`s1/`, `s2/`, `s3/`), the user editing `user/` while no turn is open, `track` snapshots,
 //! `undo` of turns (redone or not), turns left open for hours, past the retention, or past the
-//! abandon limit, and `rewind prune --max-turns 8 --abandoned-after 8d` every hour, now and
-//! then first killed (SIGKILL) at a random rename, unlink or write (strace fault injection) and
+//! abandon limit, and `rewind prune --max-turns 8 --abandoned-after 8d` every hour (every
+//! 40th with `--max-turns 0`), now and then first killed (SIGKILL) at a random rename, unlink or write (strace fault injection) and
 //! then run again. A model of the retention rules (src/prune.rs) runs beside it. After every
 //! completed prune:
 //! * `git fsck --strict` is clean;
@@ -33,8 +33,10 @@
 //!   is not the one that turn's begin recorded); the prune names the abandoned open turns that
 //!   went, and their `turn end` fails with code `pruned`;
 //! * a session keeps at most `--max-turns` ended, not rolled-back turns: the oldest of those
-//!   go (open and rolled-back turns neither count nor go);
-//!   no session an open turn (begun within the retention) of another session knows is trimmed.
+//!   go (open and rolled-back turns, and the turn after one left open, neither count nor go);
+//!   no session an open turn (begun within the retention) of another session knows is trimmed;
+//!   a session a trim leaves with no turn stays (its head alone, active at the trim, listing no
+//!   turn) until it expires like any other.
 //!
 //! Seeds: fixed by default (`REWIND_TEST_SEED=<n>` replays another one); `REWIND_WEEKS_DAYS=<n>`
 //! runs longer (the default run is 10 days).
@@ -57,6 +59,8 @@ const ABANDONED_AFTER: i64 = 8 * DAY;
 const GRACE: i64 = HOUR;
 /// `--max-turns`: small, so that trimming happens often.
 const MAX_TURNS: usize = 8;
+/// Every this many prunes, one keeps no turn (`--max-turns 0`).
+const EMPTYING_PRUNE: usize = 40;
 const SESSIONS: [&str; 3] = ["s1", "s2", "s3"];
 /// Seed of the default run (CI runs this one).
 const DEFAULT_SEED: u64 = 1;
@@ -165,6 +169,8 @@ struct Session {
     open_saw: Option<BTreeMap<&'static str, Option<u64>>>,
     /// When the open turn ends.
     open_until: i64,
+    /// When a trim left the session with no turn (its head alone stays until it expires).
+    emptied_at: Option<i64>,
     /// The last undo, redoable (no turn began since): the turns it rolled back, and the
     /// session's directory just before it.
     redo: Option<(Vec<String>, Files)>,
@@ -174,12 +180,13 @@ impl Session {
     fn open(&self) -> bool {
         self.turns.last().is_some_and(|t| t.ended.is_none())
     }
-    /// The latest begin or end of its turns.
+    /// The latest begin or end of its turns; with none, when a trim left it so.
     fn last_activity(&self) -> Option<i64> {
-        self.turns
-            .iter()
+        let turns = self.turns.iter();
+        let last = turns
             .map(|t| t.ended.unwrap_or(t.started).max(t.started))
-            .max()
+            .max();
+        last.or(self.emptied_at)
     }
 }
 
@@ -598,8 +605,8 @@ impl<'a> Weeks<'a> {
         (keep, untrimmed)
     }
 
-    /// What `prune --max-turns MAX_TURNS` at `self.now` does to the model.
-    fn prune_model(&mut self) -> Removed {
+    /// What `prune --max-turns <max_turns>` at `self.now` does to the model.
+    fn prune_model(&mut self, max_turns: usize) -> Removed {
         let cutoff = self.now - RETENTION;
         let mut removed = Removed::default();
         self.records.retain(|_, t| *t >= cutoff);
@@ -626,17 +633,32 @@ impl<'a> Weeks<'a> {
             if untrimmed.contains(name) {
                 continue;
             }
-            let turns = &mut self.sessions.get_mut(name).unwrap().turns;
-            let removable = |t: &Turn| t.ended.is_some() && !t.rolled_back;
-            let mut excess = turns.iter().filter(|t| removable(t)).count();
-            excess = excess.saturating_sub(MAX_TURNS);
-            let before = turns.len();
-            turns.retain(|t| {
-                let drop = excess > 0 && removable(t);
-                excess -= usize::from(drop);
-                !drop
-            });
-            let trimmed = before - turns.len();
+            let session = self.sessions.get_mut(name).unwrap();
+            // (The turn after one left open is where that one ended: it stays.)
+            let removable: Vec<bool> = (0..session.turns.len())
+                .map(|i| {
+                    let t = &session.turns[i];
+                    let after_one_left_open = i > 0 && session.turns[i - 1].ended.is_none();
+                    t.ended.is_some() && !t.rolled_back && !after_one_left_open
+                })
+                .collect();
+            let mut excess = removable.iter().filter(|r| **r).count();
+            excess = excess.saturating_sub(max_turns);
+            let before = session.turns.len();
+            let turns = std::mem::take(&mut session.turns)
+                .into_iter()
+                .zip(removable);
+            session.turns = turns
+                .filter_map(|(turn, removable)| {
+                    let drop = excess > 0 && removable;
+                    excess -= usize::from(drop);
+                    (!drop).then_some(turn)
+                })
+                .collect();
+            let trimmed = before - session.turns.len();
+            if trimmed > 0 && session.turns.is_empty() {
+                session.emptied_at = Some(self.now);
+            }
             if trimmed > 0 {
                 removed.turns += trimmed;
                 self.stats.turns_trimmed += trimmed;
@@ -652,11 +674,15 @@ impl<'a> Weeks<'a> {
     /// The hourly prune, sometimes first killed at a random syscall; then the checks.
     fn prune(&mut self) {
         let now = rfc3339(self.now);
+        let max_turns = match self.stats.prunes % EMPTYING_PRUNE == EMPTYING_PRUNE - 1 {
+            true => 0,
+            false => MAX_TURNS,
+        };
         let args = [
             "--json",
             "prune",
             "--max-turns",
-            &MAX_TURNS.to_string(),
+            &max_turns.to_string(),
             "--abandoned-after",
             &format!("{}d", ABANDONED_AFTER / DAY),
         ]
@@ -667,7 +693,7 @@ impl<'a> Weeks<'a> {
         let cutoff = self.now - RETENTION;
         let work = self.records.values().any(|t| *t < cutoff)
             || self.sessions.values().any(|s| {
-                s.turns.len() > MAX_TURNS || s.last_activity().is_some_and(|t| t < cutoff)
+                s.turns.len() > max_turns || s.last_activity().is_some_and(|t| t < cutoff)
             });
         if self.chance(if work { 10 } else { 2 }) {
             let syscall = ["renameat2", "unlinkat", "write"][self.rng.below(3) as usize];
@@ -693,13 +719,13 @@ impl<'a> Weeks<'a> {
             } else {
                 // It ran to the end: that was this hour's prune (its output went unread).
                 self.log.push("# completed".into());
-                let removed = self.prune_model();
+                let removed = self.prune_model(max_turns);
                 self.stats.prunes += 1;
                 return self.check(None, removed, true);
             }
         }
         let outcome = self.rw(&args[1..]);
-        let removed = self.prune_model();
+        let removed = self.prune_model(max_turns);
         self.stats.prunes += 1;
         self.check((!after_kill).then_some(outcome), removed, after_kill);
     }
