@@ -23,6 +23,13 @@ fn setup() -> (tempfile::TempDir, tempfile::TempDir, Store) {
     (project, data, store)
 }
 
+/// [`setup`], with a second handle on the store (for another session's turns).
+fn setup_with_other() -> (tempfile::TempDir, tempfile::TempDir, Store, Store) {
+    let (project, data, store) = setup();
+    let other = Store::open(project.path(), &rewind::OpenOptions::new(data.path())).unwrap();
+    (project, data, store, other)
+}
+
 fn read(dir: &Path, rel: &str) -> Option<String> {
     fs::read_to_string(dir.join(rel)).ok()
 }
@@ -725,15 +732,58 @@ fn trim_to(max: usize) -> rewind::PruneOptions {
     }
 }
 
+/// Session "s"'s turn 1 wrote `f` and was undone; its turns 2 and 3 since changed `f` and put
+/// it back, its turns `later` (turn, edits) followed, and a trim to `max` turns removed
+/// `removed`: the redo leaves `f` alone.
+fn redo_after_own_turns_put_back_and_a_trim(
+    later: &[(&str, &[(&str, &str)])],
+    max: usize,
+    removed: usize,
+) {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "f", "orig\n");
+    agent_turn(&store, p, "1", &[("f", "A1\n")]);
+    store.undo_last("s", false).unwrap();
+    agent_turn(&store, p, "2", &[("f", "A2\n")]);
+    agent_turn(&store, p, "3", &[("f", "orig\n")]);
+    for (turn, edits) in later {
+        agent_turn(&store, p, turn, edits);
+    }
+    assert_eq!(store.prune(&trim_to(max)).unwrap().turns_removed, removed);
+    assert_redo_writes(&store, p, &[], ("f", "orig\n"));
+}
+
+/// Session "s"'s turn 1 wrote `f` and was undone while session "other" stood at its turn 1,
+/// which it rolled back next (so a trim keeps it); other's turns 2 and 3 changed `f` and put it
+/// back, its turns `later` followed, and a trim to `max` turns removed `removed`: the redo
+/// leaves `f` alone.
+fn redo_after_another_sessions_turns_put_back_and_a_trim(
+    later: &[(&str, &str, &str)],
+    max: usize,
+    removed: usize,
+) {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "f", "orig\n");
+    session_turn(&other, "other", p, "1", &[("b1", "B1\n")]);
+    agent_turn(&store, p, "1", &[("f", "A1\n")]);
+    store.undo_last("s", false).unwrap();
+    other.undo_last("other", false).unwrap();
+    other_turns(&other, p, &[("2", "f", "B2\n"), ("3", "f", "orig\n")]);
+    other_turns(&other, p, later);
+    assert_eq!(other.prune(&trim_to(max)).unwrap().turns_removed, removed);
+    assert_redo_writes(&store, p, &[], ("f", "orig\n"));
+}
+
 /// r63: the trim dropped the turn another session stood at when the undo was made, with the
 /// turns after it that changed a file and put it back to what the undo left; the redo fell back
 /// to the clock, did not see them, and wrote over the file without `--force`. The copy after
 /// the dropped commits names them and their files.
 #[test]
 fn a_redo_leaves_alone_what_another_sessions_turns_a_trim_dropped_did_since_the_undo() {
-    let (project, data, store) = setup();
+    let (project, _data, store, other) = setup_with_other();
     let p = project.path();
-    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
     other.begin_turn("other", "0").unwrap();
     other.end_turn("other", "0").unwrap();
     for (path, content) in [("a", "a0\n"), ("c", "c0\n")] {
@@ -756,17 +806,8 @@ fn a_redo_leaves_alone_what_another_sessions_turns_a_trim_dropped_did_since_the_
 /// changed a file and the next put it back; the redo wrote over it without `--force`.
 #[test]
 fn a_redo_leaves_alone_what_its_own_turns_a_trim_dropped_did_since_the_undo() {
-    let (project, _data, store) = setup();
-    let p = project.path();
-    write_file(p, "f", "orig\n");
-    agent_turn(&store, p, "1", &[("f", "A1\n")]);
-    store.undo_last("s", false).unwrap();
-    agent_turn(&store, p, "2", &[("f", "A2\n")]);
-    agent_turn(&store, p, "3", &[("f", "orig\n")]);
-    agent_turn(&store, p, "4", &[("g4", "4\n")]);
-    agent_turn(&store, p, "5", &[("g5", "5\n")]);
-    assert_eq!(store.prune(&trim_to(2)).unwrap().turns_removed, 2);
-    assert_redo_writes(&store, p, &[], ("f", "orig\n"));
+    let later: [(&str, &[_]); 2] = [("4", &[("g4", "4\n")]), ("5", &[("g5", "5\n")])];
+    redo_after_own_turns_put_back_and_a_trim(&later, 2, 2);
 }
 
 /// r64 F2: the turn another session stood at survived the trim (rolled back since, so kept),
@@ -774,26 +815,8 @@ fn a_redo_leaves_alone_what_its_own_turns_a_trim_dropped_did_since_the_undo() {
 /// place, saw only the turns kept, and wrote over the file without `--force`.
 #[test]
 fn a_redo_leaves_alone_what_another_session_did_since_the_undo_though_a_trim_kept_its_place() {
-    let (project, data, store) = setup();
-    let p = project.path();
-    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
-    write_file(p, "f", "orig\n");
-    session_turn(&other, "other", p, "1", &[("b1", "B1\n")]);
-    agent_turn(&store, p, "1", &[("f", "A1\n")]);
-    store.undo_last("s", false).unwrap();
-    other.undo_last("other", false).unwrap();
-    other_turns(
-        &other,
-        p,
-        &[
-            ("2", "f", "B2\n"),
-            ("3", "f", "orig\n"),
-            ("4", "g4", "4\n"),
-            ("5", "g5", "5\n"),
-        ],
-    );
-    assert_eq!(other.prune(&trim_to(2)).unwrap().turns_removed, 2);
-    assert_redo_writes(&store, p, &[], ("f", "orig\n"));
+    let later = [("4", "g4", "4\n"), ("5", "g5", "5\n")];
+    redo_after_another_sessions_turns_put_back_and_a_trim(&later, 2, 2);
 }
 
 /// r65 F1: no other session stood anywhere when the undo was made, so its commit named none,
@@ -827,9 +850,8 @@ fn a_redo_leaves_alone_what_a_session_begun_after_the_undo_did_though_a_trim_dro
 /// changed and put back. A dropped copy is named by what it stood for too.
 #[test]
 fn a_redo_finds_another_sessions_place_through_two_trims() {
-    let (project, data, store) = setup();
+    let (project, _data, store, other) = setup_with_other();
     let p = project.path();
-    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
     write_file(p, "f", "v0\n");
     for (turn, content) in [("1", "h1\n"), ("2", "h2\n")] {
         session_turn(&other, "other", p, turn, &[("h", content)]);
@@ -858,15 +880,7 @@ fn a_redo_finds_another_sessions_place_through_two_trims() {
 /// A trim that drops a chain's last commits leaves a trim commit naming them at its head.
 #[test]
 fn a_redo_leaves_alone_what_its_own_last_turns_a_trim_of_every_turn_dropped_did() {
-    let (project, _data, store) = setup();
-    let p = project.path();
-    write_file(p, "f", "orig\n");
-    agent_turn(&store, p, "1", &[("f", "A1\n")]);
-    store.undo_last("s", false).unwrap();
-    agent_turn(&store, p, "2", &[("f", "A2\n")]);
-    agent_turn(&store, p, "3", &[("f", "orig\n"), ("g", "g\n")]);
-    assert_eq!(store.prune(&trim_to(0)).unwrap().turns_removed, 2);
-    assert_redo_writes(&store, p, &[], ("f", "orig\n"));
+    redo_after_own_turns_put_back_and_a_trim(&[], 0, 2);
 }
 
 /// r65 F3: a later turn of the session touched 4,100 files, so the trim's copy, which keeps the
@@ -875,19 +889,10 @@ fn a_redo_leaves_alone_what_its_own_last_turns_a_trim_of_every_turn_dropped_did(
 /// and a redo whose "since" reaches past that leaves every path alone.
 #[test]
 fn a_redo_leaves_alone_what_dropped_turns_did_whose_lines_a_trim_cut() {
-    let (project, _data, store) = setup();
-    let p = project.path();
-    write_file(p, "f", "orig\n");
-    agent_turn(&store, p, "1", &[("f", "A1\n")]);
-    store.undo_last("s", false).unwrap();
-    agent_turn(&store, p, "2", &[("f", "A2\n")]);
-    agent_turn(&store, p, "3", &[("f", "orig\n")]);
     let many: Vec<String> = (0..4100).map(|n| format!("many/{n}")).collect();
     let many: Vec<(&str, &str)> = many.iter().map(|path| (path.as_str(), "x\n")).collect();
-    agent_turn(&store, p, "4", &many);
-    agent_turn(&store, p, "5", &[("g5", "5\n")]);
-    assert_eq!(store.prune(&trim_to(1)).unwrap().turns_removed, 3);
-    assert_redo_writes(&store, p, &[], ("f", "orig\n"));
+    let later: [(&str, &[_]); 2] = [("4", &many), ("5", &[("g5", "5\n")])];
+    redo_after_own_turns_put_back_and_a_trim(&later, 1, 3);
 }
 
 /// r64 (open row), another session: its place at the undo survived a trim of every turn (a
@@ -895,17 +900,7 @@ fn a_redo_leaves_alone_what_dropped_turns_did_whose_lines_a_trim_cut() {
 /// back, were dropped with nothing after them.
 #[test]
 fn a_redo_leaves_alone_what_another_sessions_last_turns_a_trim_of_every_turn_dropped_did() {
-    let (project, data, store) = setup();
-    let p = project.path();
-    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
-    write_file(p, "f", "orig\n");
-    session_turn(&other, "other", p, "1", &[("b1", "B1\n")]);
-    agent_turn(&store, p, "1", &[("f", "A1\n")]);
-    store.undo_last("s", false).unwrap();
-    other.undo_last("other", false).unwrap();
-    other_turns(&other, p, &[("2", "f", "B2\n"), ("3", "f", "orig\n")]);
-    assert_eq!(other.prune(&trim_to(0)).unwrap().turns_removed, 2);
-    assert_redo_writes(&store, p, &[], ("f", "orig\n"));
+    redo_after_another_sessions_turns_put_back_and_a_trim(&[], 0, 2);
 }
 
 /// r64 (open row), a whole session: a trim of every turn dropped all of another session's
@@ -914,9 +909,8 @@ fn a_redo_leaves_alone_what_another_sessions_last_turns_a_trim_of_every_turn_dro
 /// naming what was dropped) until it expires.
 #[test]
 fn a_redo_leaves_alone_what_a_session_a_trim_of_every_turn_emptied_did_since_the_undo() {
-    let (project, data, store) = setup();
+    let (project, data, store, other) = setup_with_other();
     let p = project.path();
-    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
     write_file(p, "f", "v0\n");
     session_turn(&other, "other", p, "0", &[("h", "h0\n")]);
     agent_turn(&store, p, "1", &[("f", "v1\n"), ("c", "c1\n")]);
@@ -1015,9 +1009,8 @@ fn a_redo_leaves_alone_what_its_own_dropped_turns_shared_with_another_session() 
 /// unannounced files, and wrote over the file.
 #[test]
 fn a_redo_leaves_alone_what_another_sessions_turns_shared_with_a_third() {
-    let (project, data, store) = setup();
+    let (project, _data, store, other) = setup_with_other();
     let p = project.path();
-    let other = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
     write_file(p, "f", "base\n");
     write_file(p, "c", "c0\n");
     agent_turn(&store, p, "1", &[("f", "A1\n"), ("c", "c1\n")]);
