@@ -270,7 +270,7 @@ impl Store {
         let killed = locked.killed_runs_undo_point();
         locked.sweep_temp_files();
         let mut outcome = PruneOutcome::default();
-        let mut removed: Vec<(String, Why)> = Vec::new();
+        let mut removed: Vec<(String, Why, Option<DateTime<Utc>>)> = Vec::new();
         let git_dir = locked.git_dir();
         let size_before = objects_size(git_dir);
         // Under the store lock, a lock file on one of rewind's refs, or on `packed-refs`, is a
@@ -292,11 +292,11 @@ impl Store {
             if !expires && !untrimmed.contains(&session) {
                 let (turns, _, empties) = locked.trim_preview(&session, settings.max_turns)?;
                 for turn in &turns {
-                    removed.push((turn_ref(&session, "turns", turn)?, Why::Trimmed));
+                    removed.push((turn_ref(&session, "turns", turn)?, Why::Trimmed, None));
                 }
                 // (Left with no turn, the session is said pruned, not unknown.)
                 if empties {
-                    removed.push((session_ref(&session, "")?, Why::Trimmed));
+                    removed.push((session_ref(&session, "")?, Why::Trimmed, None));
                 }
                 if !turns.is_empty() {
                     trimmed.push(session);
@@ -304,7 +304,8 @@ impl Store {
             }
         }
         for (session, activity) in &expiring {
-            removed.push((session_ref(session, "")?, activity.why()));
+            let last = Some(activity.last);
+            removed.push((session_ref(session, "")?, activity.why(), last));
         }
         if !removed.is_empty() {
             locked.blind_old_open_turns(cutoff)?;
@@ -338,8 +339,8 @@ impl Store {
                 let batch: Vec<Record> = candidates.drain(..candidates.len().div_ceil(4)).collect();
                 let mut sessions = Vec::new();
                 for candidate in &batch {
-                    if let Record::Session(session, _) = candidate {
-                        sessions.push((session_ref(session, "")?, Why::Quota));
+                    if let Record::Session(session, _, last) = candidate {
+                        sessions.push((session_ref(session, "")?, Why::Quota, Some(*last)));
                     }
                 }
                 if !sessions.is_empty() {
@@ -350,7 +351,7 @@ impl Store {
                 for candidate in batch {
                     match &candidate {
                         Record::Snapshot(name) => snapshots.push(name.clone()),
-                        Record::Session(session, _) => locked.delete_session(session)?,
+                        Record::Session(session, ..) => locked.delete_session(session)?,
                     }
                     note_quota(&mut outcome, candidate);
                 }
@@ -451,7 +452,8 @@ impl Store {
         for (session, activity) in self.session_activity(abandoned)? {
             let idle = now - activity.last > chrono::Duration::hours(1);
             if idle && !activity.open && !activity.rolled_back && !needed.contains(&session) {
-                timed.push((activity.last, Record::Session(session, activity.turns)));
+                let record = Record::Session(session, activity.turns, activity.last);
+                timed.push((activity.last, record));
             }
         }
         timed.sort_by_key(|(time, _)| *time);
@@ -997,7 +999,7 @@ fn note_quota(outcome: &mut PruneOutcome, record: Record) {
             outcome.snapshots_removed += 1;
             outcome.snapshots_removed_for_size += 1;
         }
-        Record::Session(session, turns) => {
+        Record::Session(session, turns, _) => {
             outcome.turns_removed += turns;
             outcome.sessions_removed.push(session.clone());
             outcome.sessions_removed_for_size.push(session);
@@ -1032,7 +1034,7 @@ impl Gone {
             Record::Snapshot(name) => {
                 self.refs.insert(name.clone());
             }
-            Record::Session(session, _) => self.prefixes.push(session_ref(session, "")?),
+            Record::Session(session, ..) => self.prefixes.push(session_ref(session, "")?),
         }
         Ok(())
     }
@@ -1054,7 +1056,7 @@ impl Gone {
     fn holds(&self, record: &Record) -> bool {
         match record {
             Record::Snapshot(name) => !self.keeps(name),
-            Record::Session(session, _) => {
+            Record::Session(session, ..) => {
                 session_ref(session, "").is_ok_and(|p| self.prefixes.contains(&p))
             }
         }
@@ -1073,8 +1075,8 @@ struct Estimate {
 enum Record {
     /// A snapshot record's ref name.
     Snapshot(String),
-    /// A session, with its number of turns.
-    Session(String, usize),
+    /// A session, with its number of turns and its last activity.
+    Session(String, usize, DateTime<Utc>),
 }
 
 /// The old and new ids and the time of one reflog line

@@ -385,8 +385,11 @@ const DROPPED: &str = "Rewind-Dropped: ";
 const DROPPED_FILE: &str = "Rewind-Dropped-File: ";
 /// The key of the lines naming the files a dropped commit listed as shared (see [`DROPPED`]):
 /// changed while another session's turn was open, perhaps by an undo of the session that
-/// reads them, so only the session's own redo counts them.
+/// reads them, so they count only for a turn begun after that undo ([`DROPPED_BEGUN`]).
 const DROPPED_SHARED_FILE: &str = "Rewind-Dropped-Shared-File: ";
+/// The key of the line naming a dropped end commit's begin commit, before its
+/// [`DROPPED_SHARED_FILE`] lines.
+const DROPPED_BEGUN: &str = "Rewind-Dropped-Begun: ";
 /// The key of the lines naming what a dropped commit, itself a trim's copy, stood for (its
 /// [`COPY_OF`] lines), right after its [`DROPPED`] line.
 const DROPPED_COPY_OF: &str = "Rewind-Dropped-Copy-Of: ";
@@ -436,6 +439,7 @@ fn is_dropped_line(line: &[u8]) -> bool {
         DROPPED,
         DROPPED_FILE,
         DROPPED_SHARED_FILE,
+        DROPPED_BEGUN,
         DROPPED_COPY_OF,
         DROPPED_CUT,
     ]
@@ -449,39 +453,64 @@ fn dropped_lines(message: &[u8]) -> String {
     lines.map(|l| format!("{}\n", l.as_bstr())).collect()
 }
 
-/// The files the commits a trim dropped listed (with `shared`, those they shared too), from
-/// `message`'s [`DROPPED`] lines: those dropped after `then` when the message names it, else
-/// all; and whether lines among those were cut ([`DROPPED_CUT`]), so that what they named is
-/// not known.
+/// What the commits a trim dropped after a place listed, from their [`DROPPED`] lines (see
+/// [`dropped_files_after`]).
+#[derive(Default)]
+struct DroppedFiles {
+    /// Their own files, announced or not.
+    own: Vec<BString>,
+    /// Their shared files, of the turns begun after the place.
+    shared: Vec<BString>,
+    /// Lines among them were cut ([`DROPPED_CUT`]): what those named is not known.
+    cut: bool,
+}
+
+/// What the commits a trim dropped listed, from `message`'s [`DROPPED`] lines: those dropped
+/// after `then` when the message names it, else all. Shared files count only for a turn begun
+/// after `then` (every one when `then` is `None`): one whose begin commit was dropped after it,
+/// in this message or in one read before, which `begun` collects (read a chain's messages
+/// oldest first).
 fn dropped_files_after(
     message: &[u8],
     then: Option<ObjectId>,
-    shared: bool,
-) -> (Vec<BString>, bool) {
+    begun: &mut HashSet<BString>,
+) -> DroppedFiles {
+    let all_begun = then.is_none();
     let then = then.map(|id| id.to_string()).unwrap_or_default();
     let named = |line: &[u8]| !then.is_empty() && names_dropped(line, &then);
     // Before `then`'s own files are passed, nothing counts.
     let mut counting = !message.lines().any(named);
-    let mut in_then = false;
-    let (mut files, mut cut) = (Vec::new(), false);
+    let (mut in_then, mut begun_after) = (false, all_begun);
+    let mut found = DroppedFiles::default();
+    let decode = crate::snapshot::visibility::decode_path;
     for line in message.lines() {
         if line == DROPPED_CUT.as_bytes() {
-            cut |= counting || in_then;
-        } else if line.starts_with(DROPPED.as_bytes()) {
+            found.cut |= counting || in_then;
+        } else if let Some(id) = line.strip_prefix(DROPPED.as_bytes()) {
             counting |= in_then;
             in_then = named(line);
-        } else if line.starts_with(DROPPED_COPY_OF.as_bytes()) {
-            in_then |= named(line);
-        } else if let Some(path) = line.strip_prefix(DROPPED_FILE.as_bytes()).or_else(|| {
-            line.strip_prefix(DROPPED_SHARED_FILE.as_bytes())
-                .filter(|_| shared)
-        }) {
+            begun_after = all_begun;
             if counting && !in_then {
-                files.extend(crate::snapshot::visibility::decode_path(path));
+                begun.insert(id.into());
+            }
+        } else if let Some(id) = line.strip_prefix(DROPPED_COPY_OF.as_bytes()) {
+            in_then |= named(line);
+            if counting && !in_then {
+                begun.insert(id.into());
+            }
+        } else if let Some(id) = line.strip_prefix(DROPPED_BEGUN.as_bytes()) {
+            begun_after = all_begun || begun.contains(id.as_bstr());
+        } else if let Some(path) = line.strip_prefix(DROPPED_FILE.as_bytes()) {
+            if counting && !in_then {
+                found.own.extend(decode(path));
+            }
+        } else if let Some(path) = line.strip_prefix(DROPPED_SHARED_FILE.as_bytes()) {
+            if counting && !in_then && begun_after {
+                found.shared.extend(decode(path));
             }
         }
     }
-    (files, cut)
+    found
 }
 
 /// The trailer that marks an undo's commit on a session's chain.
@@ -1667,7 +1696,12 @@ impl Store {
     pub fn redo(&self, session: &str, options: &RedoOptions) -> Result<RestoreOutcome> {
         let (turn, force) = (options.turn.as_deref(), options.force);
         let locked = self.lock()?;
-        let records = locked.session_records(session)?;
+        // (A session a trim left with no turn may still have an undo to redo: an `undo
+        // --file` rolls no turn back.)
+        let records = match locked.ref_target(&session_ref(session, "head")?)? {
+            Some(_) => locked.sessions(Some(session))?.pop().unwrap_or_default().1,
+            None => locked.session_records(session)?,
+        };
         if let Some(turn) = turn.filter(|t| !records.iter().any(|r| r.turn == *t)) {
             return Err(self.missing_turn(session, turn));
         }
@@ -1758,13 +1792,25 @@ impl Store {
         let heads_then = parse_other_heads(&message);
         // What turns since the undo that a trim dropped listed (the session's, and the others',
         // below): the copy after them names them. Where such lines were cut, what those turns
-        // did is not known.
-        let (mut theirs, mut unknown) = (HashSet::new(), false);
+        // did is not known. Other sessions' shared files go apart: a path the session's own
+        // undos and redos since changed is shared for a turn open meanwhile, and is not theirs.
+        let (mut theirs, mut theirs_shared, mut unknown) = (HashSet::new(), HashSet::new(), false);
+        let mut own_since: HashSet<BString> = HashSet::new();
         for (_, text) in &since {
-            let (files, cut) = dropped_files_after(text, None, true);
-            theirs.extend(files);
-            unknown |= cut;
+            let found = dropped_files_after(text, None, &mut HashSet::new());
+            theirs.extend(found.own.into_iter().chain(found.shared));
+            unknown |= found.cut;
+            if ChainKind::of(text) == ChainKind::Undo {
+                own_since.extend(lines_with(text, CHANGED).filter_map(decode_path));
+            }
         }
+        // Another session that prune removed since, active after the undo, took what it did
+        // then with it: nothing can be told.
+        let own = session_ref(session, "")?;
+        unknown |= locked
+            .gone_active_since(undone_at)
+            .iter()
+            .any(|p| *p != own);
         for (other, their_records) in locked.sessions(None)? {
             if other == session {
                 continue;
@@ -1783,10 +1829,12 @@ impl Store {
                     // (The place lost, say to a session of the same id begun since that one
                     // expired: what every dropped turn of the chain named counts.)
                     let place = then.filter(|_| met);
-                    for (_, text) in &walked {
-                        let (files, cut) = dropped_files_after(text, place, false);
-                        theirs.extend(files);
-                        unknown |= cut;
+                    let mut begun = HashSet::new();
+                    for (_, text) in walked.iter().rev() {
+                        let found = dropped_files_after(text, place, &mut begun);
+                        theirs.extend(found.own);
+                        theirs_shared.extend(found.shared);
+                        unknown |= found.cut;
                     }
                     (met || then.is_none())
                         .then(|| walked.into_iter().map(|(commit, _)| commit).collect())
@@ -1817,15 +1865,16 @@ impl Store {
                     Some(since) => since.contains(&record.begin),
                     None => record.started_at >= undone_at,
                 };
-                let counted = |origin| match origin {
-                    Origin::Unannounced | Origin::Announced => true,
-                    Origin::Shared => begun_since,
-                    Origin::Other => false,
-                };
-                let files = files.into_iter().filter(|f| counted(f.origin));
-                theirs.extend(files.map(|f| f.file));
+                for file in files {
+                    match file.origin {
+                        Origin::Unannounced | Origin::Announced => theirs.insert(file.file),
+                        Origin::Shared if begun_since => theirs_shared.insert(file.file),
+                        Origin::Shared | Origin::Other => false,
+                    };
+                }
             }
         }
+        theirs.extend(theirs_shared.into_iter().filter(|p| !own_since.contains(p)));
         let changed_by_later_turn = |path: &BStr| -> Result<bool> {
             if unknown || theirs.contains(path) {
                 return Ok(true);
@@ -3413,6 +3462,8 @@ impl Locked<'_> {
         // Each copy names the commits dropped just before it, and the files they named as their
         // own, oldest first (with what earlier trims dropped before each).
         let repo = self.repo();
+        let begin_of: HashMap<ObjectId, ObjectId> =
+            records.iter().map(|r| (r.commit, r.begin)).collect();
         let mut copies: HashMap<ObjectId, ObjectId> = HashMap::new();
         let mut parent: Option<ObjectId> = None;
         let mut dropped_before = String::new();
@@ -3427,7 +3478,14 @@ impl Locked<'_> {
                     let line = format!("{DROPPED_COPY_OF}{}\n", stood_for.as_bstr());
                     dropped_before.push_str(&line);
                 }
-                for file in parse_files(message).unwrap_or_default() {
+                let files = parse_files(message).unwrap_or_default();
+                // (Where its turn began, for its shared files: see `dropped_files_after`.)
+                if let Some(begin) = begin_of.get(&commit) {
+                    if files.iter().any(|f| f.origin == Origin::Shared) {
+                        dropped_before.push_str(&format!("{DROPPED_BEGUN}{begin}\n"));
+                    }
+                }
+                for file in files {
                     let key = match file.origin {
                         Origin::Unannounced | Origin::Announced => DROPPED_FILE,
                         Origin::Shared => DROPPED_SHARED_FILE,
@@ -4096,7 +4154,9 @@ mod tests {
     fn the_files_dropped_after_a_commit_are_those_of_the_commits_listed_after_it() {
         let lines = dropped(&[('1', &["a"]), ('2', &["b"]), ('3', &["c", "d"])]);
         let id = |c: char| ObjectId::from_hex(c.to_string().repeat(40).as_bytes()).unwrap();
-        let after = |then| dropped_files_after(lines.as_bytes(), then, false).0;
+        let read =
+            |lines: &str, then| dropped_files_after(lines.as_bytes(), then, &mut HashSet::new());
+        let after = |then| read(&lines, then).own;
         assert_eq!(after(Some(id('2'))), ["c", "d"]);
         assert_eq!(after(Some(id('1'))), ["b", "c", "d"]);
         assert_eq!(after(Some(id('3'))), Vec::<BString>::new());
@@ -4110,10 +4170,7 @@ mod tests {
             &format!("{}\n{stood_for}", "2".repeat(40)),
             1,
         );
-        assert_eq!(
-            dropped_files_after(lines.as_bytes(), Some(id('8')), false).0,
-            ["c", "d"]
-        );
+        assert_eq!(read(&lines, Some(id('8'))).own, ["c", "d"]);
         // Lines cut after the commit leave what was dropped after it unknown; before, not.
         let cut = |at: &str| lines.replacen(at, &format!("{DROPPED_CUT}\n{at}"), 1);
         let cut_at_3 = cut(&format!("{DROPPED}{}", "3".repeat(40)));
@@ -4126,11 +4183,41 @@ mod tests {
             (&cut_at_1, Some(id('9')), true),
             (&lines, None, false),
         ] {
-            assert_eq!(
-                dropped_files_after(lines.as_bytes(), then, false).1,
-                unknown
-            );
+            assert_eq!(read(lines, then).cut, unknown);
         }
+    }
+
+    #[test]
+    fn shared_files_count_only_for_a_turn_whose_begin_was_dropped_after_the_place() {
+        // Turn 1 began (commit 1) before the place (commit 2), and ended (3); turn 2 began (4)
+        // after it, and ended (5) in the next message read.
+        let hex = |c: char| c.to_string().repeat(40);
+        let id = |c: char| ObjectId::from_hex(hex(c).as_bytes()).unwrap();
+        let end = |end: char, begin: char, file: &str| {
+            format!(
+                "{DROPPED}{}\n{DROPPED_BEGUN}{}\n{DROPPED_SHARED_FILE}{file}\n",
+                hex(end),
+                hex(begin)
+            )
+        };
+        let first = format!(
+            "{}{}{}",
+            dropped(&[('1', &[]), ('2', &[])]),
+            end('3', '1', "x"),
+            dropped(&[('4', &[])])
+        );
+        let second = end('5', '4', "y");
+        let mut begun = HashSet::new();
+        let shared = |message: &str, then, begun: &mut HashSet<BString>| {
+            dropped_files_after(message.as_bytes(), then, begun).shared
+        };
+        assert_eq!(
+            shared(&first, Some(id('2')), &mut begun),
+            Vec::<BString>::new()
+        );
+        assert_eq!(shared(&second, Some(id('2')), &mut begun), ["y"]);
+        // With no place, every turn began after it.
+        assert_eq!(shared(&first, None, &mut HashSet::new()), ["x"]);
     }
 
     #[test]

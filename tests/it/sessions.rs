@@ -1049,6 +1049,108 @@ fn a_redo_leaves_alone_what_a_session_of_a_reused_id_did_though_a_trim_dropped_i
     assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
 }
 
+/// r66 F9: the session the undo named changed a file and put it back, then went idle and
+/// expired (no trim): the redo, blind to what it had done, wrote over the file. A removal
+/// records the session's last activity, and once a session active after the undo went, a redo
+/// leaves every path alone unless forced.
+#[test]
+fn a_redo_leaves_every_path_alone_once_a_session_active_since_the_undo_expired() {
+    let (project, data, _store) = setup();
+    let (p, d) = (project.path(), data.path());
+    let (start, day) = (chrono::Utc::now(), chrono::Duration::days(1));
+    write_file(p, "f", "base\n");
+    write_file(p, "c", "c0\n");
+    let first = at_time(p, d, start);
+    session_turn(&first, "other", p, "0", &[("b", "b0\n")]);
+    agent_turn(&first, p, "1", &[("f", "A1\n"), ("c", "c1\n")]);
+    first.undo_last("s", false).unwrap();
+    other_turns(&first, p, &[("1", "f", "X\n"), ("2", "f", "base\n")]);
+    agent_turn(&at_time(p, d, start + day * 6), p, "2", &[("g", "g\n")]);
+    let later = at_time(p, d, start + day * 8);
+    assert_eq!(
+        later.prune(&Default::default()).unwrap().sessions_removed,
+        ["other"]
+    );
+    let redone = later.redo("s", &Default::default()).unwrap();
+    assert!(redone.written.is_empty(), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&["c", "f"]), "{redone:?}");
+    let forced = rewind::RedoOptions {
+        force: true,
+        ..Default::default()
+    };
+    let redone = later.redo("s", &forced).unwrap();
+    assert_eq!(strings(&redone.written), set(&["c", "f"]), "{redone:?}");
+}
+
+/// r67 F1: another session's turns begun after the undo changed a file and put it back while a
+/// third session's turn was open (so `shared`), and a trim dropped them: only the session's own
+/// redo read dropped shared files, and the redo wrote over the file. A dropped turn's shared
+/// files count when its begin was dropped after the place.
+#[test]
+fn a_redo_leaves_alone_what_another_sessions_dropped_turns_shared_since_the_undo() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "y", "base\n");
+    agent_turn(&store, p, "1", &[("y", "A\n")]);
+    other.begin_turn("third", "1").unwrap();
+    store.undo_last("s", false).unwrap();
+    let later = [("1", "y", "B\n"), ("2", "y", "base\n"), ("3", "w", "w\n")];
+    other_turns(&other, p, &later);
+    other.end_turn("third", "1").unwrap();
+    assert_eq!(other.prune(&trim_to(1)).unwrap().turns_removed, 2);
+    assert_redo_writes(&store, p, &[], ("y", "base\n"));
+}
+
+/// r67 F2: another session's turn begun after the session's first undo was open across its
+/// second, which changed a file: that turn listed the file `shared`, and the redo of the first
+/// undo took the session's own change for the other's, leaving its own file alone. A path the
+/// session's own undos and redos since changed is not another's shared file.
+#[test]
+fn a_redo_takes_back_its_own_file_another_sessions_turn_shared_only_through_its_undo() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "y", "base\n");
+    agent_turn(&store, p, "1", &[("y", "v1\n")]);
+    agent_turn(&store, p, "2", &[("y", "v2\n")]);
+    let undo_turn = |turn: &str| rewind::UndoOptions {
+        turn: Some(turn.into()),
+        ..Default::default()
+    };
+    store.undo("s", &undo_turn("2")).unwrap();
+    other.begin_turn("other", "1").unwrap();
+    write_file(p, "b", "b\n");
+    store.undo("s", &undo_turn("1")).unwrap();
+    other.end_turn("other", "1").unwrap();
+    for (want, content) in [(["y"], "v1\n"), (["y"], "v2\n")] {
+        let redone = store.redo("s", &Default::default()).unwrap();
+        assert_eq!(strings(&redone.written), set(&want), "{redone:?}");
+        assert!(redone.conflicts.is_empty(), "{redone:?}");
+        assert_eq!(read(p, "y").as_deref(), Some(content));
+    }
+}
+
+/// r67 F4: an `undo --file` rolls no turn back, so a trim of every turn left the session with
+/// no turn, and its redo was refused as `pruned` though the undo was still on the chain.
+#[test]
+fn a_redo_of_an_undo_file_works_in_a_session_a_trim_left_with_no_turn() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "y", "base\n");
+    agent_turn(&store, p, "1", &[("y", "one\n")]);
+    agent_turn(&store, p, "2", &[("y", "two\n")]);
+    let options = rewind::UndoOptions {
+        turn: Some("2".into()),
+        file: Some("y".into()),
+        ..Default::default()
+    };
+    store.undo("s", &options).unwrap();
+    agent_turn(&store, p, "3", &[("w", "w\n")]);
+    assert_eq!(store.prune(&trim_to(0)).unwrap().turns_removed, 3);
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["y"]), "{redone:?}");
+    assert_eq!(read(p, "y").as_deref(), Some("two\n"));
+}
+
 /// r66 F5: a trim of every turn made with the clock a month behind dated the session's head
 /// then, so the next prune removed as expired a session whose turns ended minutes before, and
 /// the redo no longer saw what they did. The trim's commit is dated no earlier than the last

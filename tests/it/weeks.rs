@@ -171,9 +171,9 @@ struct Session {
     open_until: i64,
     /// When a trim left the session with no turn (its head alone stays until it expires).
     emptied_at: Option<i64>,
-    /// The last undo, redoable (no turn began since): the turns it rolled back, and the
-    /// session's directory just before it.
-    redo: Option<(Vec<String>, Files)>,
+    /// The last undo, redoable (no turn began since): the turns it rolled back, the
+    /// session's directory just before it, and when it was made.
+    redo: Option<(Vec<String>, Files, i64)>,
 }
 
 impl Session {
@@ -212,6 +212,8 @@ struct Stats {
     ended_pruned: usize,
     undos: usize,
     redos: usize,
+    /// Redos that left every path alone (a session active since their undo went).
+    blind_redos: usize,
     checks: usize,
 }
 
@@ -239,6 +241,8 @@ struct Weeks<'a> {
     last_kill: i64,
     /// Open turns prune removed as abandoned, with the time their agent ends them.
     abandoned: Vec<(&'static str, String, i64)>,
+    /// Sessions prune removed, each with its last activity.
+    gone: Vec<(&'static str, i64)>,
 }
 
 impl<'a> Weeks<'a> {
@@ -267,6 +271,7 @@ impl<'a> Weeks<'a> {
             leftovers: BTreeMap::new(),
             last_kill: 0,
             abandoned: Vec::new(),
+            gone: Vec::new(),
         };
         w.track();
         w.store = w.p.store();
@@ -484,7 +489,7 @@ impl<'a> Weeks<'a> {
         for t in &mut s.turns[index..] {
             t.rolled_back = true;
         }
-        s.redo = Some((undone, under(&before, session)));
+        s.redo = Some((undone, under(&before, session), self.now));
         self.stats.undos += 1;
         before
     }
@@ -492,8 +497,33 @@ impl<'a> Weeks<'a> {
     /// `redo --session S` of its last undo: gives back every byte that undo changed.
     fn redo(&mut self, session: &'static str) {
         let before = files_of(&self.p.path);
-        let (undone, dir) = self.sessions.get_mut(session).unwrap().redo.take().unwrap();
-        let out = self.rw(&["redo", "--session", session]);
+        let (undone, dir, undone_at) = self.sessions.get_mut(session).unwrap().redo.take().unwrap();
+        // Another session that went since, active after the undo, took what it did with it:
+        // the redo leaves every path alone, and only `--force` gives them back.
+        let blind = self
+            .gone
+            .iter()
+            .any(|(s, last)| *s != session && *last >= undone_at);
+        if blind {
+            let out = self.rw(&["redo", "--session", session]);
+            let left: Vec<&str> = out["conflicts"]
+                .as_array()
+                .map_or(Vec::new(), |c| c.iter().filter_map(Value::as_str).collect());
+            let written = out["written"].as_array().is_none_or(|w| !w.is_empty());
+            if written || left.is_empty() || files_of(&self.p.path) != before {
+                self.fail(format!(
+                    "redo of {session} after a session active since its undo went: not every \
+                     path left alone: {out}"
+                ));
+            }
+            self.log
+                .push("# every path left alone, as expected: again with --force".into());
+            self.stats.blind_redos += 1;
+        }
+        let out = match blind {
+            true => self.rw(&["redo", "--session", session, "--force"]),
+            false => self.rw(&["redo", "--session", session]),
+        };
         self.bump_head(session);
         self.expect_exactly(
             &out,
@@ -619,6 +649,8 @@ impl<'a> Weeks<'a> {
             let abandoned = open.filter(|t| t.started < self.now - ABANDONED_AFTER);
             if expired && (open.is_none() || abandoned.is_some()) && !keep.contains(name) {
                 removed.sessions.push(name.to_string());
+                self.gone
+                    .push((name, s.last_activity().unwrap_or_default()));
                 removed.turns += s.turns.len();
                 if let Some(turn) = abandoned {
                     removed.abandoned.push((name.to_string(), turn.id.clone()));
