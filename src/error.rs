@@ -212,6 +212,18 @@ pub enum Error {
         /// The time, as given or as the clock gave it.
         value: String,
     },
+    /// A `rewind.*` key in the store's git config holds a value rewind cannot read.
+    #[error("{key} is {value:?} in {}: it must be {must_be}", config.display())]
+    BadSetting {
+        /// The key, `rewind.maxTurnsPerSession` say.
+        key: &'static str,
+        /// Its value, as written.
+        value: String,
+        /// What it must be.
+        must_be: &'static str,
+        /// The config file.
+        config: PathBuf,
+    },
 }
 
 /// `std::io::Error` prints "No space left on device (os error 28)"; say plainly that the disk is full.
@@ -288,6 +300,7 @@ impl Error {
             Error::Store { .. } => "store",
             Error::Unrecorded(unrecorded) => unrecorded.code,
             Error::BadClock { .. } => "bad_clock",
+            Error::BadSetting { .. } => "bad_setting",
             Error::InvalidId(_) => "invalid_id",
             Error::NotFound(_) => "not_found",
             Error::Ambiguous(_) => "ambiguous_id",

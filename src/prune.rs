@@ -211,6 +211,19 @@ struct Settings {
     target_size: u64,
 }
 
+/// `given` (a flag), else what `read` finds in the store's config (not read when a flag is
+/// given), else `default`.
+fn given_or<T>(
+    given: Option<T>,
+    read: impl FnOnce() -> Result<Option<T>>,
+    default: T,
+) -> Result<T> {
+    match given {
+        Some(given) => Ok(given),
+        None => Ok(read()?.unwrap_or(default)),
+    }
+}
+
 /// `now - age`, or the start of the calendar when `age` reaches back further.
 fn before(now: DateTime<Utc>, age: Duration) -> DateTime<Utc> {
     chrono::TimeDelta::from_std(age)
@@ -220,30 +233,41 @@ fn before(now: DateTime<Utc>, age: Duration) -> DateTime<Utc> {
 }
 
 impl Store {
-    /// `options` completed from the store's git config and the defaults.
-    fn prune_settings(&self, options: &PruneOptions) -> Settings {
-        let repo = self.repo();
-        let config = repo.config_snapshot();
-        let value = |key: &str| config.string(key).map(|v| v.to_string());
-        let duration = |key: &str| value(key).and_then(|v| parse_duration(&v));
-        let size = |key: &str| value(key).and_then(|v| parse_size(&v));
-        Settings {
-            retention: (options.retention)
-                .or_else(|| duration("rewind.retention"))
-                .unwrap_or(DEFAULT_RETENTION),
-            abandoned_after: (options.abandoned_after)
-                .or_else(|| duration("rewind.abandonedTurnAfter"))
-                .unwrap_or(DEFAULT_ABANDONED_AFTER),
-            max_turns: (options.max_turns_per_session)
-                .or_else(|| value("rewind.maxTurnsPerSession").and_then(|v| v.trim().parse().ok()))
-                .unwrap_or(DEFAULT_MAX_TURNS_PER_SESSION),
-            max_size: (options.max_size)
-                .or_else(|| size("rewind.maxSize"))
-                .unwrap_or(DEFAULT_MAX_SIZE),
-            target_size: (options.target_size)
-                .or_else(|| size("rewind.targetSize"))
-                .unwrap_or(DEFAULT_TARGET_SIZE),
-        }
+    /// `options` completed from the store's git config and the defaults; a key set to a value
+    /// that cannot be read is an error (a guess would drop what the user meant to keep).
+    fn prune_settings(&self, options: &PruneOptions) -> Result<Settings> {
+        const DURATION: &str = "a duration such as 7d, 12h or 2w";
+        const SIZE: &str = "a size such as 500M or 2G";
+        let duration = |key| self.setting(key, DURATION, parse_duration);
+        let size = |key| self.setting(key, SIZE, parse_size);
+        let turns = |key| self.setting(key, "a whole number such as 100", |v| v.parse().ok());
+        Ok(Settings {
+            retention: given_or(
+                options.retention,
+                || duration("rewind.retention"),
+                DEFAULT_RETENTION,
+            )?,
+            abandoned_after: given_or(
+                options.abandoned_after,
+                || duration("rewind.abandonedTurnAfter"),
+                DEFAULT_ABANDONED_AFTER,
+            )?,
+            max_turns: given_or(
+                options.max_turns_per_session,
+                || turns("rewind.maxTurnsPerSession"),
+                DEFAULT_MAX_TURNS_PER_SESSION,
+            )?,
+            max_size: given_or(
+                options.max_size,
+                || size("rewind.maxSize"),
+                DEFAULT_MAX_SIZE,
+            )?,
+            target_size: given_or(
+                options.target_size,
+                || size("rewind.targetSize"),
+                DEFAULT_TARGET_SIZE,
+            )?,
+        })
     }
 
     /// Delete expired records and the objects nothing live reaches (see the module docs).
@@ -255,7 +279,7 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn prune(&self, options: &PruneOptions) -> Result<PruneOutcome> {
-        let settings = self.prune_settings(options);
+        let settings = self.prune_settings(options)?;
         let (max_size, target_size) = (settings.max_size, settings.target_size);
         let now = self.now()?;
         // A retention longer than the calendar reaches back expires nothing.

@@ -592,7 +592,7 @@ impl Locked<'_> {
             previous_time,
             max_file_size: options
                 .max_file_size
-                .unwrap_or_else(|| self.max_file_size()),
+                .map_or_else(|| self.max_file_size(), Ok)?,
             excludes: Arc::new(excludes),
             nested_repos: self.nested_repos()?,
             objects: self.objects(),

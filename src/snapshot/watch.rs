@@ -207,7 +207,7 @@ impl Watcher {
         self.drain();
         let max_file_size = options
             .max_file_size
-            .unwrap_or_else(|| store.max_file_size());
+            .map_or_else(|| store.max_file_size(), Ok)?;
         let nested_repos = store.nested_repos()?;
         let excludes = Excludes::load(store.project());
         let generation = store.objects().generation();

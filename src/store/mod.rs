@@ -844,19 +844,42 @@ impl Locked<'_> {
 }
 
 impl Store {
-    /// `rewind.maxFileSize` from the store config, else [`DEFAULT_MAX_FILE_SIZE`].
+    /// `rewind.maxFileSize` from the store config (bytes, or with a `k`, `m` or `g` suffix),
+    /// else [`DEFAULT_MAX_FILE_SIZE`]. Another value is an error, not a guess.
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
-    /// println!("new files over {} bytes are left out", store.max_file_size());
+    /// println!("new files over {} bytes are left out", store.max_file_size()?);
     /// # Ok::<(), rewind::Error>(())
     /// ```
-    pub fn max_file_size(&self) -> u64 {
-        self.repo()
-            .config_snapshot()
-            .integer("rewind.maxFileSize")
-            .and_then(|v| u64::try_from(v).ok())
-            .unwrap_or(DEFAULT_MAX_FILE_SIZE)
+    pub fn max_file_size(&self) -> Result<u64> {
+        let size = self.setting("rewind.maxFileSize", "a size in bytes such as 2m", |v| {
+            crate::prune::parse_size(v)
+        })?;
+        Ok(size.unwrap_or(DEFAULT_MAX_FILE_SIZE))
+    }
+
+    /// The value of `key` in the store's git config read by `parse`; `None` when unset, and
+    /// [`Error::BadSetting`] (saying it `must_be`) when `parse` cannot read it.
+    pub(crate) fn setting<T>(
+        &self,
+        key: &'static str,
+        must_be: &'static str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Result<Option<T>> {
+        let Some(value) = self.repo().config_snapshot().string(key) else {
+            return Ok(None);
+        };
+        let value = value.to_str_lossy().into_owned();
+        match parse(value.trim()) {
+            Some(parsed) => Ok(Some(parsed)),
+            None => Err(Error::BadSetting {
+                key,
+                value,
+                must_be,
+                config: self.git_dir().join("config"),
+            }),
+        }
     }
 }
 
@@ -883,19 +906,14 @@ impl Store {
     /// # Ok::<(), rewind::Error>(())
     /// ```
     pub fn nested_repos(&self) -> Result<NestedRepos> {
-        let repo = self.repo();
-        let config = repo.config_snapshot();
-        let Some(value) = config.string("rewind.nestedRepos") else {
-            return Ok(NestedRepos::default());
-        };
-        match value.to_str_lossy().trim().to_ascii_lowercase().as_str() {
-            "include" => Ok(NestedRepos::Include),
-            "skip" => Ok(NestedRepos::Skip),
-            other => Err(Error::store(
-                self.git_dir().join("config"),
-                format!("rewind.nestedRepos is {other:?}: it must be include or skip"),
-            )),
-        }
+        let nested = self.setting("rewind.nestedRepos", "include or skip", |v| {
+            match v.to_ascii_lowercase().as_str() {
+                "include" => Some(NestedRepos::Include),
+                "skip" => Some(NestedRepos::Skip),
+                _ => None,
+            }
+        })?;
+        Ok(nested.unwrap_or_default())
     }
 }
 

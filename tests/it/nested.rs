@@ -386,7 +386,7 @@ fn a_nested_repos_setting_that_is_neither_include_nor_skip_is_an_error() {
     let run = run_with_deadline(&mut p.rewind_command(["--json", "track"]), DEFAULT_DEADLINE);
     run.assert_code(1);
     let error = one_json(&run);
-    assert_eq!(error["error"]["code"], "store", "{error}");
+    assert_eq!(error["error"]["code"], "bad_setting", "{error}");
     let message = error["error"]["message"].as_str().unwrap();
     assert!(message.contains("rewind.nestedRepos"), "{message}");
     p.store_git(["config", "rewind.nestedRepos", "Skip"]);

@@ -292,3 +292,77 @@ fn zero_turn_limit_never_panics() {
         problems.join("\n  ")
     );
 }
+
+/// r66 (8): a `rewind.*` key in the store's config with a value rewind could not read was
+/// ignored without a word, and the default taken instead: `rewind.retention = 2 weeks`
+/// (meant: keep 14 days) let a prune 8 days later delete the session; `rewind.maxFileSize =
+/// 10 MB` (git's syntax is `10m`) left new 3 MB files out. Such a value is an error naming the key, the value and the
+/// file, and nothing is pruned; a flag given instead of the key still works.
+#[test]
+fn a_setting_rewind_cannot_read_is_an_error_not_the_default() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let day = |d: i64| format!("2026-03-{:02}T12:00:00Z", 1 + d);
+    p.file("a.txt", "0\n");
+    at(&p, &day(0), &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("a.txt", "1\n");
+    at(&p, &day(0), &["turn", "end", "--session=s", "--turn=1"]);
+    let store = p.store();
+    let later = day(8);
+    let bad = [
+        ("rewind.retention", "2 weeks"),
+        ("rewind.abandonedTurnAfter", "a month"),
+        ("rewind.maxTurnsPerSession", "one hundred"),
+        ("rewind.maxSize", "big"),
+        ("rewind.targetSize", "-300M"),
+    ];
+    for (key, value) in bad {
+        sb.git_in(&store, ["config", key, value]);
+        for all in [false, true] {
+            let args: &[&str] = match all {
+                false => &["--json", "prune"],
+                true => &["--json", "prune", "--all"],
+            };
+            let mut command = match all {
+                false => p.rewind_command(args),
+                true => sb.rewind_command(args),
+            };
+            let run = run_with_deadline(command.env("REWIND_NOW", &later), DEFAULT_DEADLINE);
+            assert_no_panic(&run);
+            run.assert_code(1);
+            let shown = format!("{}{}", run.stdout, run.stderr);
+            for needed in [key, value, "config", "bad_setting"] {
+                assert!(
+                    shown.contains(needed),
+                    "{args:?} with {key}={value}: {shown}"
+                );
+            }
+        }
+        sb.git_in(&store, ["config", "--unset", key]);
+    }
+    // Nothing went: the session and its turn are there.
+    let turns = one_json(&at(&p, &later, &["--json", "turns", "--session=s"]));
+    assert_eq!(turns.as_array().map(Vec::len), Some(1), "{turns}");
+    // A flag given is used, and the key it stands for is not read.
+    sb.git_in(&store, ["config", "rewind.retention", "2 weeks"]);
+    let run = rw_at(&p, Some(&later), &["prune", "--retention", "30d"]);
+    run.assert_success();
+    sb.git_in(&store, ["config", "--unset", "rewind.retention"]);
+
+    // The size cap: an unreadable value stops the snapshot; a readable one is taken.
+    p.file("big.bin", vec![7u8; 3 << 20]);
+    sb.git_in(&store, ["config", "rewind.maxFileSize", "ten megabytes"]);
+    let run = rw_at(&p, None, &["--json", "track"]);
+    run.assert_code(1);
+    let error = one_json(&run);
+    assert_eq!(error["error"]["code"], "bad_setting", "{error}");
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("rewind.maxFileSize") && message.contains("ten"),
+        "{message}"
+    );
+    sb.git_in(&store, ["config", "rewind.maxFileSize", "10 MB"]);
+    let tree = p.track();
+    let listed = sb.git_in(&store, ["ls-tree", "--name-only", &tree]);
+    assert!(listed.lines().any(|l| l == "big.bin"), "{listed}");
+}
