@@ -652,6 +652,14 @@ pub(crate) fn open_store_file(
     path: &Path,
     options: &mut std::fs::OpenOptions,
 ) -> io::Result<std::fs::File> {
+    open_store_file_and_stat(path, options).map(|(file, _)| file)
+}
+
+/// [`open_store_file`], and what its `fstat` found.
+fn open_store_file_and_stat(
+    path: &Path,
+    options: &mut std::fs::OpenOptions,
+) -> io::Result<(std::fs::File, std::fs::Metadata)> {
     let not_regular = || io::Error::new(io::ErrorKind::InvalidData, "not a regular file");
     let file = options_not_waiting(options).open(path).map_err(|e| {
         // (A FIFO opened for writing with no reader fails before it can be looked at.)
@@ -660,8 +668,9 @@ pub(crate) fn open_store_file(
             _ => e,
         }
     })?;
-    match file.metadata()?.is_file() {
-        true => Ok(file),
+    let meta = file.metadata()?;
+    match meta.is_file() {
+        true => Ok((file, meta)),
         false => Err(not_regular()),
     }
 }
@@ -683,9 +692,8 @@ pub fn open_store_file_to_append(path: &Path) -> io::Result<std::fs::File> {
 
 /// The content of store file `path` (see [`open_store_file`]). Costs the open and the reads.
 pub(crate) fn read_store_file(path: &Path) -> io::Result<Vec<u8>> {
-    let file = open_store_file(path, std::fs::OpenOptions::new().read(true))?;
-    let size = file.metadata()?.len();
-    read_all(&file, size)
+    let (file, meta) = open_store_file_and_stat(path, std::fs::OpenOptions::new().read(true))?;
+    read_all(&file, meta.len())
 }
 
 /// A large store file rewritten often (the index), written over a spare copy kept beside it

@@ -40,7 +40,7 @@ use crate::fs::{Dir, Found, Kind, OpenDirs, Perm, ProjectRoot, Unlinked};
 use crate::paths::serialize_paths;
 use crate::snapshot::visibility::Visibility;
 use crate::snapshot::{PendingIndex, TrackOptions};
-use crate::store::objects::read_blob;
+use crate::store::objects::blob_of;
 use crate::store::{snapshot_record, Locked, NestedRepos, SnapshotId, Store};
 
 mod merge;
@@ -255,7 +255,7 @@ impl Store {
         let locked = self.lock()?;
         let target = locked.snapshot_tree(hash)?;
         let (current, index) = locked.current(options.dry_run)?;
-        let changes = tree_changes(&self.repo(), self.trees(), current, target)?;
+        let changes = tree_changes(&self.repo(), self.reads(), current, target)?;
         locked.apply(Plan {
             target,
             current,
@@ -377,7 +377,7 @@ impl Store {
             let index = match targets.iter().position(|(id, _)| *id == target) {
                 Some(index) => index,
                 None => {
-                    targets.push((target, tree_changes(&repo, self.trees(), current, target)?));
+                    targets.push((target, tree_changes(&repo, self.reads(), current, target)?));
                     targets.len() - 1
                 }
             };
@@ -703,9 +703,9 @@ impl Locked<'_> {
         overlay: Option<&gix::Repository>,
     ) -> Result<Vec<Option<Vec<u8>>>> {
         let read = |repo: &mut gix::Repository, step: &Step| {
-            step.target
-                .map(|side| read_blob(repo, side.id, step.path.as_ref()))
-                .transpose()
+            let path = step.path.as_ref();
+            let blob = |id| blob_of(self.reads().object(repo, id, path)?, id, path);
+            step.target.map(|side| blob(side.id)).transpose()
         };
         match overlay {
             Some(overlay) => steps

@@ -1079,7 +1079,7 @@ impl Store {
         after: ObjectId,
     ) -> Result<(Vec<TurnFile>, Vec<Change>)> {
         let repo = self.repo();
-        let changes = tree_changes(&repo, self.trees(), record.before, after)?;
+        let changes = tree_changes(&repo, self.reads(), record.before, after)?;
         let (mut files, mut own) = (Vec::new(), Vec::new());
         for (change, origin) in self.attribute(session, record, changes, after)? {
             if origin != Origin::Other {
@@ -1261,11 +1261,11 @@ impl Store {
         touched.dedup();
         // (A turn a redo gave back starts from the project as the redo found it.)
         let target = locked.as_reopened(session, undone[0].clone())?.before;
-        let differing = tree_changes(&repo, self.trees(), current, target)?;
+        let differing = tree_changes(&repo, self.reads(), current, target)?;
         // A file the turns moved is undone as one: both names, or neither (the moves are the
         // turns' own, whatever stands at either name now).
         let last_after = undone[undone.len() - 1].after.unwrap_or(current);
-        let moves = tree_changes(&repo, self.trees(), target, last_after)?;
+        let moves = tree_changes(&repo, self.reads(), target, last_after)?;
         let partners = rename_partners(&repo, &moves, &touched, false)?;
         keep_below(&mut touched, only.as_ref(), &partners, session)?;
         let chain = locked.chain_since(session, undone[0].begin)?;
@@ -1887,7 +1887,7 @@ impl Store {
             Ok(false)
         };
         // A file the undo moved back comes back under both names, or neither.
-        let moves = tree_changes(&repo, self.trees(), undo_tree, point)?;
+        let moves = tree_changes(&repo, self.reads(), undo_tree, point)?;
         let partners = rename_partners(&repo, &moves, &undid, true)?;
         for path in undid {
             // What the undo (or a redo of it since) left there, what is there now, what was
@@ -2211,7 +2211,7 @@ impl Store {
         };
         for pair in chain.windows(2) {
             let (from, to) = (&pair[0], &pair[1]);
-            let changed = tree_changes(&repo, self.trees(), from.tree, to.tree)?
+            let changed = tree_changes(&repo, self.reads(), from.tree, to.tree)?
                 .into_iter()
                 .map(|c| c.path);
             match to.kind {
@@ -2228,7 +2228,7 @@ impl Store {
                 }
                 ChainKind::Undo => {
                     if let Some(found) = to.reopened_at {
-                        let gap = tree_changes(&repo, self.trees(), from.tree, found)?;
+                        let gap = tree_changes(&repo, self.reads(), from.tree, found)?;
                         others.extend(gap.into_iter().map(|c| c.path));
                     }
                     for path in changed {
@@ -2258,7 +2258,7 @@ impl Store {
             ..
         }) = chain.last()
         {
-            for change in tree_changes(&repo, self.trees(), last, current)? {
+            for change in tree_changes(&repo, self.reads(), last, current)? {
                 let session_left = match last_word.get(&change.path) {
                     Some(tree) => side_at(&repo, *tree, change.path.as_ref())?,
                     None => None,
@@ -2346,7 +2346,7 @@ impl Store {
             // trimmed and the old commits removed): any change of the turn may be theirs, but
             // those an ended turn named its own when it ended (knowing what the others did).
             let after = record.after.unwrap_or(current);
-            let changes = tree_changes(&repo, self.trees(), record.before, after)?;
+            let changes = tree_changes(&repo, self.reads(), record.before, after)?;
             let (end, _) = commit_and_tree(&repo, record.commit)?;
             let own: HashSet<BString> = match record.ended_at {
                 Some(_) => parse_files(end.message_raw_sloppy()).unwrap_or_default(),
@@ -2392,7 +2392,7 @@ impl Store {
             return Ok((kind, Vec::new()));
         };
         let (_, before) = commit_and_tree(&repo, parent)?;
-        let changes = tree_changes(&repo, self.trees(), before, tree)?;
+        let changes = tree_changes(&repo, self.reads(), before, tree)?;
         Ok((kind, changes.into_iter().map(|c| c.path).collect()))
     }
 
@@ -2517,7 +2517,7 @@ impl Store {
         if unknown {
             overlaps.push(Overlap {
                 announced: Vec::new(),
-                changed: tree_changes(&repo, self.trees(), record.before, after)?
+                changed: tree_changes(&repo, self.reads(), record.before, after)?
                     .into_iter()
                     .map(|c| c.path)
                     .collect(),
@@ -2546,7 +2546,7 @@ impl Store {
             };
             overlaps.push(Overlap {
                 announced: self.announced_by(&other, &theirs)?,
-                changed: tree_changes(&repo, self.trees(), start, end)?
+                changed: tree_changes(&repo, self.reads(), start, end)?
                     .into_iter()
                     .map(|c| c.path)
                     .collect(),
@@ -2618,7 +2618,7 @@ impl Store {
             // Left open, then its session began another: it ended where that one began, or
             // where an undo rolled it back before that.
             Some(after) if record.ended_at.is_none() => {
-                let changes = tree_changes(&repo, self.trees(), record.before, after)?;
+                let changes = tree_changes(&repo, self.reads(), record.before, after)?;
                 self.attribute(session, record, changes, after)?
             }
             Some(after) => {
@@ -2626,7 +2626,7 @@ impl Store {
                 if let Some(files) = parse_files(object.message_raw_sloppy()) {
                     return Ok(files.into_iter().map(|f| (f.file, f.origin)).collect());
                 }
-                let changes = tree_changes(&repo, self.trees(), record.before, after)?;
+                let changes = tree_changes(&repo, self.reads(), record.before, after)?;
                 changes
                     .into_iter()
                     .map(|c| (c, Origin::Unannounced))
@@ -2640,7 +2640,7 @@ impl Store {
             }
             None => {
                 let record = self.as_reopened(session, record.clone())?;
-                let changes = tree_changes(&repo, self.trees(), record.before, current)?;
+                let changes = tree_changes(&repo, self.reads(), record.before, current)?;
                 self.attribute(session, &record, changes, current)?
             }
         };
@@ -2828,11 +2828,11 @@ fn link(partners: &mut HashMap<BString, BString>, a: &BString, b: &BString) {
 /// [`find_renames`] on the deletions and additions it finds.
 fn moved_since(
     repo: &gix::Repository,
-    trees: &crate::store::objects::TreeCache,
+    reads: crate::store::objects::Reads<'_>,
     (after, current): (ObjectId, ObjectId),
     (paths, turns_moves): (&[BString], &HashMap<BString, BString>),
 ) -> Result<HashMap<BString, BString>> {
-    let changes = tree_changes(repo, trees, after, current)?;
+    let changes = tree_changes(repo, reads, after, current)?;
     let the_turns = |c: &Change| paths.binary_search(&c.path).is_ok();
     // (A turn's name that its move left is one too: `mv a b`, then `mv b a`.)
     let added =
@@ -2983,7 +2983,7 @@ impl Locked<'_> {
         paths.sort_unstable();
         let before = self.as_reopened(session, record.clone())?.before;
         // A file the turn moved is undone as one: both names, or neither.
-        let moves = tree_changes(&repo, self.trees(), before, record.after.unwrap_or(current))?;
+        let moves = tree_changes(&repo, self.reads(), before, record.after.unwrap_or(current))?;
         let partners = rename_partners(&repo, &moves, &paths, true)?;
         keep_below(&mut paths, only.as_ref(), &partners, session)?;
         let merges = match options.dry_run {
@@ -2998,7 +2998,7 @@ impl Locked<'_> {
         // A file the turn left that was moved since (a later turn's rename, say): its work is
         // taken out where the file stands now, as `git revert` follows a rename.
         let after = record.after.unwrap_or(current);
-        let moved = moved_since(&repo, self.trees(), (after, current), (&paths, &partners))?;
+        let moved = moved_since(&repo, self.reads(), (after, current), (&paths, &partners))?;
         // A move the turn made that a later one reversed (`mv a b`, then `mv b a`): the file
         // stands at its old name again, where the turn's change to it is taken out, as one
         // file (`b` goes with it), as `git revert` does.
@@ -3346,7 +3346,7 @@ impl Store {
                 .into_iter()
                 .collect();
             let after = record.after.unwrap_or(current);
-            for change in tree_changes(&repo, self.trees(), record.before, after)? {
+            for change in tree_changes(&repo, self.reads(), record.before, after)? {
                 let Some(&origin) = origins.get(&change.path) else {
                     continue; // another session's
                 };
@@ -3383,7 +3383,7 @@ impl Store {
     /// files of a turn recorded before turns recorded whose each change is).
     fn files_between(&self, before: ObjectId, after: ObjectId) -> Result<Vec<TurnFile>> {
         let repo = self.repo();
-        tree_changes(&repo, self.trees(), before, after)?
+        tree_changes(&repo, self.reads(), before, after)?
             .into_iter()
             .map(|c| turn_file(&repo, plain(c), Origin::Unannounced))
             .collect()

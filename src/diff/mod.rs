@@ -166,7 +166,7 @@ impl Store {
     /// ```
     pub fn patch(&self, hash: SnapshotId) -> Result<Patch> {
         let (from, to) = self.resolve_pair(hash, None)?;
-        let changes = tree_changes(&self.repo(), self.trees(), from, to)?;
+        let changes = tree_changes(&self.repo(), self.reads(), from, to)?;
         Ok(Patch {
             hash: SnapshotId(from),
             files: changes.into_iter().map(|c| c.path).collect(),
@@ -199,7 +199,7 @@ impl Store {
         let (from, to) = self.resolve_pair(from, to)?;
         let repo = self.repo();
         let mut budget = Some(options.max_total_content_bytes);
-        let selected = tree_changes(&repo, self.trees(), from, to)?
+        let selected = tree_changes(&repo, self.reads(), from, to)?
             .into_iter()
             .filter(|change| {
                 let path = change.path.as_ref();
@@ -269,7 +269,7 @@ impl Store {
         let (from, to) = self.resolve_pair(from, to)?;
         let repo = self.repo();
         let mut out = Vec::new();
-        let selected = tree_changes(&repo, self.trees(), from, to)?
+        let selected = tree_changes(&repo, self.reads(), from, to)?
             .into_iter()
             .filter(|change| only.is_none_or(|only| only(change.path.as_ref())))
             .collect();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::error::{object_error, Result};
-use crate::store::objects::{read_object, TreeCache};
+use crate::store::objects::Reads;
 
 /// One side of a changed path: mode (as git prints it, e.g. `0o100644`) and object id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,10 +36,10 @@ pub(crate) struct Change {
 /// (so trees only in an in-memory overlay are not seen), and the changes are then sorted by
 /// their paths' bytes, which is git's order (a directory sorts as its name and `/`). No
 /// recursion, so depth costs heap, not thread stack. Costs one tree read per differing
-/// directory, spread over the cores, except for the trees `trees` holds (and then holds).
+/// directory, spread over the cores, except for the trees `reads` holds (and then holds).
 pub(crate) fn tree_changes(
     repo: &gix::Repository,
-    trees: &TreeCache,
+    reads: Reads<'_>,
     from: ObjectId,
     to: ObjectId,
 ) -> Result<Vec<Change>> {
@@ -51,12 +51,12 @@ pub(crate) fn tree_changes(
     let shared = repo.clone().into_sync();
     while !level.is_empty() {
         let compared: Vec<Result<Compared>> = match level.len() < PARALLEL_FROM {
-            true => level.iter().map(|dir| compare(repo, trees, dir)).collect(),
+            true => level.iter().map(|dir| compare(repo, reads, dir)).collect(),
             false => level
                 .par_iter()
                 .map_init(
                     || shared.to_thread_local(),
-                    |repo, dir| compare(repo, trees, dir),
+                    |repo, dir| compare(repo, reads, dir),
                 )
                 .collect(),
         };
@@ -83,10 +83,10 @@ type Compared = (Vec<Change>, Vec<PendingDir>);
 /// Compare one directory of both trees. Costs reading its two trees.
 fn compare(
     repo: &gix::Repository,
-    trees: &TreeCache,
+    reads: Reads<'_>,
     (dir, old, new): &PendingDir,
 ) -> Result<Compared> {
-    let mut pair = DirPair::read((repo, trees), *old, *new, dir.as_ref())?;
+    let mut pair = DirPair::read((repo, reads), *old, *new, dir.as_ref())?;
     let (mut changes, mut below) = (Vec::new(), Vec::new());
     let mut path = dir.clone();
     while let Some((a, b)) = {
@@ -141,13 +141,13 @@ impl Entries {
 impl DirPair {
     /// Read trees `from` and `to` (either may be absent) of directory `dir`.
     fn read(
-        (repo, trees): (&gix::Repository, &TreeCache),
+        (repo, reads): (&gix::Repository, Reads<'_>),
         from: Option<ObjectId>,
         to: Option<ObjectId>,
         dir: &BStr,
     ) -> Result<DirPair> {
         let read = |id: Option<ObjectId>| {
-            id.map(|id| read_tree((repo, trees), id, dir))
+            id.map(|id| read_tree((repo, reads), id, dir))
                 .transpose()
                 .map(Option::unwrap_or_default)
         };
@@ -185,17 +185,19 @@ impl DirPair {
     }
 }
 
-/// The entries of tree `id` (read while diffing directory `dir`), from `trees` or else from
-/// the store (then held in `trees`). Costs the decoding, and a read of the object unless held.
+/// The entries of tree `id` (read while diffing directory `dir`), from the trees `reads`
+/// holds or else from the store (then held there). Costs the decoding, and a read of the
+/// object unless held.
 fn read_tree(
-    (repo, trees): (&gix::Repository, &TreeCache),
+    (repo, reads): (&gix::Repository, Reads<'_>),
     id: ObjectId,
     dir: &BStr,
 ) -> Result<Entries> {
+    let trees = reads.trees();
     let data = match trees.get(&id) {
         Some(data) => data,
         None => {
-            let (kind, data) = read_object(repo, id, dir)?;
+            let (kind, data) = reads.object(repo, id, dir)?;
             if kind != gix::objs::Kind::Tree {
                 return Err(object_error(
                     &id,

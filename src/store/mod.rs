@@ -815,11 +815,6 @@ impl Store {
         &self.git_dir
     }
 
-    /// The trees this process wrote or read (see [`objects::TreeCache`]).
-    pub(crate) fn trees(&self) -> &objects::TreeCache {
-        self.objects.trees()
-    }
-
     /// A handle on the store's repository for this thread (isolated from the environment and the
     /// global git config). Cheap: it shares the object database and config.
     pub(crate) fn repo(&self) -> gix::Repository {
@@ -834,6 +829,13 @@ impl Store {
         let fresh = open_repo(&self.git_dir)?;
         *self.repo.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         Ok(())
+    }
+}
+
+impl Store {
+    /// What may be asked of the store's objects without its lock (see [`objects::Reads`]).
+    pub(crate) fn reads(&self) -> objects::Reads<'_> {
+        objects::Reads(&self.objects)
     }
 }
 

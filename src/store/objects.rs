@@ -726,11 +726,49 @@ pub(crate) struct LooseObject {
     pub(crate) modified: SystemTime,
 }
 
+/// What may be asked of a store's objects without its lock (writing takes the lock's
+/// [`ObjectWriter`]): the trees this process holds, and objects read knowing which are packed.
+#[derive(Clone, Copy)]
+pub(crate) struct Reads<'a>(pub(crate) &'a ObjectWriter);
+
+impl Reads<'_> {
+    /// The trees this process wrote or read.
+    pub(crate) fn trees(&self) -> &TreeCache {
+        self.0.trees()
+    }
+
+    /// [`read_object`], from the packs without looking for a loose file first when a pack
+    /// the store knows of holds `id` (a failed `open` is most of reading a packed tree): for
+    /// the many reads of a diff or a restore. Costs a binary search of each pack index more.
+    pub(crate) fn object(
+        &self,
+        repo: &gix::Repository,
+        id: ObjectId,
+        path: &BStr,
+    ) -> Result<(gix::objs::Kind, Vec<u8>)> {
+        if self.0.in_packs(&id) {
+            if let Ok(object) = repo.find_object(id) {
+                return Ok((object.kind, object.detach().data));
+            }
+        }
+        read_object(repo, id, path)
+    }
+}
+
 /// The bytes of blob `id` at `path`.
 pub(crate) fn read_blob(repo: &gix::Repository, id: ObjectId, path: &BStr) -> Result<Vec<u8>> {
-    match read_object(repo, id, path)? {
-        (gix::objs::Kind::Blob, data) => Ok(data),
-        (kind, _) => Err(object_error(
+    blob_of(read_object(repo, id, path)?, id, path)
+}
+
+/// The data of `object`, which must be blob `id` (at `path`, for messages).
+pub(crate) fn blob_of(
+    (kind, data): (gix::objs::Kind, Vec<u8>),
+    id: ObjectId,
+    path: &BStr,
+) -> Result<Vec<u8>> {
+    match kind {
+        gix::objs::Kind::Blob => Ok(data),
+        kind => Err(object_error(
             &id,
             path,
             format!("a {kind} where a blob belongs"),
