@@ -76,14 +76,15 @@ pub use id::{ParseIdError, SnapshotId};
 pub use inspect::{Doctor, LogEntry, LogKind, Shown};
 pub use paths::quote_path;
 pub use prune::{
-    parse_duration, parse_size, prune_all, AbandonedTurn, PruneAllOutcome, PruneOptions,
-    PruneOutcome, Pruner, DEFAULT_ABANDONED_AFTER, DEFAULT_MAX_SIZE, DEFAULT_MAX_TURNS_PER_SESSION,
-    DEFAULT_RETENTION, DEFAULT_TARGET_SIZE,
+    prune_all, AbandonedTurn, PruneAllOutcome, PruneOptions, PruneOutcome, Pruner,
+    DEFAULT_ABANDONED_AFTER, DEFAULT_MAX_SIZE, DEFAULT_MAX_TURNS_PER_SESSION, DEFAULT_RETENTION,
+    DEFAULT_TARGET_SIZE,
 };
 pub use restore::{is_left_by_rewind, ConflictDetail, Failure, RestoreOptions, RestoreOutcome};
 #[cfg(feature = "serve")]
 pub use serve::{lone_surrogates_replaced, serve};
 pub use snapshot::{SkipReason, Skipped, Snapshot, TrackOptions, WatchStatus};
+pub use store::settings::{parse_duration, parse_size};
 pub use store::{
     data_dir, private_data_dir, Call, Clock, NestedRepos, Notices, OpenOptions, Progress, Store,
     DEFAULT_LOCK_WAIT, DEFAULT_MAX_FILE_SIZE, NOTICES_LOCK_WAIT,

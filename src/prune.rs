@@ -28,6 +28,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::store::objects::LooseObject;
 use crate::store::pruned::Why;
+use crate::store::settings::{parse_duration, parse_size};
 use crate::store::{
     files_below, leftovers, objects_size, Locked, Store, RECORDS, SNAPSHOT_RECORDS,
 };
@@ -163,43 +164,6 @@ pub fn prune_all(
     }
     all.set_aside = Store::set_aside_stores(open.data_dir())?;
     Ok(all)
-}
-
-/// `"12h"` → `(12, "h")`: leading digits and the rest.
-fn number_and_unit(text: &str) -> Option<(u64, &str)> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    Some((number.parse().ok()?, unit))
-}
-
-/// Parse a size such as `500M`, `300MB`, `2G`, `64k` or a number of bytes.
-pub fn parse_size(text: &str) -> Option<u64> {
-    let (number, unit) = number_and_unit(text)?;
-    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return None,
-    };
-    number.checked_mul(factor)
-}
-
-/// Parse a duration such as `7d`, `12h`, `30m`, `45s`, `2w` (a bare number is days).
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let (number, unit) = number_and_unit(text)?;
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "" | "d" => 86400,
-        "w" => 7 * 86400,
-        _ => return None,
-    };
-    number.checked_mul(seconds).map(Duration::from_secs)
 }
 
 /// [`PruneOptions`] completed from a store's git config and the defaults.
@@ -1206,75 +1170,6 @@ impl Drop for Pruner {
         drop(self.stop.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{parse_duration, parse_size};
-    use std::time::Duration;
-
-    #[test]
-    fn durations_take_a_unit_and_a_bare_number_is_days() {
-        let day = 86_400;
-        for (text, seconds) in [
-            ("45s", 45),
-            ("30m", 30 * 60),
-            ("12h", 12 * 3600),
-            ("7d", 7 * day),
-            ("7", 7 * day),
-            ("2w", 14 * day),
-            ("0s", 0),
-            (" 3h ", 3 * 3600),
-        ] {
-            assert_eq!(
-                parse_duration(text),
-                Some(Duration::from_secs(seconds)),
-                "{text:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn nonsense_and_overflowing_durations_are_none() {
-        for text in [
-            "",
-            "d",
-            "-1d",
-            "1.5h",
-            "7x",
-            "7D",
-            "7 d",
-            "1d2h",
-            "99999999999999999999s",
-            "30600000000000w",
-        ] {
-            assert_eq!(parse_duration(text), None, "{text:?}");
-        }
-    }
-
-    #[test]
-    fn sizes_take_binary_units_in_any_case() {
-        for (text, bytes) in [
-            ("1024", 1024),
-            ("10b", 10),
-            ("64k", 64 << 10),
-            ("64KiB", 64 << 10),
-            ("500M", 500 << 20),
-            ("300MB", 300 << 20),
-            ("2G", 2 << 30),
-            ("2 gib", 2 << 30),
-            ("0", 0),
-        ] {
-            assert_eq!(parse_size(text), Some(bytes), "{text:?}");
-        }
-    }
-
-    #[test]
-    fn nonsense_and_overflowing_sizes_are_none() {
-        for text in ["", "M", "-1M", "1.5G", "2T", "2 GB x", "17179869184G"] {
-            assert_eq!(parse_size(text), None, "{text:?}");
         }
     }
 }

@@ -37,6 +37,7 @@ pub(crate) mod objects;
 pub(crate) mod pack;
 pub(crate) mod pruned;
 pub(crate) mod refs;
+pub(crate) mod settings;
 #[cfg(feature = "serve")]
 pub(crate) use lock::deadline_in;
 pub use lock::Call;
@@ -856,32 +857,9 @@ impl Store {
     /// ```
     pub fn max_file_size(&self) -> Result<u64> {
         let size = self.setting("rewind.maxFileSize", "a size in bytes such as 2m", |v| {
-            crate::prune::parse_size(v)
+            settings::parse_size(v)
         })?;
         Ok(size.unwrap_or(DEFAULT_MAX_FILE_SIZE))
-    }
-
-    /// The value of `key` in the store's git config read by `parse`; `None` when unset, and
-    /// [`Error::BadSetting`] (saying it `must_be`) when `parse` cannot read it.
-    pub(crate) fn setting<T>(
-        &self,
-        key: &'static str,
-        must_be: &'static str,
-        parse: impl FnOnce(&str) -> Option<T>,
-    ) -> Result<Option<T>> {
-        let Some(value) = self.repo().config_snapshot().string(key) else {
-            return Ok(None);
-        };
-        let value = value.to_str_lossy().into_owned();
-        match parse(value.trim()) {
-            Some(parsed) => Ok(Some(parsed)),
-            None => Err(Error::BadSetting {
-                key,
-                value,
-                must_be,
-                config: self.git_dir().join("config"),
-            }),
-        }
     }
 }
 
