@@ -147,6 +147,7 @@ impl Store {
         let refs = self.refs_under("refs/")?;
         let mut roots: Vec<_> = refs.iter().map(|(_, id)| *id).collect();
         roots.extend(self.index_roots());
+        roots.extend(self.undo_points_of_sessions(&|_| true)?);
         let repo = self.repo();
         let mut missing: Vec<String> = self
             .reachable(roots)

@@ -542,7 +542,8 @@ impl Store {
             }
         }
         let killed = self.killed_runs_undo_point();
-        let (kept_points, expired_points) = self.undo_points(cutoff, killed)?;
+        let keeps = |name: &str| gone.keeps(name);
+        let (kept_points, expired_points) = self.undo_points(cutoff, killed, &keeps)?;
         if !expired_points.is_empty() {
             gone.rewritten.push(UNDO_REF.into());
             gone.hollow.extend(expired_points);
@@ -599,37 +600,37 @@ impl Store {
     }
 
     /// The undo points to keep (newest first) and those to cut off the chain now: those older
-    /// than `cutoff` (but the one of snapshot `killed`, a killed restore's, and the newer),
-    /// once they are at least an eighth as many as the newer ones (cutting rewrites every newer
-    /// point, so it waits until that is worth it: hourly points are not all copied at every
-    /// hourly prune); else none. Costs a commit read per undo point.
+    /// than `cutoff` (but the one of snapshot `killed`, a killed restore's, and the newer, and
+    /// every one an undo of a session `keep` accepts names: its redo needs it, and the chain is
+    /// what makes it reachable for git, whose `gc` a person may run), once they are at least an
+    /// eighth as many as the newer ones (cutting rewrites every newer point, so it waits until
+    /// that is worth it: hourly points are not all copied at every hourly prune); else none.
+    /// Costs a commit read per undo point, and reading the sessions' chains.
     fn undo_points(
         &self,
         cutoff: DateTime<Utc>,
         killed: Option<ObjectId>,
+        keep: &dyn Fn(&str) -> bool,
     ) -> Result<(Vec<ObjectId>, Vec<ObjectId>)> {
+        let needed: HashSet<ObjectId> = self.undo_points_of_sessions(keep)?.into_iter().collect();
         let (mut kept, mut expired) = (Vec::new(), Vec::new());
         let mut next = self.ref_target(UNDO_REF)?;
-        let is_killed = |id: ObjectId| -> Result<bool> {
-            let Some(killed) = killed else {
-                return Ok(false);
-            };
-            let repo = self.repo();
+        let repo = self.repo();
+        while let Some(id) = next {
             let commit = repo
                 .find_commit(id)
                 .map_err(|e| Error::store(self.git_dir(), e))?;
             let tree = commit
                 .tree_id()
-                .map_err(|e| Error::store(self.git_dir(), e))?;
-            Ok(tree == killed)
-        };
-        while let Some(id) = next {
+                .map_err(|e| Error::store(self.git_dir(), e))?
+                .detach();
             let young = self.commit_time(id)? >= cutoff;
-            match expired.is_empty() && (young || is_killed(id)?) {
+            let newest = expired.is_empty() && (young || Some(tree) == killed);
+            match newest || needed.contains(&tree) {
                 true => kept.push(id),
                 false => expired.push(id),
             }
-            next = self.parent(id)?;
+            next = commit.parent_ids().next().map(|id| id.detach());
         }
         if expired.len() * 8 < kept.len() {
             kept.append(&mut expired);
@@ -703,9 +704,10 @@ impl Store {
             .collect())
     }
 
-    /// Each session's turn count, last activity, and whether a turn is open (since `abandoned`
-    /// or later: one open since before is abandoned) or rolled back; a session a trim left with
-    /// no turn counts too. Costs reading every turn's commit.
+    /// Each session's turn count, last activity (its newest turn or chain commit), and whether
+    /// a turn is open (since `abandoned` or later: one open since before is abandoned) or rolled
+    /// back; a session a trim left with no turn counts too. Costs reading every turn's commit
+    /// and every session's head.
     fn session_activity(&self, abandoned: DateTime<Utc>) -> Result<BTreeMap<String, Activity>> {
         let mut sessions: BTreeMap<String, Activity> = BTreeMap::new();
         for turn in self.turns_with(None, &crate::turns::SummaryOptions { renames: false })? {
@@ -730,15 +732,18 @@ impl Store {
             }
             activity.rolled_back |= turn.rolled_back;
         }
-        // A session a trim left with no turn: last active when the trim wrote its head.
-        for (session, last) in self.sessions_without_turns()? {
-            sessions.entry(session).or_insert(Activity {
+        // Last active when its newest chain commit was written: an undo, a redo or a trim is
+        // activity too (a trim of every turn leaves a session its head alone, or only its
+        // rolled-back turns, older than the turns it dropped).
+        for (session, at) in self.session_heads()? {
+            let activity = sessions.entry(session).or_insert(Activity {
                 turns: 0,
-                last,
+                last: at,
                 open: false,
                 abandoned: Vec::new(),
                 rolled_back: false,
             });
+            activity.last = activity.last.max(at);
         }
         Ok(sessions)
     }
@@ -770,7 +775,7 @@ impl Locked<'_> {
     /// Keep only the undo points newer than `cutoff`: the chain is rewritten without the older
     /// ones (same trees, messages and times).
     fn expire_undo(&self, cutoff: DateTime<Utc>, killed: Option<ObjectId>) -> Result<()> {
-        let (kept, expired) = self.undo_points(cutoff, killed)?;
+        let (kept, expired) = self.undo_points(cutoff, killed, &|_| true)?;
         if expired.is_empty() {
             return Ok(()); // nothing expired, or not enough yet to be worth a rewrite
         }

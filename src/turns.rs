@@ -1792,16 +1792,18 @@ impl Store {
         let heads_then = parse_other_heads(&message);
         // What turns since the undo that a trim dropped listed (the session's, and the others',
         // below): the copy after them names them. Where such lines were cut, what those turns
-        // did is not known. Other sessions' shared files go apart: a path the session's own
-        // undos and redos since changed is shared for a turn open meanwhile, and is not theirs.
-        let (mut theirs, mut theirs_shared, mut unknown) = (HashSet::new(), HashSet::new(), false);
-        let mut own_since: HashSet<BString> = HashSet::new();
+        // did is not known. The session's own undos and redos since, each with where the other
+        // sessions stood then and the paths it changed: another's turn open across one lists
+        // such a path as shared because of it, and that path is not theirs.
+        let (mut theirs, mut unknown) = (HashSet::new(), false);
+        let mut own_undos: Vec<(HashMap<String, ObjectId>, HashSet<BString>)> = Vec::new();
         for (_, text) in &since {
             let found = dropped_files_after(text, None, &mut HashSet::new());
             theirs.extend(found.own.into_iter().chain(found.shared));
             unknown |= found.cut;
             if ChainKind::of(text) == ChainKind::Undo {
-                own_since.extend(lines_with(text, CHANGED).filter_map(decode_path));
+                let changed = lines_with(text, CHANGED).filter_map(decode_path).collect();
+                own_undos.push((parse_other_heads(text), changed));
             }
         }
         // Another session that prune removed since, active after the undo, took what it did
@@ -1820,6 +1822,9 @@ impl Store {
                 || message
                     .lines()
                     .any(|l| l == NO_OTHER_HEADS.trim_end().as_bytes());
+            // Its chain since the undo, each commit (and what a trim's copy stands for) by its
+            // place, oldest first after the head the undo recorded (0).
+            let mut order: HashMap<ObjectId, usize> = HashMap::new();
             let since: Option<HashSet<ObjectId>> = match !heads_recorded {
                 true => None,
                 false => {
@@ -1830,15 +1835,40 @@ impl Store {
                     // expired: what every dropped turn of the chain named counts.)
                     let place = then.filter(|_| met);
                     let mut begun = HashSet::new();
-                    for (_, text) in walked.iter().rev() {
+                    order.extend(place.map(|then| (then, 0)));
+                    for (n, (commit, text)) in walked.iter().rev().enumerate() {
                         let found = dropped_files_after(text, place, &mut begun);
-                        theirs.extend(found.own);
-                        theirs_shared.extend(found.shared);
+                        theirs.extend(found.own.into_iter().chain(found.shared));
                         unknown |= found.cut;
+                        // (What its own undos and redos since changed is its doing too.)
+                        if ChainKind::of(text) == ChainKind::Undo {
+                            theirs.extend(lines_with(text, CHANGED).filter_map(decode_path));
+                        }
+                        let stood_for = lines_with(text, COPY_OF)
+                            .filter_map(|hex| ObjectId::from_hex(hex).ok());
+                        order.extend(stood_for.chain([*commit]).map(|id| (id, n + 1)));
                     }
                     (met || then.is_none())
                         .then(|| walked.into_iter().map(|(commit, _)| commit).collect())
                 }
+            };
+            // Whether a turn from `begin` to `end` (open: `None`) was open across one of the
+            // session's own undos and redos since that changed `path` (where this session stood
+            // then tells: at or after the begin, before the end). Unknown places say no.
+            let open_across_own_change = |(begin, end): (ObjectId, Option<ObjectId>),
+                                          path: &BString| {
+                own_undos.iter().any(|(heads, changed)| {
+                    let stood = heads.get(&head_ref).and_then(|h| order.get(h));
+                    let (begin, end) = (order.get(&begin), end.map(|e| order.get(&e)));
+                    let open_then = match (stood, begin, end) {
+                        (Some(stood), Some(begin), None) => begin <= stood,
+                        (Some(stood), Some(begin), Some(Some(end))) => {
+                            begin <= stood && stood < end
+                        }
+                        _ => false,
+                    };
+                    open_then && changed.contains(path)
+                })
             };
             for record in &their_records {
                 let after_undo = match &since {
@@ -1865,16 +1895,21 @@ impl Store {
                     Some(since) => since.contains(&record.begin),
                     None => record.started_at >= undone_at,
                 };
+                let end = record.ended_at.map(|_| record.commit);
                 for file in files {
                     match file.origin {
                         Origin::Unannounced | Origin::Announced => theirs.insert(file.file),
-                        Origin::Shared if begun_since => theirs_shared.insert(file.file),
+                        Origin::Shared
+                            if begun_since
+                                && !open_across_own_change((record.begin, end), &file.file) =>
+                        {
+                            theirs.insert(file.file)
+                        }
                         Origin::Shared | Origin::Other => false,
                     };
                 }
             }
         }
-        theirs.extend(theirs_shared.into_iter().filter(|p| !own_since.contains(p)));
         let changed_by_later_turn = |path: &BStr| -> Result<bool> {
             if unknown || theirs.contains(path) {
                 return Ok(true);
@@ -3695,27 +3730,22 @@ impl Store {
         crate::store::refs::read_again(|| self.read_sessions(&prefix))
     }
 
-    /// The sessions a trim left with no turn (their head alone, naming what it dropped), each
-    /// with when that head was written. Costs listing the sessions' refs and a commit read per
-    /// such session.
-    pub(crate) fn sessions_without_turns(&self) -> Result<Vec<(String, DateTime<Utc>)>> {
-        let (mut heads, mut with_turns) = (BTreeMap::new(), HashSet::new());
+    /// Every session's newest chain commit (a turn's begin or end, an undo, a redo, a trim's
+    /// commit; a session a trim left with no turn has it alone), with when it was written.
+    /// Costs listing the sessions' refs and a commit read per session.
+    pub(crate) fn session_heads(&self) -> Result<Vec<(String, DateTime<Utc>)>> {
+        let mut heads = Vec::new();
         for (name, commit) in self.refs_under(&format!("{SESSIONS}/"))? {
-            // <SESSIONS>/<session>/head or <SESSIONS>/<session>/turns/<turn>
-            match name[SESSIONS.len() + 1..].split('/').collect::<Vec<_>>()[..] {
-                [session, "head"] => {
-                    heads.insert(session.to_owned(), commit);
-                }
-                [session, "turns", _] => {
-                    with_turns.insert(session.to_owned());
-                }
-                _ => {}
+            // <SESSIONS>/<session>/head
+            if name[SESSIONS.len() + 1..].split('/').nth(1) == Some("head") {
+                let record = self.record(commit)?;
+                let at = record
+                    .ended_at
+                    .map_or(record.started_at, |e| e.max(record.started_at));
+                heads.push((record.session, at));
             }
         }
-        let alone = heads.into_iter().filter(|(s, _)| !with_turns.contains(s));
-        alone
-            .map(|(_, head)| self.record(head).map(|r| (r.session, r.started_at)))
-            .collect()
+        Ok(heads)
     }
 
     /// One read of [`Self::sessions`], and whether every turn was on its session's chain.

@@ -2791,3 +2791,160 @@ fn a_turn_left_open_ends_where_the_next_first_began_though_a_redo_gave_that_one_
     assert_eq!(read(p, "u.txt").as_deref(), Some("the user's notes\n"));
     assert_eq!(read(p, "a2.txt").as_deref(), Some("turn 2\n"));
 }
+
+/// r68 F6: an undo's undo point was reachable for git only through `refs/rewind/undo`; once a
+/// prune cut the chain's points older than the retention, a person's `git gc --prune=now`
+/// deleted the point of an undo not yet redone (rewind's own prune kept it): the redo failed
+/// for good, the user's edit the forced undo had overwritten was in no object, and `doctor`
+/// said every object was present. A point an undo of a live session names stays on the chain.
+#[test]
+fn a_persons_gc_keeps_the_undo_point_of_an_undo_not_yet_redone() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    let day = |d: i64| {
+        at_time(
+            p,
+            data.path(),
+            chrono::Utc::now() + chrono::Duration::days(d),
+        )
+    };
+    write_file(p, "f", "base\n");
+    agent_turn(&store, p, "1", &[("f", "agent\n")]);
+    write_file(p, "f", "the user's edit, its only copy\n");
+    store.undo_last("s", true).unwrap();
+    assert_eq!(read(p, "f").as_deref(), Some("base\n"));
+    agent_turn(&day(5), p, "2", &[("g", "g2\n")]);
+    day(9).prune(&Default::default()).unwrap();
+    git_in_store(&store, &["gc", "--prune=now", "-q"]);
+    let doctor = day(9).doctor().unwrap();
+    assert!(doctor.is_healthy(), "{doctor:?}");
+    let force = rewind::RedoOptions {
+        force: true,
+        ..Default::default()
+    };
+    day(9).redo("s", &force).unwrap();
+    assert_eq!(
+        read(p, "f").as_deref(),
+        Some("the user's edit, its only copy\n")
+    );
+}
+
+/// r68 F7 and F4: a session's age was its last turn's. A trim of every turn (`--max-turns 0`)
+/// kept only an old rolled-back turn, so the next prune removed the session minutes after its
+/// last turn, and collected the rolled-back turn's work its redo needed; and a session whose
+/// last turn was a week old was removed hours after the user's undo, taking the redo. A
+/// session's age counts from the newest commit of its chain: a turn, an undo, a redo, a trim.
+#[test]
+fn a_session_is_as_old_as_its_newest_turn_undo_redo_or_trim() {
+    let (project, data, _store) = setup();
+    let p = project.path();
+    let day = |d: i64| {
+        at_time(
+            p,
+            data.path(),
+            chrono::Utc::now() + chrono::Duration::days(d),
+        )
+    };
+    write_file(p, "f", "base\n");
+    write_file(p, "g", "g0\n");
+    agent_turn(&day(0), p, "1", &[("f", "agent work\n")]);
+    day(0).undo_last("s", false).unwrap();
+    agent_turn(&day(10), p, "2", &[("g", "g2\n")]);
+    assert_eq!(day(10).prune(&trim_to(0)).unwrap().turns_removed, 1);
+    assert!(day(10)
+        .prune(&Default::default())
+        .unwrap()
+        .sessions_removed
+        .is_empty());
+    day(10).redo("s", &Default::default()).unwrap();
+    assert_eq!(read(p, "f").as_deref(), Some("agent work\n"));
+
+    // A week after the last turn, the user undoes it; the hourly prune after keeps the session.
+    day(17).undo_last("s", false).unwrap();
+    assert!(day(17)
+        .prune(&Default::default())
+        .unwrap()
+        .sessions_removed
+        .is_empty());
+    day(17).redo("s", &Default::default()).unwrap();
+    assert_eq!(read(p, "f").as_deref(), Some("agent work\n"));
+    // Idle a whole retention after that, it goes.
+    let pruned = day(25).prune(&Default::default()).unwrap();
+    assert_eq!(pruned.sessions_removed, ["s"]);
+}
+
+/// B's and C's turns at once, twice: B changes `f` and puts it back to `back`, so both of
+/// B's turns list it `shared` (C's turn was open), and C writes `c`.
+fn b_changes_and_puts_back_beside_c(b: &Store, c: &Store, p: &Path, back: &str) {
+    for (turn, f, c_content) in [("1", "B's work\n", "c1\n"), ("2", back, "c2\n")] {
+        b.begin_turn("b", turn).unwrap();
+        c.begin_turn("c", turn).unwrap();
+        write_file(p, "f", f);
+        write_file(p, "c", c_content);
+        b.end_turn("b", turn).unwrap();
+        c.end_turn("c", turn).unwrap();
+    }
+}
+
+/// r68 F2: the r67 F2 fix took every path the session's own undos and redos since changed off
+/// other sessions' shared files, though only a turn open across such an undo lists the path
+/// because of it. Another session's turns begun after both undos changed a file and put it
+/// back (shared: a third session's turn was open); a redo of the first undo, by turn or after
+/// the second undo was redone, wrote over it without `--force`.
+#[test]
+fn a_redo_leaves_alone_what_another_sessions_shared_turns_did_after_its_own_later_undo() {
+    let (project, data, store, b) = setup_with_other();
+    let p = project.path();
+    let c = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    write_file(p, "f", "0\n");
+    write_file(p, "c", "0\n");
+    agent_turn(&store, p, "1", &[("f", "1\n")]);
+    store.undo_last("s", false).unwrap();
+    agent_turn(&store, p, "2", &[("f", "2\n")]);
+    store.undo_last("s", false).unwrap();
+    b_changes_and_puts_back_beside_c(&b, &c, p, "0\n");
+    let turn_1 = rewind::RedoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    let redone = store.redo("s", &turn_1).unwrap();
+    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
+    assert_eq!(read(p, "f").as_deref(), Some("0\n"));
+
+    // The same with a plain redo, once the later undo was redone.
+    let (project, data, store, b) = setup_with_other();
+    let p = project.path();
+    let c = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    write_file(p, "f", "0\n");
+    write_file(p, "c", "0\n");
+    agent_turn(&store, p, "1", &[("f", "1\n")]);
+    agent_turn(&store, p, "2", &[("f", "2\n")]);
+    store.undo_last("s", false).unwrap();
+    b_changes_and_puts_back_beside_c(&b, &c, p, "1\n");
+    store.undo_last("s", false).unwrap();
+    store.redo("s", &Default::default()).unwrap();
+    assert_eq!(read(p, "f").as_deref(), Some("1\n"));
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
+    assert_eq!(read(p, "f").as_deref(), Some("1\n"));
+}
+
+/// r68 F5: only other sessions' turns since the undo counted, not their undos and redos:
+/// another session's undo and redo changed a file and put it back after the undo, and the
+/// redo wrote over it without `--force`.
+#[test]
+fn a_redo_leaves_alone_what_another_sessions_undo_and_redo_did_since_the_undo() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "f", "0\n");
+    other_turns(&other, p, &[("1", "f", "B\n")]);
+    agent_turn(&store, p, "1", &[("f", "1\n")]);
+    store.undo_last("s", false).unwrap();
+    assert_eq!(read(p, "f").as_deref(), Some("B\n"));
+    other.undo_last("other", false).unwrap();
+    other.redo("other", &Default::default()).unwrap();
+    assert_eq!(read(p, "f").as_deref(), Some("B\n"));
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
+    assert_eq!(read(p, "f").as_deref(), Some("B\n"));
+}

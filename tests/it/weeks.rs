@@ -169,8 +169,10 @@ struct Session {
     open_saw: Option<BTreeMap<&'static str, Option<u64>>>,
     /// When the open turn ends.
     open_until: i64,
-    /// When a trim left the session with no turn (its head alone stays until it expires).
-    emptied_at: Option<i64>,
+    /// When the newest commit of its chain that is not a turn's was written: an undo, a redo,
+    /// or a trim's commit (after the chain's last turns it dropped; a session left with no
+    /// turn keeps it alone until it expires).
+    head_at: Option<i64>,
     /// The last undo, redoable (no turn began since): the turns it rolled back, the
     /// session's directory just before it, and when it was made.
     redo: Option<(Vec<String>, Files, i64)>,
@@ -180,13 +182,17 @@ impl Session {
     fn open(&self) -> bool {
         self.turns.last().is_some_and(|t| t.ended.is_none())
     }
-    /// The latest begin or end of its turns; with none, when a trim left it so.
+    /// The latest begin or end of its turns, or its undo, redo or trim commit after them.
     fn last_activity(&self) -> Option<i64> {
+        self.turns_last().max(self.head_at)
+    }
+
+    /// The latest begin or end of its turns.
+    fn turns_last(&self) -> Option<i64> {
         let turns = self.turns.iter();
-        let last = turns
+        turns
             .map(|t| t.ended.unwrap_or(t.started).max(t.started))
-            .max();
-        last.or(self.emptied_at)
+            .max()
     }
 }
 
@@ -490,6 +496,7 @@ impl<'a> Weeks<'a> {
             t.rolled_back = true;
         }
         s.redo = Some((undone, under(&before, session), self.now));
+        s.head_at = Some(self.now);
         self.stats.undos += 1;
         before
     }
@@ -530,11 +537,13 @@ impl<'a> Weeks<'a> {
             &replaced(&before, session, &dir),
             &format!("redo of {session} (turns {undone:?}: what its undo changed, back)"),
         );
-        for t in &mut self.sessions.get_mut(session).unwrap().turns {
+        let s = self.sessions.get_mut(session).unwrap();
+        for t in &mut s.turns {
             if undone.contains(&t.id) {
                 t.rolled_back = false;
             }
         }
+        s.head_at = Some(self.now);
         self.stats.redos += 1;
     }
 
@@ -677,6 +686,7 @@ impl<'a> Weeks<'a> {
             let mut excess = removable.iter().filter(|r| **r).count();
             excess = excess.saturating_sub(max_turns);
             let before = session.turns.len();
+            let chain_last = session.turns_last().max(session.head_at);
             let turns = std::mem::take(&mut session.turns)
                 .into_iter()
                 .zip(removable);
@@ -688,8 +698,10 @@ impl<'a> Weeks<'a> {
                 })
                 .collect();
             let trimmed = before - session.turns.len();
-            if trimmed > 0 && session.turns.is_empty() {
-                session.emptied_at = Some(self.now);
+            // The chain's last commits dropped (or every turn): a trim's commit names them.
+            let kept_last = session.turns_last().max(session.head_at);
+            if trimmed > 0 && (session.turns.is_empty() || kept_last < chain_last) {
+                session.head_at = Some(self.now);
             }
             if trimmed > 0 {
                 removed.turns += trimmed;
