@@ -5,7 +5,9 @@
 //! `<unix seconds> <reason> <ref>[ <unix seconds>]`, where `<ref>` is the session's ref prefix
 //! or the turn's ref (already encoded: no whitespace), and the last field, for a session that
 //! went, its last activity (what a redo of an undo that named it needs: whether it did
-//! anything after that undo). Lines go after [`REMEMBERED_FOR`].
+//! anything after that undo). Lines go after [`REMEMBERED_FOR`]; the latest activity of the
+//! sessions whose lines went stays, in one line `<unix seconds> forgot <unix seconds>`, so
+//! that a redo of an undo older than that still knows a session active since has gone.
 
 use std::time::Duration;
 
@@ -75,11 +77,22 @@ impl Locked<'_> {
         let since = now.timestamp() - REMEMBERED_FOR.as_secs() as i64;
         let old = crate::fs::read_store_file(&path).unwrap_or_default();
         let old = String::from_utf8_lossy(&old);
-        let mut text: String = old
-            .lines()
-            .filter(|line| parse(line).is_some_and(|(at, ..)| at >= since))
-            .flat_map(|line| [line, "\n"])
-            .collect();
+        let mut forgot = parse_forgot(&old);
+        let mut kept = String::new();
+        for line in old.lines() {
+            match parse(line) {
+                Some((at, ..)) if at >= since => kept.extend([line, "\n"]),
+                Some((at, why, reference, last)) if is_session(why, reference) => {
+                    forgot = forgot.max(Some(last.unwrap_or(at)));
+                }
+                _ => {} // an old turn's line, the old `forgot` line, or garbage
+            }
+        }
+        let mut text = match forgot {
+            Some(last) => format!("{} {FORGOT} {last}\n", now.timestamp()),
+            None => String::new(),
+        };
+        text.push_str(&kept);
         for (reference, why, last) in removed {
             let last = last
                 .map(|at| format!(" {}", at.timestamp()))
@@ -114,12 +127,16 @@ impl Store {
             .lines()
             .filter_map(parse)
             .filter(|(at, why, reference, last)| {
-                // (A session trimmed to no turn stays, and a turn's ref is no session.)
-                let session = *why != Why::Trimmed && reference.ends_with('/');
-                session && last.unwrap_or(*at) >= since.timestamp()
+                is_session(*why, reference) && last.unwrap_or(*at) >= since.timestamp()
             });
-        went.map(|(_, _, reference, _)| reference.to_owned())
-            .collect()
+        let mut gone: Vec<String> = went
+            .map(|(_, _, reference, _)| reference.to_owned())
+            .collect();
+        // (Sessions whose lines went: which they were is forgotten, not that they went.)
+        if parse_forgot(&text).is_some_and(|last| last >= since.timestamp()) {
+            gone.push(FORGOT.to_owned());
+        }
+        gone
     }
 
     /// The record's text. Costs reading it.
@@ -127,6 +144,26 @@ impl Store {
         let text = crate::fs::read_store_file(&self.git_dir().join(PRUNED)).ok()?;
         String::from_utf8(text).ok()
     }
+}
+
+/// The word of the line that keeps the latest activity of the sessions whose lines went.
+const FORGOT: &str = "forgot";
+
+/// Whether a line of `why` about `reference` is a session that went (a session trimmed to no
+/// turn stays, and a turn's ref is no session).
+fn is_session(why: Why, reference: &str) -> bool {
+    why != Why::Trimmed && reference.ends_with('/')
+}
+
+/// The latest activity of the sessions whose lines went, from the record's `forgot` line.
+fn parse_forgot(text: &str) -> Option<i64> {
+    text.lines().find_map(|line| {
+        let mut fields = line.split(' ');
+        let (_at, word, last) = (fields.next()?, fields.next()?, fields.next()?);
+        (word == FORGOT && fields.next().is_none())
+            .then(|| last.parse().ok())
+            .flatten()
+    })
 }
 
 /// One line of the record: time, reason, ref, and a session's last activity.
@@ -145,7 +182,7 @@ fn parse(line: &str) -> Option<(i64, Why, &str, Option<i64>)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse, Why};
+    use super::{parse, parse_forgot, Why};
 
     #[test]
     fn a_record_line_reads_back_and_garbage_does_not() {
@@ -169,6 +206,22 @@ mod tests {
         );
         for garbage in ["", "x expired r", "1 nope r", "1 expired", "1 expired r x"] {
             assert_eq!(parse(garbage), None, "{garbage:?}");
+        }
+        assert_eq!(parse("1700000000 forgot 1690000000"), None);
+    }
+
+    #[test]
+    fn the_forgot_line_reads_back_and_other_lines_are_not_it() {
+        let text = "1700000000 forgot 1690000000\n1700000001 expired refs/rewind/sessions/a/ 1\n";
+        assert_eq!(parse_forgot(text), Some(1690000000));
+        for other in [
+            "",
+            "1700000000 forgot",
+            "1 forgot x",
+            "1 forgot 2 3",
+            "1 expired r/ 2",
+        ] {
+            assert_eq!(parse_forgot(other), None, "{other:?}");
         }
     }
 }

@@ -2948,3 +2948,40 @@ fn a_redo_leaves_alone_what_another_sessions_undo_and_redo_did_since_the_undo() 
     assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
     assert_eq!(read(p, "f").as_deref(), Some("B\n"));
 }
+
+/// r68 F3: `rewind-pruned` drops its lines after 90 days whenever a removal rewrites it, and
+/// with the line of a session active after an undo went the knowledge that such a session had
+/// gone: a redo more than 90 days after its undo wrote over a file that session had changed and
+/// put back. The record keeps the latest activity of the sessions whose lines went.
+#[test]
+fn a_redo_long_after_its_undo_still_knows_a_session_active_since_went() {
+    let (project, data, _store) = setup();
+    let p = project.path();
+    let day = |d: i64| {
+        at_time(
+            p,
+            data.path(),
+            chrono::Utc::now() + chrono::Duration::days(d),
+        )
+    };
+    write_file(p, "f", "0\n");
+    write_file(p, "g", "0\n");
+    agent_turn(&day(0), p, "1", &[("f", "1\n")]);
+    day(0).undo_last("s", false).unwrap();
+    let other = day(0);
+    other_turns(&other, p, &[("1", "f", "B's work\n"), ("2", "f", "0\n")]);
+    for (n, d) in (0..=100).step_by(5).enumerate() {
+        agent_turn(
+            &day(d),
+            p,
+            &format!("{}", n + 2),
+            &[("g", &format!("{d}\n"))],
+        );
+        day(d).prune(&Default::default()).unwrap();
+    }
+    day(101).prune(&trim_to(5)).unwrap();
+    let redone = day(101).redo("s", &Default::default()).unwrap();
+    assert!(redone.written.is_empty(), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
+    assert_eq!(read(p, "f").as_deref(), Some("0\n"));
+}
