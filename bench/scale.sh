@@ -12,6 +12,9 @@
 #             back and forth between the two snapshots, undo point included (its snapshot finds
 #             the 1,000 files the last restore wrote), against a no-change `rewind track` of a
 #             copy of the tree; runs alternate (A B A B ...), ratio per pair.
+#   restore after a track: the same restores, each after an untimed `track` (as a runtime takes
+#             at every step), so that the undo point is a no-change snapshot, against a timed
+#             no-change `track` of the same tree right after; ratio per round.
 #   first:    the same tree plus 100 incompressible 8 MB assets (800 MB), size cap lifted
 #             (`track --max-file-size 1000000000`: every file in), fresh data dir each run, against
 #             `git add --all . && git write-tree` on a fresh `git init --bare` dir; stores are
@@ -43,6 +46,18 @@ echo "generating the tree" >&2
 rm -rf "$tree" "$work/data"
 python3 "$root/fixtures/gen_tree.py" "$tree" --files 200000 --bytes 1600000000 --ignored 20000 >&2
 
+timed() { # OUT CMD...: append "wall cpu peak_kb" of CMD (a shell command) to OUT
+  local out=$1 s e
+  shift
+  s=$(date +%s.%N)
+  /usr/bin/time -f '%U %S %M' -o "$work/time.txt" sh -c "$1" >/dev/null
+  e=$(date +%s.%N)
+  read -r u sy m <"$work/time.txt"
+  echo "$(echo "$e - $s" | bc) $(echo "$u + $sy" | bc) $m" >>"$out"
+}
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+col() { awk -v c="$2" '{print $c}' "$1" | median | awk -v f="${3:-%.1f}" '{printf f, $1}'; }
+
 # --- restore of 1,000 files against a no-change track -----------------------------------------
 "$rw" -q --data-dir "$work/data" -C "$tree" track >"$work/base"
 python3 "$root/fixtures/gen_tree.py" "$tree" --change 1000 --seed 7 >&2
@@ -66,7 +81,25 @@ echo "$out" >&2
 med() { echo "$out" | awk -v k="$1" '$0 ~ "^"k {print $(NF-1)}'; }
 echo "| case | rewind restore (1,000 files) | rewind no-change track | restore / track, wall (min–max) | restore / track, CPU | peak memory restore / track |"
 echo "|---|---|---|---|---|---|"
-echo "| 200,000 files | $(med 'A wall s') s | $(med 'B wall s') s | **$(med 'A/B wall')** ($(echo "$out" | awk '/^A\/B wall/ {print $3 "–" $5}')) | $(med 'A/B cpu') | $(med 'A peak MiB') / $(med 'B peak MiB') MiB |"
+echo "| 200,000 files, back-to-back restores ($runs pairs) | $(med 'A wall s') s | $(med 'B wall s') s | **$(med 'A/B wall')** ($(echo "$out" | awk '/^A\/B wall/ {print $3 "–" $5}')) | $(med 'A/B cpu') | $(med 'A peak MiB') / $(med 'B peak MiB') MiB |"
+echo
+# The same restores, each after the runtime's snapshot: an agent runtime tracks at every step,
+# so the undo point a restore takes is usually a no-change snapshot (issue 16's model: "the
+# undo-point snapshot is one no-change track"). Each round restores the other snapshot, tracks
+# once untimed (it records the files the restore wrote), then times a no-change track of the
+# same tree; the ratio is taken round by round.
+rm -f "$work/after-restore" "$work/after-track"
+"$rw" -q --data-dir "$work/data" -C "$tree" track >/dev/null
+for i in $(seq 1 "$runs"); do
+  echo "restore after a track, round $i of $runs" >&2
+  timed "$work/after-restore" "exec '$work/toggle.sh'"
+  "$rw" -q --data-dir "$work/data" -C "$tree" track >/dev/null
+  timed "$work/after-track" "exec '$rw' -q --data-dir '$work/data' -C '$tree' track"
+done
+pair_ratios() { paste "$work/after-restore" "$work/after-track" | awk -v c="$1" '{printf "%.3f\n", $c/$(c+3)}'; }
+echo "| case | rewind restore (1,000 files) | rewind no-change track | restore / track, wall (min–max) | restore / track, CPU | peak memory restore / track |"
+echo "|---|---|---|---|---|---|"
+echo "| 200,000 files, restore after a track ($runs rounds) | $(col "$work/after-restore" 1 %.3f) s | $(col "$work/after-track" 1 %.3f) s | **$(pair_ratios 1 | median)** ($(pair_ratios 1 | sort -n | awk 'NR==1 {lo=$1} {hi=$1} END {print lo "–" hi}')) | $(pair_ratios 2 | median) | $(awk '{print $3}' "$work/after-restore" | median | awk '{printf "%d", $1 / 1024}') / $(awk '{print $3}' "$work/after-track" | median | awk '{printf "%d", $1 / 1024}') MiB |"
 echo
 rm -rf "$work/data" "$work/data-copy" "$tree-copy"
 
@@ -79,15 +112,6 @@ for i in range(100):
     with open(os.path.join(sys.argv[1], f"asset-{i:03}.bin"), "wb") as f:
         f.write(rng.randbytes(8 << 20))
 PY
-timed() { # OUT CMD...: append "wall cpu peak_kb" of CMD (a shell command) to OUT
-  local out=$1 s e
-  shift
-  s=$(date +%s.%N)
-  /usr/bin/time -f '%U %S %M' -o "$work/time.txt" sh -c "$1" >/dev/null
-  e=$(date +%s.%N)
-  read -r u sy m <"$work/time.txt"
-  echo "$(echo "$e - $s" | bc) $(echo "$u + $sy" | bc) $m" >>"$out"
-}
 rm -f "$work/first-rewind" "$work/first-git"
 for i in $(seq 1 "$first_runs"); do
   echo "first snapshot, pair $i of $first_runs" >&2
@@ -100,8 +124,6 @@ for i in $(seq 1 "$first_runs"); do
   timed "$work/first-git" "git --git-dir '$work/git' --work-tree '$tree' add --all . && git --git-dir '$work/git' write-tree"
   rm -rf "$work/git"
 done
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-col() { awk -v c="$2" '{print $c}' "$1" | median | awk '{printf "%.1f", $1}'; }
 ratios=$(paste "$work/first-rewind" "$work/first-git" | awk '{printf "%.3f\n", $1/$4}' | median)
 spread=$(paste "$work/first-rewind" "$work/first-git" | awk '{printf "%.3f\n", $1/$4}' | sort -n | awk 'NR==1 {lo=$1} {hi=$1} END {print lo "–" hi}')
 echo "| first snapshot, cap lifted ($first_runs pairs) | wall | CPU (user+system) | peak memory |"
