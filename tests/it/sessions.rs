@@ -930,6 +930,11 @@ fn a_redo_leaves_alone_what_a_session_a_trim_of_every_turn_emptied_did_since_the
     assert!(!heads.contains("/other/"), "{heads}");
 }
 
+/// A store handle of project `p` whose clock reads `days` days from now.
+fn days_from_now(p: &Path, data: &Path, days: i64) -> Store {
+    at_time(p, data, chrono::Utc::now() + chrono::Duration::days(days))
+}
+
 /// A store handle of project `p` whose clock reads `at`.
 fn at_time(p: &Path, data: &Path, at: chrono::DateTime<chrono::Utc>) -> Store {
     Store::open(
@@ -2801,13 +2806,7 @@ fn a_turn_left_open_ends_where_the_next_first_began_though_a_redo_gave_that_one_
 fn a_persons_gc_keeps_the_undo_point_of_an_undo_not_yet_redone() {
     let (project, data, store) = setup();
     let p = project.path();
-    let day = |d: i64| {
-        at_time(
-            p,
-            data.path(),
-            chrono::Utc::now() + chrono::Duration::days(d),
-        )
-    };
+    let day = |d: i64| days_from_now(p, data.path(), d);
     write_file(p, "f", "base\n");
     agent_turn(&store, p, "1", &[("f", "agent\n")]);
     write_file(p, "f", "the user's edit, its only copy\n");
@@ -2838,13 +2837,7 @@ fn a_persons_gc_keeps_the_undo_point_of_an_undo_not_yet_redone() {
 fn a_session_is_as_old_as_its_newest_turn_undo_redo_or_trim() {
     let (project, data, _store) = setup();
     let p = project.path();
-    let day = |d: i64| {
-        at_time(
-            p,
-            data.path(),
-            chrono::Utc::now() + chrono::Duration::days(d),
-        )
-    };
+    let day = |d: i64| days_from_now(p, data.path(), d);
     write_file(p, "f", "base\n");
     write_file(p, "g", "g0\n");
     agent_turn(&day(0), p, "1", &[("f", "agent work\n")]);
@@ -2957,13 +2950,7 @@ fn a_redo_leaves_alone_what_another_sessions_undo_and_redo_did_since_the_undo() 
 fn a_redo_long_after_its_undo_still_knows_a_session_active_since_went() {
     let (project, data, _store) = setup();
     let p = project.path();
-    let day = |d: i64| {
-        at_time(
-            p,
-            data.path(),
-            chrono::Utc::now() + chrono::Duration::days(d),
-        )
-    };
+    let day = |d: i64| days_from_now(p, data.path(), d);
     write_file(p, "f", "0\n");
     write_file(p, "g", "0\n");
     agent_turn(&day(0), p, "1", &[("f", "1\n")]);
