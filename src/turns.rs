@@ -1785,9 +1785,10 @@ impl Store {
         }
         // Other sessions' turns since the undo likewise: the files each lists (its end commit's,
         // or, left open, what it did until its session went on). Since: after
-        // the heads the undo recorded (a trim's copy of a head stands for it), or, for an undo
-        // that recorded none (or a session whose chain lost that head to a trim since), ended
-        // after it by the clock.
+        // the heads the undo recorded (a trim's copy of a head stands for it, and a trim that
+        // dropped it names it; a chain that holds it nowhere is a session of the same id begun
+        // since, all of it since), or, for an undo that recorded none, ended after it by the
+        // clock.
         let undone_at = locked.record(undo)?.started_at;
         let heads_then = parse_other_heads(&message);
         // What turns since the undo that a trim dropped listed (the session's, and the others',
@@ -1848,8 +1849,10 @@ impl Store {
                             .filter_map(|hex| ObjectId::from_hex(hex).ok());
                         order.extend(stood_for.chain([*commit]).map(|id| (id, n + 1)));
                     }
-                    (met || then.is_none())
-                        .then(|| walked.into_iter().map(|(commit, _)| commit).collect())
+                    // (Its place lost, its chain is another's since: a session of the same id
+                    // begun after the one the undo saw went. Every turn on it is since, whatever
+                    // their clock says.)
+                    Some(walked.into_iter().map(|(commit, _)| commit).collect())
                 }
             };
             // Whether a turn from `begin` to `end` (open: `None`) was open across one of the

@@ -2972,3 +2972,33 @@ fn a_redo_long_after_its_undo_still_knows_a_session_active_since_went() {
     assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
     assert_eq!(read(p, "f").as_deref(), Some("0\n"));
 }
+
+/// r68 F1 (b): the session the undo saw went, and a session of the same id began with its
+/// clock behind: its turns, which changed a file and put it back, counted as before the undo by
+/// their clock, and the redo wrote over the file without `--force`. A chain that holds the
+/// place the undo recorded nowhere is all since.
+#[test]
+fn a_redo_leaves_alone_what_a_reused_session_id_did_with_its_clock_behind() {
+    let (project, data, _store) = setup();
+    let p = project.path();
+    let day = |d: i64| days_from_now(p, data.path(), d);
+    write_file(p, "f", "0\n");
+    write_file(p, "u", "u\n");
+    session_turn(&day(-12), "other", p, "1", &[("u", "old other\n")]);
+    agent_turn(&day(0), p, "1", &[("f", "1\n")]);
+    day(0).undo_last("s", false).unwrap();
+    assert_eq!(
+        day(0).prune(&Default::default()).unwrap().sessions_removed,
+        ["other"]
+    );
+    let behind = at_time(
+        p,
+        data.path(),
+        chrono::Utc::now() - chrono::Duration::hours(1),
+    );
+    other_turns(&behind, p, &[("1", "f", "B's work\n"), ("2", "f", "0\n")]);
+    let redone = day(0).redo("s", &Default::default()).unwrap();
+    assert!(redone.written.is_empty(), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
+    assert_eq!(read(p, "f").as_deref(), Some("0\n"));
+}
