@@ -2017,8 +2017,11 @@ impl Store {
             if unfinished {
                 redid.push_str(&format!("{UNFINISHED}\n"));
             }
+            // (Where the other sessions stood: a turn of theirs open across this redo lists
+            // the paths it changed as shared, and a redo of an older undo tells so by this.)
             let message = format!(
-                "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{redid}{}{REDO_TRAILER}\n",
+                "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{redid}{}{}{REDO_TRAILER}\n",
+                locked.other_heads_lines(session)?,
                 trailers(session, &from_turn, locked.now()?, None, None)?
             );
             let on = (base, parent);

@@ -3002,3 +3002,30 @@ fn a_redo_leaves_alone_what_a_reused_session_id_did_with_its_clock_behind() {
     assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
     assert_eq!(read(p, "f").as_deref(), Some("0\n"));
 }
+
+/// Beside r68 F2: a redo commit recorded no other session's head, so a turn of another session
+/// open across the session's own redo (which lists the path the redo changed as shared) could
+/// not be told from one begun after it, and a redo of an older undo left its own file alone.
+#[test]
+fn a_redo_takes_back_its_own_file_another_sessions_turn_shared_only_through_its_redo() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "y", "base\n");
+    agent_turn(&store, p, "1", &[("y", "v1\n")]);
+    agent_turn(&store, p, "2", &[("y", "v2\n")]);
+    let undo_turn = |turn: &str| rewind::UndoOptions {
+        turn: Some(turn.into()),
+        ..Default::default()
+    };
+    store.undo("s", &undo_turn("2")).unwrap();
+    store.undo("s", &undo_turn("1")).unwrap();
+    other.begin_turn("other", "1").unwrap();
+    write_file(p, "b", "b\n");
+    store.redo("s", &Default::default()).unwrap();
+    assert_eq!(read(p, "y").as_deref(), Some("v1\n"));
+    other.end_turn("other", "1").unwrap();
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["y"]), "{redone:?}");
+    assert!(redone.conflicts.is_empty(), "{redone:?}");
+    assert_eq!(read(p, "y").as_deref(), Some("v2\n"));
+}
