@@ -299,7 +299,12 @@ impl Store {
             locked.blind_old_open_turns(cutoff)?;
             locked.remember_pruned(now, &removed)?;
         }
-        locked.expire_snapshots(cutoff, &mut outcome)?;
+        let going: Vec<String> = expiring
+            .iter()
+            .map(|(session, _)| session_ref(session, ""))
+            .collect::<Result<_>>()?;
+        let staying = |name: &str| !going.iter().any(|prefix| name.starts_with(prefix));
+        locked.expire_snapshots(cutoff, &locked.kept_records(&staying)?, &mut outcome)?;
         for (session, activity) in expiring {
             locked.delete_session(&session)?;
             note_expired(&mut outcome, session, activity)?;
@@ -430,9 +435,10 @@ impl Store {
         // A snapshot taken within the hour may be the checkpoint a user is about to go back to.
         // Its record's time is when it was first taken in the hour (a record is refreshed at
         // most hourly), so a record younger than two hours may have been taken within it.
+        let kept = self.kept_records(&|_| true)?;
         for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
             let recorded = self.commit_time(commit)?;
-            if now - recorded > chrono::Duration::hours(2) {
+            if now - recorded > chrono::Duration::hours(2) && !kept.contains(&name) {
                 timed.push((recorded, Record::Snapshot(name)));
             }
         }
@@ -511,13 +517,19 @@ impl Store {
             ..Default::default()
         };
         let mut gone = Gone::default();
+        let expiring = self.expiring_sessions(cutoff, abandoned)?;
+        let going: Vec<String> = expiring
+            .iter()
+            .map(|(session, _)| session_ref(session, ""))
+            .collect::<Result<_>>()?;
+        let staying = |name: &str| !going.iter().any(|prefix| name.starts_with(prefix));
+        let kept = self.kept_records(&staying)?;
         for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
-            if self.commit_time(commit)? < cutoff {
+            if self.commit_time(commit)? < cutoff && !kept.contains(&name) {
                 gone.refs.insert(name);
                 outcome.snapshots_removed += 1;
             }
         }
-        let expiring = self.expiring_sessions(cutoff, abandoned)?;
         let expired: HashSet<String> = expiring
             .iter()
             .map(|(session, _)| session.clone())
@@ -636,6 +648,15 @@ impl Store {
             kept.append(&mut expired);
         }
         Ok((kept, expired))
+    }
+
+    /// The snapshot records that outlive the retention: those of the trees the chains of the
+    /// sessions `keep` accepts still need ([`Store::undo_points_of_sessions`]), whose redo or
+    /// restore needs the modes and the left-out files the record holds. Costs reading those
+    /// chains.
+    fn kept_records(&self, keep: &dyn Fn(&str) -> bool) -> Result<HashSet<String>> {
+        let points = self.undo_points_of_sessions(keep)?.into_iter();
+        Ok(points.map(crate::store::refs::snapshot_record).collect())
     }
 
     /// The roots of every collection but the reflogs: the refs `keep` accepts, the undo points
@@ -760,11 +781,16 @@ impl Locked<'_> {
             .collect();
         self.delete_refs(&names)
     }
-    /// Delete the snapshot records taken before `cutoff`.
-    fn expire_snapshots(&self, cutoff: DateTime<Utc>, outcome: &mut PruneOutcome) -> Result<()> {
+    /// Delete the snapshot records taken before `cutoff`, but those `kept` names.
+    fn expire_snapshots(
+        &self,
+        cutoff: DateTime<Utc>,
+        kept: &HashSet<String>,
+        outcome: &mut PruneOutcome,
+    ) -> Result<()> {
         let mut expired = Vec::new();
         for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
-            if self.commit_time(commit)? < cutoff {
+            if self.commit_time(commit)? < cutoff && !kept.contains(&name) {
                 expired.push(name);
             }
         }

@@ -1797,14 +1797,16 @@ impl Store {
         // sessions stood then and the paths it changed: another's turn open across one lists
         // such a path as shared because of it, and that path is not theirs.
         let (mut theirs, mut unknown) = (HashSet::new(), false);
-        let mut own_undos: Vec<(HashMap<String, ObjectId>, HashSet<BString>)> = Vec::new();
-        for (_, text) in &since {
+        type OwnUndo = (HashMap<String, ObjectId>, HashSet<BString>, ObjectId);
+        let mut own_undos: Vec<OwnUndo> = Vec::new();
+        for (commit, text) in &since {
             let found = dropped_files_after(text, None, &mut HashSet::new());
             theirs.extend(found.own.into_iter().chain(found.shared));
             unknown |= found.cut;
             if ChainKind::of(text) == ChainKind::Undo {
                 let changed = lines_with(text, CHANGED).filter_map(decode_path).collect();
-                own_undos.push((parse_other_heads(text), changed));
+                let left = commit_and_tree(&repo, *commit)?.1;
+                own_undos.push((parse_other_heads(text), changed, left));
             }
         }
         // Another session that prune removed since, active after the undo, took what it did
@@ -1855,24 +1857,26 @@ impl Store {
                     Some(walked.into_iter().map(|(commit, _)| commit).collect())
                 }
             };
-            // Whether a turn from `begin` to `end` (open: `None`) was open across one of the
-            // session's own undos and redos since that changed `path` (where this session stood
-            // then tells: at or after the begin, before the end). Unknown places say no.
-            let open_across_own_change = |(begin, end): (ObjectId, Option<ObjectId>),
-                                          path: &BString| {
-                own_undos.iter().any(|(heads, changed)| {
-                    let stood = heads.get(&head_ref).and_then(|h| order.get(h));
-                    let (begin, end) = (order.get(&begin), end.map(|e| order.get(&e)));
-                    let open_then = match (stood, begin, end) {
-                        (Some(stood), Some(begin), None) => begin <= stood,
-                        (Some(stood), Some(begin), Some(Some(end))) => {
-                            begin <= stood && stood < end
-                        }
-                        _ => false,
-                    };
-                    open_then && changed.contains(path)
-                })
-            };
+            // What the session's own undos and redos since that changed `path` and that a turn
+            // from `begin` to `end` (open: `None`) was open across left there (where this
+            // session stood then tells: at or after the begin, before the end; unknown places
+            // say none).
+            let left_by_own_change_across =
+                |(begin, end): (ObjectId, Option<ObjectId>), path: &BString| {
+                    let across = own_undos.iter().filter(|(heads, changed, _)| {
+                        let stood = heads.get(&head_ref).and_then(|h| order.get(h));
+                        let (begin, end) = (order.get(&begin), end.map(|e| order.get(&e)));
+                        let open_then = match (stood, begin, end) {
+                            (Some(stood), Some(begin), None) => begin <= stood,
+                            (Some(stood), Some(begin), Some(Some(end))) => {
+                                begin <= stood && stood < end
+                            }
+                            _ => false,
+                        };
+                        open_then && changed.contains(path)
+                    });
+                    across.map(|(_, _, left)| *left).collect::<Vec<_>>()
+                };
             for record in &their_records {
                 let after_undo = match &since {
                     Some(since) => since.contains(&record.commit),
@@ -1900,14 +1904,24 @@ impl Store {
                 };
                 let end = record.ended_at.map(|_| record.commit);
                 for file in files {
+                    let path = file.file.as_bstr();
+                    // A shared path that the undo (for a turn open across it) or the session's
+                    // own undos and redos since (for one open across them) may have changed is
+                    // theirs only where the turn's end holds something none of them left.
+                    let ours_left = match begun_since {
+                        true => left_by_own_change_across((record.begin, end), &file.file),
+                        false => vec![undo_tree],
+                    };
+                    let theirs_after = side_at(&repo, after, path)?;
+                    let changed_after_ours = ours_left
+                        .iter()
+                        .map(|left| side_at(&repo, *left, path))
+                        .collect::<Result<Vec<_>>>()?
+                        .iter()
+                        .all(|left| *left != theirs_after);
                     match file.origin {
                         Origin::Unannounced | Origin::Announced => theirs.insert(file.file),
-                        Origin::Shared
-                            if begun_since
-                                && !open_across_own_change((record.begin, end), &file.file) =>
-                        {
-                            theirs.insert(file.file)
-                        }
+                        Origin::Shared if changed_after_ours => theirs.insert(file.file),
                         Origin::Shared | Origin::Other => false,
                     };
                 }
@@ -3818,9 +3832,11 @@ impl Store {
         Ok((sessions, on_chains))
     }
 
-    /// The undo points the chains of the sessions whose head ref `keep` accepts name (an
-    /// undo's commit names the snapshot its redo restores from): prune's roots, so that they
-    /// live as long as their session. Costs a commit read per commit of those chains.
+    /// The trees the chains of the sessions `keep` accepts still need: the undo point of each
+    /// undo no redo has given back whole yet (`Rewind-Undo-Point:`; its redo puts those bytes
+    /// back), and the project as each redo found a turn it reopened (`Rewind-Reopened:`, that
+    /// turn's "before" from then on). Prune keeps them on the undo chain (reachable for git)
+    /// with their snapshot records. Costs a commit read per chain commit.
     pub(crate) fn undo_points_of_sessions(
         &self,
         keep: &dyn Fn(&str) -> bool,
@@ -3831,15 +3847,24 @@ impl Store {
             if !name.ends_with("/head") || !keep(&name) {
                 continue;
             }
+            // Newest first: a redo comes before the undo it gave back.
+            let mut redone: HashSet<ObjectId> = HashSet::new();
             let mut next = Some(head);
             while let Some(id) = next {
                 let commit = repo
                     .find_commit(id)
                     .map_err(|e| Error::store(self.git_dir(), e))?;
                 let message = commit.message_raw_sloppy();
-                points.extend(
-                    lines_with(message, UNDO_POINT).filter_map(|hex| ObjectId::from_hex(hex).ok()),
-                );
+                let ids =
+                    |key| lines_with(message, key).filter_map(|hex| ObjectId::from_hex(hex).ok());
+                redone.extend(ids(REDID));
+                if !redone.contains(&id) {
+                    points.extend(ids(UNDO_POINT));
+                }
+                let reopened = lines_with(message, REOPENED)
+                    .filter_map(|rest| rest.split_once_str(" "))
+                    .filter_map(|(_, hex)| ObjectId::from_hex(hex).ok());
+                points.extend(reopened);
                 next = commit.parent_ids().next().map(|id| id.detach());
             }
         }

@@ -3029,3 +3029,82 @@ fn a_redo_takes_back_its_own_file_another_sessions_turn_shared_only_through_its_
     assert!(redone.conflicts.is_empty(), "{redone:?}");
     assert_eq!(read(p, "y").as_deref(), Some("v2\n"));
 }
+
+/// r69 F3: another session's turn open across the undo lists a file it changed after the
+/// undo as `shared` (the undo changed it too while the turn was open), and shared files of
+/// such a turn were not counted: once the user put the file back as the undo left it, the redo
+/// wrote over it without `--force`. Its end holding something the undo did not leave shows the
+/// change came after the undo.
+#[test]
+fn a_redo_leaves_alone_what_a_turn_open_across_the_undo_changed_after_it() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "f", "0\n");
+    agent_turn(&store, p, "1", &[("f", "1\n")]);
+    other.begin_turn("other", "1").unwrap();
+    store.undo_last("s", false).unwrap();
+    write_file(p, "f", "B's work\n");
+    other.end_turn("other", "1").unwrap();
+    write_file(p, "f", "0\n");
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert!(redone.written.is_empty(), "{redone:?}");
+    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
+    assert_eq!(read(p, "f").as_deref(), Some("0\n"));
+}
+
+/// r69 F1: a redo that reopened a turn rolled back while open names the project as it found
+/// it (the turn's "before" from then on) only in its message; prune neither kept that tree nor
+/// its record, so a prune after the retention (or a person's `git gc`) deleted it, and every
+/// later `prune`, `turns` and `undo` of the session failed with `object`. F5: the points of
+/// undos already redone were kept for the session's life. F2: a kept point lost its snapshot
+/// record after the retention, and its redo widened a private file's mode.
+#[test]
+fn prune_keeps_what_a_live_sessions_chain_names_and_no_more() {
+    use std::os::unix::fs::PermissionsExt;
+    let (project, data, _store) = setup();
+    let p = project.path();
+    let day = |d: i64| days_from_now(p, data.path(), d);
+    write_file(p, "f", "0\n");
+    write_file(p, "g", "0\n");
+    day(0).begin_turn("s", "1").unwrap();
+    write_file(p, "f", "1\n");
+    let redone_point = day(0).undo_last("s", false).unwrap().undo;
+    write_file(p, "notes.txt", "the user's\n");
+    let reopened = day(0).redo("s", &Default::default()).unwrap().undo;
+    write_file(p, "g", "2\n");
+    // A private file, made by turn 2 and taken back by its undo, which is not redone.
+    day(1).begin_turn("s", "2").unwrap();
+    write_file(p, "secret", "key\n");
+    fs::set_permissions(p.join("secret"), fs::Permissions::from_mode(0o600)).unwrap();
+    day(1).end_turn("s", "2").unwrap();
+    let not_redone = day(1).undo_last("s", false).unwrap().undo;
+    assert!(!p.join("secret").exists());
+    for d in 2..=20 {
+        session_turn(
+            &day(d),
+            "s",
+            p,
+            &format!("t{d}"),
+            &[("g", &format!("{d}\n"))],
+        );
+        day(d).prune(&Default::default()).unwrap();
+    }
+    git_in_store(&day(20), &["gc", "--prune=now", "-q"]);
+    let doctor = day(20).doctor().unwrap();
+    assert!(doctor.is_healthy(), "{doctor:?}");
+    day(20).prune(&Default::default()).unwrap();
+    assert!(!day(20).turns(Some("s")).unwrap().is_empty());
+    // On the undo chain: what the chain names, and no point of an undo already redone.
+    let trees = git_in_store(&day(20), &["log", "--format=%T", "refs/rewind/undo"]);
+    let trees: BTreeSet<String> = trees.lines().map(str::to_owned).collect();
+    let named = [reopened.to_string(), not_redone.to_string()];
+    assert_eq!(trees, named.into_iter().collect(), "{redone_point}");
+    // The undo of turn 2 is not redone: its point, with its record, is kept.
+    let redo_2 = rewind::RedoOptions {
+        turn: Some("2".into()),
+        force: false,
+    };
+    day(20).redo("s", &redo_2).unwrap();
+    let mode = fs::metadata(p.join("secret")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}

@@ -848,7 +848,45 @@ impl<'a> Weeks<'a> {
         }
     }
 
-    /// No snapshot record older than the retention; every record the model keeps is there.
+    /// The trees the sessions' chains still need (read with git): the undo point of each undo
+    /// no later redo names, and each tree a redo reopened a turn at. Their records outlive the
+    /// retention.
+    fn named_by_chains(&self) -> BTreeSet<String> {
+        let heads = self.sb.git_in(
+            &self.store,
+            [
+                "for-each-ref",
+                "--format=%(objectname)",
+                "refs/rewind/sessions/*/head",
+            ],
+        );
+        let mut named = BTreeSet::new();
+        for head in heads.lines() {
+            let log = self.sb.git_in(
+                &self.store,
+                ["log", "--first-parent", "--format=%x00%H%n%B", head],
+            );
+            let mut redone = BTreeSet::new();
+            for commit in log.split('\0').filter(|c| !c.is_empty()) {
+                let id = commit.lines().next().unwrap_or_default();
+                let value = |key: &str| -> Vec<String> {
+                    let lines = commit.lines().filter_map(|l| l.strip_prefix(key));
+                    lines
+                        .map(|v| v.rsplit(' ').next().unwrap_or(v).to_string())
+                        .collect()
+                };
+                redone.extend(value("Rewind-Redid: "));
+                if !redone.contains(id) {
+                    named.extend(value("Rewind-Undo-Point: "));
+                }
+                named.extend(value("Rewind-Reopened: "));
+            }
+        }
+        named
+    }
+
+    /// No snapshot record older than the retention, but those the sessions' chains need
+    /// ([`Self::named_by_chains`]); every record the model keeps is there.
     fn check_records(&mut self) {
         let cutoff = self.now - RETENTION;
         let listed = self.sb.git_in(
@@ -866,8 +904,9 @@ impl<'a> Weeks<'a> {
                 (tree.to_string(), time.parse().unwrap())
             })
             .collect();
+        let named = self.named_by_chains();
         for (tree, time) in &got {
-            if *time < cutoff {
+            if *time < cutoff && !named.contains(tree) {
                 self.fail(format!(
                     "snapshot record {tree}, taken {}, outlived the retention",
                     rfc3339(*time)
