@@ -2967,10 +2967,7 @@ fn a_redo_long_after_its_undo_still_knows_a_session_active_since_went() {
         day(d).prune(&Default::default()).unwrap();
     }
     day(101).prune(&trim_to(5)).unwrap();
-    let redone = day(101).redo("s", &Default::default()).unwrap();
-    assert!(redone.written.is_empty(), "{redone:?}");
-    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
-    assert_eq!(read(p, "f").as_deref(), Some("0\n"));
+    assert_redo_writes(&day(101), p, &[], ("f", "0\n"));
 }
 
 /// r68 F1 (b): the session the undo saw went, and a session of the same id began with its
@@ -2997,10 +2994,7 @@ fn a_redo_leaves_alone_what_a_reused_session_id_did_with_its_clock_behind() {
         chrono::Utc::now() - chrono::Duration::hours(1),
     );
     other_turns(&behind, p, &[("1", "f", "B's work\n"), ("2", "f", "0\n")]);
-    let redone = day(0).redo("s", &Default::default()).unwrap();
-    assert!(redone.written.is_empty(), "{redone:?}");
-    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
-    assert_eq!(read(p, "f").as_deref(), Some("0\n"));
+    assert_redo_writes(&day(0), p, &[], ("f", "0\n"));
 }
 
 /// Beside r68 F2: a redo commit recorded no other session's head, so a turn of another session
@@ -3046,10 +3040,7 @@ fn a_redo_leaves_alone_what_a_turn_open_across_the_undo_changed_after_it() {
     write_file(p, "f", "B's work\n");
     other.end_turn("other", "1").unwrap();
     write_file(p, "f", "0\n");
-    let redone = store.redo("s", &Default::default()).unwrap();
-    assert!(redone.written.is_empty(), "{redone:?}");
-    assert_eq!(strings(&redone.conflicts), set(&["f"]), "{redone:?}");
-    assert_eq!(read(p, "f").as_deref(), Some("0\n"));
+    assert_redo_writes(&store, p, &[], ("f", "0\n"));
 }
 
 /// r69 F1: a redo that reopened a turn rolled back while open names the project as it found
