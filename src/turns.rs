@@ -3832,11 +3832,12 @@ impl Store {
         Ok((sessions, on_chains))
     }
 
-    /// The trees the chains of the sessions `keep` accepts still need: the undo point of each
-    /// undo no redo has given back whole yet (`Rewind-Undo-Point:`; its redo puts those bytes
-    /// back), and the project as each redo found a turn it reopened (`Rewind-Reopened:`, that
-    /// turn's "before" from then on). Prune keeps them on the undo chain (reachable for git)
-    /// with their snapshot records. Costs a commit read per chain commit.
+    /// The trees the chains of the sessions `keep` accepts name: each undo's point
+    /// (`Rewind-Undo-Point:`; its redo puts those bytes back, and a turn it rolled back while
+    /// open ended there even once redone), and the project as each redo found a turn it
+    /// reopened (`Rewind-Reopened:`, that turn's "before" from then on). Prune keeps them on
+    /// the undo chain (reachable for git) with their snapshot records, for the session's life.
+    /// Costs a commit read per chain commit.
     pub(crate) fn undo_points_of_sessions(
         &self,
         keep: &dyn Fn(&str) -> bool,
@@ -3847,20 +3848,14 @@ impl Store {
             if !name.ends_with("/head") || !keep(&name) {
                 continue;
             }
-            // Newest first: a redo comes before the undo it gave back.
-            let mut redone: HashSet<ObjectId> = HashSet::new();
             let mut next = Some(head);
             while let Some(id) = next {
                 let commit = repo
                     .find_commit(id)
                     .map_err(|e| Error::store(self.git_dir(), e))?;
                 let message = commit.message_raw_sloppy();
-                let ids =
-                    |key| lines_with(message, key).filter_map(|hex| ObjectId::from_hex(hex).ok());
-                redone.extend(ids(REDID));
-                if !redone.contains(&id) {
-                    points.extend(ids(UNDO_POINT));
-                }
+                let named = lines_with(message, UNDO_POINT);
+                points.extend(named.filter_map(|hex| ObjectId::from_hex(hex).ok()));
                 let reopened = lines_with(message, REOPENED)
                     .filter_map(|rest| rest.split_once_str(" "))
                     .filter_map(|(_, hex)| ObjectId::from_hex(hex).ok());

@@ -18,18 +18,37 @@ impl Store {
         must_be: &'static str,
         parse: impl FnOnce(&str) -> Option<T>,
     ) -> Result<Option<T>> {
-        let Some(value) = self.repo().config_snapshot().string(key) else {
-            return Ok(None);
+        let repo = self.repo();
+        let config = repo.config_snapshot();
+        let file = config.plumbing();
+        let bad = |key, value: String, must_be| Error::BadSetting {
+            key,
+            value,
+            must_be,
+            config: self.git_dir().join("config"),
         };
-        let value = value.to_str_lossy().into_owned();
+        // git reads a store config's included files; rewind does not, so a key set there would
+        // be read differently (a longer retention, say, taken for the default).
+        for name in ["include", "includeIf"] {
+            let sections = file.sections_by_name(name).into_iter().flatten();
+            if let Some(path) = sections.filter_map(|s| s.value("path")).next() {
+                let path = path.to_str_lossy().into_owned();
+                return Err(bad(
+                    "include.path",
+                    path,
+                    "absent: rewind reads no included file",
+                ));
+            }
+        }
+        let value = match config.string(key) {
+            Some(value) => value.to_str_lossy().into_owned(),
+            // A key with no value at all (git takes it for `true`).
+            None if config.boolean(key).is_some() => return Err(bad(key, String::new(), must_be)),
+            None => return Ok(None),
+        };
         match parse(value.trim()) {
             Some(parsed) => Ok(Some(parsed)),
-            None => Err(Error::BadSetting {
-                key,
-                value,
-                must_be,
-                config: self.git_dir().join("config"),
-            }),
+            None => Err(bad(key, value, must_be)),
         }
     }
 }

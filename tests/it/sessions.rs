@@ -3046,11 +3046,12 @@ fn a_redo_leaves_alone_what_a_turn_open_across_the_undo_changed_after_it() {
 /// r69 F1: a redo that reopened a turn rolled back while open names the project as it found
 /// it (the turn's "before" from then on) only in its message; prune neither kept that tree nor
 /// its record, so a prune after the retention (or a person's `git gc`) deleted it, and every
-/// later `prune`, `turns` and `undo` of the session failed with `object`. F5: the points of
-/// undos already redone were kept for the session's life. F2: a kept point lost its snapshot
-/// record after the retention, and its redo widened a private file's mode.
+/// later `prune`, `turns` and `undo` of the session failed with `object`. F2: a kept point
+/// lost its snapshot record after the retention, and its redo widened a private file's mode.
+/// (r70 F1: the point of an undo already redone is still named: where a turn it rolled back
+/// while open ended.)
 #[test]
-fn prune_keeps_what_a_live_sessions_chain_names_and_no_more() {
+fn prune_keeps_what_a_live_sessions_chain_names() {
     use std::os::unix::fs::PermissionsExt;
     let (project, data, _store) = setup();
     let p = project.path();
@@ -3085,11 +3086,11 @@ fn prune_keeps_what_a_live_sessions_chain_names_and_no_more() {
     assert!(doctor.is_healthy(), "{doctor:?}");
     day(20).prune(&Default::default()).unwrap();
     assert!(!day(20).turns(Some("s")).unwrap().is_empty());
-    // On the undo chain: what the chain names, and no point of an undo already redone.
+    // On the undo chain: what the chains name.
     let trees = git_in_store(&day(20), &["log", "--format=%T", "refs/rewind/undo"]);
     let trees: BTreeSet<String> = trees.lines().map(str::to_owned).collect();
-    let named = [reopened.to_string(), not_redone.to_string()];
-    assert_eq!(trees, named.into_iter().collect(), "{redone_point}");
+    let named = [redone_point, reopened, not_redone].map(|id| id.to_string());
+    assert_eq!(trees, named.into_iter().collect());
     // The undo of turn 2 is not redone: its point, with its record, is kept.
     let redo_2 = rewind::RedoOptions {
         turn: Some("2".into()),
@@ -3098,4 +3099,37 @@ fn prune_keeps_what_a_live_sessions_chain_names_and_no_more() {
     day(20).redo("s", &redo_2).unwrap();
     let mode = fs::metadata(p.join("secret")).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
+}
+
+/// r70 F1: a turn rolled back while open, another begun, then a redo that gave it back whole:
+/// the turn was left open, and ended where the undo found the project, a point named only by
+/// the undo's message. Once that undo was redone, prune (r69) no longer kept the point: after
+/// the retention it went, and the session's `turns`, `prune` and `undo` failed with `object`.
+#[test]
+fn prune_keeps_where_a_turn_an_undo_rolled_back_while_open_ended() {
+    let (project, data, _store) = setup();
+    let p = project.path();
+    let day = |d: i64| days_from_now(p, data.path(), d);
+    write_file(p, "f", "0\n");
+    write_file(p, "g", "0\n");
+    day(0).begin_turn("s", "1").unwrap();
+    write_file(p, "f", "1\n");
+    day(0).undo_last("s", false).unwrap();
+    session_turn(&day(0), "s", p, "2", &[("g", "2\n")]);
+    day(0).redo("s", &Default::default()).unwrap();
+    for d in 2..=20 {
+        session_turn(
+            &day(d),
+            "s",
+            p,
+            &format!("t{d}"),
+            &[("g", &format!("{d}\n"))],
+        );
+        day(d).prune(&Default::default()).unwrap();
+    }
+    git_in_store(&day(20), &["gc", "--prune=now", "-q"]);
+    assert!(day(20).doctor().unwrap().is_healthy());
+    day(20).prune(&Default::default()).unwrap();
+    assert!(!day(20).turns(Some("s")).unwrap().is_empty());
+    day(20).undo_last("s", false).unwrap();
 }

@@ -848,9 +848,8 @@ impl<'a> Weeks<'a> {
         }
     }
 
-    /// The trees the sessions' chains still need (read with git): the undo point of each undo
-    /// no later redo names, and each tree a redo reopened a turn at. Their records outlive the
-    /// retention.
+    /// The trees the sessions' chains name (read with git): each undo's point, and each tree
+    /// a redo reopened a turn at. Their records outlive the retention.
     fn named_by_chains(&self) -> BTreeSet<String> {
         let heads = self.sb.git_in(
             &self.store,
@@ -864,21 +863,16 @@ impl<'a> Weeks<'a> {
         for head in heads.lines() {
             let log = self.sb.git_in(
                 &self.store,
-                ["log", "--first-parent", "--format=%x00%H%n%B", head],
+                ["log", "--first-parent", "--format=%x00%B", head],
             );
-            let mut redone = BTreeSet::new();
             for commit in log.split('\0').filter(|c| !c.is_empty()) {
-                let id = commit.lines().next().unwrap_or_default();
                 let value = |key: &str| -> Vec<String> {
                     let lines = commit.lines().filter_map(|l| l.strip_prefix(key));
                     lines
                         .map(|v| v.rsplit(' ').next().unwrap_or(v).to_string())
                         .collect()
                 };
-                redone.extend(value("Rewind-Redid: "));
-                if !redone.contains(id) {
-                    named.extend(value("Rewind-Undo-Point: "));
-                }
+                named.extend(value("Rewind-Undo-Point: "));
                 named.extend(value("Rewind-Reopened: "));
             }
         }

@@ -316,8 +316,8 @@ fn a_setting_rewind_cannot_read_is_an_error_not_the_default() {
         ("rewind.maxSize", "big"),
         ("rewind.targetSize", "-300M"),
     ];
-    for (key, value) in bad {
-        sb.git_in(&store, ["config", key, value]);
+    // `prune` and `prune --all` fail, showing each of `needed`.
+    let refused = |needed: &[&str]| {
         for all in [false, true] {
             let args: &[&str] = match all {
                 false => &["--json", "prune"],
@@ -331,15 +331,26 @@ fn a_setting_rewind_cannot_read_is_an_error_not_the_default() {
             assert_no_panic(&run);
             run.assert_code(1);
             let shown = format!("{}{}", run.stdout, run.stderr);
-            for needed in [key, value, "config", "bad_setting"] {
-                assert!(
-                    shown.contains(needed),
-                    "{args:?} with {key}={value}: {shown}"
-                );
+            for needed in needed.iter().chain(&["config", "bad_setting"]) {
+                assert!(shown.contains(needed), "{args:?}: {needed:?}: {shown}");
             }
         }
+    };
+    for (key, value) in bad {
+        sb.git_in(&store, ["config", key, value]);
+        refused(&[key, value]);
         sb.git_in(&store, ["config", "--unset", key]);
     }
+    // r69 F4: an included file, which git reads and rewind does not (git's retention would be
+    // 30 days, rewind's the default 7), and a key with no value (git's `true`).
+    let config = store.join("config");
+    let plain = fs::read_to_string(&config).unwrap();
+    fs::write(store.join("more.cfg"), "[rewind]\n\tretention = 30d\n").unwrap();
+    sb.git_in(&store, ["config", "include.path", "more.cfg"]);
+    refused(&["include"]);
+    fs::write(&config, format!("{plain}[rewind]\n\tretention\n")).unwrap();
+    refused(&["rewind.retention"]);
+    fs::write(&config, plain).unwrap();
     // Nothing went: the session and its turn are there.
     let turns = one_json(&at(&p, &later, &["--json", "turns", "--session=s"]));
     assert_eq!(turns.as_array().map(Vec::len), Some(1), "{turns}");
