@@ -1877,9 +1877,15 @@ impl Store {
                     });
                     across.map(|(_, _, left)| *left).collect::<Vec<_>>()
                 };
-            for record in &their_records {
+            for (n, record) in their_records.iter().enumerate() {
+                // (One left open ended where its session's next turn began.)
+                let ended_at_next = || record.ended_at.is_none() && record.after.is_some();
+                let next_begin = their_records.get(n + 1).map(|next| next.begin);
                 let after_undo = match &since {
-                    Some(since) => since.contains(&record.commit),
+                    Some(since) => {
+                        since.contains(&record.commit)
+                            || (ended_at_next() && next_begin.is_some_and(|b| since.contains(&b)))
+                    }
                     None => record.ended_at.is_some_and(|at| at >= undone_at),
                 };
                 let Some(after) = record.after.filter(|_| after_undo) else {

@@ -3133,3 +3133,21 @@ fn prune_keeps_where_a_turn_an_undo_rolled_back_while_open_ended() {
     assert!(!day(20).turns(Some("s")).unwrap().is_empty());
     day(20).undo_last("s", false).unwrap();
 }
+
+/// r70 F2: another session's turn open across the undo changed a file after it and was left
+/// open (its session began another turn); the user put the file back as the undo left it, and
+/// the redo wrote over it without `--force`: a turn left open was looked at only when begun
+/// after the undo. It ends where its session's next turn began.
+#[test]
+fn a_redo_leaves_alone_what_a_turn_left_open_across_the_undo_changed_after_it() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "f", "0\n");
+    agent_turn(&store, p, "1", &[("f", "1\n")]);
+    other.begin_turn("other", "1").unwrap();
+    store.undo_last("s", false).unwrap();
+    write_file(p, "f", "B's work\n");
+    other.begin_turn("other", "2").unwrap();
+    write_file(p, "f", "0\n");
+    assert_redo_writes(&store, p, &[], ("f", "0\n"));
+}
