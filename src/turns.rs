@@ -1865,7 +1865,9 @@ impl Store {
                 |(begin, end): (ObjectId, Option<ObjectId>), path: &BString| {
                     let across = own_undos.iter().filter(|(heads, changed, _)| {
                         let stood = heads.get(&head_ref).and_then(|h| order.get(h));
-                        let (begin, end) = (order.get(&begin), end.map(|e| order.get(&e)));
+                        // (A turn begun before the undo's place began at it, for this.)
+                        let begin = Some(order.get(&begin).unwrap_or(&0));
+                        let end = end.map(|e| order.get(&e));
                         let open_then = match (stood, begin, end) {
                             (Some(stood), Some(begin), None) => begin <= stood,
                             (Some(stood), Some(begin), Some(Some(end))) => {
@@ -1908,16 +1910,19 @@ impl Store {
                     Some(since) => since.contains(&record.begin),
                     None => record.started_at >= undone_at,
                 };
-                let end = record.ended_at.map(|_| record.commit);
+                let end = match record.ended_at {
+                    Some(_) => Some(record.commit),
+                    None => next_begin.filter(|_| ended_at_next()),
+                };
                 for file in files {
                     let path = file.file.as_bstr();
                     // A shared path that the undo (for a turn open across it) or the session's
                     // own undos and redos since (for one open across them) may have changed is
                     // theirs only where the turn's end holds something none of them left.
-                    let ours_left = match begun_since {
-                        true => left_by_own_change_across((record.begin, end), &file.file),
-                        false => vec![undo_tree],
-                    };
+                    let mut ours_left = left_by_own_change_across((record.begin, end), &file.file);
+                    if !begun_since {
+                        ours_left.push(undo_tree);
+                    }
                     let theirs_after = side_at(&repo, after, path)?;
                     let changed_after_ours = ours_left
                         .iter()

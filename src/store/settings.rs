@@ -30,8 +30,11 @@ impl Store {
         // git reads a store config's included files; rewind does not, so a key set there would
         // be read differently (a longer retention, say, taken for the default).
         for name in ["include", "includeIf"] {
+            // (`[include "x"]` is no include for git: only `[include]` and `[includeIf "…"]`.)
             let sections = file.sections_by_name(name).into_iter().flatten();
-            if let Some(path) = sections.filter_map(|s| s.value("path")).next() {
+            let includes =
+                sections.filter(|s| (name == "include") == s.header().subsection_name().is_none());
+            if let Some(path) = includes.filter_map(|s| s.value("path")).next() {
                 let path = path.to_str_lossy().into_owned();
                 return Err(bad(
                     "include.path",

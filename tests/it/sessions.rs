@@ -3151,3 +3151,34 @@ fn a_redo_leaves_alone_what_a_turn_left_open_across_the_undo_changed_after_it() 
     write_file(p, "f", "0\n");
     assert_redo_writes(&store, p, &[], ("f", "0\n"));
 }
+
+/// r71 F1: another session's turn, touching nothing, was open across the session's two undos;
+/// the second redo (of the first undo) left the session's own file alone, a false conflict:
+/// for a turn begun before the undo, only what that undo left was taken for the session's,
+/// not what its own later undos and redos (across which the turn was open) left.
+#[test]
+fn a_redo_takes_back_its_own_file_another_sessions_turn_saw_change_through_two_undos() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "f", "0\n");
+    write_file(p, "g", "0\n");
+    agent_turn(&store, p, "1", &[("f", "1\n"), ("g", "1\n")]);
+    agent_turn(&store, p, "2", &[("g", "2\n")]);
+    for left_open in [false, true] {
+        other.begin_turn("other", &format!("{left_open}")).unwrap();
+        store.undo_last("s", false).unwrap();
+        store.undo_last("s", false).unwrap();
+        match left_open {
+            false => other.end_turn("other", "false").map(drop).unwrap(),
+            true => session_turn(&other, "other", p, "next", &[]),
+        }
+        for (f, g) in [("1\n", "1\n"), ("1\n", "2\n")] {
+            let redone = store.redo("s", &Default::default()).unwrap();
+            assert!(redone.conflicts.is_empty(), "{left_open}: {redone:?}");
+            assert_eq!(
+                (read(p, "f").unwrap(), read(p, "g").unwrap()),
+                (f.into(), g.into())
+            );
+        }
+    }
+}

@@ -350,6 +350,13 @@ fn a_setting_rewind_cannot_read_is_an_error_not_the_default() {
     refused(&["include"]);
     fs::write(&config, format!("{plain}[rewind]\n\tretention\n")).unwrap();
     refused(&["rewind.retention"]);
+    // (r71 F4: `[include "x"]` is no include for git, nor for rewind.)
+    fs::write(
+        &config,
+        format!("{plain}[include \"x\"]\n\tpath = more.cfg\n"),
+    )
+    .unwrap();
+    rw_at(&p, Some(&later), &["prune", "--retention", "30d"]).assert_success();
     fs::write(&config, plain).unwrap();
     // Nothing went: the session and its turn are there.
     let turns = one_json(&at(&p, &later, &["--json", "turns", "--session=s"]));
