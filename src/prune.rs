@@ -299,12 +299,7 @@ impl Store {
             locked.blind_old_open_turns(cutoff)?;
             locked.remember_pruned(now, &removed)?;
         }
-        let going: Vec<String> = expiring
-            .iter()
-            .map(|(session, _)| session_ref(session, ""))
-            .collect::<Result<_>>()?;
-        let staying = |name: &str| !going.iter().any(|prefix| name.starts_with(prefix));
-        locked.expire_snapshots(cutoff, &locked.kept_records(&staying)?, &mut outcome)?;
+        locked.expire_snapshots(cutoff, &locked.kept_records(&expiring)?, &mut outcome)?;
         for (session, activity) in expiring {
             locked.delete_session(&session)?;
             note_expired(&mut outcome, session, activity)?;
@@ -435,7 +430,7 @@ impl Store {
         // A snapshot taken within the hour may be the checkpoint a user is about to go back to.
         // Its record's time is when it was first taken in the hour (a record is refreshed at
         // most hourly), so a record younger than two hours may have been taken within it.
-        let kept = self.kept_records(&|_| true)?;
+        let kept = self.kept_records(&[])?;
         for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
             let recorded = self.commit_time(commit)?;
             if now - recorded > chrono::Duration::hours(2) && !kept.contains(&name) {
@@ -518,12 +513,7 @@ impl Store {
         };
         let mut gone = Gone::default();
         let expiring = self.expiring_sessions(cutoff, abandoned)?;
-        let going: Vec<String> = expiring
-            .iter()
-            .map(|(session, _)| session_ref(session, ""))
-            .collect::<Result<_>>()?;
-        let staying = |name: &str| !going.iter().any(|prefix| name.starts_with(prefix));
-        let kept = self.kept_records(&staying)?;
+        let kept = self.kept_records(&expiring)?;
         for (name, commit) in self.refs_under(SNAPSHOT_RECORDS)? {
             if self.commit_time(commit)? < cutoff && !kept.contains(&name) {
                 gone.refs.insert(name);
@@ -651,11 +641,16 @@ impl Store {
     }
 
     /// The snapshot records that outlive the retention: those of the trees the chains of the
-    /// sessions `keep` accepts still need ([`Store::undo_points_of_sessions`]), whose redo or
-    /// restore needs the modes and the left-out files the record holds. Costs reading those
-    /// chains.
-    fn kept_records(&self, keep: &dyn Fn(&str) -> bool) -> Result<HashSet<String>> {
-        let points = self.undo_points_of_sessions(keep)?.into_iter();
+    /// sessions that stay (all but `expiring`) name ([`Store::undo_points_of_sessions`]), whose
+    /// redo or restore needs the modes and the left-out files the record holds. Costs reading
+    /// those chains.
+    fn kept_records(&self, expiring: &[(String, Activity)]) -> Result<HashSet<String>> {
+        let going: Vec<String> = expiring
+            .iter()
+            .map(|(session, _)| session_ref(session, ""))
+            .collect::<Result<_>>()?;
+        let staying = |name: &str| !going.iter().any(|prefix| name.starts_with(prefix));
+        let points = self.undo_points_of_sessions(&staying)?.into_iter();
         Ok(points.map(crate::store::refs::snapshot_record).collect())
     }
 

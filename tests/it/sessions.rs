@@ -3031,6 +3031,14 @@ fn a_redo_takes_back_its_own_file_another_sessions_turn_shared_only_through_its_
 /// change came after the undo.
 #[test]
 fn a_redo_leaves_alone_what_a_turn_open_across_the_undo_changed_after_it() {
+    redo_after_a_turn_across_the_undo_changed_and_the_user_put_back(|other| {
+        other.end_turn("other", "1").map(drop).unwrap()
+    });
+}
+
+/// Another session's turn 1, open across the undo, changes `f` after it and is then finished
+/// by `finish`; the user puts `f` back as the undo left it: the redo leaves it alone.
+fn redo_after_a_turn_across_the_undo_changed_and_the_user_put_back(finish: impl Fn(&Store)) {
     let (project, _data, store, other) = setup_with_other();
     let p = project.path();
     write_file(p, "f", "0\n");
@@ -3038,7 +3046,7 @@ fn a_redo_leaves_alone_what_a_turn_open_across_the_undo_changed_after_it() {
     other.begin_turn("other", "1").unwrap();
     store.undo_last("s", false).unwrap();
     write_file(p, "f", "B's work\n");
-    other.end_turn("other", "1").unwrap();
+    finish(&other);
     write_file(p, "f", "0\n");
     assert_redo_writes(&store, p, &[], ("f", "0\n"));
 }
@@ -3140,16 +3148,9 @@ fn prune_keeps_where_a_turn_an_undo_rolled_back_while_open_ended() {
 /// after the undo. It ends where its session's next turn began.
 #[test]
 fn a_redo_leaves_alone_what_a_turn_left_open_across_the_undo_changed_after_it() {
-    let (project, _data, store, other) = setup_with_other();
-    let p = project.path();
-    write_file(p, "f", "0\n");
-    agent_turn(&store, p, "1", &[("f", "1\n")]);
-    other.begin_turn("other", "1").unwrap();
-    store.undo_last("s", false).unwrap();
-    write_file(p, "f", "B's work\n");
-    other.begin_turn("other", "2").unwrap();
-    write_file(p, "f", "0\n");
-    assert_redo_writes(&store, p, &[], ("f", "0\n"));
+    redo_after_a_turn_across_the_undo_changed_and_the_user_put_back(|other| {
+        other.begin_turn("other", "2").map(drop).unwrap()
+    });
 }
 
 /// r71 F1: another session's turn, touching nothing, was open across the session's two undos;
