@@ -182,15 +182,20 @@ pub struct Turn {
     pub changed: Vec<TurnFile>,
     /// Whether an undo rolled it back (and no redo gave it back).
     pub rolled_back: bool,
+    /// Rolled back by an undo that was stopped (killed) before it finished: its files may still
+    /// hold its work, and [`Store::undo_last`] takes it again.
+    pub undo_stopped: bool,
     /// The runtime's metadata, given when the turn began ([`BeginOptions::meta`]).
     pub meta: BTreeMap<String, String>,
 }
 
 impl Turn {
     /// One word or two for where the turn stands: `open`, `left open` (its session began
-    /// another turn before it ended: it ended there), `done` or `rolled back`.
+    /// another turn before it ended: it ended there), `done`, `rolled back` or `undo stopped`
+    /// ([`Turn::undo_stopped`]).
     pub fn state(&self) -> &'static str {
         match (self.rolled_back, self.ended_at, self.after) {
+            (true, _, _) if self.undo_stopped => "undo stopped",
             (true, _, _) => "rolled back",
             (false, None, None) => "open",
             (false, None, Some(_)) => "left open",
@@ -602,6 +607,35 @@ fn superseded_error(session: &str, turn: &str) -> Error {
 /// Whether `message` is an undo's written before its files changed whose run was stopped.
 fn is_unfinished(message: &[u8]) -> bool {
     message.lines().any(|line| line == UNFINISHED.as_bytes())
+}
+
+/// A session's turns rolled back in part ([`Locked::turns_undone_in_part`]): an undo of one
+/// takes it again, and what they left in the project is still their work for a redo.
+#[derive(Default)]
+struct UndoneInPart {
+    /// Rolled back by an undo that left files alone (`undo --last` takes it again with `force`):
+    /// each with the paths that undo left alone.
+    left_alone: HashMap<String, HashSet<BString>>,
+    /// Rolled back by an undo stopped before it finished (killed): its files may still hold
+    /// the turn's work.
+    stopped: HashSet<String>,
+}
+
+impl UndoneInPart {
+    fn contains(&self, turn: &str) -> bool {
+        self.left_alone.contains_key(turn) || self.stopped.contains(turn)
+    }
+
+    /// Of rolled-back `turn`'s paths, those still its work in the project: `Some(None)` for
+    /// all (its undo was stopped), `Some(Some(paths))` for those its undo left alone, `None`
+    /// for none (its undo took it all back).
+    #[allow(clippy::option_option)]
+    fn still_its_work(&self, turn: &str) -> Option<Option<&HashSet<BString>>> {
+        match self.stopped.contains(turn) {
+            true => Some(None),
+            false => self.left_alone.get(turn).map(Some),
+        }
+    }
 }
 
 /// `Rewind-Announced:` lines for `paths`.
@@ -1117,6 +1151,7 @@ impl Store {
         };
         let repo = self.repo();
         for (session, records) in sessions {
+            let stopped = self.turns_undone_in_part(&session)?.stopped;
             for mut record in records {
                 let rolled_back = self
                     .ref_target(&turn_ref(&session, "rolled-back", &record.turn)?)?
@@ -1161,6 +1196,7 @@ impl Store {
                     files = changed.len();
                     (additions, deletions) = totals(&changed);
                 }
+                let undo_stopped = rolled_back && stopped.contains(&record.turn);
                 turns.push(Turn {
                     session: record.session,
                     turn: record.turn,
@@ -1173,6 +1209,7 @@ impl Store {
                     deletions,
                     changed,
                     rolled_back,
+                    undo_stopped,
                     meta: record.meta,
                 });
             }
@@ -1433,10 +1470,10 @@ impl Store {
         // rolled back again.)
         let mut to_roll_back = Vec::new();
         if only.is_none() {
-            let left_alone = locked.turns_undone_with_files_left_alone(session)?;
+            let in_part = locked.turns_undone_in_part(session)?;
             for record in undone {
                 let marker = turn_ref(session, "rolled-back", &record.turn)?;
-                if locked.ref_target(&marker)?.is_none() || left_alone.contains(&record.turn) {
+                if locked.ref_target(&marker)?.is_none() || in_part.contains(&record.turn) {
                     to_roll_back.push((record, marker));
                 }
             }
@@ -1649,17 +1686,19 @@ impl Store {
                 reason: "the last turn is undone whole: no file goes with it",
             });
         }
-        let force = options.force;
-        let left_alone = match force {
-            true => self.turns_undone_with_files_left_alone(session)?,
-            false => HashSet::new(),
+        // (One an undo left files of is taken again only with `force`, which takes them too;
+        // one a stopped undo rolled back, always: that undo is finished.)
+        let in_part = self.turns_undone_in_part(session)?;
+        let again = |turn: &String| {
+            in_part.stopped.contains(turn)
+                || (options.force && in_part.left_alone.contains_key(turn))
         };
         let mut last = None;
         for record in self.session_records(session)? {
             let rolled_back = self
                 .ref_target(&turn_ref(session, "rolled-back", &record.turn)?)?
                 .is_some();
-            if !rolled_back || left_alone.contains(&record.turn) {
+            if !rolled_back || again(&record.turn) {
                 last = Some(record.turn);
             }
         }
@@ -1771,16 +1810,23 @@ impl Store {
                 redone_since.extend(wrote.map(|path| (path, tree)));
             }
         }
-        // The session's turns begun since the undo and not rolled back: what one changed is
-        // its work, even where it put back what the undo left.
+        // The session's turns begun since the undo: what one changed is its work, even where
+        // it put back what the undo left; of one rolled back since, what its undo left in the
+        // project (`Some`: only those paths).
         let mut later_turns = Vec::new();
+        let own_in_part = locked.turns_undone_in_part(session)?;
         for record in records {
             let begun_since = since.iter().any(|(commit, _)| *commit == record.begin);
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
             if let (Some(after), true) = (record.after, begun_since) {
-                if locked.ref_target(&marker)?.is_none() {
-                    later_turns.push((record.before, after));
-                }
+                let only = match locked.ref_target(&marker)? {
+                    None => None,
+                    Some(_) => match own_in_part.still_its_work(&record.turn) {
+                        None => continue,
+                        Some(only) => only,
+                    },
+                };
+                later_turns.push((record.before, after, only));
             }
         }
         // Other sessions' turns since the undo likewise: the files each lists (its end commit's,
@@ -1821,6 +1867,7 @@ impl Store {
                 continue;
             }
             let head_ref = session_ref(&other, "head")?;
+            let their_in_part = locked.turns_undone_in_part(&other)?;
             let heads_recorded = !heads_then.is_empty()
                 || message
                     .lines()
@@ -1893,10 +1940,15 @@ impl Store {
                 let Some(after) = record.after.filter(|_| after_undo) else {
                     continue;
                 };
+                // (One rolled back since: what its undo left in the project is still its work.)
                 let marker = turn_ref(&other, "rolled-back", &record.turn)?;
-                if locked.ref_target(&marker)?.is_some() {
-                    continue;
-                }
+                let only = match locked.ref_target(&marker)? {
+                    None => None,
+                    Some(_) => match their_in_part.still_its_work(&record.turn) {
+                        None => continue,
+                        Some(only) => only,
+                    },
+                };
                 let files = match record.ended_at {
                     Some(_) => {
                         let (end, _) = commit_and_tree(&repo, record.commit)?;
@@ -1914,6 +1966,9 @@ impl Store {
                     Some(_) => Some(record.commit),
                     None => next_begin.filter(|_| ended_at_next()),
                 };
+                let files = files
+                    .into_iter()
+                    .filter(|f| only.is_none_or(|only| only.contains(&f.file)));
                 for file in files {
                     let path = file.file.as_bstr();
                     // A shared path that the undo (for a turn open across it) or the session's
@@ -1942,7 +1997,10 @@ impl Store {
             if unknown || theirs.contains(path) {
                 return Ok(true);
             }
-            for (before, after) in &later_turns {
+            for (before, after, only) in &later_turns {
+                if only.is_some_and(|only| !only.contains(path)) {
+                    continue;
+                }
                 if side_at(&repo, *before, path)? != side_at(&repo, *after, path)? {
                     return Ok(true);
                 }
@@ -2115,20 +2173,30 @@ impl Store {
         Ok(ChainRun::Redo.outcome(outcome, unrecorded))
     }
 
-    /// The turns whose rolling back (by the most recent undo that rolled back each) left files
-    /// alone. Costs a commit read per commit of the session's chain.
-    fn turns_undone_with_files_left_alone(&self, session: &str) -> Result<HashSet<String>> {
-        let (mut seen, mut left_alone) = (HashSet::new(), HashSet::new());
+    /// The turns whose rolling back (by the most recent undo that rolled back each) did not
+    /// finish: it left files alone, or it was stopped before its record of what it did. Costs
+    /// a commit read per commit of the session's chain.
+    fn turns_undone_in_part(&self, session: &str) -> Result<UndoneInPart> {
+        let mut seen = HashSet::new();
+        let mut in_part = UndoneInPart::default();
         let head = self.ref_target(&session_ref(session, "head")?)?;
         for (_, message) in self.chain_back(head, None)?.0 {
-            let left = lines_with(&message, LEFT_ALONE).next().is_some();
+            let left: HashSet<BString> = lines_with(&message, LEFT_ALONE)
+                .filter_map(decode_path)
+                .collect();
+            let stopped = is_unfinished(&message);
             for turn in rolled_back_in(&message) {
-                if seen.insert(turn.clone()) && left {
-                    left_alone.insert(turn);
+                if !seen.insert(turn.clone()) {
+                    continue;
+                }
+                if stopped {
+                    in_part.stopped.insert(turn);
+                } else if !left.is_empty() {
+                    in_part.left_alone.insert(turn, left.clone());
                 }
             }
         }
-        Ok(left_alone)
+        Ok(in_part)
     }
 
     /// The session's most recent undo commit that no redo redid (with `turn`: one that undid
@@ -2738,7 +2806,8 @@ struct TurnMerger<'a> {
     current: ObjectId,
     /// Per undone turn: `None` until looked up, then its trees (`None`: rolled back).
     trees: Vec<Option<Option<(ObjectId, ObjectId)>>>,
-    left_alone: Option<HashSet<String>>,
+    /// The session's turns rolled back in part, once looked up.
+    in_part: Option<UndoneInPart>,
 }
 
 impl<'a> TurnMerger<'a> {
@@ -2748,7 +2817,7 @@ impl<'a> TurnMerger<'a> {
             undone,
             current,
             trees: vec![None; undone.len()],
-            left_alone: None,
+            in_part: None,
         }
     }
 
@@ -2767,11 +2836,11 @@ impl<'a> TurnMerger<'a> {
         let marker = turn_ref(session, "rolled-back", &record.turn)?;
         let mut out = locked.ref_target(&marker)?.is_none();
         if !out {
-            if self.left_alone.is_none() {
-                self.left_alone = Some(locked.turns_undone_with_files_left_alone(session)?);
+            if self.in_part.is_none() {
+                self.in_part = Some(locked.turns_undone_in_part(session)?);
             }
             out = self
-                .left_alone
+                .in_part
                 .as_ref()
                 .is_some_and(|l| l.contains(&record.turn));
         }
@@ -3022,9 +3091,7 @@ impl Locked<'_> {
     ) -> Result<RestoreOutcome> {
         let marker = turn_ref(session, "rolled-back", &record.turn)?;
         if self.ref_target(&marker)?.is_some()
-            && !self
-                .turns_undone_with_files_left_alone(session)?
-                .contains(&record.turn)
+            && !self.turns_undone_in_part(session)?.contains(&record.turn)
         {
             return Err(Error::Turn {
                 session: session.into(),

@@ -192,6 +192,7 @@ class Turn(TypedDict):
     deletions: int
     changed: list[TurnFile]
     rolled_back: bool
+    undo_stopped: bool  # rolled back by an undo killed before it finished
     meta: dict[str, str]  # the runtime's metadata given to turn_begin
 
 

@@ -552,10 +552,10 @@ fn last_session_to_undo(store: &rewind::Store) -> rewind::Result<String> {
 }
 
 /// The session's last ended turn that changed files of its own (not only files another
-/// session changed meanwhile, which its undo leaves alone) and is not rolled back (with
-/// `force`, any that changed files, rolled back or not: `--force` takes that turn again and
-/// overwrites what it left alone); a turn left open before the session's last counts as
-/// ended. Reads the session's turns.
+/// session changed meanwhile, which its undo leaves alone) and is not rolled back, or whose
+/// undo was stopped (with `force`, any that changed files, rolled back or not: `--force` takes
+/// that turn again and overwrites what it left alone); a turn left open before the session's
+/// last counts as ended. Reads the session's turns.
 fn last_changing_turn(
     store: &rewind::Store,
     session: &str,
@@ -569,7 +569,7 @@ fn last_changing_turn(
     for t in turns.iter().rev() {
         // (One left open before the last ended where the next began: it has an "after".)
         let changed = match t.after {
-            _ if t.rolled_back && !force => false,
+            _ if t.rolled_back && !t.undo_stopped && !force => false,
             Some(_) => (force && t.files > 0) || own(t),
             None => false,
         };

@@ -3051,6 +3051,52 @@ fn redo_after_a_turn_across_the_undo_changed_and_the_user_put_back(finish: impl 
     assert_redo_writes(&store, p, &[], ("f", "0\n"));
 }
 
+/// r72 F1a: the session's turn 2, begun after the undo of turn 1, changed `p`; its own undo
+/// left `p` alone (the user had edited it) and rolled the turn back; the user put `p` back as
+/// the first undo left it. `redo --turn 1`, past the second undo, wrote over `p` without
+/// `--force`: a rolled-back turn was passed over whole, though what its undo left alone is
+/// still its work.
+#[test]
+fn a_redo_leaves_alone_what_a_rolled_back_later_turn_left_in_place() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "p", "base\n");
+    write_file(p, "q", "q0\n");
+    agent_turn(&store, p, "1", &[("p", "A1\n")]);
+    store.undo_last("s", false).unwrap();
+    agent_turn(&store, p, "2", &[("p", "A2\n"), ("q", "A2\n")]);
+    write_file(p, "p", "the user's\n");
+    let second = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&second.conflicts), set(&["p"]), "{second:?}");
+    write_file(p, "p", "base\n");
+    let of_turn_1 = rewind::RedoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    let redone = store.redo("s", &of_turn_1).unwrap();
+    assert_eq!(strings(&redone.conflicts), set(&["p"]), "{redone:?}");
+    assert_eq!(read(p, "p").as_deref(), Some("base\n"));
+}
+
+/// r72 F1b: another session's turn, begun after the undo, changed `a`; its own undo left `a`
+/// alone and rolled the turn back; the user put `a` back as the undo left it. The redo wrote
+/// over `a` without `--force`.
+#[test]
+fn a_redo_leaves_alone_what_another_sessions_rolled_back_turn_left_in_place() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    write_file(p, "b", "b0\n");
+    agent_turn(&store, p, "1", &[("a", "A1\n")]);
+    store.undo_last("s", false).unwrap();
+    session_turn(&other, "other", p, "1", &[("a", "B1\n"), ("b", "B1\n")]);
+    write_file(p, "a", "the user's\n");
+    let theirs = other.undo_last("other", false).unwrap();
+    assert_eq!(strings(&theirs.conflicts), set(&["a"]), "{theirs:?}");
+    write_file(p, "a", "a0\n");
+    assert_redo_writes(&store, p, &[], ("a", "a0\n"));
+}
+
 /// r69 F1: a redo that reopened a turn rolled back while open names the project as it found
 /// it (the turn's "before" from then on) only in its message; prune neither kept that tree nor
 /// its record, so a prune after the retention (or a person's `git gc`) deleted it, and every

@@ -1701,6 +1701,78 @@ fn two_interleaved_sessions_undo_independently() {
     assert_eq!(p.track(), t0);
 }
 
+/// An undo killed once it had recorded itself (unfinished) and before its files all changed
+/// left its turn marked rolled back: `undo --last` then said the session had no turn left to
+/// undo though the files still held the turn's work (forty-second hostile pass, r69 (7)), and
+/// `undo --last-session` took the turn before with it. A turn a stopped undo rolled back is
+/// listed `undo_stopped`, and both take it again, alone, to the end.
+#[test]
+fn undo_last_finishes_an_undo_killed_before_its_files_changed() {
+    for how in ["--last", "--last-session"] {
+        let sb = Sandbox::new();
+        let p = sb.project("proj");
+        let names = ["a", "b", "c", "d"];
+        p.file("earlier", "0\n");
+        for name in names {
+            p.file(name, "0\n");
+        }
+        begin(&p, "A", "1");
+        p.file("earlier", "1\n");
+        end(&p, "A", "1");
+        begin(&p, "A", "2");
+        for name in names {
+            p.file(name, "1\n");
+        }
+        end(&p, "A", "2");
+        // Killed at its first swap (each thread's first `renameat2`): recorded, unfinished.
+        let args = ["undo", "--session", "A", "--last"];
+        let killed = run_killed(
+            &sb,
+            &p.path,
+            None,
+            &args,
+            ("renameat2", 1),
+            DEFAULT_DEADLINE,
+        );
+        assert!(killed, "the undo was killed at a swap");
+        let listed = turns(&p, Some("A"));
+        assert!(listed[1].rolled_back, "recorded before the swap");
+        assert_eq!(listed[1].json["undo_stopped"], true, "{}", listed[1].json);
+        assert_eq!(listed[0].json["undo_stopped"], false, "{}", listed[0].json);
+        let u = match how {
+            "--last" => rwj(&p, &["undo", "--session", "A", "--last"]),
+            _ => rwj(&p, &["undo", "--last-session"]),
+        };
+        assert_eq!(
+            u["conflicts"].as_array().map(Vec::len),
+            Some(0),
+            "{how}: {u}"
+        );
+        for name in names {
+            assert_eq!(p.read(name), b"0\n", "{how}: {name} undone: {u}");
+        }
+        assert_eq!(p.read("earlier"), b"1\n", "{how}: turn 1 stays: {u}");
+        let listed = turns(&p, Some("A"));
+        assert_eq!(listed[1].json["undo_stopped"], false, "{how}: finished");
+        assert!(!listed[0].rolled_back, "{how}: turn 1 stays done");
+        // Two undos took the turn back, each in part: each has its redo (the stopped one's
+        // brings back what it changed before the kill), and the turn is back with the second.
+        let redo = || rwj(&p, &["redo", "--session", "A"]);
+        let (first, second) = (redo(), redo());
+        for name in names {
+            assert_eq!(
+                p.read(name),
+                b"1\n",
+                "{how}: {name} redone: {first} {second}"
+            );
+        }
+        assert!(
+            !turns(&p, Some("A"))[1].rolled_back,
+            "{how}: given back: {second}"
+        );
+    }
+}
+
 #[test]
 fn unfinished_turns_are_listed_and_undoable() {
     let sb = Sandbox::new();

@@ -71,7 +71,7 @@ const turnEnd: Shape<TurnEnd> = {
 const turn: Shape<Turn> = {
   session: "required", turn: "required", started_at: "required", ended_at: "required", before: "required",
   after: "required", files: "required", additions: "required", deletions: "required", changed: "required",
-  rolled_back: "required", meta: "required",
+  rolled_back: "required", undo_stopped: "required", meta: "required",
 };
 const sessionChanges: Shape<SessionChanges> = {
   session: "required", files: "required", total_files: "required", total_additions: "required",

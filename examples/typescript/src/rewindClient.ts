@@ -178,6 +178,8 @@ export interface Turn {
   deletions: number;
   changed: TurnFile[];
   rolled_back: boolean;
+  /** Rolled back by an undo killed before it finished: `undo` with `last` takes it again. */
+  undo_stopped: boolean;
   /** The runtime's metadata given to `turn_begin`. */
   meta: Record<string, string>;
 }
