@@ -273,8 +273,12 @@ fn restoring_home_never_touches_other_projects_stores() {
     assert_ne!(stores, stores_after_other);
     home_run(&["restore", &before]);
     let now = fs_snapshot(&data);
+    // (Object files, not directories: the restore's undo record is an object of the home
+    // store's own, and a fan-out directory it lands in changes its mtime.)
     for (path, entry) in &stores_after_other {
-        if path.starts_with("objects") || path.to_string_lossy().contains("/objects/") {
+        let in_objects =
+            path.starts_with("objects") || path.to_string_lossy().contains("/objects/");
+        if in_objects && entry.kind != 'd' {
             assert_eq!(now.get(path), Some(entry), "{} changed", path.display());
         }
     }
