@@ -609,6 +609,9 @@ fn is_unfinished(message: &[u8]) -> bool {
     message.lines().any(|line| line == UNFINISHED.as_bytes())
 }
 
+/// What an undo found at a path, and what it left there.
+type FoundAndLeft = (Option<Side>, Option<Side>);
+
 /// A session's turns rolled back in part ([`Locked::turns_undone_in_part`]): an undo of one
 /// takes it again, and what they left in the project is still their work for a redo.
 #[derive(Default)]
@@ -2501,6 +2504,31 @@ impl Store {
         Ok(paths)
     }
 
+    /// For undo commit `commit` (none for a redo, which names no undo point), each of `paths`
+    /// with what the undo found there (its undo point's) and what it left (its tree's). Costs
+    /// a commit read and two tree lookups per path.
+    fn found_and_left(
+        &self,
+        commit: ObjectId,
+        paths: &[BString],
+    ) -> Result<Vec<(BString, FoundAndLeft)>> {
+        let repo = self.repo();
+        let (object, left) = commit_and_tree(&repo, commit)?;
+        let message = object.message_raw_sloppy();
+        let point = lines_with(message, UNDO_POINT)
+            .next()
+            .and_then(|hex| ObjectId::from_hex(hex).ok());
+        let Some(point) = point.filter(|_| !message.contains_str(REDO_TRAILER)) else {
+            return Ok(Vec::new());
+        };
+        let mut sides = Vec::with_capacity(paths.len());
+        for path in paths {
+            let found = side_at(&repo, point, path.as_ref())?;
+            sides.push((path.clone(), (found, side_at(&repo, left, path.as_ref())?)));
+        }
+        Ok(sides)
+    }
+
     /// What chain commit `commit` of another session changed, with its kind: the files an end
     /// commit names, the paths an undo or redo names (for an older one, what its tree changed
     /// from its parent's); none for another kind. Costs a commit read (and a tree diff for an
@@ -2701,15 +2729,30 @@ impl Store {
     ) -> Result<Vec<(Change, Origin)>> {
         let own = self.announced_by(session, record)?;
         let mut overlaps = self.overlapping_turns(session, record, after)?;
-        // Another session's undo or redo meanwhile changed what it names, announced by none.
+        let turns_open = overlaps.len();
+        // Another session's undo or redo meanwhile changed what it names, announced by none;
+        // for each path an undo changed, what it found there and what it left.
+        let mut undone: HashMap<BString, Vec<FoundAndLeft>> = HashMap::new();
         for commit in self.commits_of_others_during(session, record)?.commits {
             if let (ChainKind::Undo, changed) = self.paths_of_chain_commit(commit)? {
+                for (path, sides) in self.found_and_left(commit, &changed)? {
+                    undone.entry(path).or_default().push(sides);
+                }
                 overlaps.push(Overlap {
                     announced: Vec::new(),
                     changed: changed.into_iter().collect(),
                 });
             }
         }
+        // A path whose whole change in the turn is one such undo's (the turn began on what the
+        // undo found, and ends on what it left), where no other session's turn was open, is
+        // that undo's: its own undo leaves it, as it leaves another's announced edit.
+        let by_an_undo_alone = |change: &Change| {
+            let turns = overlaps[..turns_open].iter();
+            !turns.into_iter().any(|o| o.changed.contains(&change.path))
+                && undone.get(&change.path).map(Vec::as_slice)
+                    == Some(&[(change.before, change.after)])
+        };
         let covers = |paths: &[BString], path: &BString| {
             paths.iter().any(|a| is_within(path.as_ref(), a.as_ref()))
         };
@@ -2728,6 +2771,7 @@ impl Store {
                     (true, false) => Origin::Announced,
                     (true, true) => Origin::Shared,
                     (false, true) => Origin::Other,
+                    (false, false) if by_an_undo_alone(&change) => Origin::Other,
                     (false, false) if changed_meanwhile => Origin::Shared,
                     (false, false) => Origin::Unannounced,
                 };

@@ -1717,7 +1717,8 @@ fn undo_leaves_alone_what_another_sessions_undo_put_back_meanwhile() {
     assert_eq!(strings(&back.written), set(&["d"]));
     let undone = store.undo("s2", &Default::default()).unwrap();
     assert_eq!(read(p, "d").as_deref(), Some("user\n"), "{undone:?}");
-    assert_eq!(strings(&undone.conflicts), set(&["d"]));
+    // (The whole change is s1's undo's: not s2's, and no conflict, r72 F2.)
+    assert!(undone.conflicts.is_empty(), "{undone:?}");
 }
 
 /// Found by the hostile pass: session A undid one file of an earlier turn (its head became the
@@ -2282,9 +2283,10 @@ fn show_of_a_turn_leaves_out_another_sessions_files() {
 
 /// Found by the fourteenth hostile pass: a file another session's undo put back while a turn
 /// was open was listed as the turn's own (`unannounced`), while the turn's undo left it alone
-/// as someone else's. Both call it `shared` now.
+/// as someone else's. Both call it someone else's now: not the turn's (the whole change is the
+/// undo's, r72 F2), and its undo leaves it without a conflict.
 #[test]
-fn a_file_another_sessions_undo_changed_during_a_turn_is_shared() {
+fn a_file_another_sessions_undo_changed_during_a_turn_is_not_the_turns() {
     let (project, _data, store) = setup();
     let p = project.path();
     write_file(p, "b.txt", "b\n");
@@ -2297,13 +2299,10 @@ fn a_file_another_sessions_undo_changed_during_a_turn_is_shared() {
     assert_eq!(strings(&back.written), set(&["b.txt"]));
     store.end_turn("A", "1").unwrap();
     let turn = &store.turns(Some("A")).unwrap()[0];
-    let expected = BTreeMap::from([
-        ("a.txt".to_string(), Origin::Unannounced),
-        ("b.txt".to_string(), Origin::Shared),
-    ]);
+    let expected = BTreeMap::from([("a.txt".to_string(), Origin::Unannounced)]);
     assert_eq!(origins(&turn.changed), expected);
     let undone = store.undo("A", &Default::default()).unwrap();
-    assert_eq!(strings(&undone.conflicts), set(&["b.txt"]), "{undone:?}");
+    assert!(undone.conflicts.is_empty(), "{undone:?}");
     assert_eq!(read(p, "b.txt").as_deref(), Some("b\n"));
     assert_eq!(read(p, "a.txt"), None);
 }
@@ -3095,6 +3094,50 @@ fn a_redo_leaves_alone_what_another_sessions_rolled_back_turn_left_in_place() {
     assert_eq!(strings(&theirs.conflicts), set(&["a"]), "{theirs:?}");
     write_file(p, "a", "a0\n");
     assert_redo_writes(&store, p, &[], ("a", "a0\n"));
+}
+
+/// r72 F2: another session's undo while the turn was open changed `a`; the turn listed `a` as
+/// shared, so its own undo left `a` alone as a conflict, and the `--force` it asked for put back
+/// what the other session's undo had taken (a false conflict in ordinary two-agent use). A path
+/// whose whole change in the turn is one undo's (the turn began on what the undo found and
+/// ends on what it left) is that undo's; ended or still open, the turn's undo leaves it.
+#[test]
+fn another_sessions_undo_during_a_turn_is_not_the_turns_change() {
+    for ended in [true, false] {
+        let (project, _data, store, other) = setup_with_other();
+        let p = project.path();
+        write_file(p, "a", "a0\n");
+        write_file(p, "b", "b0\n");
+        other.begin_turn("other", "1").unwrap();
+        other.track_file("other", "1", "a").unwrap();
+        write_file(p, "a", "A1\n");
+        other.end_turn("other", "1").unwrap();
+        store.begin_turn("s", "1").unwrap();
+        store.track_file("s", "1", "b").unwrap();
+        write_file(p, "b", "B1\n");
+        other.undo_last("other", false).unwrap();
+        if ended {
+            let end = store.end_turn("s", "1").unwrap();
+            assert_eq!(
+                origins(&end.files).get("a"),
+                None,
+                "not the turn's: {end:?}"
+            );
+        }
+        let undone = store.undo_last("s", false).unwrap();
+        assert!(undone.conflicts.is_empty(), "ended {ended}: {undone:?}");
+        assert_eq!(
+            strings(&undone.written),
+            set(&["b"]),
+            "ended {ended}: {undone:?}"
+        );
+        assert_eq!(
+            read(p, "a").as_deref(),
+            Some("a0\n"),
+            "the other undo stays"
+        );
+        assert_eq!(read(p, "b").as_deref(), Some("b0\n"));
+    }
 }
 
 /// r69 F1: a redo that reopened a turn rolled back while open names the project as it found
