@@ -622,6 +622,9 @@ struct UndoneInPart {
     /// Rolled back by an undo stopped before it finished (killed): its files may still hold
     /// the turn's work.
     stopped: HashSet<String>,
+    /// Every turn an undo rolled back (given back since or not: the marks tell): the last such
+    /// undo commit, and its undo point (where a turn it rolled back while open ended).
+    rolled_back_by: HashMap<String, (ObjectId, Option<ObjectId>)>,
 }
 
 impl UndoneInPart {
@@ -638,6 +641,13 @@ impl UndoneInPart {
             true => Some(None),
             false => self.left_alone.get(turn).map(Some),
         }
+    }
+
+    /// For `turn`, rolled back while open: the undo commit that rolled it back last, and its
+    /// undo point (where the turn ended).
+    fn ended_at_undo(&self, turn: &str) -> Option<(ObjectId, ObjectId)> {
+        let &(undo, point) = self.rolled_back_by.get(turn)?;
+        Some((undo, point?))
     }
 }
 
@@ -1821,10 +1831,18 @@ impl Store {
         for record in records {
             let begun_since = since.iter().any(|(commit, _)| *commit == record.begin);
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
-            if let (Some(after), true) = (record.after, begun_since) {
-                let only = match locked.ref_target(&marker)? {
-                    None => None,
-                    Some(_) => match own_in_part.still_its_work(&record.turn) {
+            let rolled_back = locked.ref_target(&marker)?.is_some();
+            // (One rolled back while open ended where that undo found the project.)
+            let after = match rolled_back {
+                true => record
+                    .after
+                    .or(own_in_part.ended_at_undo(&record.turn).map(|e| e.1)),
+                false => record.after,
+            };
+            if let (Some(after), true) = (after, begun_since) {
+                let only = match rolled_back {
+                    false => None,
+                    true => match own_in_part.still_its_work(&record.turn) {
                         None => continue,
                         Some(only) => only,
                     },
@@ -1930,24 +1948,33 @@ impl Store {
                     across.map(|(_, _, left)| *left).collect::<Vec<_>>()
                 };
             for (n, record) in their_records.iter().enumerate() {
-                // (One left open ended where its session's next turn began.)
+                // (One left open ended where its session's next turn began; one rolled back
+                // while open, where that undo found the project.)
                 let ended_at_next = || record.ended_at.is_none() && record.after.is_some();
                 let next_begin = their_records.get(n + 1).map(|next| next.begin);
-                let after_undo = match &since {
-                    Some(since) => {
+                let marker = turn_ref(&other, "rolled-back", &record.turn)?;
+                let rolled_back = locked.ref_target(&marker)?.is_some();
+                let ended_at_undo = match (record.after, rolled_back) {
+                    (None, true) => their_in_part.ended_at_undo(&record.turn),
+                    _ => None,
+                };
+                let after_undo = match (&since, ended_at_undo) {
+                    (Some(since), _) => {
                         since.contains(&record.commit)
                             || (ended_at_next() && next_begin.is_some_and(|b| since.contains(&b)))
+                            || ended_at_undo.is_some_and(|(undo, _)| since.contains(&undo))
                     }
-                    None => record.ended_at.is_some_and(|at| at >= undone_at),
+                    (None, Some((undo, _))) => locked.record(undo)?.started_at >= undone_at,
+                    (None, None) => record.ended_at.is_some_and(|at| at >= undone_at),
                 };
-                let Some(after) = record.after.filter(|_| after_undo) else {
+                let after = record.after.or(ended_at_undo.map(|(_, point)| point));
+                let Some(after) = after.filter(|_| after_undo) else {
                     continue;
                 };
                 // (One rolled back since: what its undo left in the project is still its work.)
-                let marker = turn_ref(&other, "rolled-back", &record.turn)?;
-                let only = match locked.ref_target(&marker)? {
-                    None => None,
-                    Some(_) => match their_in_part.still_its_work(&record.turn) {
+                let only = match rolled_back {
+                    false => None,
+                    true => match their_in_part.still_its_work(&record.turn) {
                         None => continue,
                         Some(only) => only,
                     },
@@ -1967,7 +1994,9 @@ impl Store {
                 };
                 let end = match record.ended_at {
                     Some(_) => Some(record.commit),
-                    None => next_begin.filter(|_| ended_at_next()),
+                    None => next_begin
+                        .filter(|_| ended_at_next())
+                        .or(ended_at_undo.map(|(undo, _)| undo)),
                 };
                 let files = files
                     .into_iter()
@@ -2183,15 +2212,19 @@ impl Store {
         let mut seen = HashSet::new();
         let mut in_part = UndoneInPart::default();
         let head = self.ref_target(&session_ref(session, "head")?)?;
-        for (_, message) in self.chain_back(head, None)?.0 {
+        for (commit, message) in self.chain_back(head, None)?.0 {
             let left: HashSet<BString> = lines_with(&message, LEFT_ALONE)
                 .filter_map(decode_path)
                 .collect();
             let stopped = is_unfinished(&message);
+            let point = lines_with(&message, UNDO_POINT)
+                .next()
+                .and_then(|hex| ObjectId::from_hex(hex).ok());
             for turn in rolled_back_in(&message) {
                 if !seen.insert(turn.clone()) {
                     continue;
                 }
+                in_part.rolled_back_by.insert(turn.clone(), (commit, point));
                 if stopped {
                     in_part.stopped.insert(turn);
                 } else if !left.is_empty() {

@@ -3096,6 +3096,54 @@ fn a_redo_leaves_alone_what_another_sessions_rolled_back_turn_left_in_place() {
     assert_redo_writes(&store, p, &[], ("a", "a0\n"));
 }
 
+/// r71 F3: another session's turn, open across the undo, wrote `f` after it; its own session's
+/// undo rolled it back while it was open, leaving `f` alone (shared); the user put `f` back as
+/// the undo left it. The redo wrote over `f` without `--force`: a turn rolled back while open
+/// was never looked at. It ended where that undo found the project.
+#[test]
+fn a_redo_leaves_alone_what_a_turn_rolled_back_while_open_left_in_place() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "f", "0\n");
+    agent_turn(&store, p, "1", &[("f", "1\n")]);
+    other.begin_turn("other", "1").unwrap();
+    store.undo_last("s", false).unwrap();
+    write_file(p, "f", "B's work\n");
+    let theirs = other.undo_last("other", false).unwrap();
+    assert_eq!(strings(&theirs.conflicts), set(&["f"]), "{theirs:?}");
+    write_file(p, "f", "0\n");
+    assert_redo_writes(&store, p, &[], ("f", "0\n"));
+}
+
+/// The same for the session's own turn begun after the undo and rolled back while open, its
+/// undo leaving `p` alone (shared with another session's turn open beside it): `redo --turn 1`,
+/// past that undo, leaves the put-back `p` alone.
+#[test]
+fn a_redo_leaves_alone_what_its_own_turn_rolled_back_while_open_left_in_place() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "p", "base\n");
+    agent_turn(&store, p, "1", &[("p", "A1\n")]);
+    store.undo_last("s", false).unwrap();
+    store.begin_turn("s", "2").unwrap();
+    other.begin_turn("other", "1").unwrap();
+    write_file(p, "p", "A2\n");
+    let second = store.undo_last("s", false).unwrap();
+    assert_eq!(
+        strings(&second.conflicts),
+        set(&["p"]),
+        "shared: {second:?}"
+    );
+    write_file(p, "p", "base\n");
+    let of_turn_1 = rewind::RedoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    let redone = store.redo("s", &of_turn_1).unwrap();
+    assert_eq!(strings(&redone.conflicts), set(&["p"]), "{redone:?}");
+    assert_eq!(read(p, "p").as_deref(), Some("base\n"));
+}
+
 /// r72 F2: another session's undo while the turn was open changed `a`; the turn listed `a` as
 /// shared, so its own undo left `a` alone as a conflict, and the `--force` it asked for put back
 /// what the other session's undo had taken (a false conflict in ordinary two-agent use). A path
