@@ -388,9 +388,11 @@ const COPY_OF: &str = "Rewind-Copy-Of: ";
 const DROPPED: &str = "Rewind-Dropped: ";
 /// The key of the lines naming a dropped commit's own files, announced or not (see [`DROPPED`]).
 const DROPPED_FILE: &str = "Rewind-Dropped-File: ";
-/// The key of the lines naming the files a dropped commit listed as shared (see [`DROPPED`]):
+/// The key of the lines naming the files a dropped commit listed as shared (see [`DROPPED`]),
+/// each followed by what the turn's end held there (` <mode> <id>`, or ` -` for nothing):
 /// changed while another session's turn was open, perhaps by an undo of the session that
-/// reads them, so they count only for a turn begun after that undo ([`DROPPED_BEGUN`]).
+/// reads them, so they count whole only for a turn begun after that undo ([`DROPPED_BEGUN`]),
+/// and for one open across it where its end holds something the undo did not leave.
 const DROPPED_SHARED_FILE: &str = "Rewind-Dropped-Shared-File: ";
 /// The key of the line naming a dropped end commit's begin commit, before its
 /// [`DROPPED_SHARED_FILE`] lines.
@@ -466,6 +468,9 @@ struct DroppedFiles {
     own: Vec<BString>,
     /// Their shared files, of the turns begun after the place.
     shared: Vec<BString>,
+    /// The shared files of the turns open across the place, each with what the turn's end
+    /// held there.
+    shared_across: Vec<(BString, Option<Side>)>,
     /// Lines among them were cut ([`DROPPED_CUT`]): what those named is not known.
     cut: bool,
 }
@@ -509,9 +514,16 @@ fn dropped_files_after(
             if counting && !in_then {
                 found.own.extend(decode(path));
             }
-        } else if let Some(path) = line.strip_prefix(DROPPED_SHARED_FILE.as_bytes()) {
-            if counting && !in_then && begun_after {
-                found.shared.extend(decode(path));
+        } else if let Some(rest) = line.strip_prefix(DROPPED_SHARED_FILE.as_bytes()) {
+            // (Written before stop 42, a line names no end.)
+            let (path, end) = match rest.split_once_str(b" ") {
+                Some((path, end)) => (path, parse_side(end)),
+                None => (rest, None),
+            };
+            match (counting && !in_then, begun_after, end) {
+                (true, true, _) => found.shared.extend(decode(path)),
+                (true, false, Some(end)) => found.shared_across.extend(decode(path).zip(Some(end))),
+                _ => {}
             }
         }
     }
@@ -1911,6 +1923,18 @@ impl Store {
                         let found = dropped_files_after(text, place, &mut begun);
                         theirs.extend(found.own.into_iter().chain(found.shared));
                         unknown |= found.cut;
+                        // (A dropped turn open across the undo: where its end holds something
+                        // neither the undo nor the session's own undos and redos since left.)
+                        for (path, end) in found.shared_across {
+                            let ours = own_undos.iter().map(|(_, _, left)| *left);
+                            let mut left_by_ours = std::iter::once(undo_tree).chain(ours);
+                            let changed_after = left_by_ours.try_fold(true, |all, left| {
+                                Ok::<_, Error>(all && side_at(&repo, left, path.as_ref())? != end)
+                            })?;
+                            if changed_after {
+                                theirs.insert(path);
+                            }
+                        }
                         // (What its own undos and redos since changed is its doing too.)
                         if ChainKind::of(text) == ChainKind::Undo {
                             theirs.extend(lines_with(text, CHANGED).filter_map(decode_path));
@@ -3678,7 +3702,7 @@ impl Locked<'_> {
         let mut parent: Option<ObjectId> = None;
         let mut dropped_before = String::new();
         for &commit in chain.iter().rev() {
-            let (object, _) = commit_and_tree(&repo, commit)?;
+            let (object, end_tree) = commit_and_tree(&repo, commit)?;
             let message = object.message_raw_sloppy();
             // (An earlier trim's commit goes too: what it named comes before what follows.)
             if dropped_commits.contains(&commit) || ChainKind::of(message) == ChainKind::Trim {
@@ -3703,6 +3727,10 @@ impl Locked<'_> {
                     };
                     let mut line = String::from(key);
                     crate::snapshot::visibility::encode_path(&mut line, &file.file);
+                    if file.origin == Origin::Shared {
+                        let end = side_at(&repo, end_tree, file.file.as_ref())?;
+                        line.push_str(&format!(" {}", side_text(end)));
+                    }
                     dropped_before.push_str(&format!("{line}\n"));
                 }
                 continue;
@@ -4157,6 +4185,28 @@ fn commit_and_tree(repo: &gix::Repository, id: ObjectId) -> Result<(gix::Commit<
 }
 
 /// The entry at `path` in `tree`, if it is a blob or symlink.
+/// `side` as a dropped shared file's line ends: `<mode> <id>` (octal mode), or `-` for none.
+fn side_text(side: Option<Side>) -> String {
+    match side {
+        Some(side) => format!("{:o} {}", side.mode, side.id),
+        None => "-".into(),
+    }
+}
+
+/// The side [`side_text`] wrote (`Some(None)`: none); `None` if `text` is not one.
+#[allow(clippy::option_option)]
+fn parse_side(text: &[u8]) -> Option<Option<Side>> {
+    if text == b"-" {
+        return Some(None);
+    }
+    let (mode, id) = text.to_str().ok()?.split_once(' ')?;
+    let mode = u32::from_str_radix(mode, 8).ok()?;
+    Some(Some(Side {
+        mode,
+        id: ObjectId::from_hex(id.as_bytes()).ok()?,
+    }))
+}
+
 fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option<Side>> {
     let git_dir = repo.git_dir();
     let tree = repo.find_tree(tree).map_err(|e| Error::store(git_dir, e))?;
@@ -4429,6 +4479,22 @@ mod tests {
         assert_eq!(shared(&second, Some(id('2')), &mut begun), ["y"]);
         // With no place, every turn began after it.
         assert_eq!(shared(&first, None, &mut HashSet::new()), ["x"]);
+        // A turn open across the place whose line names its end's content: counted apart,
+        // with that content (one whose line names none, written before, is not).
+        let side = Side {
+            mode: 0o100644,
+            id: id('9'),
+        };
+        let named = first.replace(
+            &format!("{DROPPED_SHARED_FILE}x\n"),
+            &format!("{DROPPED_SHARED_FILE}x {}\n", side_text(Some(side))),
+        );
+        let found = dropped_files_after(named.as_bytes(), Some(id('2')), &mut HashSet::new());
+        assert_eq!(found.shared, Vec::<BString>::new());
+        assert_eq!(found.shared_across, [(BString::from("x"), Some(side))]);
+        let old = dropped_files_after(first.as_bytes(), Some(id('2')), &mut HashSet::new());
+        assert!(old.shared_across.is_empty());
+        assert_eq!(parse_side(side_text(None).as_bytes()), Some(None));
     }
 
     #[test]

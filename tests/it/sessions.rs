@@ -1005,7 +1005,7 @@ fn a_redo_leaves_alone_what_its_own_dropped_turns_shared_with_another_session() 
         &store,
         &["log", "-1", "--format=%B", "refs/rewind/sessions/s/head"],
     );
-    assert!(head.contains("Rewind-Dropped-Shared-File: f\n"), "{head}");
+    assert!(head.contains("Rewind-Dropped-Shared-File: f "), "{head}");
     assert_redo_writes(&store, p, &[], ("f", "base\n"));
 }
 
@@ -3032,6 +3032,20 @@ fn a_redo_takes_back_its_own_file_another_sessions_turn_shared_only_through_its_
 fn a_redo_leaves_alone_what_a_turn_open_across_the_undo_changed_after_it() {
     redo_after_a_turn_across_the_undo_changed_and_the_user_put_back(|other| {
         other.end_turn("other", "1").map(drop).unwrap()
+    });
+}
+
+/// r71 F2: the same, with the other session's turn then trimmed away (a later turn kept): the
+/// trim's copy named its shared file without what its end held, and a dropped turn open across
+/// the undo had its shared files passed over; the redo wrote over the put-back file. The copy
+/// now names the end's content, which counts where the undo did not leave it.
+#[test]
+fn a_redo_leaves_alone_what_a_trimmed_turn_open_across_the_undo_changed_after_it() {
+    redo_after_a_turn_across_the_undo_changed_and_the_user_put_back(|other| {
+        other.end_turn("other", "1").unwrap();
+        other.begin_turn("other", "2").unwrap();
+        other.end_turn("other", "2").unwrap();
+        assert_eq!(other.prune(&trim_to(1)).unwrap().turns_removed, 1);
     });
 }
 
