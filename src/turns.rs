@@ -1869,6 +1869,9 @@ impl Store {
         // since, all of it since), or, for an undo that recorded none, ended after it by the
         // clock.
         let undone_at = locked.record(undo)?.started_at;
+        // What the undo left, for whose a shared change is: not known of one stopped before it
+        // finished (its tree is what it planned; a kill may have come before any write).
+        let undo_left = (!unfinished).then_some(undo_tree);
         let heads_then = parse_other_heads(&message);
         // What turns since the undo that a trim dropped listed (the session's, and the others',
         // below): the copy after them names them. Where such lines were cut, what those turns
@@ -1927,7 +1930,7 @@ impl Store {
                         // neither the undo nor the session's own undos and redos since left.)
                         for (path, end) in found.shared_across {
                             let ours = own_undos.iter().map(|(_, _, left)| *left);
-                            let mut left_by_ours = std::iter::once(undo_tree).chain(ours);
+                            let mut left_by_ours = undo_left.into_iter().chain(ours);
                             let changed_after = left_by_ours.try_fold(true, |all, left| {
                                 Ok::<_, Error>(all && side_at(&repo, left, path.as_ref())? != end)
                             })?;
@@ -2032,7 +2035,7 @@ impl Store {
                     // theirs only where the turn's end holds something none of them left.
                     let mut ours_left = left_by_own_change_across((record.begin, end), &file.file);
                     if !begun_since {
-                        ours_left.push(undo_tree);
+                        ours_left.extend(undo_left);
                     }
                     let theirs_after = side_at(&repo, after, path)?;
                     let changed_after_ours = ours_left
@@ -2482,15 +2485,17 @@ impl Store {
     /// open (from its begin to its end, or to now): those between the heads its begin and end
     /// commits name. Costs a commit read per commit.
     fn commits_of_others_during(&self, session: &str, record: &Record) -> Result<OthersDuring> {
+        // (Each commit names where the other sessions stood when it was made.)
         let repo = self.repo();
         let heads_in = |commit: ObjectId| -> Result<HashMap<String, ObjectId>> {
             Ok(parse_other_heads(
                 commit_and_tree(&repo, commit)?.0.message_raw_sloppy(),
             ))
         };
-        let at_begin = heads_in(record.begin)?;
-        let at_end = match record.ended_at {
-            Some(_) => heads_in(record.commit)?,
+        let (start, end) = self.turn_span(session, record)?;
+        let at_begin = heads_in(start)?;
+        let at_end = match end {
+            Some(end) => heads_in(end)?,
             None => parse_other_heads(self.other_heads_lines(session)?.as_bytes()),
         };
         let mut commits = Vec::new();
@@ -2518,6 +2523,40 @@ impl Store {
             }
         }
         Ok(OthersDuring { commits, unknown })
+    }
+
+    /// The commits of `session`'s chain that turn `record` was open between: its begin (or the
+    /// redo that reopened it, when `record` starts there), and its end: its end commit, where
+    /// the session began its next turn (left open), or the undo that rolled it back while
+    /// open; `None` while it is open. Costs a commit read per commit of the chain since the
+    /// turn began.
+    fn turn_span(&self, session: &str, record: &Record) -> Result<(ObjectId, Option<ObjectId>)> {
+        if record.ended_at.is_some() {
+            return Ok((record.begin, Some(record.commit)));
+        }
+        let turn = encode_id("turn", &record.turn)?;
+        let head = self.ref_target(&session_ref(session, "head")?)?;
+        let (walked, _) = self.chain_back(head, Some(record.begin))?;
+        let (mut start, mut rolled_back) = (record.begin, None);
+        for (commit, message) in walked.iter().rev() {
+            match ChainKind::of(message) {
+                ChainKind::Begin => return Ok((start, Some(rolled_back.unwrap_or(*commit)))),
+                ChainKind::Undo => match reopening_in(message, &turn) {
+                    Some(reopened) => {
+                        if reopened == record.before {
+                            start = *commit;
+                        }
+                        rolled_back = None;
+                    }
+                    None if rolled_back_in(message).contains(&record.turn) => {
+                        rolled_back = Some(*commit);
+                    }
+                    None => {}
+                },
+                ChainKind::End | ChainKind::Trim => {}
+            }
+        }
+        Ok((start, rolled_back))
     }
 
     /// The paths other sessions' turns and undos changed while turn `record` of `session` was
@@ -2561,29 +2600,31 @@ impl Store {
         Ok(paths)
     }
 
-    /// For undo commit `commit` (none for a redo, which names no undo point), each of `paths`
-    /// with what the undo found there (its undo point's) and what it left (its tree's). Costs
-    /// a commit read and two tree lookups per path.
+    /// For undo commit `commit`, what the undo found at each of `paths` (its undo point's) and
+    /// what it left there (its tree's); `None` for a redo (which names no undo point) and for
+    /// an undo stopped before it finished (its tree is only what it planned). Costs a commit
+    /// read and two tree lookups per path.
     fn found_and_left(
         &self,
         commit: ObjectId,
         paths: &[BString],
-    ) -> Result<Vec<(BString, FoundAndLeft)>> {
+    ) -> Result<Option<Vec<FoundAndLeft>>> {
         let repo = self.repo();
         let (object, left) = commit_and_tree(&repo, commit)?;
         let message = object.message_raw_sloppy();
         let point = lines_with(message, UNDO_POINT)
             .next()
             .and_then(|hex| ObjectId::from_hex(hex).ok());
-        let Some(point) = point.filter(|_| !message.contains_str(REDO_TRAILER)) else {
-            return Ok(Vec::new());
+        let an_undo = !message.contains_str(REDO_TRAILER) && !is_unfinished(message);
+        let Some(point) = point.filter(|_| an_undo) else {
+            return Ok(None);
         };
         let mut sides = Vec::with_capacity(paths.len());
         for path in paths {
             let found = side_at(&repo, point, path.as_ref())?;
-            sides.push((path.clone(), (found, side_at(&repo, left, path.as_ref())?)));
+            sides.push((found, side_at(&repo, left, path.as_ref())?));
         }
-        Ok(sides)
+        Ok(Some(sides))
     }
 
     /// What chain commit `commit` of another session changed, with its kind: the files an end
@@ -2789,11 +2830,15 @@ impl Store {
         let turns_open = overlaps.len();
         // Another session's undo or redo meanwhile changed what it names, announced by none;
         // for each path an undo changed, what it found there and what it left.
-        let mut undone: HashMap<BString, Vec<FoundAndLeft>> = HashMap::new();
+        // (`None` for a redo, or an undo stopped before it finished: what either found and
+        // left is not known.)
+        let mut undone: HashMap<BString, Vec<Option<FoundAndLeft>>> = HashMap::new();
         for commit in self.commits_of_others_during(session, record)?.commits {
             if let (ChainKind::Undo, changed) = self.paths_of_chain_commit(commit)? {
-                for (path, sides) in self.found_and_left(commit, &changed)? {
-                    undone.entry(path).or_default().push(sides);
+                let sides = self.found_and_left(commit, &changed)?;
+                for (n, path) in changed.iter().enumerate() {
+                    let found_and_left = sides.as_ref().map(|sides| sides[n]);
+                    undone.entry(path.clone()).or_default().push(found_and_left);
                 }
                 overlaps.push(Overlap {
                     announced: Vec::new(),
@@ -2808,7 +2853,7 @@ impl Store {
             let turns = overlaps[..turns_open].iter();
             !turns.into_iter().any(|o| o.changed.contains(&change.path))
                 && undone.get(&change.path).map(Vec::as_slice)
-                    == Some(&[(change.before, change.after)])
+                    == Some(&[Some((change.before, change.after))])
         };
         let covers = |paths: &[BString], path: &BString| {
             paths.iter().any(|a| is_within(path.as_ref(), a.as_ref()))

@@ -3202,6 +3202,83 @@ fn another_sessions_undo_during_a_turn_is_not_the_turns_change() {
     }
 }
 
+/// r73 F1: another session's undo and then its redo while the turn was open, then the turn's
+/// agent made the undo's edit itself: the turn's change at `a` looked like the undo's whole
+/// change, and was hidden (the turn listed nothing; its undo kept the edit). A path a redo
+/// (or any second undo) also changed meanwhile is not one undo's alone.
+#[test]
+fn a_turn_keeps_its_edit_another_sessions_undo_made_before_its_redo() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "a", "a\n");
+    session_turn(&other, "other", p, "1", &[("a", "a\nA1\n")]);
+    store.begin_turn("s", "1").unwrap();
+    other.undo_last("other", false).unwrap();
+    other.redo("other", &Default::default()).unwrap();
+    write_file(p, "a", "a\n");
+    let end = store.end_turn("s", "1").unwrap();
+    assert_eq!(
+        origins(&end.files).get("a"),
+        Some(&Origin::Shared),
+        "{end:?}"
+    );
+}
+
+/// r73 F4 and F6: a turn left open (or rolled back while open) read the other sessions' undos
+/// and redos up to now, not up to where it ended: an undo made after it was over changed its
+/// file back and forth and took the turn's own change for its own (the turn listed nothing),
+/// or gave it another session's file. Such a turn is open until its session's next turn began,
+/// or until the undo that rolled it back.
+#[test]
+fn a_turn_over_is_not_given_another_sessions_later_undo() {
+    for rolled_back in [false, true] {
+        let (project, _data, store, other) = setup_with_other();
+        let p = project.path();
+        write_file(p, "p", "Y\n");
+        write_file(p, "q", "q\n");
+        session_turn(&other, "other", p, "1", &[("p", "X\n")]);
+        store.begin_turn("s", "1").unwrap();
+        write_file(p, "p", "Y\n");
+        write_file(p, "q", "s1\n");
+        match rolled_back {
+            false => drop(store.begin_turn("s", "2").unwrap()),
+            true => drop(store.undo_last("s", false).unwrap()),
+        }
+        write_file(p, "p", "X\n");
+        let listed = |store: &Store| {
+            let turn = store.turns(Some("s")).unwrap().remove(0);
+            origins(&turn.changed).into_keys().collect::<BTreeSet<_>>()
+        };
+        let before = listed(&store);
+        other.undo_last("other", false).unwrap();
+        assert_eq!(listed(&store), before, "rolled back {rolled_back}");
+    }
+}
+
+/// r73 F7: a turn rolled back while open and given back by a redo starts where the redo found
+/// the project, yet it counted the other sessions' undos and redos from its first begin: one
+/// other undo after the reopen was not its whole change there, a false conflict whose
+/// `--force` took that undo back.
+#[test]
+fn a_reopened_turn_counts_other_sessions_undos_from_the_reopen() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "base", "base\n");
+    session_turn(&other, "other", p, "1", &[("A1", "A1\n")]);
+    store.begin_turn("s", "1").unwrap();
+    other.undo_last("other", false).unwrap();
+    store.undo_last("s", false).unwrap();
+    other.redo("other", &Default::default()).unwrap();
+    store.redo("s", &Default::default()).unwrap();
+    write_file(p, "base", "base\ns\n");
+    other.undo_last("other", false).unwrap();
+    store.end_turn("s", "1").unwrap();
+    let undone = store.undo_last("s", false).unwrap();
+    assert!(undone.conflicts.is_empty(), "{undone:?}");
+    assert_eq!(read(p, "A1"), None, "the other session's undo stays");
+    assert_eq!(read(p, "base").as_deref(), Some("base\n"));
+}
+
 /// r69 F1: a redo that reopened a turn rolled back while open names the project as it found
 /// it (the turn's "before" from then on) only in its message; prune neither kept that tree nor
 /// its record, so a prune after the retention (or a person's `git gc`) deleted it, and every
