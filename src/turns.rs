@@ -557,6 +557,9 @@ const LEFT_ALONE: &str = "Rewind-Left-Alone: ";
 const MERGED: &str = "Rewind-Merged: ";
 /// In an undo's commit: the snapshot taken just before it (what a redo brings back).
 const UNDO_POINT: &str = "Rewind-Undo-Point: ";
+/// In a redo's commit (since stop 42): the snapshot taken just before it (its `undo`), which
+/// lives as a restore's does.
+const REDO_POINT: &str = "Rewind-Redo-Point: ";
 /// In an undo's or redo's commit: a path it wrote or deleted (percent-encoded). A redo brings
 /// back what its undo changed; an undo of another session's turn leaves these paths alone.
 const CHANGED: &str = "Rewind-Changed: ";
@@ -2160,9 +2163,11 @@ impl Store {
                 redid.push_str(&format!("{UNFINISHED}\n"));
             }
             // (Where the other sessions stood: a turn of theirs open across this redo lists
-            // the paths it changed as shared, and a redo of an older undo tells so by this.)
+            // the paths it changed as shared, and a redo of an older undo tells so by this.
+            // What it found, for such a turn to tell the redo's whole change from its own.)
             let message = format!(
-                "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{redid}{}{}{REDO_TRAILER}\n",
+                "rewind: redo of session {session:?} from turn {from_turn:?}\n\n{redid}{REDO_POINT}{}\n{}{}{REDO_TRAILER}\n",
+                outcome.undo,
                 locked.other_heads_lines(session)?,
                 trailers(session, &from_turn, locked.now()?, None, None)?
             );
@@ -2600,10 +2605,11 @@ impl Store {
         Ok(paths)
     }
 
-    /// For undo commit `commit`, what the undo found at each of `paths` (its undo point's) and
-    /// what it left there (its tree's); `None` for a redo (which names no undo point) and for
-    /// an undo stopped before it finished (its tree is only what it planned). Costs a commit
-    /// read and two tree lookups per path.
+    /// For undo or redo commit `commit`, what it found at each of `paths` (its point's) and
+    /// what it left there (its tree's); `None` when that is not known: one stopped before it
+    /// finished (its tree is only what it planned), a redo that names no point (written
+    /// before stop 42), or a point gone (a redo's lives as a restore's). Costs a commit read
+    /// and two tree lookups per path.
     fn found_and_left(
         &self,
         commit: ObjectId,
@@ -2612,13 +2618,19 @@ impl Store {
         let repo = self.repo();
         let (object, left) = commit_and_tree(&repo, commit)?;
         let message = object.message_raw_sloppy();
-        let point = lines_with(message, UNDO_POINT)
+        let key = match message.contains_str(REDO_TRAILER) {
+            true => REDO_POINT,
+            false => UNDO_POINT,
+        };
+        let point = lines_with(message, key)
             .next()
             .and_then(|hex| ObjectId::from_hex(hex).ok());
-        let an_undo = !message.contains_str(REDO_TRAILER) && !is_unfinished(message);
-        let Some(point) = point.filter(|_| an_undo) else {
+        let Some(point) = point.filter(|_| !is_unfinished(message)) else {
             return Ok(None);
         };
+        if !self.reads().0.contains(&point) {
+            return Ok(None);
+        }
         let mut sides = Vec::with_capacity(paths.len());
         for path in paths {
             let found = side_at(&repo, point, path.as_ref())?;

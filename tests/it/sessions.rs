@@ -3224,6 +3224,33 @@ fn a_turn_keeps_its_edit_another_sessions_undo_made_before_its_redo() {
     );
 }
 
+/// r73 F5: another session's redo while the turn was open made its change there `shared`: the
+/// turn's undo left it as a conflict, and `--force` took the redo back. A redo names what it
+/// found (`Rewind-Redo-Point:`), so its whole change is its own as an undo's is.
+#[test]
+fn another_sessions_redo_during_a_turn_is_not_the_turns_change() {
+    let (project, _data, store, other) = setup_with_other();
+    let p = project.path();
+    write_file(p, "a", "a\n");
+    write_file(p, "b", "b\n");
+    session_turn(&other, "other", p, "1", &[("a", "a\nA1\n")]);
+    other.undo_last("other", false).unwrap();
+    store.begin_turn("s", "1").unwrap();
+    store.track_file("s", "1", "b").unwrap();
+    other.redo("other", &Default::default()).unwrap();
+    write_file(p, "b", "b\ns\n");
+    let end = store.end_turn("s", "1").unwrap();
+    assert_eq!(
+        origins(&end.files).get("a"),
+        None,
+        "not the turn's: {end:?}"
+    );
+    let undone = store.undo_last("s", false).unwrap();
+    assert!(undone.conflicts.is_empty(), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a\nA1\n"), "the redo stays");
+    assert_eq!(read(p, "b").as_deref(), Some("b\n"));
+}
+
 /// r73 F4 and F6: a turn left open (or rolled back while open) read the other sessions' undos
 /// and redos up to now, not up to where it ended: an undo made after it was over changed its
 /// file back and forth and took the turn's own change for its own (the turn listed nothing),
