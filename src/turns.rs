@@ -1988,6 +1988,9 @@ impl Store {
                     (None, true) => their_in_part.ended_at_undo(&record.turn),
                     _ => None,
                 };
+                // (For an undo stopped before it finished, one still open counts up to now: a
+                // path it planned may hold what that turn wrote, or what it wrote itself.)
+                let open_now = unfinished && record.after.is_none() && !rolled_back;
                 let after_undo = match (&since, ended_at_undo) {
                     (Some(since), _) => {
                         since.contains(&record.commit)
@@ -1996,8 +1999,11 @@ impl Store {
                     }
                     (None, Some((undo, _))) => locked.record(undo)?.started_at >= undone_at,
                     (None, None) => record.ended_at.is_some_and(|at| at >= undone_at),
+                } || open_now;
+                let after = match open_now {
+                    true => Some(current),
+                    false => record.after.or(ended_at_undo.map(|(_, point)| point)),
                 };
-                let after = record.after.or(ended_at_undo.map(|(_, point)| point));
                 let Some(after) = after.filter(|_| after_undo) else {
                     continue;
                 };

@@ -1777,29 +1777,34 @@ fn undo_last_finishes_an_undo_killed_before_its_files_changed() {
 /// wrote exactly what that undo had planned there: the turn's change looked like the undo's
 /// and was hidden, and the other session's redo then wrote over it without a conflict. A
 /// stopped undo's tree is only what it planned: it explains no change, and its redo does not
-/// take it for what the undo left.
+/// take it for what the undo left. (r74 F4: the same with the turn still open at the redo,
+/// which the redo did not look at.)
 #[test]
 fn a_stopped_undo_neither_hides_nor_overwrites_a_turns_edit() {
-    let sb = Sandbox::new();
-    let p = sb.project("proj");
-    p.file("a", "a\n").file("b", "b\n");
-    begin(&p, "A", "1");
-    p.file("a", "a\nA1\n").file("b", "b\nA1\n");
-    end(&p, "A", "1");
-    begin(&p, "B", "1");
-    // Killed at its sync, after it recorded itself and before any file changed.
-    let args = ["undo", "--session", "A", "--last"];
-    let killed = run_killed(&sb, &p.path, None, &args, ("syncfs", 1), DEFAULT_DEADLINE);
-    assert!(killed, "the undo was killed at its sync");
-    assert_eq!(p.read("a"), b"a\nA1\n", "nothing written");
-    p.file("a", "a\n"); // B's agent: what the stopped undo had planned
-    let files = end(&p, "B", "1");
-    let listed: Vec<&str> = files.iter().filter_map(|f| f["file"].as_str()).collect();
-    assert_eq!(listed, ["a"], "the turn's change: {files:?}");
-    let r = rwj(&p, &["redo", "--session", "A"]);
-    assert_eq!(p.read("a"), b"a\n", "B's edit stays: {r}");
-    let conflicts = r["conflicts"].as_array().unwrap();
-    assert!(conflicts.iter().any(|c| c == "a"), "{r}");
+    for ended in [true, false] {
+        let sb = Sandbox::new();
+        let p = sb.project("proj");
+        p.file("a", "a\n").file("b", "b\n");
+        begin(&p, "A", "1");
+        p.file("a", "a\nA1\n").file("b", "b\nA1\n");
+        end(&p, "A", "1");
+        begin(&p, "B", "1");
+        // Killed at its sync, after it recorded itself and before any file changed.
+        let args = ["undo", "--session", "A", "--last"];
+        let killed = run_killed(&sb, &p.path, None, &args, ("syncfs", 1), DEFAULT_DEADLINE);
+        assert!(killed, "the undo was killed at its sync");
+        assert_eq!(p.read("a"), b"a\nA1\n", "nothing written");
+        p.file("a", "a\n"); // B's agent: what the stopped undo had planned
+        if ended {
+            let files = end(&p, "B", "1");
+            let listed: Vec<&str> = files.iter().filter_map(|f| f["file"].as_str()).collect();
+            assert_eq!(listed, ["a"], "the turn's change: {files:?}");
+        }
+        let r = rwj(&p, &["redo", "--session", "A"]);
+        assert_eq!(p.read("a"), b"a\n", "ended {ended}: B's edit stays: {r}");
+        let conflicts = r["conflicts"].as_array().unwrap();
+        assert!(conflicts.iter().any(|c| c == "a"), "ended {ended}: {r}");
+    }
 }
 
 #[test]
