@@ -3079,6 +3079,12 @@ fn a_redo_leaves_alone_what_a_rolled_back_later_turn_left_in_place() {
     store.undo_last("s", false).unwrap();
     agent_turn(&store, p, "2", &[("p", "A2\n"), ("q", "A2\n")]);
     write_file(p, "p", "the user's\n");
+    its_undo_leaves_p_and_redo_of_turn_1_leaves_it_put_back(&store, p);
+}
+
+/// The session's undo of its turn 2 leaves `p` alone (a conflict); the user puts `p` back as
+/// the undo of turn 1 left it; `redo --turn 1`, past the second undo, leaves it alone.
+fn its_undo_leaves_p_and_redo_of_turn_1_leaves_it_put_back(store: &Store, p: &Path) {
     let second = store.undo_last("s", false).unwrap();
     assert_eq!(strings(&second.conflicts), set(&["p"]), "{second:?}");
     write_file(p, "p", "base\n");
@@ -3104,10 +3110,21 @@ fn a_redo_leaves_alone_what_another_sessions_rolled_back_turn_left_in_place() {
     store.undo_last("s", false).unwrap();
     session_turn(&other, "other", p, "1", &[("a", "B1\n"), ("b", "B1\n")]);
     write_file(p, "a", "the user's\n");
+    their_undo_leaves_it_and_the_redo_leaves_it_put_back(&store, &other, p, ("a", "a0\n"));
+}
+
+/// The other session's undo leaves `path` alone (a conflict); the user puts `content` back
+/// there, as the session's undo left it; the session's redo leaves it alone.
+fn their_undo_leaves_it_and_the_redo_leaves_it_put_back(
+    store: &Store,
+    other: &Store,
+    p: &Path,
+    (path, content): (&str, &str),
+) {
     let theirs = other.undo_last("other", false).unwrap();
-    assert_eq!(strings(&theirs.conflicts), set(&["a"]), "{theirs:?}");
-    write_file(p, "a", "a0\n");
-    assert_redo_writes(&store, p, &[], ("a", "a0\n"));
+    assert_eq!(strings(&theirs.conflicts), set(&[path]), "{theirs:?}");
+    write_file(p, path, content);
+    assert_redo_writes(store, p, &[], (path, content));
 }
 
 /// r71 F3: another session's turn, open across the undo, wrote `f` after it; its own session's
@@ -3123,10 +3140,7 @@ fn a_redo_leaves_alone_what_a_turn_rolled_back_while_open_left_in_place() {
     other.begin_turn("other", "1").unwrap();
     store.undo_last("s", false).unwrap();
     write_file(p, "f", "B's work\n");
-    let theirs = other.undo_last("other", false).unwrap();
-    assert_eq!(strings(&theirs.conflicts), set(&["f"]), "{theirs:?}");
-    write_file(p, "f", "0\n");
-    assert_redo_writes(&store, p, &[], ("f", "0\n"));
+    their_undo_leaves_it_and_the_redo_leaves_it_put_back(&store, &other, p, ("f", "0\n"));
 }
 
 /// The same for the session's own turn begun after the undo and rolled back while open, its
@@ -3141,21 +3155,8 @@ fn a_redo_leaves_alone_what_its_own_turn_rolled_back_while_open_left_in_place() 
     store.undo_last("s", false).unwrap();
     store.begin_turn("s", "2").unwrap();
     other.begin_turn("other", "1").unwrap();
-    write_file(p, "p", "A2\n");
-    let second = store.undo_last("s", false).unwrap();
-    assert_eq!(
-        strings(&second.conflicts),
-        set(&["p"]),
-        "shared: {second:?}"
-    );
-    write_file(p, "p", "base\n");
-    let of_turn_1 = rewind::RedoOptions {
-        turn: Some("1".into()),
-        ..Default::default()
-    };
-    let redone = store.redo("s", &of_turn_1).unwrap();
-    assert_eq!(strings(&redone.conflicts), set(&["p"]), "{redone:?}");
-    assert_eq!(read(p, "p").as_deref(), Some("base\n"));
+    write_file(p, "p", "A2\n"); // shared: the other session's turn is open
+    its_undo_leaves_p_and_redo_of_turn_1_leaves_it_put_back(&store, p);
 }
 
 /// r72 F2: another session's undo while the turn was open changed `a`; the turn listed `a` as
