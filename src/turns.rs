@@ -619,12 +619,19 @@ fn superseded_error(session: &str, turn: &str) -> Error {
     }
 }
 
+/// The object `message` names first under `key` (a point, or the undo a redo redid), if any.
+fn id_in(message: &[u8], key: &'static str) -> Option<ObjectId> {
+    lines_with(message, key)
+        .next()
+        .and_then(|hex| ObjectId::from_hex(hex).ok())
+}
+
 /// Whether `message` is an undo's written before its files changed whose run was stopped.
 fn is_unfinished(message: &[u8]) -> bool {
     message.lines().any(|line| line == UNFINISHED.as_bytes())
 }
 
-/// What an undo found at a path, and what it left there.
+/// What an undo or redo found at a path, and what it left there.
 type FoundAndLeft = (Option<Side>, Option<Side>);
 
 /// A session's turns rolled back in part ([`Locked::turns_undone_in_part`]): an undo of one
@@ -1584,9 +1591,7 @@ impl Store {
                     if reopening.is_some() {
                         (reopened, rolled_back) = (reopening, None);
                     } else if rolled_back_in(message).contains(&record.turn) {
-                        rolled_back = lines_with(message, UNDO_POINT)
-                            .next()
-                            .and_then(|hex| ObjectId::from_hex(hex).ok());
+                        rolled_back = id_in(message, UNDO_POINT);
                     }
                 }
                 ChainKind::End | ChainKind::Trim => {}
@@ -1806,15 +1811,12 @@ impl Store {
             }
         }
         let unfinished = is_unfinished(&message);
-        let point = lines_with(&message, UNDO_POINT)
-            .next()
-            .and_then(|hex| ObjectId::from_hex(hex).ok())
-            .ok_or_else(|| {
-                Error::store(
-                    locked.git_dir(),
-                    format!("undo {undo} names no undo point (use `rewind restore`)"),
-                )
-            })?;
+        let point = id_in(&message, UNDO_POINT).ok_or_else(|| {
+            Error::store(
+                locked.git_dir(),
+                format!("undo {undo} names no undo point (use `rewind restore`)"),
+            )
+        })?;
         let (snapshot, index) = locked.track_holding_index(&TrackOptions::default())?;
         let current = snapshot.hash.0;
         let (mut conflicts, mut kept) = (Vec::new(), Vec::new());
@@ -2255,9 +2257,7 @@ impl Store {
                 .filter_map(decode_path)
                 .collect();
             let stopped = is_unfinished(&message);
-            let point = lines_with(&message, UNDO_POINT)
-                .next()
-                .and_then(|hex| ObjectId::from_hex(hex).ok());
+            let point = id_in(&message, UNDO_POINT);
             for turn in rolled_back_in(&message) {
                 if !seen.insert(turn.clone()) {
                     continue;
@@ -2361,10 +2361,7 @@ impl Store {
             let message = object.message_raw_sloppy();
             next = object.parent_ids().next().map(|id| id.detach());
             given_back.extend(turns_in(message, GAVE_BACK));
-            if let Some(redid) = lines_with(message, REDID)
-                .next()
-                .and_then(|hex| ObjectId::from_hex(hex).ok())
-            {
+            if let Some(redid) = id_in(message, REDID) {
                 redone.insert(redid);
                 continue;
             }
@@ -2628,9 +2625,7 @@ impl Store {
             true => REDO_POINT,
             false => UNDO_POINT,
         };
-        let point = lines_with(message, key)
-            .next()
-            .and_then(|hex| ObjectId::from_hex(hex).ok());
+        let point = id_in(message, key);
         let Some(point) = point.filter(|_| !is_unfinished(message)) else {
             return Ok(None);
         };
@@ -2728,9 +2723,7 @@ impl Store {
             }
             let (object, _) = commit_and_tree(&repo, commit)?;
             let message = object.message_raw_sloppy();
-            let point = lines_with(message, UNDO_POINT)
-                .next()
-                .and_then(|hex| ObjectId::from_hex(hex).ok());
+            let point = id_in(message, UNDO_POINT);
             // Only the session's latest turn: an older one left open was not being worked on.
             let session_of = self.record(commit)?.session;
             let latest = read_records(&session_of)?.pop().map(|r| r.turn);
@@ -2847,9 +2840,8 @@ impl Store {
         let mut overlaps = self.overlapping_turns(session, record, after)?;
         let turns_open = overlaps.len();
         // Another session's undo or redo meanwhile changed what it names, announced by none;
-        // for each path an undo changed, what it found there and what it left.
-        // (`None` for a redo, or an undo stopped before it finished: what either found and
-        // left is not known.)
+        // for each path one changed, what it found there and what it left (`None` where that
+        // is not known: see `found_and_left`).
         let mut undone: HashMap<BString, Vec<Option<FoundAndLeft>>> = HashMap::new();
         for commit in self.commits_of_others_during(session, record)?.commits {
             if let (ChainKind::Undo, changed) = self.paths_of_chain_commit(commit)? {
@@ -2864,9 +2856,9 @@ impl Store {
                 });
             }
         }
-        // A path whose whole change in the turn is one such undo's (the turn began on what the
-        // undo found, and ends on what it left), where no other session's turn was open, is
-        // that undo's: its own undo leaves it, as it leaves another's announced edit.
+        // A path whose whole change in the turn is one such undo's or redo's (the turn began on
+        // what it found, and ends on what it left), where no other session's turn was open, is
+        // that run's: the turn's undo leaves it, as it leaves another's announced edit.
         let by_an_undo_alone = |change: &Change| {
             let turns = overlaps[..turns_open].iter();
             !turns.into_iter().any(|o| o.changed.contains(&change.path))
