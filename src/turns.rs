@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
 use gix::bstr::{BStr, BString, ByteSlice};
@@ -568,6 +569,10 @@ const CHANGED: &str = "Rewind-Changed: ";
 /// planned to leave (what its redo, or the next redo, starts from); found on the chain, the run
 /// was stopped, and what the session left is still the tree before it.
 const UNFINISHED: &str = "Rewind-Unfinished: yes";
+/// In an unfinished undo's or redo's commit (since stop 43): the kernel's clock (seconds and nanoseconds
+/// since 1970, not the store's clock) just before its first change. A file whose change time
+/// (`ctime`, which no program can set back) is older was not touched by it, nor after it.
+const UNFINISHED_SINCE: &str = "Rewind-Unfinished-Since: ";
 
 /// The key of an end commit's lines, one per file of the turn:
 /// `<status> <origin> +<additions> -<deletions> <path>`.
@@ -629,6 +634,28 @@ fn id_in(message: &[u8], key: &'static str) -> Option<ObjectId> {
 /// Whether `message` is an undo's written before its files changed whose run was stopped.
 fn is_unfinished(message: &[u8]) -> bool {
     message.lines().any(|line| line == UNFINISHED.as_bytes())
+}
+
+/// The lines marking an undo's or redo's record written before its first change: unfinished,
+/// since the kernel's clock now.
+fn unfinished_lines() -> String {
+    let mut lines = format!("{UNFINISHED}\n");
+    if let Ok(since) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
+        let (secs, nanos) = (since.as_secs(), since.subsec_nanos());
+        lines.push_str(&format!("{UNFINISHED_SINCE}{secs}.{nanos:09}\n"));
+    }
+    lines
+}
+
+/// The `Rewind-Unfinished-Since:` time of `message`, if it names one.
+fn unfinished_since(message: &[u8]) -> Option<SystemTime> {
+    let value = lines_with(message, UNFINISHED_SINCE)
+        .next()?
+        .to_str()
+        .ok()?;
+    let (secs, nanos) = value.split_once('.')?;
+    let since = Duration::new(secs.parse().ok()?, nanos.parse().ok()?);
+    SystemTime::UNIX_EPOCH.checked_add(since)
 }
 
 /// What an undo or redo found at a path, and what it left there.
@@ -1349,6 +1376,15 @@ impl Store {
         for record in undone {
             during.extend(locked.changed_by_other_sessions(session, record, current)?);
         }
+        // (Where the project holds what the undo would write already, there is nothing to
+        // keep: a stopped undo's own write.)
+        let stopped = locked.changed_since_stopped_undo(session, undone)?;
+        during.extend(
+            differing
+                .iter()
+                .filter(|c| stopped.contains(&c.path))
+                .map(|c| c.path.clone()),
+        );
         others.extend(during.iter().cloned());
         let mut d = Decisions::default();
         // Paths someone else changed too: merged (with `merge`), or a conflict that says
@@ -1831,7 +1867,14 @@ impl Store {
         let head = locked.ref_target(&session_ref(session, "head")?)?;
         let since = locked.chain_back(head, Some(undo))?.0;
         let mut redone_since: HashMap<BString, ObjectId> = HashMap::new();
+        // A redo of it stopped since: a path it planned that changed after it was about to
+        // holds its write or an edit after that (perhaps back to what the undo left), which
+        // only a conflict keeps, unless it holds what the redo writes.
+        let mut stopped_redos: HashSet<BString> = HashSet::new();
         for (commit, text) in since.iter().rev() {
+            if text.contains_str(REDO_TRAILER) && is_unfinished(text) {
+                stopped_redos.extend(locked.changed_since_stopped(text));
+            }
             let partial = lines_with(text, REDID).next().is_none() && !is_unfinished(text);
             if text.contains_str(REDO_TRAILER) && partial {
                 let tree = commit_and_tree(&repo, *commit)?.1;
@@ -2107,7 +2150,10 @@ impl Store {
                 }
                 continue;
             }
-            if (now != left || changed_by_later_turn(path.as_bstr())?) && !force {
+            let changed_since_stopped_redo = stopped_redos.contains(&path);
+            if (now != left || changed_since_stopped_redo || changed_by_later_turn(path.as_bstr())?)
+                && !force
+            {
                 conflicts.push(path);
                 continue;
             }
@@ -2168,7 +2214,7 @@ impl Store {
                 }
             }
             if unfinished {
-                redid.push_str(&format!("{UNFINISHED}\n"));
+                redid.push_str(&unfinished_lines());
             }
             // (Where the other sessions stood: a turn of theirs open across this redo lists
             // the paths it changed as shared, and a redo of an older undo tells so by this.
@@ -3213,6 +3259,71 @@ fn push_path_lines(message: &mut String, key: &str, paths: &[BString]) {
 impl Locked<'_> {
     /// Whether something stands at project path `path` (no snapshot may see it). Costs an
     /// `lstat`.
+    /// Of the paths a stopped undo that last rolled back one of `undone` (still rolled back)
+    /// planned to change, those that changed on disk since it was about to (or cannot be told): what stands there
+    /// may be that undo's own write, or an edit after it that put the turn's bytes back, which
+    /// only a conflict keeps (r73 (8)). Costs a commit read per such undo and an `lstat` per
+    /// path it planned.
+    fn changed_since_stopped_undo(
+        &self,
+        session: &str,
+        undone: &[Record],
+    ) -> Result<HashSet<BString>> {
+        let in_part = self.turns_undone_in_part(session)?;
+        let mut undos = HashSet::new();
+        for record in undone.iter().filter(|r| in_part.stopped.contains(&r.turn)) {
+            // (One given back since is the redo's: what that wrote is on the chain.)
+            let marker = turn_ref(session, "rolled-back", &record.turn)?;
+            if self.ref_target(&marker)?.is_some() {
+                undos.extend(
+                    in_part
+                        .rolled_back_by
+                        .get(&record.turn)
+                        .map(|&(undo, _)| undo),
+                );
+            }
+        }
+        let repo = self.repo();
+        let mut changed = HashSet::new();
+        for undo in undos {
+            let (object, _) = commit_and_tree(&repo, undo)?;
+            changed.extend(self.changed_since_stopped(object.message_raw_sloppy()));
+        }
+        Ok(changed)
+    }
+
+    /// The paths the stopped run whose unfinished record is `message` planned to change that
+    /// changed on disk since it was about to (all of them when the record names no time).
+    /// Costs an `lstat` per path.
+    fn changed_since_stopped(&self, message: &[u8]) -> Vec<BString> {
+        let since = unfinished_since(message);
+        let planned = lines_with(message, CHANGED).filter_map(decode_path);
+        planned
+            .filter(|path| since.is_none_or(|since| self.changed_since(path, since)))
+            .collect()
+    }
+
+    /// Whether something stands at project path `path` whose change time is `since` or
+    /// later (by the kernel's coarse clock, which may lag the precise one by a tick: 10 ms of
+    /// slack), or whose time cannot be read. Costs an `lstat`.
+    fn changed_since(&self, path: &BString, since: SystemTime) -> bool {
+        let Some(found) = self.lstat(path) else {
+            return false;
+        };
+        #[cfg(unix)]
+        let changed = {
+            use std::os::unix::fs::MetadataExt;
+            let nanos = u32::try_from(found.ctime_nsec()).unwrap_or(0);
+            u64::try_from(found.ctime())
+                .ok()
+                .and_then(|secs| SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos)))
+        };
+        #[cfg(not(unix))]
+        let changed = found.modified().ok();
+        let slack = Duration::from_millis(10);
+        changed.is_none_or(|changed| changed + slack >= since)
+    }
+
     fn on_disk(&self, path: &BString) -> bool {
         self.lstat(path).is_some()
     }
@@ -3271,6 +3382,13 @@ impl Locked<'_> {
         }
         paths.sort_unstable();
         let before = self.as_reopened(session, record.clone())?.before;
+        // (Where the project holds the turn's before already, there is nothing to keep: a
+        // stopped undo's own write.)
+        for path in self.changed_since_stopped_undo(session, std::slice::from_ref(record))? {
+            if side_at(&repo, current, path.as_ref())? != side_at(&repo, before, path.as_ref())? {
+                during.insert(path);
+            }
+        }
         // A file the turn moved is undone as one: both names, or neither.
         let moves = tree_changes(&repo, self.reads(), before, record.after.unwrap_or(current))?;
         let partners = rename_partners(&repo, &moves, &paths, true)?;
@@ -3511,7 +3629,7 @@ impl Locked<'_> {
         push_path_lines(&mut message, LEFT_ALONE, &outcome.conflicts);
         push_path_lines(&mut message, MERGED, &outcome.merged);
         if unfinished {
-            message.push_str(&format!("{UNFINISHED}\n"));
+            message.push_str(&unfinished_lines());
         }
         // (Where the other sessions stood: what they do after is theirs, for its redo; that
         // there were none is said too, or the redo would take it for an older undo.)

@@ -1701,6 +1701,84 @@ fn two_interleaved_sessions_undo_independently() {
     assert_eq!(p.track(), t0);
 }
 
+/// A redo killed after it wrote a file, then the user putting back by hand what the undo had
+/// left: the next `redo`, which takes the same undo, wrote over that edit without a conflict
+/// (the same cause as r73 (8), found beside it in stop 43). A stopped redo's commit names when
+/// it was about to change files; a file it planned that changed since is a conflict, unless it
+/// holds what the redo writes.
+#[test]
+fn a_rerun_of_a_killed_redo_keeps_an_edit_that_put_the_undos_bytes_back() {
+    for user_edits in [true, false] {
+        let sb = Sandbox::new();
+        let p = sb.project("proj");
+        p.file("x.txt", "x\n");
+        begin(&p, "A", "1");
+        p.file("x.txt", "x\nA1\n");
+        end(&p, "A", "1");
+        rwj(&p, &["undo", "--session", "A", "--last"]);
+        assert_eq!(p.read("x.txt"), b"x\n");
+        let args = ["redo", "--session", "A"];
+        let killed = run_killed(&sb, &p.path, None, &args, ("unlinkat", 1), DEFAULT_DEADLINE);
+        assert!(killed, "the redo was killed after its swap");
+        assert_eq!(p.read("x.txt"), b"x\nA1\n", "the stopped redo wrote x.txt");
+        if user_edits {
+            p.file("x.txt", "x\n");
+        }
+        let r = rwj(&p, &["redo", "--session", "A"]);
+        match user_edits {
+            true => {
+                assert_eq!(r["conflicts"], serde_json::json!(["x.txt"]), "{r}");
+                assert_eq!(p.read("x.txt"), b"x\n", "the user's edit stays: {r}");
+            }
+            false => {
+                assert_eq!(r["conflicts"], serde_json::json!([]), "{r}");
+                assert_eq!(p.read("x.txt"), b"x\nA1\n", "{r}");
+                assert!(!turns(&p, Some("A"))[0].rolled_back, "given back: {r}");
+            }
+        }
+    }
+}
+
+/// An undo killed after it wrote a file back, then the user putting the turn's bytes back in
+/// that file by hand: `undo --last`, which takes the turn again, wrote over the user's edit
+/// without a conflict (forty-sixth hostile pass, r73 (8)): the stopped run's own write could
+/// not be told from the edit. A stopped undo's commit names when it was about to change files;
+/// a file it planned that changed since is a conflict, unless it holds what the undo writes
+/// (the stopped run's write, which the rerun finds done).
+#[test]
+fn a_rerun_of_a_killed_undo_keeps_an_edit_that_put_the_turns_bytes_back() {
+    for user_edits in [true, false] {
+        let sb = Sandbox::new();
+        let p = sb.project("proj");
+        p.file("x.txt", "x\n");
+        begin(&p, "A", "1");
+        p.file("x.txt", "x\nA1\n");
+        end(&p, "A", "1");
+        // Killed once x.txt is swapped in, removing what came out (the swapping thread's first
+        // `unlinkat`).
+        let args = ["undo", "--session", "A", "--last"];
+        let killed = run_killed(&sb, &p.path, None, &args, ("unlinkat", 1), DEFAULT_DEADLINE);
+        assert!(killed, "the undo was killed after its swap");
+        assert_eq!(p.read("x.txt"), b"x\n", "the stopped undo wrote x.txt back");
+        assert_eq!(turns(&p, Some("A"))[0].json["undo_stopped"], true);
+        if user_edits {
+            p.file("x.txt", "x\nA1\n");
+        }
+        let u = rwj(&p, &["undo", "--session", "A", "--last"]);
+        match user_edits {
+            true => {
+                assert_eq!(u["conflicts"], serde_json::json!(["x.txt"]), "{u}");
+                assert_eq!(p.read("x.txt"), b"x\nA1\n", "the user's edit stays: {u}");
+            }
+            false => {
+                assert_eq!(u["conflicts"], serde_json::json!([]), "{u}");
+                assert_eq!(p.read("x.txt"), b"x\n", "{u}");
+                assert_eq!(turns(&p, Some("A"))[0].json["undo_stopped"], false, "{u}");
+            }
+        }
+    }
+}
+
 /// An undo killed once it had recorded itself (unfinished) and before its files all changed
 /// left its turn marked rolled back: `undo --last` then said the session had no turn left to
 /// undo though the files still held the turn's work (forty-second hostile pass, r69 (7)), and
