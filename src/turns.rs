@@ -335,8 +335,11 @@ struct ChainLink {
     merged: HashSet<BString>,
     /// For a redo that reopened the session's open turn, the project as it found it: what
     /// changed before (while the turn was rolled back) is someone else's, what changes after
-    /// is that turn's.
+    /// is that turn's. (`None` where that is the undo's target: nothing before it counts.)
     reopened_at: Option<ObjectId>,
+    /// Whether it is a redo that reopened the open turn (after it, no gap until the next
+    /// begin).
+    reopens: bool,
 }
 
 /// A session's id and its turns, oldest first.
@@ -1367,7 +1370,19 @@ impl Store {
         let moves = tree_changes(&repo, self.reads(), target, last_after)?;
         let partners = rename_partners(&repo, &moves, &touched, false)?;
         keep_below(&mut touched, only.as_ref(), &partners, session)?;
-        let chain = locked.chain_since(session, undone[0].begin)?;
+        let mut chain = locked.chain_since(session, undone[0].begin)?;
+        // A first turn a redo reopened starts where that redo found the project, the target:
+        // what changed before, someone else's edits while the turn was rolled back too, is in
+        // the target already. The chain starts there: what the session left just before that
+        // redo, then the redo's own changes. (The begin commit is the chain's first link.)
+        if let Some(at) = chain.iter().rposition(|l| l.reopened_at == Some(target)) {
+            chain[at].reopened_at = None;
+            chain.drain(..at.saturating_sub(1));
+            let start = &mut chain[0];
+            (start.kind, start.own, start.reopened_at) = (ChainKind::Begin, None, None);
+            start.reopens = false;
+            start.merged.clear();
+        }
         let (mut others, unknown) = locked.changed_by_others(&chain, current, &touched)?;
         // Changed by someone else while a turn was open: their edit is in the turn's "after",
         // so no merge can tell it from the turn's (a conflict, never mergeable); so is a
@@ -1708,6 +1723,7 @@ impl Store {
                 own,
                 merged,
                 reopened_at,
+                reopens: reopened_at.is_some(),
             });
             if commit == begin {
                 break;
@@ -1861,9 +1877,11 @@ impl Store {
             .filter_map(crate::snapshot::visibility::decode_path)
             .collect();
         undid.sort_unstable();
-        // A redo of this undo since that left files alone (so it names no undo redone): what
-        // it wrote is the session's last word there, in place of what the undo left. (One
-        // stopped before it finished says nothing of what the session left.)
+        // A redo since (of this undo, that left files alone, so it names no undo redone; or of
+        // another: this undo's run again after a kill, r75 f4): what it wrote is the session's
+        // last word there, in place of what the undo left. (What a later undo not redone wrote
+        // is changed since; one stopped before it finished says nothing of what the session
+        // left.)
         let head = locked.ref_target(&session_ref(session, "head")?)?;
         let since = locked.chain_back(head, Some(undo))?.0;
         let mut redone_since: HashMap<BString, ObjectId> = HashMap::new();
@@ -1875,8 +1893,7 @@ impl Store {
             if text.contains_str(REDO_TRAILER) && is_unfinished(text) {
                 stopped_redos.extend(locked.changed_since_stopped(text));
             }
-            let partial = lines_with(text, REDID).next().is_none() && !is_unfinished(text);
-            if text.contains_str(REDO_TRAILER) && partial {
+            if text.contains_str(REDO_TRAILER) && !is_unfinished(text) {
                 let tree = commit_and_tree(&repo, *commit)?.1;
                 let wrote =
                     lines_with(text, CHANGED).filter_map(crate::snapshot::visibility::decode_path);
@@ -2176,6 +2193,17 @@ impl Store {
             partners,
         };
         let rolled_back_elsewhere = locked.turns_rolled_back_by_other_undos(session, undo)?;
+        // (An open turn a redo of this undo gave back already, in part, stays reopened where
+        // that redo found the project: what came back since, and what its agent did, is its.)
+        let mut still_rolled_back = HashSet::new();
+        for turn in &rolled_back {
+            if locked
+                .ref_target(&turn_ref(session, "rolled-back", turn)?)?
+                .is_some()
+            {
+                still_rolled_back.insert(turn);
+            }
+        }
         let file_undos = locked.file_undos_not_redone(session, undo)?;
         let from_turn = locked.record(undo)?.turn;
         let base = match locked.ref_target(&session_ref(session, "head")?)? {
@@ -2208,7 +2236,7 @@ impl Store {
             // An open turn given back starts again from the project as the redo found it: what
             // changed while it was rolled back (the user's edits) is not its work.
             for record in records.iter().filter(|r| r.after.is_none()) {
-                if given_back(&record.turn) && rolled_back.contains(&record.turn) {
+                if given_back(&record.turn) && still_rolled_back.contains(&record.turn) {
                     let turn = encode_id("turn", &record.turn)?;
                     redid.push_str(&format!("{REOPENED}{turn} {}\n", outcome.undo));
                 }
@@ -2492,7 +2520,7 @@ impl Store {
                 }
                 // A gap: someone else's, unless a turn left open (or reopened by a redo)
                 // runs into it.
-                ChainKind::Begin if from.kind != ChainKind::Begin && from.reopened_at.is_none() => {
+                ChainKind::Begin if from.kind != ChainKind::Begin && !from.reopens => {
                     others.extend(changed);
                     unseen_in(last_end.take(), &written_since)?;
                 }
@@ -2505,7 +2533,7 @@ impl Store {
         if let Some(&ChainLink {
             tree: last,
             kind: ChainKind::End | ChainKind::Undo,
-            reopened_at: None,
+            reopens: false,
             ..
         }) = chain.last()
         {

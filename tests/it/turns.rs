@@ -1701,6 +1701,91 @@ fn two_interleaved_sessions_undo_independently() {
     assert_eq!(p.track(), t0);
 }
 
+/// An open turn rolled back, the user's edit to one of its files, a redo giving back the rest
+/// (that file left alone), then `redo --force` taking the same undo again: the second redo
+/// moved the turn's start to the project as it found it, after the first had written the
+/// turn's new file back, so the turn listed that file `modified` and undoing the whole turn
+/// kept it (forty-seventh hostile pass, r74 (3)). A turn a redo gave back already stays
+/// reopened where that redo found the project.
+#[test]
+fn a_second_redo_of_an_undo_keeps_where_the_first_gave_an_open_turn_back() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("c.txt", "c\n");
+    begin(&p, "B", "1");
+    p.file("b1.txt", "b1\n");
+    p.file("c.txt", "c\nB\n");
+    rwj(&p, &["undo", "--session", "B", "--last"]);
+    p.file("c.txt", "c\nUSER\n");
+    let first = rwj(&p, &["redo", "--session", "B"]);
+    assert_eq!(first["conflicts"], serde_json::json!(["c.txt"]), "{first}");
+    assert_eq!(p.read("b1.txt"), b"b1\n", "{first}");
+    let second = rwj(&p, &["redo", "--session", "B", "--force"]);
+    assert_eq!(p.read("c.txt"), b"c\nB\n", "{second}");
+    p.file("b1.txt", "b1\nmore\n");
+    let files = end(&p, "B", "1");
+    let status = |name: &str| {
+        let file = files.iter().find(|f| f["file"] == name);
+        file.map(|f| f["status"].clone())
+    };
+    assert_eq!(status("b1.txt"), Some("added".into()), "{files:?}");
+    let u = rwj(&p, &["undo", "--session", "B", "--last"]);
+    assert_eq!(u["conflicts"], serde_json::json!([]), "{u}");
+    assert!(!p.join("b1.txt").exists(), "the turn's new file goes: {u}");
+    assert_eq!(
+        p.read("c.txt"),
+        b"c\nUSER\n",
+        "the turn's c.txt was over the user's: {u}"
+    );
+}
+
+/// An undo killed before it changed a file, run again to its end (two undo records), then a
+/// redo (of the second), then the user's edits, one putting back what the undos wrote: the
+/// next redo (of the stopped undo) wrote over that edit without a conflict (forty-eighth
+/// hostile pass, r75 f4): it took what the stopped undo planned for the session's last word
+/// there, not what the first redo wrote after it. What any finished redo since wrote
+/// is the session's last word.
+#[test]
+fn a_redo_of_a_stopped_undo_keeps_an_edit_made_after_a_later_redo() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "o\n").file("b", "o\n");
+    begin(&p, "A", "1");
+    p.file("a", "t\n").file("b", "t\n");
+    end(&p, "A", "1");
+    let args = ["undo", "--session", "A", "--last"];
+    let killed = run_killed(
+        &sb,
+        &p.path,
+        None,
+        &args,
+        ("renameat2", 1),
+        DEFAULT_DEADLINE,
+    );
+    assert!(killed, "the undo was killed at its first swap");
+    rwj(&p, &args);
+    assert_eq!(
+        (p.read("a"), p.read("b")),
+        (b"o\n".to_vec(), b"o\n".to_vec())
+    );
+    let first = rwj(&p, &["redo", "--session", "A"]);
+    assert_eq!(
+        (p.read("a"), p.read("b")),
+        (b"t\n".to_vec(), b"t\n".to_vec()),
+        "{first}"
+    );
+    p.file("a", "o\n");
+    fs::remove_file(p.join("b")).unwrap();
+    let second = rwj(&p, &["redo", "--session", "A"]);
+    assert_eq!(p.read("a"), b"o\n", "the user's edit stays: {second}");
+    assert!(!p.join("b").exists(), "{second}");
+    assert_eq!(
+        second["conflicts"],
+        serde_json::json!(["a", "b"]),
+        "{second}"
+    );
+}
+
 /// A redo killed after it wrote a file, then the user putting back by hand what the undo had
 /// left: the next `redo`, which takes the same undo, wrote over that edit without a conflict
 /// (the same cause as r73 (8), found beside it in stop 43). A stopped redo's commit names when
