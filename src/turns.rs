@@ -340,6 +340,9 @@ struct ChainLink {
     /// Whether it is a redo that reopened the open turn (after it, no gap until the next
     /// begin).
     reopens: bool,
+    /// For an undo or redo stopped before it finished, what it planned to leave (its `tree`
+    /// is the one before it): what it may have written.
+    planned: Option<ObjectId>,
 }
 
 /// A session's id and its turns, oldest first.
@@ -1393,7 +1396,7 @@ impl Store {
         }
         // (Where the project holds what the undo would write already, there is nothing to
         // keep: a stopped undo's own write.)
-        let stopped = locked.changed_since_stopped_undo(session, undone)?;
+        let stopped = locked.changed_since_stopped_undo(session, undone, current)?;
         during.extend(
             differing
                 .iter()
@@ -1724,6 +1727,7 @@ impl Store {
                 merged,
                 reopened_at,
                 reopens: reopened_at.is_some(),
+                planned: None,
             });
             if commit == begin {
                 break;
@@ -1736,6 +1740,7 @@ impl Store {
         // what the session left: the tree before it stands.
         for at in 1..chain.len() {
             if unfinished[at] {
+                chain[at].planned = Some(chain[at].tree);
                 chain[at].tree = chain[at - 1].tree;
             }
         }
@@ -1891,7 +1896,8 @@ impl Store {
         let mut stopped_redos: HashSet<BString> = HashSet::new();
         for (commit, text) in since.iter().rev() {
             if text.contains_str(REDO_TRAILER) && is_unfinished(text) {
-                stopped_redos.extend(locked.changed_since_stopped(text));
+                let planned = commit_and_tree(&repo, *commit)?.1;
+                stopped_redos.extend(locked.changed_since_stopped((text, planned), current)?);
             }
             if text.contains_str(REDO_TRAILER) && !is_unfinished(text) {
                 let tree = commit_and_tree(&repo, *commit)?.1;
@@ -2537,12 +2543,22 @@ impl Store {
             ..
         }) = chain.last()
         {
+            // (What an undo or redo stopped since the last end planned, and so may have written,
+            // is the session's too.)
+            let tail = chain.iter().rev().take_while(|l| l.kind == ChainKind::Undo);
+            let stopped: Vec<ObjectId> = tail.filter_map(|l| l.planned).collect();
             for change in tree_changes(&repo, self.reads(), last, current)? {
+                let path = change.path.as_ref();
                 let session_left = match last_word.get(&change.path) {
-                    Some(tree) => side_at(&repo, *tree, change.path.as_ref())?,
+                    Some(tree) => side_at(&repo, *tree, path)?,
                     None => None,
                 };
-                if session_left.is_none() || session_left != change.after {
+                let mut stopped_wrote = false;
+                for planned in &stopped {
+                    let side = side_at(&repo, *planned, path)?;
+                    stopped_wrote |= side == change.after && side != change.before;
+                }
+                if (session_left.is_none() || session_left != change.after) && !stopped_wrote {
                     others.insert(change.path);
                 }
             }
@@ -3285,17 +3301,17 @@ fn push_path_lines(message: &mut String, key: &str, paths: &[BString]) {
 }
 
 impl Locked<'_> {
-    /// Whether something stands at project path `path` (no snapshot may see it). Costs an
-    /// `lstat`.
     /// Of the paths a stopped undo that last rolled back one of `undone` (still rolled back)
-    /// planned to change, those that changed on disk since it was about to (or cannot be told): what stands there
-    /// may be that undo's own write, or an edit after it that put the turn's bytes back, which
-    /// only a conflict keeps (r73 (8)). Costs a commit read per such undo and an `lstat` per
-    /// path it planned.
+    /// planned to change, those that changed on disk since it was about to (or cannot be
+    /// told) and hold neither what it planned nor (see the caller) what the new run writes:
+    /// what stands there may be an edit after that undo's own write that put the turn's bytes
+    /// back, which only a conflict keeps (r73 (8)). Costs a commit read per such undo and an
+    /// `lstat` per path it planned.
     fn changed_since_stopped_undo(
         &self,
         session: &str,
         undone: &[Record],
+        current: ObjectId,
     ) -> Result<HashSet<BString>> {
         let in_part = self.turns_undone_in_part(session)?;
         let mut undos = HashSet::new();
@@ -3314,21 +3330,35 @@ impl Locked<'_> {
         let repo = self.repo();
         let mut changed = HashSet::new();
         for undo in undos {
-            let (object, _) = commit_and_tree(&repo, undo)?;
-            changed.extend(self.changed_since_stopped(object.message_raw_sloppy()));
+            let (object, planned) = commit_and_tree(&repo, undo)?;
+            let message = object.message_raw_sloppy();
+            changed.extend(self.changed_since_stopped((message, planned), current)?);
         }
         Ok(changed)
     }
 
-    /// The paths the stopped run whose unfinished record is `message` planned to change that
-    /// changed on disk since it was about to (all of them when the record names no time).
-    /// Costs an `lstat` per path.
-    fn changed_since_stopped(&self, message: &[u8]) -> Vec<BString> {
+    /// The paths the stopped run whose unfinished record is `message` (its tree `planned`)
+    /// planned to change that changed on disk since it was about to (all of them when the
+    /// record names no time), unless `current` holds what it planned there (its own write; or
+    /// the same bytes, which it was to write anyway). Costs an `lstat` and two tree lookups
+    /// per path.
+    fn changed_since_stopped(
+        &self,
+        (message, planned): (&[u8], ObjectId),
+        current: ObjectId,
+    ) -> Result<Vec<BString>> {
+        let repo = self.repo();
         let since = unfinished_since(message);
-        let planned = lines_with(message, CHANGED).filter_map(decode_path);
-        planned
-            .filter(|path| since.is_none_or(|since| self.changed_since(path, since)))
-            .collect()
+        let mut changed = Vec::new();
+        for path in lines_with(message, CHANGED).filter_map(decode_path) {
+            if since.is_some_and(|since| !self.changed_since(&path, since)) {
+                continue;
+            }
+            if side_at(&repo, current, path.as_ref())? != side_at(&repo, planned, path.as_ref())? {
+                changed.push(path);
+            }
+        }
+        Ok(changed)
     }
 
     /// Whether something stands at project path `path` whose change time is `since` or
@@ -3352,6 +3382,8 @@ impl Locked<'_> {
         changed.is_none_or(|changed| changed + slack >= since)
     }
 
+    /// Whether something stands at project path `path` (no snapshot may see it). Costs an
+    /// `lstat`.
     fn on_disk(&self, path: &BString) -> bool {
         self.lstat(path).is_some()
     }
@@ -3412,7 +3444,9 @@ impl Locked<'_> {
         let before = self.as_reopened(session, record.clone())?.before;
         // (Where the project holds the turn's before already, there is nothing to keep: a
         // stopped undo's own write.)
-        for path in self.changed_since_stopped_undo(session, std::slice::from_ref(record))? {
+        for path in
+            self.changed_since_stopped_undo(session, std::slice::from_ref(record), current)?
+        {
             if side_at(&repo, current, path.as_ref())? != side_at(&repo, before, path.as_ref())? {
                 during.insert(path);
             }

@@ -1448,10 +1448,35 @@ pub fn run_killed(
     at: (&str, u64),
     deadline: Duration,
 ) -> bool {
-    let (syscall, when) = at;
+    run_killed_filtered(sb, project, now, args, (at, None), deadline)
+}
+
+/// [`run_killed`] counting only the calls on `path` (strace's `-P`; `syscall` may name several,
+/// comma-separated), with no clock set.
+pub fn run_killed_on(
+    sb: &Sandbox,
+    project: &Path,
+    args: &[&str],
+    at: (&str, u64),
+    path: &Path,
+) -> bool {
+    run_killed_filtered(sb, project, None, args, (at, Some(path)), DEFAULT_DEADLINE)
+}
+
+fn run_killed_filtered(
+    sb: &Sandbox,
+    project: &Path,
+    now: Option<&str>,
+    args: &[&str],
+    ((syscall, when), on): ((&str, u64), Option<&Path>),
+    deadline: Duration,
+) -> bool {
     let mut cmd = sb.isolated("strace");
     if let Some(now) = now {
         cmd.env("REWIND_NOW", now);
+    }
+    if let Some(path) = on {
+        cmd.arg("-P").arg(path).arg(format!("--trace={syscall}"));
     }
     cmd.env("RUST_BACKTRACE", "1")
         .current_dir(&sb.root)

@@ -1786,6 +1786,51 @@ fn a_redo_of_a_stopped_undo_keeps_an_edit_made_after_a_later_redo() {
     );
 }
 
+/// `rewind ARGS` on `p`, killed after its files changed and before its record after them (at
+/// the removal of the restore journal).
+fn killed_before_its_last_record(sb: &Sandbox, p: &TestProject, args: &[&str]) {
+    let journal = p.store().join("rewind-restore-journal");
+    let killed = run_killed_on(sb, &p.path, args, ("unlink,unlinkat", 1), &journal);
+    assert!(
+        killed,
+        "`{}` was killed at its journal's removal",
+        args.join(" ")
+    );
+}
+
+/// Turns 1 and 2 both change `a`; an undo of turn 2 killed after it wrote `a` back, then an
+/// undo from turn 1: `a` was left alone as changed by someone else, though only the stopped
+/// undo wrote it (r75 f5); an undo from turn 1 killed likewise, then `undo --last` (turn 2):
+/// the same false conflict, whose `--force` would have written turn 1's bytes back (r75 f8).
+/// What a stopped undo planned, and may have written, is the session's.
+#[test]
+fn an_undo_after_a_killed_undo_takes_its_writes_for_the_sessions() {
+    let cases: [(&[&str], &str, &str); 2] = [
+        (&["undo", "--session", "A", "--last"], "--turn=1", "o\n"),
+        (&["undo", "--session", "A", "--turn", "1"], "--last", "a1\n"),
+    ];
+    for (killed, then, a) in cases {
+        let sb = Sandbox::new();
+        let p = sb.project("proj");
+        p.file("a", "o\n").file("b", "o\n").file("c", "o\n");
+        begin(&p, "A", "1");
+        p.file("a", "a1\n").file("c", "c1\n");
+        end(&p, "A", "1");
+        begin(&p, "A", "2");
+        p.file("a", "a2\n").file("b", "b2\n");
+        end(&p, "A", "2");
+        killed_before_its_last_record(&sb, &p, killed);
+        assert_ne!(p.read("a"), b"a2\n", "the stopped undo wrote a");
+        let u = rwj(&p, &["undo", "--session", "A", then]);
+        assert_eq!(
+            u["conflicts"],
+            serde_json::json!([]),
+            "{killed:?} then {then:?}: {u}"
+        );
+        assert_eq!(p.read("a"), a.as_bytes(), "{killed:?} then {then:?}: {u}");
+    }
+}
+
 /// A redo killed after it wrote a file, then the user putting back by hand what the undo had
 /// left: the next `redo`, which takes the same undo, wrote over that edit without a conflict
 /// (the same cause as r73 (8), found beside it in stop 43). A stopped redo's commit names when
