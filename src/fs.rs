@@ -200,7 +200,7 @@ impl Unlinked {
     }
 
     /// Close them, and the directories a run held open last (`dirs`: closing a thousand costs
-    /// a few milliseconds), on a thread of their own ([`Closing`]), after the caller has
+    /// a few milliseconds), on the I/O threads ([`Closing`]), after the caller has
     /// answered.
     pub(crate) fn close_later(self, closing: &Closing, dirs: Vec<OpenDirs<'_>>) {
         let files = self.files.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -212,34 +212,41 @@ impl Unlinked {
     }
 }
 
-/// Closes what a run [`Unlinked`], after it answered: on a thread of its own, which closes them
-/// in parallel on the [I/O threads](on_io_threads). Starting the next closing, and dropping
-/// this, wait for the one before (so that descriptors never pile up, and a process that
-/// exits has freed the blocks itself, in parallel, not one file at a time as exit would).
+/// Closes what a run [`Unlinked`], after it answered: a job on the [I/O threads](on_io_threads)
+/// the run's swaps started, closing them in parallel (no thread is started at the end of a
+/// run, when a small memory limit may leave no room for one: without the pool, they are
+/// closed at once). Starting the next closing, and
+/// dropping this, wait for the one before (so that descriptors never pile up, and a process
+/// that exits has freed the blocks itself, in parallel, not one file at a time as exit would).
 #[derive(Default)]
-pub(crate) struct Closing(std::sync::Mutex<Option<std::thread::JoinHandle<()>>>);
+pub(crate) struct Closing(std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>);
 
 impl Closing {
     fn start(&self, files: Vec<std::fs::File>, dirs: Vec<std::sync::Arc<Dir>>) {
         use rayon::prelude::*;
-        let close = move || {
-            on_io_threads(|| files.into_par_iter().for_each(drop));
-            drop(dirs);
-        };
         let mut running = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(before) = running.take() {
-            let _ = before.join();
+            let _ = before.recv();
         }
-        let thread = std::thread::Builder::new().name("rewind-close".into());
-        // The closure cannot come back from a failed spawn: it is dropped, which closes them here.
-        *running = thread.spawn(close).ok();
+        let (done, closed) = std::sync::mpsc::sync_channel(1);
+        let close = move || {
+            files.into_par_iter().for_each(drop);
+            drop(dirs);
+            let _ = done.send(());
+        };
+        // (Only a pool the run started: starting threads now could fail for want of memory.)
+        match IO_POOL.get().and_then(Option::as_ref) {
+            Some(pool) => pool.spawn(close),
+            None => close(),
+        }
+        *running = Some(closed);
     }
 
     /// Wait until the files handed over so far are closed.
     pub(crate) fn wait(&self) {
         let running = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(thread) = running {
-            let _ = thread.join();
+        if let Some(closed) = running {
+            let _ = closed.recv();
         }
     }
 }
@@ -260,17 +267,30 @@ const IO_THREADS: usize = 8;
 /// Run `work` (rayon parallel iterators) on the [`IO_THREADS`] pool, made on first use; on
 /// rayon's own pool if it cannot be made.
 pub(crate) fn on_io_threads<R: Send>(work: impl FnOnce() -> R + Send) -> R {
-    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
-    let pool = POOL.get_or_init(|| {
-        let threads = rayon::ThreadPoolBuilder::new()
-            .num_threads(IO_THREADS)
-            .thread_name(|n| format!("rewind-io-{n}"));
-        threads.build().ok()
-    });
-    match pool {
+    match io_pool() {
         Some(pool) => pool.install(work),
         None => work(),
     }
+}
+
+/// The stack of each of the [`IO_THREADS`]: 256 KiB, an eighth of a thread's by default.
+const IO_STACK: usize = 256 << 10;
+
+/// The [`IO_THREADS`] pool, made on first use (`None` if it could not be).
+static IO_POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+
+/// The [`IO_POOL`], made now if it was not; `None` if it cannot be made.
+fn io_pool() -> Option<&'static rayon::ThreadPool> {
+    let pool = IO_POOL.get_or_init(|| {
+        // (Their work is shallow: a small stack each keeps eight of them from taking 16 MB of
+        // address space, which a small memory limit may not have.)
+        let threads = rayon::ThreadPoolBuilder::new()
+            .num_threads(IO_THREADS)
+            .stack_size(IO_STACK)
+            .thread_name(|n| format!("rewind-io-{n}"));
+        threads.build().ok()
+    });
+    pool.as_ref()
 }
 
 /// Descriptors [`descriptor_budget`] leaves for the rest of a run: the store's files, the files
