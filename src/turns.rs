@@ -1716,7 +1716,7 @@ impl Store {
             let merged = lines_with(message, MERGED)
                 .filter_map(decode_path)
                 .collect();
-            unfinished.push(is_unfinished(message));
+            unfinished.push(is_unfinished(message).then(|| id_in(message, UNDO_POINT)));
             let reopened_at = lines_with(message, REOPENED)
                 .filter_map(|rest| ObjectId::from_hex(rest.split_once_str(" ")?.1).ok())
                 .next();
@@ -1737,14 +1737,33 @@ impl Store {
         chain.reverse();
         unfinished.reverse();
         // An unfinished undo or redo (stopped before it changed files, or while) says nothing of
-        // what the session left: the tree before it stands.
-        for at in 1..chain.len() {
-            if unfinished[at] {
-                chain[at].planned = Some(chain[at].tree);
-                chain[at].tree = chain[at - 1].tree;
+        // what the session left: the tree before it stands. An open turn it rolled back (the
+        // commit before is that turn's begin) ended where the undo found the project: up to
+        // there, its own work, which the undo may not have taken back yet (r76 f6).
+        let mut links: Vec<ChainLink> = Vec::with_capacity(chain.len() + 1);
+        for (link, stopped) in chain.into_iter().zip(unfinished) {
+            let mut link = link;
+            if let Some(point) = stopped {
+                let after_begin = links.last().is_some_and(|l| l.kind == ChainKind::Begin);
+                if let (Some(point), true) = (point, after_begin) {
+                    links.push(ChainLink {
+                        tree: point,
+                        kind: ChainKind::End,
+                        own: None,
+                        merged: HashSet::new(),
+                        reopened_at: None,
+                        reopens: false,
+                        planned: None,
+                    });
+                }
+                if let Some(before) = links.last() {
+                    link.planned = Some(link.tree);
+                    link.tree = before.tree;
+                }
             }
+            links.push(link);
         }
-        Ok(chain)
+        Ok(links)
     }
 
     /// Undo the session's most recent turn that is not rolled back yet (and any later ones,
@@ -3012,11 +3031,22 @@ impl Store {
                     .map(|c| (c, Origin::Unannounced))
                     .collect()
             }
+            // Rolled back while open: over, its work taken back, unless that undo was stopped
+            // (then its work, up to where that undo found the project, may still stand).
             None if self
                 .ref_target(&turn_ref(session, "rolled-back", &record.turn)?)?
                 .is_some() =>
             {
-                Vec::new()
+                let stopped = self.turns_undone_in_part(session)?.stopped;
+                match self.left_open_span(session, record)? {
+                    (reopened, Some(ended)) if stopped.contains(&record.turn) => {
+                        let mut record = record.clone();
+                        record.before = reopened.unwrap_or(record.before);
+                        let changes = tree_changes(&repo, self.reads(), record.before, ended)?;
+                        self.attribute(session, &record, changes, ended)?
+                    }
+                    _ => Vec::new(),
+                }
             }
             None => {
                 let record = self.as_reopened(session, record.clone())?;
@@ -3301,12 +3331,12 @@ fn push_path_lines(message: &mut String, key: &str, paths: &[BString]) {
 }
 
 impl Locked<'_> {
-    /// Of the paths a stopped undo that last rolled back one of `undone` (still rolled back)
-    /// planned to change, those that changed on disk since it was about to (or cannot be
+    /// Of the paths the undos stopped since one of `undone` (still rolled back) was last
+    /// rolled back to the end or given back planned to change, those that changed on disk since it was about to (or cannot be
     /// told) and hold neither what it planned nor (see the caller) what the new run writes:
     /// what stands there may be an edit after that undo's own write that put the turn's bytes
-    /// back, which only a conflict keeps (r73 (8)). Costs a commit read per such undo and an
-    /// `lstat` per path it planned.
+    /// back, which only a conflict keeps (r73 (8)). Costs a commit read per commit of the
+    /// session's chain back to there, and an `lstat` per path each such undo planned.
     fn changed_since_stopped_undo(
         &self,
         session: &str,
@@ -3314,19 +3344,36 @@ impl Locked<'_> {
         current: ObjectId,
     ) -> Result<HashSet<BString>> {
         let in_part = self.turns_undone_in_part(session)?;
-        let mut undos = HashSet::new();
+        // Each turn still rolled back whose last undo was stopped: every undo stopped since the
+        // last one that finished or a redo that gave it back (a second kill's run left alone
+        // what the first's wrote and someone changed: r76 f1).
+        let mut pending = HashSet::new();
         for record in undone.iter().filter(|r| in_part.stopped.contains(&r.turn)) {
-            // (One given back since is the redo's: what that wrote is on the chain.)
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
             if self.ref_target(&marker)?.is_some() {
-                undos.extend(
-                    in_part
-                        .rolled_back_by
-                        .get(&record.turn)
-                        .map(|&(undo, _)| undo),
-                );
+                pending.insert(record.turn.clone());
             }
         }
+        let mut undos = Vec::new();
+        if !pending.is_empty() {
+            let head = self.ref_target(&session_ref(session, "head")?)?;
+            for (commit, message) in self.chain_back(head, None)?.0 {
+                let gave_back = turns_in(&message, GAVE_BACK);
+                let unfinished = is_unfinished(&message);
+                for turn in rolled_back_in(&message) {
+                    if pending.contains(&turn) && unfinished {
+                        undos.push(commit);
+                    } else if !unfinished {
+                        pending.remove(&turn);
+                    }
+                }
+                pending.retain(|t| !gave_back.contains(t));
+                if pending.is_empty() {
+                    break;
+                }
+            }
+        }
+        undos.dedup();
         let repo = self.repo();
         let mut changed = HashSet::new();
         for undo in undos {

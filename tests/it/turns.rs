@@ -1831,6 +1831,92 @@ fn an_undo_after_a_killed_undo_takes_its_writes_for_the_sessions() {
     }
 }
 
+/// An open turn's undo (rolling it back while open) killed before it changed a file: `undo
+/// --last` again wrote nothing, answered success, and left the turn listed rolled back with
+/// its work on disk (forty-ninth hostile pass, r76 f6): a turn rolled back while open was taken
+/// for over, whatever undo rolled it back. One a stopped undo rolled back keeps its work, up
+/// to where that undo found the project, for the undo run again.
+#[test]
+fn a_rerun_of_a_killed_undo_of_an_open_turn_finishes_it() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "o\n").file("b", "o\n");
+    begin(&p, "A", "1");
+    p.file("a", "t\n").file("n", "t\n");
+    let args = ["undo", "--session", "A", "--last"];
+    // (At its first rename in the project: the undo point's own index write renames too.)
+    let killed = run_killed_on(&sb, &p.path, &args, ("renameat2", 1), &p.path);
+    assert!(killed, "the undo was killed at its first change");
+    assert_eq!(
+        (p.read("a"), p.read("n")),
+        (b"t\n".to_vec(), b"t\n".to_vec())
+    );
+    assert_eq!(turns(&p, Some("A"))[0].json["undo_stopped"], true);
+    let u = rwj(&p, &args);
+    assert_eq!(u["conflicts"], serde_json::json!([]), "{u}");
+    assert_eq!(p.read("a"), b"o\n", "{u}");
+    assert!(!p.join("n").exists(), "{u}");
+    let listed = turns(&p, Some("A"));
+    assert!(listed[0].rolled_back, "{u}");
+    assert_eq!(listed[0].json["undo_stopped"], false, "{u}");
+    let r = rwj(&p, &["redo", "--session", "A"]);
+    assert_eq!(
+        (p.read("a"), p.read("n")),
+        (b"t\n".to_vec(), b"t\n".to_vec()),
+        "{r}"
+    );
+}
+
+/// An undo killed after it wrote x/a and before y/b, run again and killed again before y/b,
+/// the user putting the turn's bytes back in x/a between the kills or after the second: the
+/// third run wrote over that edit without a conflict (forty-ninth hostile pass, r76 f1): only
+/// the last stopped run's plan and time were looked at. Every undo stopped since the turn was
+/// last rolled back to the end counts.
+#[test]
+fn a_third_run_of_an_undo_killed_twice_keeps_an_edit_after_the_first_kill() {
+    let args = ["undo", "--session", "A", "--last"];
+    for edit_between_kills in [true, false] {
+        // Killed at its first rename in y/; x/a is swapped first, on another thread, most times.
+        let killed_between = |sb: &Sandbox| {
+            let p = sb.project("proj");
+            p.file("x/a", "o\n").file("y/b", "o\n");
+            begin(&p, "A", "1");
+            p.file("x/a", "t\n").file("y/b", "t\n");
+            end(&p, "A", "1");
+            assert!(run_killed_on(
+                sb,
+                &p.path,
+                &args,
+                ("renameat2", 1),
+                &p.join("y")
+            ));
+            p.read("x/a") == b"o\n" && p.read("y/b") == b"t\n"
+        };
+        let sb = (0..20)
+            .map(|_| Sandbox::new())
+            .find(killed_between)
+            .expect("a kill landed between x/a and y/b");
+        let p = sb.project("proj");
+        if edit_between_kills {
+            p.file("x/a", "t\n");
+        }
+        assert!(run_killed_on(
+            &sb,
+            &p.path,
+            &args,
+            ("renameat2", 1),
+            &p.join("y")
+        ));
+        if !edit_between_kills {
+            p.file("x/a", "t\n");
+        }
+        let u = rwj(&p, &args);
+        assert_eq!(p.read("x/a"), b"t\n", "the user's edit stays: {u}");
+        assert_eq!(u["conflicts"], serde_json::json!(["x/a"]), "{u}");
+        assert_eq!(p.read("y/b"), b"o\n", "{u}");
+    }
+}
+
 /// A redo killed after it wrote a file, then the user putting back by hand what the undo had
 /// left: the next `redo`, which takes the same undo, wrote over that edit without a conflict
 /// (the same cause as r73 (8), found beside it in stop 43). A stopped redo's commit names when
