@@ -575,9 +575,10 @@ const CHANGED: &str = "Rewind-Changed: ";
 /// planned to leave (what its redo, or the next redo, starts from); found on the chain, the run
 /// was stopped, and what the session left is still the tree before it.
 const UNFINISHED: &str = "Rewind-Unfinished: yes";
-/// In an unfinished undo's or redo's commit (since stop 43): the kernel's clock (seconds and nanoseconds
-/// since 1970, not the store's clock) just before its first change. A file whose change time
-/// (`ctime`, which no program can set back) is older was not touched by it, nor after it.
+/// In an unfinished undo's or redo's commit (since stop 43): the kernel's clock (seconds and
+/// nanoseconds since 1970, not the store's clock) just before its first change. A file whose
+/// change time (`ctime`, which no program can set back) is older was not touched by it, nor
+/// after it.
 const UNFINISHED_SINCE: &str = "Rewind-Unfinished-Since: ";
 
 /// The key of an end commit's lines, one per file of the turn:
@@ -3347,11 +3348,11 @@ impl Locked<'_> {
         // Each turn still rolled back whose last undo was stopped: every undo stopped since the
         // last one that finished or a redo that gave it back (a second kill's run left alone
         // what the first's wrote and someone changed: r76 f1).
-        let mut pending = HashSet::new();
+        let mut pending = HashMap::new();
         for record in undone.iter().filter(|r| in_part.stopped.contains(&r.turn)) {
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
             if self.ref_target(&marker)?.is_some() {
-                pending.insert(record.turn.clone());
+                pending.insert(record.turn.clone(), record.begin);
             }
         }
         let mut undos = Vec::new();
@@ -3361,13 +3362,14 @@ impl Locked<'_> {
                 let gave_back = turns_in(&message, GAVE_BACK);
                 let unfinished = is_unfinished(&message);
                 for turn in rolled_back_in(&message) {
-                    if pending.contains(&turn) && unfinished {
+                    if pending.contains_key(&turn) && unfinished {
                         undos.push(commit);
                     } else if !unfinished {
                         pending.remove(&turn);
                     }
                 }
-                pending.retain(|t| !gave_back.contains(t));
+                // (Back to the turn's begin at most.)
+                pending.retain(|t, begin| !gave_back.contains(t) && *begin != commit);
                 if pending.is_empty() {
                     break;
                 }
@@ -3415,16 +3417,7 @@ impl Locked<'_> {
         let Some(found) = self.lstat(path) else {
             return false;
         };
-        #[cfg(unix)]
-        let changed = {
-            use std::os::unix::fs::MetadataExt;
-            let nanos = u32::try_from(found.ctime_nsec()).unwrap_or(0);
-            u64::try_from(found.ctime())
-                .ok()
-                .and_then(|secs| SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos)))
-        };
-        #[cfg(not(unix))]
-        let changed = found.modified().ok();
+        let changed = crate::fs::change_time(&found);
         let slack = Duration::from_millis(10);
         changed.is_none_or(|changed| changed + slack >= since)
     }

@@ -416,3 +416,9 @@ pub(crate) fn write_all_at(mut file: &File, data: &[u8], offset: u64) -> io::Res
     file.seek(SeekFrom::Start(offset))?;
     file.write_all(data)
 }
+
+/// When `found` last changed, as far as the system says (no `ctime` here: its modification
+/// time, which a program can set back).
+pub(crate) fn change_time(found: &std::fs::Metadata) -> Option<std::time::SystemTime> {
+    found.modified().ok()
+}

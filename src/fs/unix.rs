@@ -469,3 +469,12 @@ pub(crate) fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::
 pub(crate) fn write_all_at(file: &std::fs::File, data: &[u8], offset: u64) -> io::Result<()> {
     std::os::unix::fs::FileExt::write_all_at(file, data, offset)
 }
+
+/// When the inode of `found` last changed (`ctime`: its content, mode, links or name, set by
+/// the kernel only), if it can be told.
+pub(crate) fn change_time(found: &std::fs::Metadata) -> Option<std::time::SystemTime> {
+    use std::os::unix::fs::MetadataExt;
+    let nanos = u32::try_from(found.ctime_nsec()).ok()?;
+    let since = std::time::Duration::new(u64::try_from(found.ctime()).ok()?, nanos);
+    std::time::SystemTime::UNIX_EPOCH.checked_add(since)
+}

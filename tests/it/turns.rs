@@ -1754,15 +1754,7 @@ fn a_redo_of_a_stopped_undo_keeps_an_edit_made_after_a_later_redo() {
     p.file("a", "t\n").file("b", "t\n");
     end(&p, "A", "1");
     let args = ["undo", "--session", "A", "--last"];
-    let killed = run_killed(
-        &sb,
-        &p.path,
-        None,
-        &args,
-        ("renameat2", 1),
-        DEFAULT_DEADLINE,
-    );
-    assert!(killed, "the undo was killed at its first swap");
+    killed_at(&sb, &p, &args, ("renameat2", 1));
     rwj(&p, &args);
     assert_eq!(
         (p.read("a"), p.read("b")),
@@ -1784,6 +1776,22 @@ fn a_redo_of_a_stopped_undo_keeps_an_edit_made_after_a_later_redo() {
         serde_json::json!(["a", "b"]),
         "{second}"
     );
+}
+
+/// A project whose turn 1 of session A added a line to x.txt.
+fn turn_adding_a_line(sb: &Sandbox) -> TestProject<'_> {
+    let p = sb.project("proj");
+    p.file("x.txt", "x\n");
+    begin(&p, "A", "1");
+    p.file("x.txt", "x\nA1\n");
+    end(&p, "A", "1");
+    p
+}
+
+/// `rewind ARGS` on `p`, killed at `at` (see [`run_killed`]), which must come.
+fn killed_at(sb: &Sandbox, p: &TestProject, args: &[&str], at: (&str, u64)) {
+    let killed = run_killed(sb, &p.path, None, args, at, DEFAULT_DEADLINE);
+    assert!(killed, "`{}` was killed at {at:?}", args.join(" "));
 }
 
 /// `rewind ARGS` on `p`, killed after its files changed and before its record after them (at
@@ -1926,16 +1934,11 @@ fn a_third_run_of_an_undo_killed_twice_keeps_an_edit_after_the_first_kill() {
 fn a_rerun_of_a_killed_redo_keeps_an_edit_that_put_the_undos_bytes_back() {
     for user_edits in [true, false] {
         let sb = Sandbox::new();
-        let p = sb.project("proj");
-        p.file("x.txt", "x\n");
-        begin(&p, "A", "1");
-        p.file("x.txt", "x\nA1\n");
-        end(&p, "A", "1");
+        let p = turn_adding_a_line(&sb);
         rwj(&p, &["undo", "--session", "A", "--last"]);
         assert_eq!(p.read("x.txt"), b"x\n");
         let args = ["redo", "--session", "A"];
-        let killed = run_killed(&sb, &p.path, None, &args, ("unlinkat", 1), DEFAULT_DEADLINE);
-        assert!(killed, "the redo was killed after its swap");
+        killed_at(&sb, &p, &args, ("unlinkat", 1));
         assert_eq!(p.read("x.txt"), b"x\nA1\n", "the stopped redo wrote x.txt");
         if user_edits {
             p.file("x.txt", "x\n");
@@ -1965,16 +1968,11 @@ fn a_rerun_of_a_killed_redo_keeps_an_edit_that_put_the_undos_bytes_back() {
 fn a_rerun_of_a_killed_undo_keeps_an_edit_that_put_the_turns_bytes_back() {
     for user_edits in [true, false] {
         let sb = Sandbox::new();
-        let p = sb.project("proj");
-        p.file("x.txt", "x\n");
-        begin(&p, "A", "1");
-        p.file("x.txt", "x\nA1\n");
-        end(&p, "A", "1");
+        let p = turn_adding_a_line(&sb);
         // Killed once x.txt is swapped in, removing what came out (the swapping thread's first
         // `unlinkat`).
         let args = ["undo", "--session", "A", "--last"];
-        let killed = run_killed(&sb, &p.path, None, &args, ("unlinkat", 1), DEFAULT_DEADLINE);
-        assert!(killed, "the undo was killed after its swap");
+        killed_at(&sb, &p, &args, ("unlinkat", 1));
         assert_eq!(p.read("x.txt"), b"x\n", "the stopped undo wrote x.txt back");
         assert_eq!(turns(&p, Some("A"))[0].json["undo_stopped"], true);
         if user_edits {
@@ -2020,15 +2018,7 @@ fn undo_last_finishes_an_undo_killed_before_its_files_changed() {
         end(&p, "A", "2");
         // Killed at its first swap (each thread's first `renameat2`): recorded, unfinished.
         let args = ["undo", "--session", "A", "--last"];
-        let killed = run_killed(
-            &sb,
-            &p.path,
-            None,
-            &args,
-            ("renameat2", 1),
-            DEFAULT_DEADLINE,
-        );
-        assert!(killed, "the undo was killed at a swap");
+        killed_at(&sb, &p, &args, ("renameat2", 1));
         let listed = turns(&p, Some("A"));
         assert!(listed[1].rolled_back, "recorded before the swap");
         assert_eq!(listed[1].json["undo_stopped"], true, "{}", listed[1].json);
@@ -2085,8 +2075,7 @@ fn a_stopped_undo_neither_hides_nor_overwrites_a_turns_edit() {
         begin(&p, "B", "1");
         // Killed at its sync, after it recorded itself and before any file changed.
         let args = ["undo", "--session", "A", "--last"];
-        let killed = run_killed(&sb, &p.path, None, &args, ("syncfs", 1), DEFAULT_DEADLINE);
-        assert!(killed, "the undo was killed at its sync");
+        killed_at(&sb, &p, &args, ("syncfs", 1));
         assert_eq!(p.read("a"), b"a\nA1\n", "nothing written");
         p.file("a", "a\n"); // B's agent: what the stopped undo had planned
         if ended {
