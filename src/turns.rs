@@ -3344,16 +3344,20 @@ impl Locked<'_> {
         undone: &[Record],
         current: ObjectId,
     ) -> Result<HashSet<BString>> {
-        let in_part = self.turns_undone_in_part(session)?;
         // Each turn still rolled back whose last undo was stopped: every undo stopped since the
         // last one that finished or a redo that gave it back (a second kill's run left alone
-        // what the first's wrote and someone changed: r76 f1).
+        // what the first's wrote and someone changed: r76 f1). (The markers first: most undos
+        // take turns no undo rolled back, and need no walk of the chain.)
         let mut pending = HashMap::new();
-        for record in undone.iter().filter(|r| in_part.stopped.contains(&r.turn)) {
+        for record in undone {
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
             if self.ref_target(&marker)?.is_some() {
                 pending.insert(record.turn.clone(), record.begin);
             }
+        }
+        if !pending.is_empty() {
+            let stopped = self.turns_undone_in_part(session)?.stopped;
+            pending.retain(|turn, _| stopped.contains(turn));
         }
         let mut undos = Vec::new();
         if !pending.is_empty() {

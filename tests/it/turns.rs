@@ -1788,6 +1788,25 @@ fn turn_adding_a_line(sb: &Sandbox) -> TestProject<'_> {
     p
 }
 
+/// `rewind ARGS` on `p` run again after a kill, once the user wrote `edit` (if any) in x.txt:
+/// the edit stays, a conflict; with none, the run finishes, x.txt holding `finished`.
+fn run_again_after_an_edit(
+    p: &TestProject,
+    args: &[&str],
+    edit: Option<&[u8]>,
+    finished: &[u8],
+) -> Value {
+    if let Some(edit) = edit {
+        p.file("x.txt", edit);
+    }
+    let run = rwj(p, args);
+    let conflicts: &[&str] = if edit.is_some() { &["x.txt"] } else { &[] };
+    assert_eq!(run["conflicts"], serde_json::json!(conflicts), "{run}");
+    let holds = edit.unwrap_or(finished);
+    assert_eq!(p.read("x.txt"), holds, "{run}");
+    run
+}
+
 /// `rewind ARGS` on `p`, killed at `at` (see [`run_killed`]), which must come.
 fn killed_at(sb: &Sandbox, p: &TestProject, args: &[&str], at: (&str, u64)) {
     let killed = run_killed(sb, &p.path, None, args, at, DEFAULT_DEADLINE);
@@ -1940,20 +1959,10 @@ fn a_rerun_of_a_killed_redo_keeps_an_edit_that_put_the_undos_bytes_back() {
         let args = ["redo", "--session", "A"];
         killed_at(&sb, &p, &args, ("unlinkat", 1));
         assert_eq!(p.read("x.txt"), b"x\nA1\n", "the stopped redo wrote x.txt");
-        if user_edits {
-            p.file("x.txt", "x\n");
-        }
-        let r = rwj(&p, &["redo", "--session", "A"]);
-        match user_edits {
-            true => {
-                assert_eq!(r["conflicts"], serde_json::json!(["x.txt"]), "{r}");
-                assert_eq!(p.read("x.txt"), b"x\n", "the user's edit stays: {r}");
-            }
-            false => {
-                assert_eq!(r["conflicts"], serde_json::json!([]), "{r}");
-                assert_eq!(p.read("x.txt"), b"x\nA1\n", "{r}");
-                assert!(!turns(&p, Some("A"))[0].rolled_back, "given back: {r}");
-            }
+        let edit = user_edits.then_some(&b"x\n"[..]);
+        let r = run_again_after_an_edit(&p, &["redo", "--session", "A"], edit, b"x\nA1\n");
+        if !user_edits {
+            assert!(!turns(&p, Some("A"))[0].rolled_back, "given back: {r}");
         }
     }
 }
@@ -1975,20 +1984,10 @@ fn a_rerun_of_a_killed_undo_keeps_an_edit_that_put_the_turns_bytes_back() {
         killed_at(&sb, &p, &args, ("unlinkat", 1));
         assert_eq!(p.read("x.txt"), b"x\n", "the stopped undo wrote x.txt back");
         assert_eq!(turns(&p, Some("A"))[0].json["undo_stopped"], true);
-        if user_edits {
-            p.file("x.txt", "x\nA1\n");
-        }
-        let u = rwj(&p, &["undo", "--session", "A", "--last"]);
-        match user_edits {
-            true => {
-                assert_eq!(u["conflicts"], serde_json::json!(["x.txt"]), "{u}");
-                assert_eq!(p.read("x.txt"), b"x\nA1\n", "the user's edit stays: {u}");
-            }
-            false => {
-                assert_eq!(u["conflicts"], serde_json::json!([]), "{u}");
-                assert_eq!(p.read("x.txt"), b"x\n", "{u}");
-                assert_eq!(turns(&p, Some("A"))[0].json["undo_stopped"], false, "{u}");
-            }
+        let edit = user_edits.then_some(&b"x\nA1\n"[..]);
+        let u = run_again_after_an_edit(&p, &args, edit, b"x\n");
+        if !user_edits {
+            assert_eq!(turns(&p, Some("A"))[0].json["undo_stopped"], false, "{u}");
         }
     }
 }
