@@ -2468,3 +2468,81 @@ fn turn_metadata_is_stored_with_the_turn_and_returned() {
     crate::common::expect_error(&run, "invalid_name");
     assert_eq!(listed(&p).as_array().unwrap().len(), 1, "nothing begun");
 }
+
+/// The rule for an undo run again after a kill (stop 43), as a property: a turn's undo over
+/// six files killed at a random rename or unlink, then the user's random edits (the turn's
+/// bytes put back, other bytes, a deletion, or none), then `undo --last` again without force.
+/// Every file an edit changed holds the user's bytes (or stays deleted); one written again with
+/// the bytes it held is back as before the turn or left alone as a conflict (the change time
+/// cannot tell it from the killed run's write put back); every other file is back as before.
+#[test]
+fn an_undo_run_again_after_a_kill_never_overwrites_an_edit_made_after_it() {
+    require_tool("strace", "to kill rewind at a chosen syscall");
+    let seed = std::env::var("REWIND_TEST_SEED")
+        .ok()
+        .map(|s| s.parse().expect("REWIND_TEST_SEED must be a number"))
+        .unwrap_or(1);
+    let mut rng = XorShift::seeded(seed);
+    let names = ["a", "b", "c", "d/e", "d/f", "g"];
+    let (mut killed_rounds, mut kept) = (0, 0);
+    for round in 0..8 {
+        let sb = Sandbox::new();
+        let p = sb.project("proj");
+        for name in names {
+            p.file(name, format!("{name} before\n"));
+        }
+        let turn = |args: &[&str]| rwj(&p, args);
+        turn(&["turn", "begin", "--session", "A", "--turn", "1"]);
+        for name in names {
+            p.file(name, format!("{name} turn\n"));
+        }
+        turn(&["turn", "end", "--session", "A", "--turn", "1"]);
+        let syscall = ["renameat2", "unlinkat"][rng.below(2) as usize];
+        let at = (syscall, 1 + rng.below(3));
+        let args = ["undo", "--session", "A", "--last"];
+        let what = format!("round {round} (seed {seed}): killed at {at:?}");
+        if !run_killed(&sb, &p.path, None, &args, at, DEFAULT_DEADLINE) {
+            continue;
+        }
+        killed_rounds += 1;
+        // What each edit that changed the file left there (`None`: deleted).
+        let mut edited: BTreeMap<&str, Option<Vec<u8>>> = BTreeMap::new();
+        // Written again with the bytes they held: left alone or undone, never silently kept.
+        let mut rewritten = BTreeSet::new();
+        for name in names {
+            let was = fs::read(p.join(name)).ok();
+            let now = match rng.below(4) {
+                0 => Some(format!("{name} turn\n").into_bytes()),
+                1 => Some(format!("{name} user {round}\n").into_bytes()),
+                2 => None,
+                _ => continue,
+            };
+            match &now {
+                Some(bytes) => p.file(name, bytes.as_slice()),
+                None => p.remove(name),
+            };
+            if now == was {
+                rewritten.insert(name);
+            } else {
+                edited.insert(name, now);
+            }
+        }
+        let u = rwj(&p, &args);
+        for name in names {
+            let holds = fs::read(p.join(name)).ok();
+            let before = Some(format!("{name} before\n").into_bytes());
+            let said = u["conflicts"].as_array().unwrap().contains(&name.into());
+            let wanted = match edited.get(name) {
+                Some(edit) => edit.clone(),
+                None if rewritten.contains(name) && said => holds.clone(),
+                None => before,
+            };
+            assert_eq!(holds, wanted, "{what}: {name}, edits {edited:?}: {u}");
+        }
+        kept += edited.len();
+    }
+    assert!(
+        killed_rounds > 0 && kept > 0,
+        "seed {seed}: {killed_rounds} kills, {kept} edits kept"
+    );
+}
