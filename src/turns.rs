@@ -340,9 +340,6 @@ struct ChainLink {
     /// Whether it is a redo that reopened the open turn (after it, no gap until the next
     /// begin).
     reopens: bool,
-    /// For an undo or redo stopped before it finished, what it planned to leave (its `tree`
-    /// is the one before it): what it may have written.
-    planned: Option<ObjectId>,
 }
 
 /// A session's id and its turns, oldest first.
@@ -1728,7 +1725,6 @@ impl Store {
                 merged,
                 reopened_at,
                 reopens: reopened_at.is_some(),
-                planned: None,
             });
             if commit == begin {
                 break;
@@ -1754,11 +1750,9 @@ impl Store {
                         merged: HashSet::new(),
                         reopened_at: None,
                         reopens: false,
-                        planned: None,
                     });
                 }
                 if let Some(before) = links.last() {
-                    link.planned = Some(link.tree);
                     link.tree = before.tree;
                 }
             }
@@ -2563,22 +2557,12 @@ impl Store {
             ..
         }) = chain.last()
         {
-            // (What an undo or redo stopped since the last end planned, and so may have written,
-            // is the session's too.)
-            let tail = chain.iter().rev().take_while(|l| l.kind == ChainKind::Undo);
-            let stopped: Vec<ObjectId> = tail.filter_map(|l| l.planned).collect();
             for change in tree_changes(&repo, self.reads(), last, current)? {
-                let path = change.path.as_ref();
                 let session_left = match last_word.get(&change.path) {
-                    Some(tree) => side_at(&repo, *tree, path)?,
+                    Some(tree) => side_at(&repo, *tree, change.path.as_ref())?,
                     None => None,
                 };
-                let mut stopped_wrote = false;
-                for planned in &stopped {
-                    let side = side_at(&repo, *planned, path)?;
-                    stopped_wrote |= side == change.after && side != change.before;
-                }
-                if (session_left.is_none() || session_left != change.after) && !stopped_wrote {
+                if session_left.is_none() || session_left != change.after {
                     others.insert(change.path);
                 }
             }
