@@ -257,6 +257,11 @@ impl Store {
         // every snapshot, and its undo point, which the warning names, outlives this prune.
         let killed = locked.killed_runs_undo_point();
         locked.sweep_temp_files();
+        // What runs did not write is asked of a record of a run no older than the retention.
+        // (Not a reason to fail a prune, which may be freeing a full disk.)
+        if let Err(e) = locked.forget_runs_before(cutoff) {
+            tracing::warn!("dropping the record of old runs: {e}");
+        }
         let mut outcome = PruneOutcome::default();
         let mut removed: Vec<(String, Why, Option<DateTime<Utc>>)> = Vec::new();
         let git_dir = locked.git_dir();

@@ -426,7 +426,7 @@ impl Locked<'_> {
 
     /// Check, then carry out `plan` (see the module docs).
     pub(crate) fn apply(&self, plan: Plan) -> Result<RestoreOutcome> {
-        self.apply_with(plan, &mut |_| Ok(()))
+        self.apply_with(plan, &mut |_, _| Ok(()))
     }
 
     /// [`apply`](Self::apply), calling `before_changes` with what the run is about to write and
@@ -435,7 +435,7 @@ impl Locked<'_> {
     pub(crate) fn apply_with(
         &self,
         mut plan: Plan,
-        before_changes: &mut dyn FnMut(&RestoreOutcome) -> Result<()>,
+        before_changes: &mut dyn FnMut(&RestoreOutcome, &str) -> Result<()>,
     ) -> Result<RestoreOutcome> {
         if let Some(index) = plan.index.take() {
             index.settle(self, plan.steps.iter().map(|s| s.path.as_bstr()))?;
@@ -542,8 +542,10 @@ impl Locked<'_> {
         };
         outcome.undo = SnapshotId(undo);
         self.record_undo(undo, plan.target)?;
-        before_changes(&planned(outcome.clone(), &plan, &actions))?;
-        let token = self.write_journal(
+        let token = self.new_run_token()?;
+        before_changes(&planned(outcome.clone(), &plan, &actions), &token)?;
+        self.write_journal(
+            &token,
             undo,
             plan.steps
                 .iter()
@@ -643,6 +645,17 @@ impl Locked<'_> {
                 Ok(false) => outcome.conflicts.push(path.clone()),
                 Err(e) => outcome.failed.push(failure(path, &e)),
             }
+        }
+        // What it planned to write and did not is recorded before the journal goes: killed
+        // before its own record says so, the run's record of what it planned is all there is.
+        let written: HashSet<&BString> = outcome.written.iter().collect();
+        let unwritten: Vec<BString> = (plan.steps.iter().zip(&actions))
+            .filter(|(_, action)| matches!(action, Action::Write | Action::SaveAndWrite(_)))
+            .map(|(step, _)| step.path.clone())
+            .filter(|path| !written.contains(path))
+            .collect();
+        if let Err(e) = self.record_finished_run(&token, &unwritten) {
+            tracing::warn!("recording what the run did not write: {e}");
         }
         // A temp file left (its removal failed) keeps the journal, marked told (this run
         // finished, and its outcome names the undo point): the next snapshot sweeps the file.

@@ -33,7 +33,7 @@ use crate::restore::{
 };
 use crate::snapshot::visibility::{decode_path, encode_path};
 use crate::snapshot::TrackOptions;
-use crate::store::{Locked, SnapshotId, Store};
+use crate::store::{Locked, SnapshotId, Store, Unwritten};
 
 /// One file a turn (or a session) changed.
 #[derive(Debug, Clone, Serialize)]
@@ -577,6 +577,9 @@ const UNFINISHED: &str = "Rewind-Unfinished: yes";
 /// change time (`ctime`, which no program can set back) is older was not touched by it, nor
 /// after it.
 const UNFINISHED_SINCE: &str = "Rewind-Unfinished-Since: ";
+/// In an unfinished undo's or redo's commit (since stop 44): the run's token, by which the store
+/// says what it planned to write and did not ([`Store::unwritten_by_run`]).
+const UNFINISHED_RUN: &str = "Rewind-Unfinished-Run: ";
 
 /// The key of an end commit's lines, one per file of the turn:
 /// `<status> <origin> +<additions> -<deletions> <path>`.
@@ -640,10 +643,10 @@ fn is_unfinished(message: &[u8]) -> bool {
     message.lines().any(|line| line == UNFINISHED.as_bytes())
 }
 
-/// The lines marking an undo's or redo's record written before its first change: unfinished,
-/// since the kernel's clock now.
-fn unfinished_lines() -> String {
-    let mut lines = format!("{UNFINISHED}\n");
+/// The lines marking the record of run `token`, an undo or redo, written before its first
+/// change: unfinished, since the kernel's clock now.
+fn unfinished_lines(token: &str) -> String {
+    let mut lines = format!("{UNFINISHED}\n{UNFINISHED_RUN}{token}\n");
     if let Ok(since) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
         let (secs, nanos) = (since.as_secs(), since.subsec_nanos());
         lines.push_str(&format!("{UNFINISHED_SINCE}{secs}.{nanos:09}\n"));
@@ -1565,7 +1568,7 @@ impl Store {
                 }
             }
         }
-        let record = |raw: &RestoreOutcome, (parent, unfinished): On| -> Result<ChainRecord> {
+        let record = |raw: &RestoreOutcome, (parent, run): On| -> Result<ChainRecord> {
             let mut outcome = raw.clone();
             finish(&mut outcome);
             let rolled_back = match outcome.failed.is_empty() {
@@ -1580,7 +1583,7 @@ impl Store {
                 undone[0].turn
             );
             let turns = rolled_back.iter().map(|(record, _)| record.turn.as_str());
-            let about = (session, undone[0].turn.as_str(), unfinished);
+            let about = (session, undone[0].turn.as_str(), run);
             let message = locked.undo_message(&title, about, &outcome, turns)?;
             let on = (base, parent);
             let commit = locked.chain_commit(on, (&d.changes, &[]), &outcome, &message)?;
@@ -1907,11 +1910,17 @@ impl Store {
         // A redo of it stopped since: a path it planned that changed after it was about to
         // holds its write or an edit after that (perhaps back to what the undo left), which
         // only a conflict keeps, unless it holds what the redo writes.
-        let mut stopped_redos: HashSet<BString> = HashSet::new();
+        let mut edited_after_a_stop: HashSet<BString> = HashSet::new();
+        // The undo itself stopped: likewise, what holds what it planned where it did not write
+        // is an edit after it (r76 (3)).
+        if unfinished {
+            edited_after_a_stop
+                .extend(locked.changed_since_stopped((&message, undo_tree), current)?);
+        }
         for (commit, text) in since.iter().rev() {
             if text.contains_str(REDO_TRAILER) && is_unfinished(text) {
                 let planned = commit_and_tree(&repo, *commit)?.1;
-                stopped_redos.extend(locked.changed_since_stopped((text, planned), current)?);
+                edited_after_a_stop.extend(locked.changed_since_stopped((text, planned), current)?);
             }
             if text.contains_str(REDO_TRAILER) && !is_unfinished(text) {
                 let tree = commit_and_tree(&repo, *commit)?.1;
@@ -2187,8 +2196,8 @@ impl Store {
                 }
                 continue;
             }
-            let changed_since_stopped_redo = stopped_redos.contains(&path);
-            if (now != left || changed_since_stopped_redo || changed_by_later_turn(path.as_bstr())?)
+            let edited_after_stop = edited_after_a_stop.contains(&path);
+            if (now != left || edited_after_stop || changed_by_later_turn(path.as_bstr())?)
                 && !force
             {
                 conflicts.push(path);
@@ -2235,7 +2244,8 @@ impl Store {
         // back already. Its turns are no longer rolled back unless a file could not be written.
         // (Written before its files change, unfinished, it redoes nothing and gives nothing
         // back yet: stopped there, the next redo takes the same undo.)
-        let record = |outcome: &RestoreOutcome, (parent, unfinished): On| -> Result<ChainRecord> {
+        let record = |outcome: &RestoreOutcome, (parent, run): On| -> Result<ChainRecord> {
+            let unfinished = run.is_some();
             let complete =
                 conflicts.is_empty() && outcome.conflicts.is_empty() && outcome.failed.is_empty();
             // (A redo that brought nothing back, all of it left alone, gives no turn back.)
@@ -2261,8 +2271,8 @@ impl Store {
                     redid.push_str(&format!("{REOPENED}{turn} {}\n", outcome.undo));
                 }
             }
-            if unfinished {
-                redid.push_str(&unfinished_lines());
+            if let Some(token) = run {
+                redid.push_str(&unfinished_lines(token));
             }
             // (Where the other sessions stood: a turn of theirs open across this redo lists
             // the paths it changed as shared, and a redo of an older undo tells so by this.
@@ -3376,9 +3386,11 @@ impl Locked<'_> {
 
     /// The paths the stopped run whose unfinished record is `message` (its tree `planned`)
     /// planned to change that changed on disk since it was about to (all of them when the
-    /// record names no time), unless `current` holds what it planned there (its own write; or
-    /// the same bytes, which it was to write anyway). Costs an `lstat` and two tree lookups
-    /// per path.
+    /// record names no time), unless `current` holds what it planned there and the run may have
+    /// written it (its own write). Where the store says the run did not write a path (its
+    /// record names its token: [`Store::unwritten_by_run`]), the same bytes there are someone's
+    /// edit (r76 (3)); a record of a build before takes them for the run's. Costs an `lstat`
+    /// and two tree lookups per path, and a read of the store's record of runs.
     fn changed_since_stopped(
         &self,
         (message, planned): (&[u8], ObjectId),
@@ -3386,12 +3398,20 @@ impl Locked<'_> {
     ) -> Result<Vec<BString>> {
         let repo = self.repo();
         let since = unfinished_since(message);
+        let run = lines_with(message, UNFINISHED_RUN).next();
+        let unwritten = run.and_then(|token| Some(self.unwritten_by_run(token.to_str().ok()?)));
         let mut changed = Vec::new();
         for path in lines_with(message, CHANGED).filter_map(decode_path) {
             if since.is_some_and(|since| !self.changed_since(&path, since)) {
                 continue;
             }
-            if side_at(&repo, current, path.as_ref())? != side_at(&repo, planned, path.as_ref())? {
+            let not_its = match &unwritten {
+                Some(Unwritten::All) => true,
+                Some(Unwritten::Paths(paths)) => paths.contains(&path),
+                None => false,
+            };
+            let now = side_at(&repo, current, path.as_ref())?;
+            if not_its || now != side_at(&repo, planned, path.as_ref())? {
                 changed.push(path);
             }
         }
@@ -3632,30 +3652,29 @@ impl Locked<'_> {
             Some(head) => commit_and_tree(&repo, head)?.1,
             None => current,
         };
-        let chain_record =
-            |raw: &RestoreOutcome, (parent, unfinished): On| -> Result<ChainRecord> {
-                let mut outcome = raw.clone();
-                finish(&mut outcome);
-                // (Its paths below `only` alone do not roll the turn back.)
-                let rolled_back = outcome.failed.is_empty() && only.is_none();
-                if !rolled_back && wrote_nothing(&outcome) {
-                    return Ok(None); // nothing for a redo to give back
-                }
-                let title = format!(
-                    "rewind: undo of turn {:?} alone, in session {session:?}",
-                    record.turn
-                );
-                let turns = rolled_back.then_some(record.turn.as_str());
-                let about = (session, record.turn.as_str(), unfinished);
-                let message = self.undo_message(&title, about, &outcome, turns.into_iter())?;
-                let on = (base, parent);
-                let commit = self.chain_commit(on, (&changes, &[]), &outcome, &message)?;
-                let marks = match rolled_back {
-                    true => vec![(marker.clone(), Some(record.commit))],
-                    false => Vec::new(),
-                };
-                Ok(Some((commit, marks)))
+        let chain_record = |raw: &RestoreOutcome, (parent, run): On| -> Result<ChainRecord> {
+            let mut outcome = raw.clone();
+            finish(&mut outcome);
+            // (Its paths below `only` alone do not roll the turn back.)
+            let rolled_back = outcome.failed.is_empty() && only.is_none();
+            if !rolled_back && wrote_nothing(&outcome) {
+                return Ok(None); // nothing for a redo to give back
+            }
+            let title = format!(
+                "rewind: undo of turn {:?} alone, in session {session:?}",
+                record.turn
+            );
+            let turns = rolled_back.then_some(record.turn.as_str());
+            let about = (session, record.turn.as_str(), run);
+            let message = self.undo_message(&title, about, &outcome, turns.into_iter())?;
+            let on = (base, parent);
+            let commit = self.chain_commit(on, (&changes, &[]), &outcome, &message)?;
+            let marks = match rolled_back {
+                true => vec![(marker.clone(), Some(record.commit))],
+                false => Vec::new(),
             };
+            Ok(Some((commit, marks)))
+        };
         let (mut outcome, unrecorded) = self.apply_recorded(session, plan, &chain_record)?;
         finish(&mut outcome);
         Ok(ChainRun::Undo.outcome(outcome, unrecorded))
@@ -3708,7 +3727,7 @@ impl Locked<'_> {
     fn undo_message<'t>(
         &self,
         title: &str,
-        (session, turn, unfinished): (&str, &str, bool),
+        (session, turn, run): (&str, &str, Option<&str>),
         outcome: &RestoreOutcome,
         rolled_back: impl Iterator<Item = &'t str>,
     ) -> Result<String> {
@@ -3718,8 +3737,8 @@ impl Locked<'_> {
         }
         push_path_lines(&mut message, LEFT_ALONE, &outcome.conflicts);
         push_path_lines(&mut message, MERGED, &outcome.merged);
-        if unfinished {
-            message.push_str(&unfinished_lines());
+        if let Some(token) = run {
+            message.push_str(&unfinished_lines(token));
         }
         // (Where the other sessions stood: what they do after is theirs, for its redo; that
         // there were none is said too, or the redo would take it for an older undo.)
@@ -3753,8 +3772,8 @@ impl Locked<'_> {
         let parent = self.ref_target(&session_ref(session, "head")?)?;
         // The marks the record before the run moved, as they were.
         let mut early = None;
-        let mut before_changes = |planned: &RestoreOutcome| -> Result<()> {
-            if let Some((commit, marks)) = record(planned, (parent, true))? {
+        let mut before_changes = |planned: &RestoreOutcome, token: &str| -> Result<()> {
+            if let Some((commit, marks)) = record(planned, (parent, Some(token)))? {
                 let mut was = Vec::new();
                 for (name, _) in &marks {
                     was.push((name.clone(), self.ref_target(name)?));
@@ -3777,7 +3796,7 @@ impl Locked<'_> {
                 return Err(e);
             }
         };
-        let recorded = record(&outcome, (parent, false)).and_then(|made| {
+        let recorded = record(&outcome, (parent, None)).and_then(|made| {
             let (commit, mut marks) = match made {
                 Some((commit, marks)) => (Some(commit), marks),
                 None => (parent, Vec::new()),
@@ -4518,9 +4537,9 @@ impl ChainRun {
 /// commit, and the turn marks it sets or removes; `None` when it records nothing.
 type ChainRecord = Option<(ObjectId, Vec<(String, Option<ObjectId>)>)>;
 
-/// Where an undo's or redo's record goes: on the session's head before it (its parent), and
-/// whether it is written before the run's files change (unfinished).
-type On = (Option<ObjectId>, bool);
+/// Where an undo's or redo's record goes: on the session's head before it (its parent), and,
+/// when it is written before the run's files change (unfinished), the run's token.
+type On<'t> = (Option<ObjectId>, Option<&'t str>);
 
 /// Whether a run wrote and deleted nothing (whatever it left alone, or failed to do).
 fn wrote_nothing(outcome: &RestoreOutcome) -> bool {

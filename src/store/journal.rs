@@ -1,10 +1,15 @@
 //! The restore journal: before a restore creates temp files in the project, it records their
 //! name token, their directories and the two blobs each can hold in the store, so that after a
 //! crash the next call under the lock removes exactly those files (and never a user's).
+//!
+//! Before it removes them, that call records which of the files the killed run planned to write
+//! it certainly did not (`rewind-stopped-runs`): from the disk alone, a file the run wrote and
+//! the same bytes written by someone after the kill look alike, and an undo or redo taking the
+//! killed run's place must tell them apart (an edit is never overwritten unsaid).
 
 use std::collections::HashMap;
 
-use gix::bstr::{BStr, ByteSlice};
+use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
 
 use crate::error::{Error, Result};
@@ -14,21 +19,16 @@ use crate::store::{Locked, Store};
 
 /// The store file naming the temp-file token of a restore in progress and its directories.
 const JOURNAL: &str = "rewind-restore-journal";
+/// The store file recording, per restore run that journalled (by its token), the paths it
+/// planned to write and did not: `run <token> <seconds since 1970, store clock>`, then
+/// `unwritten <token> <path in hex>` lines. A run that finishes records its own; the sweep
+/// records a stopped one's. `prune` drops runs older than the retention.
+const STOPPED_RUNS: &str = "rewind-stopped-runs";
 
 impl Locked<'_> {
-    /// Record the token a restore's temp files carry, the directories of the files it will
-    /// write or delete and, for each (`temps`: its number `n` in `.rewind-<token>-<n>` and
-    /// `.rewind-aside-<token>-<n>`, its path, and the blobs of the file it replaces or deletes
-    /// and of the file it writes), the only bytes its temp file can hold, so that after a crash
-    /// the next run removes exactly those files, and only with those bytes (never a user's).
-    /// `undo` is the run's undo point, which the next run names should this one be killed.
-    /// Returns the token: 16 hex digits from the clock and the process. Costs a line per file
-    /// written or deleted.
-    pub(crate) fn write_journal<'p>(
-        &self,
-        undo: ObjectId,
-        temps: impl Iterator<Item = (usize, &'p BStr, [Option<ObjectId>; 2])>,
-    ) -> Result<String> {
+    /// A new run's token, which its temp files carry (`.rewind-<token>-<n>`) and its record names:
+    /// 16 hex digits from the clock and the process.
+    pub(crate) fn new_run_token(&self) -> Result<String> {
         let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -40,6 +40,22 @@ impl Locked<'_> {
             .to_hex_with_len(16)
             .to_string();
         remember_own(&token);
+        Ok(token)
+    }
+
+    /// Record the token a restore's temp files carry, the directories of the files it will
+    /// write or delete and, for each (`temps`: its number `n` in `.rewind-<token>-<n>` and
+    /// `.rewind-aside-<token>-<n>`, its path, and the blobs of the file it replaces or deletes
+    /// and of the file it writes), the only bytes its temp file can hold, so that after a crash
+    /// the next run removes exactly those files, and only with those bytes (never a user's).
+    /// `undo` is the run's undo point, which the next run names should this one be killed.
+    /// Costs a line per file written or deleted.
+    pub(crate) fn write_journal<'p>(
+        &self,
+        token: &str,
+        undo: ObjectId,
+        temps: impl Iterator<Item = (usize, &'p BStr, [Option<ObjectId>; 2])>,
+    ) -> Result<()> {
         let mut text = format!("token {token}\nundo {undo}\n");
         let mut dirs: Vec<&[u8]> = Vec::new();
         for (n, path, blobs) in temps {
@@ -48,18 +64,21 @@ impl Locked<'_> {
                     .map_or(&b""[..], |slash| &path[..slash]),
             );
             let blobs = blobs.map(|id| id.map_or("-".into(), |id| id.to_string()));
-            text.push_str(&format!("temp {n} {} {}\n", blobs[0], blobs[1]));
+            text.push_str(&format!(
+                "temp {n} {} {} {}\n",
+                blobs[0],
+                blobs[1],
+                hex(path)
+            ));
         }
         dirs.sort_unstable();
         dirs.dedup();
         for dir in dirs {
-            text.push_str("dir ");
-            text.extend(dir.iter().map(|b| format!("{b:02x}")));
-            text.push('\n');
+            text.push_str(&format!("dir {}\n", hex(dir)));
         }
-        crate::fs::write_atomically(&self.git_dir().join(JOURNAL), "index.tmp", text.as_bytes())?;
-        Ok(token)
+        crate::fs::write_atomically(&self.git_dir().join(JOURNAL), "index.tmp", text.as_bytes())
     }
+
     /// Record that the temp files numbered `ns` are staged whole (written and closed): from
     /// then on such a temp file that holds the start of its staged file is not a staging cut
     /// short but something a swap took out (a save cut down to a prefix of the restored file,
@@ -117,6 +136,15 @@ impl Locked<'_> {
         if journal.prefix.is_empty() {
             return self.remove_journal();
         }
+        // What a stopped run planned to write and did not, recorded before any of its temp files
+        // goes (they are the evidence). Unrecorded (the store's disk full), an undo or redo after
+        // it takes what holds its planned bytes for its write, as builds before this did.
+        if !journal.finished {
+            let unwritten = unwritten(&root, &journal);
+            if let Err(e) = self.record_stopped_run(&journal.token, &unwritten) {
+                tracing::warn!("recording what a stopped restore did not write: {e}");
+            }
+        }
         let prefix = journal.prefix.as_bytes();
         // A deletion killed between setting its file aside and removing it leaves
         // `.rewind-aside-<token>-<n>`: it goes if it holds the undo point's bytes (else it is
@@ -167,8 +195,9 @@ impl Locked<'_> {
                     let undo_bytes = Temp {
                         blobs: [taken_out.and_then(|temp| temp.blobs[0]), None],
                         staged: true,
+                        path: None,
                     };
-                    if self.left_by_restore(&fd, &name, undo_bytes) {
+                    if self.left_by_restore(&fd, &name, &undo_bytes) {
                         let _ = ProjectRoot::unlink_in(&fd, &name);
                     }
                     continue;
@@ -177,7 +206,7 @@ impl Locked<'_> {
                     continue;
                 };
                 let temp = journal.temps.get(n.to_str().unwrap_or_default());
-                if self.left_by_restore(&fd, &name, temp.copied().unwrap_or_default()) {
+                if self.left_by_restore(&fd, &name, temp.unwrap_or(&Temp::default())) {
                     if let Err(e) = ProjectRoot::unlink_in(&fd, &name) {
                         say_once(format!(
                             "a restore killed earlier left {}, which could not be removed ({e}); \
@@ -255,22 +284,12 @@ impl Locked<'_> {
     /// recorded for it (the file the swap took out, the staged file), or, unless it was staged
     /// whole, the start of the staged file (a staging the kill cut short). Costs a read and a
     /// hash of it (and a read of the staged blob when it matches neither).
-    fn left_by_restore(&self, dir: &Dir, name: &[u8], temp: Temp) -> bool {
+    fn left_by_restore(&self, dir: &Dir, name: &[u8], temp: &Temp) -> bool {
         let [taken_out, staged] = temp.blobs;
-        let (data, is_file) = match crate::fs::stat_in(dir.as_dir(), name) {
-            Ok(Some(found)) if found.kind == Kind::Symlink => {
-                (crate::fs::read_link_in(dir.as_dir(), name), false)
-            }
-            Ok(Some(found)) if found.kind == Kind::File => {
-                (crate::fs::read_file_in(dir.as_dir(), name), true)
-            }
-            _ => return false,
-        };
-        let Ok(data) = data else {
+        let Some((id, data, is_file)) = held(dir, name) else {
             return false;
         };
-        let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data).ok();
-        if id.is_some() && (id == taken_out || id == staged) {
+        if Some(id) == taken_out || Some(id) == staged {
             return true;
         }
         let cut_short = |staged: ObjectId| {
@@ -279,6 +298,137 @@ impl Locked<'_> {
         };
         is_file && !temp.staged && staged.and_then(cut_short).unwrap_or(false)
     }
+
+    /// Record in the store that the run `token`, stopped before it finished, planned to write
+    /// the paths `unwritten` and did not. Said once per run (a sweep that must run again adds
+    /// nothing), and synced: the sweep removes the evidence after. Costs a read of the record
+    /// of runs, an appending write and an `fsync`.
+    fn record_stopped_run(&self, token: &str, unwritten: &[BString]) -> std::io::Result<()> {
+        let path = self.git_dir().join(STOPPED_RUNS);
+        let run = format!("run {token} ");
+        let recorded = crate::fs::read_store_file(&path).unwrap_or_default();
+        if recorded
+            .lines()
+            .any(|line| line.starts_with(run.as_bytes()))
+        {
+            return Ok(());
+        }
+        self.append_run(token, unwritten)?.sync_data()
+    }
+
+    /// Record in the store that the run `token`, which finished, planned to write the paths
+    /// `unwritten` and did not: should it be killed before its own record says so, its record
+    /// written before its first change is all there is. Not synced (lost, an undo or redo
+    /// after takes nothing it planned for written, the safe side). Costs an appending write.
+    pub(crate) fn record_finished_run(
+        &self,
+        token: &str,
+        unwritten: &[BString],
+    ) -> std::io::Result<()> {
+        self.append_run(token, unwritten).map(drop)
+    }
+
+    /// Append the lines of run `token` to the record of runs: the file, to sync. Costs an
+    /// appending write.
+    fn append_run(&self, token: &str, unwritten: &[BString]) -> std::io::Result<std::fs::File> {
+        let now = self.now().map_or(0, |now| now.timestamp());
+        let mut lines = format!("run {token} {now}\n");
+        for path in unwritten {
+            lines.push_str(&format!("unwritten {token} {}\n", hex(path)));
+        }
+        let path = self.git_dir().join(STOPPED_RUNS);
+        let mut file = crate::fs::open_store_file_to_append(&path)?;
+        std::io::Write::write_all(&mut file, lines.as_bytes())?;
+        Ok(file)
+    }
+
+    /// Drop from the record of runs those recorded before `cutoff` (by the store's clock), as
+    /// `prune` expires what they could be asked about. Costs a read and, when one goes, a
+    /// rewrite of the record.
+    pub(crate) fn forget_runs_before(&self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<()> {
+        let path = self.git_dir().join(STOPPED_RUNS);
+        let Ok(recorded) = crate::fs::read_store_file(&path) else {
+            return Ok(());
+        };
+        let old: Vec<&[u8]> = recorded
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.strip_prefix(b"run ")?.split_str(" ");
+                let token = words.next()?;
+                let at: i64 = words.next()?.to_str().ok()?.parse().ok()?;
+                (at < cutoff.timestamp()).then_some(token)
+            })
+            .collect();
+        if old.is_empty() {
+            return Ok(());
+        }
+        let of_old_run = |line: &[u8]| {
+            let rest = line
+                .strip_prefix(b"run ")
+                .or_else(|| line.strip_prefix(b"unwritten "));
+            rest.and_then(|rest| rest.split_str(" ").next())
+                .is_some_and(|token| old.contains(&token))
+        };
+        let mut kept = Vec::new();
+        for line in recorded.lines_with_terminator() {
+            if !of_old_run(line.trim_end()) {
+                kept.extend_from_slice(line);
+            }
+        }
+        crate::fs::write_atomically(&path, "index.tmp", &kept)
+    }
+}
+
+/// The paths the stopped run of `journal` planned to write and certainly did not: those it
+/// had not staged whole (a swap comes after), and those whose temp file still holds the
+/// staged bytes (a swap takes them out of the temp name, and a swap taken back puts them
+/// there again). Not a path whose old and new bytes are the same (a mode changed only):
+/// the bytes cannot tell. Costs an `open` of the directory and a read and a hash per file
+/// it staged.
+fn unwritten(root: &ProjectRoot, journal: &Journal) -> Vec<BString> {
+    let mut unwritten = Vec::new();
+    for (n, temp) in &journal.temps {
+        let (Some(path), [taken_out, Some(staged)]) = (&temp.path, temp.blobs) else {
+            continue; // a deletion, or a journal of a build before (no paths)
+        };
+        if taken_out == Some(staged) {
+            continue;
+        }
+        let still_staged = || {
+            let (dir, _) = crate::fs::split(path.as_bstr());
+            let dir = root.open_dir(dir, None).ok()?;
+            let name = format!("{}{n}", journal.prefix);
+            Some(held(&dir, name.as_bytes())?.0 == staged)
+        };
+        if !temp.staged || still_staged().unwrap_or(false) {
+            unwritten.push(path.as_bstr().to_owned());
+        }
+    }
+    unwritten.sort_unstable();
+    unwritten
+}
+
+/// The blob id of what stands at `name` in `dir` (a file's bytes, or a symlink's target), the
+/// bytes, and whether it is a file; `None` for anything else or what cannot be read. Costs an
+/// `lstat`, a read and a hash.
+fn held(dir: &Dir, name: &[u8]) -> Option<(ObjectId, Vec<u8>, bool)> {
+    let (data, is_file) = match crate::fs::stat_in(dir.as_dir(), name) {
+        Ok(Some(found)) if found.kind == Kind::Symlink => {
+            (crate::fs::read_link_in(dir.as_dir(), name), false)
+        }
+        Ok(Some(found)) if found.kind == Kind::File => {
+            (crate::fs::read_file_in(dir.as_dir(), name), true)
+        }
+        _ => return None,
+    };
+    let data = data.ok()?;
+    let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data).ok()?;
+    Some((id, data, is_file))
+}
+
+/// `bytes` as lower-case hex, as the journal and the record of runs write a path.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Project path `rel` as a notice names it: absolute, quoted as git quotes a name with a
@@ -308,6 +458,35 @@ impl Store {
         Some(self.read_journal()?.prefix).filter(|prefix| !prefix.is_empty())
     }
 
+    /// What is known of what the run `token` (stopped before it finished, by its record)
+    /// planned to write and did not. Costs a read of the record of runs (and, when its journal
+    /// is still in the store, for a dry run, which sweeps nothing, what [`unwritten`] costs).
+    pub(crate) fn unwritten_by_run(&self, token: &str) -> Unwritten {
+        let path = self.git_dir().join(STOPPED_RUNS);
+        let recorded = crate::fs::read_store_file(&path).unwrap_or_default();
+        let run = format!("run {token} ");
+        if recorded
+            .lines()
+            .any(|line| line.starts_with(run.as_bytes()))
+        {
+            let unwritten = format!("unwritten {token} ");
+            let paths = recorded
+                .lines()
+                .filter_map(|line| line.strip_prefix(unwritten.as_bytes()))
+                .filter_map(|path| decode_hex(path.to_str().ok()?));
+            return Unwritten::Paths(paths.map(BString::from).collect());
+        }
+        // (A dry run sweeps nothing: its journal tells.)
+        if let Some(journal) = self.read_journal() {
+            if journal.token == token && !journal.finished {
+                if let Ok(root) = ProjectRoot::open(self.project()) {
+                    return Unwritten::Paths(unwritten(&root, &journal).into_iter().collect());
+                }
+            }
+        }
+        Unwritten::All
+    }
+
     /// The journal of a restore that did not finish, if one is in the store. Costs a read of it.
     fn read_journal(&self) -> Option<Journal> {
         let text = crate::fs::read_store_file(&self.git_dir().join(JOURNAL)).ok()?;
@@ -315,13 +494,18 @@ impl Store {
         let mut journal = Journal::default();
         for line in text.lines() {
             match line.split_once(' ') {
-                Some(("token", t)) if t.len() == 16 => journal.prefix = format!(".rewind-{t}-"),
+                Some(("token", t)) if t.len() == 16 => {
+                    journal.prefix = format!(".rewind-{t}-");
+                    journal.token = t.to_owned();
+                }
                 Some(("undo", id)) => journal.undo = ObjectId::from_hex(id.as_bytes()).ok(),
                 Some(("temp", rest)) => {
                     let mut fields = rest.split(' ');
                     let n = fields.next().unwrap_or_default().to_owned();
                     let mut id = || ObjectId::from_hex(fields.next()?.as_bytes()).ok();
-                    journal.temps.entry(n).or_default().blobs = [id(), id()];
+                    let temp = journal.temps.entry(n).or_default();
+                    temp.blobs = [id(), id()];
+                    temp.path = fields.next().and_then(decode_hex);
                 }
                 Some(("staged", n)) => journal.temps.entry(n.to_owned()).or_default().staged = true,
                 Some(("dir", hex)) => journal.dirs.extend(decode_hex(hex)),
@@ -346,6 +530,8 @@ fn gone(error: &std::io::Error) -> bool {
 struct Journal {
     /// `.rewind-<token>-`, the start of its temp files' names (empty: no token recorded).
     prefix: String,
+    /// Its token (empty: none recorded).
+    token: String,
     /// Its temp files, by their number.
     temps: HashMap<String, Temp>,
     /// The directories of its temp files.
@@ -359,13 +545,25 @@ struct Journal {
 }
 
 /// One temp file of a restore, as its journal records it.
-#[derive(Default, Clone, Copy)]
+#[derive(Default)]
 struct Temp {
     /// The only blobs it can hold: the undo point's at its path (which a swap takes out), and
     /// the staged file's.
     blobs: [Option<ObjectId>; 2],
     /// Staged whole before the restore's `syncfs`: a swap may have taken something out into it.
     staged: bool,
+    /// The project path it stands for (not recorded by builds before stop 44).
+    path: Option<Vec<u8>>,
+}
+
+/// What is known of what a run stopped before it finished did not write
+/// ([`Store::unwritten_by_run`]).
+pub(crate) enum Unwritten {
+    /// Of what it planned to write, these paths only; it may have written the others.
+    Paths(std::collections::HashSet<BString>),
+    /// Nothing was written: its journal was never written (it was stopped before its first
+    /// temp file), or its record expired (then this errs on the side of an edit).
+    All,
 }
 
 fn decode_hex(hex: &str) -> Option<Vec<u8>> {

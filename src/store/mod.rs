@@ -31,6 +31,7 @@ use objects::ObjectWriter;
 mod journal;
 pub(crate) use crate::id::SnapshotId;
 pub(crate) use journal::is_own_temp;
+pub(crate) use journal::Unwritten;
 mod delta;
 mod lock;
 pub(crate) mod objects;

@@ -959,6 +959,43 @@ fn restore_at(p: &TestProject, now: &str, hash: &str) -> String {
     undo
 }
 
+/// The store's record of what each run did not write (`rewind-stopped-runs`) lives as long as
+/// the runs an undo or redo may ask it about: a run's lines go once it is older than the
+/// retention, and a younger run's stay.
+#[test]
+fn prune_forgets_the_record_of_runs_older_than_the_retention() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let clock = Clock::new();
+    p.file("a.txt", "1\n");
+    let first = track_at(&p, &clock.at(0));
+    p.file("a.txt", "2\n");
+    track_at(&p, &clock.at(0));
+    restore_at(&p, &clock.at(0), &first);
+    p.file("a.txt", "3\n");
+    let second = track_at(&p, &clock.at(6 * DAY));
+    restore_at(&p, &clock.at(6 * DAY), &first);
+    let record = p.store().join("rewind-stopped-runs");
+    let runs = || -> Vec<String> {
+        let text = fs::read_to_string(&record).unwrap_or_default();
+        text.lines()
+            .filter(|l| l.starts_with("run "))
+            .map(|l| l.split(' ').nth(2).unwrap().to_owned())
+            .collect()
+    };
+    let times: Vec<String> = [clock.t0, clock.t0 + 6 * DAY].map(|t| t.to_string()).into();
+    assert_eq!(
+        runs(),
+        times,
+        "each restore records its run at the store's clock"
+    );
+    prune_at(&p, Some(&clock.at(8 * DAY)), &[]);
+    assert_eq!(runs(), times[1..], "the run of day 0 goes, day 6's stays");
+    restore_at(&p, &clock.at(8 * DAY), &second);
+    prune_at(&p, Some(&clock.at(20 * DAY)), &[]);
+    assert_eq!(runs(), Vec::<String>::new());
+}
+
 /// (commit, tree, commit time) of each undo point, newest first.
 fn undo_chain(sb: &Sandbox, store: &Path) -> Vec<(String, String, i64)> {
     let run = sb.git_in_run(

@@ -1964,6 +1964,57 @@ fn a_rerun_of_a_killed_redo_keeps_an_edit_that_put_the_undos_bytes_back() {
     }
 }
 
+/// An undo killed before it changed a file, then the user writing by hand exactly what it
+/// planned there, then `redo`: the redo wrote over the edit without a conflict (forty-ninth
+/// hostile pass, r76 (3)): from the disk, the edit could not be told from the stopped run's own
+/// write. The sweep after a kill records in the store which planned files the run certainly
+/// did not write (their temp files still held the staged bytes), and the run's record names
+/// its token. Without the edit, the redo gives the turn back with nothing to write.
+#[test]
+fn a_redo_after_an_undo_killed_before_it_wrote_keeps_an_edit_of_the_planned_bytes() {
+    for user_edits in [true, false] {
+        let sb = Sandbox::new();
+        let p = turn_adding_a_line(&sb);
+        // Killed at the swap of x.txt (in the project, not the undo point's index rename).
+        let args = ["undo", "--session", "A", "--last"];
+        assert!(run_killed_on(
+            &sb,
+            &p.path,
+            &args,
+            ("renameat2", 1),
+            &p.path
+        ));
+        assert_eq!(p.read("x.txt"), b"x\nA1\n", "killed before x.txt");
+        let edit = user_edits.then_some(&b"x\n"[..]);
+        let r = run_again_after_an_edit(&p, &["redo", "--session", "A"], edit, b"x\nA1\n");
+        if !user_edits {
+            assert!(!turns(&p, Some("A"))[0].rolled_back, "given back: {r}");
+        }
+    }
+}
+
+/// The same after an undo killed once it had finished its files and removed its journal, before
+/// its own record said so: the record of what the run did not write is the run's own, written
+/// before its journal goes. Without it, what the run wrote was taken for someone's edit (a
+/// false conflict on every file).
+#[test]
+fn a_redo_after_an_undo_killed_before_its_last_record_takes_its_writes_for_its_own() {
+    let sb = Sandbox::new();
+    let p = turn_adding_a_line(&sb);
+    let args = ["undo", "--session", "A", "--last"];
+    // Killed as its last record takes `packed-refs.lock` (the record before its changes took
+    // it twice), after the journal is removed.
+    let lock = p.store().join("packed-refs.lock");
+    let killed = run_killed_on(&sb, &p.path, &args, ("openat", 3), &lock);
+    assert!(killed, "killed at its last record");
+    assert!(!p.store().join("rewind-restore-journal").exists());
+    assert_eq!(p.read("x.txt"), b"x\n", "the undo wrote x.txt");
+    assert_eq!(turns(&p, Some("A"))[0].json["undo_stopped"], true);
+    let r = rwj(&p, &["redo", "--session", "A"]);
+    assert_eq!(r["conflicts"], serde_json::json!([]), "{r}");
+    assert_eq!(p.read("x.txt"), b"x\nA1\n", "{r}");
+}
+
 /// An undo killed after it wrote a file back, then the user putting the turn's bytes back in
 /// that file by hand: `undo --last`, which takes the turn again, wrote over the user's edit
 /// without a conflict (forty-sixth hostile pass, r73 (8)): the stopped run's own write could
@@ -2466,14 +2517,17 @@ fn turn_metadata_is_stored_with_the_turn_and_returned() {
     assert_eq!(listed(&p).as_array().unwrap().len(), 1, "nothing begun");
 }
 
-/// The rule for an undo run again after a kill (stop 43), as a property: a turn's undo over
-/// six files killed at a random rename or unlink, then the user's random edits (the turn's
-/// bytes put back, other bytes, a deletion, or none), then `undo --last` again without force.
-/// Every file an edit changed holds the user's bytes (or stays deleted); one written again with
-/// the bytes it held is back as before the turn or left alone as a conflict (the change time
-/// cannot tell it from the killed run's write put back); every other file is back as before.
+/// The rule for an undo run again after a kill (stop 43), and for the redo after one (stop 44),
+/// as a property: a turn's undo over six files killed at a rename or unlink in one of their two
+/// directories, then the
+/// user's random edits (the turn's bytes or the bytes before it put back, other bytes, a
+/// deletion, or none), then `undo --last` again or `redo`, without force. Every file an edit
+/// changed holds the user's bytes (or stays deleted); one written again with the bytes it held
+/// is as the run leaves it or left alone as a conflict (the change time cannot tell it from
+/// the killed run's write put back); every other file is as the run leaves it: back as before
+/// the turn (undo), or as the turn left it (redo).
 #[test]
-fn an_undo_run_again_after_a_kill_never_overwrites_an_edit_made_after_it() {
+fn an_undo_or_redo_after_a_kill_never_overwrites_an_edit_made_after_it() {
     require_tool("strace", "to kill rewind at a chosen syscall");
     let seed = std::env::var("REWIND_TEST_SEED")
         .ok()
@@ -2494,24 +2548,32 @@ fn an_undo_run_again_after_a_kill_never_overwrites_an_edit_made_after_it() {
             p.file(name, format!("{name} turn\n"));
         }
         turn(&["turn", "end", "--session", "A", "--turn", "1"]);
-        let syscall = ["renameat2", "unlinkat"][rng.below(2) as usize];
-        let at = (syscall, 1 + rng.below(3));
+        // (Each thread counts its own calls, and the swaps share eight: the first call in one
+        // of the two directories.)
+        let at = (["renameat2", "unlinkat"][rng.below(2) as usize], 1);
+        let dir = [p.path.clone(), p.join("d")][rng.below(2) as usize].clone();
         let args = ["undo", "--session", "A", "--last"];
-        let what = format!("round {round} (seed {seed}): killed at {at:?}");
-        if !run_killed(&sb, &p.path, None, &args, at, DEFAULT_DEADLINE) {
+        let (again, leaves): (&[&str], _) = match rng.below(2) {
+            0 => (&args, "before"),
+            _ => (&["redo", "--session", "A"], "turn"),
+        };
+        let what =
+            format!("round {round} (seed {seed}): killed at {at:?} in {dir:?}, then {again:?}");
+        if !run_killed_on(&sb, &p.path, &args, at, &dir) {
             continue;
         }
         killed_rounds += 1;
         // What each edit that changed the file left there (`None`: deleted).
         let mut edited: BTreeMap<&str, Option<Vec<u8>>> = BTreeMap::new();
-        // Written again with the bytes they held: left alone or undone, never silently kept.
+        // Written again with the bytes they held: left alone or done, never silently kept.
         let mut rewritten = BTreeSet::new();
         for name in names {
             let was = fs::read(p.join(name)).ok();
-            let now = match rng.below(4) {
+            let now = match rng.below(5) {
                 0 => Some(format!("{name} turn\n").into_bytes()),
-                1 => Some(format!("{name} user {round}\n").into_bytes()),
-                2 => None,
+                1 => Some(format!("{name} before\n").into_bytes()),
+                2 => Some(format!("{name} user {round}\n").into_bytes()),
+                3 => None,
                 _ => continue,
             };
             match &now {
@@ -2524,15 +2586,15 @@ fn an_undo_run_again_after_a_kill_never_overwrites_an_edit_made_after_it() {
                 edited.insert(name, now);
             }
         }
-        let u = rwj(&p, &args);
+        let u = rwj(&p, again);
         for name in names {
             let holds = fs::read(p.join(name)).ok();
-            let before = Some(format!("{name} before\n").into_bytes());
+            let left = Some(format!("{name} {leaves}\n").into_bytes());
             let said = u["conflicts"].as_array().unwrap().contains(&name.into());
             let wanted = match edited.get(name) {
                 Some(edit) => edit.clone(),
                 None if rewritten.contains(name) && said => holds.clone(),
-                None => before,
+                None => left,
             };
             assert_eq!(holds, wanted, "{what}: {name}, edits {edited:?}: {u}");
         }

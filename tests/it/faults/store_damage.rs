@@ -816,6 +816,7 @@ fn a_fifo_or_a_symlink_at_a_store_file_is_never_waited_on_or_written_through() {
         "rewind-index-objects",
         "rewind-restore-journal",
         "rewind-pruned",
+        "rewind-stopped-runs",
         "rewind.lock",
         "HEAD",
         "config",
