@@ -646,15 +646,15 @@ impl Locked<'_> {
                 Err(e) => outcome.failed.push(failure(path, &e)),
             }
         }
-        // What it planned to write and did not is recorded before the journal goes: killed
+        // What it planned to write or delete and did not is recorded before the journal goes: killed
         // before its own record says so, the run's record of what it planned is all there is.
-        let written: HashSet<&BString> = outcome.written.iter().collect();
-        let unwritten: Vec<BString> = (plan.steps.iter().zip(&actions))
-            .filter(|(_, action)| matches!(action, Action::Write | Action::SaveAndWrite(_)))
+        let done: HashSet<&BString> = outcome.written.iter().chain(&outcome.deleted).collect();
+        let not_done: Vec<BString> = (plan.steps.iter().zip(&actions))
+            .filter(|(_, action)| is_change(**action))
             .map(|(step, _)| step.path.clone())
-            .filter(|path| !written.contains(path))
+            .filter(|path| !done.contains(path))
             .collect();
-        if let Err(e) = self.record_finished_run(&token, &unwritten) {
+        if let Err(e) = self.record_finished_run(&token, &not_done) {
             tracing::warn!("recording what the run did not write: {e}");
         }
         // A temp file left (its removal failed) keeps the journal, marked told (this run
@@ -686,6 +686,7 @@ impl Locked<'_> {
         outcome: &mut RestoreOutcome,
     ) -> Vec<(BString, io::Error)> {
         let mut emptied = Vec::new();
+        let mut journal = self.deletions_done();
         for (n, step) in plan.steps.iter().enumerate() {
             if actions[n] != Action::Delete {
                 continue;
@@ -694,6 +695,9 @@ impl Locked<'_> {
             let aside = format!(".rewind-aside-{token}-{n}").into_bytes();
             match delete_if_unchanged(root, step.path.as_ref(), expected[n], &aside, unlinked) {
                 Ok(true) => {
+                    if let Some(journal) = &mut journal {
+                        journal.done(n);
+                    }
                     outcome.deleted.push(step.path.clone());
                     if let Some(slash) = step.path.rfind_byte(b'/') {
                         emptied.push(BString::from(&step.path[..slash]));

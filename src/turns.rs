@@ -33,7 +33,7 @@ use crate::restore::{
 };
 use crate::snapshot::visibility::{decode_path, encode_path};
 use crate::snapshot::TrackOptions;
-use crate::store::{Locked, SnapshotId, Store, Unwritten};
+use crate::store::{Locked, NotDone, SnapshotId, Store};
 
 /// One file a turn (or a session) changed.
 #[derive(Debug, Clone, Serialize)]
@@ -578,7 +578,7 @@ const UNFINISHED: &str = "Rewind-Unfinished: yes";
 /// after it.
 const UNFINISHED_SINCE: &str = "Rewind-Unfinished-Since: ";
 /// In an unfinished undo's or redo's commit (since stop 44): the run's token, by which the store
-/// says what it planned to write and did not ([`Store::unwritten_by_run`]).
+/// says what it planned to write or delete and did not ([`Store::not_done_by_run`]).
 const UNFINISHED_RUN: &str = "Rewind-Unfinished-Run: ";
 
 /// The key of an end commit's lines, one per file of the turn:
@@ -2333,8 +2333,9 @@ impl Store {
             }));
             notices.extend(files_undone.iter().map(|(path, older)| {
                 format!(
-                    "{} stays undone: the `undo --file` of session {session:?} that took it back \
-                     is not redone yet ({}a later `rewind redo` that redoes it brings it back)",
+                    "{} stays undone: the undo of session {session:?} that took it back without \
+                     rolling back a turn (an `undo --file`, or one that could not finish) is not \
+                     redone yet ({}a later `rewind redo` that redoes it brings it back)",
                     crate::paths::quote_path(path),
                     first(*older)
                 )
@@ -3388,9 +3389,10 @@ impl Locked<'_> {
     /// planned to change that changed on disk since it was about to (all of them when the
     /// record names no time), unless `current` holds what it planned there and the run may have
     /// written it (its own write). Where the store says the run did not write a path (its
-    /// record names its token: [`Store::unwritten_by_run`]), the same bytes there are someone's
-    /// edit (r76 (3)); a record of a build before takes them for the run's. Costs an `lstat`
-    /// and two tree lookups per path, and a read of the store's record of runs.
+    /// record names its token: [`Store::not_done_by_run`]), the same bytes there are someone's
+    /// edit (r76 (3)); a record of a build before takes them for the run's. Nothing there now,
+    /// where it may have written or was to delete and did not, is a deletion since. Costs an `lstat` and two tree
+    /// lookups per path, and a read of the store's record of runs.
     fn changed_since_stopped(
         &self,
         (message, planned): (&[u8], ObjectId),
@@ -3399,19 +3401,28 @@ impl Locked<'_> {
         let repo = self.repo();
         let since = unfinished_since(message);
         let run = lines_with(message, UNFINISHED_RUN).next();
-        let unwritten = run.and_then(|token| Some(self.unwritten_by_run(token.to_str().ok()?)));
+        let not_done = run.and_then(|token| Some(self.not_done_by_run(token.to_str().ok()?)));
         let mut changed = Vec::new();
         for path in lines_with(message, CHANGED).filter_map(decode_path) {
+            let not_its = match &not_done {
+                Some(NotDone::All) => true,
+                Some(NotDone::Paths(paths)) => paths.contains(&path),
+                None => false,
+            };
+            let planned_there = side_at(&repo, planned, path.as_ref())?;
+            // Nothing there, so no change time to read: gone since the run wrote there, or since
+            // it was to delete it and did not, it was deleted since (r75 (1)).
+            if not_done.is_some() && !self.on_disk(&path) {
+                if not_its == planned_there.is_none() {
+                    changed.push(path);
+                }
+                continue;
+            }
             if since.is_some_and(|since| !self.changed_since(&path, since)) {
                 continue;
             }
-            let not_its = match &unwritten {
-                Some(Unwritten::All) => true,
-                Some(Unwritten::Paths(paths)) => paths.contains(&path),
-                None => false,
-            };
             let now = side_at(&repo, current, path.as_ref())?;
-            if not_its || now != side_at(&repo, planned, path.as_ref())? {
+            if not_its || now != planned_there {
                 changed.push(path);
             }
         }
@@ -3832,7 +3843,9 @@ impl Locked<'_> {
 
 impl Store {
     /// Per-file totals across `session`: each file once, from its state before the first turn
-    /// that touched it to its state after the last one.
+    /// that touched it to its state after the last one. A turn rolled back counts only for what
+    /// its undo left of it; a file someone else changed between two turns that touched it
+    /// counts their lines too, and is [`Origin::Shared`].
     ///
     /// ```no_run
     /// # let store = rewind::Store::open(".".as_ref(), &rewind::OpenOptions::new("/tmp/rewind"))?;
@@ -3853,10 +3866,20 @@ impl Store {
             false => ObjectId::empty_tree(gix::hash::Kind::Sha1), // not looked at
         };
         let repo = self.repo();
+        let in_part = self.turns_undone_in_part(session)?;
         // Per path: its first change's "before", its last change's "after", and the strongest
         // origin (shared over announced over unannounced).
         let mut net: BTreeMap<BString, (Change, Origin)> = BTreeMap::new();
         for record in &records {
+            // A turn rolled back is not the session's work any more, but for what its undo left.
+            let rolled_back = turn_ref(session, "rolled-back", &record.turn)?;
+            let only = match self.ref_target(&rolled_back)? {
+                None => None,
+                Some(_) => match in_part.still_its_work(&record.turn) {
+                    None => continue,
+                    Some(only) => only,
+                },
+            };
             let origins: HashMap<BString, Origin> = self
                 .turn_paths(session, record, current)?
                 .into_iter()
@@ -3866,8 +3889,16 @@ impl Store {
                 let Some(&origin) = origins.get(&change.path) else {
                     continue; // another session's
                 };
+                if only.is_some_and(|only| !only.contains(&change.path)) {
+                    continue;
+                }
                 match net.get_mut(&change.path) {
                     Some((first, strongest)) => {
+                        // Changed by someone else between two of the session's turns: the
+                        // totals hold their lines too, and say so.
+                        if first.after != change.before {
+                            *strongest = Origin::Shared.max(*strongest);
+                        }
                         first.after = change.after;
                         *strongest = origin.max(*strongest);
                     }

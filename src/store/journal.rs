@@ -3,9 +3,10 @@
 //! crash the next call under the lock removes exactly those files (and never a user's).
 //!
 //! Before it removes them, that call records which of the files the killed run planned to write
-//! it certainly did not (`rewind-stopped-runs`): from the disk alone, a file the run wrote and
-//! the same bytes written by someone after the kill look alike, and an undo or redo taking the
-//! killed run's place must tell them apart (an edit is never overwritten unsaid).
+//! or delete it certainly did not (`rewind-stopped-runs`): from the disk alone, a file the run
+//! wrote and the same bytes written by someone after the kill look alike (and a file it deleted
+//! and one someone deleted), and an undo or redo taking the killed run's place must tell them
+//! apart (an edit is never overwritten unsaid).
 
 use std::collections::HashMap;
 
@@ -20,8 +21,8 @@ use crate::store::{Locked, Store};
 /// The store file naming the temp-file token of a restore in progress and its directories.
 const JOURNAL: &str = "rewind-restore-journal";
 /// The store file recording, per restore run that journalled (by its token), the paths it
-/// planned to write and did not: `run <token> <seconds since 1970, store clock>`, then
-/// `unwritten <token> <path in hex>` lines. A run that finishes records its own; the sweep
+/// planned to write or delete and did not: `run <token> <seconds since 1970, store clock>`,
+/// then `not-done <token> <path in hex>` lines. A run that finishes records its own; the sweep
 /// records a stopped one's. `prune` drops runs older than the retention.
 const STOPPED_RUNS: &str = "rewind-stopped-runs";
 
@@ -92,15 +93,27 @@ impl Locked<'_> {
         })
     }
 
+    /// The journal, to record each deletion as it is done ([`DeletionsDone::done`]); `None`
+    /// when it cannot be opened (a deletion not recorded counts as not done, the safe side).
+    /// Costs an `open`.
+    pub(crate) fn deletions_done(&self) -> Option<DeletionsDone> {
+        self.open_journal_to_append().ok().map(DeletionsDone)
+    }
+
     /// Append `lines` to the journal. Costs one appending write.
     fn append_to_journal(&self, lines: &str) -> std::io::Result<()> {
+        let mut journal = self.open_journal_to_append()?;
+        std::io::Write::write_all(&mut journal, lines.as_bytes())
+    }
+
+    /// The journal, opened to append to. Costs an `open` and an `fstat`.
+    fn open_journal_to_append(&self) -> std::io::Result<std::fs::File> {
         let path = self.git_dir().join(JOURNAL);
         // (Never created here: only a journal written whole first is appended to.)
         if !path.exists() {
             return Err(std::io::ErrorKind::NotFound.into());
         }
-        let mut journal = crate::fs::open_store_file_to_append(&path)?;
-        std::io::Write::write_all(&mut journal, lines.as_bytes())
+        crate::fs::open_store_file_to_append(&path)
     }
 
     pub(crate) fn remove_journal(&self) {
@@ -136,12 +149,13 @@ impl Locked<'_> {
         if journal.prefix.is_empty() {
             return self.remove_journal();
         }
-        // What a stopped run planned to write and did not, recorded before any of its temp files
-        // goes (they are the evidence). Unrecorded (the store's disk full), an undo or redo after
-        // it takes what holds its planned bytes for its write, as builds before this did.
+        // What a stopped run planned to write or delete and did not, recorded before any of its
+        // temp files goes (they are the evidence). Unrecorded (the store's disk full), an undo or
+        // redo after it takes what holds its planned bytes for its write, as builds before this
+        // did.
         if !journal.finished {
-            let unwritten = unwritten(&root, &journal);
-            if let Err(e) = self.record_stopped_run(&journal.token, &unwritten) {
+            let not_done = not_done(&root, &journal);
+            if let Err(e) = self.record_stopped_run(&journal.token, &not_done) {
                 tracing::warn!("recording what a stopped restore did not write: {e}");
             }
         }
@@ -195,7 +209,7 @@ impl Locked<'_> {
                     let undo_bytes = Temp {
                         blobs: [taken_out.and_then(|temp| temp.blobs[0]), None],
                         staged: true,
-                        path: None,
+                        ..Temp::default()
                     };
                     if self.left_by_restore(&fd, &name, &undo_bytes) {
                         let _ = ProjectRoot::unlink_in(&fd, &name);
@@ -300,10 +314,10 @@ impl Locked<'_> {
     }
 
     /// Record in the store that the run `token`, stopped before it finished, planned to write
-    /// the paths `unwritten` and did not. Said once per run (a sweep that must run again adds
+    /// or delete the paths `not_done` and did not. Said once per run (a sweep that must run again adds
     /// nothing), and synced: the sweep removes the evidence after. Costs a read of the record
     /// of runs, an appending write and an `fsync`.
-    fn record_stopped_run(&self, token: &str, unwritten: &[BString]) -> std::io::Result<()> {
+    fn record_stopped_run(&self, token: &str, not_done: &[BString]) -> std::io::Result<()> {
         let path = self.git_dir().join(STOPPED_RUNS);
         let run = format!("run {token} ");
         let recorded = crate::fs::read_store_file(&path).unwrap_or_default();
@@ -313,28 +327,28 @@ impl Locked<'_> {
         {
             return Ok(());
         }
-        self.append_run(token, unwritten)?.sync_data()
+        self.append_run(token, not_done)?.sync_data()
     }
 
-    /// Record in the store that the run `token`, which finished, planned to write the paths
-    /// `unwritten` and did not: should it be killed before its own record says so, its record
+    /// Record in the store that the run `token`, which finished, planned to write or delete the
+    /// paths `not_done` and did not: should it be killed before its own record says so, its record
     /// written before its first change is all there is. Not synced (lost, an undo or redo
     /// after takes nothing it planned for written, the safe side). Costs an appending write.
     pub(crate) fn record_finished_run(
         &self,
         token: &str,
-        unwritten: &[BString],
+        not_done: &[BString],
     ) -> std::io::Result<()> {
-        self.append_run(token, unwritten).map(drop)
+        self.append_run(token, not_done).map(drop)
     }
 
     /// Append the lines of run `token` to the record of runs: the file, to sync. Costs an
     /// appending write.
-    fn append_run(&self, token: &str, unwritten: &[BString]) -> std::io::Result<std::fs::File> {
+    fn append_run(&self, token: &str, not_done: &[BString]) -> std::io::Result<std::fs::File> {
         let now = self.now().map_or(0, |now| now.timestamp());
         let mut lines = format!("run {token} {now}\n");
-        for path in unwritten {
-            lines.push_str(&format!("unwritten {token} {}\n", hex(path)));
+        for path in not_done {
+            lines.push_str(&format!("not-done {token} {}\n", hex(path)));
         }
         let path = self.git_dir().join(STOPPED_RUNS);
         let mut file = crate::fs::open_store_file_to_append(&path)?;
@@ -365,7 +379,7 @@ impl Locked<'_> {
         let of_old_run = |line: &[u8]| {
             let rest = line
                 .strip_prefix(b"run ")
-                .or_else(|| line.strip_prefix(b"unwritten "));
+                .or_else(|| line.strip_prefix(b"not-done "));
             rest.and_then(|rest| rest.split_str(" ").next())
                 .is_some_and(|token| old.contains(&token))
         };
@@ -379,33 +393,44 @@ impl Locked<'_> {
     }
 }
 
-/// The paths the stopped run of `journal` planned to write and certainly did not: those it
-/// had not staged whole (a swap comes after), and those whose temp file still holds the
-/// staged bytes (a swap takes them out of the temp name, and a swap taken back puts them
-/// there again). Not a path whose old and new bytes are the same (a mode changed only):
-/// the bytes cannot tell. Costs an `open` of the directory and a read and a hash per file
-/// it staged.
-fn unwritten(root: &ProjectRoot, journal: &Journal) -> Vec<BString> {
-    let mut unwritten = Vec::new();
+/// The paths the stopped run of `journal` planned to write or delete and certainly did not:
+/// the deletions it does not record as done (each is recorded once its file is gone) and whose
+/// file it had not set aside either, the
+/// writes it had not staged whole (a swap comes after), and those whose temp file still holds
+/// the staged bytes (a swap takes them out of the temp name, and a swap taken back puts them
+/// there again). Not a path whose old and new bytes are the same (a mode changed only): the
+/// bytes cannot tell. Costs an `open` of the directory and a read and a hash per file it
+/// staged.
+fn not_done(root: &ProjectRoot, journal: &Journal) -> Vec<BString> {
+    let mut not_done = Vec::new();
     for (n, temp) in &journal.temps {
-        let (Some(path), [taken_out, Some(staged)]) = (&temp.path, temp.blobs) else {
-            continue; // a deletion, or a journal of a build before (no paths)
+        let Some(path) = &temp.path else {
+            continue; // a journal of a build before (no paths)
+        };
+        // Whether the file named `name` in the path's directory holds blob `id`.
+        let holds = |name: String, id: Option<ObjectId>| {
+            let (dir, _) = crate::fs::split(path.as_bstr());
+            let dir = root.open_dir(dir, None).ok()?;
+            Some(Some(held(&dir, name.as_bytes())?.0) == id)
+        };
+        let [taken_out, Some(staged)] = temp.blobs else {
+            // (Killed once it set the file aside, before it removed it: the sweep removes it.)
+            let aside = format!(".rewind-aside-{}{n}", &journal.prefix[b".rewind-".len()..]);
+            if !temp.deleted && !holds(aside, temp.blobs[0]).unwrap_or(false) {
+                not_done.push(path.as_bstr().to_owned());
+            }
+            continue;
         };
         if taken_out == Some(staged) {
             continue;
         }
-        let still_staged = || {
-            let (dir, _) = crate::fs::split(path.as_bstr());
-            let dir = root.open_dir(dir, None).ok()?;
-            let name = format!("{}{n}", journal.prefix);
-            Some(held(&dir, name.as_bytes())?.0 == staged)
-        };
+        let still_staged = || holds(format!("{}{n}", journal.prefix), Some(staged));
         if !temp.staged || still_staged().unwrap_or(false) {
-            unwritten.push(path.as_bstr().to_owned());
+            not_done.push(path.as_bstr().to_owned());
         }
     }
-    unwritten.sort_unstable();
-    unwritten
+    not_done.sort_unstable();
+    not_done
 }
 
 /// The blob id of what stands at `name` in `dir` (a file's bytes, or a symlink's target), the
@@ -459,9 +484,9 @@ impl Store {
     }
 
     /// What is known of what the run `token` (stopped before it finished, by its record)
-    /// planned to write and did not. Costs a read of the record of runs (and, when its journal
-    /// is still in the store, for a dry run, which sweeps nothing, what [`unwritten`] costs).
-    pub(crate) fn unwritten_by_run(&self, token: &str) -> Unwritten {
+    /// planned to write or delete and did not. Costs a read of the record of runs (and, when its journal
+    /// is still in the store, for a dry run, which sweeps nothing, what [`not_done`] costs).
+    pub(crate) fn not_done_by_run(&self, token: &str) -> NotDone {
         let path = self.git_dir().join(STOPPED_RUNS);
         let recorded = crate::fs::read_store_file(&path).unwrap_or_default();
         let run = format!("run {token} ");
@@ -469,22 +494,22 @@ impl Store {
             .lines()
             .any(|line| line.starts_with(run.as_bytes()))
         {
-            let unwritten = format!("unwritten {token} ");
+            let not_done = format!("not-done {token} ");
             let paths = recorded
                 .lines()
-                .filter_map(|line| line.strip_prefix(unwritten.as_bytes()))
+                .filter_map(|line| line.strip_prefix(not_done.as_bytes()))
                 .filter_map(|path| decode_hex(path.to_str().ok()?));
-            return Unwritten::Paths(paths.map(BString::from).collect());
+            return NotDone::Paths(paths.map(BString::from).collect());
         }
         // (A dry run sweeps nothing: its journal tells.)
         if let Some(journal) = self.read_journal() {
             if journal.token == token && !journal.finished {
                 if let Ok(root) = ProjectRoot::open(self.project()) {
-                    return Unwritten::Paths(unwritten(&root, &journal).into_iter().collect());
+                    return NotDone::Paths(not_done(&root, &journal).into_iter().collect());
                 }
             }
         }
-        Unwritten::All
+        NotDone::All
     }
 
     /// The journal of a restore that did not finish, if one is in the store. Costs a read of it.
@@ -508,6 +533,9 @@ impl Store {
                     temp.path = fields.next().and_then(decode_hex);
                 }
                 Some(("staged", n)) => journal.temps.entry(n.to_owned()).or_default().staged = true,
+                Some(("deleted", n)) => {
+                    journal.temps.entry(n.to_owned()).or_default().deleted = true;
+                }
                 Some(("dir", hex)) => journal.dirs.extend(decode_hex(hex)),
                 None if line == "noticed" => journal.noticed = true,
                 None if line == "finished" => journal.finished = true,
@@ -554,15 +582,28 @@ struct Temp {
     staged: bool,
     /// The project path it stands for (not recorded by builds before stop 44).
     path: Option<Vec<u8>>,
+    /// A deletion's: done (its file gone).
+    deleted: bool,
 }
 
-/// What is known of what a run stopped before it finished did not write
-/// ([`Store::unwritten_by_run`]).
-pub(crate) enum Unwritten {
-    /// Of what it planned to write, these paths only; it may have written the others.
+/// The journal of a run, open to record its deletions as each is done.
+pub(crate) struct DeletionsDone(std::fs::File);
+
+impl DeletionsDone {
+    /// Record that deletion `n` is done, its file gone: after the removal, so that a kill
+    /// between leaves it counted as not done (the safe side). Not synced. Costs a `write`.
+    pub(crate) fn done(&mut self, n: usize) {
+        let _ = std::io::Write::write_all(&mut self.0, format!("deleted {n}\n").as_bytes());
+    }
+}
+
+/// What is known of what a run stopped before it finished did not do
+/// ([`Store::not_done_by_run`]).
+pub(crate) enum NotDone {
+    /// Of what it planned to write or delete, these paths only; it may have done the others.
     Paths(std::collections::HashSet<BString>),
-    /// Nothing was written: its journal was never written (it was stopped before its first
-    /// temp file), or its record expired (then this errs on the side of an edit).
+    /// Nothing was done: its journal was never written (it was stopped before its first temp
+    /// file), or its record expired (then this errs on the side of an edit).
     All,
 }
 

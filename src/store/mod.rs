@@ -31,7 +31,7 @@ use objects::ObjectWriter;
 mod journal;
 pub(crate) use crate::id::SnapshotId;
 pub(crate) use journal::is_own_temp;
-pub(crate) use journal::Unwritten;
+pub(crate) use journal::NotDone;
 mod delta;
 mod lock;
 pub(crate) mod objects;

@@ -1649,3 +1649,30 @@ pub fn plant(path: &Path, fifo: bool, outside: &Path) {
         false => std::os::unix::fs::symlink(outside, path).unwrap(),
     }
 }
+
+/// `git diff --numstat -z --no-renames FROM TO` in the store: path -> counts (None: binary).
+pub fn git_numstat(
+    sb: &Sandbox,
+    store: &Path,
+    from: &str,
+    to: &str,
+) -> BTreeMap<String, Option<(u64, u64)>> {
+    let run = sb.git_in_run(store, ["diff", "--numstat", "-z", "--no-renames", from, to]);
+    run.assert_success();
+    run.stdout_bytes
+        .split(|b| *b == 0)
+        .filter(|r| !r.is_empty())
+        .map(|r| {
+            let mut parts = r.splitn(3, |b| *b == b'\t');
+            let add = String::from_utf8_lossy(parts.next().unwrap()).into_owned();
+            let del = String::from_utf8_lossy(parts.next().unwrap()).into_owned();
+            let path = String::from_utf8_lossy(parts.next().expect("numstat path")).into_owned();
+            let counts = if add == "-" {
+                None
+            } else {
+                Some((add.parse().unwrap(), del.parse().unwrap()))
+            };
+            (path, counts)
+        })
+        .collect()
+}

@@ -100,33 +100,6 @@ fn loose_path(store: &Path, oid: &str) -> PathBuf {
     store.join("objects").join(&oid[..2]).join(&oid[2..])
 }
 
-/// `git diff --numstat -z --no-renames FROM TO` in the store: path -> counts (None: binary).
-fn git_numstat(
-    sb: &Sandbox,
-    store: &Path,
-    from: &str,
-    to: &str,
-) -> BTreeMap<String, Option<(u64, u64)>> {
-    let run = sb.git_in_run(store, ["diff", "--numstat", "-z", "--no-renames", from, to]);
-    run.assert_success();
-    run.stdout_bytes
-        .split(|b| *b == 0)
-        .filter(|r| !r.is_empty())
-        .map(|r| {
-            let mut parts = r.splitn(3, |b| *b == b'\t');
-            let add = lossy(parts.next().unwrap());
-            let del = lossy(parts.next().unwrap());
-            let path = lossy(parts.next().expect("numstat path"));
-            let counts = if add == "-" {
-                None
-            } else {
-                Some((add.parse().unwrap(), del.parse().unwrap()))
-            };
-            (path, counts)
-        })
-        .collect()
-}
-
 /// `rewind diff-full ARGS` rows: file -> counts (None: binary).
 fn diff_full_counts(p: &TestProject, args: &[&str]) -> BTreeMap<String, Option<(u64, u64)>> {
     let mut all = vec!["diff-full", "--no-renames"]; // (the oracle is `--no-renames`)

@@ -2015,6 +2015,80 @@ fn a_redo_after_an_undo_killed_before_its_last_record_takes_its_writes_for_its_o
     assert_eq!(p.read("x.txt"), b"x\nA1\n", "{r}");
 }
 
+/// `changes` counted the user's lines written between two turns as the session's, labelled as
+/// the turns' own (`unannounced`), and listed a file a turn created that an undo had since
+/// removed (fifty-second hostile pass, r79 (1)). A rolled-back turn counts only for what its
+/// undo left; a file edited between turns keeps its net totals (as `git diff --numstat` counts
+/// them) and is `shared`.
+#[test]
+fn changes_leave_out_a_rolled_back_turn_and_call_a_file_edited_between_turns_shared() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f", "1\n").file("g", "1\n");
+    let first = p.track();
+    begin(&p, "s", "1");
+    p.file("f", "1\nturn 1\n").file("g", "1\nturn 1\n");
+    end(&p, "s", "1");
+    p.file("f", "1\nturn 1\nuser\nuser\n");
+    begin(&p, "s", "2");
+    p.file("f", "1\nturn 1\nuser\nuser\nturn 2\n");
+    end(&p, "s", "2");
+    begin(&p, "s", "3");
+    p.file("n.txt", "new\n");
+    end(&p, "s", "3");
+    rwj(&p, &["undo", "--session", "s", "--last"]);
+    assert!(!p.join("n.txt").exists());
+    let last = p.track();
+    let changes = rwj(&p, &["changes", "--session", "s"]);
+    let files = changes["files"].as_array().unwrap();
+    let listed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|f| (f["file"].as_str().unwrap(), f["origin"].as_str().unwrap()))
+        .collect();
+    assert_eq!(listed, [("f", "shared"), ("g", "unannounced")], "{changes}");
+    let numstat = git_numstat(&sb, &p.store(), &first, &last);
+    for file in files {
+        let path = file["file"].as_str().unwrap();
+        let counts = (
+            file["additions"].as_u64().unwrap(),
+            file["deletions"].as_u64().unwrap(),
+        );
+        assert_eq!(numstat[path], Some(counts), "{path}: {changes}");
+    }
+}
+
+/// An undo killed after it changed every file, bringing back a file the turn had deleted, then
+/// the user deleting it again, then `undo --last`: the rerun wrote the file back without a
+/// conflict (forty-eighth hostile pass, r75 (1)): no change time stands at an absent path. By
+/// the store's record the stopped run wrote the file; gone since, it was deleted since, a
+/// conflict. Without the deletion, the rerun finishes.
+#[test]
+fn a_rerun_of_a_killed_undo_keeps_a_file_deleted_again_after_it() {
+    for user_deletes in [true, false] {
+        let sb = Sandbox::new();
+        let p = sb.project("proj");
+        p.file("x.txt", "x\n").file("gone.txt", "g\n");
+        begin(&p, "A", "1");
+        p.file("x.txt", "x\nA1\n");
+        p.remove("gone.txt");
+        end(&p, "A", "1");
+        // Killed at the removal of its journal: every file changed, its last record not written.
+        let args = ["undo", "--session", "A", "--last"];
+        let journal = p.store().join("rewind-restore-journal");
+        assert!(run_killed_on(&sb, &p.path, &args, ("unlink", 1), &journal));
+        assert_eq!(p.read("gone.txt"), b"g\n", "the stopped undo wrote it back");
+        assert_eq!(turns(&p, Some("A"))[0].json["undo_stopped"], true);
+        if user_deletes {
+            p.remove("gone.txt");
+        }
+        let u = rwj(&p, &args);
+        let conflicts: &[&str] = if user_deletes { &["gone.txt"] } else { &[] };
+        assert_eq!(u["conflicts"], serde_json::json!(conflicts), "{u}");
+        assert_eq!(p.join("gone.txt").exists(), !user_deletes, "{u}");
+        assert_eq!(p.read("x.txt"), b"x\n", "{u}");
+    }
+}
+
 /// An undo killed after it wrote a file back, then the user putting the turn's bytes back in
 /// that file by hand: `undo --last`, which takes the turn again, wrote over the user's edit
 /// without a conflict (forty-sixth hostile pass, r73 (8)): the stopped run's own write could
@@ -2518,10 +2592,10 @@ fn turn_metadata_is_stored_with_the_turn_and_returned() {
 }
 
 /// The rule for an undo run again after a kill (stop 43), and for the redo after one (stop 44),
-/// as a property: a turn's undo over six files killed at a rename or unlink in one of their two
-/// directories, then the
-/// user's random edits (the turn's bytes or the bytes before it put back, other bytes, a
-/// deletion, or none), then `undo --last` again or `redo`, without force. Every file an edit
+/// as a property: a turn's undo over six files (one the turn created, one it deleted) killed at a
+/// rename or unlink in one of their two directories, then the user's random edits (the turn's
+/// state or the state before it put back, other bytes, a deletion, or none), then `undo
+/// --last` again or `redo`, without force. Every file an edit
 /// changed holds the user's bytes (or stays deleted); one written again with the bytes it held
 /// is as the run leaves it or left alone as a conflict (the change time cannot tell it from
 /// the killed run's write put back); every other file is as the run leaves it: back as before
@@ -2535,17 +2609,27 @@ fn an_undo_or_redo_after_a_kill_never_overwrites_an_edit_made_after_it() {
         .unwrap_or(1);
     let mut rng = XorShift::seeded(seed);
     let names = ["a", "b", "c", "d/e", "d/f", "g"];
+    // What each file holds before the turn and after it (`None`: none there): the turn creates
+    // d/f and deletes g.
+    let state = |name: &str, when: &str| {
+        let absent = (name, when) == ("d/f", "before") || (name, when) == ("g", "turn");
+        (!absent).then(|| format!("{name} {when}\n").into_bytes())
+    };
+    let put = |p: &TestProject, name: &str, bytes: &Option<Vec<u8>>| match bytes {
+        Some(bytes) => drop(p.file(name, bytes.as_slice())),
+        None => drop(p.remove(name)),
+    };
     let (mut killed_rounds, mut kept) = (0, 0);
     for round in 0..8 {
         let sb = Sandbox::new();
         let p = sb.project("proj");
-        for name in names {
-            p.file(name, format!("{name} before\n"));
+        for name in names.iter().filter(|n| state(n, "before").is_some()) {
+            put(&p, name, &state(name, "before"));
         }
         let turn = |args: &[&str]| rwj(&p, args);
         turn(&["turn", "begin", "--session", "A", "--turn", "1"]);
         for name in names {
-            p.file(name, format!("{name} turn\n"));
+            put(&p, name, &state(name, "turn"));
         }
         turn(&["turn", "end", "--session", "A", "--turn", "1"]);
         // (Each thread counts its own calls, and the swaps share eight: the first call in one
@@ -2570,26 +2654,27 @@ fn an_undo_or_redo_after_a_kill_never_overwrites_an_edit_made_after_it() {
         for name in names {
             let was = fs::read(p.join(name)).ok();
             let now = match rng.below(5) {
-                0 => Some(format!("{name} turn\n").into_bytes()),
-                1 => Some(format!("{name} before\n").into_bytes()),
+                0 => state(name, "turn"),
+                1 => state(name, "before"),
                 2 => Some(format!("{name} user {round}\n").into_bytes()),
                 3 => None,
                 _ => continue,
             };
-            match &now {
-                Some(bytes) => p.file(name, bytes.as_slice()),
-                None => p.remove(name),
-            };
             if now == was {
-                rewritten.insert(name);
-            } else {
-                edited.insert(name, now);
+                // (Nothing to delete where nothing stands.)
+                if now.is_some() {
+                    put(&p, name, &now);
+                    rewritten.insert(name);
+                }
+                continue;
             }
+            put(&p, name, &now);
+            edited.insert(name, now);
         }
         let u = rwj(&p, again);
         for name in names {
             let holds = fs::read(p.join(name)).ok();
-            let left = Some(format!("{name} {leaves}\n").into_bytes());
+            let left = state(name, leaves);
             let said = u["conflicts"].as_array().unwrap().contains(&name.into());
             let wanted = match edited.get(name) {
                 Some(edit) => edit.clone(),
