@@ -316,6 +316,13 @@ fn identity(found: Found) -> Identity {
     (found.kind, found.stat.dev, found.stat.ino)
 }
 
+/// What the directory at `path` is now (its device and inode): another value than before
+/// means another directory stands at the path. Costs an `open` and an `fstat`.
+pub(crate) fn directory_at(path: &Path) -> io::Result<(u32, u32)> {
+    let found = stat_dir(open_path(path)?.as_dir())?;
+    Ok((found.stat.dev, found.stat.ino))
+}
+
 impl<'r> OpenDirs<'r> {
     pub(crate) fn new(root: &'r ProjectRoot, keep: usize) -> OpenDirs<'r> {
         OpenDirs {
@@ -871,6 +878,11 @@ pub(crate) enum WatchEvent<'a> {
         /// The entry was made here (not moved in), or removed (not moved out).
         created: bool,
         deleted: bool,
+        /// The entry was renamed away from here, or to here (over what stood there), and the
+        /// number the two halves of one rename share.
+        moved_from: bool,
+        moved_to: bool,
+        cookie: u32,
     },
     /// The watch on `wd` is gone (its directory was deleted, or its file system unmounted).
     Gone { wd: i32 },

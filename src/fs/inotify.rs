@@ -80,6 +80,9 @@ impl Inotify {
                     moved: flags.intersects(moved),
                     created: flags.contains(ReadFlags::CREATE),
                     deleted: flags.contains(ReadFlags::DELETE),
+                    moved_from: flags.contains(ReadFlags::MOVED_FROM),
+                    moved_to: flags.contains(ReadFlags::MOVED_TO),
+                    cookie: event.cookie(),
                 });
             }
         }

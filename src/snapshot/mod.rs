@@ -602,6 +602,10 @@ impl Locked<'_> {
             failed: AtomicBool::new(false),
             held: AtomicUsize::new(0),
             watching,
+            last_snapshot: self.last_snapshot().map(|tree| walk::LastSnapshot {
+                tree,
+                repo: Mutex::new(self.repo()),
+            }),
         })
     }
 }

@@ -372,6 +372,7 @@ impl Locked<'_> {
     /// new line rewrites it.
     pub(crate) fn record_snapshot(&self, snapshot: &crate::snapshot::Snapshot) -> Result<()> {
         let tree = snapshot.hash.0;
+        self.remember_last_snapshot(tree);
         let reference = snapshot_record(tree);
         let mut lines = crate::snapshot::visibility::record_lines(snapshot);
         if let Some(commit) = self.ref_target(&reference)? {

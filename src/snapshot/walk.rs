@@ -48,6 +48,28 @@ pub(super) struct Walk<'a> {
     /// Under a watcher: the directories to read again (the others are kept from its memo), and
     /// where each directory read is registered and recorded.
     pub(super) watching: Option<&'a Watching<'a>>,
+    /// The last snapshot any process recorded of the project: a file it holds stays in above
+    /// the size cap though `previous` lacks it (a server's memo and the CLI's index each know
+    /// only their own last snapshot; r78 (2)).
+    pub(super) last_snapshot: Option<LastSnapshot>,
+}
+
+/// The last snapshot any process recorded of the project ([`Walk::last_snapshot`]).
+pub(super) struct LastSnapshot {
+    pub(super) tree: ObjectId,
+    pub(super) repo: Mutex<gix::Repository>,
+}
+
+impl LastSnapshot {
+    /// Whether it holds a file (or symlink) at `path`. Costs reading the trees on the way.
+    fn holds(&self, path: &BStr) -> bool {
+        let repo = lock(&self.repo);
+        let entry = repo
+            .find_tree(self.tree)
+            .ok()
+            .and_then(|tree| tree.lookup_entry(path.split(|&b| b == b'/')).ok()?);
+        entry.is_some_and(|entry| !entry.mode().is_tree())
+    }
 }
 
 /// What the previous snapshot knew of a directory: the stat cache of its files and, under a
@@ -603,7 +625,13 @@ impl<'a> Walk<'a> {
                     hashed: false,
                 }))
             }
-            None if mode != Mode::SYMLINK && size > self.max_file_size => {
+            None if mode != Mode::SYMLINK
+                && size > self.max_file_size
+                && !self
+                    .last_snapshot
+                    .as_ref()
+                    .is_some_and(|last| last.holds(rel.as_ref())) =>
+            {
                 Looked::Settled(Part::Skipped(Skipped {
                     path: rel,
                     reason: SkipReason::TooLarge,

@@ -99,16 +99,11 @@ impl Store {
             return watcher.status();
         }
         let reason = match Inotify::new() {
-            Ok(_) => {
-                let limit = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches");
-                let limit = limit
-                    .map(|l| l.trim().to_string())
-                    .unwrap_or_else(|_| "?".into());
-                format!(
-                    "not started in this process (`rewind serve` starts one; inotify is \
-                     available, fs.inotify.max_user_watches = {limit})"
-                )
-            }
+            Ok(_) => format!(
+                "not started in this process (`rewind serve` starts one; inotify is available, \
+                 {})",
+                watch_limit()
+            ),
             Err(e) => format!("no file-system watcher here: {e}"),
         };
         WatchStatus {
@@ -225,6 +220,9 @@ impl Watcher {
                 "a file system was mounted or unmounted"
             } else if !store.objects().contains(&memo.snapshot.hash.0) {
                 "the last snapshot's tree is gone from the store"
+            } else if crate::fs::directory_at(store.project()).ok() != Some(memo.root) {
+                // (A directory above it moved: no watch here sees that; r78 (4).)
+                "another directory stands at the project's path"
             } else {
                 return None;
             };
@@ -272,8 +270,10 @@ impl Watcher {
         };
         let inotify = self.inotify.as_ref().expect("made above");
         let watching = Watching::new(inotify, None, Default::default());
-        // (Before the walk: a mount made while it runs is seen by the next snapshot.)
+        // (Before the walk: a mount made, or a directory put at the project's path, while it
+        // runs is seen by the next snapshot.)
         let mounts = crate::fs::mounts_of(store.project());
+        let root = crate::fs::directory_at(store.project());
         let snapshot = store.peek_unwatched(options, Some(&watching))?;
         let walked = watching.finish();
         if let Some(e) = walked.failed {
@@ -281,7 +281,15 @@ impl Watcher {
             return Ok(snapshot);
         }
         self.register(walked.registered);
+        let root = match root {
+            Ok(root) => root,
+            Err(e) => {
+                self.deactivate(format!("the project directory cannot be looked at: {e}"));
+                return Ok(snapshot);
+            }
+        };
         let mut memo = Memo {
+            root,
             dirs: HashMap::new(),
             volatile: HashSet::new(),
             mount_parents: mount_parents(store.project(), &mounts),
@@ -352,6 +360,11 @@ impl Watcher {
         let walked = watching.finish();
         if let Some(e) = walked.failed {
             let reason = watch_failure(&e);
+            // The index is as old as the last full walk: brought up to the memo first, so that
+            // the walks from now on start from the last snapshot (r78 (2)).
+            if let Some(memo) = self.memo.take() {
+                memo.save_index(&store.git_dir().join("index"))?;
+            }
             self.deactivate(reason);
             return store.peek_unwatched(options, None);
         }
@@ -405,9 +418,11 @@ impl Watcher {
         let Some(inotify) = &self.inotify else { return };
         let (wds, pending) = (&self.wds, &mut self.pending);
         let mut gone = Vec::new();
-        // Files made since the last snapshot: one removed again may have been a second name (a
-        // hard link) of a file elsewhere, written through and gone before anything looked.
-        let mut made = HashSet::new();
+        // Files and directories made since the last snapshot: a file name made that goes again
+        // (removed, renamed over, moved out of the project, or in a directory made and removed
+        // again) may have been a second name (a hard link) of a file elsewhere, written through
+        // and gone before anything looked.
+        let mut made = Made::default();
         let drained = inotify.drain(|event| match event {
             WatchEvent::Overflow => {
                 pending.full = Some("the kernel's event queue overflowed".into());
@@ -425,6 +440,9 @@ impl Watcher {
                 moved,
                 created,
                 deleted,
+                moved_from,
+                moved_to,
+                cookie,
             } => {
                 for rel in wds.get(&wd).into_iter().flatten() {
                     let Some(name) = name else {
@@ -440,22 +458,24 @@ impl Watcher {
                     let child = super::walk::join(rel.as_ref(), name);
                     match (is_dir, moved) {
                         (true, true) => {
-                            pending.whole.insert(child);
+                            pending.whole.insert(child.clone());
                         }
                         (true, false) => {
-                            pending.dirty.insert(child);
-                        }
-                        // (Not the temp files of this process's restores: they are staged,
-                        // swapped and removed. A name only like theirs is anyone's.)
-                        (false, _) if created && !crate::store::is_own_temp(name) => {
-                            made.insert(child);
-                        }
-                        (false, _) if deleted && made.contains(&child) => {
-                            pending.full = Some(
-                                "a file was made and removed again (maybe a hard link)".into(),
-                            );
+                            pending.dirty.insert(child.clone());
                         }
                         (false, _) => {}
+                    }
+                    // (Not the temp files of this process's restores: they are staged,
+                    // swapped and removed. A name only like theirs is anyone's.)
+                    let own = !is_dir && crate::store::is_own_temp(name);
+                    if let Some(reason) = made.saw(
+                        child,
+                        is_dir,
+                        own,
+                        (created, deleted),
+                        (moved_from, moved_to, cookie),
+                    ) {
+                        pending.full = Some(reason.into());
                     }
                 }
             }
@@ -463,9 +483,79 @@ impl Watcher {
         if let Err(e) = drained {
             pending.full = Some(format!("reading the watcher's events failed: {e}"));
         }
+        if let Some(reason) = made.moved_out() {
+            pending.full = Some(reason.into());
+        }
         for wd in gone {
             self.wds.remove(&wd);
         }
+    }
+}
+
+/// The names made since the last snapshot, followed through the events: where one goes again,
+/// a second name (a hard link) of a file elsewhere may have been written through and gone.
+#[derive(Default)]
+struct Made {
+    files: HashSet<BString>,
+    dirs: HashSet<BString>,
+    /// The numbers of the renames that took made names away: the half that comes in names
+    /// where they went (none: out of the project).
+    moving: HashSet<u32>,
+}
+
+impl Made {
+    /// Follow one event on `path` (a directory: `is_dir`; one of this process's restores'
+    /// temp files: `own`): the reason for a full walk, when a made name goes again. Costs a
+    /// set lookup or two (a scan of the made files when a made directory moves).
+    fn saw(
+        &mut self,
+        path: BString,
+        is_dir: bool,
+        own: bool,
+        (created, deleted): (bool, bool),
+        (moved_from, moved_to, cookie): (bool, bool, u32),
+    ) -> Option<&'static str> {
+        let set = match is_dir {
+            true => &mut self.dirs,
+            false => &mut self.files,
+        };
+        if created {
+            if !own {
+                set.insert(path);
+            }
+        } else if deleted && set.contains(&path) {
+            return Some(match is_dir {
+                true => "a directory was made and removed again (it may have held a hard link)",
+                false => "a file was made and removed again (maybe a hard link)",
+            });
+        } else if moved_to {
+            if !is_dir && set.contains(&path) {
+                return Some("a file made since was renamed over (maybe a hard link)");
+            }
+            if self.moving.remove(&cookie) && !own {
+                set.insert(path);
+            }
+        } else if moved_from {
+            let holds_made = |dir: &BString| {
+                let prefix = [dir.as_slice(), b"/"].concat();
+                self.files.iter().any(|f| f.starts_with(&prefix))
+            };
+            let was_made = match is_dir {
+                true => self.dirs.remove(&path) | holds_made(&path),
+                false => self.files.remove(&path),
+            };
+            if was_made {
+                self.moving.insert(cookie);
+            }
+        }
+        None
+    }
+
+    /// The reason for a full walk when a made name was renamed out of the project (no half of
+    /// its rename came in).
+    fn moved_out(&self) -> Option<&'static str> {
+        (!self.moving.is_empty())
+            .then_some("a name made since was moved out of the project (maybe a hard link)")
     }
 }
 
@@ -487,18 +577,37 @@ impl Pending {
     }
 }
 
+/// The inotify watch limit that holds here, as `sysctl` names it: the system's, or the user
+/// namespace's when that is lower (a rootless container has its own; r78 (5)). Costs two
+/// reads of `/proc`.
+fn watch_limit() -> String {
+    let read = |name: &'static str| {
+        let path = format!("/proc/sys/{}", name.replace('.', "/"));
+        let value = std::fs::read_to_string(path)
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()?;
+        Some((value, name))
+    };
+    let limits = [
+        read("fs.inotify.max_user_watches"),
+        read("user.max_inotify_watches"),
+    ];
+    match limits.into_iter().flatten().min() {
+        Some((value, name)) => format!("{name} = {value}"),
+        None => "fs.inotify.max_user_watches = ?".into(),
+    }
+}
+
 /// The message for a watch that could not be added.
 fn watch_failure(error: &io::Error) -> String {
     match error.raw_os_error() {
-        Some(28) => {
-            let limit = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
-                .map(|limit| limit.trim().to_string())
-                .unwrap_or_else(|_| "?".into());
-            format!(
-                "the inotify watch limit is reached (fs.inotify.max_user_watches = {limit}); \
-                 raise it with sysctl, then start the watcher again (restart `rewind serve`)"
-            )
-        }
+        Some(28) => format!(
+            "the inotify watch limit is reached ({}); raise it with sysctl, then start the \
+             watcher again (restart `rewind serve`)",
+            watch_limit()
+        ),
         _ => format!("a directory could not be watched: {error}"),
     }
 }
@@ -516,6 +625,9 @@ pub(super) struct Memo {
     /// one of theirs from elsewhere (`mount --bind`) is written through its other name, and
     /// the event goes to the watch on that name's directory, not theirs.
     mount_parents: Vec<BString>,
+    /// What directory the project path named when it was made ([`crate::fs::directory_at`]):
+    /// the watches are on that one, wherever it is now.
+    root: (u32, u32),
     /// The last [`Memo::update`] found a file with hard links that the memo did not have as one:
     /// its other names may be in directories no event marked.
     new_links: bool,
@@ -926,20 +1038,23 @@ fn is_plain_file(part: &Part) -> bool {
 }
 
 /// Whether `parts` hold a file with hard links that `old` (the directory's memo) did not hold
-/// as one. Costs one step per file, and a lookup per file with links.
+/// as one: by path and file (an inode), since a name that was a link may have become a link
+/// to another file (r78 (3)). Costs one step per file, and a lookup per file with links.
 fn has_new_links(parts: &[Part], old: Option<&MemoDir>) -> bool {
     let linked = |part: &Part| match part {
-        Part::File(file) if file.links > 1 => Some(file.path.clone()),
+        Part::File(file) if file.links > 1 => {
+            Some((file.path.clone(), file.stat.dev, file.stat.ino))
+        }
         _ => None,
     };
     let mut new = parts.iter().filter_map(linked).peekable();
     if new.peek().is_none() {
         return false;
     }
-    let before: HashSet<BString> = old
+    let before: HashSet<(BString, u32, u32)> = old
         .map(|old| old.parts.iter().filter_map(linked).collect())
         .unwrap_or_default();
-    new.any(|path| !before.contains(&path))
+    new.any(|link| !before.contains(&link))
 }
 
 /// The directories of `project` (relative) holding the mount points `mounts` (what

@@ -118,6 +118,10 @@ pub(crate) const DATA_MARKER: &str = "rewind-data.tag";
 /// The store file holding notices not yet taken (see [`Store::take_notices`]), one a line.
 const NOTICES: &str = "rewind-notices";
 
+/// The store file naming the tree of the last snapshot any process recorded of the project
+/// (40 hex digits): a server's memo and the CLI's index each know only their own last one.
+const LAST_SNAPSHOT: &str = "rewind-last-snapshot";
+
 /// Default for `rewind.maxFileSize`: new files above it are left out of snapshots.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 2 * 1024 * 1024;
 
@@ -819,6 +823,13 @@ impl Store {
 
     /// A handle on the store's repository for this thread (isolated from the environment and the
     /// global git config). Cheap: it shares the object database and config.
+    /// The tree of the last snapshot any process recorded of the project, if known. Costs a
+    /// read of a store file.
+    pub(crate) fn last_snapshot(&self) -> Option<gix::ObjectId> {
+        let text = crate::fs::read_store_file(&self.git_dir.join(LAST_SNAPSHOT)).ok()?;
+        gix::ObjectId::from_hex(text.trim_ascii()).ok()
+    }
+
     pub(crate) fn repo(&self) -> gix::Repository {
         let repo = self.repo.read().unwrap_or_else(|p| p.into_inner());
         repo.to_thread_local()
@@ -844,6 +855,21 @@ impl Store {
 impl Locked<'_> {
     pub(crate) fn objects(&self) -> &ObjectWriter {
         &self.objects
+    }
+
+    /// Name `tree` as the last snapshot recorded of the project ([`Store::last_snapshot`]),
+    /// unless it is already. Not synced, and a failure only logged: a lost name keeps in above
+    /// the size cap only what the snapshot before each process's own kept. Costs a read of a
+    /// store file, and a write when the tree is another.
+    pub(crate) fn remember_last_snapshot(&self, tree: gix::ObjectId) {
+        if self.last_snapshot() == Some(tree) {
+            return;
+        }
+        let path = self.git_dir.join(LAST_SNAPSHOT);
+        let text = format!("{tree}\n");
+        if let Err(e) = crate::fs::write_atomically(&path, "index.tmp", text.as_bytes()) {
+            tracing::warn!("naming the last snapshot: {e}");
+        }
     }
 }
 

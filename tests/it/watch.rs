@@ -9,7 +9,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::{isolate_process_home, require_tool, XorShift};
+use crate::common::{
+    isolate_process_home, require_tool, rewind_bin, run_with_deadline, Sandbox, XorShift,
+    DEFAULT_DEADLINE,
+};
 
 const NAMES: [&str; 5] = ["a", "b", "c.log", "d", "x1"];
 const DIRS: [&str; 7] = ["", "a", "b", "a/b", "d/e", "a/b/c", "node_modules"];
@@ -81,7 +84,7 @@ fn make_parents(root: &Path, path: &Path) {
 fn act(rng: &mut XorShift, root: &Path, outside: &Path, step: usize) -> String {
     let rel = random_path(rng);
     let path = root.join(&rel);
-    let kind = rng.below(20);
+    let kind = rng.below(21);
     match kind {
         0..=5 => {
             make_parents(root, &path);
@@ -200,6 +203,32 @@ fn act(rng: &mut XorShift, root: &Path, outside: &Path, step: usize) -> String {
                     if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
                         git(root, &["add", "-f", "--", &rel]);
                     }
+                }
+            }
+        }
+        18 => {
+            // A second name in the project for a file, written through, then gone by a rename
+            // over it, a move out of the project, or its directory made for it and removed.
+            if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                let dir = root.join(format!("tmp-{step}"));
+                let in_dir = rng.below(3) == 0;
+                let link = match in_dir {
+                    true => dir.join("x"),
+                    false => root.join(format!("link-{step}")),
+                };
+                fs::create_dir_all(link.parent().unwrap()).unwrap();
+                fs::hard_link(&path, &link).unwrap();
+                let mut f = fs::OpenOptions::new().append(true).open(&link).unwrap();
+                std::io::Write::write_all(&mut f, b" through a second name").unwrap();
+                drop(f);
+                match (in_dir, rng.below(2)) {
+                    (true, _) => remove(&dir),
+                    (false, 0) => {
+                        let temp = root.join(format!("t-{step}"));
+                        fs::write(&temp, b"t").unwrap();
+                        fs::rename(&temp, &link).unwrap();
+                    }
+                    (false, _) => fs::rename(&link, outside.join(format!("moved-{step}"))).unwrap(),
                 }
             }
         }
@@ -516,6 +545,89 @@ fn a_hard_link_made_written_through_and_removed_between_snapshots_is_seen() {
     same_as_full_walk(&watched, &walked, "");
 }
 
+/// Found by the fifty-first hostile pass (r78 (1)): a second name made and written through, then
+/// gone without a plain removal of it: renamed over, moved out of the project, or in a
+/// directory made after the last snapshot (so unwatched) and removed whole. The file's first
+/// name saw no event, and the watched snapshot kept its old bytes.
+#[test]
+fn a_hard_link_gone_by_a_rename_a_move_out_or_its_new_directory_removed_is_seen() {
+    for how in ["renamed over", "moved out", "directory removed"] {
+        let (sandbox, root, watched, walked) = watched_pair();
+        let options = rewind::TrackOptions::default();
+        write_files(&root, &[("a/f", "v1\n"), ("b/t", "t\n")]);
+        watched.track(&options).unwrap();
+        let link = match how {
+            "directory removed" => root.join("tmpd/x"),
+            _ => root.join("b/x"),
+        };
+        fs::create_dir_all(link.parent().unwrap()).unwrap();
+        fs::hard_link(root.join("a/f"), &link).unwrap();
+        let mut f = fs::OpenOptions::new().append(true).open(&link).unwrap();
+        std::io::Write::write_all(&mut f, b"through the second name\n").unwrap();
+        drop(f);
+        match how {
+            "renamed over" => fs::rename(root.join("b/t"), &link).unwrap(),
+            "moved out" => fs::rename(&link, sandbox.path().join("x")).unwrap(),
+            _ => fs::remove_dir_all(root.join("tmpd")).unwrap(),
+        }
+        same_as_full_walk(&watched, &walked, how);
+    }
+}
+
+/// Found by the fifty-first hostile pass (r78 (3)): a name that was a hard link already (to
+/// another file) when the last snapshot read it, removed and made again as a link to `a/f`,
+/// then written through: the check for a new link went by path, found none, and `a/f` was kept
+/// from the memo. It goes by path and file.
+#[test]
+fn a_name_linked_to_another_file_since_is_a_new_link() {
+    let (_sandbox, root, watched, walked) = watched_pair();
+    let options = rewind::TrackOptions::default();
+    write_files(&root, &[("a/f", "v1\n"), ("b/x", "x\n")]);
+    fs::create_dir_all(root.join("c")).unwrap();
+    fs::hard_link(root.join("b/x"), root.join("c/y")).unwrap();
+    watched.track(&options).unwrap();
+    fs::remove_file(root.join("b/x")).unwrap();
+    fs::hard_link(root.join("a/f"), root.join("b/x")).unwrap();
+    let mut f = fs::OpenOptions::new()
+        .append(true)
+        .open(root.join("b/x"))
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"through b/x\n").unwrap();
+    drop(f);
+    same_as_full_walk(&watched, &walked, "");
+}
+
+/// Found by the fifty-first hostile pass (r78 (4)): the directory above the project moved away
+/// and a new project made at the same path (a fresh clone): no watch on the project saw it, so
+/// the watched snapshot kept the old tree, and mixed the two once the old copy changed.
+#[test]
+fn another_directory_at_the_projects_path_is_walked_whole() {
+    isolate_process_home();
+    let sandbox = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(sandbox.path()).unwrap();
+    let root = base.join("parent/project");
+    fs::create_dir_all(&root).unwrap();
+    let open = |data: &str| {
+        let options = rewind::OpenOptions::new(base.join(data));
+        rewind::Store::open(&root, &options).unwrap()
+    };
+    let (watched, walked) = (open("data-watched"), open("data-walked"));
+    assert!(watched.watch().active);
+    let options = rewind::TrackOptions::default();
+    write_files(&root, &[("d/f", "old\n"), ("e/g", "old\n")]);
+    watched.track(&options).unwrap();
+    fs::rename(base.join("parent"), base.join("parent.old")).unwrap();
+    write_files(&root, &[("d/f", "new\n"), ("e/g", "new\n")]);
+    same_as_full_walk(&watched, &walked, "a new project at the path");
+    fs::write(
+        base.join("parent.old/project/d/f"),
+        "late edit in the old copy\n",
+    )
+    .unwrap();
+    fs::write(root.join("e/g"), "new, edited\n").unwrap();
+    same_as_full_walk(&watched, &walked, "after an edit in each");
+}
+
 /// Found by the fifth hostile pass of 2026-12-01: the same with the link named like rewind's
 /// temp files (`.rewind-…`), which the watcher took for a restore's own and so not for a hard
 /// link: the edit was missed. Only this process's restores' temp names are passed over.
@@ -614,4 +726,72 @@ fn a_restore_keeps_the_next_snapshot_partial() {
     assert_eq!(seen.hash, first.hash);
     let status = watched.watch_status();
     assert_eq!(status.full_walks, 1, "{status:?}");
+}
+
+/// Found by the fifty-first hostile pass (r78 (5)): in a user namespace with a lower watch
+/// limit of its own (as in a rootless container), `doctor` and `serve`'s status named the
+/// system's limit, which was not the one reached and which raising does nothing for. The lower
+/// of the two is named.
+#[test]
+fn the_watch_limit_named_is_the_user_namespaces_when_it_is_lower() {
+    require_tool(
+        "unshare",
+        "to run rewind in a user namespace with its own watch limit",
+    );
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a\n");
+    let script = "echo 8 > /proc/sys/user/max_inotify_watches && exec \"$0\" --data-dir \"$1\" -C \"$2\" doctor";
+    let mut cmd = sb.isolated("unshare");
+    cmd.args(["-U", "-r", "sh", "-c", script])
+        .arg(rewind_bin())
+        .arg(&sb.data_dir)
+        .arg(&p.path);
+    let run = run_with_deadline(&mut cmd, DEFAULT_DEADLINE);
+    run.assert_success();
+    assert!(run.stdout.contains("user.max_inotify_watches = 8"), "{run}");
+}
+
+/// Found by the fifty-first hostile pass (r78 (2)): the size cap keeps in a file the previous
+/// snapshot held, whatever its size; but a server's "previous" was its memo and the CLI's its
+/// index, each knowing only its own last snapshot. A file made small, snapshotted by one,
+/// grown past the cap, then snapshotted by the other, was left out (listed deleted by a turn).
+/// The last snapshot any process recorded counts, in both directions.
+#[test]
+fn a_file_grown_past_the_cap_stays_in_whichever_process_snapshotted_it_last() {
+    for serve_first in [true, false] {
+        isolate_process_home();
+        let sandbox = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(sandbox.path()).unwrap();
+        let root = base.join("project");
+        fs::create_dir_all(&root).unwrap();
+        let open = |data: &str| {
+            let options = rewind::OpenOptions::new(base.join(data));
+            rewind::Store::open(&root, &options).unwrap()
+        };
+        let (served, cli, walked) = (open("data"), open("data"), open("data-walked"));
+        assert!(served.watch().active);
+        let options = rewind::TrackOptions {
+            max_file_size: Some(1000),
+        };
+        write_files(&root, &[("keep", "k\n")]);
+        served.track(&options).unwrap();
+        walked.track(&options).unwrap();
+        write_files(&root, &[("a/f", "small\n")]);
+        let (first, second) = match serve_first {
+            true => (&served, &cli),
+            false => (&cli, &served),
+        };
+        first.track(&options).unwrap();
+        walked.track(&options).unwrap();
+        fs::write(root.join("a/f"), vec![b'x'; 5000]).unwrap();
+        let seen = second.track(&options).unwrap();
+        let truth = walked.track(&options).unwrap();
+        assert_eq!(
+            summary(&seen),
+            summary(&truth),
+            "serve first: {serve_first}"
+        );
+        assert!(seen.skipped.is_empty(), "{:?}", seen.skipped);
+    }
 }

@@ -817,6 +817,7 @@ fn a_fifo_or_a_symlink_at_a_store_file_is_never_waited_on_or_written_through() {
         "rewind-restore-journal",
         "rewind-pruned",
         "rewind-stopped-runs",
+        "rewind-last-snapshot",
         "rewind.lock",
         "HEAD",
         "config",
