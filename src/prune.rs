@@ -257,9 +257,14 @@ impl Store {
         // every snapshot, and its undo point, which the warning names, outlives this prune.
         let killed = locked.killed_runs_undo_point();
         locked.sweep_temp_files();
-        // What runs did not write is asked of a record of a run no older than the retention.
-        // (Not a reason to fail a prune, which may be freeing a full disk.)
-        if let Err(e) = locked.forget_runs_before(cutoff) {
+        // What a stopped run did not do is asked of the store while a session's chain names
+        // it; a finished run's, only in the moment after it (kept a retention). (Not a reason
+        // to fail a prune, which may be freeing a full disk.)
+        let forgotten = locked
+            .session_names(abandoned)
+            .and_then(|sessions| locked.runs_named_by(&sessions))
+            .and_then(|named| locked.forget_runs_before(cutoff, &named));
+        if let Err(e) = forgotten {
             tracing::warn!("dropping the record of old runs: {e}");
         }
         let mut outcome = PruneOutcome::default();

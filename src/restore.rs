@@ -41,7 +41,7 @@ use crate::paths::serialize_paths;
 use crate::snapshot::visibility::Visibility;
 use crate::snapshot::{PendingIndex, TrackOptions};
 use crate::store::objects::blob_of;
-use crate::store::{snapshot_record, Locked, NestedRepos, SnapshotId, Store};
+use crate::store::{snapshot_record, JournalProgress, Locked, NestedRepos, SnapshotId, Store};
 
 mod merge;
 pub use merge::ConflictDetail;
@@ -560,6 +560,7 @@ impl Locked<'_> {
                 }),
         )?;
 
+        let journal = self.journal_progress()?;
         let total = actions.iter().filter(|a| is_change(**a)).count();
         self.progress().start("restoring", total as u64);
         tracing::debug!(target = %plan.target, %undo, total, conflicts = outcome.conflicts.len(), "restoring");
@@ -584,6 +585,7 @@ impl Locked<'_> {
             token: &token,
             progress: self.progress(),
             unlinked: &unlinked,
+            journal: &journal,
         };
         let mut first_dirs = Some(dirs);
         let mut replaced: Vec<(usize, io::Result<bool>)> = Vec::new();
@@ -608,8 +610,8 @@ impl Locked<'_> {
             // The journal records them staged whole; the sync makes that, the temp files and
             // (the first time) the undo point durable before any swap.
             let dirs_written = staged.iter().map(|(_, (dir, _))| dir.as_dir());
-            let synced = self
-                .journal_staged(staged.iter().map(|(n, _)| *n))
+            let synced = journal
+                .staged(staged.iter().map(|(n, _)| *n))
                 .and_then(|()| {
                     crate::fs::sync_filesystems(
                         std::iter::once(store_dir.as_dir()).chain(dirs_written),
@@ -629,7 +631,8 @@ impl Locked<'_> {
             }
             if first {
                 let deleting = (&actions[..], &expected[..], &unlinked);
-                dirs_left = self.delete_all(&root, &plan, deleting, &token, &mut outcome);
+                let run = (token.as_str(), &journal);
+                dirs_left = self.delete_all(&root, &plan, deleting, run, &mut outcome);
             }
             let now = OpenDirs::new(&root, budget);
             replaced.extend(writes.swap(&staged, &now));
@@ -682,11 +685,10 @@ impl Locked<'_> {
         root: &ProjectRoot,
         plan: &Plan,
         (actions, expected, unlinked): (&[Action], &[Option<Side>], &Unlinked),
-        token: &str,
+        (token, journal): (&str, &JournalProgress),
         outcome: &mut RestoreOutcome,
     ) -> Vec<(BString, io::Error)> {
         let mut emptied = Vec::new();
-        let mut journal = self.deletions_done();
         for (n, step) in plan.steps.iter().enumerate() {
             if actions[n] != Action::Delete {
                 continue;
@@ -695,9 +697,7 @@ impl Locked<'_> {
             let aside = format!(".rewind-aside-{token}-{n}").into_bytes();
             match delete_if_unchanged(root, step.path.as_ref(), expected[n], &aside, unlinked) {
                 Ok(true) => {
-                    if let Some(journal) = &mut journal {
-                        journal.done(n);
-                    }
+                    journal.done(n);
                     outcome.deleted.push(step.path.clone());
                     if let Some(slash) = step.path.rfind_byte(b'/') {
                         emptied.push(BString::from(&step.path[..slash]));
@@ -974,6 +974,8 @@ struct Writes<'a> {
     progress: &'a crate::store::Progress,
     /// Holds the files swapped out, to be closed after the run.
     unlinked: &'a Unlinked,
+    /// Where each swap done is recorded.
+    journal: &'a JournalProgress,
 }
 
 /// A staged temp file: the directory it is in, and its name.
@@ -1021,6 +1023,9 @@ impl Writes<'_> {
                     moved.and(Err(moved_away()))
                 }
             };
+            if let Ok(true) = result {
+                self.journal.done(*n);
+            }
             self.progress.step();
             (*n, result)
         };

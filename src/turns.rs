@@ -1655,6 +1655,21 @@ impl Store {
         Ok((reopened, rolled_back))
     }
 
+    /// The tokens of the stopped runs (undos and redos) that the chains of `sessions` name:
+    /// what such a run did not do is asked of the store as long as its record lives. Costs a
+    /// commit read per commit of each chain.
+    pub(crate) fn runs_named_by(&self, sessions: &[String]) -> Result<HashSet<String>> {
+        let mut named = HashSet::new();
+        for session in sessions {
+            let head = self.ref_target(&session_ref(session, "head")?)?;
+            for (_, message) in self.chain_back(head, None)?.0 {
+                let tokens = lines_with(&message, UNFINISHED_RUN).filter_map(|t| t.to_str().ok());
+                named.extend(tokens.map(str::to_owned));
+            }
+        }
+        Ok(named)
+    }
+
     /// The commits from `from` back along first parents, newest first, with their messages,
     /// up to `stop` (not included) or the root; and whether `stop` was met. Costs a commit read
     /// per commit walked.
@@ -3339,9 +3354,9 @@ impl Locked<'_> {
         undone: &[Record],
         current: ObjectId,
     ) -> Result<HashSet<BString>> {
-        // Each turn still rolled back whose last undo was stopped: every undo stopped since the
-        // last one that finished or a redo that gave it back (a second kill's run left alone
-        // what the first's wrote and someone changed: r76 f1). (The markers first: most undos
+        // Each turn still rolled back whose last undo was stopped or left files alone: every undo
+        // stopped since the last one that rolled it back to the end or a redo that gave it back
+        // (a second kill's run left alone what the first's wrote and someone changed: r76 f1). (The markers first: most undos
         // take turns no undo rolled back, and need no walk of the chain.)
         let mut pending = HashMap::new();
         for record in undone {
@@ -3350,9 +3365,11 @@ impl Locked<'_> {
                 pending.insert(record.turn.clone(), record.begin);
             }
         }
+        // (Also one whose last undo left files alone: an undo stopped before that one still
+        // counts, r80 (4).)
         if !pending.is_empty() {
-            let stopped = self.turns_undone_in_part(session)?.stopped;
-            pending.retain(|turn, _| stopped.contains(turn));
+            let in_part = self.turns_undone_in_part(session)?;
+            pending.retain(|turn, _| in_part.contains(turn));
         }
         let mut undos = Vec::new();
         if !pending.is_empty() {
@@ -3360,10 +3377,11 @@ impl Locked<'_> {
             for (commit, message) in self.chain_back(head, None)?.0 {
                 let gave_back = turns_in(&message, GAVE_BACK);
                 let unfinished = is_unfinished(&message);
+                let to_the_end = !unfinished && lines_with(&message, LEFT_ALONE).next().is_none();
                 for turn in rolled_back_in(&message) {
                     if pending.contains_key(&turn) && unfinished {
                         undos.push(commit);
-                    } else if !unfinished {
+                    } else if to_the_end {
                         pending.remove(&turn);
                     }
                 }

@@ -2,11 +2,13 @@
 //! name token, their directories and the two blobs each can hold in the store, so that after a
 //! crash the next call under the lock removes exactly those files (and never a user's).
 //!
-//! Before it removes them, that call records which of the files the killed run planned to write
-//! or delete it certainly did not (`rewind-stopped-runs`): from the disk alone, a file the run
-//! wrote and the same bytes written by someone after the kill look alike (and a file it deleted
-//! and one someone deleted), and an undo or redo taking the killed run's place must tell them
-//! apart (an edit is never overwritten unsaid).
+//! The run also appends a line for each file it has changed (`done <n>`, once the swap or the
+//! deletion is over), and before the next call removes the journal, it records which of the
+//! files the killed run planned to write or delete it did not get to (`rewind-stopped-runs`):
+//! from the disk alone, a file the run wrote and the same bytes (or mode) written by someone
+//! after the kill look alike (and a file it deleted and one someone deleted), and an undo or
+//! redo taking the killed run's place must tell them apart (an edit is never overwritten
+//! unsaid).
 
 use std::collections::HashMap;
 
@@ -80,24 +82,19 @@ impl Locked<'_> {
         crate::fs::write_atomically(&self.git_dir().join(JOURNAL), "index.tmp", text.as_bytes())
     }
 
-    /// Record that the temp files numbered `ns` are staged whole (written and closed): from
-    /// then on such a temp file that holds the start of its staged file is not a staging cut
-    /// short but something a swap took out (a save cut down to a prefix of the restored file,
-    /// an emptied file), which the sweep keeps. Appended before the batch's `syncfs`, which
-    /// makes it durable before any of these files is swapped. Costs one appending write.
-    pub(crate) fn journal_staged(&self, ns: impl Iterator<Item = usize>) -> std::io::Result<()> {
-        let lines: String = ns.map(|n| format!("staged {n}\n")).collect();
-        self.append_to_journal(&lines).map_err(|e| {
-            let what = format!("recording the staged files in the store's journal: {e}");
-            std::io::Error::new(e.kind(), what)
-        })
-    }
-
-    /// The journal, to record each deletion as it is done ([`DeletionsDone::done`]); `None`
-    /// when it cannot be opened (a deletion not recorded counts as not done, the safe side).
-    /// Costs an `open`.
-    pub(crate) fn deletions_done(&self) -> Option<DeletionsDone> {
-        self.open_journal_to_append().ok().map(DeletionsDone)
+    /// The journal, to record the run's progress in ([`Progress`]). Costs an `open`.
+    pub(crate) fn journal_progress(&self) -> Result<Progress> {
+        let recording = |e: std::io::Error| {
+            let what = format!("recording the run's progress in the store's journal: {e}");
+            Error::io(
+                "opening",
+                self.git_dir().join(JOURNAL),
+                std::io::Error::new(e.kind(), what),
+            )
+        };
+        self.open_journal_to_append()
+            .map(Progress)
+            .map_err(recording)
     }
 
     /// Append `lines` to the journal. Costs one appending write.
@@ -153,10 +150,13 @@ impl Locked<'_> {
         // temp files goes (they are the evidence). Unrecorded (the store's disk full), an undo or
         // redo after it takes what holds its planned bytes for its write, as builds before this
         // did.
+        // (Not recorded, the journal stays, which says the same to whoever asks.)
+        let mut left = false;
         if !journal.finished {
-            let not_done = not_done(&root, &journal);
+            let not_done = not_done(Some(&root), &journal);
             if let Err(e) = self.record_stopped_run(&journal.token, &not_done) {
-                tracing::warn!("recording what a stopped restore did not write: {e}");
+                tracing::warn!("recording what a stopped restore did not do: {e}");
+                left = true;
             }
         }
         let prefix = journal.prefix.as_bytes();
@@ -164,7 +164,6 @@ impl Locked<'_> {
         // `.rewind-aside-<token>-<n>`: it goes if it holds the undo point's bytes (else it is
         // someone's save, and stays aside).
         let aside_prefix = [b".rewind-aside-", &prefix[b".rewind-".len()..]].concat();
-        let mut left = false;
         // What stays for the next run (a file that cannot be removed yet) is said by the first
         // sweep only: each one after tries again quietly.
         let say_once = |notice: String| match journal.noticed {
@@ -314,20 +313,22 @@ impl Locked<'_> {
     }
 
     /// Record in the store that the run `token`, stopped before it finished, planned to write
-    /// or delete the paths `not_done` and did not. Said once per run (a sweep that must run again adds
-    /// nothing), and synced: the sweep removes the evidence after. Costs a read of the record
-    /// of runs, an appending write and an `fsync`.
-    fn record_stopped_run(&self, token: &str, not_done: &[BString]) -> std::io::Result<()> {
+    /// or delete the paths `not_done` and did not. Said once per run (a sweep that must run
+    /// again adds nothing), written whole (a full disk leaves the record as it was, not cut
+    /// short) and synced: the sweep removes the journal after. Costs a read and a rewrite of
+    /// the record of runs, and an `fsync`.
+    fn record_stopped_run(&self, token: &str, not_done: &[BString]) -> Result<()> {
         let path = self.git_dir().join(STOPPED_RUNS);
         let run = format!("run {token} ");
-        let recorded = crate::fs::read_store_file(&path).unwrap_or_default();
-        if recorded
-            .lines()
-            .any(|line| line.starts_with(run.as_bytes()))
-        {
+        let mut text = crate::fs::read_store_file(&path).unwrap_or_default();
+        if text.lines().any(|line| line.starts_with(run.as_bytes())) {
             return Ok(());
         }
-        self.append_run(token, not_done)?.sync_data()
+        text.extend_from_slice(self.run_lines(token, not_done).as_bytes());
+        crate::fs::write_atomically(&path, "index.tmp", &text)?;
+        crate::fs::open_store_file(&path, std::fs::OpenOptions::new().read(true))
+            .and_then(|file| file.sync_data())
+            .map_err(|e| Error::io("syncing", &path, e))
     }
 
     /// Record in the store that the run `token`, which finished, planned to write or delete the
@@ -339,27 +340,34 @@ impl Locked<'_> {
         token: &str,
         not_done: &[BString],
     ) -> std::io::Result<()> {
-        self.append_run(token, not_done).map(drop)
+        self.append_run(token, not_done)
     }
 
-    /// Append the lines of run `token` to the record of runs: the file, to sync. Costs an
-    /// appending write.
-    fn append_run(&self, token: &str, not_done: &[BString]) -> std::io::Result<std::fs::File> {
+    /// Append the lines of run `token` to the record of runs. Costs an appending write.
+    fn append_run(&self, token: &str, not_done: &[BString]) -> std::io::Result<()> {
+        let path = self.git_dir().join(STOPPED_RUNS);
+        let mut file = crate::fs::open_store_file_to_append(&path)?;
+        std::io::Write::write_all(&mut file, self.run_lines(token, not_done).as_bytes())
+    }
+
+    /// The lines of run `token` in the record of runs, at the store's clock.
+    fn run_lines(&self, token: &str, not_done: &[BString]) -> String {
         let now = self.now().map_or(0, |now| now.timestamp());
         let mut lines = format!("run {token} {now}\n");
         for path in not_done {
             lines.push_str(&format!("not-done {token} {}\n", hex(path)));
         }
-        let path = self.git_dir().join(STOPPED_RUNS);
-        let mut file = crate::fs::open_store_file_to_append(&path)?;
-        std::io::Write::write_all(&mut file, lines.as_bytes())?;
-        Ok(file)
+        lines
     }
 
-    /// Drop from the record of runs those recorded before `cutoff` (by the store's clock), as
-    /// `prune` expires what they could be asked about. Costs a read and, when one goes, a
-    /// rewrite of the record.
-    pub(crate) fn forget_runs_before(&self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<()> {
+    /// Drop from the record of runs those recorded before `cutoff` (by the store's clock) but
+    /// those `named` (by a session's chain, which may still ask). Costs a read and, when one
+    /// goes, a rewrite of the record.
+    pub(crate) fn forget_runs_before(
+        &self,
+        cutoff: chrono::DateTime<chrono::Utc>,
+        named: &std::collections::HashSet<String>,
+    ) -> Result<()> {
         let path = self.git_dir().join(STOPPED_RUNS);
         let Ok(recorded) = crate::fs::read_store_file(&path) else {
             return Ok(());
@@ -370,7 +378,8 @@ impl Locked<'_> {
                 let mut words = line.strip_prefix(b"run ")?.split_str(" ");
                 let token = words.next()?;
                 let at: i64 = words.next()?.to_str().ok()?.parse().ok()?;
-                (at < cutoff.timestamp()).then_some(token)
+                let kept = token.to_str().is_ok_and(|token| named.contains(token));
+                (at < cutoff.timestamp() && !kept).then_some(token)
             })
             .collect();
         if old.is_empty() {
@@ -393,42 +402,37 @@ impl Locked<'_> {
     }
 }
 
-/// The paths the stopped run of `journal` planned to write or delete and certainly did not:
-/// the deletions it does not record as done (each is recorded once its file is gone) and whose
-/// file it had not set aside either, the
-/// writes it had not staged whole (a swap comes after), and those whose temp file still holds
-/// the staged bytes (a swap takes them out of the temp name, and a swap taken back puts them
-/// there again). Not a path whose old and new bytes are the same (a mode changed only): the
-/// bytes cannot tell. Costs an `open` of the directory and a read and a hash per file it
-/// staged.
-fn not_done(root: &ProjectRoot, journal: &Journal) -> Vec<BString> {
-    let mut not_done = Vec::new();
-    for (n, temp) in &journal.temps {
-        let Some(path) = &temp.path else {
-            continue; // a journal of a build before (no paths)
+/// The paths the stopped run of `journal` planned to write or delete and did not get to: those
+/// without a `done` line (appended once each swap or deletion is over), unless what stands at
+/// its temp name (`root` given) shows the change was made: the undo point's bytes there, which
+/// a swap took out of the path, or a deletion set aside (a kill between the change and its
+/// line). Missing evidence (temp files a user removed) counts as not done, the safe side; so
+/// does a change of mode alone (the bytes cannot tell). Costs a step per path, and per change
+/// without its line an `open` of its directory and a read and a hash.
+fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> Vec<BString> {
+    let token = &journal.prefix[b".rewind-".len()..];
+    let left_done = |n: &str, temp: &Temp, path: &[u8]| {
+        let (Some(root), [Some(taken_out), staged]) = (root, temp.blobs) else {
+            return false;
         };
-        // Whether the file named `name` in the path's directory holds blob `id`.
-        let holds = |name: String, id: Option<ObjectId>| {
-            let (dir, _) = crate::fs::split(path.as_bstr());
-            let dir = root.open_dir(dir, None).ok()?;
-            Some(Some(held(&dir, name.as_bytes())?.0) == id)
+        let name = match staged {
+            Some(staged) if staged == taken_out => return false,
+            Some(_) => format!(".rewind-{token}{n}"),
+            None => format!(".rewind-aside-{token}{n}"),
         };
-        let [taken_out, Some(staged)] = temp.blobs else {
-            // (Killed once it set the file aside, before it removed it: the sweep removes it.)
-            let aside = format!(".rewind-aside-{}{n}", &journal.prefix[b".rewind-".len()..]);
-            if !temp.deleted && !holds(aside, temp.blobs[0]).unwrap_or(false) {
-                not_done.push(path.as_bstr().to_owned());
-            }
-            continue;
+        let (dir, _) = crate::fs::split(path.as_bstr());
+        let Ok(dir) = root.open_dir(dir, None) else {
+            return false;
         };
-        if taken_out == Some(staged) {
-            continue;
-        }
-        let still_staged = || holds(format!("{}{n}", journal.prefix), Some(staged));
-        if !temp.staged || still_staged().unwrap_or(false) {
-            not_done.push(path.as_bstr().to_owned());
-        }
-    }
+        held(&dir, name.as_bytes()).is_some_and(|(id, _, _)| id == taken_out)
+    };
+    let mut not_done: Vec<BString> = (journal.temps.iter())
+        .filter(|(_, temp)| !temp.done)
+        .filter_map(|(n, temp)| {
+            let path = temp.path.as_ref()?;
+            (!left_done(n, temp, path)).then(|| path.as_bstr().to_owned())
+        })
+        .collect();
     not_done.sort_unstable();
     not_done
 }
@@ -504,9 +508,8 @@ impl Store {
         // (A dry run sweeps nothing: its journal tells.)
         if let Some(journal) = self.read_journal() {
             if journal.token == token && !journal.finished {
-                if let Ok(root) = ProjectRoot::open(self.project()) {
-                    return NotDone::Paths(not_done(&root, &journal).into_iter().collect());
-                }
+                let root = ProjectRoot::open(self.project()).ok();
+                return NotDone::Paths(not_done(root.as_ref(), &journal).into_iter().collect());
             }
         }
         NotDone::All
@@ -533,9 +536,7 @@ impl Store {
                     temp.path = fields.next().and_then(decode_hex);
                 }
                 Some(("staged", n)) => journal.temps.entry(n.to_owned()).or_default().staged = true,
-                Some(("deleted", n)) => {
-                    journal.temps.entry(n.to_owned()).or_default().deleted = true;
-                }
+                Some(("done", n)) => journal.temps.entry(n.to_owned()).or_default().done = true,
                 Some(("dir", hex)) => journal.dirs.extend(decode_hex(hex)),
                 None if line == "noticed" => journal.noticed = true,
                 None if line == "finished" => journal.finished = true,
@@ -582,18 +583,34 @@ struct Temp {
     staged: bool,
     /// The project path it stands for (not recorded by builds before stop 44).
     path: Option<Vec<u8>>,
-    /// A deletion's: done (its file gone).
-    deleted: bool,
+    /// Done: swapped in, or deleted.
+    done: bool,
 }
 
-/// The journal of a run, open to record its deletions as each is done.
-pub(crate) struct DeletionsDone(std::fs::File);
+/// The journal of a run, open to record its progress (from any thread: each line is one
+/// appending `write`).
+pub(crate) struct Progress(std::fs::File);
 
-impl DeletionsDone {
-    /// Record that deletion `n` is done, its file gone: after the removal, so that a kill
-    /// between leaves it counted as not done (the safe side). Not synced. Costs a `write`.
-    pub(crate) fn done(&mut self, n: usize) {
-        let _ = std::io::Write::write_all(&mut self.0, format!("deleted {n}\n").as_bytes());
+impl Progress {
+    /// Record that the temp files numbered `ns` are staged whole (written and closed): from
+    /// then on such a temp file that holds the start of its staged file is not a staging cut
+    /// short but something a swap took out (a save cut down to a prefix of the restored file,
+    /// an emptied file), which the sweep keeps. Appended before the batch's `syncfs`, which
+    /// makes it durable before any of these files is swapped. Costs one appending write.
+    pub(crate) fn staged(&self, ns: impl Iterator<Item = usize>) -> std::io::Result<()> {
+        let lines: String = ns.map(|n| format!("staged {n}\n")).collect();
+        std::io::Write::write_all(&mut &self.0, lines.as_bytes()).map_err(|e| {
+            let what = format!("recording the staged files in the store's journal: {e}");
+            std::io::Error::new(e.kind(), what)
+        })
+    }
+
+    /// Record that change `n` is done (swapped in, or deleted): after it, so that a kill
+    /// between leaves it counted as not done (the safe side, unless what the change left at
+    /// rewind's own names tells: see [`not_done`]). Not synced: a kill keeps what was written.
+    /// Costs a `write`.
+    pub(crate) fn done(&self, n: usize) {
+        let _ = std::io::Write::write_all(&mut &self.0, format!("done {n}\n").as_bytes());
     }
 }
 

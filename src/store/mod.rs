@@ -31,7 +31,7 @@ use objects::ObjectWriter;
 mod journal;
 pub(crate) use crate::id::SnapshotId;
 pub(crate) use journal::is_own_temp;
-pub(crate) use journal::NotDone;
+pub(crate) use journal::{NotDone, Progress as JournalProgress};
 mod delta;
 mod lock;
 pub(crate) mod objects;

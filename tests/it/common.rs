@@ -1676,3 +1676,28 @@ pub fn git_numstat(
         })
         .collect()
 }
+
+/// `mount ARGS... TARGET`, unmounted (lazily) when dropped. Fails the test unless it works:
+/// the tests run as root.
+pub struct Mounted(PathBuf);
+
+impl Mounted {
+    pub fn new(args: &[&std::ffi::OsStr], target: &Path) -> Mounted {
+        let out = Command::new("mount")
+            .args(args)
+            .arg(target)
+            .output()
+            .unwrap_or_else(|e| panic!("this test needs `mount` (as root): {e}"));
+        assert!(
+            out.status.success(),
+            "this test mounts, which needs root: {out:?}"
+        );
+        Mounted(target.to_path_buf())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}

@@ -1972,7 +1972,9 @@ fn a_rerun_of_a_killed_redo_keeps_an_edit_that_put_the_undos_bytes_back() {
 /// its token. Without the edit, the redo gives the turn back with nothing to write.
 #[test]
 fn a_redo_after_an_undo_killed_before_it_wrote_keeps_an_edit_of_the_planned_bytes() {
-    for user_edits in [true, false] {
+    // (With the killed run's temp file removed by the user first, as `git clean` does: what
+    // the run did is in its journal, not in what it left on disk; r80 (1).)
+    for (user_edits, clean) in [(true, false), (true, true), (false, false)] {
         let sb = Sandbox::new();
         let p = turn_adding_a_line(&sb);
         // Killed at the swap of x.txt (in the project, not the undo point's index rename).
@@ -1985,12 +1987,174 @@ fn a_redo_after_an_undo_killed_before_it_wrote_keeps_an_edit_of_the_planned_byte
             &p.path
         ));
         assert_eq!(p.read("x.txt"), b"x\nA1\n", "killed before x.txt");
+        if clean {
+            let temps = fs::read_dir(&p.path).unwrap().map(|e| e.unwrap().path());
+            let temps: Vec<_> = temps
+                .filter(|t| t.to_string_lossy().contains(".rewind-"))
+                .collect();
+            assert!(!temps.is_empty(), "the killed run's temp file is there");
+            temps.iter().for_each(|t| fs::remove_file(t).unwrap());
+        }
         let edit = user_edits.then_some(&b"x\n"[..]);
         let r = run_again_after_an_edit(&p, &["redo", "--session", "A"], edit, b"x\nA1\n");
         if !user_edits {
             assert!(!turns(&p, Some("A"))[0].rolled_back, "given back: {r}");
         }
     }
+}
+
+/// A turn that only made a file executable, its undo killed before it changed the mode, then
+/// the user making it not executable by hand (what the undo planned), then `redo`: the redo made
+/// it executable again without a conflict (fifty-third hostile pass, r80 (2)): the bytes were
+/// the same, so what the run left on disk could not tell. What the run did is in its journal.
+#[test]
+fn a_redo_after_an_undo_killed_before_a_mode_change_keeps_the_users_mode() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a\n").file("b", "b\n");
+    begin(&p, "s", "1");
+    fs::set_permissions(p.join("a"), fs::Permissions::from_mode(0o755)).unwrap();
+    p.file("b", "b1\n");
+    end(&p, "s", "1");
+    let args = ["undo", "--session", "s", "--last"];
+    assert!(run_killed_on(
+        &sb,
+        &p.path,
+        &args,
+        ("renameat2", 1),
+        &p.path
+    ));
+    let mode = |p: &TestProject| fs::metadata(p.join("a")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&p), 0o755, "killed before the mode changed");
+    fs::set_permissions(p.join("a"), fs::Permissions::from_mode(0o644)).unwrap();
+    let r = rwj(&p, &["redo", "--session", "s"]);
+    assert!(
+        r["conflicts"].as_array().unwrap().contains(&"a".into()),
+        "{r}"
+    );
+    assert_eq!(mode(&p), 0o644, "the user's mode stays: {r}");
+}
+
+/// An undo killed at the end (its last record not written), the session going on, and a prune a
+/// retention later dropping the store's record of what the run did (fifty-third hostile pass,
+/// r80 (4)): its redo then took the run for one that did nothing, listed every file a conflict
+/// and brought nothing back. A run a session's chain names keeps its record.
+#[test]
+fn a_prune_keeps_the_record_of_a_stopped_run_its_session_names() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a0\n").file("k", "k\n");
+    begin(&p, "s", "1");
+    p.file("a", "a1\n").file("n", "new\n");
+    end(&p, "s", "1");
+    let args = ["undo", "--session", "s", "--last"];
+    let journal = p.store().join("rewind-restore-journal");
+    assert!(run_killed_on(&sb, &p.path, &args, ("unlink", 1), &journal));
+    assert!(!p.join("n").exists(), "the stopped undo deleted n");
+    p.track();
+    let later = |days: i64| {
+        let at = std::time::SystemTime::now() + Duration::from_secs(days as u64 * 86_400);
+        let secs = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        chrono::DateTime::from_timestamp(secs, 0)
+            .unwrap()
+            .to_rfc3339()
+    };
+    let at = |days: i64, args: &[&str]| {
+        let run = p
+            .rewind_command(args)
+            .env("REWIND_NOW", later(days))
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{args:?}: {run:?}");
+    };
+    at(6, &["turn", "begin", "--session", "s", "--turn", "2"]);
+    p.file("z", "z\n");
+    at(6, &["turn", "end", "--session", "s", "--turn", "2"]);
+    at(8, &["prune"]);
+    at(8, &["undo", "--session", "s", "--last"]);
+    let mut redo = p.rewind_command(["--json", "redo", "--session", "s"]);
+    let r = redo.env("REWIND_NOW", later(8)).output().unwrap();
+    assert!(r.status.success(), "{r:?}");
+    let mut redo = p.rewind_command(["--json", "redo", "--session", "s"]);
+    let r = redo.env("REWIND_NOW", later(8)).output().unwrap();
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        r.status.success() && out.contains("\"conflicts\":[]"),
+        "{r:?}"
+    );
+    assert_eq!(
+        (p.read("a"), p.read("n")),
+        (b"a1\n".to_vec(), b"new\n".to_vec()),
+        "{out}"
+    );
+}
+
+/// An undo of many files killed before it changed one, the user putting every file back by hand
+/// (what the undo planned), then a command whose sweep ran with the store's disk full: the record
+/// of what the run did not do was cut short at a page, the journal removed all the same, and the
+/// redo overwrote the edits missing from the record (fifty-third hostile pass, r80 (3)). The
+/// record is written whole, and where it cannot be, the journal stays.
+#[test]
+fn a_sweep_on_a_full_disk_keeps_what_the_stopped_run_did_not_do() {
+    let sb = Sandbox::new();
+    fs::create_dir_all(&sb.data_dir).unwrap();
+    let tmpfs = std::ffi::OsStr::new("tmpfs");
+    let size = std::ffi::OsStr::new("size=8m");
+    let _disk = Mounted::new(
+        &[
+            std::ffi::OsStr::new("-t"),
+            tmpfs,
+            "-o".as_ref(),
+            size,
+            tmpfs,
+        ],
+        &sb.data_dir,
+    );
+    let p = sb.project("proj");
+    let long = "x".repeat(60);
+    let names: Vec<String> = (0..150).map(|i| format!("y/{long}_{i}")).collect();
+    for n in &names {
+        p.file(n, format!("v0 {n}\n"));
+    }
+    begin(&p, "s", "1");
+    for n in &names {
+        p.file(n, format!("v1 {n}\n"));
+    }
+    end(&p, "s", "1");
+    let args = ["undo", "--session", "s", "--last"];
+    // (An undo and its redo first: the record of runs holds their lines, part of a page.)
+    rwj(&p, &args);
+    rwj(&p, &["redo", "--session", "s"]);
+    assert!(run_killed(
+        &sb,
+        &p.path,
+        None,
+        &args,
+        ("syncfs", 1),
+        DEFAULT_DEADLINE
+    ));
+    for n in &names {
+        p.file(n, format!("v0 {n}\n"));
+    }
+    let fill = sb.data_dir.join("fill");
+    let filled = std::process::Command::new("dd")
+        .args(["if=/dev/zero", "bs=4k", &format!("of={}", fill.display())])
+        .output()
+        .unwrap();
+    assert!(!filled.status.success(), "dd stops at a full disk");
+    let _ = p.rewind(["track"]); // its sweep, on the full disk
+    fs::remove_file(&fill).unwrap();
+    let r = rwj(&p, &["redo", "--session", "s"]);
+    let overwritten: Vec<&String> = names
+        .iter()
+        .filter(|n| p.read(n.as_str()) != format!("v0 {n}\n").into_bytes())
+        .collect();
+    let conflicts = r["conflicts"].as_array().unwrap().len();
+    assert!(
+        overwritten.is_empty(),
+        "{} overwritten, {conflicts} conflicts",
+        overwritten.len()
+    );
 }
 
 /// The same after an undo killed once it had finished its files and removed its journal, before
@@ -2055,6 +2219,43 @@ fn changes_leave_out_a_rolled_back_turn_and_call_a_file_edited_between_turns_sha
         );
         assert_eq!(numstat[path], Some(counts), "{path}: {changes}");
     }
+}
+
+/// Turn 2's `undo --last` killed after it wrote `y/d`, the user putting turn 2's bytes back,
+/// the undo run again (it left `y/d` alone, a conflict), then `undo --last` again: that undo
+/// (from turn 1, over turn 2's file left alone) wrote over the user's edit without a conflict
+/// (fifty-third hostile pass, r80 (4)): the stopped undo stopped counting once a later one of
+/// the turn finished, though that one left files alone. It counts until one rolls the turn back
+/// to the end.
+#[test]
+fn an_undo_after_a_rerun_that_left_a_file_alone_keeps_the_edit_there() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a0\n").file("y/d", "d0\n");
+    begin(&p, "s", "1");
+    p.file("a", "a1\n");
+    end(&p, "s", "1");
+    begin(&p, "s", "2");
+    p.file("y/d", "d2\n");
+    end(&p, "s", "2");
+    let args = ["undo", "--session", "s", "--last"];
+    assert!(run_killed_on(
+        &sb,
+        &p.path,
+        &args,
+        ("unlinkat", 1),
+        &p.join("y")
+    ));
+    assert_eq!(p.read("y/d"), b"d0\n", "the stopped undo wrote y/d");
+    p.file("y/d", "d2\n");
+    let rerun = rwj(&p, &args);
+    assert_eq!(rerun["conflicts"], serde_json::json!(["y/d"]), "{rerun}");
+    let u = rwj(&p, &args);
+    assert!(
+        u["conflicts"].as_array().unwrap().contains(&"y/d".into()),
+        "{u}"
+    );
+    assert_eq!(p.read("y/d"), b"d2\n", "the user's edit stays: {u}");
 }
 
 /// An undo killed after it changed every file, bringing back a file the turn had deleted, then

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::{
-    isolate_process_home, require_tool, rewind_bin, run_with_deadline, Sandbox, XorShift,
+    isolate_process_home, require_tool, rewind_bin, run_with_deadline, Mounted, Sandbox, XorShift,
     DEFAULT_DEADLINE,
 };
 
@@ -388,18 +388,26 @@ fn write_files(root: &Path, files: &[(&str, &str)]) {
 
 /// Two stores on one fresh project: the first watched.
 fn watched_pair() -> (tempfile::TempDir, PathBuf, rewind::Store, rewind::Store) {
+    watched_pair_at("project")
+}
+
+/// [`watched_pair`] with the project at `rel` in the sandbox (data directories `data-watched`
+/// and `data-walked` beside).
+fn watched_pair_at(rel: &str) -> (tempfile::TempDir, PathBuf, rewind::Store, rewind::Store) {
     isolate_process_home();
     let sandbox = tempfile::tempdir().unwrap();
     let base = fs::canonicalize(sandbox.path()).unwrap();
-    let root = base.join("project");
+    let root = base.join(rel);
     fs::create_dir_all(&root).unwrap();
-    let open = |data: &str| {
-        let options = rewind::OpenOptions::new(base.join(data));
-        rewind::Store::open(&root, &options).unwrap()
-    };
+    let open = |data: &str| open_at(&base.join(data), &root);
     let (watched, walked) = (open("data-watched"), open("data-walked"));
     assert!(watched.watch().active);
     (sandbox, root, watched, walked)
+}
+
+/// A store of the project at `root` in data directory `data`.
+fn open_at(data: &Path, root: &Path) -> rewind::Store {
+    rewind::Store::open(root, &rewind::OpenOptions::new(data)).unwrap()
 }
 
 /// A directory removed and made again at the same path with other contents below it: its
@@ -491,31 +499,6 @@ fn watches_stop_at_symlinks_ignored_directories_and_the_data_dir() {
     );
 }
 
-/// `mount ARGS... TARGET`, unmounted (lazily) when dropped. Fails the test unless it works:
-/// the tests run as root.
-struct Mounted(PathBuf);
-
-impl Mounted {
-    fn new(args: &[&std::ffi::OsStr], target: &Path) -> Mounted {
-        let out = Command::new("mount")
-            .args(args)
-            .arg(target)
-            .output()
-            .unwrap_or_else(|e| panic!("this test needs `mount` (as root): {e}"));
-        assert!(
-            out.status.success(),
-            "this test mounts, which needs root: {out:?}"
-        );
-        Mounted(target.to_path_buf())
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 /// Found by the issue-16 hostile pass: a second name made for a file after the first snapshot
 /// (`ln`), then written through. The link count changes on the file alone, so no event reaches
 /// the directory of its first name; the agent's edit through the new name changed `a/f` too.
@@ -602,17 +585,8 @@ fn a_name_linked_to_another_file_since_is_a_new_link() {
 /// the watched snapshot kept the old tree, and mixed the two once the old copy changed.
 #[test]
 fn another_directory_at_the_projects_path_is_walked_whole() {
-    isolate_process_home();
-    let sandbox = tempfile::tempdir().unwrap();
-    let base = fs::canonicalize(sandbox.path()).unwrap();
-    let root = base.join("parent/project");
-    fs::create_dir_all(&root).unwrap();
-    let open = |data: &str| {
-        let options = rewind::OpenOptions::new(base.join(data));
-        rewind::Store::open(&root, &options).unwrap()
-    };
-    let (watched, walked) = (open("data-watched"), open("data-walked"));
-    assert!(watched.watch().active);
+    let (_sandbox, root, watched, walked) = watched_pair_at("parent/project");
+    let base = root.parent().unwrap().parent().unwrap().to_path_buf();
     let options = rewind::TrackOptions::default();
     write_files(&root, &[("d/f", "old\n"), ("e/g", "old\n")]);
     watched.track(&options).unwrap();
@@ -760,17 +734,9 @@ fn the_watch_limit_named_is_the_user_namespaces_when_it_is_lower() {
 #[test]
 fn a_file_grown_past_the_cap_stays_in_whichever_process_snapshotted_it_last() {
     for serve_first in [true, false] {
-        isolate_process_home();
-        let sandbox = tempfile::tempdir().unwrap();
-        let base = fs::canonicalize(sandbox.path()).unwrap();
-        let root = base.join("project");
-        fs::create_dir_all(&root).unwrap();
-        let open = |data: &str| {
-            let options = rewind::OpenOptions::new(base.join(data));
-            rewind::Store::open(&root, &options).unwrap()
-        };
-        let (served, cli, walked) = (open("data"), open("data"), open("data-walked"));
-        assert!(served.watch().active);
+        let (_sandbox, root, served, walked) = watched_pair();
+        // (The CLI: another store handle on the served store, unwatched.)
+        let cli = open_at(&root.parent().unwrap().join("data-watched"), &root);
         let options = rewind::TrackOptions {
             max_file_size: Some(1000),
         };
