@@ -138,6 +138,35 @@ pub(crate) fn is_within(path: &BStr, dir: &BStr) -> bool {
         || (path.starts_with(dir.as_bytes()) && path.get(dir.len()) == Some(&b'/'))
 }
 
+/// Append `path` with every byte outside `!`..`~` (and `%`) written `%XX`: one word that
+/// [`decode_path`] turns back into the exact bytes.
+pub(crate) fn encode_path(out: &mut String, path: &[u8]) {
+    for &b in path {
+        match b {
+            b'%' => out.push_str("%25"),
+            b'!'..=b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+}
+
+/// The inverse of [`encode_path`]; `None` for a malformed `%XX`.
+pub(crate) fn decode_path(encoded: &[u8]) -> Option<BString> {
+    let mut out = Vec::with_capacity(encoded.len());
+    let mut i = 0;
+    while i < encoded.len() {
+        if encoded[i] == b'%' {
+            let hex = std::str::from_utf8(encoded.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(encoded[i]);
+            i += 1;
+        }
+    }
+    Some(out.into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::{quote, quote_path};

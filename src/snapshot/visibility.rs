@@ -27,6 +27,7 @@
 //! record (`refs/rewind/snapshots/<tree>`, the union over every time that tree was taken) and
 //! in a turn's begin commit, with a `Rewind-Nested:` line per nested repository it held.
 
+pub(crate) use crate::paths::{decode_path, encode_path};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -64,18 +65,6 @@ fn record_line(out: &mut String, key: &str, word: &str, path: &[u8]) {
     out.push(' ');
     encode_path(out, path);
     out.push('\n');
-}
-
-/// Append `path` with every byte outside `!`..`~` (and `%`) written `%XX`: one word that
-/// [`decode_path`] turns back into the exact bytes.
-pub(crate) fn encode_path(out: &mut String, path: &[u8]) {
-    for &b in path {
-        match b {
-            b'%' => out.push_str("%25"),
-            b'!'..=b'~' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
 }
 
 /// The (word, path) of each `key` line in commit message `message`.
@@ -163,23 +152,6 @@ fn parse_modes(message: &[u8]) -> Vec<(BString, u32)> {
             Some((path, mode & 0o7777))
         })
         .collect()
-}
-
-/// The inverse of [`encode_path`]; `None` for a malformed `%XX`.
-pub(crate) fn decode_path(encoded: &[u8]) -> Option<BString> {
-    let mut out = Vec::with_capacity(encoded.len());
-    let mut i = 0;
-    while i < encoded.len() {
-        if encoded[i] == b'%' {
-            let hex = std::str::from_utf8(encoded.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(encoded[i]);
-            i += 1;
-        }
-    }
-    Some(out.into())
 }
 
 /// What one snapshot could see (see the module docs).

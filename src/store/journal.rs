@@ -24,7 +24,7 @@ use crate::store::{Locked, Store};
 const JOURNAL: &str = "rewind-restore-journal";
 /// The store file recording, per restore run that journalled (by its token), the paths it
 /// planned to write or delete and did not: `run <token> <seconds since 1970, store clock>`,
-/// then `not-done <token> <path in hex>` lines. A run that finishes records its own; the sweep
+/// then `not-done <token> <path, %XX-encoded>` lines. A run that finishes records its own; the sweep
 /// records a stopped one's. `prune` drops runs older than the retention.
 const STOPPED_RUNS: &str = "rewind-stopped-runs";
 
@@ -67,12 +67,9 @@ impl Locked<'_> {
                     .map_or(&b""[..], |slash| &path[..slash]),
             );
             let blobs = blobs.map(|id| id.map_or("-".into(), |id| id.to_string()));
-            text.push_str(&format!(
-                "temp {n} {} {} {}\n",
-                blobs[0],
-                blobs[1],
-                hex(path)
-            ));
+            text.push_str(&format!("temp {n} {} {} ", blobs[0], blobs[1]));
+            crate::paths::encode_path(&mut text, path);
+            text.push('\n');
         }
         dirs.sort_unstable();
         dirs.dedup();
@@ -355,7 +352,9 @@ impl Locked<'_> {
         let now = self.now().map_or(0, |now| now.timestamp());
         let mut lines = format!("run {token} {now}\n");
         for path in not_done {
-            lines.push_str(&format!("not-done {token} {}\n", hex(path)));
+            lines.push_str(&format!("not-done {token} "));
+            crate::paths::encode_path(&mut lines, path);
+            lines.push('\n');
         }
         lines
     }
@@ -455,7 +454,7 @@ fn held(dir: &Dir, name: &[u8]) -> Option<(ObjectId, Vec<u8>, bool)> {
     Some((id, data, is_file))
 }
 
-/// `bytes` as lower-case hex, as the journal and the record of runs write a path.
+/// `bytes` as lower-case hex, as the journal writes a directory.
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -502,8 +501,8 @@ impl Store {
             let paths = recorded
                 .lines()
                 .filter_map(|line| line.strip_prefix(not_done.as_bytes()))
-                .filter_map(|path| decode_hex(path.to_str().ok()?));
-            return NotDone::Paths(paths.map(BString::from).collect());
+                .filter_map(crate::paths::decode_path);
+            return NotDone::Paths(paths.collect());
         }
         // (A dry run sweeps nothing: its journal tells.)
         if let Some(journal) = self.read_journal() {
@@ -533,7 +532,10 @@ impl Store {
                     let mut id = || ObjectId::from_hex(fields.next()?.as_bytes()).ok();
                     let temp = journal.temps.entry(n).or_default();
                     temp.blobs = [id(), id()];
-                    temp.path = fields.next().and_then(decode_hex);
+                    temp.path = fields
+                        .next()
+                        .and_then(|path| crate::paths::decode_path(path.as_bytes()))
+                        .map(Vec::from);
                 }
                 Some(("staged", n)) => journal.temps.entry(n.to_owned()).or_default().staged = true,
                 Some(("done", n)) => journal.temps.entry(n.to_owned()).or_default().done = true,

@@ -858,16 +858,25 @@ impl Locked<'_> {
     }
 
     /// Name `tree` as the last snapshot recorded of the project ([`Store::last_snapshot`]),
-    /// unless it is already. Not synced, and a failure only logged: a lost name keeps in above
-    /// the size cap only what the snapshot before each process's own kept. Costs a read of a
-    /// store file, and a write when the tree is another.
+    /// unless it is already. Written in place, the same 41 bytes long each time (a file renamed
+    /// over it would free the old one's block, which a file system mounted with `discard`
+    /// trims, at every snapshot; a reader that meets a write half done reads no tree). Not
+    /// synced, and a failure only logged: a lost name keeps in above the size cap only what
+    /// each process's own snapshot before kept. Costs a read of a store file, and a write when
+    /// the tree is another.
     pub(crate) fn remember_last_snapshot(&self, tree: gix::ObjectId) {
         if self.last_snapshot() == Some(tree) {
             return;
         }
         let path = self.git_dir.join(LAST_SNAPSHOT);
         let text = format!("{tree}\n");
-        if let Err(e) = crate::fs::write_atomically(&path, "index.tmp", text.as_bytes()) {
+        let written =
+            crate::fs::open_store_file(&path, std::fs::OpenOptions::new().write(true).create(true))
+                .and_then(|file| {
+                    crate::fs::write_all_at(&file, text.as_bytes(), 0)?;
+                    file.set_len(text.len() as u64)
+                });
+        if let Err(e) = written {
             tracing::warn!("naming the last snapshot: {e}");
         }
     }
