@@ -602,10 +602,15 @@ impl Locked<'_> {
             failed: AtomicBool::new(false),
             held: AtomicUsize::new(0),
             watching,
-            last_snapshot: self.last_snapshot().map(|tree| walk::LastSnapshot {
-                tree,
-                repo: Mutex::new(self.repo()),
-            }),
+            // (Asked only where it is not the stat cache's own snapshot: a watcher's memo, or an
+            // index another process's snapshot has passed.)
+            last_snapshot: self
+                .last_snapshot()
+                .filter(|tree| previous.tree().map(|cached| cached.id) != Some(*tree))
+                .map(|tree| walk::LastSnapshot {
+                    tree,
+                    repo: Mutex::new(self.repo()),
+                }),
         })
     }
 }

@@ -48,9 +48,9 @@ pub(super) struct Walk<'a> {
     /// Under a watcher: the directories to read again (the others are kept from its memo), and
     /// where each directory read is registered and recorded.
     pub(super) watching: Option<&'a Watching<'a>>,
-    /// The last snapshot any process recorded of the project: a file it holds stays in above
-    /// the size cap though `previous` lacks it (a server's memo and the CLI's index each know
-    /// only their own last snapshot; r78 (2)).
+    /// The last snapshot any process recorded of the project, where it is not `previous`'s
+    /// own: above the size cap, a file stays in if it holds it, whatever `previous` holds (a
+    /// server's memo and the CLI's index each know only their own last snapshot; r78 (2), r81).
     pub(super) last_snapshot: Option<LastSnapshot>,
 }
 
@@ -61,14 +61,13 @@ pub(super) struct LastSnapshot {
 }
 
 impl LastSnapshot {
-    /// Whether it holds a file (or symlink) at `path`. Costs reading the trees on the way.
-    fn holds(&self, path: &BStr) -> bool {
+    /// Whether it holds a file (or symlink) at `path`; `None` when its trees cannot be read
+    /// (pruned since). Costs reading the trees on the way.
+    fn holds(&self, path: &BStr) -> Option<bool> {
         let repo = lock(&self.repo);
-        let entry = repo
-            .find_tree(self.tree)
-            .ok()
-            .and_then(|tree| tree.lookup_entry(path.split(|&b| b == b'/')).ok()?);
-        entry.is_some_and(|entry| !entry.mode().is_tree())
+        let tree = repo.find_tree(self.tree).ok()?;
+        let entry = tree.lookup_entry(path.split(|&b| b == b'/')).ok()?;
+        Some(entry.is_some_and(|entry| !entry.mode().is_tree()))
     }
 }
 
@@ -609,7 +608,21 @@ impl<'a> Walk<'a> {
             }
         };
         let (size, perm, stat, links) = (found.size, found.mode, found.stat, found.links);
+        // Above the size cap, a file stays in only if the previous snapshot held it: the last
+        // one any process recorded, where it can be read, else the stat cache's (r78 (2), r81).
+        let over_cap = mode != Mode::SYMLINK && size > self.max_file_size;
+        let held_last = || {
+            self.last_snapshot
+                .as_ref()
+                .and_then(|l| l.holds(rel.as_ref()))
+        };
+        let left_out = over_cap && !held_last().unwrap_or(cached.is_some());
         match cached {
+            _ if left_out => Looked::Settled(Part::Skipped(Skipped {
+                path: rel,
+                reason: SkipReason::TooLarge,
+                detail: Some(format!("{size} bytes, cap {}", self.max_file_size)),
+            })),
             Some(prev)
                 if prev.mode == mode
                     && prev.stat.matches(&stat, STAT_OPTIONS)
@@ -623,19 +636,6 @@ impl<'a> Walk<'a> {
                     perm,
                     links,
                     hashed: false,
-                }))
-            }
-            None if mode != Mode::SYMLINK
-                && size > self.max_file_size
-                && !self
-                    .last_snapshot
-                    .as_ref()
-                    .is_some_and(|last| last.holds(rel.as_ref())) =>
-            {
-                Looked::Settled(Part::Skipped(Skipped {
-                    path: rel,
-                    reason: SkipReason::TooLarge,
-                    detail: Some(format!("{size} bytes, cap {}", self.max_file_size)),
                 }))
             }
             _ => Looked::Read {

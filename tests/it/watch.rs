@@ -761,3 +761,28 @@ fn a_file_grown_past_the_cap_stays_in_whichever_process_snapshotted_it_last() {
         assert!(seen.skipped.is_empty(), "{:?}", seen.skipped);
     }
 }
+
+/// Found by the fifty-fourth hostile pass (r81 (1)): `serve` recorded a small `f`, the CLI then
+/// a snapshot without it, and a new `f` over the cap came: the CLI left it out (the last
+/// snapshot lacked it), `serve` kept it (its memo held the old `f`). Above the cap, the last
+/// snapshot any process recorded decides, whatever the memo holds.
+#[test]
+fn serve_and_the_cli_agree_on_a_new_file_over_the_cap_where_an_old_one_stood() {
+    let (_sandbox, root, served, walked) = watched_pair();
+    let cli = open_at(&root.parent().unwrap().join("data-watched"), &root);
+    let options = rewind::TrackOptions {
+        max_file_size: Some(4000),
+    };
+    write_files(&root, &[("a", "a\n")]);
+    fs::write(root.join("f"), vec![b'x'; 1000]).unwrap();
+    served.track(&options).unwrap();
+    walked.track(&options).unwrap();
+    fs::remove_file(root.join("f")).unwrap();
+    cli.track(&options).unwrap();
+    walked.track(&options).unwrap();
+    fs::write(root.join("f"), vec![b'y'; 8000]).unwrap();
+    let seen = served.track(&options).unwrap();
+    let truth = walked.track(&options).unwrap();
+    assert_eq!(summary(&seen), summary(&truth));
+    assert_eq!(seen.skipped.len(), 1, "f is left out: {:?}", seen.skipped);
+}
