@@ -331,17 +331,12 @@ impl Locked<'_> {
     /// Record in the store that the run `token`, which finished, planned to write or delete the
     /// paths `not_done` and did not: should it be killed before its own record says so, its record
     /// written before its first change is all there is. Not synced (lost, an undo or redo
-    /// after takes nothing it planned for written, the safe side). Costs an appending write.
+    /// after takes nothing it planned for done, the safe side). Costs an appending write.
     pub(crate) fn record_finished_run(
         &self,
         token: &str,
         not_done: &[BString],
     ) -> std::io::Result<()> {
-        self.append_run(token, not_done)
-    }
-
-    /// Append the lines of run `token` to the record of runs. Costs an appending write.
-    fn append_run(&self, token: &str, not_done: &[BString]) -> std::io::Result<()> {
         let path = self.git_dir().join(STOPPED_RUNS);
         let mut file = crate::fs::open_store_file_to_append(&path)?;
         std::io::Write::write_all(&mut file, self.run_lines(token, not_done).as_bytes())
@@ -409,15 +404,16 @@ impl Locked<'_> {
 /// does a change of mode alone (the bytes cannot tell). Costs a step per path, and per change
 /// without its line an `open` of its directory and a read and a hash.
 fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> Vec<BString> {
-    let token = &journal.prefix[b".rewind-".len()..];
+    let after_prefix = &journal.prefix[b".rewind-".len()..];
     let left_done = |n: &str, temp: &Temp, path: &[u8]| {
         let (Some(root), [Some(taken_out), staged]) = (root, temp.blobs) else {
             return false;
         };
+        // (The temp name a swap took the file out into; the name a deletion set it aside as.)
         let name = match staged {
             Some(staged) if staged == taken_out => return false,
-            Some(_) => format!(".rewind-{token}{n}"),
-            None => format!(".rewind-aside-{token}{n}"),
+            Some(_) => format!("{}{n}", journal.prefix),
+            None => format!(".rewind-aside-{after_prefix}{n}"),
         };
         let (dir, _) = crate::fs::split(path.as_bstr());
         let Ok(dir) = root.open_dir(dir, None) else {

@@ -821,8 +821,6 @@ impl Store {
         &self.git_dir
     }
 
-    /// A handle on the store's repository for this thread (isolated from the environment and the
-    /// global git config). Cheap: it shares the object database and config.
     /// The tree of the last snapshot any process recorded of the project, if known. Costs a
     /// read of a store file.
     pub(crate) fn last_snapshot(&self) -> Option<gix::ObjectId> {
@@ -830,6 +828,8 @@ impl Store {
         gix::ObjectId::from_hex(text.trim_ascii()).ok()
     }
 
+    /// A handle on the store's repository for this thread (isolated from the environment and the
+    /// global git config). Cheap: it shares the object database and config.
     pub(crate) fn repo(&self) -> gix::Repository {
         let repo = self.repo.read().unwrap_or_else(|p| p.into_inner());
         repo.to_thread_local()

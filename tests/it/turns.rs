@@ -1807,6 +1807,15 @@ fn run_again_after_an_edit(
     run
 }
 
+/// `redo` of session A on `p` ([`turn_adding_a_line`]) after a kill, once the user wrote `edit`
+/// (if any) in x.txt: the edit stays, a conflict; with none, the turn is given back whole.
+fn redo_after_an_edit(p: &TestProject, edit: Option<&[u8]>) {
+    let r = run_again_after_an_edit(p, &["redo", "--session", "A"], edit, b"x\nA1\n");
+    if edit.is_none() {
+        assert!(!turns(p, Some("A"))[0].rolled_back, "given back: {r}");
+    }
+}
+
 /// `rewind ARGS` on `p`, killed at `at` (see [`run_killed`]), which must come.
 fn killed_at(sb: &Sandbox, p: &TestProject, args: &[&str], at: (&str, u64)) {
     let killed = run_killed(sb, &p.path, None, args, at, DEFAULT_DEADLINE);
@@ -1956,11 +1965,7 @@ fn a_rerun_of_a_killed_redo_keeps_an_edit_that_put_the_undos_bytes_back() {
         let args = ["redo", "--session", "A"];
         killed_at(&sb, &p, &args, ("unlinkat", 1));
         assert_eq!(p.read("x.txt"), b"x\nA1\n", "the stopped redo wrote x.txt");
-        let edit = user_edits.then_some(&b"x\n"[..]);
-        let r = run_again_after_an_edit(&p, &["redo", "--session", "A"], edit, b"x\nA1\n");
-        if !user_edits {
-            assert!(!turns(&p, Some("A"))[0].rolled_back, "given back: {r}");
-        }
+        redo_after_an_edit(&p, user_edits.then_some(&b"x\n"[..]));
     }
 }
 
@@ -1995,11 +2000,7 @@ fn a_redo_after_an_undo_killed_before_it_wrote_keeps_an_edit_of_the_planned_byte
             assert!(!temps.is_empty(), "the killed run's temp file is there");
             temps.iter().for_each(|t| fs::remove_file(t).unwrap());
         }
-        let edit = user_edits.then_some(&b"x\n"[..]);
-        let r = run_again_after_an_edit(&p, &["redo", "--session", "A"], edit, b"x\nA1\n");
-        if !user_edits {
-            assert!(!turns(&p, Some("A"))[0].rolled_back, "given back: {r}");
-        }
+        redo_after_an_edit(&p, user_edits.then_some(&b"x\n"[..]));
     }
 }
 
