@@ -1293,7 +1293,9 @@ impl Store {
     ///
     /// A path someone else changed is a conflict, left alone unless `force` (its bytes are in
     /// the `undo` snapshot either way): one whose content now differs from what the session's
-    /// turns (and undos) left there, or that changed between two turns of the range. A path
+    /// turns (and undos) left there, that changed between two turns of the range, or that
+    /// another session's turn changed since the range began (even back to what the session
+    /// left). A path
     /// the turns created but the "before" snapshot could not see (ignored then, inside a
     /// nested repository, left out for size or type) is `kept`, never deleted. Marks the
     /// undone turns rolled back, and records the undo on the session's chain.
@@ -1403,6 +1405,16 @@ impl Store {
                 .iter()
                 .filter(|c| stopped.contains(&c.path))
                 .map(|c| c.path.clone()),
+        );
+        // A path another session's turn (undo, redo) changed since the undone turns began is
+        // theirs too where it holds again what the session left (r80 (6): the user's edit, then
+        // their turn putting back the session's bytes): no merge can tell their work from none.
+        // (Where it holds something else, it is changed by someone else, above.)
+        let theirs_since = locked.changed_by_other_sessions_since(session, &undone[0])?;
+        during.extend(
+            theirs_since
+                .into_iter()
+                .filter(|path| changed_by.contains_key(path) && !others.contains(path)),
         );
         others.extend(during.iter().cloned());
         let mut d = Decisions::default();
@@ -2613,6 +2625,19 @@ impl Store {
     /// open (from its begin to its end, or to now): those between the heads its begin and end
     /// commits name. Costs a commit read per commit.
     fn commits_of_others_during(&self, session: &str, record: &Record) -> Result<OthersDuring> {
+        let (start, end) = self.turn_span(session, record)?;
+        self.commits_of_others_between(session, start, end)
+    }
+
+    /// The commits other sessions added to their chains between commits `start` and `end` (or
+    /// now) of `session`'s chain: those between the heads the two name. Costs a commit read per
+    /// commit.
+    fn commits_of_others_between(
+        &self,
+        session: &str,
+        start: ObjectId,
+        end: Option<ObjectId>,
+    ) -> Result<OthersDuring> {
         // (Each commit names where the other sessions stood when it was made.)
         let repo = self.repo();
         let heads_in = |commit: ObjectId| -> Result<HashMap<String, ObjectId>> {
@@ -2620,7 +2645,6 @@ impl Store {
                 commit_and_tree(&repo, commit)?.0.message_raw_sloppy(),
             ))
         };
-        let (start, end) = self.turn_span(session, record)?;
         let at_begin = heads_in(start)?;
         let at_end = match end {
             Some(end) => heads_in(end)?,
@@ -2758,6 +2782,60 @@ impl Store {
             sides.push((found, side_at(&repo, left, path.as_ref())?));
         }
         Ok(Some(sides))
+    }
+
+    /// The paths whose work other sessions' turns and redos made from the start of `first`, a
+    /// turn of `session`, to now, and still stands: the files an end commit names (unless its
+    /// turn is rolled back whole since) and the paths a redo names. Theirs, whatever the project
+    /// holds now, even what `session` left there again. (An undo puts back what stood before.
+    /// What a session whose chain was rewritten since, by a trim, did then is not known here,
+    /// nor what a turn still open has done so far.) Costs a commit read per commit other
+    /// sessions made since, and a ref read per turn of theirs.
+    fn changed_by_other_sessions_since(
+        &self,
+        session: &str,
+        first: &Record,
+    ) -> Result<HashSet<BString>> {
+        let (start, _) = self.turn_span(session, first)?;
+        let since = self
+            .commits_of_others_between(session, start, None)?
+            .commits;
+        if since.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let mut rolled_back = HashSet::new();
+        for (other, records) in self.sessions(None)? {
+            if other == session {
+                continue;
+            }
+            let in_part = self.turns_undone_in_part(&other)?;
+            for record in records {
+                let marker = turn_ref(&other, "rolled-back", &record.turn)?;
+                if self.ref_target(&marker)?.is_some() && !in_part.contains(&record.turn) {
+                    rolled_back.insert(record.commit);
+                }
+            }
+        }
+        let repo = self.repo();
+        let mut paths = HashSet::new();
+        for commit in since.into_iter().filter(|c| !rolled_back.contains(c)) {
+            let (object, _) = commit_and_tree(&repo, commit)?;
+            let message = object.message_raw_sloppy();
+            // (A turn's own files only: a shared one changed while it was open may be this
+            // session's own undo's doing.)
+            let own = |f: &TurnFile| matches!(f.origin, Origin::Unannounced | Origin::Announced);
+            match (ChainKind::of(message), parse_files(message)) {
+                (ChainKind::End, Some(files)) => {
+                    paths.extend(files.into_iter().filter(own).map(|f| f.file));
+                }
+                (ChainKind::Undo, _) if !message.contains_str(REDO_TRAILER) => {}
+                (ChainKind::End | ChainKind::Undo, _) => {
+                    paths.extend(self.paths_of_chain_commit(commit)?.1);
+                }
+                _ => {}
+            }
+        }
+        Ok(paths)
     }
 
     /// What chain commit `commit` of another session changed, with its kind: the files an end
@@ -3528,8 +3606,18 @@ impl Locked<'_> {
                 during.insert(path);
             }
         }
+        // A path another session's turn changed since this one began, holding again what this
+        // one left (r80 (6)), is theirs too: no merge can tell their work from none.
+        let after = record.after.unwrap_or(current);
+        for path in self.changed_by_other_sessions_since(session, record)? {
+            if paths.binary_search(&path).is_ok()
+                && side_at(&repo, current, path.as_ref())? == side_at(&repo, after, path.as_ref())?
+            {
+                during.insert(path);
+            }
+        }
         // A file the turn moved is undone as one: both names, or neither.
-        let moves = tree_changes(&repo, self.reads(), before, record.after.unwrap_or(current))?;
+        let moves = tree_changes(&repo, self.reads(), before, after)?;
         let partners = rename_partners(&repo, &moves, &paths, true)?;
         keep_below(&mut paths, only.as_ref(), &partners, session)?;
         let merges = match options.dry_run {
@@ -3543,7 +3631,6 @@ impl Locked<'_> {
         let mut kept = Vec::new();
         // A file the turn left that was moved since (a later turn's rename, say): its work is
         // taken out where the file stands now, as `git revert` follows a rename.
-        let after = record.after.unwrap_or(current);
         let moved = moved_since(&repo, self.reads(), (after, current), (&paths, &partners))?;
         // A move the turn made that a later one reversed (`mv a b`, then `mv b a`): the file
         // stands at its old name again, where the turn's change to it is taken out, as one

@@ -666,6 +666,67 @@ fn a_redo_leaves_alone_a_file_a_later_turn_put_back_to_what_the_undo_left() {
     assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
 }
 
+/// r80 (6): session s's turn wrote `a1`, the user edited `a`, then another session's turn
+/// wrote `a1` back (its recorded work); `undo --last` of s's turn wrote `a0` over it without a
+/// conflict, since `a` held again what s's turn left. A path another session's turn changed
+/// since the undone turns began is that session's too, as for a redo.
+#[test]
+fn an_undo_leaves_alone_a_file_another_sessions_later_turn_put_back_to_what_the_turn_left() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    turn_1_then_another_session_puts_back_its_a(&store, p);
+    let undone = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&undone.written), set(&["b"]), "{undone:?}");
+    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+}
+
+/// r80 (6), with a later turn of the session between: undoing both turns leaves `a` alone too.
+#[test]
+fn an_undo_of_two_turns_leaves_alone_a_file_another_sessions_turn_between_put_back() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    turn_1_then_another_session_puts_back_its_a(&store, p);
+    agent_turn(&store, p, "2", &[("c", "c2\n")]);
+    let options = rewind::UndoOptions {
+        turn: Some("1".into()),
+        ..Default::default()
+    };
+    let undone = store.undo("s", &options).unwrap();
+    assert_eq!(strings(&undone.written), set(&["b"]), "{undone:?}");
+    assert_eq!(strings(&undone.deleted), set(&["c"]), "{undone:?}");
+    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+}
+
+/// r80 (6), undoing the turn alone, with a later turn of the session: `a` is left alone too.
+#[test]
+fn an_undo_of_one_turn_alone_leaves_alone_a_file_another_sessions_turn_since_put_back() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    turn_1_then_another_session_puts_back_its_a(&store, p);
+    agent_turn(&store, p, "2", &[("c", "c2\n")]);
+    let options = rewind::UndoOptions {
+        turn: Some("1".into()),
+        only: true,
+        ..Default::default()
+    };
+    let undone = store.undo("s", &options).unwrap();
+    assert_eq!(strings(&undone.written), set(&["b"]), "{undone:?}");
+    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+}
+
+/// Session s's turn 1 writes `a1` and `b1`; the user edits `a`; another session's turn writes
+/// `a1` back.
+fn turn_1_then_another_session_puts_back_its_a(store: &Store, p: &Path) {
+    write_file(p, "a", "a0\n");
+    write_file(p, "b", "b0\n");
+    agent_turn(store, p, "1", &[("a", "a1\n"), ("b", "b1\n")]);
+    write_file(p, "a", "a1\nthe user's line\n");
+    session_turn(store, "other", p, "1", &[("a", "a1\n")]);
+}
+
 /// r61 F2: the same as r59's, with the turns that changed the file and put it back another
 /// session's: the redo wrote over their work without `--force`. Another session's turn that
 /// ended since the undo counts as a later turn does.
