@@ -641,8 +641,13 @@ impl Locked<'_> {
             }
         }
         replaced.sort_unstable_by_key(|(n, _)| *n);
+        let cap = self.max_file_size().unwrap_or(u64::MAX);
+        let mut written_over_cap = Vec::new();
         for (n, result) in replaced {
             let path = &plan.steps[n].path;
+            if matches!(result, Ok(true)) && contents[n].as_ref().map_or(0, Vec::len) as u64 > cap {
+                written_over_cap.push(n);
+            }
             match result {
                 Ok(true) => outcome.written.push(path.clone()),
                 Ok(false) => outcome.conflicts.push(path.clone()),
@@ -673,6 +678,7 @@ impl Locked<'_> {
             }
         }
         self.tell_dirs_left(&root, dirs_left);
+        self.hold_over_the_cap(&repo, plan.current, &plan.steps, &written_over_cap);
         unlinked.close_later(&self.closing, last_dirs);
         Ok(outcome)
     }
@@ -904,6 +910,36 @@ impl Locked<'_> {
             _ => EntryKind::BlobExecutable,
         };
         Ok((kind, id, mode & 0o7777))
+    }
+
+    /// Name as the last snapshot `current` (the one the run started from) plus the files the run
+    /// wrote over the size cap (`steps` by number), if any: the next snapshot keeps such a file
+    /// in, as it keeps one the snapshot before held (r81 (2): a file an undo brought back, left
+    /// out after, so that a later overwrite could not be undone). Best effort, as naming the
+    /// last snapshot is: a failure is logged. Costs nothing without such a file; with one, a
+    /// tree edit.
+    fn hold_over_the_cap(
+        &self,
+        repo: &gix::Repository,
+        current: ObjectId,
+        steps: &[Step],
+        over_cap: &[usize],
+    ) {
+        if over_cap.is_empty() {
+            return;
+        }
+        let edited = || -> std::result::Result<ObjectId, Box<dyn std::error::Error>> {
+            let mut editor = repo.edit_tree(current)?;
+            for &n in over_cap {
+                let side = steps[n].target.expect("a write has a target");
+                editor.upsert(steps[n].path.as_bstr(), side.entry_kind(), side.id)?;
+            }
+            Ok(editor.write()?.detach())
+        };
+        match edited() {
+            Ok(tree) => self.remember_last_snapshot(tree),
+            Err(e) => tracing::warn!("naming the files written over the size cap as held: {e}"),
+        }
     }
 
     /// Say (a notice) each directory a run emptied that the file system refused to remove (an

@@ -318,11 +318,17 @@ struct Overlap {
 }
 
 /// What other sessions did while a turn was open, from [`Store::commits_of_others_during`]:
-/// the commits they added to their chains, and whether some of it cannot be seen any more (a
-/// session pruned or trimmed since).
+/// the commits they added to their chains (each session's, newest first), and whether some of
+/// it cannot be seen any more (a session pruned or trimmed since).
 struct OthersDuring {
-    commits: Vec<ObjectId>,
+    chains: Vec<Vec<ObjectId>>,
     unknown: bool,
+}
+
+impl OthersDuring {
+    fn commits(&self) -> impl Iterator<Item = ObjectId> + '_ {
+        self.chains.iter().flatten().copied()
+    }
 }
 
 /// A commit of a session's chain, as [`Store::chain_since`] reads it.
@@ -1410,7 +1416,7 @@ impl Store {
         // theirs too where it holds again what the session left (r80 (6): the user's edit, then
         // their turn putting back the session's bytes): no merge can tell their work from none.
         // (Where it holds something else, it is changed by someone else, above.)
-        let theirs_since = locked.changed_by_other_sessions_since(session, &undone[0])?;
+        let theirs_since = locked.changed_by_other_sessions_since(session, &undone[0], current)?;
         during.extend(
             theirs_since
                 .into_iter()
@@ -2650,7 +2656,7 @@ impl Store {
             Some(end) => heads_in(end)?,
             None => parse_other_heads(self.other_heads_lines(session)?.as_bytes()),
         };
-        let mut commits = Vec::new();
+        let mut chains = Vec::new();
         // A session whose chain no longer leads back to the head it had then (trimmed:
         // rewritten, its old commits perhaps removed) did things meanwhile that cannot be seen.
         // (One gone since was idle: retention keeps a session active during an open turn.)
@@ -2670,11 +2676,11 @@ impl Store {
             }
             // Rewritten: which of its commits were made meanwhile is not known.
             match next == first {
-                true => commits.extend(walked),
+                true => chains.push(walked),
                 false => unknown = true,
             }
         }
-        Ok(OthersDuring { commits, unknown })
+        Ok(OthersDuring { chains, unknown })
     }
 
     /// The commits of `session`'s chain that turn `record` was open between: its begin (or the
@@ -2746,7 +2752,7 @@ impl Store {
                 .filter(|path| !own.contains(path))
                 .collect());
         }
-        for commit in during.commits {
+        for commit in during.commits() {
             paths.extend(self.paths_of_chain_commit(commit)?.1);
         }
         Ok(paths)
@@ -2785,55 +2791,71 @@ impl Store {
     }
 
     /// The paths whose work other sessions' turns and redos made from the start of `first`, a
-    /// turn of `session`, to now, and still stands: the files an end commit names (unless its
-    /// turn is rolled back whole since) and the paths a redo names. Theirs, whatever the project
-    /// holds now, even what `session` left there again. (An undo puts back what stood before.
-    /// What a session whose chain was rewritten since, by a trim, did then is not known here,
-    /// nor what a turn still open has done so far.) Costs a commit read per commit other
-    /// sessions made since, and a ref read per turn of theirs.
+    /// turn of `session`, to now (`current`), and still stands: each session's chain since, in
+    /// order, the files an end commit names as its turn's own (or a turn left open, until its
+    /// session began another) and the paths a redo names, less those an undo of theirs took
+    /// back since. Theirs, whatever the project holds now, even what `session` left there
+    /// again. (What a session whose chain was rewritten since, by a trim, did then is not known
+    /// here, nor what a turn still open has done so far.) Costs a commit read per commit other
+    /// sessions made since, and a tree diff per turn left open.
     fn changed_by_other_sessions_since(
         &self,
         session: &str,
         first: &Record,
+        current: ObjectId,
     ) -> Result<HashSet<BString>> {
         let (start, _) = self.turn_span(session, first)?;
-        let since = self
-            .commits_of_others_between(session, start, None)?
-            .commits;
-        if since.is_empty() {
-            return Ok(HashSet::new());
-        }
-        let mut rolled_back = HashSet::new();
-        for (other, records) in self.sessions(None)? {
-            if other == session {
-                continue;
-            }
-            let in_part = self.turns_undone_in_part(&other)?;
-            for record in records {
-                let marker = turn_ref(&other, "rolled-back", &record.turn)?;
-                if self.ref_target(&marker)?.is_some() && !in_part.contains(&record.turn) {
-                    rolled_back.insert(record.commit);
-                }
-            }
-        }
         let repo = self.repo();
         let mut paths = HashSet::new();
-        for commit in since.into_iter().filter(|c| !rolled_back.contains(c)) {
-            let (object, _) = commit_and_tree(&repo, commit)?;
-            let message = object.message_raw_sloppy();
-            // (A turn's own files only: a shared one changed while it was open may be this
-            // session's own undo's doing.)
-            let own = |f: &TurnFile| matches!(f.origin, Origin::Unannounced | Origin::Announced);
-            match (ChainKind::of(message), parse_files(message)) {
-                (ChainKind::End, Some(files)) => {
-                    paths.extend(files.into_iter().filter(own).map(|f| f.file));
+        // (A turn's own files only: a shared one changed while it was open may be this
+        // session's own undo's doing.)
+        let own = |origin: Origin| matches!(origin, Origin::Unannounced | Origin::Announced);
+        let mut records_of: HashMap<String, Vec<Record>> = HashMap::new();
+        for chain in self.commits_of_others_between(session, start, None)?.chains {
+            let mut standing = HashSet::new();
+            // The turn begun last, while no end or undo has closed it.
+            let mut open: Option<Record> = None;
+            for commit in chain.into_iter().rev() {
+                let (object, _) = commit_and_tree(&repo, commit)?;
+                let message = object.message_raw_sloppy();
+                let kind = ChainKind::of(message);
+                match (kind, parse_files(message)) {
+                    (ChainKind::Begin, _) => {
+                        // One left open ended where its session began this one.
+                        if let Some(left) = open.take() {
+                            let own_paths = self.turn_paths(&left.session, &left, current)?;
+                            let own_paths = own_paths.into_iter().filter(|(_, o)| own(*o));
+                            standing.extend(own_paths.map(|(path, _)| path));
+                        }
+                        let begun = self.record(commit)?.session;
+                        if !records_of.contains_key(&begun) {
+                            let records = self.session_records(&begun)?;
+                            records_of.insert(begun.clone(), records);
+                        }
+                        open = records_of[&begun]
+                            .iter()
+                            .find(|r| r.begin == commit)
+                            .cloned();
+                    }
+                    (ChainKind::End, Some(files)) => {
+                        let own_files = files.into_iter().filter(|f| own(f.origin));
+                        standing.extend(own_files.map(|f| f.file));
+                    }
+                    (ChainKind::Undo, _) if !message.contains_str(REDO_TRAILER) => {
+                        for path in self.paths_of_chain_commit(commit)?.1 {
+                            standing.remove(&path);
+                        }
+                    }
+                    (ChainKind::End | ChainKind::Undo, _) => {
+                        standing.extend(self.paths_of_chain_commit(commit)?.1);
+                    }
+                    (ChainKind::Trim, _) => {}
                 }
-                (ChainKind::Undo, _) if !message.contains_str(REDO_TRAILER) => {}
-                (ChainKind::End | ChainKind::Undo, _) => {
-                    paths.extend(self.paths_of_chain_commit(commit)?.1);
+                if kind != ChainKind::Begin {
+                    open = None;
                 }
-                _ => {}
             }
+            paths.extend(standing);
         }
         Ok(paths)
     }
@@ -2910,7 +2932,7 @@ impl Store {
             }
             Ok(records_of[session].clone())
         };
-        for &commit in &others.commits {
+        for commit in others.commits() {
             match kind_of(commit)? {
                 ChainKind::Undo => {}
                 ChainKind::Trim => continue,
@@ -2939,7 +2961,7 @@ impl Store {
                 }
             }
         }
-        let during: HashSet<ObjectId> = others.commits.into_iter().collect();
+        let during: HashSet<ObjectId> = others.commits().collect();
         // A session's latest turn, if open, is its last commit but for undos and redos (made
         // while it was open). One an undo rolled back is over: `turn end` refuses it.
         for (_, head) in parse_other_heads(self.other_heads_lines(session)?.as_bytes()) {
@@ -3041,7 +3063,7 @@ impl Store {
         // for each path one changed, what it found there and what it left (`None` where that
         // is not known: see `found_and_left`).
         let mut undone: HashMap<BString, Vec<Option<FoundAndLeft>>> = HashMap::new();
-        for commit in self.commits_of_others_during(session, record)?.commits {
+        for commit in self.commits_of_others_during(session, record)?.commits() {
             if let (ChainKind::Undo, changed) = self.paths_of_chain_commit(commit)? {
                 let sides = self.found_and_left(commit, &changed)?;
                 for (n, path) in changed.iter().enumerate() {
@@ -3609,7 +3631,7 @@ impl Locked<'_> {
         // A path another session's turn changed since this one began, holding again what this
         // one left (r80 (6)), is theirs too: no merge can tell their work from none.
         let after = record.after.unwrap_or(current);
-        for path in self.changed_by_other_sessions_since(session, record)? {
+        for path in self.changed_by_other_sessions_since(session, record, current)? {
             if paths.binary_search(&path).is_ok()
                 && side_at(&repo, current, path.as_ref())? == side_at(&repo, after, path.as_ref())?
             {
@@ -3727,7 +3749,7 @@ impl Locked<'_> {
             .map_err(|e| Error::store(self.git_dir(), e))?;
         for change in &changes {
             let edited = match change.after {
-                Some(side) => editor.upsert(change.path.as_bstr(), entry_kind(side.mode), side.id),
+                Some(side) => editor.upsert(change.path.as_bstr(), side.entry_kind(), side.id),
                 None => editor.remove(change.path.as_bstr()),
             };
             edited.map_err(|e| Error::store(self.git_dir(), e))?;
@@ -3819,7 +3841,7 @@ impl Locked<'_> {
         };
         for change in changes.iter().filter(done).chain(already) {
             let edited = match change.after {
-                Some(side) => editor.upsert(change.path.as_bstr(), entry_kind(side.mode), side.id),
+                Some(side) => editor.upsert(change.path.as_bstr(), side.entry_kind(), side.id),
                 None => editor.remove(change.path.as_bstr()),
             };
             edited.map_err(|e| Error::store(git_dir, e))?;
@@ -4580,15 +4602,6 @@ fn trailers(
         ));
     }
     Ok(out)
-}
-
-fn entry_kind(mode: u32) -> gix::objs::tree::EntryKind {
-    use gix::objs::tree::EntryKind;
-    match mode {
-        0o100755 => EntryKind::BlobExecutable,
-        0o120000 => EntryKind::Link,
-        _ => EntryKind::Blob,
-    }
 }
 
 /// Commit `id` of the store, and its tree's id.

@@ -20,6 +20,16 @@ impl Side {
     pub(crate) fn is_link(&self) -> bool {
         self.mode & 0o170000 == 0o120000
     }
+
+    /// Its kind, as a tree entry.
+    pub(crate) fn entry_kind(&self) -> gix::objs::tree::EntryKind {
+        use gix::objs::tree::EntryKind;
+        match self.mode {
+            0o100755 => EntryKind::BlobExecutable,
+            0o120000 => EntryKind::Link,
+            _ => EntryKind::Blob,
+        }
+    }
 }
 
 /// A path whose blob differs between two trees.

@@ -717,6 +717,64 @@ fn an_undo_of_one_turn_alone_leaves_alone_a_file_another_sessions_turn_since_put
     assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
 }
 
+/// r82 (2): r80 (6) with the other session's turn left open (its session began another turn):
+/// it ended there, and what it changed is its work as an ended turn's is.
+#[test]
+fn an_undo_leaves_alone_a_file_another_sessions_turn_left_open_put_back() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    agent_turn(&store, p, "1", &[("a", "a1\n")]);
+    write_file(p, "a", "a1\nthe user's line\n");
+    store.begin_turn("other", "1").unwrap();
+    write_file(p, "a", "a1\n");
+    session_turn(&store, "other", p, "2", &[("q", "q\n")]);
+    let undone = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+}
+
+/// r82 (4), (5), (6): another session's turn changed `a` after s's turn, and its own undo took
+/// that back since (of the file alone; of the turn, leaving another file alone; after a redo);
+/// `a` holds what s left and nothing of theirs stands, but s's undo left `a` alone (a false
+/// conflict): only what their undos did not take back since counts.
+#[test]
+fn an_undo_takes_back_a_file_another_sessions_turn_changed_and_took_back_since() {
+    type TakeBack = fn(&Store, &Path);
+    let by_file: TakeBack = |store, _| {
+        let options = rewind::UndoOptions {
+            turn: Some("1".into()),
+            file: Some("a".into()),
+            ..Default::default()
+        };
+        store.undo("other", &options).unwrap();
+    };
+    let leaving_another_file: TakeBack = |store, p| {
+        write_file(p, "b", "the user's b\n");
+        let undone = store.undo_last("other", false).unwrap();
+        assert_eq!(strings(&undone.conflicts), set(&["b"]), "{undone:?}");
+    };
+    let after_a_redo: TakeBack = |store, _| {
+        store.undo_last("other", false).unwrap();
+        store.redo("other", &Default::default()).unwrap();
+        store.undo_last("other", false).unwrap();
+    };
+    for take_back in [by_file, leaving_another_file, after_a_redo] {
+        let (project, _data, store) = setup();
+        let p = project.path();
+        write_file(p, "a", "a0\n");
+        write_file(p, "b", "b0\n");
+        agent_turn(&store, p, "1", &[("a", "a1\n")]);
+        session_turn(&store, "other", p, "1", &[("a", "a2\n"), ("b", "b2\n")]);
+        take_back(&store, p);
+        assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+        let undone = store.undo_last("s", false).unwrap();
+        assert_eq!(strings(&undone.written), set(&["a"]), "{undone:?}");
+        assert!(undone.conflicts.is_empty(), "{undone:?}");
+        assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+    }
+}
+
 /// Session s's turn 1 writes `a1` and `b1`; the user edits `a`; another session's turn writes
 /// `a1` back.
 fn turn_1_then_another_session_puts_back_its_a(store: &Store, p: &Path) {
