@@ -681,40 +681,27 @@ fn an_undo_leaves_alone_a_file_another_sessions_later_turn_put_back_to_what_the_
     assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
 }
 
-/// r80 (6), with a later turn of the session between: undoing both turns leaves `a` alone too.
+/// r80 (6), with a later turn of the session: undoing both turns, or turn 1 alone, leaves `a`
+/// alone too.
 #[test]
-fn an_undo_of_two_turns_leaves_alone_a_file_another_sessions_turn_between_put_back() {
-    let (project, _data, store) = setup();
-    let p = project.path();
-    turn_1_then_another_session_puts_back_its_a(&store, p);
-    agent_turn(&store, p, "2", &[("c", "c2\n")]);
-    let options = rewind::UndoOptions {
-        turn: Some("1".into()),
-        ..Default::default()
-    };
-    let undone = store.undo("s", &options).unwrap();
-    assert_eq!(strings(&undone.written), set(&["b"]), "{undone:?}");
-    assert_eq!(strings(&undone.deleted), set(&["c"]), "{undone:?}");
-    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
-    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
-}
-
-/// r80 (6), undoing the turn alone, with a later turn of the session: `a` is left alone too.
-#[test]
-fn an_undo_of_one_turn_alone_leaves_alone_a_file_another_sessions_turn_since_put_back() {
-    let (project, _data, store) = setup();
-    let p = project.path();
-    turn_1_then_another_session_puts_back_its_a(&store, p);
-    agent_turn(&store, p, "2", &[("c", "c2\n")]);
-    let options = rewind::UndoOptions {
-        turn: Some("1".into()),
-        only: true,
-        ..Default::default()
-    };
-    let undone = store.undo("s", &options).unwrap();
-    assert_eq!(strings(&undone.written), set(&["b"]), "{undone:?}");
-    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
-    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+fn an_undo_of_two_turns_or_one_alone_leaves_alone_a_file_another_sessions_turn_put_back() {
+    for only in [false, true] {
+        let (project, _data, store) = setup();
+        let p = project.path();
+        turn_1_then_another_session_puts_back_its_a(&store, p);
+        agent_turn(&store, p, "2", &[("c", "c2\n")]);
+        let options = rewind::UndoOptions {
+            turn: Some("1".into()),
+            only,
+            ..Default::default()
+        };
+        let undone = store.undo("s", &options).unwrap();
+        assert_eq!(strings(&undone.written), set(&["b"]), "{undone:?}");
+        let deleted: &[&str] = if only { &[] } else { &["c"] };
+        assert_eq!(strings(&undone.deleted), set(deleted), "{undone:?}");
+        assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
+        assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+    }
 }
 
 /// r82 (2): r80 (6) with the other session's turn left open (its session began another turn):
