@@ -2829,8 +2829,9 @@ impl Store {
                         }
                         let begun = self.record(commit)?.session;
                         if !records_of.contains_key(&begun) {
-                            let records = self.session_records(&begun)?;
-                            records_of.insert(begun.clone(), records);
+                            // (None left, say pruned: nothing of it can be told.)
+                            let sessions = self.sessions(Some(&begun))?.into_iter().next();
+                            records_of.insert(begun.clone(), sessions.unwrap_or_default().1);
                         }
                         open = records_of[&begun]
                             .iter()
