@@ -2792,12 +2792,14 @@ impl Store {
 
     /// The paths whose work other sessions' turns and redos made from the start of `first`, a
     /// turn of `session`, to now (`current`), and still stands: each session's chain since, in
-    /// order, the files an end commit names as its turn's own (or a turn left open, until its
-    /// session began another) and the paths a redo names, less those an undo of theirs took
+    /// order, the files an end commit names as its turn's own or shared (unless `session`
+    /// changed them meanwhile), a turn left open's own until its session began another, and
+    /// the paths a redo names, less those an undo of theirs took
     /// back since. Theirs, whatever the project holds now, even what `session` left there
     /// again. (What a session whose chain was rewritten since, by a trim, did then is not known
     /// here, nor what a turn still open has done so far.) Costs a commit read per commit other
-    /// sessions made since, and a tree diff per turn left open.
+    /// sessions made since (and per commit of `session`'s chain while a turn listing a shared
+    /// file was open), and a tree diff per turn left open.
     fn changed_by_other_sessions_since(
         &self,
         session: &str,
@@ -2807,8 +2809,6 @@ impl Store {
         let (start, _) = self.turn_span(session, first)?;
         let repo = self.repo();
         let mut paths = HashSet::new();
-        // (A turn's own files only: a shared one changed while it was open may be this
-        // session's own undo's doing.)
         let own = |origin: Origin| matches!(origin, Origin::Unannounced | Origin::Announced);
         let mut records_of: HashMap<String, Vec<Record>> = HashMap::new();
         for chain in self.commits_of_others_between(session, start, None)?.chains {
@@ -2839,8 +2839,18 @@ impl Store {
                             .cloned();
                     }
                     (ChainKind::End, Some(files)) => {
-                        let own_files = files.into_iter().filter(|f| own(f.origin));
-                        standing.extend(own_files.map(|f| f.file));
+                        let (own_files, shared): (Vec<_>, Vec<_>) =
+                            files.into_iter().partition(|f| own(f.origin));
+                        standing.extend(own_files.into_iter().map(|f| f.file));
+                        // A shared one too, unless this session changed it meanwhile (r82 (1):
+                        // shared because a third session's turn was open).
+                        let shared = shared.into_iter().filter(|f| f.origin == Origin::Shared);
+                        let shared: Vec<BString> = shared.map(|f| f.file).collect();
+                        if !shared.is_empty() {
+                            if let Some(ours) = self.changed_by_session_during(session, commit)? {
+                                standing.extend(shared.into_iter().filter(|p| !ours.contains(p)));
+                            }
+                        }
                     }
                     (ChainKind::Undo, _) if !message.contains_str(REDO_TRAILER) => {
                         for path in self.paths_of_chain_commit(commit)?.1 {
@@ -2859,6 +2869,39 @@ impl Store {
             paths.extend(standing);
         }
         Ok(paths)
+    }
+
+    /// What `session` itself changed (its turns' files, the paths its undos and redos name)
+    /// while the turn of another session that ended at `end` was open: `None` when that cannot
+    /// be told (its chain rewritten since). Costs a commit read per commit of its chain then.
+    fn changed_by_session_during(
+        &self,
+        session: &str,
+        end: ObjectId,
+    ) -> Result<Option<HashSet<BString>>> {
+        let repo = self.repo();
+        let head_in = |commit: ObjectId| -> Result<Option<ObjectId>> {
+            let message = commit_and_tree(&repo, commit)?
+                .0
+                .message_raw_sloppy()
+                .to_owned();
+            Ok(parse_other_heads(&message)
+                .get(&session_ref(session, "head")?)
+                .copied())
+        };
+        let Some(last) = head_in(end)? else {
+            return Ok(Some(HashSet::new())); // it stood nowhere yet
+        };
+        let first = head_in(self.record(end)?.begin)?;
+        let (walked, met) = self.chain_back(Some(last), first)?;
+        if first.is_some() && !met {
+            return Ok(None);
+        }
+        let mut paths = HashSet::new();
+        for (commit, _) in walked {
+            paths.extend(self.paths_of_chain_commit(commit)?.1);
+        }
+        Ok(Some(paths))
     }
 
     /// What chain commit `commit` of another session changed, with its kind: the files an end

@@ -721,6 +721,37 @@ fn an_undo_leaves_alone_a_file_another_sessions_turn_left_open_put_back() {
     assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
 }
 
+/// r82 (1), (3): r80 (6) where the other session's turn lists `a` as shared, because a third
+/// session's turn was open (an undo of s's turn), or s's own later turn (an undo of turn 1
+/// alone): the undo wrote over its bytes without a conflict. A shared file counts too, unless
+/// the session itself changed it while that turn was open (r71 F1).
+#[test]
+fn an_undo_leaves_alone_a_file_another_sessions_turn_shared_and_put_back() {
+    for open_across in ["third", "s"] {
+        let (project, _data, store) = setup();
+        let p = project.path();
+        write_file(p, "a", "a0\n");
+        agent_turn(&store, p, "1", &[("a", "a1\n")]);
+        write_file(p, "a", "a1\nthe user's line\n");
+        store.begin_turn(open_across, "2").unwrap();
+        session_turn(&store, "other", p, "1", &[("a", "a1\n")]);
+        write_file(p, "z", "z\n");
+        store.end_turn(open_across, "2").unwrap();
+        let options = rewind::UndoOptions {
+            turn: Some("1".into()),
+            only: open_across == "s",
+            ..Default::default()
+        };
+        let undone = store.undo("s", &options).unwrap();
+        assert_eq!(
+            strings(&undone.conflicts),
+            set(&["a"]),
+            "{open_across}: {undone:?}"
+        );
+        assert_eq!(read(p, "a").as_deref(), Some("a1\n"), "{open_across}");
+    }
+}
+
 /// r82 (4), (5), (6): another session's turn changed `a` after s's turn, and its own undo took
 /// that back since (of the file alone; of the turn, leaving another file alone; after a redo);
 /// `a` holds what s left and nothing of theirs stands, but s's undo left `a` alone (a false
