@@ -1412,7 +1412,7 @@ impl Store {
                 .filter(|c| stopped.contains(&c.path))
                 .map(|c| c.path.clone()),
         );
-        // A path another session's turn (undo, redo) changed since the undone turns began is
+        // A path another session's turn or redo made its own since the undone turns began is
         // theirs too where it holds again what the session left (r80 (6): the user's edit, then
         // their turn putting back the session's bytes): no merge can tell their work from none.
         // (Where it holds something else, it is changed by someone else, above.)
@@ -2794,9 +2794,8 @@ impl Store {
     /// turn of `session`, to now (`current`), and still stands: each session's chain since, in
     /// order, the files an end commit names as its turn's own or shared (unless `session`
     /// changed them meanwhile), a turn left open's own until its session began another, and
-    /// the paths a redo names, less those an undo of theirs took
-    /// back since. Theirs, whatever the project holds now, even what `session` left there
-    /// again. (What a session whose chain was rewritten since, by a trim, did then is not known
+    /// the paths a redo names, less those an undo of theirs took back since. Theirs, whatever
+    /// the project holds now, even what `session` left there again. (What a session whose chain was rewritten since, by a trim, did then is not known
     /// here, nor what a turn still open has done so far.) Costs a commit read per commit other
     /// sessions made since (and per commit of `session`'s chain while a turn listing a shared
     /// file was open), and a tree diff per turn left open.
