@@ -10,9 +10,9 @@
 //!   are an eighth as many as the newer ones: a cut copies every newer point);
 //! * reflog entries older than `retention`.
 //!
-//! Then git's rule: refs, reflogs and the index are roots; loose objects younger than an hour
-//! are roots too; everything they reach is kept, and other loose objects are deleted. Leftover
-//! temp files older than an hour go as well. The whole run holds the store lock, so no `track`
+//! Then git's rule: refs, reflogs and the index are roots (and the last snapshot named in the
+//! store); loose objects younger than an hour are roots too; everything they reach is kept, and
+//! other loose objects are deleted. Leftover temp files older than an hour go as well. The whole run holds the store lock, so no `track`
 //! can be writing objects that nothing references yet.
 
 use std::collections::{BTreeMap, HashSet};
@@ -665,8 +665,9 @@ impl Store {
     }
 
     /// The roots of every collection but the reflogs: the refs `keep` accepts, the undo points
-    /// their sessions' undos name, the stat cache, and the empty tree. Costs listing the refs,
-    /// reading the sessions' chains and the index.
+    /// their sessions' undos name, the stat cache, the last snapshot named (which a run that
+    /// wrote files above the size cap may have written with no ref: r83 (1)), and the empty
+    /// tree. Costs listing the refs, reading the sessions' chains and the index.
     fn roots(&self, keep: &dyn Fn(&str) -> bool) -> Result<Vec<ObjectId>> {
         let refs = self.refs_under("refs/")?.into_iter();
         let mut roots: Vec<ObjectId> = refs
@@ -675,6 +676,7 @@ impl Store {
             .collect();
         roots.extend(self.undo_points_of_sessions(keep)?);
         roots.extend(self.index_roots());
+        roots.extend(self.last_snapshot());
         // The empty tree, written when the store was created: stock git needs it stored.
         roots.push(ObjectId::empty_tree(gix::hash::Kind::Sha1));
         Ok(roots)

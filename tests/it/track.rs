@@ -560,7 +560,7 @@ fn size_cap_applies_to_new_files_only() {
 /// r81 (2): a file over the cap that a snapshot held, deleted by a turn and brought back by its
 /// undo, was left out of the next snapshot (the one before, the undo's own point, lacked it), so
 /// a later turn's overwrite of it could not be undone. A file a run writes from the store is
-/// held, as one the snapshot before held.
+/// held, as one the snapshot before held, also after a prune (r83 (1)).
 #[test]
 fn a_file_over_the_cap_an_undo_brings_back_stays_in() {
     let sb = Sandbox::new();
@@ -582,9 +582,17 @@ fn a_file_over_the_cap_an_undo_brings_back_stays_in() {
         }
         p.rewind(["turn", "end", "--session", "s", "--turn", turn])
             .assert_success();
+        p.file("a", format!("a {turn}\n")); // the undo point is a snapshot of its own
         p.rewind(["undo", "--session", "s", "--last"])
             .assert_success();
         assert_eq!(p.read("f"), kept, "turn {turn}'s undo");
+        // r83 (1): the hourly prune, with nothing expired, removed the tree that says so.
+        let later = (chrono::Utc::now() + chrono::Duration::hours(2)).to_rfc3339();
+        let pruned = p
+            .rewind_command(["prune"])
+            .env("REWIND_NOW", later)
+            .output();
+        assert!(pruned.unwrap().status.success());
         p.track_matches_git().assert_not_skipped("f");
     }
 }
