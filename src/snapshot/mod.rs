@@ -403,7 +403,7 @@ impl Locked<'_> {
         // With no stat cache, (nearly) every object is new: one pack beats thousands of files.
         let first = cache.state.entries().is_empty();
         if first {
-            self.objects().start_pack()?;
+            self.objects().start_segmented_pack()?;
         }
         self.progress()
             .start("snapshotting", cache.state.entries().len() as u64);

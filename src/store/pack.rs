@@ -90,6 +90,8 @@ pub(super) struct PackBuilder {
     pub(super) entries: Vec<(ObjectId, u64, u32)>,
     /// Where each entry starts.
     pub(super) offsets: HashMap<ObjectId, u64>,
+    /// A write failed (perhaps part-way): the pack is never completed.
+    broken: bool,
 }
 
 const PACK_HEADER_LEN: u64 = 12;
@@ -106,15 +108,27 @@ impl PackBuilder {
             offset: PACK_HEADER_LEN,
             entries: Vec::new(),
             offsets: HashMap::new(),
+            broken: false,
         })
+    }
+
+    /// The bytes written so far.
+    pub(super) fn len(&self) -> u64 {
+        self.offset
     }
 
     /// Append one entry (header + zlib data); a second copy of an id is dropped.
     pub(super) fn append(&mut self, id: ObjectId, entry: &[u8]) -> io::Result<()> {
+        if self.broken {
+            return Err(io::Error::other("an earlier write to this pack failed"));
+        }
         if self.offsets.contains_key(&id) {
             return Ok(());
         }
-        self.file.write_all(entry)?;
+        if let Err(e) = self.file.write_all(entry) {
+            self.broken = true;
+            return Err(e);
+        }
         self.entries.push((id, self.offset, crc32fast::hash(entry)));
         self.offsets.insert(id, self.offset);
         self.offset += entry.len() as u64;
@@ -145,6 +159,9 @@ impl PackBuilder {
     /// returns the `.idx` path.
     pub(super) fn finish(mut self, dir: &Path) -> Result<PathBuf> {
         let io_error = |e| Error::io("writing pack", &self.path, e);
+        if self.broken {
+            return Err(io_error(io::Error::other("a write to it failed")));
+        }
         self.file.flush().map_err(io_error)?;
         let temp = self
             .file
