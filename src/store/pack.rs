@@ -1,6 +1,6 @@
-//! Packs: while a first snapshot or a prune's repack runs, new objects are appended to one pack
-//! file; its version-2 index is written when it is complete, and both become visible by a
-//! rename.
+//! Packs: while a first snapshot or a prune's repack runs, new objects are appended to a pack
+//! file (a repack writes one; a first snapshot starts another every 128 MiB); its version-2
+//! index is written when it is complete, and both become visible by a rename.
 //!
 //! A repack ([`write_objects`]) stores blobs and trees as deltas (`OFS_DELTA` entries) against
 //! an earlier entry of the same pack where that is less than half the object. Candidates are
