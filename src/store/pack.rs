@@ -90,8 +90,9 @@ pub(super) struct PackBuilder {
     pub(super) entries: Vec<(ObjectId, u64, u32)>,
     /// Where each entry starts.
     pub(super) offsets: HashMap<ObjectId, u64>,
-    /// A write failed (perhaps part-way): the pack is never completed.
-    broken: bool,
+    /// How a write failed (perhaps part-way), if one did: the pack is never completed, and every
+    /// later append fails the same way (a full disk says so to whichever thread reports it).
+    broken: Option<io::ErrorKind>,
 }
 
 const PACK_HEADER_LEN: u64 = 12;
@@ -108,7 +109,7 @@ impl PackBuilder {
             offset: PACK_HEADER_LEN,
             entries: Vec::new(),
             offsets: HashMap::new(),
-            broken: false,
+            broken: None,
         })
     }
 
@@ -119,14 +120,14 @@ impl PackBuilder {
 
     /// Append one entry (header + zlib data); a second copy of an id is dropped.
     pub(super) fn append(&mut self, id: ObjectId, entry: &[u8]) -> io::Result<()> {
-        if self.broken {
-            return Err(io::Error::other("an earlier write to this pack failed"));
+        if let Some(kind) = self.broken {
+            return Err(io::Error::new(kind, "an earlier write to this pack failed"));
         }
         if self.offsets.contains_key(&id) {
             return Ok(());
         }
         if let Err(e) = self.file.write_all(entry) {
-            self.broken = true;
+            self.broken = Some(e.kind());
             return Err(e);
         }
         self.entries.push((id, self.offset, crc32fast::hash(entry)));
@@ -159,8 +160,8 @@ impl PackBuilder {
     /// returns the `.idx` path.
     pub(super) fn finish(mut self, dir: &Path) -> Result<PathBuf> {
         let io_error = |e| Error::io("writing pack", &self.path, e);
-        if self.broken {
-            return Err(io_error(io::Error::other("a write to it failed")));
+        if let Some(kind) = self.broken {
+            return Err(io_error(io::Error::new(kind, "a write to it failed")));
         }
         self.file.flush().map_err(io_error)?;
         let temp = self
@@ -438,6 +439,31 @@ mod tests {
     use gix::ObjectId;
 
     use super::pack_index;
+
+    /// r84 (1): after a write into the pack fails on a full disk, every later append (entries
+    /// other threads handed over) and the completion fail as a full disk too, not as a generic
+    /// error that whichever thread reports first would pass on.
+    #[test]
+    fn a_pack_broken_by_a_full_disk_says_so_to_every_later_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let path = tempfile::NamedTempFile::new_in(dir.path())
+            .unwrap()
+            .into_temp_path();
+        let mut pack =
+            super::PackBuilder::new(tempfile::NamedTempFile::from_parts(full, path)).unwrap();
+        let id = |n: u8| ObjectId::from_bytes_or_panic(&[n; 20]);
+        // (Larger than the write buffer, so that it reaches the file at once.)
+        let first = pack.append(id(1), &vec![7; 2 << 20]).unwrap_err();
+        assert_eq!(first.kind(), std::io::ErrorKind::StorageFull);
+        let later = pack.append(id(2), b"small").unwrap_err();
+        assert_eq!(later.kind(), std::io::ErrorKind::StorageFull, "{later}");
+        let finished = pack.finish(dir.path()).unwrap_err();
+        assert_eq!(finished.code(), "disk_full", "{finished}");
+    }
 
     /// The index of a pack git wrote (blobs and deltas) equals the one `git index-pack` writes
     /// for it, byte for byte, given the (id, offset, CRC) rows `git verify-pack -v` lists.
