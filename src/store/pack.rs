@@ -442,7 +442,8 @@ mod tests {
 
     /// r84 (1): after a write into the pack fails on a full disk, every later append (entries
     /// other threads handed over) and the completion fail as a full disk too, not as a generic
-    /// error that whichever thread reports first would pass on.
+    /// error that whichever thread reports first would pass on. (`/dev/full`: Linux.)
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_pack_broken_by_a_full_disk_says_so_to_every_later_caller() {
         let dir = tempfile::tempdir().unwrap();
