@@ -323,6 +323,10 @@ struct Overlap {
 struct OthersDuring {
     chains: Vec<Vec<ObjectId>>,
     unknown: bool,
+    /// Where the other sessions' chains stood at the end (now, for a turn still open).
+    heads_at_end: HashMap<String, ObjectId>,
+    /// Whether the end is in the past (the turn ended, was left open, or was rolled back).
+    ended: bool,
 }
 
 impl OthersDuring {
@@ -606,6 +610,12 @@ fn lines_with<'m>(message: &'m [u8], key: &'static str) -> impl Iterator<Item = 
 /// The turns an undo's `message` names as rolled back.
 fn rolled_back_in(message: &[u8]) -> Vec<String> {
     turns_in(message, ROLLED_BACK)
+}
+
+/// The open turns a redo's `message` says it gave back (reopened).
+fn reopened_in(message: &[u8]) -> impl Iterator<Item = String> + '_ {
+    lines_with(message, REOPENED)
+        .filter_map(|rest| decode_id(rest.split_once_str(" ")?.0.to_str().ok()?))
 }
 
 /// What [`Locked::undos_not_redone`] calls with each undo commit not redone: the commit, its
@@ -2112,9 +2122,10 @@ impl Store {
                     (None, true) => their_in_part.ended_at_undo(&record.turn),
                     _ => None,
                 };
-                // (For an undo stopped before it finished, one still open counts up to now: a
+                // One still open counts up to now (r82 (8)): what it did so far is its own,
+                // which no end commit lists yet. (For an undo stopped before it finished, a
                 // path it planned may hold what that turn wrote, or what it wrote itself.)
-                let open_now = unfinished && record.after.is_none() && !rolled_back;
+                let open_now = record.after.is_none() && !rolled_back;
                 let after_undo = match (&since, ended_at_undo) {
                     (Some(since), _) => {
                         since.contains(&record.commit)
@@ -2515,8 +2526,8 @@ impl Store {
     /// undo) commit and the next turn's begin, and after the last end (or undo) until
     /// `current`, unless the content is again the session's last word on the path (what the
     /// last turn or undo that changed it left there). An open turn's changes are its own.
-    /// Second, the paths of `touched` that the last turn's "after" before a gap, or before now,
-    /// could not see (ignored then, or left out for size or type) and no undo wrote since: what
+    /// Second, the paths of `touched` that the last turn's "after" before a gap, or before now
+    /// (for a turn still open, now), could not see (ignored then, or left out for size or type) and no undo wrote since: what
     /// stood there is unknown, so no later state can be told the session's, nor merged.
     /// Costs one tree diff per chain commit, and a look at the rules per touched path absent
     /// from such an "after".
@@ -2593,6 +2604,10 @@ impl Store {
             }
         }
         unseen_in(last_end, &written_since)?;
+        // An open turn's "after" is now.
+        if chain.last().is_some_and(|l| l.kind == ChainKind::Begin) {
+            unseen_in(Some(current), &HashSet::new())?;
+        }
         // (After a redo that reopened the open turn, what changed is that turn's.)
         if let Some(&ChainLink {
             tree: last,
@@ -2661,8 +2676,8 @@ impl Store {
         // rewritten, its old commits perhaps removed) did things meanwhile that cannot be seen.
         // (One gone since was idle: retention keeps a session active during an open turn.)
         let mut unknown = false;
-        for (head, last) in at_end {
-            let first = at_begin.get(&head).copied();
+        for (head, &last) in &at_end {
+            let first = at_begin.get(head).copied();
             let mut walked = Vec::new();
             let mut next = Some(last);
             while let Some(commit) = next.filter(|c| Some(*c) != first) {
@@ -2680,7 +2695,12 @@ impl Store {
                 false => unknown = true,
             }
         }
-        Ok(OthersDuring { chains, unknown })
+        Ok(OthersDuring {
+            chains,
+            unknown,
+            heads_at_end: at_end,
+            ended: end.is_some(),
+        })
     }
 
     /// The commits of `session`'s chain that turn `record` was open between: its begin (or the
@@ -2793,12 +2813,14 @@ impl Store {
     /// The paths whose work other sessions' turns and redos made from the start of `first`, a
     /// turn of `session`, to now (`current`), and still stands: each session's chain since, in
     /// order, the files an end commit names as its turn's own or shared (unless `session`
-    /// changed them meanwhile), a turn left open's own until its session began another, and
-    /// the paths a redo names, less those an undo of theirs took back since. Theirs, whatever
-    /// the project holds now, even what `session` left there again. (What a session whose chain was rewritten since, by a trim, did then is not known
-    /// here, nor what a turn still open has done so far.) Costs a commit read per commit other
-    /// sessions made since (and per commit of `session`'s chain while a turn listing a shared
-    /// file was open), and a tree diff per turn left open.
+    /// changed them meanwhile), those of a turn left open until its session began another or
+    /// still open until now (likewise; one a redo gave back is open again), what an undo that
+    /// rolled an open turn back left alone (likewise), and the paths a redo names, less those
+    /// an undo of theirs took back since. Theirs, whatever the project holds now, even what `session`
+    /// left there again. (What a session whose chain was rewritten since, by a trim, did then
+    /// is not known here.) Costs a commit read per commit other sessions made since (and per
+    /// commit of `session`'s chain while a turn listing a shared file was open), and a tree
+    /// diff per turn left open or still open.
     fn changed_by_other_sessions_since(
         &self,
         session: &str,
@@ -2810,10 +2832,39 @@ impl Store {
         let mut paths = HashSet::new();
         let own = |origin: Origin| matches!(origin, Origin::Unannounced | Origin::Announced);
         let mut records_of: HashMap<String, Vec<Record>> = HashMap::new();
+        // The turn of the session whose chain holds `commit` that `found` picks.
+        let mut record_of = |commit: ObjectId, found: &dyn Fn(&Record) -> bool| {
+            let session_of = self.record(commit)?.session;
+            if !records_of.contains_key(&session_of) {
+                // (None left, say pruned: nothing of it can be told.)
+                let sessions = self.sessions(Some(&session_of))?.into_iter().next();
+                records_of.insert(session_of.clone(), sessions.unwrap_or_default().1);
+            }
+            Ok::<_, Error>(records_of[&session_of].iter().find(|r| found(r)).cloned())
+        };
         for chain in self.commits_of_others_between(session, start, None)?.chains {
             let mut standing = HashSet::new();
             // The turn begun last, while no end or undo has closed it.
             let mut open: Option<Record> = None;
+            // What an open turn did until it ended (left open: where its session began the
+            // next, `end`) or until now (still open, `None`) is its own; a shared path too,
+            // unless this session changed it meanwhile (r83 (5)), as for an ended turn below.
+            let own_so_far = |open: Record, end: Option<ObjectId>, standing: &mut HashSet<_>| {
+                let mut shared = Vec::new();
+                for (path, origin) in self.turn_paths(&open.session, &open, current)? {
+                    match origin {
+                        Origin::Unannounced | Origin::Announced => drop(standing.insert(path)),
+                        Origin::Shared => shared.push(path),
+                        Origin::Other => {}
+                    }
+                }
+                if !shared.is_empty() {
+                    if let Some(ours) = self.changed_by_session_during(session, open.begin, end)? {
+                        standing.extend(shared.into_iter().filter(|p| !ours.contains(p)));
+                    }
+                }
+                Ok::<_, Error>(())
+            };
             for commit in chain.into_iter().rev() {
                 let (object, _) = commit_and_tree(&repo, commit)?;
                 let message = object.message_raw_sloppy();
@@ -2822,20 +2873,9 @@ impl Store {
                     (ChainKind::Begin, _) => {
                         // One left open ended where its session began this one.
                         if let Some(left) = open.take() {
-                            let own_paths = self.turn_paths(&left.session, &left, current)?;
-                            let own_paths = own_paths.into_iter().filter(|(_, o)| own(*o));
-                            standing.extend(own_paths.map(|(path, _)| path));
+                            own_so_far(left, Some(commit), &mut standing)?;
                         }
-                        let begun = self.record(commit)?.session;
-                        if !records_of.contains_key(&begun) {
-                            // (None left, say pruned: nothing of it can be told.)
-                            let sessions = self.sessions(Some(&begun))?.into_iter().next();
-                            records_of.insert(begun.clone(), sessions.unwrap_or_default().1);
-                        }
-                        open = records_of[&begun]
-                            .iter()
-                            .find(|r| r.begin == commit)
-                            .cloned();
+                        open = record_of(commit, &|r| r.begin == commit)?;
                     }
                     (ChainKind::End, Some(files)) => {
                         let (own_files, shared): (Vec<_>, Vec<_>) =
@@ -2846,12 +2886,31 @@ impl Store {
                         let shared = shared.into_iter().filter(|f| f.origin == Origin::Shared);
                         let shared: Vec<BString> = shared.map(|f| f.file).collect();
                         if !shared.is_empty() {
-                            if let Some(ours) = self.changed_by_session_during(session, commit)? {
+                            let begin = self.record(commit)?.begin;
+                            let ours =
+                                self.changed_by_session_during(session, begin, Some(commit))?;
+                            if let Some(ours) = ours {
                                 standing.extend(shared.into_iter().filter(|p| !ours.contains(p)));
                             }
                         }
                     }
                     (ChainKind::Undo, _) if !message.contains_str(REDO_TRAILER) => {
+                        // The open turn it rolled back: what the undo left alone stands, unless
+                        // this session changed it while that turn was open (r85 (1)).
+                        let rolled_back = open
+                            .take()
+                            .filter(|o| rolled_back_in(message).contains(&o.turn));
+                        let left: Vec<BString> = lines_with(message, LEFT_ALONE)
+                            .filter_map(decode_path)
+                            .collect();
+                        if let (Some(rolled), false) = (rolled_back, left.is_empty()) {
+                            let during = Some(commit);
+                            if let Some(ours) =
+                                self.changed_by_session_during(session, rolled.begin, during)?
+                            {
+                                standing.extend(left.into_iter().filter(|p| !ours.contains(p)));
+                            }
+                        }
                         for path in self.paths_of_chain_commit(commit)?.1 {
                             standing.remove(&path);
                         }
@@ -2864,6 +2923,17 @@ impl Store {
                 if kind != ChainKind::Begin {
                     open = None;
                 }
+                // A redo that gave the open turn back: open again, from where the redo found
+                // the project (r85 (2)).
+                if kind == ChainKind::Undo && message.contains_str(REDO_TRAILER) {
+                    if let Some(turn) = reopened_in(message).next() {
+                        open = record_of(commit, &|r| r.turn == turn)?;
+                    }
+                }
+            }
+            // One still open (r82 (8)): its work so far, which no end commit lists yet.
+            if let Some(open) = open {
+                own_so_far(open, None, &mut standing)?;
             }
             paths.extend(standing);
         }
@@ -2871,12 +2941,15 @@ impl Store {
     }
 
     /// What `session` itself changed (its turns' files, the paths its undos and redos name)
-    /// while the turn of another session that ended at `end` was open: `None` when that cannot
-    /// be told (its chain rewritten since). Costs a commit read per commit of its chain then.
+    /// while the turn of another session begun at commit `begin` was open, until chain commit
+    /// `end` (its end, or where its session began the next turn; `None`: until now): `None`
+    /// when that cannot be told (its chain rewritten since). Costs a commit read per commit of
+    /// its chain then.
     fn changed_by_session_during(
         &self,
         session: &str,
-        end: ObjectId,
+        begin: ObjectId,
+        end: Option<ObjectId>,
     ) -> Result<Option<HashSet<BString>>> {
         let repo = self.repo();
         let head_in = |commit: ObjectId| -> Result<Option<ObjectId>> {
@@ -2888,10 +2961,14 @@ impl Store {
                 .get(&session_ref(session, "head")?)
                 .copied())
         };
-        let Some(last) = head_in(end)? else {
+        let last = match end {
+            Some(end) => head_in(end)?,
+            None => self.ref_target(&session_ref(session, "head")?)?,
+        };
+        let Some(last) = last else {
             return Ok(Some(HashSet::new())); // it stood nowhere yet
         };
-        let first = head_in(self.record(end)?.begin)?;
+        let first = head_in(begin)?;
         let (walked, met) = self.chain_back(Some(last), first)?;
         if first.is_some() && !met {
             return Ok(None);
@@ -2990,9 +3067,7 @@ impl Store {
             // Only the session's latest turn: an older one left open was not being worked on.
             let session_of = self.record(commit)?.session;
             let latest = read_records(&session_of)?.pop().map(|r| r.turn);
-            let reopened = lines_with(message, REOPENED)
-                .filter_map(|rest| decode_id(rest.split_once_str(" ")?.0.to_str().ok()?));
-            for turn in reopened {
+            for turn in reopened_in(message) {
                 settled.insert((session_of.clone(), turn));
             }
             for turn in rolled_back_in(message) {
@@ -3005,21 +3080,50 @@ impl Store {
             }
         }
         let during: HashSet<ObjectId> = others.commits().collect();
-        // A session's latest turn, if open, is its last commit but for undos and redos (made
-        // while it was open). One an undo rolled back is over: `turn end` refuses it.
-        for (_, head) in parse_other_heads(self.other_heads_lines(session)?.as_bytes()) {
+        // A session's latest turn, if open at this turn's end (now, for one still open), is
+        // its last commit then but for undos and redos (made while it was open). One an undo
+        // rolled back is over: `turn end` refuses it. For an end in the past, the heads its
+        // commit recorded tell, and the undos and redos after the begin whether an undo had
+        // rolled it back by then (r83 (6): one open across this turn's whole time and rolled
+        // back or ended since was open beside it all the same); those are open until this
+        // turn's end.
+        let mut open_at_end: HashSet<(String, String)> = HashSet::new();
+        for &head in others.heads_at_end.values() {
             let mut last = Some(head);
+            // The turns the undos and redos walked over rolled back (`false`) or gave back
+            // (`true`), the newest of each settling it.
+            let mut given_back: HashMap<String, bool> = HashMap::new();
             while let Some(commit) = last {
                 match kind_of(commit)? {
-                    ChainKind::Undo | ChainKind::Trim => last = self.parent(commit)?,
+                    ChainKind::Undo | ChainKind::Trim => {
+                        if others.ended {
+                            let (object, _) = commit_and_tree(&repo, commit)?;
+                            let message = object.message_raw_sloppy();
+                            for turn in reopened_in(message) {
+                                given_back.entry(turn).or_insert(true);
+                            }
+                            for turn in rolled_back_in(message) {
+                                given_back.entry(turn).or_insert(false);
+                            }
+                        }
+                        last = self.parent(commit)?
+                    }
                     ChainKind::Begin => {
                         let open = self.record(commit)?;
-                        let marker = turn_ref(&open.session, "rolled-back", &open.turn)?;
-                        // (A `turn end` killed before it moved the head left it on the begin.)
-                        let ref_now = turn_ref(&open.session, "turns", &open.turn)?;
-                        let still_open = self.ref_target(&ref_now)? == Some(commit);
-                        if still_open && self.ref_target(&marker)?.is_none() {
+                        let open_then = match others.ended {
+                            true => given_back.get(&open.turn).copied().unwrap_or(true),
+                            false => {
+                                let marker = turn_ref(&open.session, "rolled-back", &open.turn)?;
+                                // (A `turn end` killed before it moved the head left it on the
+                                // begin.)
+                                let ref_now = turn_ref(&open.session, "turns", &open.turn)?;
+                                let still_open = self.ref_target(&ref_now)? == Some(commit);
+                                still_open && self.ref_target(&marker)?.is_none()
+                            }
+                        };
+                        if open_then {
                             turn_commits.push(commit);
+                            open_at_end.insert((open.session, open.turn));
                         }
                         break;
                     }
@@ -3065,7 +3169,8 @@ impl Store {
             let theirs = self.record(commit)?;
             let undone_at = rolled_back_at.get(&(other.clone(), turn.clone()));
             let met = during.contains(&theirs.begin) || during.contains(&theirs.commit);
-            if theirs.ended_at.is_some() && !met {
+            let open_then = open_at_end.contains(&(other.clone(), turn.clone()));
+            if theirs.ended_at.is_some() && !met && !open_then {
                 continue; // ended before this turn began (an undo of it meanwhile is not a turn)
             }
             let start = match during.contains(&theirs.begin) {
@@ -3073,7 +3178,9 @@ impl Store {
                 false => record.before,
             };
             let ended_left_open = left_open.get(&(other.clone(), turn.clone()));
+            // (One open at this turn's end, whatever it did after, until that end.)
             let end = match (theirs.after, ended_left_open, undone_at) {
+                _ if open_then => after,
                 (Some(their_after), _, _) => their_after,
                 (None, Some(end), _) | (None, None, Some(end)) => *end,
                 (None, None, None) => after,

@@ -721,6 +721,168 @@ fn an_undo_leaves_alone_a_file_another_sessions_turn_left_open_put_back() {
     assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
 }
 
+/// The two-session model, seed 23 at 400 steps, once r83 (6) was fixed: turn 1 replaced
+/// directory `x` by a file; turn 2, still open, ignored `x` and made it a directory again, and
+/// another session's agent deleted a file in it meanwhile; `undo --turn 1` wrote turn 1's
+/// `x/inner` back there. (Before, another session's turn open now counted as open beside
+/// every turn rolled back while open, which hid such paths from the undo as that turn's.) An
+/// open turn's "after" is now, and a path it cannot see is someone else's, as for an ended
+/// turn's "after".
+#[test]
+fn an_undo_up_to_an_open_turn_leaves_alone_a_path_that_turn_cannot_see() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "x/inner", "i0\n");
+    store.track(&Default::default()).unwrap();
+    store.begin_turn("s", "1").unwrap();
+    std::fs::remove_dir_all(p.join("x")).unwrap();
+    write_file(p, "x", "a file now\n");
+    store.end_turn("s", "1").unwrap();
+    store.begin_turn("s", "2").unwrap();
+    store.begin_turn("other", "1").unwrap();
+    write_file(p, ".gitignore", "x\n");
+    std::fs::remove_file(p.join("x")).unwrap();
+    write_file(p, "x/inner", "made while both were open\n");
+    std::fs::remove_file(p.join("x/inner")).unwrap();
+    let undone = store.undo("s", &from_turn("1", false)).unwrap();
+    assert!(strings(&undone.conflicts).contains("x/inner"), "{undone:?}");
+    assert!(!p.join("x/inner").exists(), "{undone:?}");
+}
+
+/// r83 (5): r82 (2) where the turn left open lists `a` as shared (a third session's turn was
+/// open when its agent wrote `a1` back, and was rolled back since): the undo wrote over it. A
+/// shared file of a turn left open counts too, unless the session itself changed it meanwhile.
+#[test]
+fn an_undo_leaves_alone_a_file_another_sessions_turn_left_open_shared_and_put_back() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    agent_turn(&store, p, "1", &[("a", "a1\n")]);
+    write_file(p, "a", "a1\nthe user's line\n");
+    store.begin_turn("other", "1").unwrap();
+    store.begin_turn("third", "1").unwrap();
+    write_file(p, "a", "a1\n");
+    session_turn(&store, "other", p, "2", &[]);
+    let rolled_back = store.undo_last("third", false).unwrap();
+    assert_eq!(
+        strings(&rolled_back.conflicts),
+        set(&["a"]),
+        "{rolled_back:?}"
+    );
+    let undone = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+}
+
+/// r82 (8): r80 (6) with the other session's turn still open: session s's turn wrote `a1`,
+/// the user edited `a`, then the open turn's agent wrote `a1` back; s's undo (and, the
+/// mirror, s's redo over what its undo left) wrote over that open turn's work without a
+/// conflict, and the turn would have taken the undo's bytes for its own at its end. What an
+/// open turn of another session did so far counts as its work.
+#[test]
+fn an_undo_or_redo_leaves_alone_what_another_sessions_open_turn_put_back() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    agent_turn(&store, p, "1", &[("a", "a1\n")]);
+    write_file(p, "a", "a1\nthe user's line\n");
+    store.begin_turn("other", "1").unwrap();
+    write_file(p, "a", "a1\n");
+    let undone = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    agent_turn(&store, p, "1", &[("a", "a1\n")]);
+    store.undo_last("s", false).unwrap();
+    write_file(p, "a", "a0\nthe user's line\n");
+    store.begin_turn("other", "1").unwrap();
+    write_file(p, "a", "a0\n");
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.conflicts), set(&["a"]), "{redone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+}
+
+/// r85 (2), (3): r82 (8) with the other session's turn rolled back while open and given back
+/// by its redo before its agent wrote `a1` back (then still open, or left open when its session
+/// began another): the undo wrote over it. A redo that gives the open turn back opens it again.
+#[test]
+fn an_undo_leaves_alone_what_another_sessions_turn_a_redo_gave_back_put_back() {
+    for left_open in [false, true] {
+        let (project, _data, store) = setup();
+        let p = project.path();
+        write_file(p, "a", "a0\n");
+        write_file(p, "b", "b0\n");
+        agent_turn(&store, p, "1", &[("a", "a1\n")]);
+        write_file(p, "a", "a1\nthe user's line\n");
+        store.begin_turn("other", "1").unwrap();
+        write_file(p, "b", "theirs\n");
+        store.undo_last("other", false).unwrap();
+        store.redo("other", &Default::default()).unwrap();
+        write_file(p, "a", "a1\n");
+        if left_open {
+            store.begin_turn("other", "2").unwrap();
+        }
+        let undone = store.undo_last("s", false).unwrap();
+        assert_eq!(
+            strings(&undone.conflicts),
+            set(&["a"]),
+            "{left_open}: {undone:?}"
+        );
+        assert_eq!(read(p, "a").as_deref(), Some("a1\n"), "{left_open}");
+    }
+}
+
+/// r85 (1): the other session's agent wrote `a1` back while turns of two other sessions were
+/// open (shared in both), and both turns were rolled back while open, each undo leaving `a`
+/// alone: s's undo wrote over it. What a turn rolled back while open did and its undo left
+/// alone stands, as for a turn left open.
+#[test]
+fn an_undo_leaves_alone_a_shared_file_the_rollbacks_of_two_open_turns_left() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    agent_turn(&store, p, "1", &[("a", "a1\n")]);
+    write_file(p, "a", "a1\nthe user's line\n");
+    store.begin_turn("t", "1").unwrap();
+    store.begin_turn("u", "1").unwrap();
+    write_file(p, "a", "a1\n");
+    for other in ["t", "u"] {
+        let rolled_back = store.undo_last(other, false).unwrap();
+        assert_eq!(
+            strings(&rolled_back.conflicts),
+            set(&["a"]),
+            "{rolled_back:?}"
+        );
+    }
+    let undone = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+}
+
+/// The other side of r82 (8): what another session's open turn did so far counts only where
+/// the undo or redo would write: s's own work elsewhere still goes back and forth.
+#[test]
+fn an_undo_and_redo_beside_another_sessions_open_turn_take_back_the_sessions_own_work() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    agent_turn(&store, p, "1", &[("a", "a1\n")]);
+    store.begin_turn("other", "1").unwrap();
+    write_file(p, "q", "q\n");
+    let undone = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&undone.written), set(&["a"]), "{undone:?}");
+    assert!(undone.conflicts.is_empty(), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+    let redone = store.redo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["a"]), "{redone:?}");
+    assert!(redone.conflicts.is_empty(), "{redone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+    assert_eq!(read(p, "q").as_deref(), Some("q\n"));
+}
+
 /// r82 (1), (3): r80 (6) where the other session's turn lists `a` as shared, because a third
 /// session's turn was open (an undo of s's turn), or s's own later turn (an undo of turn 1
 /// alone): the undo wrote over its bytes without a conflict. A shared file counts too, unless
@@ -2655,6 +2817,59 @@ fn an_undo_only_takes_back_a_turn_rolled_back_while_open_that_a_redo_gave_back_l
         "{undone:?}"
     );
     assert_eq!(read(p, "a.txt").as_deref(), Some("a\nturn 1\nthe user's\n"));
+}
+
+/// r83 (6): a file changed while turns of both sessions were open, both turns then rolled back
+/// while open (each leaving the file alone, shared); once the other session's turn was rolled
+/// back, s's turn no longer counted it as open beside it: `turns` listed the file as s's own
+/// (`unannounced`) and `undo --turn 1 --merge` wrote over it. A turn open when this one's time
+/// ended, by the heads its end recorded, was open beside it, whatever became of it since.
+#[test]
+fn a_turn_rolled_back_while_open_keeps_sharing_with_one_rolled_back_after_it() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "f", "v3\n");
+    store.track(&Default::default()).unwrap();
+    store.begin_turn("t", "1").unwrap();
+    store.begin_turn("s", "1").unwrap();
+    write_file(p, "f", "v6\n");
+    let s_undo = store.undo("s", &from_turn("1", true)).unwrap();
+    assert_eq!(strings(&s_undo.conflicts), set(&["f"]), "{s_undo:?}");
+    let t_undo = store.undo("t", &from_turn("1", false)).unwrap();
+    assert_eq!(strings(&t_undo.conflicts), set(&["f"]), "{t_undo:?}");
+    let listed = store.turns(Some("s")).unwrap();
+    assert_eq!(
+        origins(&listed[0].changed),
+        BTreeMap::from([("f".to_string(), Origin::Shared)])
+    );
+    store.begin_turn("s", "2").unwrap();
+    let merge = rewind::UndoOptions {
+        merge: true,
+        ..from_turn("1", false)
+    };
+    let undone = store.undo("s", &merge).unwrap();
+    assert_eq!(strings(&undone.conflicts), set(&["f"]), "{undone:?}");
+    assert_eq!(read(p, "f").as_deref(), Some("v6\n"));
+}
+
+/// r82 (9): a turn rolled back while open listed its file as `shared` while another
+/// session's turn begun after that undo was open (and as `unannounced` again once that turn
+/// ended): the turn open now counted as open beside it. Fixed with r83 (6).
+#[test]
+fn a_turn_rolled_back_while_open_is_not_shared_with_a_turn_begun_after() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "1\n");
+    store.track(&Default::default()).unwrap();
+    store.begin_turn("s", "1").unwrap();
+    write_file(p, "a", "2\n");
+    store.undo_last("s", false).unwrap();
+    store.begin_turn("t", "1").unwrap();
+    let listed = store.turns(Some("s")).unwrap();
+    assert_eq!(
+        origins(&listed[0].changed),
+        BTreeMap::from([("a".to_string(), Origin::Unannounced)])
+    );
 }
 
 /// Found by the r55 hostile pass: a turn another session left open (its runtime died, then
