@@ -710,15 +710,11 @@ fn an_undo_of_two_turns_or_one_alone_leaves_alone_a_file_another_sessions_turn_p
 fn an_undo_leaves_alone_a_file_another_sessions_turn_left_open_put_back() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write_file(p, "a", "a0\n");
-    agent_turn(&store, p, "1", &[("a", "a1\n")]);
-    write_file(p, "a", "a1\nthe user's line\n");
+    turn_of_a_then_the_users_edit(&store, p);
     store.begin_turn("other", "1").unwrap();
     write_file(p, "a", "a1\n");
     session_turn(&store, "other", p, "2", &[("q", "q\n")]);
-    let undone = store.undo_last("s", false).unwrap();
-    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
-    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+    undo_leaves_a_alone(&store, p);
 }
 
 /// The two-session model, seed 23 at 400 steps, once r83 (6) was fixed: turn 1 replaced
@@ -756,22 +752,13 @@ fn an_undo_up_to_an_open_turn_leaves_alone_a_path_that_turn_cannot_see() {
 fn an_undo_leaves_alone_a_file_another_sessions_turn_left_open_shared_and_put_back() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write_file(p, "a", "a0\n");
-    agent_turn(&store, p, "1", &[("a", "a1\n")]);
-    write_file(p, "a", "a1\nthe user's line\n");
+    turn_of_a_then_the_users_edit(&store, p);
     store.begin_turn("other", "1").unwrap();
     store.begin_turn("third", "1").unwrap();
     write_file(p, "a", "a1\n");
     session_turn(&store, "other", p, "2", &[]);
-    let rolled_back = store.undo_last("third", false).unwrap();
-    assert_eq!(
-        strings(&rolled_back.conflicts),
-        set(&["a"]),
-        "{rolled_back:?}"
-    );
-    let undone = store.undo_last("s", false).unwrap();
-    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
-    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+    roll_back_leaving_a_alone(&store, "third");
+    undo_leaves_a_alone(&store, p);
 }
 
 /// r82 (8): r80 (6) with the other session's turn still open: session s's turn wrote `a1`,
@@ -783,14 +770,10 @@ fn an_undo_leaves_alone_a_file_another_sessions_turn_left_open_shared_and_put_ba
 fn an_undo_or_redo_leaves_alone_what_another_sessions_open_turn_put_back() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write_file(p, "a", "a0\n");
-    agent_turn(&store, p, "1", &[("a", "a1\n")]);
-    write_file(p, "a", "a1\nthe user's line\n");
+    turn_of_a_then_the_users_edit(&store, p);
     store.begin_turn("other", "1").unwrap();
     write_file(p, "a", "a1\n");
-    let undone = store.undo_last("s", false).unwrap();
-    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
-    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+    undo_leaves_a_alone(&store, p);
 
     let (project, _data, store) = setup();
     let p = project.path();
@@ -813,10 +796,7 @@ fn an_undo_leaves_alone_what_another_sessions_turn_a_redo_gave_back_put_back() {
     for left_open in [false, true] {
         let (project, _data, store) = setup();
         let p = project.path();
-        write_file(p, "a", "a0\n");
-        write_file(p, "b", "b0\n");
-        agent_turn(&store, p, "1", &[("a", "a1\n")]);
-        write_file(p, "a", "a1\nthe user's line\n");
+        turn_of_a_then_the_users_edit(&store, p);
         store.begin_turn("other", "1").unwrap();
         write_file(p, "b", "theirs\n");
         store.undo_last("other", false).unwrap();
@@ -825,13 +805,7 @@ fn an_undo_leaves_alone_what_another_sessions_turn_a_redo_gave_back_put_back() {
         if left_open {
             store.begin_turn("other", "2").unwrap();
         }
-        let undone = store.undo_last("s", false).unwrap();
-        assert_eq!(
-            strings(&undone.conflicts),
-            set(&["a"]),
-            "{left_open}: {undone:?}"
-        );
-        assert_eq!(read(p, "a").as_deref(), Some("a1\n"), "{left_open}");
+        undo_leaves_a_alone(&store, p);
     }
 }
 
@@ -843,23 +817,14 @@ fn an_undo_leaves_alone_what_another_sessions_turn_a_redo_gave_back_put_back() {
 fn an_undo_leaves_alone_a_shared_file_the_rollbacks_of_two_open_turns_left() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write_file(p, "a", "a0\n");
-    agent_turn(&store, p, "1", &[("a", "a1\n")]);
-    write_file(p, "a", "a1\nthe user's line\n");
+    turn_of_a_then_the_users_edit(&store, p);
     store.begin_turn("t", "1").unwrap();
     store.begin_turn("u", "1").unwrap();
     write_file(p, "a", "a1\n");
     for other in ["t", "u"] {
-        let rolled_back = store.undo_last(other, false).unwrap();
-        assert_eq!(
-            strings(&rolled_back.conflicts),
-            set(&["a"]),
-            "{rolled_back:?}"
-        );
+        roll_back_leaving_a_alone(&store, other);
     }
-    let undone = store.undo_last("s", false).unwrap();
-    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
-    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
+    undo_leaves_a_alone(&store, p);
 }
 
 /// The other side of r82 (8): what another session's open turn did so far counts only where
@@ -953,6 +918,31 @@ fn an_undo_takes_back_a_file_another_sessions_turn_changed_and_took_back_since()
         assert!(undone.conflicts.is_empty(), "{undone:?}");
         assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
     }
+}
+
+/// Session s's turn 1 writes `a1` over `a0`, then the user edits `a`: r80 (6)'s start.
+fn turn_of_a_then_the_users_edit(store: &Store, p: &Path) {
+    write_file(p, "a", "a0\n");
+    agent_turn(store, p, "1", &[("a", "a1\n")]);
+    write_file(p, "a", "a1\nthe user's line\n");
+}
+
+/// `session`'s undo of its open turn, which shared `a` with another open turn, leaves `a` alone.
+fn roll_back_leaving_a_alone(store: &Store, session: &str) {
+    let rolled_back = store.undo_last(session, false).unwrap();
+    assert_eq!(
+        strings(&rolled_back.conflicts),
+        set(&["a"]),
+        "{rolled_back:?}"
+    );
+}
+
+/// Session s's undo of its last turn leaves `a`, where another session's work put `a1` back,
+/// alone (a conflict).
+fn undo_leaves_a_alone(store: &Store, p: &Path) {
+    let undone = store.undo_last("s", false).unwrap();
+    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("a1\n"));
 }
 
 /// Session s's turn 1 writes `a1` and `b1`; the user edits `a`; another session's turn writes
