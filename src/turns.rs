@@ -2527,8 +2527,9 @@ impl Store {
     /// `current`, unless the content is again the session's last word on the path (what the
     /// last turn or undo that changed it left there). An open turn's changes are its own.
     /// Second, the paths of `touched` that the last turn's "after" before a gap, or before now
-    /// (for a turn still open, now), could not see (ignored then, or left out for size or type) and no undo wrote since: what
-    /// stood there is unknown, so no later state can be told the session's, nor merged.
+    /// (for a turn still open, now), could not see (ignored then, or left out for size or
+    /// type) and no undo wrote since: what stood there is unknown, so no later state can be
+    /// told the session's, nor merged.
     /// Costs one tree diff per chain commit, and a look at the rules per touched path absent
     /// from such an "after".
     fn changed_by_others(
@@ -2816,11 +2817,11 @@ impl Store {
     /// changed them meanwhile), those of a turn left open until its session began another or
     /// still open until now (likewise; one a redo gave back is open again), what an undo that
     /// rolled an open turn back left alone (likewise), and the paths a redo names, less those
-    /// an undo of theirs took back since. Theirs, whatever the project holds now, even what `session`
-    /// left there again. (What a session whose chain was rewritten since, by a trim, did then
-    /// is not known here.) Costs a commit read per commit other sessions made since (and per
-    /// commit of `session`'s chain while a turn listing a shared file was open), and a tree
-    /// diff per turn left open or still open.
+    /// an undo of theirs took back since. Theirs, whatever the project holds now, even what
+    /// `session` left there again. (What a session whose chain was rewritten since, by a trim,
+    /// did then is not known here.) Costs a commit read per commit other sessions made since
+    /// (and per commit of `session`'s chain while a turn listing a shared file was open), and
+    /// a tree diff per turn left open or still open.
     fn changed_by_other_sessions_since(
         &self,
         session: &str,
@@ -2895,20 +2896,33 @@ impl Store {
                         }
                     }
                     (ChainKind::Undo, _) if !message.contains_str(REDO_TRAILER) => {
-                        // The open turn it rolled back: what the undo left alone stands, unless
-                        // this session changed it while that turn was open (r85 (1)).
-                        let rolled_back = open
-                            .take()
-                            .filter(|o| rolled_back_in(message).contains(&o.turn));
+                        // The open turn it rolled back (begun before this turn's start when the
+                        // undo comes first, r86 (3)): what the undo left alone that changed
+                        // while that turn was open stands (not what it left for the earlier
+                        // turns, r86 (1)), unless this session changed it meanwhile (r85 (1)).
+                        let rolled_back = rolled_back_in(message);
+                        let rolled = self
+                            .turn_open_before(commit)?
+                            .filter(|o| rolled_back.contains(&o.turn));
                         let left: Vec<BString> = lines_with(message, LEFT_ALONE)
                             .filter_map(decode_path)
                             .collect();
-                        if let (Some(rolled), false) = (rolled_back, left.is_empty()) {
+                        let point = id_in(message, UNDO_POINT);
+                        if let (Some(rolled), Some(point), false) = (rolled, point, left.is_empty())
+                        {
                             let during = Some(commit);
+                            let changed: HashSet<BString> =
+                                tree_changes(&repo, self.reads(), rolled.before, point)?
+                                    .into_iter()
+                                    .map(|c| c.path)
+                                    .collect();
                             if let Some(ours) =
                                 self.changed_by_session_during(session, rolled.begin, during)?
                             {
-                                standing.extend(left.into_iter().filter(|p| !ours.contains(p)));
+                                standing.extend(
+                                    left.into_iter()
+                                        .filter(|p| changed.contains(p) && !ours.contains(p)),
+                                );
                             }
                         }
                         for path in self.paths_of_chain_commit(commit)?.1 {
@@ -2938,6 +2952,22 @@ impl Store {
             paths.extend(standing);
         }
         Ok(paths)
+    }
+
+    /// The turn open in its session's chain just before chain commit `commit`, as it began
+    /// (its "before" the project then): back over undos, redos and trims to a begin; none
+    /// when an end comes first. Costs a commit read per commit walked.
+    fn turn_open_before(&self, commit: ObjectId) -> Result<Option<Record>> {
+        let repo = self.repo();
+        let mut last = self.parent(commit)?;
+        while let Some(commit) = last {
+            match ChainKind::of(commit_and_tree(&repo, commit)?.0.message_raw_sloppy()) {
+                ChainKind::Begin => return self.record(commit).map(Some),
+                ChainKind::End => return Ok(None),
+                ChainKind::Undo | ChainKind::Trim => last = self.parent(commit)?,
+            }
+        }
+        Ok(None)
     }
 
     /// What `session` itself changed (its turns' files, the paths its undos and redos name)
@@ -3064,9 +3094,10 @@ impl Store {
             let (object, _) = commit_and_tree(&repo, commit)?;
             let message = object.message_raw_sloppy();
             let point = id_in(message, UNDO_POINT);
-            // Only the session's latest turn: an older one left open was not being worked on.
+            // Only the turn open then: an older one left open was not being worked on, and
+            // one its session began since does not change that (r86 (4)).
             let session_of = self.record(commit)?.session;
-            let latest = read_records(&session_of)?.pop().map(|r| r.turn);
+            let latest = self.turn_open_before(commit)?.map(|r| r.turn);
             for turn in reopened_in(message) {
                 settled.insert((session_of.clone(), turn));
             }

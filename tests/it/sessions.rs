@@ -3781,3 +3781,84 @@ fn a_redo_takes_back_its_own_file_another_sessions_turn_saw_change_through_two_u
         }
     }
 }
+
+/// r86 (1), (2): session t's turn 1 wrote `a`, s's turn 1 wrote it after; t began turn 2
+/// (touching nothing) and undid from turn 1, which left `a` (s's) alone and rolled the open
+/// turn 2 back. s's undo then left `a` alone (a false conflict), with or without t's redo of
+/// that undo: what an undo that rolled an open turn back left alone counted as that turn's,
+/// though it left it alone for the earlier turns.
+#[test]
+fn an_undo_takes_back_what_another_sessions_rollback_left_alone_for_its_earlier_turn() {
+    for redone in [false, true] {
+        let (project, _data, store) = setup();
+        let p = project.path();
+        write_file(p, "a", "a0\n");
+        session_turn(&store, "t", p, "1", &[("a", "t\n")]);
+        agent_turn(&store, p, "1", &[("a", "s\n")]);
+        store.begin_turn("t", "2").unwrap();
+        let rolled_back = store.undo("t", &from_turn("1", false)).unwrap();
+        assert_eq!(
+            strings(&rolled_back.conflicts),
+            set(&["a"]),
+            "{rolled_back:?}"
+        );
+        if redone {
+            store.redo("t", &Default::default()).unwrap();
+        }
+        let undone = store.undo("s", &Default::default()).unwrap();
+        assert!(undone.conflicts.is_empty(), "{redone}: {undone:?}");
+        assert_eq!(read(p, "a").as_deref(), Some("t\n"), "{redone}");
+    }
+}
+
+/// r86 (3), (5): turns of t and u open, t's agent writes `a` (shared), t's undo of its open
+/// turn leaves it alone; u's turn 1 left open (u began turn 2), t began turn 2 (or t redid the
+/// undo and ended turn 1). u's undo of turn 1 wrote its `a0` over t's bytes: the turn the undo
+/// rolled back had begun before u's, so its rollback was not looked at.
+#[test]
+fn an_undo_leaves_alone_a_shared_file_a_rollback_of_a_turn_begun_before_left() {
+    for redo_and_end in [false, true] {
+        let (project, _data, store) = setup();
+        let p = project.path();
+        write_file(p, "a", "a0\n");
+        store.begin_turn("t", "1").unwrap();
+        store.begin_turn("u", "1").unwrap();
+        write_file(p, "a", "t\n");
+        roll_back_leaving_a_alone(&store, "t");
+        session_turn(&store, "u", p, "2", &[]);
+        match redo_and_end {
+            false => drop(store.begin_turn("t", "2").unwrap()),
+            true => {
+                store.redo("t", &Default::default()).unwrap();
+                store.end_turn("t", "1").unwrap();
+            }
+        }
+        let undone = store.undo("u", &from_turn("1", false)).unwrap();
+        assert_eq!(
+            strings(&undone.conflicts),
+            set(&["a"]),
+            "{redo_and_end}: {undone:?}"
+        );
+        assert_eq!(read(p, "a").as_deref(), Some("t\n"), "{redo_and_end}");
+    }
+}
+
+/// r86 (4): turns of t and u open, `a` written (shared by both), u's undo of its open turn
+/// left it alone; u's turn listed `a` as shared until t began turn 2, then `unannounced`:
+/// what a rolled-back turn lists must not change with what other sessions do after.
+#[test]
+fn a_rolled_back_turns_files_do_not_change_when_another_session_begins_a_turn() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    store.begin_turn("t", "1").unwrap();
+    store.begin_turn("u", "1").unwrap();
+    write_file(p, "a", "t\n");
+    roll_back_leaving_a_alone(&store, "t");
+    session_turn(&store, "u", p, "2", &[]);
+    let listed = |store: &Store| origins(&store.turns(Some("u")).unwrap()[0].changed);
+    let before = listed(&store);
+    assert_eq!(before, BTreeMap::from([("a".into(), Origin::Shared)]));
+    store.begin_turn("t", "2").unwrap();
+    assert_eq!(listed(&store), before);
+}
