@@ -347,6 +347,9 @@ struct ChainLink {
     /// changed before (while the turn was rolled back) is someone else's, what changes after
     /// is that turn's. (`None` where that is the undo's target: nothing before it counts.)
     reopened_at: Option<ObjectId>,
+    /// For such a redo, the "before" it gave the turn (its `Rewind-Reopened-Before:`, else
+    /// `reopened_at`).
+    reopened_before: Option<ObjectId>,
     /// Whether it is a redo that reopened the open turn (after it, no gap until the next
     /// begin).
     reopens: bool,
@@ -561,9 +564,12 @@ const GAVE_BACK: &str = "Rewind-Gave-Back: ";
 /// In an end commit that follows the session's undos or redos made while the turn was open:
 /// the turn's begin commit (otherwise the end commit's parent).
 const BEGIN: &str = "Rewind-Begin: ";
-/// In a redo's commit: an open turn it gave back, and the turn's new "before" (the project as
-/// the redo found it).
+/// In a redo's commit: an open turn it gave back, and the project as the redo found it.
 const REOPENED: &str = "Rewind-Reopened: ";
+/// In a redo's commit (since stop 49): an open turn it gave back, and the turn's new "before":
+/// the project as the redo found it, but where the redo wrote, as the turn had found it (see
+/// [`Locked::reopened_before`]). Without it, the turn's "before" is its `Rewind-Reopened:` tree.
+const REOPENED_BEFORE: &str = "Rewind-Reopened-Before: ";
 /// In an undo's commit: a path it left alone (someone else's, or in the way).
 const LEFT_ALONE: &str = "Rewind-Left-Alone: ";
 /// In an undo's commit: a path it wrote with a merge that kept someone else's edits (so a
@@ -629,13 +635,24 @@ fn turns_in(message: &[u8], key: &'static str) -> Vec<String> {
         .collect()
 }
 
-/// Where a redo's `message` says it reopened the turn encoded as `turn` (the project as it
-/// found it), if it did.
+/// The "before" a redo's `message` gave the turn encoded as `turn` when it reopened it, if it
+/// did.
 fn reopening_in(message: &[u8], turn: &str) -> Option<ObjectId> {
-    lines_with(message, REOPENED)
-        .filter_map(|rest| rest.split_once_str(" "))
-        .find(|(name, _)| *name == turn.as_bytes())
-        .and_then(|(_, hex)| ObjectId::from_hex(hex).ok())
+    let named = |key| {
+        lines_with(message, key)
+            .filter_map(|rest| rest.split_once_str(" "))
+            .find(|(name, _)| *name == turn.as_bytes())
+            .and_then(|(_, hex)| ObjectId::from_hex(hex).ok())
+    };
+    named(REOPENED_BEFORE).or_else(|| named(REOPENED))
+}
+
+/// The tree a redo's `message` names on its first `key` line (`Rewind-Reopened:` or
+/// `Rewind-Reopened-Before:`), for whichever turn.
+fn reopened_tree_in(message: &[u8], key: &'static str) -> Option<ObjectId> {
+    lines_with(message, key)
+        .filter_map(|rest| ObjectId::from_hex(rest.split_once_str(" ")?.1).ok())
+        .next()
 }
 
 /// The refusal to work in turn `turn` of `session`, left open when the session began another.
@@ -1397,12 +1414,15 @@ impl Store {
         // what changed before, someone else's edits while the turn was rolled back too, is in
         // the target already. The chain starts there: what the session left just before that
         // redo, then the redo's own changes. (The begin commit is the chain's first link.)
-        if let Some(at) = chain.iter().rposition(|l| l.reopened_at == Some(target)) {
-            chain[at].reopened_at = None;
+        if let Some(at) = chain
+            .iter()
+            .rposition(|l| l.reopened_before == Some(target))
+        {
+            (chain[at].reopened_at, chain[at].reopened_before) = (None, None);
             chain.drain(..at.saturating_sub(1));
             let start = &mut chain[0];
             (start.kind, start.own, start.reopened_at) = (ChainKind::Begin, None, None);
-            start.reopens = false;
+            (start.reopened_before, start.reopens) = (None, false);
             start.merged.clear();
         }
         let (mut others, unknown) = locked.changed_by_others(&chain, current, &touched)?;
@@ -1761,15 +1781,14 @@ impl Store {
                 .filter_map(decode_path)
                 .collect();
             unfinished.push(is_unfinished(message).then(|| id_in(message, UNDO_POINT)));
-            let reopened_at = lines_with(message, REOPENED)
-                .filter_map(|rest| ObjectId::from_hex(rest.split_once_str(" ")?.1).ok())
-                .next();
+            let reopened_at = reopened_tree_in(message, REOPENED);
             chain.push(ChainLink {
                 tree,
                 kind,
                 own,
                 merged,
                 reopened_at,
+                reopened_before: reopened_tree_in(message, REOPENED_BEFORE).or(reopened_at),
                 reopens: reopened_at.is_some(),
             });
             if commit == begin {
@@ -1795,6 +1814,7 @@ impl Store {
                         own: None,
                         merged: HashSet::new(),
                         reopened_at: None,
+                        reopened_before: None,
                         reopens: false,
                     });
                 }
@@ -2308,11 +2328,15 @@ impl Store {
                 redid.push_str(&format!("{GAVE_BACK}{}\n", encode_id("turn", turn)?));
             }
             // An open turn given back starts again from the project as the redo found it: what
-            // changed while it was rolled back (the user's edits) is not its work.
+            // changed while it was rolled back (the user's edits) is not its work; what it did
+            // before the undo, and the redo brought back, is (r87).
             for record in records.iter().filter(|r| r.after.is_none()) {
                 if given_back(&record.turn) && still_rolled_back.contains(&record.turn) {
                     let turn = encode_id("turn", &record.turn)?;
+                    let found_it = locked.as_reopened(session, record.clone())?.before;
+                    let before = locked.reopened_before(outcome, found_it)?;
                     redid.push_str(&format!("{REOPENED}{turn} {}\n", outcome.undo));
+                    redid.push_str(&format!("{REOPENED_BEFORE}{turn} {before}\n"));
                 }
             }
             if let Some(token) = run {
@@ -4040,6 +4064,37 @@ impl Locked<'_> {
         self.commit_object(&message, tree, parent)
     }
 
+    /// The "before" of an open turn a redo gives back: the project as the redo found it
+    /// (`outcome.undo`), with each path the redo wrote or deleted as the turn found it
+    /// (`found_it`, its "before" when the undo rolled it back). So what the turn did until that
+    /// undo, and the redo brought back, is its work again, and what the redo brought back of
+    /// the session's earlier turns is not; what changed while it was rolled back is not its
+    /// either. Costs a tree edit per path the redo changed, and a commit.
+    fn reopened_before(&self, outcome: &RestoreOutcome, found_it: ObjectId) -> Result<ObjectId> {
+        let repo = self.repo();
+        let git_dir = self.git_dir();
+        let mut editor = repo
+            .edit_tree(outcome.undo.0)
+            .map_err(|e| Error::store(git_dir, e))?;
+        for path in outcome.written.iter().chain(&outcome.deleted) {
+            let edited = match side_at(&repo, found_it, path.as_bstr())? {
+                Some(side) => editor.upsert(path.as_bstr(), side.entry_kind(), side.id),
+                None => editor.remove(path.as_bstr()),
+            };
+            edited.map_err(|e| Error::store(git_dir, e))?;
+        }
+        let tree = editor
+            .write()
+            .map_err(|e| Error::store(git_dir, e))?
+            .detach();
+        // A tree no snapshot took: recorded as the project the redo found was (what it left
+        // out), a record that keeps it for git and for prune as long as the chain names it.
+        if tree != outcome.undo.0 {
+            self.record_as(tree, outcome.undo.0)?;
+        }
+        Ok(tree)
+    }
+
     /// An undo's chain commit message: `title`, its undo point, a line per turn it rolled back,
     /// per path it left alone and per path it merged, whether it is unfinished, and the
     /// trailers of `session`'s `turn` at the store's clock.
@@ -4660,10 +4715,12 @@ impl Store {
                 let message = commit.message_raw_sloppy();
                 let named = lines_with(message, UNDO_POINT);
                 points.extend(named.filter_map(|hex| ObjectId::from_hex(hex).ok()));
-                let reopened = lines_with(message, REOPENED)
-                    .filter_map(|rest| rest.split_once_str(" "))
-                    .filter_map(|(_, hex)| ObjectId::from_hex(hex).ok());
-                points.extend(reopened);
+                for key in [REOPENED, REOPENED_BEFORE] {
+                    let reopened = lines_with(message, key)
+                        .filter_map(|rest| rest.split_once_str(" "))
+                        .filter_map(|(_, hex)| ObjectId::from_hex(hex).ok());
+                    points.extend(reopened);
+                }
                 next = commit.parent_ids().next().map(|id| id.detach());
             }
         }

@@ -233,8 +233,14 @@ impl Locked<'_> {
     /// it then lives a whole retention from now. A tree with no record is left as it is.
     /// Costs a commit read and a commit.
     pub(crate) fn renew_snapshot_record(&self, tree: ObjectId) -> Result<()> {
-        let reference = snapshot_record(tree);
-        let Some(commit) = self.ref_target(&reference)? else {
+        self.record_as(tree, tree)
+    }
+
+    /// Record tree `tree` as snapshot `like` was recorded (what it left out, the modes and
+    /// nested repositories it saw), at the store's clock; nothing when `like` has no record.
+    /// The record makes `tree` reachable for git. Costs a commit read and a commit.
+    pub(crate) fn record_as(&self, tree: ObjectId, like: ObjectId) -> Result<()> {
+        let Some(commit) = self.ref_target(&snapshot_record(like))? else {
             return Ok(());
         };
         let message = self
@@ -243,7 +249,7 @@ impl Locked<'_> {
             .map_err(|e| Error::store(&self.git_dir, e))?
             .message_raw_sloppy()
             .to_string();
-        self.commit(&reference, &message, tree, None)?;
+        self.commit(&snapshot_record(tree), &message, tree, None)?;
         Ok(())
     }
 

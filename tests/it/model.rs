@@ -1709,7 +1709,10 @@ impl<'a> Model<'a> {
                 ));
                 continue;
             };
-            if !force && was != *left {
+            // What the session's own undo or redo wrote since is its last word there (design:
+            // a redo since, say `redo --turn` of part of this undo, is the session's).
+            let own_run = matches!(prior.0.get(&p), Some(Writer::Rewind(s)) if *s == session);
+            if !force && was != *left && !own_run {
                 problems.push(format!(
                     "{}: changed since the undo (it left {}, then {}), redone without --force",
                     qp(&p),
@@ -1755,14 +1758,26 @@ impl<'a> Model<'a> {
             undo.released.extend(back.iter().copied());
         }
         for i in back {
+            // (One a redo of another undo gave back already stays where that redo found it.)
+            let reopens = self.turns[i].rolled_back;
             self.turns[i].rolled_back = false;
             self.turns[i].left_alone = false;
             // The session's latest turn given back before it ended starts again from the
-            // project as the redo found it, open again (`turn end` ends it) beside any other
-            // open; an older one left open ended where the next began, and stays so.
+            // project as the redo found it, but where the redo wrote as it had found it (what
+            // it did before the undo is its work again), open again (`turn end` ends it)
+            // beside any other open; an older one left open ended where the next began, and
+            // stays so.
             let latest = self.turns.iter().rposition(|t| t.session == session) == Some(i);
-            if !self.turns[i].ended && latest {
-                self.turns[i].begin = before.clone();
+            if !self.turns[i].ended && latest && reopens {
+                let mut begin = before.clone();
+                for r in o.written.iter().chain(&o.deleted) {
+                    let p = path_named(r, &before, &after);
+                    match self.turns[i].begin.get(&p) {
+                        Some(entry) => begin.insert(p, entry.clone()),
+                        None => begin.remove(&p),
+                    };
+                }
+                self.turns[i].begin = begin;
                 if !self.open.contains_key(session) {
                     self.stale.remove(session);
                     for &o in self.open.values() {

@@ -2479,6 +2479,63 @@ fn undo_of_a_turn_given_back_while_open_goes_back_to_where_the_redo_found_it() {
     );
 }
 
+/// Found by the two-session model (seed 41, 400 steps) and r86 (5): an undo of turns 1 and 2
+/// (2 open), then its redo, gave turn 2 back with the project as the redo found it for
+/// "before": turn 1's file, which the redo wrote back, became turn 2's work, and `undo --turn
+/// 2` took turn 1's edit back too. The reopened turn's "before" is now, where the redo wrote,
+/// what the turn had found: its own work before the undo is its again, turn 1's is not.
+#[test]
+fn a_turn_a_redo_gave_back_keeps_its_own_work_and_not_the_earlier_turns() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "0\n");
+    write_file(p, "b", "0\n");
+    agent_turn(&store, p, "1", &[("a", "1\n")]);
+    store.begin_turn("s", "2").unwrap();
+    write_file(p, "b", "2\n");
+    write_file(p, "c", "new\n");
+    store.undo("s", &Default::default()).unwrap();
+    store.redo("s", &Default::default()).unwrap();
+    write_file(p, "d", "after the redo\n");
+    let ended = store.end_turn("s", "2").unwrap();
+    let listed: BTreeSet<String> = ended.files.iter().map(|f| f.file.to_string()).collect();
+    assert_eq!(listed, set(&["b", "c", "d"]), "{ended:?}");
+    let undone = store.undo("s", &from_turn("2", false)).unwrap();
+    assert!(undone.conflicts.is_empty(), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("1\n"), "turn 1's edit stays");
+    assert_eq!(read(p, "b").as_deref(), Some("0\n"));
+    assert_eq!((read(p, "c"), read(p, "d")), (None, None));
+}
+
+/// The "before" a redo gives a reopened turn is made, not taken: a file made while the turn
+/// was rolled back and left out for size, made small once the turn was open again, is kept by
+/// the turn's undo, as for the project the redo found.
+#[test]
+fn an_undo_of_a_reopened_turn_keeps_a_file_the_redo_found_left_out() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "0\n");
+    store.track(&Default::default()).unwrap();
+    let git = Command::new("git")
+        .arg("--git-dir")
+        .arg(store.git_dir())
+        .args(["config", "rewind.maxFileSize", "1000"])
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let store = Store::open(p, &rewind::OpenOptions::new(data.path())).unwrap();
+    store.begin_turn("s", "1").unwrap();
+    write_file(p, "a", "1\n");
+    store.undo("s", &Default::default()).unwrap();
+    write_file(p, "big", &"x".repeat(2000));
+    store.redo("s", &Default::default()).unwrap();
+    write_file(p, "big", "small\n");
+    store.end_turn("s", "1").unwrap();
+    let undone = store.undo("s", &Default::default()).unwrap();
+    assert_eq!(strings(&undone.written), set(&["a"]), "{undone:?}");
+    assert_eq!(read(p, "big").as_deref(), Some("small\n"));
+}
+
 /// Found by the kill -9 test of `turn end`: killed after it recorded the end but before it
 /// moved the session's head, a turn looked open to other sessions for ever (the head still on
 /// its begin), so every later turn of theirs was all shared. Openness is read from the turn's
@@ -3167,6 +3224,33 @@ fn a_persons_gc_keeps_the_undo_point_of_an_undo_not_yet_redone() {
         read(p, "f").as_deref(),
         Some("the user's edit, its only copy\n")
     );
+}
+
+/// The "before" a redo gives a turn it reopens is a tree no snapshot took: its record makes it
+/// reachable for git, so a person's `git gc --prune=now` and a prune days later keep it.
+#[test]
+fn a_persons_gc_keeps_the_before_a_redo_gave_a_reopened_turn() {
+    let (project, data, store) = setup();
+    let p = project.path();
+    let day = |d: i64| days_from_now(p, data.path(), d);
+    write_file(p, "a", "0\n");
+    write_file(p, "b", "0\n");
+    agent_turn(&store, p, "1", &[("a", "1\n")]);
+    store.begin_turn("s", "2").unwrap();
+    write_file(p, "b", "2\n");
+    store.undo("s", &Default::default()).unwrap();
+    write_file(p, "u", "the user's, while the turn was rolled back\n");
+    store.redo("s", &Default::default()).unwrap();
+    git_in_store(&store, &["gc", "--prune=now", "-q"]);
+    day(9).prune(&Default::default()).unwrap();
+    git_in_store(&store, &["gc", "--prune=now", "-q"]);
+    let doctor = day(9).doctor().unwrap();
+    assert!(doctor.is_healthy(), "{doctor:?}");
+    day(9).end_turn("s", "2").unwrap();
+    let undone = day(9).undo("s", &from_turn("2", false)).unwrap();
+    assert_eq!(strings(&undone.written), set(&["b"]), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("1\n"));
+    assert!(read(p, "u").is_some());
 }
 
 /// r68 F7 and F4: a session's age was its last turn's. A trim of every turn (`--max-turns 0`)
