@@ -343,12 +343,17 @@ struct ChainLink {
     own: Option<HashSet<BString>>,
     /// For an undo commit, the paths it merged (someone else's edits are in them).
     merged: HashSet<BString>,
-    /// For a redo that reopened the session's open turn, the project as it found it: what
-    /// changed before (while the turn was rolled back) is someone else's, what changes after
-    /// is that turn's. (`None` where that is the undo's target: nothing before it counts.)
-    reopened_at: Option<ObjectId>,
+    /// For an undo or redo, the project as it found it (its undo point): made in a gap, what
+    /// changed there since the link before is someone else's; for a redo that reopened the
+    /// session's open turn, what changes after is that turn's. (`None` where that is the
+    /// undo's target: nothing before it counts.)
+    found: Option<ObjectId>,
+    /// For a begin, its turn; for a redo that reopened a turn, that turn.
+    opens: Option<String>,
+    /// For an undo, the turns it rolled back.
+    rolled_back: Vec<String>,
     /// For such a redo, the "before" it gave the turn (its `Rewind-Reopened-Before:`, else
-    /// `reopened_at`).
+    /// the project as it found it).
     reopened_before: Option<ObjectId>,
     /// Whether it is a redo that reopened the open turn (after it, no gap until the next
     /// begin).
@@ -1418,10 +1423,10 @@ impl Store {
             .iter()
             .rposition(|l| l.reopened_before == Some(target))
         {
-            (chain[at].reopened_at, chain[at].reopened_before) = (None, None);
+            (chain[at].found, chain[at].reopened_before) = (None, None);
             chain.drain(..at.saturating_sub(1));
             let start = &mut chain[0];
-            (start.kind, start.own, start.reopened_at) = (ChainKind::Begin, None, None);
+            (start.kind, start.own, start.found) = (ChainKind::Begin, None, None);
             (start.reopened_before, start.reopens) = (None, false);
             start.merged.clear();
         }
@@ -1782,12 +1787,18 @@ impl Store {
                 .collect();
             unfinished.push(is_unfinished(message).then(|| id_in(message, UNDO_POINT)));
             let reopened_at = reopened_tree_in(message, REOPENED);
+            let opens = match kind {
+                ChainKind::Begin => Some(self.record(commit)?.turn),
+                _ => reopened_in(message).next(),
+            };
             chain.push(ChainLink {
                 tree,
                 kind,
                 own,
                 merged,
-                reopened_at,
+                found: id_in(message, REDO_POINT).or_else(|| id_in(message, UNDO_POINT)),
+                opens,
+                rolled_back: rolled_back_in(message),
                 reopened_before: reopened_tree_in(message, REOPENED_BEFORE).or(reopened_at),
                 reopens: reopened_at.is_some(),
             });
@@ -1803,8 +1814,14 @@ impl Store {
         // commit before is that turn's begin) ended where the undo found the project: up to
         // there, its own work, which the undo may not have taken back yet (r76 f6).
         let mut links: Vec<ChainLink> = Vec::with_capacity(chain.len() + 1);
+        let mut after_stopped = false;
         for (link, stopped) in chain.into_iter().zip(unfinished) {
             let mut link = link;
+            // (What the project held next is no gap's: it holds the stopped run's own writes;
+            // a redo that reopened the turn keeps its gap, as before.)
+            if std::mem::replace(&mut after_stopped, stopped.is_some()) && !link.reopens {
+                link.found = None;
+            }
             if let Some(point) = stopped {
                 let after_begin = links.last().is_some_and(|l| l.kind == ChainKind::Begin);
                 if let (Some(point), true) = (point, after_begin) {
@@ -1813,7 +1830,9 @@ impl Store {
                         kind: ChainKind::End,
                         own: None,
                         merged: HashSet::new(),
-                        reopened_at: None,
+                        found: None,
+                        opens: None,
+                        rolled_back: Vec::new(),
                         reopened_before: None,
                         reopens: false,
                     });
@@ -2588,6 +2607,10 @@ impl Store {
             }
             Ok(())
         };
+        // Whether a turn is open at the link walked from (the chain starts on a begin), and
+        // which (`None`: one whose id is not known here).
+        let mut in_turn = true;
+        let mut open = chain.first().and_then(|l| l.opens.clone());
         for pair in chain.windows(2) {
             let (from, to) = (&pair[0], &pair[1]);
             let changed = tree_changes(&repo, self.reads(), from.tree, to.tree)?
@@ -2606,7 +2629,10 @@ impl Store {
                     (last_end, written_since) = (Some(to.tree), HashSet::new());
                 }
                 ChainKind::Undo => {
-                    if let Some(found) = to.reopened_at {
+                    // Made in a gap (r87 (7): an `undo --file`), or a redo reopening the turn
+                    // rolled back: what changed since the link before, as the undo found the
+                    // project, is someone else's, even if put back since.
+                    if let (false, Some(found)) = (in_turn, to.found) {
                         let gap = tree_changes(&repo, self.reads(), from.tree, found)?;
                         others.extend(gap.into_iter().map(|c| c.path));
                     }
@@ -2626,6 +2652,16 @@ impl Store {
                 }
                 // (`chain_since` leaves trims' commits out.)
                 ChainKind::Begin | ChainKind::Trim => {}
+            }
+            match to.kind {
+                ChainKind::Begin => (in_turn, open) = (true, to.opens.clone()),
+                ChainKind::End => in_turn = false,
+                ChainKind::Undo if to.reopens => (in_turn, open) = (true, to.opens.clone()),
+                ChainKind::Undo => {
+                    let rolled_back = |turn: &String| to.rolled_back.contains(turn);
+                    in_turn &= !open.as_ref().is_some_and(rolled_back);
+                }
+                ChainKind::Trim => {}
             }
         }
         unseen_in(last_end, &written_since)?;
@@ -2978,17 +3014,34 @@ impl Store {
         Ok(paths)
     }
 
-    /// The turn open in its session's chain just before chain commit `commit`, as it began
-    /// (its "before" the project then): back over undos, redos and trims to a begin; none
-    /// when an end comes first. Costs a commit read per commit walked.
+    /// The turn open in its session's chain just before chain commit `commit`, with the
+    /// "before" it was open from (where the latest redo that gave it back left it, else its
+    /// begin's): back over undos, redos and trims to a begin; none when an end comes first.
+    /// Costs a commit read per commit walked.
     fn turn_open_before(&self, commit: ObjectId) -> Result<Option<Record>> {
         let repo = self.repo();
         let mut last = self.parent(commit)?;
+        // The newest redo walked over that gave a turn back.
+        let mut reopening: Option<BString> = None;
         while let Some(commit) = last {
-            match ChainKind::of(commit_and_tree(&repo, commit)?.0.message_raw_sloppy()) {
-                ChainKind::Begin => return self.record(commit).map(Some),
+            let (object, _) = commit_and_tree(&repo, commit)?;
+            let message = object.message_raw_sloppy();
+            match ChainKind::of(message) {
+                ChainKind::Begin => {
+                    let mut record = self.record(commit)?;
+                    let turn = encode_id("turn", &record.turn)?;
+                    if let Some(before) = reopening.and_then(|m| reopening_in(&m, &turn)) {
+                        record.before = before; // (r87 (8))
+                    }
+                    return Ok(Some(record));
+                }
                 ChainKind::End => return Ok(None),
-                ChainKind::Undo | ChainKind::Trim => last = self.parent(commit)?,
+                ChainKind::Undo | ChainKind::Trim => {
+                    if reopening.is_none() && reopened_in(message).next().is_some() {
+                        reopening = Some(message.to_owned());
+                    }
+                    last = self.parent(commit)?
+                }
             }
         }
         Ok(None)

@@ -1698,7 +1698,12 @@ fn a_redo_of_an_undo_that_rolled_back_no_turn_says_the_turn_stays_rolled_back() 
     store.undo_last("s", true).unwrap();
     write_file(p, "c", "cV\n");
     store.redo("s", &Default::default()).unwrap();
-    let again = store.undo("s", &turn_1).unwrap();
+    // (Forced: `b` holds the user's edit again, a gap's change, since the redo.)
+    let forced = rewind::UndoOptions {
+        force: true,
+        ..turn_1
+    };
+    let again = store.undo("s", &forced).unwrap();
     assert!(!again.written.is_empty(), "{again:?}");
     store.take_notices().told();
     store.redo("s", &Default::default()).unwrap();
@@ -3945,4 +3950,54 @@ fn a_rolled_back_turns_files_do_not_change_when_another_session_begins_a_turn() 
     assert_eq!(before, BTreeMap::from([("a".into(), Origin::Shared)]));
     store.begin_turn("t", "2").unwrap();
     assert_eq!(listed(&store), before);
+}
+
+/// r87 (7): t's turn 1 wrote `a`; u's open turn wrote `u1` there, t's `undo --file b` found it
+/// so (its undo point), then u's agent wrote t's bytes back. t's undo of turn 1 wrote `a0`
+/// over them: an undo made in a gap of the chain was read for what it left, not for what it
+/// found. What changed in a gap counts as someone else's, as the undo found the project too.
+#[test]
+fn an_undo_leaves_alone_what_the_sessions_own_undo_file_found_changed_in_a_gap() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    write_file(p, "b", "b0\n");
+    session_turn(&store, "t", p, "1", &[("b", "t1\n"), ("a", "t2\n")]);
+    store.begin_turn("u", "1").unwrap();
+    write_file(p, "a", "u1\n");
+    let only_b = rewind::UndoOptions {
+        file: Some("b".into()),
+        ..from_turn("1", false)
+    };
+    store.undo("t", &only_b).unwrap();
+    write_file(p, "a", "t2\n");
+    let undone = store.undo("t", &from_turn("1", false)).unwrap();
+    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("t2\n"));
+}
+
+/// r87 (8): s's open turn, rolled back and given back by a redo (the project then held u's
+/// `u5`), wrote t's bytes `t1` back over u's and was rolled back again, leaving `a` alone;
+/// t's undo of turn 1 wrote `v0` over s's bytes: the turn's window was read from its begin
+/// (when `a` held `t1` already), not from where the redo gave it back.
+#[test]
+fn an_undo_leaves_alone_what_a_turn_rolled_back_again_after_a_redo_left() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "v0\n");
+    store.begin_turn("t", "1").unwrap();
+    store.track_file("t", "1", "a").unwrap();
+    write_file(p, "a", "t1\n");
+    store.begin_turn("u", "1").unwrap();
+    store.begin_turn("s", "1").unwrap();
+    store.undo_last("s", true).unwrap();
+    store.track_file("u", "1", "a").unwrap();
+    write_file(p, "a", "u5\n");
+    store.redo("s", &Default::default()).unwrap();
+    store.track_file("s", "1", "a").unwrap();
+    write_file(p, "a", "t1\n");
+    roll_back_leaving_a_alone(&store, "s");
+    let undone = store.undo("t", &from_turn("1", false)).unwrap();
+    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
+    assert_eq!(read(p, "a").as_deref(), Some("t1\n"));
 }
