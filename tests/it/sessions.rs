@@ -6,6 +6,7 @@
 //! and counts are checked against `git diff --numstat` between its before and after trees.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Display;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
@@ -594,6 +595,15 @@ fn an_undo_only_and_its_redo_give_back_a_turn_a_partial_redo_gave_back() {
     assert_eq!(strings(&undone.deleted), set(&["f1"]), "{undone:?}");
 }
 
+/// Turn 1 of s writes `a1` over `a0`; its turn 2, open, writes `b2` over `b0`.
+fn turn_1_of_a_then_turn_2_open_on_b(store: &Store, p: &Path) {
+    write_file(p, "a", "a0\n");
+    write_file(p, "b", "b0\n");
+    agent_turn(store, p, "1", &[("a", "a1\n")]);
+    store.begin_turn("s", "2").unwrap();
+    write_file(p, "b", "b2\n");
+}
+
 /// r59 F2: turn 2 rolled back while open, then turn 1 undone, `redo --turn 2` (which reopens
 /// turn 2), then a plain `redo`: it redid turn 1's undo while turn 2 was open, so turn 1's work
 /// became turn 2's, and an undo of turn 2 took it back. A redo while a turn is open is refused
@@ -602,11 +612,7 @@ fn an_undo_only_and_its_redo_give_back_a_turn_a_partial_redo_gave_back() {
 fn a_redo_of_another_turns_undo_is_refused_while_a_reopened_turn_is_open() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write_file(p, "a", "a0\n");
-    write_file(p, "b", "b0\n");
-    agent_turn(&store, p, "1", &[("a", "a1\n")]);
-    store.begin_turn("s", "2").unwrap();
-    write_file(p, "b", "b2\n");
+    turn_1_of_a_then_turn_2_open_on_b(&store, p);
     store.undo_last("s", false).unwrap();
     store.undo_last("s", false).unwrap();
     assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
@@ -870,12 +876,7 @@ fn an_undo_leaves_alone_a_file_another_sessions_turn_shared_and_put_back() {
             ..Default::default()
         };
         let undone = store.undo("s", &options).unwrap();
-        assert_eq!(
-            strings(&undone.conflicts),
-            set(&["a"]),
-            "{open_across}: {undone:?}"
-        );
-        assert_eq!(read(p, "a").as_deref(), Some("a1\n"), "{open_across}");
+        left_a_alone(&undone, p, "a1\n", open_across);
     }
 }
 
@@ -935,6 +936,16 @@ fn roll_back_leaving_a_alone(store: &Store, session: &str) {
         set(&["a"]),
         "{rolled_back:?}"
     );
+}
+
+/// The undo (or redo) `undone` left `a` alone, a conflict, holding `holds` (`case` says which).
+fn left_a_alone(undone: &rewind::RestoreOutcome, p: &Path, holds: &str, case: impl Display) {
+    assert_eq!(
+        strings(&undone.conflicts),
+        set(&["a"]),
+        "{case}: {undone:?}"
+    );
+    assert_eq!(read(p, "a").as_deref(), Some(holds), "{case}");
 }
 
 /// Session s's undo of its last turn leaves `a`, where another session's work put `a1` back,
@@ -2493,11 +2504,7 @@ fn undo_of_a_turn_given_back_while_open_goes_back_to_where_the_redo_found_it() {
 fn a_turn_a_redo_gave_back_keeps_its_own_work_and_not_the_earlier_turns() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write_file(p, "a", "0\n");
-    write_file(p, "b", "0\n");
-    agent_turn(&store, p, "1", &[("a", "1\n")]);
-    store.begin_turn("s", "2").unwrap();
-    write_file(p, "b", "2\n");
+    turn_1_of_a_then_turn_2_open_on_b(&store, p);
     write_file(p, "c", "new\n");
     store.undo("s", &Default::default()).unwrap();
     store.redo("s", &Default::default()).unwrap();
@@ -2507,8 +2514,8 @@ fn a_turn_a_redo_gave_back_keeps_its_own_work_and_not_the_earlier_turns() {
     assert_eq!(listed, set(&["b", "c", "d"]), "{ended:?}");
     let undone = store.undo("s", &from_turn("2", false)).unwrap();
     assert!(undone.conflicts.is_empty(), "{undone:?}");
-    assert_eq!(read(p, "a").as_deref(), Some("1\n"), "turn 1's edit stays");
-    assert_eq!(read(p, "b").as_deref(), Some("0\n"));
+    assert_eq!(read(p, "a").as_deref(), Some("a1\n"), "turn 1's edit stays");
+    assert_eq!(read(p, "b").as_deref(), Some("b0\n"));
     assert_eq!((read(p, "c"), read(p, "d")), (None, None));
 }
 
@@ -3900,6 +3907,17 @@ fn an_undo_takes_back_what_another_sessions_rollback_left_alone_for_its_earlier_
     }
 }
 
+/// Turns 1 of t and u open, `a` written (shared), t's undo of its open turn leaves it alone,
+/// u's turn 1 left open (u began and ended turn 2).
+fn t_rolled_back_leaving_a_alone_and_u_left_open(store: &Store, p: &Path) {
+    write_file(p, "a", "a0\n");
+    store.begin_turn("t", "1").unwrap();
+    store.begin_turn("u", "1").unwrap();
+    write_file(p, "a", "t\n");
+    roll_back_leaving_a_alone(store, "t");
+    session_turn(store, "u", p, "2", &[]);
+}
+
 /// r86 (3), (5): turns of t and u open, t's agent writes `a` (shared), t's undo of its open
 /// turn leaves it alone; u's turn 1 left open (u began turn 2), t began turn 2 (or t redid the
 /// undo and ended turn 1). u's undo of turn 1 wrote its `a0` over t's bytes: the turn the undo
@@ -3909,12 +3927,7 @@ fn an_undo_leaves_alone_a_shared_file_a_rollback_of_a_turn_begun_before_left() {
     for redo_and_end in [false, true] {
         let (project, _data, store) = setup();
         let p = project.path();
-        write_file(p, "a", "a0\n");
-        store.begin_turn("t", "1").unwrap();
-        store.begin_turn("u", "1").unwrap();
-        write_file(p, "a", "t\n");
-        roll_back_leaving_a_alone(&store, "t");
-        session_turn(&store, "u", p, "2", &[]);
+        t_rolled_back_leaving_a_alone_and_u_left_open(&store, p);
         match redo_and_end {
             false => drop(store.begin_turn("t", "2").unwrap()),
             true => {
@@ -3923,28 +3936,18 @@ fn an_undo_leaves_alone_a_shared_file_a_rollback_of_a_turn_begun_before_left() {
             }
         }
         let undone = store.undo("u", &from_turn("1", false)).unwrap();
-        assert_eq!(
-            strings(&undone.conflicts),
-            set(&["a"]),
-            "{redo_and_end}: {undone:?}"
-        );
-        assert_eq!(read(p, "a").as_deref(), Some("t\n"), "{redo_and_end}");
+        left_a_alone(&undone, p, "t\n", redo_and_end);
     }
 }
 
-/// r86 (4): turns of t and u open, `a` written (shared by both), u's undo of its open turn
-/// left it alone; u's turn listed `a` as shared until t began turn 2, then `unannounced`:
-/// what a rolled-back turn lists must not change with what other sessions do after.
+/// r86 (4): turns of t and u open, `a` written (shared by both), t's undo of its open turn
+/// left it alone, u's turn left open; u's turn listed `a` as shared until t began turn 2, then
+/// `unannounced`: what a turn over lists must not change with what other sessions do after.
 #[test]
 fn a_rolled_back_turns_files_do_not_change_when_another_session_begins_a_turn() {
     let (project, _data, store) = setup();
     let p = project.path();
-    write_file(p, "a", "a0\n");
-    store.begin_turn("t", "1").unwrap();
-    store.begin_turn("u", "1").unwrap();
-    write_file(p, "a", "t\n");
-    roll_back_leaving_a_alone(&store, "t");
-    session_turn(&store, "u", p, "2", &[]);
+    t_rolled_back_leaving_a_alone_and_u_left_open(&store, p);
     let listed = |store: &Store| origins(&store.turns(Some("u")).unwrap()[0].changed);
     let before = listed(&store);
     assert_eq!(before, BTreeMap::from([("a".into(), Origin::Shared)]));
@@ -3972,8 +3975,7 @@ fn an_undo_leaves_alone_what_the_sessions_own_undo_file_found_changed_in_a_gap()
     store.undo("t", &only_b).unwrap();
     write_file(p, "a", "t2\n");
     let undone = store.undo("t", &from_turn("1", false)).unwrap();
-    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
-    assert_eq!(read(p, "a").as_deref(), Some("t2\n"));
+    left_a_alone(&undone, p, "t2\n", "");
 }
 
 /// r87 (8): s's open turn, rolled back and given back by a redo (the project then held u's
@@ -3998,6 +4000,5 @@ fn an_undo_leaves_alone_what_a_turn_rolled_back_again_after_a_redo_left() {
     write_file(p, "a", "t1\n");
     roll_back_leaving_a_alone(&store, "s");
     let undone = store.undo("t", &from_turn("1", false)).unwrap();
-    assert_eq!(strings(&undone.conflicts), set(&["a"]), "{undone:?}");
-    assert_eq!(read(p, "a").as_deref(), Some("t1\n"));
+    left_a_alone(&undone, p, "t1\n", "");
 }
