@@ -3139,6 +3139,15 @@ impl Store {
             ))
         };
         let others = self.commits_of_others_during(session, record)?;
+        // What the redo that gave this turn back (its "before" since) wrote is the session's
+        // own doing, not a change while another turn was open (r87 (3)).
+        let redo_left = match self.reopening_redo(session, record)? {
+            Some(redo) => Some((
+                commit_and_tree(&repo, redo)?.1,
+                self.paths_of_chain_commit(redo)?.1,
+            )),
+            None => None,
+        };
         // A prune that removed or trimmed sessions while the turn was open and older than the
         // retention (so not kept for it) left it blind to what they did.
         let blind = self
@@ -3293,15 +3302,38 @@ impl Store {
                 (None, Some(end), _) | (None, None, Some(end)) => *end,
                 (None, None, None) => after,
             };
+            let mut changed: HashSet<BString> = tree_changes(&repo, self.reads(), start, end)?
+                .into_iter()
+                .map(|c| c.path)
+                .collect();
+            if let (Some((left, wrote)), true) = (&redo_left, start == record.before) {
+                for path in wrote {
+                    if side_at(&repo, *left, path.as_ref())? == side_at(&repo, end, path.as_ref())?
+                    {
+                        changed.remove(path);
+                    }
+                }
+            }
             overlaps.push(Overlap {
                 announced: self.announced_by(&other, &theirs)?,
-                changed: tree_changes(&repo, self.reads(), start, end)?
-                    .into_iter()
-                    .map(|c| c.path)
-                    .collect(),
+                changed,
             });
         }
         Ok(overlaps)
+    }
+
+    /// The redo that gave turn `record` of `session` back and its "before" (none when a redo
+    /// gave it none). Costs a commit read per commit of the session's chain since the turn
+    /// began.
+    fn reopening_redo(&self, session: &str, record: &Record) -> Result<Option<ObjectId>> {
+        let turn = encode_id("turn", &record.turn)?;
+        let head = self.ref_target(&session_ref(session, "head")?)?;
+        let (walked, _) = self.chain_back(head, Some(record.begin))?;
+        let gave_before = |message: &BString| reopening_in(message, &turn) == Some(record.before);
+        Ok(walked
+            .into_iter()
+            .find(|(_, m)| gave_before(m))
+            .map(|(c, _)| c))
     }
 
     /// Each of `changes` (made in turn `record` of `session`, up to snapshot `after`) with

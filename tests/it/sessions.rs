@@ -4002,3 +4002,27 @@ fn an_undo_leaves_alone_what_a_turn_rolled_back_again_after_a_redo_left() {
     let undone = store.undo("t", &from_turn("1", false)).unwrap();
     left_a_alone(&undone, p, "t1\n", "");
 }
+
+/// r87 (3): t's open turn wrote `c`, was rolled back and given back by its redo while u's turn
+/// (touching nothing) was open, then ended: `turns` listed `c` shared, and `undo --last` left
+/// it alone (a false conflict). What the redo wrote back is the session's own doing, not a
+/// change made while another turn was open.
+#[test]
+fn a_turn_a_redo_gave_back_beside_another_open_turn_keeps_what_the_redo_wrote() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "c", "v0\n");
+    store.begin_turn("t", "1").unwrap();
+    write_file(p, "c", "v1\n");
+    store.undo_last("t", false).unwrap();
+    store.begin_turn("u", "1").unwrap();
+    store.redo("t", &Default::default()).unwrap();
+    let ended = store.end_turn("t", "1").unwrap();
+    assert_eq!(
+        origins(&ended.files),
+        BTreeMap::from([("c".into(), Origin::Unannounced)])
+    );
+    let undone = store.undo_last("t", false).unwrap();
+    assert!(undone.conflicts.is_empty(), "{undone:?}");
+    assert_eq!(read(p, "c").as_deref(), Some("v0\n"));
+}
