@@ -577,6 +577,10 @@ const REOPENED: &str = "Rewind-Reopened: ";
 const REOPENED_BEFORE: &str = "Rewind-Reopened-Before: ";
 /// In an undo's commit: a path it left alone (someone else's, or in the way).
 const LEFT_ALONE: &str = "Rewind-Left-Alone: ";
+/// In a begin commit (since stop 49): a path the session's turn left open there changed, and
+/// whose it was then (`<origin> <path>`): what it did is told as it was when its time ended,
+/// as an end commit tells it, whatever other sessions announce later (r87 (1)).
+const LEFT_OPEN_FILE: &str = "Rewind-Left-Open-File: ";
 /// In an undo's commit: a path it wrote with a merge that kept someone else's edits (so a
 /// later undo treats it as someone else's too).
 const MERGED: &str = "Rewind-Merged: ";
@@ -1047,6 +1051,29 @@ impl Store {
 }
 
 impl Locked<'_> {
+    /// `Rewind-Left-Open-File:` lines for the turn of `session` still open on its chain at
+    /// `head`, which a turn begun now leaves open: what it changed up to `now` (the new turn's
+    /// "before"), each path with whose it is. Empty when no turn is open there. Costs
+    /// [`Store::attribute`] for that turn.
+    fn left_open_lines(
+        &self,
+        session: &str,
+        head: Option<ObjectId>,
+        now: ObjectId,
+    ) -> Result<String> {
+        let Some(record) = self.turn_open_at(head)? else {
+            return Ok(String::new());
+        };
+        let changes = tree_changes(&self.repo(), self.reads(), record.before, now)?;
+        let mut lines = String::new();
+        for (change, origin) in self.attribute(session, &record, changes, now)? {
+            lines.push_str(&format!("{LEFT_OPEN_FILE}{} ", origin.as_str()));
+            crate::snapshot::visibility::encode_path(&mut lines, &change.path);
+            lines.push('\n');
+        }
+        Ok(lines)
+    }
+
     /// Begin the turn unless it is open already; its start and its begin commit.
     /// `meta`: the turn's `Rewind-Meta:` lines.
     fn begin(
@@ -1087,10 +1114,11 @@ impl Locked<'_> {
         let snapshot = self.track(&TrackOptions::default())?;
         let head = session_ref(session, "head")?;
         let parent = self.ref_target(&head)?;
+        let left_open = self.left_open_lines(session, parent, snapshot.hash.0)?;
         // What the "before" left out is recorded with it (undo never deletes those paths), and
         // which files were private (undo gives them back as private).
         let message = format!(
-            "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}{meta}{}",
+            "rewind: begin turn {turn:?} of session {session:?}\n\n{}{}{left_open}{meta}{}",
             crate::snapshot::visibility::record_lines(&snapshot),
             self.other_heads_lines(session)?,
             trailers(session, turn, self.now()?, None, None)?
@@ -2905,8 +2933,19 @@ impl Store {
         };
         for chain in self.commits_of_others_between(session, start, None)?.chains {
             let mut standing = HashSet::new();
-            // The turn begun last, while no end or undo has closed it.
-            let mut open: Option<Record> = None;
+            // The turn begun last, while no end or undo has closed it: at first, the one open
+            // when the window starts, begun before it (r87 (1)).
+            let first = chain.last().copied();
+            let open_then = match first {
+                Some(first) => self
+                    .turn_open_before(first)?
+                    .map(|open| (first, open.begin)),
+                None => None,
+            };
+            let mut open = match open_then {
+                Some((first, begin)) => record_of(first, &|r| r.begin == begin)?,
+                None => None,
+            };
             // What an open turn did until it ended (left open: where its session began the
             // next, `end`) or until now (still open, `None`) is its own; a shared path too,
             // unless this session changed it meanwhile (r83 (5)), as for an ended turn below.
@@ -3016,19 +3055,29 @@ impl Store {
 
     /// The turn open in its session's chain just before chain commit `commit`, with the
     /// "before" it was open from (where the latest redo that gave it back left it, else its
-    /// begin's): back over undos, redos and trims to a begin; none when an end comes first.
-    /// Costs a commit read per commit walked.
+    /// begin's): back over undos, redos and trims to a begin; none when an end comes first, or
+    /// an undo rolled the turn back (and no redo gave it back since). Costs a commit read per
+    /// commit walked.
     fn turn_open_before(&self, commit: ObjectId) -> Result<Option<Record>> {
+        self.turn_open_at(self.parent(commit)?)
+    }
+
+    /// [`Self::turn_open_before`] the child of chain commit `last` (`None`: the chain's start).
+    fn turn_open_at(&self, mut last: Option<ObjectId>) -> Result<Option<Record>> {
         let repo = self.repo();
-        let mut last = self.parent(commit)?;
-        // The newest redo walked over that gave a turn back.
+        // The newest redo walked over that gave a turn back, and whether the newest undo or
+        // redo that named a turn rolled it back.
         let mut reopening: Option<BString> = None;
+        let mut rolled_back: HashMap<String, bool> = HashMap::new();
         while let Some(commit) = last {
             let (object, _) = commit_and_tree(&repo, commit)?;
             let message = object.message_raw_sloppy();
             match ChainKind::of(message) {
                 ChainKind::Begin => {
                     let mut record = self.record(commit)?;
+                    if rolled_back.get(&record.turn) == Some(&true) {
+                        return Ok(None); // over: an undo rolled it back
+                    }
                     let turn = encode_id("turn", &record.turn)?;
                     if let Some(before) = reopening.and_then(|m| reopening_in(&m, &turn)) {
                         record.before = before; // (r87 (8))
@@ -3039,6 +3088,12 @@ impl Store {
                 ChainKind::Undo | ChainKind::Trim => {
                     if reopening.is_none() && reopened_in(message).next().is_some() {
                         reopening = Some(message.to_owned());
+                    }
+                    for turn in reopened_in(message) {
+                        rolled_back.entry(turn).or_insert(false);
+                    }
+                    for turn in rolled_back_in(message) {
+                        rolled_back.entry(turn).or_insert(true);
                     }
                     last = self.parent(commit)?
                 }
@@ -3346,6 +3401,17 @@ impl Store {
         changes: Vec<Change>,
         after: ObjectId,
     ) -> Result<Vec<(Change, Origin)>> {
+        if let Some(told) = self.told_when_left_open(session, record)? {
+            let known = |change: &Change| told.contains_key(&change.path);
+            if changes.iter().all(known) {
+                let origin_of = |change: Change| (told[&change.path], change);
+                return Ok(changes
+                    .into_iter()
+                    .map(origin_of)
+                    .map(|(o, c)| (c, o))
+                    .collect());
+            }
+        }
         let own = self.announced_by(session, record)?;
         let mut overlaps = self.overlapping_turns(session, record, after)?;
         let turns_open = overlaps.len();
@@ -3400,6 +3466,42 @@ impl Store {
                 (change, origin)
             })
             .collect())
+    }
+
+    /// For turn `record` of `session` left open (its session began the next while it was
+    /// open), whose each path it changed was when its time ended, as the next turn's begin
+    /// commit tells it (`None` for another turn, or a begin written before stop 49). Costs a
+    /// commit read per commit of the session's chain since the turn began.
+    fn told_when_left_open(
+        &self,
+        session: &str,
+        record: &Record,
+    ) -> Result<Option<HashMap<BString, Origin>>> {
+        if record.ended_at.is_some() || record.after.is_none() {
+            return Ok(None);
+        }
+        let head = self.ref_target(&session_ref(session, "head")?)?;
+        let (walked, _) = self.chain_back(head, Some(record.begin))?;
+        // The first begin after the turn's own.
+        let next = walked
+            .iter()
+            .rev()
+            .filter(|(commit, m)| *commit != record.begin && ChainKind::of(m) == ChainKind::Begin)
+            .map(|(_, m)| m)
+            .next();
+        let Some(message) = next else {
+            return Ok(None);
+        };
+        let mut told = HashMap::new();
+        for line in lines_with(message, LEFT_OPEN_FILE) {
+            let Some((word, path)) = line.split_once_str(" ") else {
+                continue;
+            };
+            if let (Some(origin), Some(path)) = (Origin::parse(word), decode_path(path)) {
+                told.insert(path, origin);
+            }
+        }
+        Ok((!told.is_empty()).then_some(told))
     }
 
     /// The paths turn `record` of `session` changed with whose each is: as its end commit

@@ -4026,3 +4026,28 @@ fn a_turn_a_redo_gave_back_beside_another_open_turn_keeps_what_the_redo_wrote() 
     assert!(undone.conflicts.is_empty(), "{undone:?}");
     assert_eq!(read(p, "c").as_deref(), Some("v0\n"));
 }
+
+/// r87 (1): t's agent wrote `a` while s's turn was open too (shared), and t's runtime began
+/// turn 2 (turn 1 left open, ended there); s then announced `a` and ended. t's turn 1 listed
+/// `a` as `other` from then on, and s's undo wrote `a0` over t's bytes. A turn left open is
+/// told as it was when its time ended (the next begin records it), as an end commit tells it,
+/// and the undo looks at it though it began before s's turn.
+#[test]
+fn an_undo_leaves_alone_what_a_turn_left_open_shared_before_the_session_announced_it() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    store.begin_turn("t", "1").unwrap();
+    store.begin_turn("s", "1").unwrap();
+    write_file(p, "a", "x\n");
+    store.begin_turn("t", "2").unwrap();
+    let listed = |store: &Store| origins(&store.turns(Some("t")).unwrap()[0].changed);
+    let before = listed(&store);
+    assert_eq!(before, BTreeMap::from([("a".into(), Origin::Shared)]));
+    store.track_file("s", "1", "a").unwrap();
+    write_file(p, "a", "y\n");
+    store.end_turn("s", "1").unwrap();
+    assert_eq!(listed(&store), before);
+    let undone = store.undo_last("s", false).unwrap();
+    left_a_alone(&undone, p, "y\n", "");
+}
