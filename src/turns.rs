@@ -578,9 +578,11 @@ const REOPENED_BEFORE: &str = "Rewind-Reopened-Before: ";
 /// In an undo's commit: a path it left alone (someone else's, or in the way).
 const LEFT_ALONE: &str = "Rewind-Left-Alone: ";
 /// In a begin commit (since stop 49): a path the session's turn left open there changed, and
-/// whose it was then (`<origin> <path>`): what it did is told as it was when its time ended,
-/// as an end commit tells it, whatever other sessions announce later (r87 (1)).
+/// whose it was then (`<turn> <origin> <path>`): what it did is told as it was when its time
+/// ended, as an end commit tells it, whatever other sessions announce later (r87 (1)).
 const LEFT_OPEN_FILE: &str = "Rewind-Left-Open-File: ";
+/// In an undo's commit (since stop 49): the same for the open turn it rolled back (r87 (2)).
+const ROLLED_BACK_FILE: &str = "Rewind-Rolled-Back-File: ";
 /// In an undo's commit: a path it wrote with a merge that kept someone else's edits (so a
 /// later undo treats it as someone else's too).
 const MERGED: &str = "Rewind-Merged: ";
@@ -1051,12 +1053,14 @@ impl Store {
 }
 
 impl Locked<'_> {
-    /// `Rewind-Left-Open-File:` lines for the turn of `session` still open on its chain at
-    /// `head`, which a turn begun now leaves open: what it changed up to `now` (the new turn's
-    /// "before"), each path with whose it is. Empty when no turn is open there. Costs
+    /// `key` lines (`Rewind-Left-Open-File:`, `Rewind-Rolled-Back-File:`) for the turn of
+    /// `session` open on its chain at `head`, whose time ends at snapshot `now` (the next
+    /// turn's "before", or the point of the undo that rolls it back): what it changed up to
+    /// then, each path with whose it is. Empty when no turn is open there. Costs
     /// [`Store::attribute`] for that turn.
-    fn left_open_lines(
+    fn told_lines(
         &self,
+        key: &str,
         session: &str,
         head: Option<ObjectId>,
         now: ObjectId,
@@ -1064,10 +1068,11 @@ impl Locked<'_> {
         let Some(record) = self.turn_open_at(head)? else {
             return Ok(String::new());
         };
+        let turn = encode_id("turn", &record.turn)?;
         let changes = tree_changes(&self.repo(), self.reads(), record.before, now)?;
         let mut lines = String::new();
         for (change, origin) in self.attribute(session, &record, changes, now)? {
-            lines.push_str(&format!("{LEFT_OPEN_FILE}{} ", origin.as_str()));
+            lines.push_str(&format!("{key}{turn} {} ", origin.as_str()));
             crate::snapshot::visibility::encode_path(&mut lines, &change.path);
             lines.push('\n');
         }
@@ -1114,7 +1119,7 @@ impl Locked<'_> {
         let snapshot = self.track(&TrackOptions::default())?;
         let head = session_ref(session, "head")?;
         let parent = self.ref_target(&head)?;
-        let left_open = self.left_open_lines(session, parent, snapshot.hash.0)?;
+        let left_open = self.told_lines(LEFT_OPEN_FILE, session, parent, snapshot.hash.0)?;
         // What the "before" left out is recorded with it (undo never deletes those paths), and
         // which files were private (undo gives them back as private).
         let message = format!(
@@ -1649,6 +1654,16 @@ impl Store {
                 }
             }
         }
+        // The open turn it rolls back, told as it was then (r87 (2)).
+        let head = locked.ref_target(&session_ref(session, "head")?)?;
+        let open = locked.turn_open_at(head)?.map(|open| open.turn);
+        let rolls_back_open = to_roll_back
+            .iter()
+            .any(|(r, _)| Some(&r.turn) == open.as_ref());
+        let told = match rolls_back_open {
+            true => locked.told_lines(ROLLED_BACK_FILE, session, head, current)?,
+            false => String::new(),
+        };
         let record = |raw: &RestoreOutcome, (parent, run): On| -> Result<ChainRecord> {
             let mut outcome = raw.clone();
             finish(&mut outcome);
@@ -1665,7 +1680,11 @@ impl Store {
             );
             let turns = rolled_back.iter().map(|(record, _)| record.turn.as_str());
             let about = (session, undone[0].turn.as_str(), run);
-            let message = locked.undo_message(&title, about, &outcome, turns)?;
+            let told = match rolled_back.is_empty() {
+                true => "",
+                false => told.as_str(),
+            };
+            let message = locked.undo_message(&title, about, &outcome, (turns, told))?;
             let on = (base, parent);
             let commit = locked.chain_commit(on, (&d.changes, &[]), &outcome, &message)?;
             let marks = rolled_back.iter();
@@ -3401,7 +3420,7 @@ impl Store {
         changes: Vec<Change>,
         after: ObjectId,
     ) -> Result<Vec<(Change, Origin)>> {
-        if let Some(told) = self.told_when_left_open(session, record)? {
+        if let Some(told) = self.told_when_over(session, record)? {
             let known = |change: &Change| told.contains_key(&change.path);
             if changes.iter().all(known) {
                 let origin_of = |change: Change| (told[&change.path], change);
@@ -3468,40 +3487,49 @@ impl Store {
             .collect())
     }
 
-    /// For turn `record` of `session` left open (its session began the next while it was
-    /// open), whose each path it changed was when its time ended, as the next turn's begin
-    /// commit tells it (`None` for another turn, or a begin written before stop 49). Costs a
-    /// commit read per commit of the session's chain since the turn began.
-    fn told_when_left_open(
+    /// For turn `record` of `session` whose time ended with no end commit (left open when its
+    /// session began the next, or rolled back while open), whose each path it changed was
+    /// then, as the commit that ended its time tells it (the next begin, the undo; the newest
+    /// that tells it). `None` for a turn ended or open, or one told by no such commit (written
+    /// before stop 49). Costs a ref read, and a commit read per commit of the session's chain
+    /// since the turn began.
+    fn told_when_over(
         &self,
         session: &str,
         record: &Record,
     ) -> Result<Option<HashMap<BString, Origin>>> {
-        if record.ended_at.is_some() || record.after.is_none() {
+        let rolled_back = || -> Result<bool> {
+            let marker = turn_ref(session, "rolled-back", &record.turn)?;
+            Ok(self.ref_target(&marker)?.is_some())
+        };
+        if record.ended_at.is_some() || (record.after.is_none() && !rolled_back()?) {
             return Ok(None);
         }
+        let turn = encode_id("turn", &record.turn)?;
         let head = self.ref_target(&session_ref(session, "head")?)?;
-        let (walked, _) = self.chain_back(head, Some(record.begin))?;
-        // The first begin after the turn's own.
-        let next = walked
-            .iter()
-            .rev()
-            .filter(|(commit, m)| *commit != record.begin && ChainKind::of(m) == ChainKind::Begin)
-            .map(|(_, m)| m)
-            .next();
-        let Some(message) = next else {
-            return Ok(None);
-        };
-        let mut told = HashMap::new();
-        for line in lines_with(message, LEFT_OPEN_FILE) {
-            let Some((word, path)) = line.split_once_str(" ") else {
-                continue;
-            };
-            if let (Some(origin), Some(path)) = (Origin::parse(word), decode_path(path)) {
-                told.insert(path, origin);
+        for (_, message) in self.chain_back(head, Some(record.begin))?.0 {
+            let mut told = HashMap::new();
+            for line in
+                lines_with(&message, LEFT_OPEN_FILE).chain(lines_with(&message, ROLLED_BACK_FILE))
+            {
+                let mut words = line.splitn_str(3, " ");
+                let (Some(of), Some(word), Some(path)) = (words.next(), words.next(), words.next())
+                else {
+                    continue;
+                };
+                if let (true, Some(origin), Some(path)) = (
+                    of == turn.as_bytes(),
+                    Origin::parse(word),
+                    decode_path(path),
+                ) {
+                    told.insert(path, origin);
+                }
+            }
+            if !told.is_empty() {
+                return Ok(Some(told));
             }
         }
-        Ok((!told.is_empty()).then_some(told))
+        Ok(None)
     }
 
     /// The paths turn `record` of `session` changed with whose each is: as its end commit
@@ -4196,7 +4224,7 @@ impl Locked<'_> {
             );
             let turns = rolled_back.then_some(record.turn.as_str());
             let about = (session, record.turn.as_str(), run);
-            let message = self.undo_message(&title, about, &outcome, turns.into_iter())?;
+            let message = self.undo_message(&title, about, &outcome, (turns.into_iter(), ""))?;
             let on = (base, parent);
             let commit = self.chain_commit(on, (&changes, &[]), &outcome, &message)?;
             let marks = match rolled_back {
@@ -4282,20 +4310,21 @@ impl Locked<'_> {
         Ok(tree)
     }
 
-    /// An undo's chain commit message: `title`, its undo point, a line per turn it rolled back,
-    /// per path it left alone and per path it merged, whether it is unfinished, and the
+    /// An undo's chain commit message: `title`, its undo point, a line per turn it rolled back
+    /// (and what the open one it rolled back changed, `told`), per path it left alone and per path it merged, whether it is unfinished, and the
     /// trailers of `session`'s `turn` at the store's clock.
     fn undo_message<'t>(
         &self,
         title: &str,
         (session, turn, run): (&str, &str, Option<&str>),
         outcome: &RestoreOutcome,
-        rolled_back: impl Iterator<Item = &'t str>,
+        (rolled_back, told): (impl Iterator<Item = &'t str>, &str),
     ) -> Result<String> {
         let mut message = format!("{title}\n\n{UNDO_POINT}{}\n", outcome.undo);
         for turn in rolled_back {
             message.push_str(&format!("{ROLLED_BACK}{}\n", encode_id("turn", turn)?));
         }
+        message.push_str(told);
         push_path_lines(&mut message, LEFT_ALONE, &outcome.conflicts);
         push_path_lines(&mut message, MERGED, &outcome.merged);
         if let Some(token) = run {

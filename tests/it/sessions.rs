@@ -4051,3 +4051,25 @@ fn an_undo_leaves_alone_what_a_turn_left_open_shared_before_the_session_announce
     let undone = store.undo_last("s", false).unwrap();
     left_a_alone(&undone, p, "y\n", "");
 }
+
+/// r87 (2): `b` written while turns of u and s were open (shared); s's undo rolled its open
+/// turn back, its redo gave it back; u's undo rolled u's open turn back, leaving `b` alone.
+/// u's turn listed `b` as shared until s ended its turn, then `unannounced`. The undo that
+/// rolls an open turn back records whose each of its paths was then, as an end commit does.
+#[test]
+fn a_rolled_back_turns_files_do_not_change_when_another_session_ends_a_given_back_turn() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "b", "v0\n");
+    store.begin_turn("u", "1").unwrap();
+    store.begin_turn("s", "1").unwrap();
+    write_file(p, "b", "v1\n");
+    store.undo("s", &from_turn("1", false)).unwrap();
+    store.redo("s", &Default::default()).unwrap();
+    store.undo("u", &from_turn("1", false)).unwrap();
+    let listed = |store: &Store| origins(&store.turns(Some("u")).unwrap()[0].changed);
+    let before = listed(&store);
+    assert_eq!(before, BTreeMap::from([("b".into(), Origin::Shared)]));
+    store.end_turn("s", "1").unwrap();
+    assert_eq!(listed(&store), before);
+}
