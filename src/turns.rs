@@ -1643,13 +1643,19 @@ impl Store {
         // the undo's commit, so that `undo --last --force` takes the same turn again. The
         // undo's commit names the turns it rolled back (not those an earlier undo had), which
         // its redo gives back. (A turn an earlier undo rolled back leaving files alone is
-        // rolled back again.)
+        // rolled back again with `force`, which takes them; one a stopped undo rolled back,
+        // always. Without `force` an undo takes nothing more of it, and its record would hide
+        // what the first left alone: r87 (5).)
         let mut to_roll_back = Vec::new();
         if only.is_none() {
             let in_part = locked.turns_undone_in_part(session)?;
             for record in undone {
                 let marker = turn_ref(session, "rolled-back", &record.turn)?;
-                if locked.ref_target(&marker)?.is_none() || in_part.contains(&record.turn) {
+                let again = match options.force {
+                    true => in_part.contains(&record.turn),
+                    false => in_part.stopped.contains(&record.turn),
+                };
+                if locked.ref_target(&marker)?.is_none() || again {
                     to_roll_back.push((record, marker));
                 }
             }

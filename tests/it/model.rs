@@ -1569,13 +1569,15 @@ impl<'a> Model<'a> {
             self.violation(format!("{op}:\n  {}", problems.join("\n  ")));
         }
         // Rolled back unless a file could not be written; the undo names the turns no earlier
-        // undo had rolled back, and those an earlier undo rolled back leaving files alone.
+        // undo had rolled back, and with `force` those an earlier undo rolled back leaving
+        // files alone.
         let rolled_back: Vec<usize> = match file.is_none() && o.failed == 0 {
             true if only => vec![begin_of],
             true => of_session
                 .into_iter()
                 .filter(|&i| {
-                    i >= begin_of && (!self.turns[i].rolled_back || self.turns[i].left_alone)
+                    let again = force && self.turns[i].left_alone;
+                    i >= begin_of && (!self.turns[i].rolled_back || again)
                 })
                 .collect(),
             false => Vec::new(),

@@ -4073,3 +4073,37 @@ fn a_rolled_back_turns_files_do_not_change_when_another_session_ends_a_given_bac
     store.end_turn("s", "1").unwrap();
     assert_eq!(listed(&store), before);
 }
+
+/// r87 (5): u's open turn announced and wrote `a`, `b` changed while t's turn was open too
+/// (shared); u's `undo --turn 1` took `a` back and left `b` alone. A second `undo --turn 1`
+/// took nothing, but recorded the turn rolled back again without `b` left alone: the turn's
+/// listing lost `a`, and the next redo redid that empty undo. Without `--force` an undo takes
+/// a turn rolled back already no further, and records nothing.
+#[test]
+fn a_second_undo_of_a_turn_rolled_back_leaving_a_file_alone_records_nothing() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "v0\n");
+    write_file(p, "b", "v0\n");
+    store.begin_turn("t", "1").unwrap();
+    store.begin_turn("u", "1").unwrap();
+    store.track_file("u", "1", "a").unwrap();
+    write_file(p, "a", "u1\n");
+    write_file(p, "b", "v2\n");
+    let first = store.undo("u", &from_turn("1", false)).unwrap();
+    assert_eq!(strings(&first.conflicts), set(&["b"]), "{first:?}");
+    let listed = |store: &Store| origins(&store.turns(Some("u")).unwrap()[0].changed);
+    let before = listed(&store);
+    assert_eq!(before.keys().collect::<Vec<_>>(), ["a", "b"]);
+    let head = |store: &Store| git_in_store(store, &["rev-parse", "refs/rewind/sessions/u/head"]);
+    let chain = head(&store);
+    let again = store.undo("u", &from_turn("1", false)).unwrap();
+    assert!(
+        again.written.is_empty() && again.deleted.is_empty(),
+        "{again:?}"
+    );
+    assert_eq!(head(&store), chain, "nothing recorded");
+    assert_eq!(listed(&store), before);
+    let redone = store.redo("u", &Default::default()).unwrap();
+    assert_eq!(strings(&redone.written), set(&["a"]), "{redone:?}");
+}
