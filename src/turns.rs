@@ -629,6 +629,28 @@ fn rolled_back_in(message: &[u8]) -> Vec<String> {
     turns_in(message, ROLLED_BACK)
 }
 
+/// Whose each path of the turn encoded as `turn` was when its time ended, as the
+/// `Rewind-Left-Open-File:` and `Rewind-Rolled-Back-File:` lines of a chain commit's `message`
+/// tell it (empty when they do not).
+fn told_in(message: &[u8], turn: &str) -> HashMap<BString, Origin> {
+    let mut told = HashMap::new();
+    let lines = lines_with(message, LEFT_OPEN_FILE).chain(lines_with(message, ROLLED_BACK_FILE));
+    for line in lines {
+        let mut words = line.splitn_str(3, " ");
+        let (Some(of), Some(word), Some(path)) = (words.next(), words.next(), words.next()) else {
+            continue;
+        };
+        if let (true, Some(origin), Some(path)) = (
+            of == turn.as_bytes(),
+            Origin::parse(word),
+            decode_path(path),
+        ) {
+            told.insert(path, origin);
+        }
+    }
+    told
+}
+
 /// The open turns a redo's `message` says it gave back (reopened).
 fn reopened_in(message: &[u8]) -> impl Iterator<Item = String> + '_ {
     lines_with(message, REOPENED)
@@ -2249,6 +2271,13 @@ impl Store {
                     }
                     None => locked.own_files(&other, record, after)?.0,
                 };
+                let mut files: Vec<(BString, Origin)> =
+                    files.into_iter().map(|f| (f.file, f.origin)).collect();
+                // One given back by a redo since an undo rolled it back while open: what that
+                // undo left alone of its work is its work too (r87 (6)).
+                if !rolled_back {
+                    files.extend(locked.left_alone_when_rolled_back(&other, record)?);
+                }
                 // Shared ones too, for a turn begun since the undo (in one open across it, they
                 // may be the undo's own changes; the session's own turns since are counted apart).
                 let begun_since = match &since {
@@ -2263,13 +2292,13 @@ impl Store {
                 };
                 let files = files
                     .into_iter()
-                    .filter(|f| only.is_none_or(|only| only.contains(&f.file)));
-                for file in files {
-                    let path = file.file.as_bstr();
+                    .filter(|(file, _)| only.is_none_or(|only| only.contains(file)));
+                for (file, origin) in files {
+                    let path = file.as_bstr();
                     // A shared path that the undo (for a turn open across it) or the session's
                     // own undos and redos since (for one open across them) may have changed is
                     // theirs only where the turn's end holds something none of them left.
-                    let mut ours_left = left_by_own_change_across((record.begin, end), &file.file);
+                    let mut ours_left = left_by_own_change_across((record.begin, end), &file);
                     if !begun_since {
                         ours_left.extend(undo_left);
                     }
@@ -2280,9 +2309,9 @@ impl Store {
                         .collect::<Result<Vec<_>>>()?
                         .iter()
                         .all(|left| *left != theirs_after);
-                    match file.origin {
-                        Origin::Unannounced | Origin::Announced => theirs.insert(file.file),
-                        Origin::Shared if changed_after_ours => theirs.insert(file.file),
+                    match origin {
+                        Origin::Unannounced | Origin::Announced => theirs.insert(file),
+                        Origin::Shared if changed_after_ours => theirs.insert(file),
                         Origin::Shared | Origin::Other => false,
                     };
                 }
@@ -3514,28 +3543,36 @@ impl Store {
         let turn = encode_id("turn", &record.turn)?;
         let head = self.ref_target(&session_ref(session, "head")?)?;
         for (_, message) in self.chain_back(head, Some(record.begin))?.0 {
-            let mut told = HashMap::new();
-            for line in
-                lines_with(&message, LEFT_OPEN_FILE).chain(lines_with(&message, ROLLED_BACK_FILE))
-            {
-                let mut words = line.splitn_str(3, " ");
-                let (Some(of), Some(word), Some(path)) = (words.next(), words.next(), words.next())
-                else {
-                    continue;
-                };
-                if let (true, Some(origin), Some(path)) = (
-                    of == turn.as_bytes(),
-                    Origin::parse(word),
-                    decode_path(path),
-                ) {
-                    told.insert(path, origin);
-                }
-            }
+            let told = told_in(&message, &turn);
             if !told.is_empty() {
                 return Ok(Some(told));
             }
         }
         Ok(None)
+    }
+
+    /// For turn `record` of `session`, not rolled back now: what each undo that rolled it
+    /// back while open (and a redo gave back since) left alone of its work, with whose each
+    /// path was then. Costs a commit read per commit of the session's chain since the turn
+    /// began.
+    fn left_alone_when_rolled_back(
+        &self,
+        session: &str,
+        record: &Record,
+    ) -> Result<Vec<(BString, Origin)>> {
+        let turn = encode_id("turn", &record.turn)?;
+        let head = self.ref_target(&session_ref(session, "head")?)?;
+        let mut paths = Vec::new();
+        for (_, message) in self.chain_back(head, Some(record.begin))?.0 {
+            let told = told_in(&message, &turn);
+            for path in lines_with(&message, LEFT_ALONE).filter_map(decode_path) {
+                match told.get(&path) {
+                    Some(&origin) if origin != Origin::Other => paths.push((path, origin)),
+                    _ => {}
+                }
+            }
+        }
+        Ok(paths)
     }
 
     /// The paths turn `record` of `session` changed with whose each is: as its end commit

@@ -4107,3 +4107,33 @@ fn a_second_undo_of_a_turn_rolled_back_leaving_a_file_alone_records_nothing() {
     let redone = store.redo("u", &Default::default()).unwrap();
     assert_eq!(strings(&redone.written), set(&["a"]), "{redone:?}");
 }
+
+/// r87 (6): the user edited `a` after s's undo; turns of t and x, both open, wrote the undo's
+/// bytes back (shared); each was rolled back leaving `a` alone, given back by its redo and
+/// ended. s's redo wrote its turn's bytes over theirs: the turns' end commits did not list
+/// `a` (their redos began them again after it changed), and what the undos that rolled them
+/// back left alone was not read. It is now, as those undos recorded it.
+#[test]
+fn a_redo_leaves_alone_what_other_sessions_rolled_back_and_given_back_turns_left() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    store.begin_turn("s", "1").unwrap();
+    store.track_file("s", "1", "a").unwrap();
+    write_file(p, "a", "s1\n");
+    store.end_turn("s", "1").unwrap();
+    store.undo_last("s", false).unwrap();
+    write_file(p, "a", "the user's\n");
+    store.begin_turn("t", "1").unwrap();
+    store.begin_turn("x", "1").unwrap();
+    write_file(p, "a", "a0\n");
+    for other in ["t", "x"] {
+        roll_back_leaving_a_alone(&store, other);
+    }
+    for other in ["t", "x"] {
+        store.redo(other, &Default::default()).unwrap();
+        store.end_turn(other, "1").unwrap();
+    }
+    let redone = store.redo("s", &Default::default()).unwrap();
+    left_a_alone(&redone, p, "a0\n", "");
+}
