@@ -4137,3 +4137,63 @@ fn a_redo_leaves_alone_what_other_sessions_rolled_back_and_given_back_turns_left
     let redone = store.redo("s", &Default::default()).unwrap();
     left_a_alone(&redone, p, "a0\n", "");
 }
+
+/// r88 (1): turn 2 (open) took back what turn 1 did at a path (wrote its old bytes back,
+/// deleted the file it made, made a file of its directory again); `undo --turn 1` had
+/// nothing to write there, nor its redo, so turn 2 given back no longer listed the path, and
+/// its `undo --last` left turn 1's work undone. A path the turn made its own before the undo
+/// that still holds what it held then is its own again.
+#[test]
+fn a_turn_a_redo_gave_back_keeps_what_it_did_where_the_undo_had_nothing_to_write() {
+    type Step = fn(&Path);
+    let cases: [(&str, Step, Step, &str, &str); 3] = [
+        (
+            "revert",
+            |p| write_file(p, "a", "a1\n"),
+            |p| write_file(p, "a", "a0\n"),
+            "a",
+            "a1\n",
+        ),
+        (
+            "delete",
+            |p| write_file(p, "m", "m1\n"),
+            |p| fs::remove_file(p.join("m")).unwrap(),
+            "m",
+            "m1\n",
+        ),
+        (
+            "dir",
+            |p| {
+                fs::remove_file(p.join("f")).unwrap();
+                write_file(p, "f/x", "fx1\n");
+            },
+            |p| {
+                fs::remove_dir_all(p.join("f")).unwrap();
+                write_file(p, "f", "f2\n");
+            },
+            "f/x",
+            "fx1\n",
+        ),
+    ];
+    for (case, turn_1, turn_2, path, turn_1_left) in cases {
+        let (project, _data, store) = setup();
+        let p = project.path();
+        write_file(p, "a", "a0\n");
+        write_file(p, "f", "f0\n");
+        store.begin_turn("s", "1").unwrap();
+        turn_1(p);
+        store.end_turn("s", "1").unwrap();
+        store.begin_turn("s", "2").unwrap();
+        turn_2(p);
+        store.undo("s", &from_turn("1", false)).unwrap();
+        store.redo("s", &Default::default()).unwrap();
+        let ended = store.end_turn("s", "2").unwrap();
+        assert!(
+            ended.files.iter().any(|f| f.file == path),
+            "{case}: {ended:?}"
+        );
+        let undone = store.undo_last("s", false).unwrap();
+        assert!(undone.conflicts.is_empty(), "{case}: {undone:?}");
+        assert_eq!(read(p, path).as_deref(), Some(turn_1_left), "{case}");
+    }
+}
