@@ -2435,7 +2435,7 @@ impl Store {
                 if given_back(&record.turn) && still_rolled_back.contains(&record.turn) {
                     let turn = encode_id("turn", &record.turn)?;
                     let found_it = locked.as_reopened(session, record.clone())?.before;
-                    let before = locked.reopened_before((session, record), outcome, found_it)?;
+                    let before = locked.reopened_before(outcome, found_it)?;
                     redid.push_str(&format!("{REOPENED}{turn} {}\n", outcome.undo));
                     redid.push_str(&format!("{REOPENED_BEFORE}{turn} {before}\n"));
                 }
@@ -3533,16 +3533,6 @@ impl Store {
         session: &str,
         record: &Record,
     ) -> Result<Option<HashMap<BString, Origin>>> {
-        Ok(self.told_and_when(session, record)?.map(|(told, _)| told))
-    }
-
-    /// [`Self::told_when_over`], with the snapshot its time ended at (the next turn's
-    /// "before", or the point of the undo that rolled it back). Costs the same.
-    fn told_and_when(
-        &self,
-        session: &str,
-        record: &Record,
-    ) -> Result<Option<(HashMap<BString, Origin>, ObjectId)>> {
         let rolled_back = || -> Result<bool> {
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
             Ok(self.ref_target(&marker)?.is_some())
@@ -3552,16 +3542,11 @@ impl Store {
         }
         let turn = encode_id("turn", &record.turn)?;
         let head = self.ref_target(&session_ref(session, "head")?)?;
-        for (commit, message) in self.chain_back(head, Some(record.begin))?.0 {
+        for (_, message) in self.chain_back(head, Some(record.begin))?.0 {
             let told = told_in(&message, &turn);
-            if told.is_empty() {
-                continue;
+            if !told.is_empty() {
+                return Ok(Some(told));
             }
-            let ended = match id_in(&message, UNDO_POINT) {
-                Some(point) => point,
-                None => commit_and_tree(&self.repo(), commit)?.1,
-            };
-            return Ok(Some((told, ended)));
         }
         Ok(None)
     }
@@ -4337,45 +4322,20 @@ impl Locked<'_> {
         self.commit_object(&message, tree, parent)
     }
 
-    /// The "before" of open turn `record` of `session` that a redo gives back: the project as
-    /// the redo found it (`outcome.undo`), with each path the redo wrote or deleted, and each
-    /// the turn had made its own when the undo rolled it back and that still holds what it
-    /// held then (a redo stopped before, or an undo that had nothing to write there: r88),
-    /// as the turn found it (`found_it`, its "before" then). So what the turn did until that
-    /// undo is its work again, and what the redo brought back of the session's earlier turns
-    /// is not; what changed while it was rolled back is not its either. Costs a tree edit per
-    /// such path, and a commit.
-    fn reopened_before(
-        &self,
-        (session, record): (&str, &Record),
-        outcome: &RestoreOutcome,
-        found_it: ObjectId,
-    ) -> Result<ObjectId> {
+    /// The "before" of an open turn a redo gives back: the project as the redo found it
+    /// (`outcome.undo`), with each path the redo wrote or deleted as the turn found it
+    /// (`found_it`, its "before" when the undo rolled it back). So what the turn did until that
+    /// undo, and the redo brought back, is its work again, and what the redo brought back of
+    /// the session's earlier turns is not; what changed while it was rolled back is not its
+    /// either. Costs a tree edit per path the redo changed, and a commit.
+    fn reopened_before(&self, outcome: &RestoreOutcome, found_it: ObjectId) -> Result<ObjectId> {
         let repo = self.repo();
         let git_dir = self.git_dir();
-        let mut paths: BTreeSet<&BString> =
-            outcome.written.iter().chain(&outcome.deleted).collect();
-        let told = self.told_and_when(session, record)?;
-        let own = |origin: &Origin| matches!(origin, Origin::Unannounced | Origin::Announced);
-        if let Some((told, ended)) = &told {
-            for (path, _) in told.iter().filter(|(_, origin)| own(origin)) {
-                let now = side_at(&repo, outcome.undo.0, path.as_bstr())?;
-                if now == side_at(&repo, *ended, path.as_bstr())? {
-                    paths.insert(path);
-                }
-            }
-        }
-        let mut edits = Vec::with_capacity(paths.len());
-        for path in paths {
-            edits.push((path, side_at(&repo, found_it, path.as_bstr())?));
-        }
-        // (Removals first: a file where a directory of the turn's "before" stood.)
-        edits.sort_by_key(|(_, side)| side.is_some());
         let mut editor = repo
             .edit_tree(outcome.undo.0)
             .map_err(|e| Error::store(git_dir, e))?;
-        for (path, side) in edits {
-            let edited = match side {
+        for path in outcome.written.iter().chain(&outcome.deleted) {
+            let edited = match side_at(&repo, found_it, path.as_bstr())? {
                 Some(side) => editor.upsert(path.as_bstr(), side.entry_kind(), side.id),
                 None => editor.remove(path.as_bstr()),
             };

@@ -286,37 +286,3 @@ fn an_undo_killed_anywhere_and_run_again_finishes_moves_and_deletions() {
         }
     }
 }
-
-/// r88 (2): the redo of an undo that rolled an open turn back, killed after it wrote every
-/// file, then run again: that run wrote nothing, so it gave the turn the project as it found
-/// it for "before", and the turn's undo left its work (files written, made and deleted before
-/// the undo) in place. What the turn made its own and still holds what it held then is its.
-#[test]
-fn a_redo_killed_after_its_writes_and_run_again_gives_the_turn_its_work_back() {
-    let sb = Sandbox::new();
-    let p = sb.project("proj");
-    p.file("a", "a0\n").file("b", "b0\n").file("e", "e0\n");
-    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
-    p.file("a", "a1\n");
-    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
-    rwj(&p, &["turn", "begin", "--session=s", "--turn=2"]);
-    p.file("b", "b2\n").file("c", "c2\n");
-    fs::remove_file(p.path.join("e")).unwrap();
-    rwj(&p, &["undo", "--session=s", "--turn=1"]);
-    let killed = run_killed(
-        &sb,
-        &p.path,
-        None,
-        &["redo", "--session=s"],
-        ("unlink", 4),
-        DEFAULT_DEADLINE,
-    );
-    assert!(killed, "the redo was not killed at its fourth unlink");
-    rwj(&p, &["redo", "--session=s"]);
-    rwj(&p, &["turn", "end", "--session=s", "--turn=2"]);
-    rwj(&p, &["undo", "--session=s", "--last"]);
-    assert_eq!(p.read("a"), b"a1\n");
-    assert_eq!(p.read("b"), b"b0\n");
-    assert_eq!(p.read("e"), b"e0\n");
-    assert!(!p.path.join("c").exists());
-}
