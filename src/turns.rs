@@ -1773,7 +1773,11 @@ impl Store {
                     let reopening = reopening_in(message, &turn);
                     if reopening.is_some() {
                         (reopened, rolled_back) = (reopening, None);
-                    } else if rolled_back_in(message).contains(&record.turn) {
+                    } else if rolled_back.is_none()
+                        && rolled_back_in(message).contains(&record.turn)
+                    {
+                        // (The first since: an undo run again or forced again later takes
+                        // the turn where it ended, r89 (1), (4).)
                         rolled_back = id_in(message, UNDO_POINT);
                     }
                 }
@@ -3611,13 +3615,22 @@ impl Store {
                 .ref_target(&turn_ref(session, "rolled-back", &record.turn)?)?
                 .is_some() =>
             {
-                let stopped = self.turns_undone_in_part(session)?.stopped;
+                // (Or what it left alone: `undo --last --force` takes that again, r89 (4).)
+                let in_part = self.turns_undone_in_part(session)?;
+                let left = in_part.left_alone.get(&record.turn);
                 match self.left_open_span(session, record)? {
-                    (reopened, Some(ended)) if stopped.contains(&record.turn) => {
+                    (reopened, Some(ended))
+                        if in_part.stopped.contains(&record.turn) || left.is_some() =>
+                    {
                         let mut record = record.clone();
                         record.before = reopened.unwrap_or(record.before);
                         let changes = tree_changes(&repo, self.reads(), record.before, ended)?;
-                        self.attribute(session, &record, changes, ended)?
+                        let mut changes = self.attribute(session, &record, changes, ended)?;
+                        if let (false, Some(left)) = (in_part.stopped.contains(&record.turn), left)
+                        {
+                            changes.retain(|(change, _)| left.contains(&change.path));
+                        }
+                        changes
                     }
                     _ => Vec::new(),
                 }

@@ -4137,3 +4137,74 @@ fn a_redo_leaves_alone_what_other_sessions_rolled_back_and_given_back_turns_left
     let redone = store.redo("s", &Default::default()).unwrap();
     left_a_alone(&redone, p, "a0\n", "");
 }
+
+/// r89 (4), (5): s's turn 2 open beside another session's turn (which wrote `x`, shared),
+/// `undo --last` left `x` alone, that turn ended; `undo --last --force` wrote nothing and
+/// said nothing, and turn 2's listing lost `b` (likewise `undo --turn 1 --force` over turn 1
+/// left open and turn 2 left `b` as it was). A forced retake takes what the first left alone,
+/// and the turns stay listed as they ended: at the first undo that rolled them back.
+#[test]
+fn a_forced_undo_takes_again_what_the_rollback_of_an_open_turn_left_alone() {
+    for left_open in [false, true] {
+        let (project, _data, store) = setup();
+        let p = project.path();
+        for f in ["a", "b", "x"] {
+            write_file(p, f, "base\n");
+        }
+        store.begin_turn("s", "1").unwrap();
+        write_file(p, "a", "s1\n");
+        // Turn 1 ended and turn 2 writing `b` before the other turn began; or turn 1 left
+        // open, turn 2 beside the other turn (`b` shared too).
+        let turn_2 = || {
+            store.begin_turn("s", "2").unwrap();
+            write_file(p, "b", "s2\n");
+        };
+        if !left_open {
+            store.end_turn("s", "1").unwrap();
+            turn_2();
+        }
+        store.begin_turn("other", "1").unwrap();
+        write_file(p, "x", "shared\n");
+        if left_open {
+            turn_2();
+        }
+        store.end_turn("other", "1").unwrap();
+        let undo = |force| match left_open {
+            false => store.undo_last("s", force).unwrap(),
+            true => {
+                let options = rewind::UndoOptions {
+                    force,
+                    ..from_turn("1", false)
+                };
+                store.undo("s", &options).unwrap()
+            }
+        };
+        let left: &[&str] = if left_open { &["b", "x"] } else { &["x"] };
+        let first = undo(false);
+        assert_eq!(
+            strings(&first.conflicts),
+            set(left),
+            "{left_open}: {first:?}"
+        );
+        let listed = |store: &Store| {
+            let turns = store.turns(Some("s")).unwrap();
+            turns
+                .iter()
+                .map(|t| origins(&t.changed))
+                .collect::<Vec<_>>()
+        };
+        let before = listed(&store);
+        let forced = undo(true);
+        assert_eq!(
+            strings(&forced.written),
+            set(left),
+            "{left_open}: {forced:?}"
+        );
+        // (`undo --last` takes turn 2 alone.)
+        let a = if left_open { "base\n" } else { "s1\n" };
+        for (f, holds) in [("a", a), ("b", "base\n"), ("x", "base\n")] {
+            assert_eq!(read(p, f).as_deref(), Some(holds), "{left_open}: {f}");
+        }
+        assert_eq!(listed(&store), before, "{left_open}");
+    }
+}

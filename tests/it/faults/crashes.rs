@@ -286,3 +286,32 @@ fn an_undo_killed_anywhere_and_run_again_finishes_moves_and_deletions() {
         }
     }
 }
+
+/// r89 (1): the undo of an open turn killed after its writes and run again: `turns` then
+/// listed the turn rolled back with no files (the run again recorded the rollback anew, at a
+/// point where its work was gone). The turn ended at the first undo that rolled it back.
+#[test]
+fn an_undo_of_an_open_turn_killed_and_run_again_keeps_the_turns_files() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "base\n").file("b", "base\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("a", "s1\n").file("b", "s1\n");
+    let args = ["undo", "--session=s", "--last"];
+    assert!(run_killed(
+        &sb,
+        &p.path,
+        None,
+        &args,
+        ("unlink", 9),
+        DEFAULT_DEADLINE
+    ));
+    let files = |p: &TestProject| turns_of(p, "s")[0]["changed"].as_array().unwrap().len();
+    assert_eq!(files(&p), 2);
+    rwj(&p, &args);
+    assert_eq!(files(&p), 2);
+    assert_eq!(
+        (p.read("a"), p.read("b")),
+        (b"base\n".to_vec(), b"base\n".to_vec())
+    );
+}
