@@ -1046,11 +1046,21 @@ pub fn git_tree(sb: &Sandbox, project: &Path, excludes: &[&str]) -> GitTree {
                 let l = rel_join(&prefix, l);
                 s == l || s.starts_with(&format!("{l}/"))
             });
-            let exists = r
-                .join(OsStr::from_bytes(path))
-                .symlink_metadata()
-                .map(|m| !m.is_dir())
-                .unwrap_or(false);
+            // (Not through a symlink: git adds nothing "beyond a symbolic link", nor does a
+            // snapshot follow one.)
+            let under_a_link =
+                path.iter()
+                    .enumerate()
+                    .filter(|(_, b)| **b == b'/')
+                    .any(|(i, _)| {
+                        let dir = r.join(OsStr::from_bytes(&path[..i])).symlink_metadata();
+                        dir.map(|m| m.file_type().is_symlink()).unwrap_or(false)
+                    });
+            let exists = !under_a_link
+                && r.join(OsStr::from_bytes(path))
+                    .symlink_metadata()
+                    .map(|m| !m.is_dir())
+                    .unwrap_or(false);
             if in_project && !left && exists {
                 force.extend_from_slice(path);
                 force.push(0);
