@@ -2439,7 +2439,7 @@ impl Store {
                 if given_back(&record.turn) && still_rolled_back.contains(&record.turn) {
                     let turn = encode_id("turn", &record.turn)?;
                     let found_it = locked.as_reopened(session, record.clone())?.before;
-                    let before = locked.reopened_before(outcome, found_it)?;
+                    let before = locked.reopened_before((session, record), outcome, found_it)?;
                     redid.push_str(&format!("{REOPENED}{turn} {}\n", outcome.undo));
                     redid.push_str(&format!("{REOPENED_BEFORE}{turn} {before}\n"));
                 }
@@ -3537,6 +3537,16 @@ impl Store {
         session: &str,
         record: &Record,
     ) -> Result<Option<HashMap<BString, Origin>>> {
+        Ok(self.told_and_when(session, record)?.map(|(told, _)| told))
+    }
+
+    /// [`Self::told_when_over`], with the snapshot the turn's time ended at (the point of the
+    /// undo that rolled it back, or the next turn's "before"). Costs the same.
+    fn told_and_when(
+        &self,
+        session: &str,
+        record: &Record,
+    ) -> Result<Option<(HashMap<BString, Origin>, ObjectId)>> {
         let rolled_back = || -> Result<bool> {
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
             Ok(self.ref_target(&marker)?.is_some())
@@ -3546,13 +3556,80 @@ impl Store {
         }
         let turn = encode_id("turn", &record.turn)?;
         let head = self.ref_target(&session_ref(session, "head")?)?;
-        for (_, message) in self.chain_back(head, Some(record.begin))?.0 {
+        for (commit, message) in self.chain_back(head, Some(record.begin))?.0 {
             let told = told_in(&message, &turn);
-            if !told.is_empty() {
-                return Ok(Some(told));
+            if told.is_empty() {
+                continue;
             }
+            let ended = match id_in(&message, UNDO_POINT) {
+                Some(point) => point,
+                None => commit_and_tree(&self.repo(), commit)?.1,
+            };
+            return Ok(Some((told, ended)));
         }
         Ok(None)
+    }
+
+    /// The paths open turn `record` of `session`, rolled back, had made its own when its time
+    /// ended that a redo finding the project at `found` gives back to it although the redo
+    /// writes nothing there: each still holds what it held then, and the session's last undo
+    /// or redo to change it since the turn began was a redo (a run stopped after its writes,
+    /// or one that could not give the turn back while another undo held it) (r88 (2), (3)).
+    /// Not a path an undo changed that something else put back since (a user's `restore` of
+    /// the undo point), nor one no undo or redo changed (the turn had taken back an earlier
+    /// turn's change, r88 (1)): a user's edit there put back to the same bytes cannot be told
+    /// from the turn's work (r90 (5)), and those bytes stay as they are. Costs a commit read
+    /// per commit of the session's chain since the turn began, and two tree lookups per path.
+    fn kept_through_rollback(
+        &self,
+        session: &str,
+        record: &Record,
+        found: ObjectId,
+    ) -> Result<Vec<BString>> {
+        let Some((told, ended)) = self.told_and_when(session, record)? else {
+            return Ok(Vec::new());
+        };
+        // What each undo or redo of the session changed since, newest first, and whether it
+        // was a redo.
+        let head = self.ref_target(&session_ref(session, "head")?)?;
+        // (What an undo that rolled the turn back left alone stays as it was: someone else's
+        // change stood there.)
+        let turn = encode_id("turn", &record.turn)?;
+        let mut changed_by = Vec::new();
+        let mut left_alone = Vec::new();
+        for (_, message) in self.chain_back(head, Some(record.begin))?.0 {
+            let redo = message.lines().any(|l| l == REDO_TRAILER.as_bytes());
+            let paths: Vec<BString> = lines_with(&message, CHANGED)
+                .filter_map(decode_path)
+                .collect();
+            changed_by.push((paths, redo));
+            if !told_in(&message, &turn).is_empty() {
+                left_alone.extend(lines_with(&message, LEFT_ALONE).filter_map(decode_path));
+            }
+        }
+        // (A change at the path, in it or around it: a directory made a file counts.)
+        let related = |a: &BString, b: &BString| {
+            is_within(a.as_bstr(), b.as_bstr()) || is_within(b.as_bstr(), a.as_bstr())
+        };
+        let last_by_redo = |path: &BString| {
+            let mut last = changed_by
+                .iter()
+                .filter(|(paths, _)| paths.iter().any(|p| related(p, path)));
+            last.next().is_some_and(|(_, redo)| *redo)
+        };
+        let repo = self.repo();
+        let mut kept = Vec::new();
+        for (path, origin) in told {
+            let own = matches!(origin, Origin::Unannounced | Origin::Announced);
+            if !own || left_alone.iter().any(|p| related(p, &path)) || !last_by_redo(&path) {
+                continue;
+            }
+            // (A directory counts whole: a file of the turn's there gone is a change too.)
+            if entry_at(&repo, found, path.as_bstr())? == entry_at(&repo, ended, path.as_bstr())? {
+                kept.push(path);
+            }
+        }
+        Ok(kept)
     }
 
     /// For turn `record` of `session`, not rolled back now: what each undo that rolled it
@@ -4335,20 +4412,48 @@ impl Locked<'_> {
         self.commit_object(&message, tree, parent)
     }
 
-    /// The "before" of an open turn a redo gives back: the project as the redo found it
-    /// (`outcome.undo`), with each path the redo wrote or deleted as the turn found it
-    /// (`found_it`, its "before" when the undo rolled it back). So what the turn did until that
-    /// undo, and the redo brought back, is its work again, and what the redo brought back of
-    /// the session's earlier turns is not; what changed while it was rolled back is not its
-    /// either. Costs a tree edit per path the redo changed, and a commit.
-    fn reopened_before(&self, outcome: &RestoreOutcome, found_it: ObjectId) -> Result<ObjectId> {
+    /// The "before" of open turn `record` of `session` that a redo gives back: the project as
+    /// the redo found it (`outcome.undo`), with each path the redo wrote or deleted, and each
+    /// the turn had made its own that the redo found as the rollback left it (see
+    /// [`Store::kept_through_rollback`]) and its "before" could see, as the turn found it
+    /// (`found_it`, its "before" when the undo rolled it back). So what the turn did until that undo is its work again, and
+    /// what the redo brought back of the session's earlier turns is not; what changed while it
+    /// was rolled back is not its either. Costs [`Store::kept_through_rollback`], the rules of
+    /// `found_it`, a tree edit per such path, and a commit.
+    fn reopened_before(
+        &self,
+        (session, record): (&str, &Record),
+        outcome: &RestoreOutcome,
+        found_it: ObjectId,
+    ) -> Result<ObjectId> {
         let repo = self.repo();
         let git_dir = self.git_dir();
+        let mut paths: BTreeSet<BString> = outcome
+            .written
+            .iter()
+            .chain(&outcome.deleted)
+            .cloned()
+            .collect();
+        // (Not a path the turn's "before" could not see: an ignored file the redo's rules
+        // bring into view was no work of the turn's.)
+        let mut sight = self.visibility(found_it, None)?;
+        for path in self.kept_through_rollback(session, record, outcome.undo.0)? {
+            if sight.can_see(&repo, path.as_bstr())? {
+                paths.insert(path);
+            }
+        }
+        let mut edits = Vec::with_capacity(paths.len());
+        for path in paths {
+            let side = side_at(&repo, found_it, path.as_bstr())?;
+            edits.push((path, side));
+        }
+        // (Removals first: a file where a directory of the turn's "before" stood.)
+        edits.sort_by_key(|(_, side)| side.is_some());
         let mut editor = repo
             .edit_tree(outcome.undo.0)
             .map_err(|e| Error::store(git_dir, e))?;
-        for path in outcome.written.iter().chain(&outcome.deleted) {
-            let edited = match side_at(&repo, found_it, path.as_bstr())? {
+        for (path, side) in edits {
+            let edited = match side {
                 Some(side) => editor.upsert(path.as_bstr(), side.entry_kind(), side.id),
                 None => editor.remove(path.as_bstr()),
             };
@@ -5148,16 +5253,27 @@ fn parse_side(text: &[u8]) -> Option<Option<Side>> {
     }))
 }
 
-fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option<Side>> {
+/// The entry at `path` in `tree`, a directory's too: its mode and id. Costs a tree read per
+/// path component.
+fn entry_at(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    path: &BStr,
+) -> Result<Option<(gix::object::tree::EntryMode, ObjectId)>> {
     let git_dir = repo.git_dir();
     let tree = repo.find_tree(tree).map_err(|e| Error::store(git_dir, e))?;
-    Ok(tree
+    let entry = tree
         .lookup_entry(path.split(|&b| b == b'/'))
-        .map_err(|e| Error::store(git_dir, e))?
-        .filter(|entry| !entry.mode().is_tree())
-        .map(|entry| Side {
-            mode: u32::from(entry.mode().value()),
-            id: entry.oid().to_owned(),
+        .map_err(|e| Error::store(git_dir, e))?;
+    Ok(entry.map(|entry| (entry.mode(), entry.oid().to_owned())))
+}
+
+fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option<Side>> {
+    Ok(entry_at(repo, tree, path)?
+        .filter(|(mode, _)| !mode.is_tree())
+        .map(|(mode, id)| Side {
+            mode: u32::from(mode.value()),
+            id,
         }))
 }
 

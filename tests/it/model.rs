@@ -219,6 +219,14 @@ struct TurnRec {
     left_alone: bool,
     /// `turn end` recorded it.
     ended: bool,
+    /// While rolled back open: the newest undo that rolled it back and named its files
+    /// (`Rewind-Rolled-Back-File:`): the project that undo found, and the files it named the
+    /// turn's own (unannounced or announced).
+    rollback: Option<(Listing, Vec<PathBuf>)>,
+    /// What the undos that rolled it back while open left alone (`Rewind-Left-Alone:`).
+    rollback_left: Vec<PathBuf>,
+    /// The session's undo and redo runs counted when it began (`Model::runs`).
+    begun_run: u64,
 }
 
 /// Who the model saw change a path last (invariant 2: whose paths an undo or redo may change).
@@ -319,6 +327,11 @@ struct Model<'a> {
     /// Per session, what its agent or its undo/redo last left at each path (as snapshots see it).
     own: BTreeMap<&'static str, BTreeMap<PathBuf, Option<Ver>>>,
     undos: Vec<UndoRec>,
+    /// Undo and redo runs recorded so far.
+    runs: u64,
+    /// Per session and path, the last recorded undo or redo of the session that changed it:
+    /// its run number and whether it was a redo.
+    rewind_changed: BTreeMap<(&'static str, PathBuf), (u64, bool)>,
 }
 
 impl<'a> Model<'a> {
@@ -369,6 +382,8 @@ impl<'a> Model<'a> {
             writers: BTreeMap::new(),
             own: BTreeMap::new(),
             undos: Vec::new(),
+            runs: 0,
+            rewind_changed: BTreeMap::new(),
         }
     }
 
@@ -1219,6 +1234,9 @@ impl<'a> Model<'a> {
             rolled_back: false,
             left_alone: false,
             ended: false,
+            rollback: None,
+            rollback_left: Vec::new(),
+            begun_run: self.runs,
         });
         self.open.insert(session, self.turns.len() - 1);
     }
@@ -1586,6 +1604,9 @@ impl<'a> Model<'a> {
             self.turns[i].rolled_back = true;
             self.turns[i].left_alone = !o.conflicts.is_empty();
         }
+        if self.head(session) != head {
+            self.rolled_back_open(session, &rolled_back, &before);
+        }
         // An undo that wrote nothing and rolled back no turn is not recorded: no redo takes it.
         if self.head(session) == head {
             if !rolled_back.is_empty() || !o.written.is_empty() || !o.deleted.is_empty() {
@@ -1598,6 +1619,7 @@ impl<'a> Model<'a> {
         let mut changed = changed_paths(&before, &after);
         let reported = o.written.iter().chain(&o.deleted);
         changed.extend(reported.map(|r| path_named(r, &before, &after)));
+        self.note_run(session, false, &o, (&before, &after));
         let at = |l: &Listing| -> BTreeMap<PathBuf, Option<Ver>> {
             changed
                 .iter()
@@ -1615,6 +1637,128 @@ impl<'a> Model<'a> {
             released: BTreeSet::new(),
         });
         self.round_trip(&op, &o, &before);
+    }
+
+    /// Counts a recorded undo or redo of `session` and notes the paths it changed (its chain
+    /// names them: `Rewind-Changed:`).
+    fn note_run(
+        &mut self,
+        session: &'static str,
+        redo: bool,
+        o: &Outcome,
+        (before, after): (&Listing, &Listing),
+    ) {
+        self.runs += 1;
+        let mut changed = changed_paths(before, after);
+        let reported = o.written.iter().chain(&o.deleted);
+        changed.extend(reported.map(|r| path_named(r, before, after)));
+        for p in changed {
+            self.rewind_changed.insert((session, p), (self.runs, redo));
+        }
+    }
+
+    /// After an undo of `session` (its head) rolled back `turns`: for each still open, what
+    /// the undo named its own (`Rewind-Rolled-Back-File:`, unannounced or announced) with
+    /// the project it found (`before`), and what it left alone.
+    fn rolled_back_open(&mut self, session: &'static str, turns: &[usize], before: &Listing) {
+        let message = self.sb.git_in(
+            &self.store,
+            ["log", "-1", "--format=%B", &self.head(session)],
+        );
+        let unescape = |word: &str| -> Vec<u8> {
+            let b = word.as_bytes();
+            let mut out = Vec::new();
+            let mut k = 0;
+            while k < b.len() {
+                if b[k] == b'%' && k + 2 < b.len() {
+                    out.push(u8::from_str_radix(&word[k + 1..k + 3], 16).unwrap());
+                    k += 3;
+                } else {
+                    out.push(b[k]);
+                    k += 1;
+                }
+            }
+            out
+        };
+        let left: Vec<PathBuf> = message
+            .lines()
+            .filter_map(|l| l.strip_prefix("Rewind-Left-Alone: "))
+            .map(|p| PathBuf::from(OsStr::from_bytes(&unescape(p))))
+            .collect();
+        for &i in turns {
+            if self.turns[i].ended {
+                continue;
+            }
+            let id = ref_component(&self.turns[i].id);
+            let own: Vec<PathBuf> = message
+                .lines()
+                .filter_map(|l| l.strip_prefix("Rewind-Rolled-Back-File: "))
+                .filter_map(|l| {
+                    let mut words = l.splitn(3, ' ');
+                    let (turn, origin, path) = (words.next()?, words.next()?, words.next()?);
+                    let own = turn == id && (origin == "unannounced" || origin == "announced");
+                    own.then(|| PathBuf::from(OsStr::from_bytes(&unescape(path))))
+                })
+                .collect();
+            let named = message
+                .lines()
+                .any(|l| l.starts_with(&format!("Rewind-Rolled-Back-File: {id} ")));
+            if named {
+                self.turns[i].rollback = Some((before.clone(), own));
+                self.turns[i].rollback_left.extend(left.iter().cloned());
+            }
+        }
+    }
+
+    /// The rule of a reopened turn's "before" beyond the paths the redo wrote (design, r88):
+    /// each path open turn `i` of `session` made its own when an undo rolled it back
+    /// (`rollback`: that undo's project and those paths), not left alone by such an undo, that
+    /// the redo found (`found`) as that undo found it, and that since the turn began the
+    /// session's undos and redos last changed with a redo, is as the turn first found it.
+    fn kept_through_rollback(
+        &self,
+        session: &'static str,
+        i: usize,
+        (found, rollback): (&Listing, Option<(Listing, Vec<PathBuf>)>),
+        begin: &mut Listing,
+    ) {
+        let Some((then, own)) = rollback else {
+            return;
+        };
+        let turn = &self.turns[i];
+        let under = |l: &Listing, p: &Path| -> Vec<(PathBuf, Option<Ver>)> {
+            l.iter()
+                .filter(|(k, _)| k.starts_with(p))
+                .map(|(k, e)| (k.clone(), seen(ver_of(e))))
+                .filter(|(_, v)| v.is_some())
+                .collect()
+        };
+        for p in own {
+            let bytes = p.as_os_str().as_bytes();
+            if turn
+                .rollback_left
+                .iter()
+                .any(|q| related(q.as_os_str().as_bytes(), bytes))
+            {
+                continue;
+            }
+            let last = self
+                .rewind_changed
+                .iter()
+                .filter(|((s, q), (run, _))| {
+                    *s == session
+                        && *run > turn.begun_run
+                        && related(q.as_os_str().as_bytes(), bytes)
+                })
+                .max_by_key(|(_, (run, _))| *run);
+            if !last.is_some_and(|(_, (_, redo))| *redo) || under(found, &p) != under(&then, &p) {
+                continue;
+            }
+            begin.retain(|k, _| !k.starts_with(&p));
+            for (k, e) in turn.begin.iter().filter(|(k, _)| k.starts_with(&p)) {
+                begin.insert(k.clone(), e.clone());
+            }
+        }
     }
 
     /// The commit `session`'s chain ends with (its head). Costs a `git rev-parse`.
@@ -1677,6 +1821,9 @@ impl<'a> Model<'a> {
             self.violation(format!(
                 "{op}: recorded {recorded}, though it left everything alone: {all_left_alone}"
             ));
+        }
+        if recorded {
+            self.note_run(session, true, &o, (&before, &after));
         }
         let redone = recorded.then(|| self.redone_undo(session)).flatten();
         let pick = self.undos.iter().rposition(|u| match &redone {
@@ -1762,6 +1909,7 @@ impl<'a> Model<'a> {
         for i in back {
             // (One a redo of another undo gave back already stays where that redo found it.)
             let reopens = self.turns[i].rolled_back;
+            let rollback = self.turns[i].rollback.take();
             self.turns[i].rolled_back = false;
             self.turns[i].left_alone = false;
             // The session's latest turn given back before it ended starts again from the
@@ -1779,6 +1927,7 @@ impl<'a> Model<'a> {
                         None => begin.remove(&p),
                     };
                 }
+                self.kept_through_rollback(session, i, (&before, rollback), &mut begin);
                 self.turns[i].begin = begin;
                 if !self.open.contains_key(session) {
                     self.stale.remove(session);

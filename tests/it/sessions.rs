@@ -4208,3 +4208,52 @@ fn a_forced_undo_takes_again_what_the_rollback_of_an_open_turn_left_alone() {
         assert_eq!(listed(&store), before, "{left_open}");
     }
 }
+
+/// r90 (5), against a first fix of r88 (1): turn 2 (open) took back turn 1's change at `a`,
+/// `undo --turn 1` had nothing to write there, the user edited `a` and then restored the undo
+/// point (`a0` back). The redo found `a` as the undo had, and gave it to turn 2 as its work,
+/// so its `undo --last` wrote `a1` over the user's restore without a word. A path no undo or
+/// redo of the session changed since stays as it is: the user's bytes cannot be told from the
+/// turn's.
+#[test]
+fn a_turn_a_redo_gave_back_does_not_take_what_the_user_put_back_where_the_undo_wrote_nothing() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    store.begin_turn("s", "1").unwrap();
+    write_file(p, "a", "a1\n");
+    store.end_turn("s", "1").unwrap();
+    store.begin_turn("s", "2").unwrap();
+    write_file(p, "a", "a0\n");
+    write_file(p, "b", "b2\n");
+    let undone = store.undo("s", &from_turn("1", false)).unwrap();
+    write_file(p, "a", "user\n");
+    store.restore(undone.undo, &Default::default()).unwrap();
+    assert_eq!(read(p, "a").as_deref(), Some("a0\n"));
+    store.redo("s", &Default::default()).unwrap();
+    store.end_turn("s", "2").unwrap();
+    let last = store.undo_last("s", false).unwrap();
+    assert_eq!(read(p, "a").as_deref(), Some("a0\n"), "{last:?}");
+}
+
+/// The limit of r88's fix (model seeds 1 and 4 under a first attempt): the undo of an open
+/// turn deleted the file the turn made, the user then restored the undo point (the same bytes
+/// back), and the redo found the file there. Those bytes are the user's: the turn given back
+/// does not list the file, and its undo keeps it.
+#[test]
+fn a_turn_a_redo_gave_back_does_not_take_what_a_user_restored_after_its_rollback() {
+    let (project, _data, store) = setup();
+    let p = project.path();
+    write_file(p, "a", "a0\n");
+    store.begin_turn("s", "1").unwrap();
+    write_file(p, "m", "m1\n");
+    let undone = store.undo_last("s", false).unwrap();
+    assert_eq!(read(p, "m"), None);
+    store.restore(undone.undo, &Default::default()).unwrap();
+    assert_eq!(read(p, "m").as_deref(), Some("m1\n"));
+    store.redo("s", &Default::default()).unwrap();
+    let ended = store.end_turn("s", "1").unwrap();
+    assert!(!ended.files.iter().any(|f| f.file == "m"), "{ended:?}");
+    store.undo_last("s", false).unwrap();
+    assert_eq!(read(p, "m").as_deref(), Some("m1\n"));
+}

@@ -315,3 +315,67 @@ fn an_undo_of_an_open_turn_killed_and_run_again_keeps_the_turns_files() {
         (b"base\n".to_vec(), b"base\n".to_vec())
     );
 }
+
+/// r88 (2): the redo of an undo that rolled an open turn back, killed after it wrote every
+/// file, then run again: that run wrote nothing, so it gave the turn the project as it found
+/// it for "before", and the turn's undo left its work (files written, made and deleted before
+/// the undo) in place. What the turn made its own and still holds what it held then is its.
+#[test]
+fn a_redo_killed_after_its_writes_and_run_again_gives_the_turn_its_work_back() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a0\n").file("b", "b0\n").file("e", "e0\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("a", "a1\n");
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=2"]);
+    p.file("b", "b2\n").file("c", "c2\n");
+    fs::remove_file(p.path.join("e")).unwrap();
+    rwj(&p, &["undo", "--session=s", "--turn=1"]);
+    let killed = run_killed(
+        &sb,
+        &p.path,
+        None,
+        &["redo", "--session=s"],
+        ("unlink", 4),
+        DEFAULT_DEADLINE,
+    );
+    assert!(killed, "the redo was not killed at its fourth unlink");
+    rwj(&p, &["redo", "--session=s"]);
+    rwj(&p, &["turn", "end", "--session=s", "--turn=2"]);
+    rwj(&p, &["undo", "--session=s", "--last"]);
+    assert_eq!(p.read("a"), b"a1\n");
+    assert_eq!(p.read("b"), b"b0\n");
+    assert_eq!(p.read("e"), b"e0\n");
+    assert!(!p.path.join("c").exists());
+}
+
+/// r88 (3): `undo --turn 1` of turns 1 and 2 (2 open) killed before it wrote anything and run
+/// again, then redone twice (the second redo takes the stopped run, which found nothing left
+/// to write): the turn given back listed none of its work, and its undo left it in place.
+#[test]
+fn an_undo_killed_before_its_writes_run_again_and_redone_twice_gives_the_turn_its_work_back() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a0\n").file("b", "b0\n").file("e", "e0\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("a", "a1\n");
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=2"]);
+    p.file("b", "b2\n").file("c", "c2\n");
+    fs::remove_file(p.path.join("e")).unwrap();
+    let undo = ["undo", "--session=s", "--turn=1"];
+    let killed = run_killed(&sb, &p.path, None, &undo, ("syncfs", 1), DEFAULT_DEADLINE);
+    assert!(killed, "the undo was not killed at its first syncfs");
+    assert_eq!(p.read("b"), b"b2\n", "the kill came after a write");
+    rwj(&p, &undo);
+    assert_eq!(p.read("a"), b"a0\n");
+    rwj(&p, &["redo", "--session=s"]);
+    rwj(&p, &["redo", "--session=s"]);
+    rwj(&p, &["turn", "end", "--session=s", "--turn=2"]);
+    rwj(&p, &["undo", "--session=s", "--last"]);
+    assert_eq!(p.read("a"), b"a1\n");
+    assert_eq!(p.read("b"), b"b0\n");
+    assert_eq!(p.read("e"), b"e0\n");
+    assert!(!p.path.join("c").exists());
+}
