@@ -2078,10 +2078,13 @@ impl Store {
             edited_after_a_stop
                 .extend(locked.changed_since_stopped((&message, undo_tree), current)?);
         }
+        // What a redo stopped since planned: where it is back, that run wrote it (r90 (3)).
+        let mut planned_by_a_stop: HashSet<BString> = HashSet::new();
         for (commit, text) in since.iter().rev() {
             if text.contains_str(REDO_TRAILER) && is_unfinished(text) {
                 let planned = commit_and_tree(&repo, *commit)?.1;
                 edited_after_a_stop.extend(locked.changed_since_stopped((text, planned), current)?);
+                planned_by_a_stop.extend(lines_with(text, CHANGED).filter_map(decode_path));
             }
             if text.contains_str(REDO_TRAILER) && !is_unfinished(text) {
                 let tree = commit_and_tree(&repo, *commit)?.1;
@@ -2353,9 +2356,11 @@ impl Store {
             }
             if now == wanted {
                 // Back already. When the undo was stopped (before it changed the path, which its
-                // record names), the session's record of it comes back too; otherwise someone
-                // else put it back (a `restore`), and it stays theirs.
-                if unfinished && left != wanted {
+                // record names), or a redo of it stopped after it wrote it, the session's record
+                // of it comes back too; otherwise someone else put it back (a `restore`), and it
+                // stays theirs.
+                let stopped = unfinished || planned_by_a_stop.contains(&path);
+                if stopped && left != wanted {
                     let (before, after) = (left, wanted);
                     already.push(Change {
                         path,
@@ -2413,12 +2418,15 @@ impl Store {
         // back already. Its turns are no longer rolled back unless a file could not be written.
         // (Written before its files change, unfinished, it redoes nothing and gives nothing
         // back yet: stopped there, the next redo takes the same undo.)
+        // A run of this redo stopped since wrote what this one finds back: this run brings
+        // that back as much as one that wrote it (r90 (3)).
+        let stopped_wrote = already.iter().any(|c| planned_by_a_stop.contains(&c.path));
         let record = |outcome: &RestoreOutcome, (parent, run): On| -> Result<ChainRecord> {
             let unfinished = run.is_some();
             let complete =
                 conflicts.is_empty() && outcome.conflicts.is_empty() && outcome.failed.is_empty();
             // (A redo that brought nothing back, all of it left alone, gives no turn back.)
-            if !complete && wrote_nothing(outcome) {
+            if !complete && wrote_nothing(outcome) && !stopped_wrote {
                 return Ok(None);
             }
             let given_back = outcome.failed.is_empty() && !unfinished;

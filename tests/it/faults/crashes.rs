@@ -379,3 +379,33 @@ fn an_undo_killed_before_its_writes_run_again_and_redone_twice_gives_the_turn_it
     assert_eq!(p.read("e"), b"e0\n");
     assert!(!p.path.join("c").exists());
 }
+
+/// r90 (3): an open turn rolled back, the user edits `a`, and the redo is killed after it
+/// swapped `b` back and before its record; run again, it leaves `a` alone and, having written
+/// nothing itself, recorded nothing: the turn stayed rolled back with `b1` back on disk (`turn
+/// end` refused it, `undo --last` found no turn). What the stopped run wrote is this redo's.
+#[test]
+fn a_redo_killed_after_its_writes_and_run_again_beside_a_users_edit_gives_the_turn_back() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a0\n").file("b", "b0\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("a", "a1\n").file("b", "b1\n");
+    rwj(&p, &["undo", "--session=s", "--last"]);
+    p.file("a", "user\n");
+    let redo = ["redo", "--session=s"];
+    let killed = run_killed(&sb, &p.path, None, &redo, ("unlink", 5), DEFAULT_DEADLINE);
+    assert!(killed, "the redo was not killed at its fifth unlink");
+    assert_eq!(
+        p.read("b"),
+        b"b1\n",
+        "the kill came before the redo's write"
+    );
+    let again = rwj(&p, &redo);
+    assert_eq!(again["conflicts"], serde_json::json!(["a"]), "{again}");
+    let ended = rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    assert_eq!(ended["files"][0]["file"], "b", "{ended}");
+    rwj(&p, &["undo", "--session=s", "--last"]);
+    assert_eq!(p.read("b"), b"b0\n");
+    assert_eq!(p.read("a"), b"user\n");
+}
