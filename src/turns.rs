@@ -1890,8 +1890,9 @@ impl Store {
         unfinished.reverse();
         // An unfinished undo or redo (stopped before it changed files, or while) says nothing of
         // what the session left: the tree before it stands. An open turn it rolled back (the
-        // commit before is that turn's begin) ended where the undo found the project: up to
-        // there, its own work, which the undo may not have taken back yet (r76 f6).
+        // commit before is that turn's begin, or the redo that reopened it: r90 (2)) ended
+        // where the undo found the project: up to there, its own work, which the undo may not
+        // have taken back yet (r76 f6).
         let mut links: Vec<ChainLink> = Vec::with_capacity(chain.len() + 1);
         let mut after_stopped = false;
         for (link, stopped) in chain.into_iter().zip(unfinished) {
@@ -1902,7 +1903,9 @@ impl Store {
                 link.found = None;
             }
             if let Some(point) = stopped {
-                let after_begin = links.last().is_some_and(|l| l.kind == ChainKind::Begin);
+                let after_begin = links
+                    .last()
+                    .is_some_and(|l| l.kind == ChainKind::Begin || l.reopens);
                 if let (Some(point), true) = (point, after_begin) {
                     links.push(ChainLink {
                         tree: point,

@@ -409,3 +409,38 @@ fn a_redo_killed_after_its_writes_and_run_again_beside_a_users_edit_gives_the_tu
     assert_eq!(p.read("b"), b"b0\n");
     assert_eq!(p.read("a"), b"user\n");
 }
+
+/// r90 (2): an open turn rolled back, given back by a redo, then more of its agent's work
+/// (`c` made, `b` edited), then `undo --last` killed anywhere from its record on and run
+/// again: the rerun left `b` and `c` alone as someone else's (the turn's time was read as
+/// ending at the redo, not where the stopped undo found the project), and the turn lost them.
+#[test]
+fn an_undo_of_a_reopened_turn_killed_anywhere_and_run_again_takes_the_turns_later_work() {
+    for syscall in ["unlink", "renameat2"] {
+        for when in 1.. {
+            let sb = Sandbox::new();
+            let p = sb.project("proj");
+            p.file("a", "a0\n").file("b", "b0\n");
+            rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+            p.file("a", "a1\n");
+            rwj(&p, &["undo", "--session=s", "--last"]);
+            rwj(&p, &["redo", "--session=s"]);
+            p.file("c", "c1\n").file("b", "b1\n");
+            let undo = ["undo", "--session=s", "--last"];
+            let killed = run_killed(&sb, &p.path, None, &undo, (syscall, when), DEFAULT_DEADLINE);
+            let what = format!("undo killed at {syscall} #{when}, then run again");
+            let again = if p.read("a") == b"a1\n" || p.path.join("c").exists() {
+                rwj(&p, &undo)
+            } else {
+                serde_json::json!({"conflicts": []})
+            };
+            assert_eq!(again["conflicts"], serde_json::json!([]), "{what}: {again}");
+            assert_eq!(p.read("a"), b"a0\n", "{what}: {again}");
+            assert_eq!(p.read("b"), b"b0\n", "{what}: {again}");
+            assert!(!p.path.join("c").exists(), "{what}: {again}");
+            if !killed {
+                break;
+            }
+        }
+    }
+}
