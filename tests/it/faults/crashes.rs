@@ -323,14 +323,7 @@ fn an_undo_of_an_open_turn_killed_and_run_again_keeps_the_turns_files() {
 #[test]
 fn a_redo_killed_after_its_writes_and_run_again_gives_the_turn_its_work_back() {
     let sb = Sandbox::new();
-    let p = sb.project("proj");
-    p.file("a", "a0\n").file("b", "b0\n").file("e", "e0\n");
-    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
-    p.file("a", "a1\n");
-    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
-    rwj(&p, &["turn", "begin", "--session=s", "--turn=2"]);
-    p.file("b", "b2\n").file("c", "c2\n");
-    fs::remove_file(p.path.join("e")).unwrap();
+    let p = turn_2_open_after_turn_1(&sb);
     rwj(&p, &["undo", "--session=s", "--turn=1"]);
     let killed = run_killed(
         &sb,
@@ -342,12 +335,7 @@ fn a_redo_killed_after_its_writes_and_run_again_gives_the_turn_its_work_back() {
     );
     assert!(killed, "the redo was not killed at its fourth unlink");
     rwj(&p, &["redo", "--session=s"]);
-    rwj(&p, &["turn", "end", "--session=s", "--turn=2"]);
-    rwj(&p, &["undo", "--session=s", "--last"]);
-    assert_eq!(p.read("a"), b"a1\n");
-    assert_eq!(p.read("b"), b"b0\n");
-    assert_eq!(p.read("e"), b"e0\n");
-    assert!(!p.path.join("c").exists());
+    end_turn_2_and_undo_it(&p);
 }
 
 /// r88 (3): `undo --turn 1` of turns 1 and 2 (2 open) killed before it wrote anything and run
@@ -356,14 +344,7 @@ fn a_redo_killed_after_its_writes_and_run_again_gives_the_turn_its_work_back() {
 #[test]
 fn an_undo_killed_before_its_writes_run_again_and_redone_twice_gives_the_turn_its_work_back() {
     let sb = Sandbox::new();
-    let p = sb.project("proj");
-    p.file("a", "a0\n").file("b", "b0\n").file("e", "e0\n");
-    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
-    p.file("a", "a1\n");
-    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
-    rwj(&p, &["turn", "begin", "--session=s", "--turn=2"]);
-    p.file("b", "b2\n").file("c", "c2\n");
-    fs::remove_file(p.path.join("e")).unwrap();
+    let p = turn_2_open_after_turn_1(&sb);
     let undo = ["undo", "--session=s", "--turn=1"];
     let killed = run_killed(&sb, &p.path, None, &undo, ("syncfs", 1), DEFAULT_DEADLINE);
     assert!(killed, "the undo was not killed at its first syncfs");
@@ -372,12 +353,7 @@ fn an_undo_killed_before_its_writes_run_again_and_redone_twice_gives_the_turn_it
     assert_eq!(p.read("a"), b"a0\n");
     rwj(&p, &["redo", "--session=s"]);
     rwj(&p, &["redo", "--session=s"]);
-    rwj(&p, &["turn", "end", "--session=s", "--turn=2"]);
-    rwj(&p, &["undo", "--session=s", "--last"]);
-    assert_eq!(p.read("a"), b"a1\n");
-    assert_eq!(p.read("b"), b"b0\n");
-    assert_eq!(p.read("e"), b"e0\n");
-    assert!(!p.path.join("c").exists());
+    end_turn_2_and_undo_it(&p);
 }
 
 /// r90 (3): an open turn rolled back, the user edits `a`, and the redo is killed after it
@@ -443,4 +419,29 @@ fn an_undo_of_a_reopened_turn_killed_anywhere_and_run_again_takes_the_turns_late
             }
         }
     }
+}
+
+/// Turn 1 of session `s` wrote `a1` and ended; turn 2, open, wrote `b2`, made `c` and deleted
+/// `e` (r88).
+fn turn_2_open_after_turn_1(sb: &Sandbox) -> TestProject<'_> {
+    let p = sb.project("proj");
+    p.file("a", "a0\n").file("b", "b0\n").file("e", "e0\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("a", "a1\n");
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=2"]);
+    p.file("b", "b2\n").file("c", "c2\n");
+    fs::remove_file(p.path.join("e")).unwrap();
+    p
+}
+
+/// Ends [`turn_2_open_after_turn_1`]'s turn 2 and undoes it: turn 1's work stays, turn 2's
+/// goes.
+fn end_turn_2_and_undo_it(p: &TestProject) {
+    rwj(p, &["turn", "end", "--session=s", "--turn=2"]);
+    rwj(p, &["undo", "--session=s", "--last"]);
+    assert_eq!(p.read("a"), b"a1\n");
+    assert_eq!(p.read("b"), b"b0\n");
+    assert_eq!(p.read("e"), b"e0\n");
+    assert!(!p.path.join("c").exists());
 }
