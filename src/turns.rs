@@ -2416,14 +2416,14 @@ impl Store {
             Some(head) => commit_and_tree(&repo, head)?.1,
             None => current,
         };
+        // A run of this redo stopped since wrote what this one finds back: this run brings
+        // that back as much as one that wrote it (r90 (3)).
+        let stopped_wrote = already.iter().any(|c| planned_by_a_stop.contains(&c.path));
         // The undo is redone only when all of it came back: after a conflict or a failure, redo
         // (with `force`, or once there is room) takes the same undo again, skipping what is
         // back already. Its turns are no longer rolled back unless a file could not be written.
         // (Written before its files change, unfinished, it redoes nothing and gives nothing
         // back yet: stopped there, the next redo takes the same undo.)
-        // A run of this redo stopped since wrote what this one finds back: this run brings
-        // that back as much as one that wrote it (r90 (3)).
-        let stopped_wrote = already.iter().any(|c| planned_by_a_stop.contains(&c.path));
         let record = |outcome: &RestoreOutcome, (parent, run): On| -> Result<ChainRecord> {
             let unfinished = run.is_some();
             let complete =
@@ -3548,16 +3548,6 @@ impl Store {
         session: &str,
         record: &Record,
     ) -> Result<Option<HashMap<BString, Origin>>> {
-        Ok(self.told_and_when(session, record)?.map(|(told, _)| told))
-    }
-
-    /// [`Self::told_when_over`], with the snapshot the turn's time ended at (the point of the
-    /// undo that rolled it back, or the next turn's "before"). Costs the same.
-    fn told_and_when(
-        &self,
-        session: &str,
-        record: &Record,
-    ) -> Result<Option<(HashMap<BString, Origin>, ObjectId)>> {
         let rolled_back = || -> Result<bool> {
             let marker = turn_ref(session, "rolled-back", &record.turn)?;
             Ok(self.ref_target(&marker)?.is_some())
@@ -3567,16 +3557,11 @@ impl Store {
         }
         let turn = encode_id("turn", &record.turn)?;
         let head = self.ref_target(&session_ref(session, "head")?)?;
-        for (commit, message) in self.chain_back(head, Some(record.begin))?.0 {
+        for (_, message) in self.chain_back(head, Some(record.begin))?.0 {
             let told = told_in(&message, &turn);
-            if told.is_empty() {
-                continue;
+            if !told.is_empty() {
+                return Ok(Some(told));
             }
-            let ended = match id_in(&message, UNDO_POINT) {
-                Some(point) => point,
-                None => commit_and_tree(&self.repo(), commit)?.1,
-            };
-            return Ok(Some((told, ended)));
         }
         Ok(None)
     }
@@ -3597,27 +3582,38 @@ impl Store {
         record: &Record,
         found: ObjectId,
     ) -> Result<Vec<BString>> {
-        let Some((told, ended)) = self.told_and_when(session, record)? else {
-            return Ok(Vec::new());
-        };
-        // What each undo or redo of the session changed since, newest first, and whether it
-        // was a redo.
+        let repo = self.repo();
         let head = self.ref_target(&session_ref(session, "head")?)?;
-        // (What an undo that rolled the turn back left alone stays as it was: someone else's
-        // change stood there.)
         let turn = encode_id("turn", &record.turn)?;
+        // What each undo or redo of the session changed since, newest first, and whether it
+        // was a redo; the newest that told the turn's files (as in [`Self::told_when_over`]),
+        // with the project it found; what the undos that told them left alone (someone
+        // else's change stood there, and stays).
         let mut changed_by = Vec::new();
+        let mut told_then = None;
         let mut left_alone = Vec::new();
-        for (_, message) in self.chain_back(head, Some(record.begin))?.0 {
+        for (commit, message) in self.chain_back(head, Some(record.begin))?.0 {
             let redo = message.lines().any(|l| l == REDO_TRAILER.as_bytes());
             let paths: Vec<BString> = lines_with(&message, CHANGED)
                 .filter_map(decode_path)
                 .collect();
             changed_by.push((paths, redo));
-            if !told_in(&message, &turn).is_empty() {
-                left_alone.extend(lines_with(&message, LEFT_ALONE).filter_map(decode_path));
+            let told = told_in(&message, &turn);
+            if told.is_empty() {
+                continue;
+            }
+            left_alone.extend(lines_with(&message, LEFT_ALONE).filter_map(decode_path));
+            if told_then.is_none() {
+                let ended = match id_in(&message, UNDO_POINT) {
+                    Some(point) => point,
+                    None => commit_and_tree(&repo, commit)?.1,
+                };
+                told_then = Some((told, ended));
             }
         }
+        let Some((told, ended)) = told_then else {
+            return Ok(Vec::new());
+        };
         // (A change at the path, in it or around it: a directory made a file counts.)
         let related = |a: &BString, b: &BString| {
             is_within(a.as_bstr(), b.as_bstr()) || is_within(b.as_bstr(), a.as_bstr())
@@ -3628,7 +3624,6 @@ impl Store {
                 .filter(|(paths, _)| paths.iter().any(|p| related(p, path)));
             last.next().is_some_and(|(_, redo)| *redo)
         };
-        let repo = self.repo();
         let mut kept = Vec::new();
         for (path, origin) in told {
             let own = matches!(origin, Origin::Unannounced | Origin::Announced);
@@ -4427,9 +4422,9 @@ impl Locked<'_> {
     /// the redo found it (`outcome.undo`), with each path the redo wrote or deleted, and each
     /// the turn had made its own that the redo found as the rollback left it (see
     /// [`Store::kept_through_rollback`]) and its "before" could see, as the turn found it
-    /// (`found_it`, its "before" when the undo rolled it back). So what the turn did until that undo is its work again, and
-    /// what the redo brought back of the session's earlier turns is not; what changed while it
-    /// was rolled back is not its either. Costs [`Store::kept_through_rollback`], the rules of
+    /// (`found_it`, its "before" when the undo rolled it back). So what the turn did until that
+    /// undo is its work again, and what the redo brought back of the session's earlier turns is
+    /// not; what changed while it was rolled back is not its either. Costs [`Store::kept_through_rollback`], the rules of
     /// `found_it`, a tree edit per such path, and a commit.
     fn reopened_before(
         &self,
