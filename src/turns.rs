@@ -2082,12 +2082,14 @@ impl Store {
                 .extend(locked.changed_since_stopped((&message, undo_tree), current)?);
         }
         // What a redo stopped since planned: where it is back, that run wrote it (r90 (3)).
-        let mut planned_by_a_stop: HashSet<BString> = HashSet::new();
+        // (Each path with the tree of the newest such run.)
+        let mut planned_by_a_stop: HashMap<BString, ObjectId> = HashMap::new();
         for (commit, text) in since.iter().rev() {
             if text.contains_str(REDO_TRAILER) && is_unfinished(text) {
                 let planned = commit_and_tree(&repo, *commit)?.1;
                 edited_after_a_stop.extend(locked.changed_since_stopped((text, planned), current)?);
-                planned_by_a_stop.extend(lines_with(text, CHANGED).filter_map(decode_path));
+                let paths = lines_with(text, CHANGED).filter_map(decode_path);
+                planned_by_a_stop.extend(paths.map(|path| (path, planned)));
             }
             if text.contains_str(REDO_TRAILER) && !is_unfinished(text) {
                 let tree = commit_and_tree(&repo, *commit)?.1;
@@ -2357,13 +2359,15 @@ impl Store {
                 kept.push(path);
                 continue;
             }
+            let edited_after_stop = edited_after_a_stop.contains(&path);
             if now == wanted {
                 // Back already. When the undo was stopped (before it changed the path, which its
                 // record names), or a redo of it stopped after it wrote it, the session's record
-                // of it comes back too; otherwise someone else put it back (a `restore`), and it
+                // of it comes back too; otherwise someone else put it back (a `restore`, or the
+                // same bytes written after a stopped run that did not write them: r91), and it
                 // stays theirs.
-                let stopped = unfinished || planned_by_a_stop.contains(&path);
-                if stopped && left != wanted {
+                let stopped = unfinished || planned_by_a_stop.contains_key(&path);
+                if stopped && !edited_after_stop && left != wanted {
                     let (before, after) = (left, wanted);
                     already.push(Change {
                         path,
@@ -2373,7 +2377,6 @@ impl Store {
                 }
                 continue;
             }
-            let edited_after_stop = edited_after_a_stop.contains(&path);
             if (now != left || edited_after_stop || changed_by_later_turn(path.as_bstr())?)
                 && !force
             {
@@ -2412,13 +2415,22 @@ impl Store {
         }
         let file_undos = locked.file_undos_not_redone(session, undo)?;
         let from_turn = locked.record(undo)?.turn;
-        let base = match locked.ref_target(&session_ref(session, "head")?)? {
+        let base = match head {
             Some(head) => commit_and_tree(&repo, head)?.1,
             None => current,
         };
+        // What a redo stopped since planned is not the session's word where it did not write
+        // it (r91): what this run writes, or finds that run wrote, goes on top.
+        let left_there = |path: &BString| {
+            let left_by = redone_since.get(path).copied().unwrap_or(undo_tree);
+            side_at(&repo, left_by, path.as_bstr())
+        };
+        let base = locked.without_stopped_plans(base, &planned_by_a_stop, left_there)?;
         // A run of this redo stopped since wrote what this one finds back: this run brings
         // that back as much as one that wrote it (r90 (3)).
-        let stopped_wrote = already.iter().any(|c| planned_by_a_stop.contains(&c.path));
+        let stopped_wrote = already
+            .iter()
+            .any(|c| planned_by_a_stop.contains_key(&c.path));
         // The undo is redone only when all of it came back: after a conflict or a failure, redo
         // (with `force`, or once there is room) takes the same undo again, skipping what is
         // back already. Its turns are no longer rolled back unless a file could not be written.
@@ -4080,7 +4092,17 @@ impl Locked<'_> {
         let run = lines_with(message, UNFINISHED_RUN).next();
         let not_done = run.and_then(|token| Some(self.not_done_by_run(token.to_str().ok()?)));
         let mut changed = Vec::new();
-        for path in lines_with(message, CHANGED).filter_map(decode_path) {
+        let planned_paths: Vec<BString> = lines_with(message, CHANGED)
+            .filter_map(decode_path)
+            .collect();
+        for path in planned_paths.iter().cloned() {
+            // An empty directory where the run planned to change what was in it: the run's own
+            // leftover (killed between removing a directory's last file and the directory; its
+            // unlink is the change time), and it holds no byte (r90 (1)).
+            let below = |p: &BString| *p != path && is_within(p.as_ref(), path.as_ref());
+            if planned_paths.iter().any(below) && self.is_empty_dir(&path) {
+                continue;
+            }
             let not_its = match &not_done {
                 Some(NotDone::All) => true,
                 Some(NotDone::Paths(paths)) => paths.contains(&path),
@@ -4116,6 +4138,17 @@ impl Locked<'_> {
         let changed = crate::fs::change_time(&found);
         let slack = Duration::from_millis(10);
         changed.is_none_or(|changed| changed + slack >= since)
+    }
+
+    /// Whether project path `path` is a directory (not a symlink to one) holding nothing.
+    /// Costs an `lstat` and the first read of the directory.
+    fn is_empty_dir(&self, path: &BString) -> bool {
+        let Ok(os) = crate::paths::os_path(path) else {
+            return false;
+        };
+        let full = self.project().join(os);
+        self.lstat(path).is_some_and(|found| found.is_dir())
+            && std::fs::read_dir(full).is_ok_and(|mut listing| listing.next().is_none())
     }
 
     /// Whether something stands at project path `path` (no snapshot may see it). Costs an
@@ -4375,6 +4408,52 @@ impl Locked<'_> {
         let (mut outcome, unrecorded) = self.apply_recorded(session, plan, &chain_record)?;
         finish(&mut outcome);
         Ok(ChainRun::Undo.outcome(outcome, unrecorded))
+    }
+
+    /// `base`, the tree of what the session left, with each path of `plans` (a stopped run's
+    /// plan: the path and the run's tree) where it still holds that run's plan put back to what
+    /// was there before the run, `left(path)` (a directory of the plan where `left` has none
+    /// stays: its files are in `plans` too). Costs two tree lookups per path and a tree write.
+    fn without_stopped_plans(
+        &self,
+        base: ObjectId,
+        plans: &HashMap<BString, ObjectId>,
+        left: impl Fn(&BString) -> Result<Option<Side>>,
+    ) -> Result<ObjectId> {
+        let repo = self.repo();
+        let git_dir = self.git_dir();
+        let (mut removals, mut upserts) = (Vec::new(), Vec::new());
+        for (path, plan) in plans {
+            let there = entry_at(&repo, base, path.as_bstr())?;
+            if there != entry_at(&repo, *plan, path.as_bstr())? {
+                continue; // a later word, or none of the plan's
+            }
+            let is_dir = there.is_some_and(|(mode, _)| mode.is_tree());
+            let file_there = side_at(&repo, base, path.as_bstr())?;
+            match left(path)? {
+                Some(side) if is_dir || file_there != Some(side) => upserts.push((path, side)),
+                None if file_there.is_some() => removals.push(path),
+                _ => {}
+            }
+        }
+        if removals.is_empty() && upserts.is_empty() {
+            return Ok(base);
+        }
+        let mut editor = repo.edit_tree(base).map_err(|e| Error::store(git_dir, e))?;
+        for path in removals {
+            editor
+                .remove(path.as_bstr())
+                .map_err(|e| Error::store(git_dir, e))?;
+        }
+        for (path, side) in upserts {
+            editor
+                .upsert(path.as_bstr(), side.entry_kind(), side.id)
+                .map_err(|e| Error::store(git_dir, e))?;
+        }
+        Ok(editor
+            .write()
+            .map_err(|e| Error::store(git_dir, e))?
+            .detach())
     }
 
     /// The commit that appends an undo or redo to the session's chain, on `parent` (written;

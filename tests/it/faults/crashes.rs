@@ -421,6 +421,109 @@ fn an_undo_of_a_reopened_turn_killed_anywhere_and_run_again_takes_the_turns_late
     }
 }
 
+/// r90 (1): a turn that replaced a directory by a file (or a file by a directory), its undo or
+/// the redo of that undo killed between removing the directory's last file and the directory:
+/// the empty directory left there was taken for an edit made since the stopped run, and every
+/// run again left the path alone ("a directory is in the way"), so the file never came back.
+/// Killed at every `unlinkat`, the run again puts the file there, and the other command takes
+/// it back.
+#[test]
+fn a_run_killed_between_a_directorys_last_file_and_the_directory_finishes_when_run_again() {
+    for op in ["undo", "redo"] {
+        for when in 1.. {
+            let sb = Sandbox::new();
+            let p = sb.project("proj");
+            // The undo's rerun puts file `d` back; the redo's, the turn's file `d`.
+            let (dir_first, file) = match op {
+                "undo" => (false, "d0\n"),
+                _ => (true, "f1\n"),
+            };
+            match dir_first {
+                true => p.file("d/x", "x0\n"),
+                false => p.file("d", file),
+            };
+            rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+            fs::remove_dir_all(p.path.join("d"))
+                .or_else(|_| fs::remove_file(p.path.join("d")))
+                .unwrap();
+            match dir_first {
+                true => p.file("d", file),
+                false => p.file("d/x", "x1\n"),
+            };
+            rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+            if op == "redo" {
+                rwj(&p, &["undo", "--session=s", "--last"]);
+            }
+            let args = match op {
+                "undo" => vec!["undo", "--session=s", "--last"],
+                _ => vec!["redo", "--session=s"],
+            };
+            let killed = run_killed(
+                &sb,
+                &p.path,
+                None,
+                &args,
+                ("unlinkat", when),
+                DEFAULT_DEADLINE,
+            );
+            if !killed {
+                break;
+            }
+            let what = format!("{op} killed at unlinkat #{when}, then run again");
+            let again = rwj(&p, &args);
+            assert_eq!(again["conflicts"], serde_json::json!([]), "{what}: {again}");
+            assert_eq!(p.read("d"), file.as_bytes(), "{what}: {again}");
+            // (A stopped undo and its run again are two undos: two redos take them back.)
+            let rolled_back = || turns_of(&p, "s")[0]["rolled_back"] == true;
+            let mut back = Value::Null;
+            for _ in 0..2 {
+                back = match op {
+                    "undo" if rolled_back() => rwj(&p, &["redo", "--session=s"]),
+                    "redo" if !rolled_back() => rwj(&p, &["undo", "--session=s", "--last"]),
+                    _ => break,
+                };
+                assert_eq!(back["conflicts"], serde_json::json!([]), "{what}: {back}");
+            }
+            let x = if op == "undo" { "x1\n" } else { "x0\n" };
+            assert_eq!(p.read("d/x"), x.as_bytes(), "{what}, then back: {back}");
+        }
+    }
+}
+
+/// r91 (1), (2): a redo killed before it changed a file (at its first `syncfs`), then the user
+/// wrote the very bytes it would write (`a`, `c`) and deleted what it would delete (`b`); run
+/// again, it took those for the stopped run's work, and `undo --last` then wrote over them
+/// (and brought `b` back) with no conflict. Without the kill they are the user's: a conflict.
+#[test]
+fn a_redo_killed_before_its_writes_does_not_take_what_the_user_did_the_same_since() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a0\n").file("b", "b0\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("a", "a1\n").file("c", "c1\n");
+    fs::remove_file(p.path.join("b")).unwrap();
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    rwj(&p, &["undo", "--session=s", "--last"]);
+    let redo = ["redo", "--session=s"];
+    let killed = run_killed(&sb, &p.path, None, &redo, ("syncfs", 1), DEFAULT_DEADLINE);
+    assert!(killed, "the redo was not killed at its first syncfs");
+    assert_eq!(p.read("a"), b"a0\n", "the kill came after a write");
+    p.file("a", "a1\n").file("c", "c1\n");
+    fs::remove_file(p.path.join("b")).unwrap();
+    rwj(&p, &redo);
+    let undo = rwj(&p, &["undo", "--session=s", "--last"]);
+    assert_eq!(
+        undo["conflicts"],
+        serde_json::json!(["a", "b", "c"]),
+        "{undo}"
+    );
+    assert_eq!(
+        (p.read("a"), p.read("c")),
+        (b"a1\n".to_vec(), b"c1\n".to_vec())
+    );
+    assert!(!p.path.join("b").exists(), "{undo}");
+}
+
 /// Turn 1 of session `s` wrote `a1` and ended; turn 2, open, wrote `b2`, made `c` and deleted
 /// `e` (r88).
 fn turn_2_open_after_turn_1(sb: &Sandbox) -> TestProject<'_> {
