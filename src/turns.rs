@@ -4336,20 +4336,8 @@ impl Locked<'_> {
         }
         pair_conflicts(&mut changes, &mut conflicts, &partners);
         // The project as the undo leaves it: now, with the changes.
-        let mut editor = merges
-            .edit_tree(current)
-            .map_err(|e| Error::store(self.git_dir(), e))?;
-        for change in &changes {
-            let edited = match change.after {
-                Some(side) => editor.upsert(change.path.as_bstr(), side.entry_kind(), side.id),
-                None => editor.remove(change.path.as_bstr()),
-            };
-            edited.map_err(|e| Error::store(self.git_dir(), e))?;
-        }
-        let target = editor
-            .write()
-            .map_err(|e| Error::store(self.git_dir(), e))?
-            .detach();
+        let edits = changes.iter().map(|c| (c.path.as_bstr(), c.after));
+        let target = tree_with(&merges, current, edits)?;
         let plan = Plan {
             target,
             current,
@@ -4421,8 +4409,7 @@ impl Locked<'_> {
         left: impl Fn(&BString) -> Result<Option<Side>>,
     ) -> Result<ObjectId> {
         let repo = self.repo();
-        let git_dir = self.git_dir();
-        let (mut removals, mut upserts) = (Vec::new(), Vec::new());
+        let mut edits = Vec::new();
         for (path, plan) in plans {
             let there = entry_at(&repo, base, path.as_bstr())?;
             if there != entry_at(&repo, *plan, path.as_bstr())? {
@@ -4431,29 +4418,17 @@ impl Locked<'_> {
             let is_dir = there.is_some_and(|(mode, _)| mode.is_tree());
             let file_there = side_at(&repo, base, path.as_bstr())?;
             match left(path)? {
-                Some(side) if is_dir || file_there != Some(side) => upserts.push((path, side)),
-                None if file_there.is_some() => removals.push(path),
+                Some(side) if is_dir || file_there != Some(side) => {
+                    edits.push((path.as_bstr(), Some(side)))
+                }
+                None if file_there.is_some() => edits.push((path.as_bstr(), None)),
                 _ => {}
             }
         }
-        if removals.is_empty() && upserts.is_empty() {
-            return Ok(base);
+        match edits.is_empty() {
+            true => Ok(base),
+            false => tree_with(&repo, base, edits),
         }
-        let mut editor = repo.edit_tree(base).map_err(|e| Error::store(git_dir, e))?;
-        for path in removals {
-            editor
-                .remove(path.as_bstr())
-                .map_err(|e| Error::store(git_dir, e))?;
-        }
-        for (path, side) in upserts {
-            editor
-                .upsert(path.as_bstr(), side.entry_kind(), side.id)
-                .map_err(|e| Error::store(git_dir, e))?;
-        }
-        Ok(editor
-            .write()
-            .map_err(|e| Error::store(git_dir, e))?
-            .detach())
     }
 
     /// The commit that appends an undo or redo to the session's chain, on `parent` (written;
@@ -4470,24 +4445,16 @@ impl Locked<'_> {
         outcome: &RestoreOutcome,
         message: &str,
     ) -> Result<ObjectId> {
-        let repo = self.repo();
-        let git_dir = self.git_dir();
-        let mut editor = repo.edit_tree(base).map_err(|e| Error::store(git_dir, e))?;
         let done = |change: &&Change| {
             let mut changed = outcome.written.iter().chain(&outcome.deleted);
             changed.any(|p| *p == change.path)
         };
-        for change in changes.iter().filter(done).chain(already) {
-            let edited = match change.after {
-                Some(side) => editor.upsert(change.path.as_bstr(), side.entry_kind(), side.id),
-                None => editor.remove(change.path.as_bstr()),
-            };
-            edited.map_err(|e| Error::store(git_dir, e))?;
-        }
-        let tree = editor
-            .write()
-            .map_err(|e| Error::store(git_dir, e))?
-            .detach();
+        let made = changes.iter().filter(done).chain(already);
+        let tree = tree_with(
+            &self.repo(),
+            base,
+            made.map(|c| (c.path.as_bstr(), c.after)),
+        )?;
         let mut message = message.to_owned();
         for path in outcome.written.iter().chain(&outcome.deleted) {
             message.push_str(CHANGED);
@@ -4512,7 +4479,6 @@ impl Locked<'_> {
         found_it: ObjectId,
     ) -> Result<ObjectId> {
         let repo = self.repo();
-        let git_dir = self.git_dir();
         let mut paths: BTreeSet<BString> = outcome
             .written
             .iter()
@@ -4528,26 +4494,10 @@ impl Locked<'_> {
             }
         }
         let mut edits = Vec::with_capacity(paths.len());
-        for path in paths {
-            let side = side_at(&repo, found_it, path.as_bstr())?;
-            edits.push((path, side));
+        for path in &paths {
+            edits.push((path.as_bstr(), side_at(&repo, found_it, path.as_bstr())?));
         }
-        // (Removals first: a file where a directory of the turn's "before" stood.)
-        edits.sort_by_key(|(_, side)| side.is_some());
-        let mut editor = repo
-            .edit_tree(outcome.undo.0)
-            .map_err(|e| Error::store(git_dir, e))?;
-        for (path, side) in edits {
-            let edited = match side {
-                Some(side) => editor.upsert(path.as_bstr(), side.entry_kind(), side.id),
-                None => editor.remove(path.as_bstr()),
-            };
-            edited.map_err(|e| Error::store(git_dir, e))?;
-        }
-        let tree = editor
-            .write()
-            .map_err(|e| Error::store(git_dir, e))?
-            .detach();
+        let tree = tree_with(&repo, outcome.undo.0, edits)?;
         // A tree no snapshot took: recorded as the project the redo found was (what it left
         // out), a record that keeps it for git and for prune as long as the chain names it.
         if tree != outcome.undo.0 {
@@ -5360,6 +5310,31 @@ fn side_at(repo: &gix::Repository, tree: ObjectId, path: &BStr) -> Result<Option
             mode: u32::from(mode.value()),
             id,
         }))
+}
+
+/// Tree `base` with each path of `edits` set to its side (`None`: removed), the removals
+/// first (so a file where a directory stood comes out right, and the reverse), written to
+/// `repo`. Costs a tree edit per path and a write of the trees on their way.
+fn tree_with<'a>(
+    repo: &gix::Repository,
+    base: ObjectId,
+    edits: impl IntoIterator<Item = (&'a BStr, Option<Side>)>,
+) -> Result<ObjectId> {
+    let git_dir = repo.git_dir();
+    let mut edits: Vec<(&BStr, Option<Side>)> = edits.into_iter().collect();
+    edits.sort_by_key(|(_, side)| side.is_some());
+    let mut editor = repo.edit_tree(base).map_err(|e| Error::store(git_dir, e))?;
+    for (path, side) in edits {
+        let edited = match side {
+            Some(side) => editor.upsert(path, side.entry_kind(), side.id),
+            None => editor.remove(path),
+        };
+        edited.map_err(|e| Error::store(git_dir, e))?;
+    }
+    Ok(editor
+        .write()
+        .map_err(|e| Error::store(git_dir, e))?
+        .detach())
 }
 
 /// Which run a [`Locked::apply_recorded`] was: it says where a failure of its record after
