@@ -3224,9 +3224,10 @@ impl Store {
     }
 
     /// What chain commit `commit` of another session changed, with its kind: the files an end
-    /// commit names, the paths an undo or redo names (for an older one, what its tree changed
-    /// from its parent's); none for another kind. Costs a commit read (and a tree diff for an
-    /// older one).
+    /// commit names, the paths an undo or redo names (for an older one, or one that wrote
+    /// nothing, what its tree changed from its parent's, past runs stopped before they
+    /// finished); none for another kind. Costs a commit read (and a tree diff for an older
+    /// one).
     fn paths_of_chain_commit(&self, commit: ObjectId) -> Result<(ChainKind, Vec<BString>)> {
         let repo = self.repo();
         let (object, tree) = commit_and_tree(&repo, commit)?;
@@ -3243,11 +3244,22 @@ impl Store {
         if kind == ChainKind::Undo && !changed.is_empty() {
             return Ok((kind, changed));
         }
-        let parent = object.parent_ids().next().map(|id| id.detach());
-        let (ChainKind::End | ChainKind::Undo, Some(parent)) = (kind, parent) else {
+        let mut parent = object.parent_ids().next().map(|id| id.detach());
+        let (ChainKind::End | ChainKind::Undo, Some(_)) = (kind, parent) else {
             return Ok((kind, Vec::new()));
         };
-        let (_, before) = commit_and_tree(&repo, parent)?;
+        // (A run stopped before it finished is skipped: its tree is what it planned, and for
+        // what the session left the tree before it stands, r92 (1).)
+        let before = loop {
+            let Some(id) = parent else {
+                return Ok((kind, Vec::new()));
+            };
+            let (object, before) = commit_and_tree(&repo, id)?;
+            if !is_unfinished(object.message_raw_sloppy()) {
+                break before;
+            }
+            parent = object.parent_ids().next().map(|id| id.detach());
+        };
         let changes = tree_changes(&repo, self.reads(), before, tree)?;
         Ok((kind, changes.into_iter().map(|c| c.path).collect()))
     }
@@ -4096,11 +4108,12 @@ impl Locked<'_> {
             .filter_map(decode_path)
             .collect();
         for path in planned_paths.iter().cloned() {
-            // An empty directory where the run planned to change what was in it: the run's own
-            // leftover (killed between removing a directory's last file and the directory; its
-            // unlink is the change time), and it holds no byte (r90 (1)).
+            // An empty directory (or a tree of them) where the run planned to change what was
+            // in it: the run's own leftover (killed between removing a directory's last file and
+            // the directory; its unlink is the change time), and it holds no byte (r90 (1),
+            // r92 (5)).
             let below = |p: &BString| *p != path && is_within(p.as_ref(), path.as_ref());
-            if planned_paths.iter().any(below) && self.is_empty_dir(&path) {
+            if planned_paths.iter().any(below) && self.holds_no_file(&path) {
                 continue;
             }
             let not_its = match &not_done {
@@ -4140,15 +4153,29 @@ impl Locked<'_> {
         changed.is_none_or(|changed| changed + slack >= since)
     }
 
-    /// Whether project path `path` is a directory (not a symlink to one) holding nothing.
-    /// Costs an `lstat` and the first read of the directory.
-    fn is_empty_dir(&self, path: &BString) -> bool {
+    /// Whether project path `path` is a directory (not a symlink to one) holding nothing but
+    /// directories that hold nothing else (what a run killed while it emptied a tree leaves).
+    /// Costs an `lstat` and a listing per directory in it (iterative: no stack per level).
+    fn holds_no_file(&self, path: &BString) -> bool {
         let Ok(os) = crate::paths::os_path(path) else {
             return false;
         };
-        let full = self.project().join(os);
-        self.lstat(path).is_some_and(|found| found.is_dir())
-            && std::fs::read_dir(full).is_ok_and(|mut listing| listing.next().is_none())
+        if !self.lstat(path).is_some_and(|found| found.is_dir()) {
+            return false;
+        }
+        let mut pending = vec![self.project().join(os)];
+        while let Some(dir) = pending.pop() {
+            let Ok(listing) = std::fs::read_dir(&dir) else {
+                return false;
+            };
+            for entry in listing {
+                match entry.and_then(|e| Ok((e.file_type()?, e.path()))) {
+                    Ok((kind, path)) if kind.is_dir() => pending.push(path),
+                    _ => return false,
+                }
+            }
+        }
+        true
     }
 
     /// Whether something stands at project path `path` (no snapshot may see it). Costs an

@@ -425,8 +425,9 @@ fn an_undo_of_a_reopened_turn_killed_anywhere_and_run_again_takes_the_turns_late
 /// the redo of that undo killed between removing the directory's last file and the directory:
 /// the empty directory left there was taken for an edit made since the stopped run, and every
 /// run again left the path alone ("a directory is in the way"), so the file never came back.
-/// Killed at every `unlinkat`, the run again puts the file there, and the other command takes
-/// it back.
+/// Killed at every `unlinkat` (the directory holds `e/x` and `y`: a kill can also leave it
+/// holding only an empty `e`, r92 (5)), the run again puts the file there, and the other
+/// command takes it back.
 #[test]
 fn a_run_killed_between_a_directorys_last_file_and_the_directory_finishes_when_run_again() {
     for op in ["undo", "redo"] {
@@ -439,7 +440,7 @@ fn a_run_killed_between_a_directorys_last_file_and_the_directory_finishes_when_r
                 _ => (true, "f1\n"),
             };
             match dir_first {
-                true => p.file("d/x", "x0\n"),
+                true => p.file("d/e/x", "x0\n").file("d/y", "y0\n"),
                 false => p.file("d", file),
             };
             rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
@@ -448,7 +449,7 @@ fn a_run_killed_between_a_directorys_last_file_and_the_directory_finishes_when_r
                 .unwrap();
             match dir_first {
                 true => p.file("d", file),
-                false => p.file("d/x", "x1\n"),
+                false => p.file("d/e/x", "x1\n").file("d/y", "y1\n"),
             };
             rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
             if op == "redo" {
@@ -484,8 +485,12 @@ fn a_run_killed_between_a_directorys_last_file_and_the_directory_finishes_when_r
                 };
                 assert_eq!(back["conflicts"], serde_json::json!([]), "{what}: {back}");
             }
-            let x = if op == "undo" { "x1\n" } else { "x0\n" };
-            assert_eq!(p.read("d/x"), x.as_bytes(), "{what}, then back: {back}");
+            let (x, y) = match op {
+                "undo" => ("x1\n", "y1\n"),
+                _ => ("x0\n", "y0\n"),
+            };
+            assert_eq!(p.read("d/e/x"), x.as_bytes(), "{what}, then back: {back}");
+            assert_eq!(p.read("d/y"), y.as_bytes(), "{what}, then back: {back}");
         }
     }
 }
@@ -522,6 +527,38 @@ fn a_redo_killed_before_its_writes_does_not_take_what_the_user_did_the_same_sinc
         (b"a1\n".to_vec(), b"c1\n".to_vec())
     );
     assert!(!p.path.join("b").exists(), "{undo}");
+}
+
+/// r92 (1): session s's redo killed before it wrote, session o's turn then doing exactly what
+/// that redo would have done, and s's redo run again (it writes nothing): o's undo of its own
+/// turn left all of it alone, "changed by someone else". The run again was read against the
+/// stopped run's plan, its parent, as if it had taken o's work back.
+#[test]
+fn another_sessions_turn_made_after_a_stopped_redo_is_its_own_when_the_redo_runs_again() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a0\n").file("b", "b0\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("a", "a1\n").file("c", "c1\n");
+    fs::remove_file(p.path.join("b")).unwrap();
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    rwj(&p, &["undo", "--session=s", "--last"]);
+    let redo = ["redo", "--session=s"];
+    let killed = run_killed(&sb, &p.path, None, &redo, ("syncfs", 1), DEFAULT_DEADLINE);
+    assert!(killed, "the redo was not killed at its first syncfs");
+    assert_eq!(p.read("a"), b"a0\n", "the kill came after a write");
+    rwj(&p, &["turn", "begin", "--session=o", "--turn=1"]);
+    p.file("a", "a1\n").file("c", "c1\n");
+    fs::remove_file(p.path.join("b")).unwrap();
+    rwj(&p, &["turn", "end", "--session=o", "--turn=1"]);
+    rwj(&p, &redo);
+    let undo = rwj(&p, &["undo", "--session=o", "--last"]);
+    assert_eq!(undo["conflicts"], serde_json::json!([]), "{undo}");
+    assert_eq!(
+        (p.read("a"), p.read("b")),
+        (b"a0\n".to_vec(), b"b0\n".to_vec())
+    );
+    assert!(!p.path.join("c").exists(), "{undo}");
 }
 
 /// Turn 1 of session `s` wrote `a1` and ended; turn 2, open, wrote `b2`, made `c` and deleted
