@@ -555,20 +555,23 @@ impl ProjectRoot {
     }
 
     /// Remove directory `dir` and the directories below it, which must all be empty (nothing
-    /// but directories). Iterative: no stack per level. Fails, removing nothing more, at the
-    /// first entry that is not a directory.
+    /// but directories), none of them a mount point (a file system mounted there is not the
+    /// project's, nor are its empty directories). Looks at the whole tree first: at the first
+    /// entry that is not a directory, or a mount point, it fails having removed nothing. Costs
+    /// a read of the mount table, and a listing per directory (iterative: no stack per level).
     pub(crate) fn remove_empty_tree(&self, dir: &BStr) -> io::Result<()> {
-        // Depth-first with an explicit stack: (path, children listed yet).
-        let mut stack: Vec<(Vec<u8>, bool)> = vec![(dir.to_vec(), false)];
-        while let Some((path, listed)) = stack.pop() {
-            if listed {
-                let (parent, name) = self.parent(path.as_bstr(), None)?;
-                remove_dir_in(parent.as_dir(), name)?;
-                continue;
+        let mounts = mount_points_inside(&self.path, &mounts_of(&self.path));
+        let in_the_way = |path: &[u8], why: &str| {
+            let shown = self.display(path.as_bstr());
+            io::Error::other(format!("{} is in the way{why}", shown.display()))
+        };
+        let mut dirs: Vec<Vec<u8>> = Vec::new();
+        let mut pending: Vec<Vec<u8>> = vec![dir.to_vec()];
+        while let Some(path) = pending.pop() {
+            if mounts.contains(&path) {
+                return Err(in_the_way(&path, " (a file system is mounted there)"));
             }
-            let listing = Listing::new(self.open_dir(&path, None)?)?;
-            stack.push((path.clone(), true));
-            for entry in listing {
+            for entry in Listing::new(self.open_dir(&path, None)?)? {
                 let entry = entry?;
                 let child = join(&path, entry.name());
                 let is_dir = match entry.kind() {
@@ -578,13 +581,16 @@ impl ProjectRoot {
                     Some(kind) => kind == Kind::Dir,
                 };
                 if !is_dir {
-                    return Err(io::Error::other(format!(
-                        "{} is in the way",
-                        self.display(child.as_bstr()).display()
-                    )));
+                    return Err(in_the_way(&child, ""));
                 }
-                stack.push((child.into(), false));
+                pending.push(child.into());
             }
+            dirs.push(path);
+        }
+        // (Each directory after those below it: listed parents first, removed in reverse.)
+        for path in dirs.iter().rev() {
+            let (parent, name) = self.parent(path.as_bstr(), None)?;
+            remove_dir_in(parent.as_dir(), name)?;
         }
         Ok(())
     }

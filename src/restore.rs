@@ -555,8 +555,8 @@ impl Locked<'_> {
                     written_or_deleted && !inside_dot_git(s.path.as_ref())
                 })
                 .map(|(n, s)| {
-                    let blobs = [expected[n].map(|e| e.id), s.target.map(|t| t.id)];
-                    (n, s.path.as_bstr(), blobs)
+                    let blob = |side: Option<Side>| side.map(|side| (side.id, side.mode));
+                    (n, s.path.as_bstr(), [blob(expected[n]), blob(s.target)])
                 }),
         )?;
 

@@ -2082,14 +2082,24 @@ impl Store {
                 .extend(locked.changed_since_stopped((&message, undo_tree), current)?);
         }
         // What a redo stopped since planned: where it is back, that run wrote it (r90 (3)).
-        // (Each path with the tree of the newest such run.)
-        let mut planned_by_a_stop: HashMap<BString, ObjectId> = HashMap::new();
-        for (commit, text) in since.iter().rev() {
+        let mut planned_by_a_stop: HashSet<BString> = HashSet::new();
+        // (Those of the stopped runs the session's head stands on, nothing finished since: each
+        // path with the tree of the newest such run.)
+        let mut planned_at_head: HashMap<BString, ObjectId> = HashMap::new();
+        let at_head = since
+            .iter()
+            .take_while(|(_, text)| is_unfinished(text))
+            .count();
+        for (n, (commit, text)) in since.iter().enumerate().rev() {
             if text.contains_str(REDO_TRAILER) && is_unfinished(text) {
                 let planned = commit_and_tree(&repo, *commit)?.1;
                 edited_after_a_stop.extend(locked.changed_since_stopped((text, planned), current)?);
-                let paths = lines_with(text, CHANGED).filter_map(decode_path);
-                planned_by_a_stop.extend(paths.map(|path| (path, planned)));
+                let paths: Vec<BString> =
+                    lines_with(text, CHANGED).filter_map(decode_path).collect();
+                if n < at_head {
+                    planned_at_head.extend(paths.iter().map(|path| (path.clone(), planned)));
+                }
+                planned_by_a_stop.extend(paths);
             }
             if text.contains_str(REDO_TRAILER) && !is_unfinished(text) {
                 let tree = commit_and_tree(&repo, *commit)?.1;
@@ -2366,7 +2376,7 @@ impl Store {
                 // of it comes back too; otherwise someone else put it back (a `restore`, or the
                 // same bytes written after a stopped run that did not write them: r91), and it
                 // stays theirs.
-                let stopped = unfinished || planned_by_a_stop.contains_key(&path);
+                let stopped = unfinished || planned_by_a_stop.contains(&path);
                 if stopped && !edited_after_stop && left != wanted {
                     let (before, after) = (left, wanted);
                     already.push(Change {
@@ -2420,17 +2430,16 @@ impl Store {
             None => current,
         };
         // What a redo stopped since planned is not the session's word where it did not write
-        // it (r91): what this run writes, or finds that run wrote, goes on top.
+        // it (r91): what this run writes, or finds that run wrote, goes on top. (Only where the
+        // head stands on it: a turn ended since recorded the project as it found it, r93 (1).)
         let left_there = |path: &BString| {
             let left_by = redone_since.get(path).copied().unwrap_or(undo_tree);
             side_at(&repo, left_by, path.as_bstr())
         };
-        let base = locked.without_stopped_plans(base, &planned_by_a_stop, left_there)?;
+        let base = locked.without_stopped_plans(base, &planned_at_head, left_there)?;
         // A run of this redo stopped since wrote what this one finds back: this run brings
         // that back as much as one that wrote it (r90 (3)).
-        let stopped_wrote = already
-            .iter()
-            .any(|c| planned_by_a_stop.contains_key(&c.path));
+        let stopped_wrote = already.iter().any(|c| planned_by_a_stop.contains(&c.path));
         // The undo is redone only when all of it came back: after a conflict or a failure, redo
         // (with `force`, or once there is room) takes the same undo again, skipping what is
         // back already. Its turns are no longer rolled back unless a file could not be written.
@@ -4108,12 +4117,19 @@ impl Locked<'_> {
             .filter_map(decode_path)
             .collect();
         for path in planned_paths.iter().cloned() {
-            // An empty directory (or a tree of them) where the run planned to change what was
-            // in it: the run's own leftover (killed between removing a directory's last file and
-            // the directory; its unlink is the change time), and it holds no byte (r90 (1),
-            // r92 (5)).
-            let below = |p: &BString| *p != path && is_within(p.as_ref(), path.as_ref());
-            if planned_paths.iter().any(below) && self.holds_no_file(&path) {
+            // An empty directory (or a tree of them) where the run removed what was in it (as
+            // the store's record of it says): the run's own leftover (killed between removing a
+            // directory's last file and the directory; its unlink is the change time), and it
+            // holds no byte (r90 (1), r92 (5)). Where it removed nothing there, the user
+            // emptied it (r93 (2)).
+            let below = |p: &&BString| **p != path && is_within(p.as_ref(), path.as_ref());
+            let removed_below = match &not_done {
+                Some(NotDone::Paths(not)) => {
+                    planned_paths.iter().filter(below).any(|p| !not.contains(p))
+                }
+                Some(NotDone::All) | None => false,
+            };
+            if removed_below && self.holds_no_file(&path) {
                 continue;
             }
             let not_its = match &not_done {

@@ -49,15 +49,16 @@ impl Locked<'_> {
     /// Record the token a restore's temp files carry, the directories of the files it will
     /// write or delete and, for each (`temps`: its number `n` in `.rewind-<token>-<n>` and
     /// `.rewind-aside-<token>-<n>`, its path, and the blobs of the file it replaces or deletes
-    /// and of the file it writes), the only bytes its temp file can hold, so that after a crash
-    /// the next run removes exactly those files, and only with those bytes (never a user's).
+    /// and of the file it writes, each with its mode), the only bytes its temp file can hold, so
+    /// that after a crash the next run removes exactly those files, and only with those bytes
+    /// (never a user's).
     /// `undo` is the run's undo point, which the next run names should this one be killed.
     /// Costs a line per file written or deleted.
     pub(crate) fn write_journal<'p>(
         &self,
         token: &str,
         undo: ObjectId,
-        temps: impl Iterator<Item = (usize, &'p BStr, [Option<ObjectId>; 2])>,
+        temps: impl Iterator<Item = (usize, &'p BStr, [Option<(ObjectId, u32)>; 2])>,
     ) -> Result<()> {
         let mut text = format!("token {token}\nundo {undo}\n");
         let mut dirs: Vec<&[u8]> = Vec::new();
@@ -66,10 +67,12 @@ impl Locked<'_> {
                 path.rfind_byte(b'/')
                     .map_or(&b""[..], |slash| &path[..slash]),
             );
-            let blobs = blobs.map(|id| id.map_or("-".into(), |id| id.to_string()));
-            text.push_str(&format!("temp {n} {} {} ", blobs[0], blobs[1]));
+            let ids = blobs.map(|blob| blob.map_or("-".into(), |(id, _)| id.to_string()));
+            let modes = blobs.map(|blob| blob.map_or("-".into(), |(_, mode)| format!("{mode:o}")));
+            text.push_str(&format!("temp {n} {} {} ", ids[0], ids[1]));
             crate::paths::encode_path(&mut text, path);
-            text.push('\n');
+            // (The modes last: a build before them reads the line without.)
+            text.push_str(&format!(" {} {}\n", modes[0], modes[1]));
         }
         dirs.sort_unstable();
         dirs.dedup();
@@ -400,18 +403,28 @@ impl Locked<'_> {
 /// without a `done` line (appended once each swap or deletion is over), unless what stands at
 /// its temp name (`root` given) shows the change was made: the undo point's bytes there, which
 /// a swap took out of the path, or a deletion set aside (a kill between the change and its
-/// line). Missing evidence (temp files a user removed) counts as not done, the safe side; so
-/// does a change of mode alone (the bytes cannot tell). Costs a step per path, and per change
-/// without its line an `open` of its directory and a read and a hash.
+/// line). Missing evidence (temp files a user removed) counts as not done, the safe side. For a
+/// change of mode alone the bytes cannot tell: the exec bit there does, once the file was
+/// staged whole (a staging cut short may not have set it), where the journal names both modes.
+/// Costs a step per path, and per change without its line an `open` of its directory and a
+/// read and a hash.
 fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> Vec<BString> {
     let after_prefix = &journal.prefix[b".rewind-".len()..];
     let left_done = |n: &str, temp: &Temp, path: &[u8]| {
         let (Some(root), [Some(taken_out), staged]) = (root, temp.blobs) else {
             return false;
         };
+        let exec = |mode: u32| mode & 0o111 != 0;
+        // (The exec bit the file taken out had, where only that tells.)
+        let exec_taken_out = match (staged == Some(taken_out), temp.modes) {
+            (false, _) => None,
+            (true, [Some(old), Some(new)]) if temp.staged && exec(old) != exec(new) => {
+                Some(exec(old))
+            }
+            (true, _) => return false,
+        };
         // (The temp name a swap took the file out into; the name a deletion set it aside as.)
         let name = match staged {
-            Some(staged) if staged == taken_out => return false,
             Some(_) => format!("{}{n}", journal.prefix),
             None => format!(".rewind-aside-{after_prefix}{n}"),
         };
@@ -419,7 +432,14 @@ fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> Vec<BString> {
         let Ok(dir) = root.open_dir(dir, None) else {
             return false;
         };
-        held(&dir, name.as_bytes()).is_some_and(|(id, _, _)| id == taken_out)
+        let mode_taken_out = || match exec_taken_out {
+            None => true,
+            Some(wanted) => crate::fs::stat_in(dir.as_dir(), name.as_bytes())
+                .ok()
+                .flatten()
+                .is_some_and(|found| exec(found.mode) == wanted),
+        };
+        held(&dir, name.as_bytes()).is_some_and(|(id, _, _)| id == taken_out) && mode_taken_out()
     };
     let mut not_done: Vec<BString> = (journal.temps.iter())
         .filter(|(_, temp)| !temp.done)
@@ -532,6 +552,8 @@ impl Store {
                         .next()
                         .and_then(|path| crate::paths::decode_path(path.as_bytes()))
                         .map(Vec::from);
+                    let mut mode = || u32::from_str_radix(fields.next()?, 8).ok();
+                    temp.modes = [mode(), mode()];
                 }
                 Some(("staged", n)) => journal.temps.entry(n.to_owned()).or_default().staged = true,
                 Some(("done", n)) => journal.temps.entry(n.to_owned()).or_default().done = true,
@@ -581,6 +603,8 @@ struct Temp {
     staged: bool,
     /// The project path it stands for (not recorded by builds before stop 44).
     path: Option<Vec<u8>>,
+    /// The modes of `blobs` (not recorded by builds before stop 51).
+    modes: [Option<u32>; 2],
     /// Done: swapped in, or deleted.
     done: bool,
 }

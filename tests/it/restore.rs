@@ -2133,3 +2133,29 @@ fn kill_9_mid_restore_leaves_old_or_new_files_and_undo_works() {
     assert_disk_has(&snap(&w.p.path), "", x.1, "end");
     w.p.assert_fsck_clean();
 }
+
+/// r93 (3): a restore that puts a file where a tree of empty directories stands removed the
+/// empty directories of a file system mounted in it (outside the project: a bind mount of a
+/// cache layout), then failed on the mount point. A mount in the way is left whole.
+#[test]
+fn a_restore_never_removes_the_empty_directories_of_a_file_system_mounted_in_the_way() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("d", "d0\n");
+    let with_file = p.track();
+    fs::remove_file(p.path.join("d")).unwrap();
+    fs::create_dir_all(p.path.join("d/e")).unwrap();
+    let outside = sb.root.join("outside");
+    fs::create_dir_all(outside.join("cache/objects/aa")).unwrap();
+    fs::create_dir_all(outside.join("cache/tmp")).unwrap();
+    let bind = OsStr::new("--bind");
+    let mount = Mounted::new(
+        &[bind, outside.join("cache").as_os_str()],
+        &p.path.join("d/e"),
+    );
+    let r = p.rewind(["--json", "restore", &with_file]);
+    drop(mount);
+    assert!(outside.join("cache/objects/aa").is_dir(), "{r}");
+    assert!(outside.join("cache/tmp").is_dir(), "{r}");
+    assert!(p.path.join("d/e").is_dir(), "{r}");
+}

@@ -495,6 +495,62 @@ fn a_run_killed_between_a_directorys_last_file_and_the_directory_finishes_when_r
     }
 }
 
+/// r92 (4): a turn that only set a file's exec bit, its undo (or the redo of that undo) killed
+/// after its swap and run again: the bytes taken out are the bytes staged, so the sweep counted
+/// the swap as not done, and every later redo (or undo) left the file alone, "changed by
+/// someone else since". The exec bit of what the swap took out tells. Killed at every `unlinkat`
+/// and `renameat2`, the run again and the other command take the mode back and forth.
+#[test]
+fn a_mode_change_whose_undo_or_redo_was_killed_after_its_swap_goes_back_and_forth() {
+    use std::os::unix::fs::PermissionsExt;
+    for op in ["undo", "redo"] {
+        for syscall in ["unlinkat", "renameat2"] {
+            for when in 1.. {
+                let sb = Sandbox::new();
+                let p = sb.project("proj");
+                p.file("a.sh", "echo a\n").file("k", "k\n");
+                rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+                p.chmod("a.sh", 0o755);
+                rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+                if op == "redo" {
+                    rwj(&p, &["undo", "--session=s", "--last"]);
+                }
+                let args = match op {
+                    "undo" => vec!["undo", "--session=s", "--last"],
+                    _ => vec!["redo", "--session=s"],
+                };
+                let killed =
+                    run_killed(&sb, &p.path, None, &args, (syscall, when), DEFAULT_DEADLINE);
+                if !killed {
+                    break;
+                }
+                let what = format!("{op} killed at {syscall} #{when}, then run again");
+                let exec = || {
+                    let mode = fs::metadata(p.path.join("a.sh"))
+                        .unwrap()
+                        .permissions()
+                        .mode();
+                    mode & 0o100 != 0
+                };
+                let again = rwj(&p, &args);
+                assert_eq!(again["conflicts"], serde_json::json!([]), "{what}: {again}");
+                assert_eq!(exec(), op == "redo", "{what}: {again}");
+                // (A stopped undo and its run again are two undos: two redos take them back.)
+                let rolled_back = || turns_of(&p, "s")[0]["rolled_back"] == true;
+                for _ in 0..2 {
+                    let back = match op {
+                        "undo" if rolled_back() => rwj(&p, &["redo", "--session=s"]),
+                        "redo" if !rolled_back() => rwj(&p, &["undo", "--session=s", "--last"]),
+                        _ => break,
+                    };
+                    assert_eq!(back["conflicts"], serde_json::json!([]), "{what}: {back}");
+                }
+                assert_eq!(exec(), op == "undo", "{what}, then back");
+            }
+        }
+    }
+}
+
 /// r91 (1), (2): a redo killed before it changed a file (at its first `syncfs`), then the user
 /// wrote the very bytes it would write (`a`, `c`) and deleted what it would delete (`b`); run
 /// again, it took those for the stopped run's work, and `undo --last` then wrote over them
@@ -532,33 +588,72 @@ fn a_redo_killed_before_its_writes_does_not_take_what_the_user_did_the_same_sinc
 /// r92 (1): session s's redo killed before it wrote, session o's turn then doing exactly what
 /// that redo would have done, and s's redo run again (it writes nothing): o's undo of its own
 /// turn left all of it alone, "changed by someone else". The run again was read against the
-/// stopped run's plan, its parent, as if it had taken o's work back.
+/// stopped run's plan, its parent, as if it had taken o's work back. r93 (1): the same with a
+/// turn of s's (touching `z` only) between o's turn and the run again, whose end recorded the
+/// project as o left it: the run again put the stopped run's "before" back over that record.
 #[test]
 fn another_sessions_turn_made_after_a_stopped_redo_is_its_own_when_the_redo_runs_again() {
+    for turn_between in [false, true] {
+        let sb = Sandbox::new();
+        let p = sb.project("proj");
+        p.file("a", "a0\n").file("b", "b0\n").file("z", "z0\n");
+        rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+        p.file("a", "a1\n").file("c", "c1\n");
+        fs::remove_file(p.path.join("b")).unwrap();
+        rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+        rwj(&p, &["undo", "--session=s", "--last"]);
+        let redo = ["redo", "--session=s"];
+        let killed = run_killed(&sb, &p.path, None, &redo, ("syncfs", 1), DEFAULT_DEADLINE);
+        assert!(killed, "the redo was not killed at its first syncfs");
+        assert_eq!(p.read("a"), b"a0\n", "the kill came after a write");
+        rwj(&p, &["turn", "begin", "--session=o", "--turn=1"]);
+        p.file("a", "a1\n").file("c", "c1\n");
+        fs::remove_file(p.path.join("b")).unwrap();
+        rwj(&p, &["turn", "end", "--session=o", "--turn=1"]);
+        if turn_between {
+            rwj(&p, &["turn", "begin", "--session=s", "--turn=2"]);
+            p.file("z", "z2\n");
+            rwj(&p, &["turn", "end", "--session=s", "--turn=2"]);
+        }
+        rwj(&p, &redo);
+        let undo = rwj(&p, &["undo", "--session=o", "--last"]);
+        let what = format!("a turn of s between: {turn_between}");
+        assert_eq!(undo["conflicts"], serde_json::json!([]), "{what}: {undo}");
+        assert_eq!(
+            (p.read("a"), p.read("b")),
+            (b"a0\n".to_vec(), b"b0\n".to_vec())
+        );
+        assert!(!p.path.join("c").exists(), "{what}: {undo}");
+    }
+}
+
+/// r93 (2): a turn replaced directory `d` (holding `x` and `y`) by a file (and edited `a`), its
+/// undo, the redo
+/// killed before it wrote, then the user deleting `d/x` and `d/y` (what the redo planned),
+/// leaving `d` empty: the run again took the empty `d` for its own leftover and the deletions
+/// for the session's, and `undo --last` brought both files back with no conflict. The stopped
+/// run removed nothing in `d`: the deletions are the user's, as without the kill.
+#[test]
+fn a_directory_the_user_emptied_after_a_stopped_redo_is_not_the_runs_leftover() {
     let sb = Sandbox::new();
     let p = sb.project("proj");
-    p.file("a", "a0\n").file("b", "b0\n");
+    p.file("d/x", "x0\n").file("d/y", "y0\n").file("a", "a0\n");
     rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
-    p.file("a", "a1\n").file("c", "c1\n");
-    fs::remove_file(p.path.join("b")).unwrap();
+    fs::remove_dir_all(p.path.join("d")).unwrap();
+    p.file("d", "f1\n").file("a", "a1\n");
     rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
     rwj(&p, &["undo", "--session=s", "--last"]);
     let redo = ["redo", "--session=s"];
     let killed = run_killed(&sb, &p.path, None, &redo, ("syncfs", 1), DEFAULT_DEADLINE);
     assert!(killed, "the redo was not killed at its first syncfs");
-    assert_eq!(p.read("a"), b"a0\n", "the kill came after a write");
-    rwj(&p, &["turn", "begin", "--session=o", "--turn=1"]);
-    p.file("a", "a1\n").file("c", "c1\n");
-    fs::remove_file(p.path.join("b")).unwrap();
-    rwj(&p, &["turn", "end", "--session=o", "--turn=1"]);
+    fs::remove_file(p.path.join("d/x")).unwrap();
+    fs::remove_file(p.path.join("d/y")).unwrap();
     rwj(&p, &redo);
-    let undo = rwj(&p, &["undo", "--session=o", "--last"]);
-    assert_eq!(undo["conflicts"], serde_json::json!([]), "{undo}");
-    assert_eq!(
-        (p.read("a"), p.read("b")),
-        (b"a0\n".to_vec(), b"b0\n".to_vec())
-    );
-    assert!(!p.path.join("c").exists(), "{undo}");
+    assert_eq!(p.read("a"), b"a1\n");
+    let undo = rwj(&p, &["undo", "--session=s", "--last"]);
+    assert_eq!(p.read("a"), b"a0\n", "{undo}");
+    assert!(!p.path.join("d/x").exists(), "{undo}");
+    assert!(!p.path.join("d/y").exists(), "{undo}");
 }
 
 /// Turn 1 of session `s` wrote `a1` and ended; turn 2, open, wrote `b2`, made `c` and deleted
