@@ -556,41 +556,54 @@ impl ProjectRoot {
 
     /// Remove directory `dir` and the directories below it, which must all be empty (nothing
     /// but directories), none of them a mount point (a file system mounted there is not the
-    /// project's, nor are its empty directories). Looks at the whole tree first: at the first
-    /// entry that is not a directory, or a mount point, it fails having removed nothing. Costs
-    /// a read of the mount table, and a listing per directory (iterative: no stack per level).
+    /// project's, nor are its empty directories). Looks at the whole tree first, holding each
+    /// directory open, and removes each through the directory it was found in: at the first
+    /// entry that is not a directory, or a mount point, it fails having removed nothing, and a
+    /// mount made on one meanwhile is never entered (its removal fails). Costs a read of the
+    /// mount table, and an `openat`, a `statx` and a listing per directory (iterative: no stack
+    /// per level).
     pub(crate) fn remove_empty_tree(&self, dir: &BStr) -> io::Result<()> {
         let mounts = mount_points_inside(&self.path, &mounts_of(&self.path));
         let in_the_way = |path: &[u8], why: &str| {
             let shown = self.display(path.as_bstr());
             io::Error::other(format!("{} is in the way{why}", shown.display()))
         };
-        let mut dirs: Vec<Vec<u8>> = Vec::new();
-        let mut pending: Vec<Vec<u8>> = vec![dir.to_vec()];
-        while let Some(path) = pending.pop() {
-            if mounts.contains(&path) {
-                return Err(in_the_way(&path, " (a file system is mounted there)"));
+        let mounted = || " (a file system is mounted there)";
+        let (parent, name) = self.parent(dir, None)?;
+        let top = open_child(parent.as_dir(), name)?;
+        let mount = mount_id(top.as_dir());
+        // Each directory: its path, itself, and where it was found (its parent's index).
+        let mut found: Vec<(Vec<u8>, Dir, Option<usize>)> = vec![(dir.to_vec(), top, None)];
+        let mut next = 0;
+        while next < found.len() {
+            if mounts.contains(&found[next].0) || mount_id(found[next].1.as_dir()) != mount {
+                return Err(in_the_way(&found[next].0, mounted()));
             }
-            for entry in Listing::new(self.open_dir(&path, None)?)? {
+            let mut children = Vec::new();
+            let mut listing = Listing::new(open_child(found[next].1.as_dir(), b".")?)?;
+            for entry in listing.by_ref() {
                 let entry = entry?;
-                let child = join(&path, entry.name());
-                let is_dir = match entry.kind() {
-                    None => self
-                        .lstat(child.as_bstr())?
-                        .is_some_and(|f| f.kind == Kind::Dir),
-                    Some(kind) => kind == Kind::Dir,
+                let child = join(&found[next].0, entry.name());
+                let kind = match entry.kind() {
+                    Some(kind) => Some(kind),
+                    None => stat_in(found[next].1.as_dir(), entry.name())?.map(|f| f.kind),
                 };
-                if !is_dir {
+                if kind != Some(Kind::Dir) {
                     return Err(in_the_way(&child, ""));
                 }
-                pending.push(child.into());
+                let opened = open_child(found[next].1.as_dir(), entry.name())?;
+                children.push((child.into(), opened, Some(next)));
             }
-            dirs.push(path);
+            found.extend(children);
+            next += 1;
         }
-        // (Each directory after those below it: listed parents first, removed in reverse.)
-        for path in dirs.iter().rev() {
-            let (parent, name) = self.parent(path.as_bstr(), None)?;
-            remove_dir_in(parent.as_dir(), name)?;
+        // (Each directory after those below it: found parents first, removed in reverse.)
+        for (path, _, parent_at) in found.iter().rev() {
+            let name = split(path.as_bstr()).1;
+            match parent_at {
+                Some(at) => remove_dir_in(found[*at].1.as_dir(), name)?,
+                None => remove_dir_in(parent.as_dir(), name)?,
+            }
         }
         Ok(())
     }

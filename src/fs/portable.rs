@@ -153,6 +153,11 @@ pub(crate) fn make_dir_in(dir: DirRef<'_>, name: &[u8], _mode: u32) -> io::Resul
 }
 
 /// Remove directory `name` of `dir`, which must be empty (a symlink there is refused).
+/// The id of the mount directory `dir` is on: not known here.
+pub(crate) fn mount_id(_dir: DirRef<'_>) -> Option<u64> {
+    None
+}
+
 pub(crate) fn remove_dir_in(dir: DirRef<'_>, name: &[u8]) -> io::Result<()> {
     let path = checked_dir(dir.child(name)?)?;
     fs::remove_dir(path.0)

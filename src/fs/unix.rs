@@ -374,6 +374,21 @@ pub(crate) fn grow_descriptor_table(dir: &Dir, to: u64) {
     let _ = rustix::io::fcntl_dupfd_cloexec(&dir.0, i32::try_from(highest).unwrap_or(i32::MAX));
 }
 
+/// The id of the mount directory `dir` is on (`None` where the system does not say: before
+/// Linux 5.8, and off Linux). Costs a `statx`.
+#[cfg(target_os = "linux")]
+pub(crate) fn mount_id(dir: DirRef<'_>) -> Option<u64> {
+    use rustix::fs::{statx, StatxFlags};
+    let found = statx(dir, c"", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID).ok()?;
+    (found.stx_mask & StatxFlags::MNT_ID.bits() != 0).then_some(found.stx_mnt_id)
+}
+
+/// The id of the mount directory `dir` is on: not known off Linux.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn mount_id(_dir: DirRef<'_>) -> Option<u64> {
+    None
+}
+
 /// `syncfs`: the file system of `fd` made durable.
 #[cfg(target_os = "linux")]
 fn sync_fs(fd: impl AsFd) -> io::Result<()> {

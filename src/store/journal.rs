@@ -404,8 +404,10 @@ impl Locked<'_> {
 /// its temp name (`root` given) shows the change was made: the undo point's bytes there, which
 /// a swap took out of the path, or a deletion set aside (a kill between the change and its
 /// line). Missing evidence (temp files a user removed) counts as not done, the safe side. For a
-/// change of mode alone the bytes cannot tell: the exec bit there does, once the file was
-/// staged whole (a staging cut short may not have set it), where the journal names both modes.
+/// change of mode alone (the exec bit, or a file made a symlink to its own bytes) the bytes
+/// cannot tell: what stands there does (a symlink or a file, and its exec bit), once the file
+/// was staged whole (a staging cut short may not have set it), where the journal names both
+/// modes.
 /// Costs a step per path, and per change without its line an `open` of its directory and a
 /// read and a hash.
 fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> Vec<BString> {
@@ -414,12 +416,16 @@ fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> Vec<BString> {
         let (Some(root), [Some(taken_out), staged]) = (root, temp.blobs) else {
             return false;
         };
-        let exec = |mode: u32| mode & 0o111 != 0;
-        // (The exec bit the file taken out had, where only that tells.)
-        let exec_taken_out = match (staged == Some(taken_out), temp.modes) {
+        // (Whether a mode is a symlink's, and its exec bit: what tells a file from the one it
+        // replaced where their bytes are the same.)
+        let kind = |mode: u32| {
+            let link = mode & 0o170000 == 0o120000;
+            (link, !link && mode & 0o111 != 0)
+        };
+        let kind_taken_out = match (staged == Some(taken_out), temp.modes) {
             (false, _) => None,
-            (true, [Some(old), Some(new)]) if temp.staged && exec(old) != exec(new) => {
-                Some(exec(old))
+            (true, [Some(old), Some(new)]) if temp.staged && kind(old) != kind(new) => {
+                Some(kind(old))
             }
             (true, _) => return false,
         };
@@ -432,12 +438,15 @@ fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> Vec<BString> {
         let Ok(dir) = root.open_dir(dir, None) else {
             return false;
         };
-        let mode_taken_out = || match exec_taken_out {
+        let mode_taken_out = || match kind_taken_out {
             None => true,
             Some(wanted) => crate::fs::stat_in(dir.as_dir(), name.as_bytes())
                 .ok()
                 .flatten()
-                .is_some_and(|found| exec(found.mode) == wanted),
+                .is_some_and(|found| {
+                    let link = found.kind == Kind::Symlink;
+                    (link, !link && found.mode & 0o111 != 0) == wanted
+                }),
         };
         held(&dir, name.as_bytes()).is_some_and(|(id, _, _)| id == taken_out) && mode_taken_out()
     };

@@ -498,57 +498,111 @@ fn a_run_killed_between_a_directorys_last_file_and_the_directory_finishes_when_r
 /// r92 (4): a turn that only set a file's exec bit, its undo (or the redo of that undo) killed
 /// after its swap and run again: the bytes taken out are the bytes staged, so the sweep counted
 /// the swap as not done, and every later redo (or undo) left the file alone, "changed by
-/// someone else since". The exec bit of what the swap took out tells. Killed at every `unlinkat`
-/// and `renameat2`, the run again and the other command take the mode back and forth.
+/// someone else since". The exec bit of what the swap took out tells. r94 (2): the same with a
+/// file made a symlink to its own bytes (the kind tells; the same exec bit, none). Killed at every `unlinkat` and
+/// `renameat2`, the run again and the other command take the change back and forth.
 #[test]
 fn a_mode_change_whose_undo_or_redo_was_killed_after_its_swap_goes_back_and_forth() {
     use std::os::unix::fs::PermissionsExt;
-    for op in ["undo", "redo"] {
-        for syscall in ["unlinkat", "renameat2"] {
-            for when in 1.. {
-                let sb = Sandbox::new();
-                let p = sb.project("proj");
-                p.file("a.sh", "echo a\n").file("k", "k\n");
-                rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
-                p.chmod("a.sh", 0o755);
-                rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
-                if op == "redo" {
-                    rwj(&p, &["undo", "--session=s", "--last"]);
-                }
-                let args = match op {
-                    "undo" => vec!["undo", "--session=s", "--last"],
-                    _ => vec!["redo", "--session=s"],
-                };
-                let killed =
-                    run_killed(&sb, &p.path, None, &args, (syscall, when), DEFAULT_DEADLINE);
-                if !killed {
-                    break;
-                }
-                let what = format!("{op} killed at {syscall} #{when}, then run again");
-                let exec = || {
-                    let mode = fs::metadata(p.path.join("a.sh"))
-                        .unwrap()
-                        .permissions()
-                        .mode();
-                    mode & 0o100 != 0
-                };
-                let again = rwj(&p, &args);
-                assert_eq!(again["conflicts"], serde_json::json!([]), "{what}: {again}");
-                assert_eq!(exec(), op == "redo", "{what}: {again}");
-                // (A stopped undo and its run again are two undos: two redos take them back.)
-                let rolled_back = || turns_of(&p, "s")[0]["rolled_back"] == true;
-                for _ in 0..2 {
-                    let back = match op {
-                        "undo" if rolled_back() => rwj(&p, &["redo", "--session=s"]),
-                        "redo" if !rolled_back() => rwj(&p, &["undo", "--session=s", "--last"]),
-                        _ => break,
+    for change in ["exec bit", "symlink"] {
+        for op in ["undo", "redo"] {
+            for syscall in ["unlinkat", "renameat2"] {
+                for when in 1.. {
+                    let sb = Sandbox::new();
+                    let p = turn_1_changed_only_a_mode(&sb, change);
+                    if op == "redo" {
+                        rwj(&p, &["undo", "--session=s", "--last"]);
+                    }
+                    let args = match op {
+                        "undo" => vec!["undo", "--session=s", "--last"],
+                        _ => vec!["redo", "--session=s"],
                     };
-                    assert_eq!(back["conflicts"], serde_json::json!([]), "{what}: {back}");
+                    let killed =
+                        run_killed(&sb, &p.path, None, &args, (syscall, when), DEFAULT_DEADLINE);
+                    if !killed {
+                        break;
+                    }
+                    let what = format!("{change}: {op} killed at {syscall} #{when}, run again");
+                    // (Whether `a` is as the turn left it.)
+                    let changed = || {
+                        let found = fs::symlink_metadata(p.path.join("a")).unwrap();
+                        match change {
+                            "symlink" => found.file_type().is_symlink(),
+                            _ => found.permissions().mode() & 0o100 != 0,
+                        }
+                    };
+                    let again = rwj(&p, &args);
+                    assert_eq!(again["conflicts"], serde_json::json!([]), "{what}: {again}");
+                    assert_eq!(changed(), op == "redo", "{what}: {again}");
+                    // (A stopped undo and its run again are two undos: two redos take them back.)
+                    let rolled_back = || turns_of(&p, "s")[0]["rolled_back"] == true;
+                    for _ in 0..2 {
+                        let back = match op {
+                            "undo" if rolled_back() => rwj(&p, &["redo", "--session=s"]),
+                            "redo" if !rolled_back() => rwj(&p, &["undo", "--session=s", "--last"]),
+                            _ => break,
+                        };
+                        assert_eq!(back["conflicts"], serde_json::json!([]), "{what}: {back}");
+                    }
+                    assert_eq!(changed(), op == "undo", "{what}, then back");
                 }
-                assert_eq!(exec(), op == "undo", "{what}, then back");
             }
         }
     }
+}
+
+/// r94 (1): a turn made an executable file `a` (bytes `x`) a symlink to `x` (the same blob),
+/// its undo, the redo killed at its first `renameat2` (staged, nothing swapped), then the user
+/// making that very symlink: the sweep took the staged symlink at the temp name (no exec bit
+/// of its own) for the file taken out, so the run again took the user's symlink for the
+/// session's, and `undo --last` wrote the file over it with no conflict.
+#[test]
+fn a_redo_killed_before_a_swap_of_a_file_for_a_symlink_of_its_bytes_is_not_taken_for_done() {
+    let sb = Sandbox::new();
+    let p = turn_1_changed_only_a_mode(&sb, "executable to symlink");
+    rwj(&p, &["undo", "--session=s", "--last"]);
+    let redo = ["redo", "--session=s"];
+    let killed = run_killed(
+        &sb,
+        &p.path,
+        None,
+        &redo,
+        ("renameat2", 1),
+        DEFAULT_DEADLINE,
+    );
+    assert!(killed, "the redo was not killed at its first renameat2");
+    assert!(
+        !p.path.join("a").is_symlink(),
+        "the kill came after the swap"
+    );
+    fs::remove_file(p.path.join("a")).unwrap();
+    std::os::unix::fs::symlink("x", p.path.join("a")).unwrap();
+    rwj(&p, &redo);
+    let undo = rwj(&p, &["undo", "--session=s", "--last"]);
+    assert!(p.path.join("a").is_symlink(), "{undo}");
+}
+
+/// Session `s`'s turn 1 changed only `a`'s mode: `change` "exec bit" set it on `a` (`x`); any
+/// other made `a` (`x`; executable for "executable to symlink") a symlink to `x`, the same
+/// blob. It ended.
+fn turn_1_changed_only_a_mode<'a>(sb: &'a Sandbox, change: &str) -> TestProject<'a> {
+    let p = sb.project("proj");
+    p.file("a", "x").file("k", "k\n");
+    if change == "executable to symlink" {
+        p.chmod("a", 0o755);
+    }
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    match change {
+        "exec bit" => {
+            p.chmod("a", 0o755);
+        }
+        _ => {
+            fs::remove_file(p.path.join("a")).unwrap();
+            std::os::unix::fs::symlink("x", p.path.join("a")).unwrap();
+        }
+    }
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    p
 }
 
 /// r91 (1), (2): a redo killed before it changed a file (at its first `syncfs`), then the user
@@ -558,20 +612,9 @@ fn a_mode_change_whose_undo_or_redo_was_killed_after_its_swap_goes_back_and_fort
 #[test]
 fn a_redo_killed_before_its_writes_does_not_take_what_the_user_did_the_same_since() {
     let sb = Sandbox::new();
-    let p = sb.project("proj");
-    p.file("a", "a0\n").file("b", "b0\n");
-    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
-    p.file("a", "a1\n").file("c", "c1\n");
-    fs::remove_file(p.path.join("b")).unwrap();
-    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
-    rwj(&p, &["undo", "--session=s", "--last"]);
-    let redo = ["redo", "--session=s"];
-    let killed = run_killed(&sb, &p.path, None, &redo, ("syncfs", 1), DEFAULT_DEADLINE);
-    assert!(killed, "the redo was not killed at its first syncfs");
-    assert_eq!(p.read("a"), b"a0\n", "the kill came after a write");
-    p.file("a", "a1\n").file("c", "c1\n");
-    fs::remove_file(p.path.join("b")).unwrap();
-    rwj(&p, &redo);
+    let p = turn_1_undone_and_its_redo_killed_before_it_wrote(&sb);
+    do_what_turn_1_did(&p);
+    rwj(&p, &["redo", "--session=s"]);
     let undo = rwj(&p, &["undo", "--session=s", "--last"]);
     assert_eq!(
         undo["conflicts"],
@@ -595,27 +638,16 @@ fn a_redo_killed_before_its_writes_does_not_take_what_the_user_did_the_same_sinc
 fn another_sessions_turn_made_after_a_stopped_redo_is_its_own_when_the_redo_runs_again() {
     for turn_between in [false, true] {
         let sb = Sandbox::new();
-        let p = sb.project("proj");
-        p.file("a", "a0\n").file("b", "b0\n").file("z", "z0\n");
-        rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
-        p.file("a", "a1\n").file("c", "c1\n");
-        fs::remove_file(p.path.join("b")).unwrap();
-        rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
-        rwj(&p, &["undo", "--session=s", "--last"]);
-        let redo = ["redo", "--session=s"];
-        let killed = run_killed(&sb, &p.path, None, &redo, ("syncfs", 1), DEFAULT_DEADLINE);
-        assert!(killed, "the redo was not killed at its first syncfs");
-        assert_eq!(p.read("a"), b"a0\n", "the kill came after a write");
+        let p = turn_1_undone_and_its_redo_killed_before_it_wrote(&sb);
         rwj(&p, &["turn", "begin", "--session=o", "--turn=1"]);
-        p.file("a", "a1\n").file("c", "c1\n");
-        fs::remove_file(p.path.join("b")).unwrap();
+        do_what_turn_1_did(&p);
         rwj(&p, &["turn", "end", "--session=o", "--turn=1"]);
         if turn_between {
             rwj(&p, &["turn", "begin", "--session=s", "--turn=2"]);
             p.file("z", "z2\n");
             rwj(&p, &["turn", "end", "--session=s", "--turn=2"]);
         }
-        rwj(&p, &redo);
+        rwj(&p, &["redo", "--session=s"]);
         let undo = rwj(&p, &["undo", "--session=o", "--last"]);
         let what = format!("a turn of s between: {turn_between}");
         assert_eq!(undo["conflicts"], serde_json::json!([]), "{what}: {undo}");
@@ -628,32 +660,62 @@ fn another_sessions_turn_made_after_a_stopped_redo_is_its_own_when_the_redo_runs
 }
 
 /// r93 (2): a turn replaced directory `d` (holding `x` and `y`) by a file (and edited `a`), its
-/// undo, the redo
-/// killed before it wrote, then the user deleting `d/x` and `d/y` (what the redo planned),
-/// leaving `d` empty: the run again took the empty `d` for its own leftover and the deletions
-/// for the session's, and `undo --last` brought both files back with no conflict. The stopped
-/// run removed nothing in `d`: the deletions are the user's, as without the kill.
+/// undo, the redo killed before it wrote, then the user deleting `d/x` and `d/y` (what the redo
+/// planned), leaving `d` empty: the run again took the empty `d` for its own leftover and the
+/// deletions for the session's, and `undo --last` brought both files back with no conflict.
+/// The stopped run removed nothing in `d`: the deletions are the user's, as without the kill.
 #[test]
 fn a_directory_the_user_emptied_after_a_stopped_redo_is_not_the_runs_leftover() {
     let sb = Sandbox::new();
-    let p = sb.project("proj");
-    p.file("d/x", "x0\n").file("d/y", "y0\n").file("a", "a0\n");
-    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
-    fs::remove_dir_all(p.path.join("d")).unwrap();
-    p.file("d", "f1\n").file("a", "a1\n");
-    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
-    rwj(&p, &["undo", "--session=s", "--last"]);
-    let redo = ["redo", "--session=s"];
-    let killed = run_killed(&sb, &p.path, None, &redo, ("syncfs", 1), DEFAULT_DEADLINE);
-    assert!(killed, "the redo was not killed at its first syncfs");
+    let files = [("d/x", "x0\n"), ("d/y", "y0\n"), ("a", "a0\n")];
+    let p = a_turn_undone_and_its_redo_killed_before_it_wrote(&sb, &files, |p| {
+        fs::remove_dir_all(p.path.join("d")).unwrap();
+        p.file("d", "f1\n").file("a", "a1\n");
+    });
     fs::remove_file(p.path.join("d/x")).unwrap();
     fs::remove_file(p.path.join("d/y")).unwrap();
-    rwj(&p, &redo);
+    rwj(&p, &["redo", "--session=s"]);
     assert_eq!(p.read("a"), b"a1\n");
     let undo = rwj(&p, &["undo", "--session=s", "--last"]);
     assert_eq!(p.read("a"), b"a0\n", "{undo}");
     assert!(!p.path.join("d/x").exists(), "{undo}");
     assert!(!p.path.join("d/y").exists(), "{undo}");
+}
+
+/// Session `s`'s turn 1 wrote `a1`, made `c` and deleted `b` (a file `z` stands by), ended and
+/// was undone; its redo was killed at its first `syncfs`, before it changed a file (r91).
+fn turn_1_undone_and_its_redo_killed_before_it_wrote(sb: &Sandbox) -> TestProject<'_> {
+    let files = [("a", "a0\n"), ("b", "b0\n"), ("z", "z0\n")];
+    a_turn_undone_and_its_redo_killed_before_it_wrote(sb, &files, do_what_turn_1_did)
+}
+
+/// A project of `files` (`a` among them, `a0`); session `s`'s turn 1 did `work` (`a` written
+/// among it), ended and was undone; its redo was killed at its first `syncfs`, before it
+/// changed a file.
+fn a_turn_undone_and_its_redo_killed_before_it_wrote<'a>(
+    sb: &'a Sandbox,
+    files: &[(&str, &str)],
+    work: impl Fn(&TestProject),
+) -> TestProject<'a> {
+    let p = sb.project("proj");
+    for (path, text) in files {
+        p.file(path, text);
+    }
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    work(&p);
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    rwj(&p, &["undo", "--session=s", "--last"]);
+    let redo = ["redo", "--session=s"];
+    let killed = run_killed(sb, &p.path, None, &redo, ("syncfs", 1), DEFAULT_DEADLINE);
+    assert!(killed, "the redo was not killed at its first syncfs");
+    assert_eq!(p.read("a"), b"a0\n", "the kill came after a write");
+    p
+}
+
+/// What [`turn_1_undone_and_its_redo_killed_before_it_wrote`]'s turn 1 did, done again.
+fn do_what_turn_1_did(p: &TestProject) {
+    p.file("a", "a1\n").file("c", "c1\n");
+    fs::remove_file(p.path.join("b")).unwrap();
 }
 
 /// Turn 1 of session `s` wrote `a1` and ended; turn 2, open, wrote `b2`, made `c` and deleted
