@@ -1203,7 +1203,11 @@ fn inside_dot_git(path: &BStr) -> bool {
 /// Whether directory `dir` holds nothing but directories and files in `deleting` (a `.git` of
 /// any kind is a repository's: never entered, never replaced). Costs a walk of the directory
 /// (iterative: no stack per level).
-fn holds_only(root: &ProjectRoot, dir: &BStr, deleting: &HashSet<&BStr>) -> io::Result<bool> {
+pub(crate) fn holds_only(
+    root: &ProjectRoot,
+    dir: &BStr,
+    deleting: &HashSet<&BStr>,
+) -> io::Result<bool> {
     let mut pending: Vec<BString> = vec![dir.to_owned()];
     while let Some(dir) = pending.pop() {
         for (child, kind) in root.list(dir.as_ref())? {

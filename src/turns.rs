@@ -4170,28 +4170,13 @@ impl Locked<'_> {
     }
 
     /// Whether project path `path` is a directory (not a symlink to one) holding nothing but
-    /// directories that hold nothing else (what a run killed while it emptied a tree leaves).
-    /// Costs an `lstat` and a listing per directory in it (iterative: no stack per level).
+    /// directories that hold nothing else (what a run killed while it emptied a tree leaves):
+    /// [`crate::restore::holds_only`] with nothing deleted. Costs a walk of the directory.
     fn holds_no_file(&self, path: &BString) -> bool {
-        let Ok(os) = crate::paths::os_path(path) else {
+        let Ok(root) = crate::fs::ProjectRoot::open(self.project()) else {
             return false;
         };
-        if !self.lstat(path).is_some_and(|found| found.is_dir()) {
-            return false;
-        }
-        let mut pending = vec![self.project().join(os)];
-        while let Some(dir) = pending.pop() {
-            let Ok(listing) = std::fs::read_dir(&dir) else {
-                return false;
-            };
-            for entry in listing {
-                match entry.and_then(|e| Ok((e.file_type()?, e.path()))) {
-                    Ok((kind, path)) if kind.is_dir() => pending.push(path),
-                    _ => return false,
-                }
-            }
-        }
-        true
+        crate::restore::holds_only(&root, path.as_bstr(), &HashSet::new()).unwrap_or(false)
     }
 
     /// Whether something stands at project path `path` (no snapshot may see it). Costs an
