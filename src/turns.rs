@@ -358,6 +358,9 @@ struct ChainLink {
     /// Whether it is a redo that reopened the open turn (after it, no gap until the next
     /// begin).
     reopens: bool,
+    /// For the link after undos or redos stopped before it, the paths they may have written:
+    /// what changed there in its gap is theirs, not someone else's (r92 (2)).
+    gap_leaves_out: HashSet<BString>,
 }
 
 /// A session's id and its turns, oldest first.
@@ -1840,9 +1843,23 @@ impl Store {
         Ok(met && undos)
     }
 
+    /// The paths the stopped run whose unfinished record is `message` may have written or
+    /// deleted: those it planned to change, less those the store's record of it says it did
+    /// not (all of them where the record names no run). Costs a read of that record.
+    fn may_have_written(&self, message: &[u8]) -> HashSet<BString> {
+        let planned = lines_with(message, CHANGED).filter_map(decode_path);
+        let run = lines_with(message, UNFINISHED_RUN).next();
+        match run.and_then(|token| Some(self.not_done_by_run(token.to_str().ok()?))) {
+            Some(NotDone::All) => HashSet::new(),
+            Some(NotDone::Paths(not_done)) => planned.filter(|p| !not_done.contains(p)).collect(),
+            None => planned.collect(),
+        }
+    }
+
     /// The session's chain from commit `begin` to its head, oldest first (less trims' commits,
     /// which change nothing): each commit's tree, kind, and for an end commit the files it lists
-    /// as the turn's. Costs one commit read per commit.
+    /// as the turn's. Costs one commit read per commit, and a read of the store's record of
+    /// runs per stopped one.
     fn chain_since(&self, session: &str, begin: ObjectId) -> Result<Vec<ChainLink>> {
         let repo = self.repo();
         let (mut chain, mut unfinished) = (Vec::new(), Vec::new());
@@ -1864,7 +1881,10 @@ impl Store {
             let merged = lines_with(message, MERGED)
                 .filter_map(decode_path)
                 .collect();
-            unfinished.push(is_unfinished(message).then(|| id_in(message, UNDO_POINT)));
+            let stopped = is_unfinished(message);
+            unfinished.push(
+                stopped.then(|| (id_in(message, UNDO_POINT), self.may_have_written(message))),
+            );
             let reopened_at = reopened_tree_in(message, REOPENED);
             let opens = match kind {
                 ChainKind::Begin => Some(self.record(commit)?.turn),
@@ -1880,6 +1900,7 @@ impl Store {
                 rolled_back: rolled_back_in(message),
                 reopened_before: reopened_tree_in(message, REOPENED_BEFORE).or(reopened_at),
                 reopens: reopened_at.is_some(),
+                gap_leaves_out: HashSet::new(),
             });
             if commit == begin {
                 break;
@@ -1894,15 +1915,25 @@ impl Store {
         // where the undo found the project: up to there, its own work, which the undo may not
         // have taken back yet (r76 f6).
         let mut links: Vec<ChainLink> = Vec::with_capacity(chain.len() + 1);
-        let mut after_stopped = false;
+        // What the runs stopped since the last finished link may have written.
+        let mut stopped_writes: Option<HashSet<BString>> = None;
         for (link, stopped) in chain.into_iter().zip(unfinished) {
             let mut link = link;
-            // (What the project held next is no gap's: it holds the stopped run's own writes;
-            // a redo that reopened the turn keeps its gap, as before.)
-            if std::mem::replace(&mut after_stopped, stopped.is_some()) && !link.reopens {
-                link.found = None;
+            // (What the project held next is no gap's where it holds the stopped runs' own
+            // writes; elsewhere it is, as without the kill (r92 (2)). A redo that reopened the
+            // turn keeps its whole gap, as before.)
+            if let Some(written) = stopped_writes.take() {
+                if !link.reopens {
+                    link.gap_leaves_out = written.clone();
+                }
+                if stopped.is_some() {
+                    stopped_writes = Some(written);
+                }
             }
-            if let Some(point) = stopped {
+            if let Some((point, may_have_written)) = stopped {
+                stopped_writes
+                    .get_or_insert_with(HashSet::new)
+                    .extend(may_have_written);
                 let after_begin = links
                     .last()
                     .is_some_and(|l| l.kind == ChainKind::Begin || l.reopens);
@@ -1917,6 +1948,7 @@ impl Store {
                         rolled_back: Vec::new(),
                         reopened_before: None,
                         reopens: false,
+                        gap_leaves_out: HashSet::new(),
                     });
                 }
                 if let Some(before) = links.last() {
@@ -2752,7 +2784,8 @@ impl Store {
                     // project, is someone else's, even if put back since.
                     if let (false, Some(found)) = (in_turn, to.found) {
                         let gap = tree_changes(&repo, self.reads(), from.tree, found)?;
-                        others.extend(gap.into_iter().map(|c| c.path));
+                        let gap = gap.into_iter().map(|c| c.path);
+                        others.extend(gap.filter(|p| !to.gap_leaves_out.contains(p)));
                     }
                     for path in changed {
                         written_since.insert(path.clone());

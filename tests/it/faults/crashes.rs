@@ -682,6 +682,46 @@ fn a_directory_the_user_emptied_after_a_stopped_redo_is_not_the_runs_leftover() 
     assert!(!p.path.join("d/y").exists(), "{undo}");
 }
 
+/// r92 (2), (3): a turn replaced directory `d` by a file (or file `d` by a directory), its
+/// undo, the redo killed before it wrote, then the user deleting `d` whole; run again, the redo
+/// wrote the turn's `d`, and `undo --last` brought back what the user had deleted (`d/x`, or
+/// the file `d`) with no conflict: the link after the stopped run kept no gap at all, as if all
+/// that changed since were the stopped run's writes. It wrote nothing: the deletion is the
+/// user's, a conflict, as without the kill.
+#[test]
+fn a_users_deletion_after_a_stopped_redo_of_a_type_change_is_theirs_when_the_redo_runs_again() {
+    for dir_to_file in [true, false] {
+        let sb = Sandbox::new();
+        let (files, deleted) = match dir_to_file {
+            true => ([("d/x", "x0\n"), ("a", "a0\n")], "d/x"),
+            false => ([("d", "f0\n"), ("a", "a0\n")], "d"),
+        };
+        let p = a_turn_undone_and_its_redo_killed_before_it_wrote(&sb, &files, |p| {
+            match dir_to_file {
+                true => fs::remove_dir_all(p.path.join("d")).unwrap(),
+                false => fs::remove_file(p.path.join("d")).unwrap(),
+            }
+            let turns = match dir_to_file {
+                true => "d",
+                false => "d/y",
+            };
+            p.file(turns, "t1\n").file("a", "a1\n");
+        });
+        let what = format!("the turn made a directory a file: {dir_to_file}");
+        match dir_to_file {
+            true => fs::remove_dir_all(p.path.join("d")).unwrap(),
+            false => fs::remove_file(p.path.join("d")).unwrap(),
+        }
+        let redo = rwj(&p, &["redo", "--session=s"]);
+        assert_eq!(p.read("a"), b"a1\n", "{what}: {redo}");
+        let undo = rwj(&p, &["undo", "--session=s", "--last"]);
+        assert_eq!(p.read("a"), b"a0\n", "{what}: {undo}");
+        assert!(!p.path.join(deleted).exists(), "{what}: {undo}");
+        let conflicts = undo["conflicts"].as_array().unwrap();
+        assert!(conflicts.contains(&deleted.into()), "{what}: {undo}");
+    }
+}
+
 /// Session `s`'s turn 1 wrote `a1`, made `c` and deleted `b` (a file `z` stands by), ended and
 /// was undone; its redo was killed at its first `syncfs`, before it changed a file (r91).
 fn turn_1_undone_and_its_redo_killed_before_it_wrote(sb: &Sandbox) -> TestProject<'_> {
