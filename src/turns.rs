@@ -1663,6 +1663,13 @@ impl Store {
         // What the session left: its last commit's tree (for a turn left open, its "before":
         // what the open turn changed and the undo did not take back is not the session's).
         let base = chain.last().map_or(current, |link| link.tree);
+        // (That tree is what stood before the stopped runs the head stands on: what they wrote
+        // that holds this undo's target already is the session's too, r95 (1).)
+        let already: Vec<Change> = locked
+            .written_by_stopped_at_head(session, base, current)?
+            .into_iter()
+            .filter(|c| !differs.contains(&c.path))
+            .collect();
         // A turn is rolled back when the undo took back all it could: a file that could not be
         // written leaves the turn as it was; files left alone (someone else's) are named in
         // the undo's commit, so that `undo --last --force` takes the same turn again. The
@@ -1717,7 +1724,7 @@ impl Store {
             };
             let message = locked.undo_message(&title, about, &outcome, (turns, told))?;
             let on = (base, parent);
-            let commit = locked.chain_commit(on, (&d.changes, &[]), &outcome, &message)?;
+            let commit = locked.chain_commit(on, (&d.changes, &already), &outcome, &message)?;
             let marks = rolled_back.iter();
             let marks = marks.map(|(record, marker)| (marker.clone(), Some(record.commit)));
             Ok(Some((commit, marks.collect())))
@@ -4179,15 +4186,62 @@ impl Locked<'_> {
                 }
                 continue;
             }
+            let now = side_at(&repo, current, path.as_ref())?;
+            // What it planned, where it did not write: someone else put it there, whatever the
+            // change time says (the files of a directory moved in keep theirs: r96 (1)).
+            if not_its && now == planned_there {
+                changed.push(path);
+                continue;
+            }
             if since.is_some_and(|since| !self.changed_since(&path, since)) {
                 continue;
             }
-            let now = side_at(&repo, current, path.as_ref())?;
             if not_its || now != planned_there {
                 changed.push(path);
             }
         }
         Ok(changed)
+    }
+
+    /// What the stopped undos and redos the session's head stands on (nothing finished since)
+    /// wrote that the project still holds: each path one planned that holds its plan now and
+    /// did not change since it was about to ([`Self::changed_since_stopped`]), as a change from
+    /// `base`, what the session left before them. Costs a commit read per such run and the
+    /// stopped check of each.
+    fn written_by_stopped_at_head(
+        &self,
+        session: &str,
+        base: ObjectId,
+        current: ObjectId,
+    ) -> Result<Vec<Change>> {
+        let repo = self.repo();
+        let (mut written, mut seen) = (Vec::new(), HashSet::new());
+        let mut next = self.ref_target(&session_ref(session, "head")?)?;
+        while let Some(commit) = next {
+            let (object, planned) = commit_and_tree(&repo, commit)?;
+            let message = object.message_raw_sloppy();
+            if !is_unfinished(message) {
+                break;
+            }
+            let changed = self.changed_since_stopped((message, planned), current)?;
+            // (Newest first: a later run's word on a path is the last.)
+            for path in lines_with(message, CHANGED).filter_map(decode_path) {
+                if changed.contains(&path) || !seen.insert(path.clone()) {
+                    continue;
+                }
+                let now = side_at(&repo, current, path.as_ref())?;
+                let before = side_at(&repo, base, path.as_ref())?;
+                if now == side_at(&repo, planned, path.as_ref())? && now != before {
+                    written.push(Change {
+                        path,
+                        before,
+                        after: now,
+                    });
+                }
+            }
+            next = object.parent_ids().next().map(|id| id.detach());
+        }
+        Ok(written)
     }
 
     /// Whether something stands at project path `path` whose change time is `since` or

@@ -722,6 +722,70 @@ fn a_users_deletion_after_a_stopped_redo_of_a_type_change_is_theirs_when_the_red
     }
 }
 
+/// r95 (1): an `undo --last` killed after all its writes, at the removal of its journal, run
+/// again (nothing left to write), then two redos (the first, of the run again, gives nothing
+/// back): every later `undo --last` left the turn's own `a1` alone, "changed by someone else".
+/// The run again recorded what stood before the stopped run as what the session left, though
+/// that run had written `a0`; the redo after it took the difference for someone else's edit.
+#[test]
+fn an_undo_killed_at_its_journals_removal_and_run_again_leaves_the_turn_undoable() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a0\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("a", "a1\n");
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    let journal = p.store().join("rewind-restore-journal");
+    let undo = ["undo", "--session=s", "--last"];
+    assert!(run_killed_on(&sb, &p.path, &undo, ("unlink", 1), &journal));
+    assert_eq!(p.read("a"), b"a0\n", "killed before its write");
+    assert!(journal.exists(), "killed after its journal was removed");
+    rwj(&p, &undo);
+    for _ in 0..2 {
+        if p.read("a") != b"a1\n" {
+            rwj(&p, &["redo", "--session=s"]);
+        }
+    }
+    assert_eq!(p.read("a"), b"a1\n", "the redos did not give the turn back");
+    let again = rwj(&p, &undo);
+    assert_eq!(again["conflicts"], serde_json::json!([]), "{again}");
+    assert_eq!(p.read("a"), b"a0\n", "{again}");
+}
+
+/// r96 (1): turn 1 rewrote `sub/f` (and `k`); its `undo --last` killed before it wrote, the
+/// user moving in a copy of the old `sub/` made before the turn (its files keep their old
+/// change time), the undo run again (it writes `k`), then two redos: the second, of the stopped
+/// undo, wrote `f1` over the user's file with no conflict. The store says the stopped run did
+/// not write `sub/f`: what it planned there is someone else's, whatever the change time says.
+#[test]
+fn a_file_moved_in_with_an_old_change_time_after_a_stopped_undo_is_the_users() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("sub/f", "f0\n").file("k", "k0\n");
+    let copy = sb.root.join("keep");
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(p.path.join("sub"))
+        .arg(&copy)
+        .status();
+    assert!(cp.unwrap().success(), "cp -a");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("sub/f", "f1\n").file("k", "k1\n");
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    let undo = ["undo", "--session=s", "--last"];
+    let killed = run_killed(&sb, &p.path, None, &undo, ("syncfs", 1), DEFAULT_DEADLINE);
+    assert!(killed, "the undo was not killed at its first syncfs");
+    assert_eq!(p.read("sub/f"), b"f1\n", "the kill came after a write");
+    fs::remove_dir_all(p.path.join("sub")).unwrap();
+    fs::rename(&copy, p.path.join("sub")).unwrap();
+    rwj(&p, &undo);
+    assert_eq!(p.read("k"), b"k0\n");
+    for _ in 0..2 {
+        rwj(&p, &["redo", "--session=s"]);
+    }
+    assert_eq!(p.read("sub/f"), b"f0\n", "the user's file was written over");
+}
+
 /// Session `s`'s turn 1 wrote `a1`, made `c` and deleted `b` (a file `z` stands by), ended and
 /// was undone; its redo was killed at its first `syncfs`, before it changed a file (r91).
 fn turn_1_undone_and_its_redo_killed_before_it_wrote(sb: &Sandbox) -> TestProject<'_> {
