@@ -2510,7 +2510,8 @@ impl Store {
                 if given_back(&record.turn) && still_rolled_back.contains(&record.turn) {
                     let turn = encode_id("turn", &record.turn)?;
                     let found_it = locked.as_reopened(session, record.clone())?.before;
-                    let before = locked.reopened_before((session, record), outcome, found_it)?;
+                    let back = (outcome, &already[..]);
+                    let before = locked.reopened_before((session, record), back, found_it)?;
                     redid.push_str(&format!("{REOPENED}{turn} {}\n", outcome.undo));
                     redid.push_str(&format!("{REOPENED_BEFORE}{turn} {before}\n"));
                 }
@@ -4580,7 +4581,8 @@ impl Locked<'_> {
     }
 
     /// The "before" of open turn `record` of `session` that a redo gives back: the project as
-    /// the redo found it (`outcome.undo`), with each path the redo wrote or deleted, and each
+    /// the redo found it (`outcome.undo`), with each path the redo wrote or deleted or found
+    /// back `already` (where a stopped undo never wrote), and each
     /// the turn had made its own that the redo found as the rollback left it (see
     /// [`Store::kept_through_rollback`]) and its "before" could see, as the turn found it
     /// (`found_it`, its "before" when the undo rolled it back). So what the turn did until that
@@ -4590,14 +4592,14 @@ impl Locked<'_> {
     fn reopened_before(
         &self,
         (session, record): (&str, &Record),
-        outcome: &RestoreOutcome,
+        (outcome, already): (&RestoreOutcome, &[Change]),
         found_it: ObjectId,
     ) -> Result<ObjectId> {
         let repo = self.repo();
-        let mut paths: BTreeSet<BString> = outcome
-            .written
-            .iter()
-            .chain(&outcome.deleted)
+        // (What it found back where a stopped undo never wrote counts as brought back: r98 (3).)
+        let found_back = already.iter().map(|c| &c.path);
+        let mut paths: BTreeSet<BString> = (outcome.written.iter().chain(&outcome.deleted))
+            .chain(found_back)
             .cloned()
             .collect();
         // (Not a path the turn's "before" could not see: an ignored file the redo's rules

@@ -786,6 +786,34 @@ fn a_file_moved_in_with_an_old_change_time_after_a_stopped_undo_is_the_users() {
     assert_eq!(p.read("sub/f"), b"f0\n", "the user's file was written over");
 }
 
+/// r98 (3): an open turn's agent wrote `a1`, `b1`; `undo --last` killed before it wrote; the
+/// redo found everything back and wrote nothing, and reopened the turn with the project as it
+/// found it for its "before": the turn's end listed no file, and `undo --last` said it undid
+/// it with `a1`, `b1` left on disk. What a redo finds back where a stopped undo never wrote is
+/// brought back as much as what it writes.
+#[test]
+fn an_open_turn_whose_undo_was_killed_before_it_wrote_keeps_its_work_through_the_redo() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a0\n").file("b", "b0\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("a", "a1\n").file("b", "b1\n");
+    let undo = ["undo", "--session=s", "--last"];
+    let killed = run_killed(&sb, &p.path, None, &undo, ("syncfs", 1), DEFAULT_DEADLINE);
+    assert!(killed, "the undo was not killed at its first syncfs");
+    assert_eq!(p.read("a"), b"a1\n", "the kill came after a write");
+    rwj(&p, &["redo", "--session=s"]);
+    let end = rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    assert_eq!(end["files"].as_array().map(Vec::len), Some(2), "{end}");
+    let last = rwj(&p, &undo);
+    assert_eq!(last["conflicts"], serde_json::json!([]), "{last}");
+    assert_eq!(
+        (p.read("a"), p.read("b")),
+        (b"a0\n".to_vec(), b"b0\n".to_vec()),
+        "{last}"
+    );
+}
+
 /// Session `s`'s turn 1 wrote `a1`, made `c` and deleted `b` (a file `z` stands by), ended and
 /// was undone; its redo was killed at its first `syncfs`, before it changed a file (r91).
 fn turn_1_undone_and_its_redo_killed_before_it_wrote(sb: &Sandbox) -> TestProject<'_> {
