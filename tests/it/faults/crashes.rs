@@ -346,9 +346,7 @@ fn an_undo_killed_before_its_writes_run_again_and_redone_twice_gives_the_turn_it
     let sb = Sandbox::new();
     let p = turn_2_open_after_turn_1(&sb);
     let undo = ["undo", "--session=s", "--turn=1"];
-    let killed = run_killed(&sb, &p.path, None, &undo, ("syncfs", 1), DEFAULT_DEADLINE);
-    assert!(killed, "the undo was not killed at its first syncfs");
-    assert_eq!(p.read("b"), b"b2\n", "the kill came after a write");
+    killed_before_it_wrote(&sb, &p, &undo, ("b", b"b2\n"));
     rwj(&p, &undo);
     assert_eq!(p.read("a"), b"a0\n");
     rwj(&p, &["redo", "--session=s"]);
@@ -773,9 +771,7 @@ fn a_file_moved_in_with_an_old_change_time_after_a_stopped_undo_is_the_users() {
     p.file("sub/f", "f1\n").file("k", "k1\n");
     rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
     let undo = ["undo", "--session=s", "--last"];
-    let killed = run_killed(&sb, &p.path, None, &undo, ("syncfs", 1), DEFAULT_DEADLINE);
-    assert!(killed, "the undo was not killed at its first syncfs");
-    assert_eq!(p.read("sub/f"), b"f1\n", "the kill came after a write");
+    killed_before_it_wrote(&sb, &p, &undo, ("sub/f", b"f1\n"));
     fs::remove_dir_all(p.path.join("sub")).unwrap();
     fs::rename(&copy, p.path.join("sub")).unwrap();
     rwj(&p, &undo);
@@ -799,9 +795,7 @@ fn an_open_turn_whose_undo_was_killed_before_it_wrote_keeps_its_work_through_the
     rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
     p.file("a", "a1\n").file("b", "b1\n");
     let undo = ["undo", "--session=s", "--last"];
-    let killed = run_killed(&sb, &p.path, None, &undo, ("syncfs", 1), DEFAULT_DEADLINE);
-    assert!(killed, "the undo was not killed at its first syncfs");
-    assert_eq!(p.read("a"), b"a1\n", "the kill came after a write");
+    killed_before_it_wrote(&sb, &p, &undo, ("a", b"a1\n"));
     rwj(&p, &["redo", "--session=s"]);
     let end = rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
     assert_eq!(end["files"].as_array().map(Vec::len), Some(2), "{end}");
@@ -838,10 +832,21 @@ fn a_turn_undone_and_its_redo_killed_before_it_wrote<'a>(
     rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
     rwj(&p, &["undo", "--session=s", "--last"]);
     let redo = ["redo", "--session=s"];
-    let killed = run_killed(sb, &p.path, None, &redo, ("syncfs", 1), DEFAULT_DEADLINE);
-    assert!(killed, "the redo was not killed at its first syncfs");
-    assert_eq!(p.read("a"), b"a0\n", "the kill came after a write");
+    killed_before_it_wrote(sb, &p, &redo, ("a", b"a0\n"));
     p
+}
+
+/// Run `args` (an undo or redo) killed at its first `syncfs`, before it changed a file:
+/// `path` still holds `bytes`.
+fn killed_before_it_wrote(
+    sb: &Sandbox,
+    p: &TestProject,
+    args: &[&str],
+    (path, bytes): (&str, &[u8]),
+) {
+    let killed = run_killed(sb, &p.path, None, args, ("syncfs", 1), DEFAULT_DEADLINE);
+    assert!(killed, "{args:?} was not killed at its first syncfs");
+    assert_eq!(p.read(path), bytes, "the kill came after a write");
 }
 
 /// What [`turn_1_undone_and_its_redo_killed_before_it_wrote`]'s turn 1 did, done again.
