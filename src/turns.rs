@@ -4224,7 +4224,10 @@ impl Locked<'_> {
             if !is_unfinished(message) {
                 break;
             }
-            let changed = self.changed_since_stopped((message, planned), current)?;
+            let changed: HashSet<BString> = self
+                .changed_since_stopped((message, planned), current)?
+                .into_iter()
+                .collect();
             // (Newest first: a later run's word on a path is the last.)
             for path in lines_with(message, CHANGED).filter_map(decode_path) {
                 if changed.contains(&path) || !seen.insert(path.clone()) {
