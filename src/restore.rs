@@ -701,9 +701,9 @@ impl Locked<'_> {
             }
             self.progress().step();
             let aside = format!(".rewind-aside-{token}-{n}").into_bytes();
-            match delete_if_unchanged(root, step.path.as_ref(), expected[n], &aside, unlinked) {
+            let path = step.path.as_ref();
+            match delete_if_unchanged(root, path, expected[n], (&aside, (journal, n)), unlinked) {
                 Ok(true) => {
-                    journal.done(n);
                     outcome.deleted.push(step.path.clone());
                     if let Some(slash) = step.path.rfind_byte(b'/') {
                         emptied.push(BString::from(&step.path[..slash]));
@@ -1017,6 +1017,9 @@ struct Writes<'a> {
 /// A staged temp file: the directory it is in, and its name.
 type TempFile = (Arc<Dir>, Vec<u8>);
 
+/// Where a change is recorded done: the run's journal, and the change's number in it.
+type DoneAt<'a> = (&'a JournalProgress, usize);
+
 impl Writes<'_> {
     /// Write the temp file of each step in `batch`, in parallel, into its directory (opened
     /// through `dirs`): the directory and the temp name, or why it could not be written.
@@ -1052,16 +1055,20 @@ impl Writes<'_> {
                 Ok(true) => {
                     let target = self.steps[*n].target.expect("a write has a target");
                     let sides = (self.expected[*n], target);
-                    replace(self.root, path, names, sides, (&still_here, self.unlinked))
+                    let done_at = (self.journal, *n);
+                    replace(
+                        self.root,
+                        path,
+                        names,
+                        sides,
+                        (&still_here, self.unlinked, done_at),
+                    )
                 }
                 moved => {
                     self.unlinked.remove_temp(dir, temp);
                     moved.and(Err(moved_away()))
                 }
             };
-            if let Ok(true) = result {
-                self.journal.done(*n);
-            }
             self.progress.step();
             (*n, result)
         };
@@ -1382,26 +1389,34 @@ fn checked(dir: &Dir, name: &[u8], expected: Side) -> io::Result<Option<crate::f
 /// checked, then taken aside by one atomic rename and looked at again there: a save that landed
 /// between the check and the rename is put back (a conflict), never deleted. Nor is a file
 /// whose directory left the project meanwhile (while the file was read, say): put back, and an
-/// error. Costs the reads and hashes, and a lookup of the directory from the root.
+/// error. The deletion is recorded done (`done_at`) once the file set aside is found to be the
+/// undo point's, before it is removed. Costs the reads and hashes, and a lookup of the
+/// directory from the root.
 fn delete_if_unchanged(
     root: &ProjectRoot,
     path: &BStr,
     expected: Option<Side>,
-    aside: &[u8],
+    (aside, (journal, n)): (&[u8], DoneAt),
     unlinked: &Unlinked,
 ) -> io::Result<bool> {
     let (dir, name) = root.parent(path, None)?;
+    let gone = |deleted: bool| {
+        if deleted {
+            journal.done(n);
+        }
+        Ok(deleted)
+    };
     let Some(expected) = expected else {
-        return Ok(crate::fs::stat_in(dir.as_dir(), name)?.is_none());
+        return gone(crate::fs::stat_in(dir.as_dir(), name)?.is_none());
     };
     if crate::fs::stat_in(dir.as_dir(), name)?.is_none() {
-        return Ok(true);
+        return gone(true);
     }
     let Some(before) = checked(&dir, name, expected)? else {
         return Ok(false);
     };
     match ProjectRoot::rename_in(&dir, name, aside, true) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return gone(true),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             let taken = format!(
                 "not deleted: {} is in the way (a deletion sets the file aside under that name first)",
@@ -1419,11 +1434,17 @@ fn delete_if_unchanged(
     let parent = crate::fs::split(path).0;
     // (Directories kept open: the lookup walks from the root; a deeper path reopens some.)
     match OpenDirs::new(root, 256).still_at(parent, &dir) {
-        Ok(true) => match taken.remove(&dir, aside, unlinked) {
-            Ok(()) => Ok(true),
+        Ok(true) => {
+            journal.done(n);
+            let Err(e) = taken.remove(&dir, aside, unlinked) else {
+                return Ok(true);
+            };
             // Not removed (an I/O error): back at its name, the deletion `failed`.
-            Err(e) => match ProjectRoot::rename_in(&dir, aside, name, true) {
-                Ok(()) => Err(e),
+            match ProjectRoot::rename_in(&dir, aside, name, true) {
+                Ok(()) => {
+                    journal.undone(n);
+                    Err(e)
+                }
                 Err(_) => {
                     let kept = format!(
                         "not deleted: removing it failed ({e}), and something stands at its name \
@@ -1432,8 +1453,8 @@ fn delete_if_unchanged(
                     );
                     Err(io::Error::new(e.kind(), kept))
                 }
-            },
-        },
+            }
+        }
         moved => {
             let put = ProjectRoot::rename_in(&dir, aside, name, true).map_err(|e| {
                 let kept = format!(
@@ -1470,14 +1491,15 @@ fn put_back(dir: &Dir, aside: &[u8], name: &[u8]) -> io::Result<()> {
 /// result, `temp` is gone afterwards unless it holds someone else's bytes (then the error says
 /// where they are). `still_here` says whether `dir` still stands at its path in the project: a
 /// directory moved out just before the swap or the rename took it outside, and it is undone
-/// (an error). Costs a few `stat`s, the swap, a read and a hash of the old file, and its
-/// `unlink`.
+/// (an error). The swap is recorded done (`done_at`) once what came out is found to be the undo
+/// point's, before it is removed. Costs a few `stat`s, the swap, a read and a hash of the old
+/// file, and its `unlink`.
 fn replace(
     root: &ProjectRoot,
     path: &BStr,
     (dir, temp, name, aside): (&Dir, &[u8], &[u8], &[u8]),
     (expected, target): (Option<Side>, Side),
-    (still_here, unlinked): (&dyn Fn() -> io::Result<bool>, &Unlinked),
+    (still_here, unlinked, (journal, n)): (&dyn Fn() -> io::Result<bool>, &Unlinked, DoneAt),
 ) -> io::Result<bool> {
     // Before the swap, `temp` holds our staged file: it goes when the swap does not happen.
     let not_swapped = |result: io::Result<bool>| {
@@ -1489,7 +1511,7 @@ fn replace(
             root,
             path,
             (dir, temp, name, target),
-            (still_here, unlinked),
+            (still_here, unlinked, (journal, n)),
         );
     };
     // A look first: something of another kind there now is left alone without a swap.
@@ -1511,7 +1533,10 @@ fn replace(
         // A file system without the swap: check, then rename over it.
         Err(e) if e.kind() == io::ErrorKind::Unsupported => {
             return not_swapped(match checked(dir, name, expected) {
-                Ok(Some(_)) => ProjectRoot::rename_in(dir, temp, name, false).map(|()| true),
+                Ok(Some(_)) => ProjectRoot::rename_in(dir, temp, name, false).map(|()| {
+                    journal.done(n);
+                    true
+                }),
                 Ok(None) => Ok(false),
                 Err(e) => Err(e),
             });
@@ -1528,37 +1553,36 @@ fn replace(
         moved => moved.and(Err(moved_away())),
     };
     if let Ok(Some(taken)) = checked {
-        return match taken.remove(dir, temp, unlinked) {
-            Ok(()) => Ok(true),
-            // Not removed (an I/O error): swapped back, so that the path is `failed` as it was,
-            // not written with the file from before left beside it.
-            Err(e) => match ProjectRoot::exchange_in(dir, temp, name) {
-                // (What came back out is removed only if it is ours, untouched: a save made
-                // over it meanwhile stays, beside the path.)
-                Ok(()) => match staged_back(dir, temp, ours, target) {
-                    Some(staged) => staged.remove(dir, temp, unlinked).and(Err(e)),
-                    None => {
-                        let kept_at = match ProjectRoot::rename_in(dir, temp, aside, true) {
-                            Ok(()) => aside,
-                            Err(_) => temp,
-                        };
-                        let kept = format!(
-                            "the file from before could not be removed ({e}) and is back; a \
-                             save made meanwhile is kept as {}",
-                            kept_at.as_bstr()
-                        );
-                        Err(io::Error::new(e.kind(), kept))
-                    }
-                },
-                Err(_) => {
-                    let kept = format!(
-                        "written, but the file from before could not be removed ({e}): it is \
-                         kept as {}",
-                        temp.as_bstr()
-                    );
-                    Err(io::Error::new(e.kind(), kept))
-                }
-            },
+        journal.done(n);
+        let Err(e) = taken.remove(dir, temp, unlinked) else {
+            return Ok(true);
+        };
+        // Not removed (an I/O error): swapped back, so that the path is `failed` as it was, not
+        // written with the file from before left beside it.
+        if ProjectRoot::exchange_in(dir, temp, name).is_err() {
+            let kept = format!(
+                "written, but the file from before could not be removed ({e}): it is kept as {}",
+                temp.as_bstr()
+            );
+            return Err(io::Error::new(e.kind(), kept));
+        }
+        journal.undone(n);
+        // (What came back out is removed only if it is ours, untouched: a save made over it
+        // meanwhile stays, beside the path.)
+        return match staged_back(dir, temp, ours, target) {
+            Some(staged) => staged.remove(dir, temp, unlinked).and(Err(e)),
+            None => {
+                let kept_at = match ProjectRoot::rename_in(dir, temp, aside, true) {
+                    Ok(()) => aside,
+                    Err(_) => temp,
+                };
+                let kept = format!(
+                    "the file from before could not be removed ({e}) and is back; a save made \
+                     meanwhile is kept as {}",
+                    kept_at.as_bstr()
+                );
+                Err(io::Error::new(e.kind(), kept))
+            }
         };
     }
     // Changed before or while it was swapped (or unreadable): swap back, and keep whatever is
@@ -1602,12 +1626,13 @@ fn replace(
 /// Rename staged `temp` to `name` in `dir` (project path `path`), where the undo point had
 /// nothing: `Ok(false)` when something other than an empty directory tree stands there now.
 /// A directory moved out of the project meanwhile is not written into: the rename is taken back.
-/// `temp` is gone afterwards unless it holds someone's save (then the error says so).
+/// `temp` is gone afterwards unless it holds someone's save (then the error says so). The rename
+/// is recorded done (`done_at`) just before it, and undone when it fails or is taken back.
 fn put_new(
     root: &ProjectRoot,
     path: &BStr,
     (dir, temp, name, target): (&Dir, &[u8], &[u8], Side),
-    (still_here, unlinked): (&dyn Fn() -> io::Result<bool>, &Unlinked),
+    (still_here, unlinked, (journal, n)): (&dyn Fn() -> io::Result<bool>, &Unlinked, DoneAt),
 ) -> io::Result<bool> {
     let ours = |result: io::Result<bool>| {
         unlinked.remove_temp(dir, temp);
@@ -1630,10 +1655,19 @@ fn put_new(
         Ok(None) => return ours(Ok(false)),
         Err(e) => return ours(Err(e)),
     };
+    // (Recorded done first: killed before the rename, the staged file still stands at its
+    // temp name, which tells; killed after, nothing would.)
+    journal.done(n);
     match ProjectRoot::rename_in(dir, temp, name, true) {
         Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return ours(Ok(false)),
-        Err(e) => return ours(Err(e)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            journal.undone(n);
+            return ours(Ok(false));
+        }
+        Err(e) => {
+            journal.undone(n);
+            return ours(Err(e));
+        }
     }
     if let Ok(true) = still_here() {
         return Ok(true);
@@ -1641,6 +1675,7 @@ fn put_new(
     // Taken back, to be removed, only if it is ours: someone may have saved over it since, and
     // a save that came back instead goes back to its name.
     ProjectRoot::rename_in(dir, name, temp, true)?;
+    journal.undone(n);
     match staged_back(dir, temp, Some(staged), target) {
         Some(taken) => taken.remove(dir, temp, unlinked).and(Err(moved_away())),
         None => put_back(dir, temp, name).and(Err(moved_away())),

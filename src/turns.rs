@@ -1855,12 +1855,21 @@ impl Store {
     /// not (all of them where the record names no run). Costs a read of that record.
     fn may_have_written(&self, message: &[u8]) -> HashSet<BString> {
         let planned = lines_with(message, CHANGED).filter_map(decode_path);
-        let run = lines_with(message, UNFINISHED_RUN).next();
-        match run.and_then(|token| Some(self.not_done_by_run(token.to_str().ok()?))) {
+        match self.not_done_by_stopped(message) {
             Some(NotDone::All) => HashSet::new(),
-            Some(NotDone::Paths(not_done)) => planned.filter(|p| !not_done.contains(p)).collect(),
+            Some(NotDone::Paths { not_done, .. }) => {
+                planned.filter(|p| !not_done.contains(p)).collect()
+            }
             None => planned.collect(),
         }
+    }
+
+    /// What the store's record says the stopped run whose unfinished record is `message` did
+    /// not do (`None` where the record names no run: a build before). Costs a read of the
+    /// store's record of runs.
+    fn not_done_by_stopped(&self, message: &[u8]) -> Option<NotDone> {
+        let run = lines_with(message, UNFINISHED_RUN).next()?;
+        Some(self.not_done_by_run(run.to_str().ok()?))
     }
 
     /// The session's chain from commit `begin` to its head, oldest first (less trims' commits,
@@ -1927,12 +1936,10 @@ impl Store {
         for (link, stopped) in chain.into_iter().zip(unfinished) {
             let mut link = link;
             // (What the project held next is no gap's where it holds the stopped runs' own
-            // writes; elsewhere it is, as without the kill (r92 (2)). A redo that reopened the
-            // turn keeps its whole gap, as before.)
+            // writes; elsewhere it is, as without the kill (r92 (2)); also for a redo that
+            // reopened the turn, r99 (1).)
             if let Some(written) = stopped_writes.take() {
-                if !link.reopens {
-                    link.gap_leaves_out = written.clone();
-                }
+                link.gap_leaves_out = written.clone();
                 if stopped.is_some() {
                     stopped_writes = Some(written);
                 }
@@ -2116,9 +2123,17 @@ impl Store {
         let mut edited_after_a_stop: HashSet<BString> = HashSet::new();
         // The undo itself stopped: likewise, what holds what it planned where it did not write
         // is an edit after it (r76 (3)).
+        // Where the store knows it did not write, what stands there is no work of the undo's:
+        // holding neither its plan nor what comes back, it is the user's edit on the turn's own
+        // work, which the undo never took back, and nothing comes back there, as in an undo
+        // that left the path alone (r95 (4)).
+        let mut not_written_by_undo = HashSet::new();
         if unfinished {
             edited_after_a_stop
                 .extend(locked.changed_since_stopped((&message, undo_tree), current)?);
+            if let Some(NotDone::Paths { not_written, .. }) = locked.not_done_by_stopped(&message) {
+                not_written_by_undo = not_written;
+            }
         }
         // What a redo stopped since planned: where it is back, that run wrote it (r90 (3)).
         let mut planned_by_a_stop: HashSet<BString> = HashSet::new();
@@ -2409,6 +2424,17 @@ impl Store {
                 continue;
             }
             let edited_after_stop = edited_after_a_stop.contains(&path);
+            // (An edit by the user: one by another session's turn, or a later turn of this one,
+            // is theirs, a conflict as ever.)
+            let never_taken =
+                not_written_by_undo.contains(&path) && !redone_since.contains_key(&path);
+            if never_taken
+                && now != left
+                && now != wanted
+                && !changed_by_later_turn(path.as_bstr())?
+            {
+                continue;
+            }
             if now == wanted {
                 // Back already. When the undo was stopped (before it changed the path, which its
                 // record names), or a redo of it stopped after it wrote it, the session's record
@@ -4151,8 +4177,7 @@ impl Locked<'_> {
     ) -> Result<Vec<BString>> {
         let repo = self.repo();
         let since = unfinished_since(message);
-        let run = lines_with(message, UNFINISHED_RUN).next();
-        let not_done = run.and_then(|token| Some(self.not_done_by_run(token.to_str().ok()?)));
+        let not_done = self.not_done_by_stopped(message);
         let mut changed = Vec::new();
         let planned_paths: Vec<BString> = lines_with(message, CHANGED)
             .filter_map(decode_path)
@@ -4165,7 +4190,7 @@ impl Locked<'_> {
             // emptied it (r93 (2)).
             let below = |p: &&BString| **p != path && is_within(p.as_ref(), path.as_ref());
             let removed_below = match &not_done {
-                Some(NotDone::Paths(not)) => {
+                Some(NotDone::Paths { not_done: not, .. }) => {
                     planned_paths.iter().filter(below).any(|p| !not.contains(p))
                 }
                 Some(NotDone::All) | None => false,
@@ -4175,7 +4200,7 @@ impl Locked<'_> {
             }
             let not_its = match &not_done {
                 Some(NotDone::All) => true,
-                Some(NotDone::Paths(paths)) => paths.contains(&path),
+                Some(NotDone::Paths { not_done, .. }) => not_done.contains(&path),
                 None => false,
             };
             let planned_there = side_at(&repo, planned, path.as_ref())?;

@@ -153,8 +153,8 @@ impl Locked<'_> {
         // (Not recorded, the journal stays, which says the same to whoever asks.)
         let mut left = false;
         if !journal.finished {
-            let not_done = not_done(Some(&root), &journal);
-            if let Err(e) = self.record_stopped_run(&journal.token, &not_done) {
+            let found = not_done(Some(&root), &journal);
+            if let Err(e) = self.record_stopped_run(&journal.token, &found) {
                 tracing::warn!("recording what a stopped restore did not do: {e}");
                 left = true;
             }
@@ -313,18 +313,20 @@ impl Locked<'_> {
     }
 
     /// Record in the store that the run `token`, stopped before it finished, planned to write
-    /// or delete the paths `not_done` and did not. Said once per run (a sweep that must run
-    /// again adds nothing), written whole (a full disk leaves the record as it was, not cut
-    /// short) and synced: the sweep removes the journal after. Costs a read and a rewrite of
-    /// the record of runs, and an `fsync`.
-    fn record_stopped_run(&self, token: &str, not_done: &[BString]) -> Result<()> {
+    /// or delete the paths `found.not_done` and did not (or may not have), `found.not_written`
+    /// certainly not. Said once per run (a sweep that must run again adds nothing), written
+    /// whole (a full disk leaves the record as it was, not cut short) and synced: the sweep
+    /// removes the journal after. Costs a read and a rewrite of the record of runs, and an
+    /// `fsync`.
+    fn record_stopped_run(&self, token: &str, found: &NotDoneFound) -> Result<()> {
         let path = self.git_dir().join(STOPPED_RUNS);
         let run = format!("run {token} ");
         let mut text = crate::fs::read_store_file(&path).unwrap_or_default();
         if text.lines().any(|line| line.starts_with(run.as_bytes())) {
             return Ok(());
         }
-        text.extend_from_slice(self.run_lines(token, not_done).as_bytes());
+        let lines = self.run_lines(token, (&found.not_done, &found.not_written));
+        text.extend_from_slice(lines.as_bytes());
         crate::fs::write_atomically(&path, "index.tmp", &text)?;
         crate::fs::open_store_file(&path, std::fs::OpenOptions::new().read(true))
             .and_then(|file| file.sync_data())
@@ -342,15 +344,20 @@ impl Locked<'_> {
     ) -> std::io::Result<()> {
         let path = self.git_dir().join(STOPPED_RUNS);
         let mut file = crate::fs::open_store_file_to_append(&path)?;
-        std::io::Write::write_all(&mut file, self.run_lines(token, not_done).as_bytes())
+        // (What it left as a failure may be written in part: none is recorded as not written.)
+        let lines = self.run_lines(token, (not_done, &[]));
+        std::io::Write::write_all(&mut file, lines.as_bytes())
     }
 
-    /// The lines of run `token` in the record of runs, at the store's clock.
-    fn run_lines(&self, token: &str, not_done: &[BString]) -> String {
+    /// The lines of run `token` in the record of runs, at the store's clock: `not-done` for each
+    /// path it did not (or may not) write or delete, `not-written` for those it certainly did not.
+    fn run_lines(&self, token: &str, (not_done, not_written): (&[BString], &[BString])) -> String {
         let now = self.now().map_or(0, |now| now.timestamp());
         let mut lines = format!("run {token} {now}\n");
-        for path in not_done {
-            lines.push_str(&format!("not-done {token} "));
+        let paths = (not_done.iter().map(|path| ("not-done", path)))
+            .chain(not_written.iter().map(|path| ("not-written", path)));
+        for (key, path) in paths {
+            lines.push_str(&format!("{key} {token} "));
             crate::paths::encode_path(&mut lines, path);
             lines.push('\n');
         }
@@ -383,9 +390,9 @@ impl Locked<'_> {
             return Ok(());
         }
         let of_old_run = |line: &[u8]| {
-            let rest = line
-                .strip_prefix(b"run ")
-                .or_else(|| line.strip_prefix(b"not-done "));
+            let rest = (line.strip_prefix(b"run "))
+                .or_else(|| line.strip_prefix(b"not-done "))
+                .or_else(|| line.strip_prefix(b"not-written "));
             rest.and_then(|rest| rest.split_str(" ").next())
                 .is_some_and(|token| old.contains(&token))
         };
@@ -399,66 +406,125 @@ impl Locked<'_> {
     }
 }
 
-/// The paths the stopped run of `journal` planned to write or delete and did not get to: those
-/// without a `done` line (appended once each swap or deletion is over), unless what stands at
-/// its temp name (`root` given) shows the change was made: the undo point's bytes there, which
-/// a swap took out of the path, or a deletion set aside (a kill between the change and its
-/// line). Missing evidence (temp files a user removed) counts as not done, the safe side. For a
-/// change of mode alone (the exec bit, or a file made a symlink to its own bytes) the bytes
-/// cannot tell: what stands there does (a symlink or a file, and its exec bit), once the file
-/// was staged whole (a staging cut short may not have set it), where the journal names both
-/// modes.
-/// Costs a step per path, and per change without its line an `open` of its directory and a
-/// read and a hash.
-fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> Vec<BString> {
+/// What the stopped run of `journal` planned to write or delete and did not get to, as its
+/// journal and the disk tell, each path as one of:
+/// - done: its `done` line, or the undo point's bytes at rewind's own name, where a swap took
+///   the file out of the path or a deletion set it aside (a kill between the change and the
+///   line, which comes before either goes);
+/// - not written, known: its file never staged whole (no swap comes before that is recorded),
+///   the staged file still at its temp name (the swap, or a new file's rename, never came: a
+///   rename's line comes before it), or, for a deletion, the file still at its path;
+/// - not known: anything else (temp files a user removed, say), which counts as not done, the
+///   safe side.
+///
+/// For a change of mode alone (the exec bit, or a file made a symlink to its own bytes) the
+/// bytes cannot tell: what stands there does (a symlink or a file, and its exec bit), where the
+/// journal names both modes. Costs a step per path, and per change without its line an `open`
+/// of its directory and a read and a hash or two.
+fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> NotDoneFound {
     let after_prefix = &journal.prefix[b".rewind-".len()..];
-    let left_done = |n: &str, temp: &Temp, path: &[u8]| {
-        let (Some(root), [Some(taken_out), staged]) = (root, temp.blobs) else {
-            return false;
-        };
-        // (Whether a mode is a symlink's, and its exec bit: what tells a file from the one it
-        // replaced where their bytes are the same.)
-        let kind = |mode: u32| {
-            let link = mode & 0o170000 == 0o120000;
-            (link, !link && mode & 0o111 != 0)
-        };
-        let kind_taken_out = match (staged == Some(taken_out), temp.modes) {
-            (false, _) => None,
-            (true, [Some(old), Some(new)]) if temp.staged && kind(old) != kind(new) => {
-                Some(kind(old))
-            }
-            (true, _) => return false,
-        };
-        // (The temp name a swap took the file out into; the name a deletion set it aside as.)
-        let name = match staged {
-            Some(_) => format!("{}{n}", journal.prefix),
-            None => format!(".rewind-aside-{after_prefix}{n}"),
-        };
-        let (dir, _) = crate::fs::split(path.as_bstr());
-        let Ok(dir) = root.open_dir(dir, None) else {
-            return false;
-        };
-        let mode_taken_out = || match kind_taken_out {
-            None => true,
-            Some(wanted) => crate::fs::stat_in(dir.as_dir(), name.as_bytes())
-                .ok()
-                .flatten()
-                .is_some_and(|found| {
-                    let link = found.kind == Kind::Symlink;
-                    (link, !link && found.mode & 0o111 != 0) == wanted
-                }),
-        };
-        held(&dir, name.as_bytes()).is_some_and(|(id, _, _)| id == taken_out) && mode_taken_out()
+    // (Whether a mode is a symlink's, and its exec bit: what tells a file from the one it
+    // replaced where their bytes are the same.)
+    let kind = |mode: u32| {
+        let link = mode & 0o170000 == 0o120000;
+        (link, !link && mode & 0o111 != 0)
     };
-    let mut not_done: Vec<BString> = (journal.temps.iter())
-        .filter(|(_, temp)| !temp.done)
-        .filter_map(|(n, temp)| {
-            let path = temp.path.as_ref()?;
-            (!left_done(n, temp, path)).then(|| path.as_bstr().to_owned())
-        })
-        .collect();
-    not_done.sort_unstable();
-    not_done
+    let kind_at = |dir: &Dir, name: &[u8]| {
+        let found = crate::fs::stat_in(dir.as_dir(), name).ok().flatten()?;
+        let link = found.kind == Kind::Symlink;
+        Some((link, !link && found.mode & 0o111 != 0))
+    };
+    let state = |n: &str, temp: &Temp, path: &[u8]| {
+        let write = temp.blobs[1].is_some();
+        if write && !temp.staged {
+            return Change::NotWritten;
+        }
+        let found_done = match temp.done {
+            true => Change::Done,
+            false => Change::NotKnown,
+        };
+        let (Some(root), [taken_out, staged]) = (root, temp.blobs) else {
+            return found_done;
+        };
+        let (dir, name_at_path) = crate::fs::split(path.as_bstr());
+        let Ok(dir) = root.open_dir(dir, None) else {
+            return found_done;
+        };
+        // Whether `name` holds `blob` in `mode`: where the two files hold the same bytes, the
+        // mode must tell them apart.
+        let same_bytes = taken_out.is_some() && taken_out == staged;
+        let holds = |name: &[u8], blob: Option<ObjectId>, mode: Option<u32>| {
+            let Some(blob) = blob else { return false };
+            let told_apart = match (same_bytes, temp.modes) {
+                (false, _) => true,
+                (true, [Some(old), Some(new)]) if kind(old) != kind(new) => {
+                    mode.is_some_and(|mode| kind_at(&dir, name) == Some(kind(mode)))
+                }
+                (true, _) => false,
+            };
+            told_apart && held(&dir, name).is_some_and(|(id, _, _)| id == blob)
+        };
+        let temp_name = format!("{}{n}", journal.prefix);
+        let [mode_taken_out, mode_staged] = temp.modes;
+        match (write, taken_out.is_some(), temp.done) {
+            // A new file: its line comes before its rename.
+            (true, false, _) if holds(temp_name.as_bytes(), staged, mode_staged) => {
+                Change::NotWritten
+            }
+            (_, _, true) => Change::Done,
+            // A swap: the line comes once what came out is found to be the undo point's.
+            (true, true, false) if holds(temp_name.as_bytes(), taken_out, mode_taken_out) => {
+                Change::Done
+            }
+            (true, true, false) if holds(temp_name.as_bytes(), staged, mode_staged) => {
+                Change::NotWritten
+            }
+            // A deletion: likewise, once the file set aside is found to be the undo point's.
+            (false, true, false) => {
+                let aside = format!(".rewind-aside-{after_prefix}{n}");
+                match (
+                    holds(aside.as_bytes(), taken_out, mode_taken_out),
+                    holds(name_at_path, taken_out, mode_taken_out),
+                ) {
+                    (true, _) => Change::Done,
+                    (false, true) => Change::NotWritten,
+                    (false, false) => Change::NotKnown,
+                }
+            }
+            _ => Change::NotKnown,
+        }
+    };
+    let mut found = NotDoneFound::default();
+    for (n, temp) in &journal.temps {
+        let Some(path) = &temp.path else { continue };
+        match state(n, temp, path) {
+            Change::Done => {}
+            Change::NotWritten => {
+                found.not_done.push(path.as_bstr().to_owned());
+                found.not_written.push(path.as_bstr().to_owned());
+            }
+            Change::NotKnown => found.not_done.push(path.as_bstr().to_owned()),
+        }
+    }
+    found.not_done.sort_unstable();
+    found.not_written.sort_unstable();
+    found
+}
+
+/// What the journal and the disk tell of one change of a stopped run ([`not_done`]).
+enum Change {
+    Done,
+    NotWritten,
+    NotKnown,
+}
+
+/// What a stopped run did not do ([`not_done`]).
+#[derive(Default)]
+struct NotDoneFound {
+    /// The paths it planned to change and did not, or may not have.
+    not_done: Vec<BString>,
+    /// Those of them it is known not to have written or deleted.
+    not_written: Vec<BString>,
 }
 
 /// The blob id of what stands at `name` in `dir` (a file's bytes, or a symlink's target), the
@@ -522,18 +588,27 @@ impl Store {
             .lines()
             .any(|line| line.starts_with(run.as_bytes()))
         {
-            let not_done = format!("not-done {token} ");
-            let paths = recorded
-                .lines()
-                .filter_map(|line| line.strip_prefix(not_done.as_bytes()))
-                .filter_map(crate::paths::decode_path);
-            return NotDone::Paths(paths.collect());
+            let paths = |key: &str| {
+                let key = format!("{key} {token} ");
+                (recorded.lines())
+                    .filter_map(|line| line.strip_prefix(key.as_bytes()))
+                    .filter_map(crate::paths::decode_path)
+                    .collect()
+            };
+            return NotDone::Paths {
+                not_done: paths("not-done"),
+                not_written: paths("not-written"),
+            };
         }
         // (A dry run sweeps nothing: its journal tells.)
         if let Some(journal) = self.read_journal() {
             if journal.token == token && !journal.finished {
                 let root = ProjectRoot::open(self.project()).ok();
-                return NotDone::Paths(not_done(root.as_ref(), &journal).into_iter().collect());
+                let found = not_done(root.as_ref(), &journal);
+                return NotDone::Paths {
+                    not_done: found.not_done.into_iter().collect(),
+                    not_written: found.not_written.into_iter().collect(),
+                };
             }
         }
         NotDone::All
@@ -566,6 +641,7 @@ impl Store {
                 }
                 Some(("staged", n)) => journal.temps.entry(n.to_owned()).or_default().staged = true,
                 Some(("done", n)) => journal.temps.entry(n.to_owned()).or_default().done = true,
+                Some(("undone", n)) => journal.temps.entry(n.to_owned()).or_default().done = false,
                 Some(("dir", hex)) => journal.dirs.extend(decode_hex(hex)),
                 None if line == "noticed" => journal.noticed = true,
                 None if line == "finished" => journal.finished = true,
@@ -636,20 +712,32 @@ impl Progress {
         })
     }
 
-    /// Record that change `n` is done (swapped in, or deleted): after it, so that a kill
-    /// between leaves it counted as not done (the safe side, unless what the change left at
-    /// rewind's own names tells: see [`not_done`]). Not synced: a kill keeps what was written.
-    /// Costs a `write`.
+    /// Record that change `n` is done: once the file a swap took out (or a deletion set aside)
+    /// is found to be the undo point's, before it is removed, so that from the change to this
+    /// line what stands at rewind's own name tells it was made, and from this line on the line
+    /// does (see [`not_done`]); after the rename of a new file in. Not synced: a kill keeps
+    /// what was written. Costs a `write`.
     pub(crate) fn done(&self, n: usize) {
         let _ = std::io::Write::write_all(&mut &self.0, format!("done {n}\n").as_bytes());
+    }
+
+    /// Record that change `n`, recorded done, was taken back (the file it took out could not be
+    /// removed, and is back at its path). Costs a `write`.
+    pub(crate) fn undone(&self, n: usize) {
+        let _ = std::io::Write::write_all(&mut &self.0, format!("undone {n}\n").as_bytes());
     }
 }
 
 /// What is known of what a run stopped before it finished did not do
 /// ([`Store::not_done_by_run`]).
 pub(crate) enum NotDone {
-    /// Of what it planned to write or delete, these paths only; it may have done the others.
-    Paths(std::collections::HashSet<BString>),
+    /// Of what it planned to write or delete, these paths only (`not_done`); it may have done
+    /// the others. It certainly did not write or delete those of them in `not_written` (records
+    /// of builds before stop 53 name none).
+    Paths {
+        not_done: std::collections::HashSet<BString>,
+        not_written: std::collections::HashSet<BString>,
+    },
     /// Nothing was done: its journal was never written (it was stopped before its first temp
     /// file), or its record expired (then this errs on the side of an edit).
     All,

@@ -1473,6 +1473,88 @@ pub fn run_killed_on(
     run_killed_filtered(sb, project, None, args, (at, Some(path)), DEFAULT_DEADLINE)
 }
 
+/// Runs `rewind -C project ARGS` under strace, killed (SIGKILL) after the first `syscall` of
+/// any thread (on `path`, when given: strace's `-P`) did its work and before it returned:
+/// strace holds each thread's first such call 20 s on its way back, and the kill comes once the
+/// trace shows the call. Returns whether it was killed there (`false`: it finished without
+/// such a call). A run that fails otherwise or panics fails the test.
+pub fn run_killed_after(
+    sb: &Sandbox,
+    project: &Path,
+    args: &[&str],
+    (syscall, on): (&str, Option<&Path>),
+) -> bool {
+    let log = sb.root.join(format!("strace-{syscall}.log"));
+    let _ = fs::remove_file(&log);
+    let mut strace: Vec<OsString> = vec!["-o".into(), log.clone().into()];
+    strace.push(format!("--trace={syscall}").into());
+    strace.push(format!("--inject={syscall}:delay_exit=20000000:when=1").into());
+    let mut cmd = rewind_under_strace(sb, (&strace, on), project, args);
+    let what = describe(&cmd);
+    let mut child = spawn_piped(&mut cmd);
+    let start = Instant::now();
+    let call = format!("{syscall}(");
+    let thread = loop {
+        let trace = fs::read_to_string(&log).unwrap_or_default();
+        let line = trace.lines().find(|line| line.contains(&call));
+        if let Some(line) = line {
+            break line
+                .split_whitespace()
+                .next()
+                .and_then(|id| id.parse().ok());
+        }
+        if start.elapsed() > DEFAULT_DEADLINE || child.try_wait().ok().flatten().is_some() {
+            break None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    if let Some(thread) = thread {
+        // (The call's work takes microseconds; its return waits 20 s.)
+        thread::sleep(Duration::from_millis(500));
+        let pid = rustix::process::Pid::from_raw(thread).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+    }
+    let run = finish(child, DEFAULT_DEADLINE, &what);
+    assert_no_panic(&run);
+    // (Killed while its call was held, the tracee leaves strace a word about it.)
+    assert!(
+        thread.is_some() || !run.stderr.contains("strace:"),
+        "strace could not run the injection: {run}"
+    );
+    match (run.code(), thread) {
+        (Some(137) | None, Some(_)) => true,
+        (Some(0), None) => false,
+        _ => panic!(
+            "`rewind {}` was not killed after {syscall}: {run}",
+            args.join(" ")
+        ),
+    }
+}
+
+/// `strace -f -qq STRACE [-P on] rewind --data-dir … -C project ARGS`, run from the sandbox.
+fn rewind_under_strace(
+    sb: &Sandbox,
+    (strace, on): (&[OsString], Option<&Path>),
+    project: &Path,
+    args: &[&str],
+) -> Command {
+    let mut cmd = sb.isolated("strace");
+    if let Some(path) = on {
+        cmd.arg("-P").arg(path);
+    }
+    cmd.env("RUST_BACKTRACE", "1")
+        .current_dir(&sb.root)
+        .args(["-f", "-qq"])
+        .args(strace)
+        .arg(rewind_bin())
+        .arg("--data-dir")
+        .arg(&sb.data_dir)
+        .arg("-C")
+        .arg(project)
+        .args(args);
+    cmd
+}
+
 fn run_killed_filtered(
     sb: &Sandbox,
     project: &Path,
@@ -1481,23 +1563,15 @@ fn run_killed_filtered(
     ((syscall, when), on): ((&str, u64), Option<&Path>),
     deadline: Duration,
 ) -> bool {
-    let mut cmd = sb.isolated("strace");
+    let mut strace: Vec<OsString> = vec!["-o".into(), "/dev/null".into()];
+    if on.is_some() {
+        strace.push(format!("--trace={syscall}").into());
+    }
+    strace.push(format!("--inject={syscall}:signal=KILL:when={when}").into());
+    let mut cmd = rewind_under_strace(sb, (&strace, on), project, args);
     if let Some(now) = now {
         cmd.env("REWIND_NOW", now);
     }
-    if let Some(path) = on {
-        cmd.arg("-P").arg(path).arg(format!("--trace={syscall}"));
-    }
-    cmd.env("RUST_BACKTRACE", "1")
-        .current_dir(&sb.root)
-        .args(["-f", "-qq", "-o", "/dev/null", "-e"])
-        .arg(format!("inject={syscall}:signal=KILL:when={when}"))
-        .arg(rewind_bin())
-        .arg("--data-dir")
-        .arg(&sb.data_dir)
-        .arg("-C")
-        .arg(project)
-        .args(args);
     let run = run_with_deadline(&mut cmd, deadline);
     assert_no_panic(&run);
     assert!(

@@ -728,26 +728,13 @@ fn a_users_deletion_after_a_stopped_redo_of_a_type_change_is_theirs_when_the_red
 #[test]
 fn an_undo_killed_at_its_journals_removal_and_run_again_leaves_the_turn_undoable() {
     let sb = Sandbox::new();
-    let p = sb.project("proj");
-    p.file("a", "a0\n");
-    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
-    p.file("a", "a1\n");
-    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    let p = turn_1_wrote_a1(&sb);
     let journal = p.store().join("rewind-restore-journal");
     let undo = ["undo", "--session=s", "--last"];
     assert!(run_killed_on(&sb, &p.path, &undo, ("unlink", 1), &journal));
     assert_eq!(p.read("a"), b"a0\n", "killed before its write");
     assert!(journal.exists(), "killed after its journal was removed");
-    rwj(&p, &undo);
-    for _ in 0..2 {
-        if p.read("a") != b"a1\n" {
-            rwj(&p, &["redo", "--session=s"]);
-        }
-    }
-    assert_eq!(p.read("a"), b"a1\n", "the redos did not give the turn back");
-    let again = rwj(&p, &undo);
-    assert_eq!(again["conflicts"], serde_json::json!([]), "{again}");
-    assert_eq!(p.read("a"), b"a0\n", "{again}");
+    undo_again_redo_and_undo(&p);
 }
 
 /// r96 (1): turn 1 rewrote `sub/f` (and `k`); its `undo --last` killed before it wrote, the
@@ -790,10 +777,7 @@ fn a_file_moved_in_with_an_old_change_time_after_a_stopped_undo_is_the_users() {
 #[test]
 fn an_open_turn_whose_undo_was_killed_before_it_wrote_keeps_its_work_through_the_redo() {
     let sb = Sandbox::new();
-    let p = sb.project("proj");
-    p.file("a", "a0\n").file("b", "b0\n");
-    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
-    p.file("a", "a1\n").file("b", "b1\n");
+    let p = turn_1_wrote_a1_and_b1(&sb, false);
     let undo = ["undo", "--session=s", "--last"];
     killed_before_it_wrote(&sb, &p, &undo, ("a", b"a1\n"));
     rwj(&p, &["redo", "--session=s"]);
@@ -878,4 +862,244 @@ fn end_turn_2_and_undo_it(p: &TestProject) {
     assert_eq!(p.read("b"), b"b0\n");
     assert_eq!(p.read("e"), b"e0\n");
     assert!(!p.path.join("c").exists());
+}
+
+/// Session `s`'s turn 1 wrote `a1` over `a0` and ended.
+fn turn_1_wrote_a1(sb: &Sandbox) -> TestProject<'_> {
+    let p = sb.project("proj");
+    p.file("a", "a0\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("a", "a1\n");
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    p
+}
+
+/// Session `s`'s turn 1 wrote `a1` over `a0` and `b1` over `b0`, and ended if `ends`.
+fn turn_1_wrote_a1_and_b1(sb: &Sandbox, ends: bool) -> TestProject<'_> {
+    let p = sb.project("proj");
+    p.file("a", "a0\n").file("b", "b0\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("a", "a1\n").file("b", "b1\n");
+    if ends {
+        rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    }
+    p
+}
+
+/// After `undo --last` of [`turn_1_wrote_a1`] was stopped: the undo run again, then redos until
+/// `a` holds `a1` again (two at most), then `undo --last`, which takes the turn back whole.
+fn undo_again_redo_and_undo(p: &TestProject) {
+    let undo = ["undo", "--session=s", "--last"];
+    rwj(p, &undo);
+    for _ in 0..2 {
+        if p.read("a") != b"a1\n" {
+            rwj(p, &["redo", "--session=s"]);
+        }
+    }
+    assert_eq!(p.read("a"), b"a1\n", "the redos did not give the turn back");
+    let again = rwj(p, &undo);
+    assert_eq!(again["conflicts"], serde_json::json!([]), "{again}");
+    assert_eq!(p.read("a"), b"a0\n", "{again}");
+}
+
+/// Run `args` (an undo or redo) killed just after its first `unlinkat` (with one change to
+/// make: the removal of what the swap took out, or of the file a deletion set aside), before
+/// the call returned: `path` holds `bytes`. Returns the files at rewind's own names left in the
+/// project.
+fn killed_after_its_first_removal(
+    sb: &Sandbox,
+    p: &TestProject,
+    args: &[&str],
+    (path, bytes): (&str, &[u8]),
+) -> Vec<PathBuf> {
+    let killed = run_killed_after(sb, &p.path, args, ("unlinkat", None));
+    assert!(killed, "{args:?} was not killed after its first unlinkat");
+    assert_eq!(p.read(path), bytes, "killed before its first change");
+    let names = fs_snapshot(&p.path).into_keys();
+    names
+        .filter(|path| path.to_string_lossy().contains(".rewind-"))
+        .collect()
+}
+
+/// r95 (2): an `undo --last` killed after its swap of `a` and the removal of what came out,
+/// before its journal's `done` line, run again, then two redos: the second said `a` was
+/// "changed by someone else", and the turn stayed rolled back for good. Nothing at rewind's own
+/// names showed the swap, so the store recorded it not done. Now the line comes before the
+/// removal: killed there, the file taken out still stands at the temp name.
+#[test]
+fn an_undo_killed_after_its_swaps_removal_and_run_again_gives_the_turn_back_when_redone() {
+    let sb = Sandbox::new();
+    let p = turn_1_wrote_a1(&sb);
+    let undo = ["undo", "--session=s", "--last"];
+    let left = killed_after_its_first_removal(&sb, &p, &undo, ("a", b"a0\n"));
+    assert_eq!(left, Vec::<PathBuf>::new(), "killed before the removal");
+    undo_again_redo_and_undo(&p);
+}
+
+/// r98 (1), the other side of r95 (4): an `undo --last` killed after its swap and the removal of
+/// what came out (it wrote `a0`), then the user's edit of `a`: the redo leaves the edit alone, a conflict, and the
+/// turn stays rolled back (a build that took the missing line for "not written" said the turn
+/// was back with the user's bytes in `a`).
+#[test]
+fn a_users_edit_after_an_undo_killed_after_its_swap_holds_the_redo_back() {
+    let sb = Sandbox::new();
+    let p = turn_1_wrote_a1(&sb);
+    let undo = ["undo", "--session=s", "--last"];
+    let left = killed_after_its_first_removal(&sb, &p, &undo, ("a", b"a0\n"));
+    assert_eq!(left, Vec::<PathBuf>::new(), "killed before the removal");
+    p.file("a", "user\n");
+    let redo = rwj(&p, &["redo", "--session=s"]);
+    assert_eq!(redo["conflicts"], serde_json::json!(["a"]), "{redo}");
+    assert_eq!(p.read("a"), b"user\n");
+    assert_eq!(turns_of(&p, "s")[0]["rolled_back"], true, "{redo}");
+}
+
+/// r95 (7): a turn made directory `d` a file; its redo killed after it removed `d/x` (set
+/// aside, then unlinked), before the deletion's `done` line: every later redo said "d: in the
+/// way" (the empty `d` was not taken for the run's leftover) and the project kept an empty `d`.
+#[test]
+fn a_redo_killed_after_a_deletions_removal_finishes_when_run_again() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("k", "k\n").file("d/x", "x0\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    fs::remove_dir_all(p.path.join("d")).unwrap();
+    p.file("d", "file1\n");
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    rwj(&p, &["undo", "--session=s", "--last"]);
+    let redo = ["redo", "--session=s"];
+    let left = killed_after_its_first_removal(&sb, &p, &redo, ("k", b"k\n"));
+    assert!(!p.path.join("d/x").exists(), "killed before the deletion");
+    let aside = left
+        .iter()
+        .filter(|path| path.to_string_lossy().contains(".rewind-aside-"));
+    assert_eq!(aside.count(), 0, "killed before the removal: {left:?}");
+    let again = rwj(&p, &redo);
+    assert_eq!(again["conflicts"], serde_json::json!([]), "{again}");
+    assert_eq!(p.read("d"), b"file1\n", "{again}");
+    let undo = rwj(&p, &["undo", "--session=s", "--last"]);
+    assert_eq!(p.read("d/x"), b"x0\n", "{undo}");
+}
+
+/// r95 (4): an `undo --last` killed before it wrote, the user's edit of `a` (one of the turn's
+/// files), the undo run again (it leaves `a` alone and undoes `b`), then two redos: the second,
+/// of the stopped undo, said `a` was "changed by someone else", and the turn stayed rolled
+/// back for good with `b1` on disk. The store knows the stopped undo did not write `a`: the
+/// edit is on the turn's own work, which that undo never took back, as after an undo that left
+/// `a` alone.
+#[test]
+fn a_users_edit_after_an_undo_killed_before_it_wrote_does_not_hold_the_redo_back() {
+    let sb = Sandbox::new();
+    let p = turn_1_wrote_a1_and_b1(&sb, true);
+    let undo = ["undo", "--session=s", "--last"];
+    killed_before_it_wrote(&sb, &p, &undo, ("a", b"a1\n"));
+    p.file("a", "user\n");
+    let again = rwj(&p, &undo);
+    assert_eq!(again["conflicts"], serde_json::json!(["a"]), "{again}");
+    assert_eq!(p.read("b"), b"b0\n", "{again}");
+    for _ in 0..2 {
+        if turns_of(&p, "s")[0]["rolled_back"] == true {
+            rwj(&p, &["redo", "--session=s"]);
+        }
+    }
+    assert_eq!(turns_of(&p, "s")[0]["rolled_back"], false);
+    assert_eq!(p.read("b"), b"b1\n");
+    let last = rwj(&p, &undo);
+    assert_eq!(last["conflicts"], serde_json::json!(["a"]), "{last}");
+    assert_eq!(
+        (p.read("a"), p.read("b")),
+        (b"user\n".to_vec(), b"b0\n".to_vec())
+    );
+}
+
+/// r99 (1): turn 1 (ended) wrote `c1`, turn 2 (open) `a1`; `undo --turn 1` killed at its
+/// first `unlinkat` (after its swaps), `redo`, `turn end --turn 2`, `undo --last`: then
+/// `undo --turn 1` left `c1` alone, "changed by someone else". The redo that reopened turn 2
+/// counted what it found changed since the stopped undo, that undo's own writes, as a gap's.
+#[test]
+fn a_turn_whose_undo_was_killed_after_its_swaps_is_undone_after_a_redo_reopened_the_next() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a0\n").file("c", "c0\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("c", "c1\n");
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=2"]);
+    p.file("a", "a1\n");
+    let undo = ["undo", "--session=s", "--turn=1"];
+    let killed = run_killed(&sb, &p.path, None, &undo, ("unlinkat", 1), DEFAULT_DEADLINE);
+    assert!(killed, "the undo was not killed at its first unlinkat");
+    assert_eq!(turns_of(&p, "s")[0]["undo_stopped"], true);
+    rwj(&p, &["redo", "--session=s"]);
+    rwj(&p, &["turn", "end", "--session=s", "--turn=2"]);
+    rwj(&p, &["undo", "--session=s", "--last"]);
+    let last = rwj(&p, &undo);
+    assert_eq!(last["conflicts"], serde_json::json!([]), "{last}");
+    assert_eq!(
+        (p.read("a"), p.read("c")),
+        (b"a0\n".to_vec(), b"c0\n".to_vec())
+    );
+}
+
+/// A redo killed after it renamed a file the turn made into place, before its journal's `done`
+/// line: nothing at rewind's own names tells, but the file there, changed since the run
+/// started, holds what it staged. Run again, the redo gives the turn back (a build before took
+/// the file for someone else's and left the turn rolled back for good).
+#[test]
+fn a_redo_killed_after_it_renamed_a_new_file_in_finishes_when_run_again() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("k", "k\n");
+    rwj(&p, &["turn", "begin", "--session=s", "--turn=1"]);
+    p.file("n", "n1\n");
+    rwj(&p, &["turn", "end", "--session=s", "--turn=1"]);
+    rwj(&p, &["undo", "--session=s", "--last"]);
+    let redo = ["redo", "--session=s"];
+    assert!(run_killed_after(
+        &sb,
+        &p.path,
+        &redo,
+        ("renameat2", Some(&p.path))
+    ));
+    assert_eq!(p.read("n"), b"n1\n", "killed before its rename");
+    let again = rwj(&p, &redo);
+    assert_eq!(again["conflicts"], serde_json::json!([]), "{again}");
+    assert_eq!(turns_of(&p, "s")[0]["rolled_back"], false, "{again}");
+    let undo = rwj(&p, &["undo", "--session=s", "--last"]);
+    assert_eq!(undo["conflicts"], serde_json::json!([]), "{undo}");
+    assert!(!p.path.join("n").exists(), "{undo}");
+}
+
+/// r100 (2), (3), which came with the r95 (4) fix: `undo --last` of session `s` killed before it
+/// wrote, then session `o`'s turn wrote `a` (and ended) or deleted it (open): `s`'s redo passed
+/// over `a` as a user's edit and said the turn was back, and `o`'s undo then left `a` alone as
+/// someone else's. Another session's change is theirs: a conflict for the redo, and `o`'s own
+/// to undo.
+#[test]
+fn another_sessions_turn_after_an_undo_killed_before_it_wrote_is_a_conflict_for_the_redo() {
+    for o_ends_first in [true, false] {
+        let sb = Sandbox::new();
+        let p = turn_1_wrote_a1_and_b1(&sb, true);
+        killed_before_it_wrote(&sb, &p, &["undo", "--session=s", "--last"], ("a", b"a1\n"));
+        rwj(&p, &["turn", "begin", "--session=o", "--turn=1"]);
+        match o_ends_first {
+            true => p.file("a", "o\n"),
+            false => {
+                fs::remove_file(p.path.join("a")).unwrap();
+                &p
+            }
+        };
+        if o_ends_first {
+            rwj(&p, &["turn", "end", "--session=o", "--turn=1"]);
+        }
+        let redo = rwj(&p, &["redo", "--session=s"]);
+        let what = format!("o's turn ended first: {o_ends_first}: {redo}");
+        assert_eq!(redo["conflicts"], serde_json::json!(["a"]), "{what}");
+        if !o_ends_first {
+            rwj(&p, &["turn", "end", "--session=o", "--turn=1"]);
+        }
+        let undo = rwj(&p, &["undo", "--session=o", "--last"]);
+        assert_eq!(undo["conflicts"], serde_json::json!([]), "{what}, {undo}");
+        assert_eq!(p.read("a"), b"a1\n", "{what}, {undo}");
+    }
 }
