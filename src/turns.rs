@@ -723,6 +723,14 @@ fn unfinished_lines(token: &str) -> String {
     lines
 }
 
+/// The project as the undo or redo whose record is `message` found it: its undo (or redo) point.
+fn point_of_run(message: &[u8]) -> Option<ObjectId> {
+    match message.contains_str(REDO_TRAILER) {
+        true => id_in(message, REDO_POINT),
+        false => id_in(message, UNDO_POINT),
+    }
+}
+
 /// The `Rewind-Unfinished-Since:` time of `message`, if it names one.
 fn unfinished_since(message: &[u8]) -> Option<SystemTime> {
     let value = lines_with(message, UNFINISHED_SINCE)
@@ -2105,6 +2113,8 @@ impl Store {
         let current = snapshot.hash.0;
         let (mut conflicts, mut kept) = (Vec::new(), Vec::new());
         let (mut changes, mut already) = (Vec::new(), Vec::new());
+        // (The paths passed over: the session's word there stays what it was before the undo.)
+        let mut passed_over: HashMap<BString, ObjectId> = HashMap::new();
         let mut undid: Vec<BString> = lines_with(&message, CHANGED)
             .filter_map(crate::snapshot::visibility::decode_path)
             .collect();
@@ -2126,9 +2136,14 @@ impl Store {
         // Where the store knows it did not write, what stands there is no work of the undo's:
         // holding neither its plan nor what comes back, it is the user's edit on the turn's own
         // work, which the undo never took back, and nothing comes back there, as in an undo
-        // that left the path alone (r95 (4)).
+        // that left the path alone (r95 (4)). Not for an open turn it rolled back: an edit
+        // while the turn was rolled back is no work of the turn's, and only a conflict keeps it
+        // so (r101 (2)).
         let mut not_written_by_undo = HashSet::new();
-        if unfinished {
+        let rolled_back_an_open_turn = records
+            .iter()
+            .any(|r| r.after.is_none() && rolled_back.contains(&r.turn));
+        if unfinished && !rolled_back_an_open_turn {
             edited_after_a_stop
                 .extend(locked.changed_since_stopped((&message, undo_tree), current)?);
             if let Some(NotDone::Paths { not_written, .. }) = locked.not_done_by_stopped(&message) {
@@ -2433,6 +2448,7 @@ impl Store {
                 && now != wanted
                 && !changed_by_later_turn(path.as_bstr())?
             {
+                passed_over.insert(path, undo_tree);
                 continue;
             }
             if now == wanted {
@@ -2502,6 +2518,10 @@ impl Store {
             side_at(&repo, left_by, path.as_bstr())
         };
         let base = locked.without_stopped_plans(base, &planned_at_head, left_there)?;
+        // (Nor is a path it passed over, which the stopped undo never wrote: another session's
+        // turn open across this run reads no change of the session's there, r101 (1).)
+        let before_the_undo = |path: &BString| side_at(&repo, point, path.as_bstr());
+        let base = locked.without_stopped_plans(base, &passed_over, before_the_undo)?;
         // A run of this redo stopped since wrote what this one finds back: this run brings
         // that back as much as one that wrote it (r90 (3)).
         let stopped_wrote = already.iter().any(|c| planned_by_a_stop.contains(&c.path));
@@ -3024,24 +3044,21 @@ impl Store {
         Ok(paths)
     }
 
-    /// For undo or redo commit `commit`, what it found at each of `paths` (its point's) and
-    /// what it left there (its tree's); `None` when that is not known: one stopped before it
-    /// finished (its tree is only what it planned), a redo that names no point (written
-    /// before stop 42), or a point gone (a redo's lives as a restore's). Costs a commit read
-    /// and two tree lookups per path.
+    /// For undo or redo commit `commit`, what it found at each of `paths` (its point's, or
+    /// `found_at`'s: where runs stopped just before it started) and what it left there (its
+    /// tree's); `None` when that is not known: one stopped before it finished (its tree is only
+    /// what it planned), a redo that names no point (written before stop 42), or a point gone
+    /// (a redo's lives as a restore's). Costs a commit read and two tree lookups per path.
     fn found_and_left(
         &self,
         commit: ObjectId,
         paths: &[BString],
+        found_at: Option<ObjectId>,
     ) -> Result<Option<Vec<FoundAndLeft>>> {
         let repo = self.repo();
         let (object, left) = commit_and_tree(&repo, commit)?;
         let message = object.message_raw_sloppy();
-        let key = match message.contains_str(REDO_TRAILER) {
-            true => REDO_POINT,
-            false => UNDO_POINT,
-        };
-        let point = id_in(message, key);
+        let point = found_at.or_else(|| point_of_run(message));
         let Some(point) = point.filter(|_| !is_unfinished(message)) else {
             return Ok(None);
         };
@@ -3588,17 +3605,56 @@ impl Store {
         // for each path one changed, what it found there and what it left (`None` where that
         // is not known: see `found_and_left`).
         let mut undone: HashMap<BString, Vec<Option<FoundAndLeft>>> = HashMap::new();
-        for commit in self.commits_of_others_during(session, record)?.commits() {
-            if let (ChainKind::Undo, changed) = self.paths_of_chain_commit(commit)? {
-                let sides = self.found_and_left(commit, &changed)?;
-                for (n, path) in changed.iter().enumerate() {
-                    let found_and_left = sides.as_ref().map(|sides| sides[n]);
-                    undone.entry(path.clone()).or_default().push(found_and_left);
+        let mut push_undo = |changed: Vec<BString>, sides: Option<Vec<FoundAndLeft>>| {
+            for (n, path) in changed.iter().enumerate() {
+                let found_and_left = sides.as_ref().map(|sides| sides[n]);
+                undone.entry(path.clone()).or_default().push(found_and_left);
+            }
+            overlaps.push(Overlap {
+                announced: Vec::new(),
+                changed: changed.into_iter().collect(),
+            });
+        };
+        let repo = self.repo();
+        for chain in &self.commits_of_others_during(session, record)?.chains {
+            // Runs stopped before they finished and the run just after them are one change,
+            // from what the first found to what the last left (r95 (3)): where the first found
+            // the project, and the paths they changed.
+            let mut stopped: Option<(Option<ObjectId>, Vec<BString>)> = None;
+            for &commit in chain.iter().rev() {
+                let (kind, mut changed) = self.paths_of_chain_commit(commit)?;
+                if kind != ChainKind::Undo {
+                    if let Some((_, planned)) = stopped.take() {
+                        push_undo(planned, None);
+                    }
+                    continue;
                 }
-                overlaps.push(Overlap {
-                    announced: Vec::new(),
-                    changed: changed.into_iter().collect(),
-                });
+                let message = commit_and_tree(&repo, commit)?
+                    .0
+                    .message_raw_sloppy()
+                    .to_owned();
+                if is_unfinished(&message) {
+                    let (_, planned) =
+                        stopped.get_or_insert_with(|| (point_of_run(&message), Vec::new()));
+                    planned.extend(changed);
+                    continue;
+                }
+                let sides = match stopped.take() {
+                    Some((found_at, planned)) => {
+                        changed.extend(planned);
+                        changed.sort_unstable();
+                        changed.dedup();
+                        match found_at {
+                            Some(point) => self.found_and_left(commit, &changed, Some(point))?,
+                            None => None,
+                        }
+                    }
+                    None => self.found_and_left(commit, &changed, None)?,
+                };
+                push_undo(changed, sides);
+            }
+            if let Some((_, planned)) = stopped {
+                push_undo(planned, None);
             }
         }
         // A path whose whole change in the turn is one such undo's or redo's (the turn began on

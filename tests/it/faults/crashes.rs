@@ -1103,3 +1103,80 @@ fn another_sessions_turn_after_an_undo_killed_before_it_wrote_is_a_conflict_for_
         assert_eq!(p.read("a"), b"a1\n", "{what}, {undo}");
     }
 }
+
+/// r95 (3): session `s`'s turn wrote `a1`, `b1`; session `o`'s turn, touching nothing, open;
+/// `s`'s `undo --last` killed at the removal of its journal (after all its writes), run again
+/// (nothing left to write); `o`'s turn end listed `a` and `b` as its own, shared, and `s`'s
+/// redos never gave them back. The stopped run and the run again are one change, from what
+/// the first found to what the second left: `s`'s undo alone, which is not `o`'s work.
+#[test]
+fn another_sessions_turn_open_across_an_undo_killed_and_run_again_lists_none_of_it() {
+    let sb = Sandbox::new();
+    let p = turn_1_wrote_a1_and_b1(&sb, true);
+    rwj(&p, &["turn", "begin", "--session=o", "--turn=1"]);
+    let journal = p.store().join("rewind-restore-journal");
+    let undo = ["undo", "--session=s", "--last"];
+    assert!(run_killed_on(&sb, &p.path, &undo, ("unlink", 1), &journal));
+    assert_eq!(
+        (p.read("a"), p.read("b")),
+        (b"a0\n".to_vec(), b"b0\n".to_vec())
+    );
+    rwj(&p, &undo);
+    let end = rwj(&p, &["turn", "end", "--session=o", "--turn=1"]);
+    assert_eq!(end["files"], serde_json::json!([]), "{end}");
+    for _ in 0..2 {
+        if p.read("a") != b"a1\n" {
+            rwj(&p, &["redo", "--session=s"]);
+        }
+    }
+    assert_eq!(
+        (p.read("a"), p.read("b")),
+        (b"a1\n".to_vec(), b"b1\n".to_vec())
+    );
+}
+
+/// r101 (1), which came with the r95 (4) fix: `s`'s `undo --last` killed before it wrote, the
+/// user's edit of `a`, session `o` beginning a turn, `s`'s redo passing over `a` (the user's
+/// edit), then `o`'s agent writing `a`: `o`'s turn end listed `a` as shared and its undo left
+/// it alone. The redo's record held the stopped undo's plan at `a`, which it never wrote: read
+/// as a change of `s`'s. What `s` left at a path its redo passed over is what stood before the
+/// undo.
+#[test]
+fn a_path_a_redo_passed_over_is_no_change_of_its_sessions_for_another_turn() {
+    let sb = Sandbox::new();
+    let p = turn_1_wrote_a1_and_b1(&sb, true);
+    killed_before_it_wrote(&sb, &p, &["undo", "--session=s", "--last"], ("a", b"a1\n"));
+    p.file("a", "u\n");
+    rwj(&p, &["turn", "begin", "--session=o", "--turn=1"]);
+    let redo = rwj(&p, &["redo", "--session=s"]);
+    assert_eq!(redo["conflicts"], serde_json::json!([]), "{redo}");
+    p.file("a", "o2\n");
+    let end = rwj(&p, &["turn", "end", "--session=o", "--turn=1"]);
+    assert_eq!(end["files"][0]["origin"], "unannounced", "{end}");
+    let undo = rwj(&p, &["undo", "--session=o", "--last"]);
+    assert_eq!(undo["conflicts"], serde_json::json!([]), "{undo}");
+    assert_eq!(p.read("a"), b"u\n", "{undo}");
+}
+
+/// r101 (2), which came with the r95 (4) fix: an open turn's agent wrote `a1`, `b1`; `undo
+/// --last` killed before it wrote; the user's edit of `a`; the redo passed over `a` and reopened
+/// the turn with the edit in its "before": `turn end` listed only `b`, and `undo --last` said
+/// nothing of `a`. An edit while an open turn is rolled back is no work of the turn's: for such
+/// a turn the redo passes nothing over, and `a` is a conflict.
+#[test]
+fn a_users_edit_after_a_stopped_undo_of_an_open_turn_is_a_conflict_for_the_redo() {
+    let sb = Sandbox::new();
+    let p = turn_1_wrote_a1_and_b1(&sb, false);
+    let undo = ["undo", "--session=s", "--last"];
+    killed_before_it_wrote(&sb, &p, &undo, ("a", b"a1\n"));
+    p.file("a", "u\n");
+    let redo = rwj(&p, &["redo", "--session=s"]);
+    assert_eq!(redo["conflicts"], serde_json::json!(["a"]), "{redo}");
+    let _ = p.rewind(["turn", "end", "--session=s", "--turn=1"]);
+    let last = rwj(&p, &undo);
+    assert_eq!(last["conflicts"], serde_json::json!(["a"]), "{last}");
+    assert_eq!(
+        (p.read("a"), p.read("b")),
+        (b"u\n".to_vec(), b"b0\n".to_vec())
+    );
+}
