@@ -3044,6 +3044,36 @@ impl Store {
         Ok(paths)
     }
 
+    /// For undo or redo commit `commit`, stopped before it finished, what it found at each of
+    /// `paths` (its point's) and what it left there (its plan, its tree's) where the store says
+    /// it made that change (see [`Store::may_have_written`]); `None` elsewhere, and for all
+    /// where it names no point. Costs a commit read, a read of the store's record of runs, and
+    /// two tree lookups per path.
+    fn stopped_found_and_left(
+        &self,
+        commit: ObjectId,
+        paths: &[BString],
+    ) -> Result<Vec<Option<FoundAndLeft>>> {
+        let repo = self.repo();
+        let (object, plan) = commit_and_tree(&repo, commit)?;
+        let message = object.message_raw_sloppy();
+        let point = point_of_run(message).filter(|point| self.reads().0.contains(point));
+        let (Some(point), made) = (point, self.may_have_written(message)) else {
+            return Ok(vec![None; paths.len()]);
+        };
+        let mut sides = Vec::with_capacity(paths.len());
+        for path in paths {
+            sides.push(match made.contains(path) {
+                true => Some((
+                    side_at(&repo, point, path.as_ref())?,
+                    side_at(&repo, plan, path.as_ref())?,
+                )),
+                false => None,
+            });
+        }
+        Ok(sides)
+    }
+
     /// For undo or redo commit `commit`, what it found at each of `paths` (its point's, or
     /// `found_at`'s: where runs stopped just before it started) and what it left there (its
     /// tree's); `None` when that is not known: one stopped before it finished (its tree is only
@@ -3605,9 +3635,8 @@ impl Store {
         // for each path one changed, what it found there and what it left (`None` where that
         // is not known: see `found_and_left`).
         let mut undone: HashMap<BString, Vec<Option<FoundAndLeft>>> = HashMap::new();
-        let mut push_undo = |changed: Vec<BString>, sides: Option<Vec<FoundAndLeft>>| {
-            for (n, path) in changed.iter().enumerate() {
-                let found_and_left = sides.as_ref().map(|sides| sides[n]);
+        let mut push_undo = |changed: Vec<BString>, sides: Vec<Option<FoundAndLeft>>| {
+            for (path, found_and_left) in changed.iter().zip(sides) {
                 undone.entry(path.clone()).or_default().push(found_and_left);
             }
             overlaps.push(Overlap {
@@ -3615,46 +3644,63 @@ impl Store {
                 changed: changed.into_iter().collect(),
             });
         };
+        let known = |sides: Option<Vec<FoundAndLeft>>, n: usize| match sides {
+            Some(sides) => sides.into_iter().map(Some).collect(),
+            None => vec![None; n],
+        };
         let repo = self.repo();
         for chain in &self.commits_of_others_during(session, record)?.chains {
             // Runs stopped before they finished and the run just after them are one change,
-            // from what the first found to what the last left (r95 (3)): where the first found
-            // the project, and the paths they changed.
-            let mut stopped: Option<(Option<ObjectId>, Vec<BString>)> = None;
+            // from what the first found to what the last left (r95 (3)): the stopped runs, and
+            // the paths they planned.
+            let mut stopped: Option<(Vec<ObjectId>, Vec<BString>)> = None;
+            // (One stopped run with none after it meanwhile: where the store says it made its
+            // change, from what it found to its plan; elsewhere not known, r102.)
+            let alone = |(runs, planned): (Vec<ObjectId>, Vec<BString>)| -> Result<_> {
+                let sides = match runs[..] {
+                    [run] => self.stopped_found_and_left(run, &planned)?,
+                    _ => vec![None; planned.len()],
+                };
+                Ok((planned, sides))
+            };
             for &commit in chain.iter().rev() {
                 let (kind, mut changed) = self.paths_of_chain_commit(commit)?;
-                if kind != ChainKind::Undo {
-                    if let Some((_, planned)) = stopped.take() {
-                        push_undo(planned, None);
-                    }
-                    continue;
-                }
                 let message = commit_and_tree(&repo, commit)?
                     .0
                     .message_raw_sloppy()
                     .to_owned();
-                if is_unfinished(&message) {
-                    let (_, planned) =
-                        stopped.get_or_insert_with(|| (point_of_run(&message), Vec::new()));
+                if kind == ChainKind::Undo && is_unfinished(&message) {
+                    let (runs, planned) = stopped.get_or_insert_with(Default::default);
+                    runs.push(commit);
                     planned.extend(changed);
                     continue;
                 }
+                if kind != ChainKind::Undo {
+                    if let Some(runs) = stopped.take() {
+                        let (planned, sides) = alone(runs)?;
+                        push_undo(planned, sides);
+                    }
+                    continue;
+                }
                 let sides = match stopped.take() {
-                    Some((found_at, planned)) => {
+                    Some((runs, planned)) => {
                         changed.extend(planned);
                         changed.sort_unstable();
                         changed.dedup();
-                        match found_at {
+                        let first = commit_and_tree(&repo, runs[0])?.0;
+                        match point_of_run(first.message_raw_sloppy()) {
                             Some(point) => self.found_and_left(commit, &changed, Some(point))?,
                             None => None,
                         }
                     }
                     None => self.found_and_left(commit, &changed, None)?,
                 };
-                push_undo(changed, sides);
+                let n = changed.len();
+                push_undo(changed, known(sides, n));
             }
-            if let Some((_, planned)) = stopped {
-                push_undo(planned, None);
+            if let Some(runs) = stopped {
+                let (planned, sides) = alone(runs)?;
+                push_undo(planned, sides);
             }
         }
         // A path whose whole change in the turn is one such undo's or redo's (the turn began on

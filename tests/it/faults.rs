@@ -196,7 +196,9 @@ fn age(path: &Path, secs: u64) {
         .unwrap();
 }
 
-/// Waits for `child` at most `limit`; `None` (after killing it) if it was still running.
+/// Waits for `child`; `None` (after killing it) if it hung: still running past `limit` while
+/// it waits on a pipe or a FIFO ([`waits_on_a_pipe`]), or past [`DEFAULT_DEADLINE`] whatever it
+/// does (slow on a loaded machine is not hung).
 fn wait_or_kill(child: std::process::Child, limit: Duration, what: &str) -> Option<Run> {
     let mut child = child;
     let start = Instant::now();
@@ -204,13 +206,29 @@ fn wait_or_kill(child: std::process::Child, limit: Duration, what: &str) -> Opti
         if child.try_wait().unwrap().is_some() {
             return Some(finish(child, DEFAULT_DEADLINE, what));
         }
-        if start.elapsed() > limit {
+        let past = start.elapsed();
+        if (past > limit && waits_on_a_pipe(child.id())) || past > DEFAULT_DEADLINE {
             let _ = child.kill();
             let _ = child.wait();
             return None;
         }
         thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Whether a thread of process `pid` sleeps in the kernel on a pipe or a FIFO (opening one with
+/// no partner, reading or writing one), as its wait channel (`/proc/<pid>/task/*/wchan`) says:
+/// a wait that may never end, where a run merely slow on a loaded machine sleeps elsewhere.
+fn waits_on_a_pipe(pid: u32) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        let wchan = fs::read_to_string(task.path().join("wchan")).unwrap_or_default();
+        ["wait_for_partner", "pipe_read", "pipe_write", "pipe_wait"]
+            .iter()
+            .any(|pipe| wchan.contains(pipe))
+    })
 }
 
 /// Lexically normalised components of a revert path, relative to `project`; `None` if the path

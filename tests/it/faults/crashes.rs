@@ -1112,16 +1112,8 @@ fn another_sessions_turn_after_an_undo_killed_before_it_wrote_is_a_conflict_for_
 #[test]
 fn another_sessions_turn_open_across_an_undo_killed_and_run_again_lists_none_of_it() {
     let sb = Sandbox::new();
-    let p = turn_1_wrote_a1_and_b1(&sb, true);
-    rwj(&p, &["turn", "begin", "--session=o", "--turn=1"]);
-    let journal = p.store().join("rewind-restore-journal");
-    let undo = ["undo", "--session=s", "--last"];
-    assert!(run_killed_on(&sb, &p.path, &undo, ("unlink", 1), &journal));
-    assert_eq!(
-        (p.read("a"), p.read("b")),
-        (b"a0\n".to_vec(), b"b0\n".to_vec())
-    );
-    rwj(&p, &undo);
+    let p = undo_killed_at_its_journals_removal_with_o_open(&sb);
+    rwj(&p, &["undo", "--session=s", "--last"]);
     let end = rwj(&p, &["turn", "end", "--session=o", "--turn=1"]);
     assert_eq!(end["files"], serde_json::json!([]), "{end}");
     for _ in 0..2 {
@@ -1179,4 +1171,48 @@ fn a_users_edit_after_a_stopped_undo_of_an_open_turn_is_a_conflict_for_the_redo(
         (p.read("a"), p.read("b")),
         (b"u\n".to_vec(), b"b0\n".to_vec())
     );
+}
+
+/// [`turn_1_wrote_a1_and_b1`], ended; session `o`'s turn, touching nothing, open; `s`'s `undo
+/// --last` killed at the removal of its journal, after all its writes.
+fn undo_killed_at_its_journals_removal_with_o_open(sb: &Sandbox) -> TestProject<'_> {
+    let p = turn_1_wrote_a1_and_b1(sb, true);
+    rwj(&p, &["turn", "begin", "--session=o", "--turn=1"]);
+    let journal = p.store().join("rewind-restore-journal");
+    let undo = ["undo", "--session=s", "--last"];
+    assert!(run_killed_on(sb, &p.path, &undo, ("unlink", 1), &journal));
+    assert_eq!(
+        (p.read("a"), p.read("b")),
+        (b"a0\n".to_vec(), b"b0\n".to_vec())
+    );
+    p
+}
+
+/// r102 (1), (2): as in r95 (3), but `s`'s redo runs while `o`'s turn is still open, or `o`'s
+/// turn ends before `s` runs again: the stopped undo alone inside `o`'s turn was not known, so
+/// its own writes were `o`'s work so far (the redo left `a`, `b` alone, and `s`'s turn stayed
+/// rolled back for good) or shared. Where the store says a stopped run made its change, it went
+/// from what the run found to its plan.
+#[test]
+fn another_sessions_turn_open_across_an_undo_killed_after_its_writes_is_not_its_work() {
+    for o_ends_first in [false, true] {
+        let sb = Sandbox::new();
+        let p = undo_killed_at_its_journals_removal_with_o_open(&sb);
+        let what = format!("o's turn ends first: {o_ends_first}");
+        if o_ends_first {
+            let end = rwj(&p, &["turn", "end", "--session=o", "--turn=1"]);
+            assert_eq!(end["files"], serde_json::json!([]), "{what}: {end}");
+        }
+        for _ in 0..2 {
+            if p.read("a") != b"a1\n" {
+                rwj(&p, &["redo", "--session=s"]);
+            }
+        }
+        assert_eq!(
+            (p.read("a"), p.read("b")),
+            (b"a1\n".to_vec(), b"b1\n".to_vec()),
+            "{what}"
+        );
+        assert_eq!(turns_of(&p, "s")[0]["rolled_back"], false, "{what}");
+    }
 }

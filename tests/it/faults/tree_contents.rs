@@ -876,7 +876,7 @@ fn file_swapped_for_a_fifo_or_an_outside_symlink_mid_track_neither_hangs_nor_lea
     p.assert_fsck_clean();
     assert!(
         hangs.is_empty() && leaks.is_empty(),
-        "track of a file swapped mid-snapshot: {} of {runs} runs hung (killed after 6 s) in \
+        "track of a file swapped mid-snapshot: {} of {runs} runs hung (killed while waiting on a FIFO) in \
          open(2) of a file that became a FIFO after it was stat-ed; {} regular-file entries hold \
          the bytes of a file OUTSIDE the project reached through a symlink swapped in after the \
          stat: {leaks:?}. Fix: open relative to the directory fd with O_NOFOLLOW|O_NONBLOCK, \
