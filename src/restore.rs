@@ -1627,7 +1627,7 @@ fn replace(
 /// nothing: `Ok(false)` when something other than an empty directory tree stands there now.
 /// A directory moved out of the project meanwhile is not written into: the rename is taken back.
 /// `temp` is gone afterwards unless it holds someone's save (then the error says so). The rename
-/// is recorded done (`done_at`) just before it, and undone when it fails or is taken back.
+/// is recorded done (`done_at`) once it stands.
 fn put_new(
     root: &ProjectRoot,
     path: &BStr,
@@ -1655,27 +1655,21 @@ fn put_new(
         Ok(None) => return ours(Ok(false)),
         Err(e) => return ours(Err(e)),
     };
-    // (Recorded done first: killed before the rename, the staged file still stands at its
-    // temp name, which tells; killed after, nothing would.)
-    journal.done(n);
     match ProjectRoot::rename_in(dir, temp, name, true) {
         Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            journal.undone(n);
-            return ours(Ok(false));
-        }
-        Err(e) => {
-            journal.undone(n);
-            return ours(Err(e));
-        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return ours(Ok(false)),
+        Err(e) => return ours(Err(e)),
     }
+    // (Recorded after the rename: a line before it, the temp file removed by someone after a
+    // kill between the two, would say the run made a file that someone else made since, r103.
+    // Killed between the rename and the line, the change is not known, the safe side.)
     if let Ok(true) = still_here() {
+        journal.done(n);
         return Ok(true);
     }
     // Taken back, to be removed, only if it is ours: someone may have saved over it since, and
     // a save that came back instead goes back to its name.
     ProjectRoot::rename_in(dir, name, temp, true)?;
-    journal.undone(n);
     match staged_back(dir, temp, Some(staged), target) {
         Some(taken) => taken.remove(dir, temp, unlinked).and(Err(moved_away())),
         None => put_back(dir, temp, name).and(Err(moved_away())),

@@ -412,8 +412,8 @@ impl Locked<'_> {
 ///   the file out of the path or a deletion set it aside (a kill between the change and the
 ///   line, which comes before either goes);
 /// - not written, known: its file never staged whole (no swap comes before that is recorded),
-///   the staged file still at its temp name (the swap, or a new file's rename, never came: a
-///   rename's line comes before it), or, for a deletion, the file still at its path;
+///   the staged file still at its temp name (the swap, or a new file's rename, never came, or
+///   was taken back), or, for a deletion, the file still at its path;
 /// - not known: anything else (temp files a user removed, say), which counts as not done, the
 ///   safe side.
 ///
@@ -467,7 +467,8 @@ fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> NotDoneFound {
         let temp_name = format!("{}{n}", journal.prefix);
         let [mode_taken_out, mode_staged] = temp.modes;
         match (write, taken_out.is_some(), temp.done) {
-            // A new file: its line comes before its rename.
+            // A new file still at its temp name: never renamed in, or taken back. (Its line comes
+            // after the rename: killed between the two, the change is not known.)
             (true, false, _) if holds(temp_name.as_bytes(), staged, mode_staged) => {
                 Change::NotWritten
             }
