@@ -3651,12 +3651,13 @@ impl Store {
         let repo = self.repo();
         for chain in &self.commits_of_others_during(session, record)?.chains {
             // Runs stopped before they finished and the run just after them are one change,
-            // from what the first found to what the last left (r95 (3)): the stopped runs, and
-            // the paths they planned.
-            let mut stopped: Option<(Vec<ObjectId>, Vec<BString>)> = None;
+            // from what the first found to what the last left (r95 (3)): the stopped runs,
+            // where the first found the project, and the paths they planned.
+            type Stopped = (Vec<ObjectId>, Option<ObjectId>, Vec<BString>);
+            let mut stopped: Option<Stopped> = None;
             // (One stopped run with none after it meanwhile: where the store says it made its
             // change, from what it found to its plan; elsewhere not known, r102.)
-            let alone = |(runs, planned): (Vec<ObjectId>, Vec<BString>)| -> Result<_> {
+            let alone = |(runs, _, planned): Stopped| -> Result<_> {
                 let sides = match runs[..] {
                     [run] => self.stopped_found_and_left(run, &planned)?,
                     _ => vec![None; planned.len()],
@@ -3665,16 +3666,6 @@ impl Store {
             };
             for &commit in chain.iter().rev() {
                 let (kind, mut changed) = self.paths_of_chain_commit(commit)?;
-                let message = commit_and_tree(&repo, commit)?
-                    .0
-                    .message_raw_sloppy()
-                    .to_owned();
-                if kind == ChainKind::Undo && is_unfinished(&message) {
-                    let (runs, planned) = stopped.get_or_insert_with(Default::default);
-                    runs.push(commit);
-                    planned.extend(changed);
-                    continue;
-                }
                 if kind != ChainKind::Undo {
                     if let Some(runs) = stopped.take() {
                         let (planned, sides) = alone(runs)?;
@@ -3682,13 +3673,21 @@ impl Store {
                     }
                     continue;
                 }
+                let object = commit_and_tree(&repo, commit)?.0;
+                let message = object.message_raw_sloppy();
+                if is_unfinished(message) {
+                    let (runs, _, planned) = stopped
+                        .get_or_insert_with(|| (Vec::new(), point_of_run(message), Vec::new()));
+                    runs.push(commit);
+                    planned.extend(changed);
+                    continue;
+                }
                 let sides = match stopped.take() {
-                    Some((runs, planned)) => {
+                    Some((_, found_at, planned)) => {
                         changed.extend(planned);
                         changed.sort_unstable();
                         changed.dedup();
-                        let first = commit_and_tree(&repo, runs[0])?.0;
-                        match point_of_run(first.message_raw_sloppy()) {
+                        match found_at {
                             Some(point) => self.found_and_left(commit, &changed, Some(point))?,
                             None => None,
                         }

@@ -437,11 +437,11 @@ fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> NotDoneFound {
     let state = |n: &str, temp: &Temp, path: &[u8]| {
         let write = temp.blobs[1].is_some();
         if write && !temp.staged {
-            return Change::NotWritten;
+            return ChangeState::NotWritten;
         }
         let found_done = match temp.done {
-            true => Change::Done,
-            false => Change::NotKnown,
+            true => ChangeState::Done,
+            false => ChangeState::NotKnown,
         };
         let (Some(root), [taken_out, staged]) = (root, temp.blobs) else {
             return found_done;
@@ -470,15 +470,15 @@ fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> NotDoneFound {
             // A new file still at its temp name: never renamed in, or taken back. (Its line comes
             // after the rename: killed between the two, the change is not known.)
             (true, false, _) if holds(temp_name.as_bytes(), staged, mode_staged) => {
-                Change::NotWritten
+                ChangeState::NotWritten
             }
-            (_, _, true) => Change::Done,
+            (_, _, true) => ChangeState::Done,
             // A swap: the line comes once what came out is found to be the undo point's.
             (true, true, false) if holds(temp_name.as_bytes(), taken_out, mode_taken_out) => {
-                Change::Done
+                ChangeState::Done
             }
             (true, true, false) if holds(temp_name.as_bytes(), staged, mode_staged) => {
-                Change::NotWritten
+                ChangeState::NotWritten
             }
             // A deletion: likewise, once the file set aside is found to be the undo point's.
             (false, true, false) => {
@@ -487,24 +487,24 @@ fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> NotDoneFound {
                     holds(aside.as_bytes(), taken_out, mode_taken_out),
                     holds(name_at_path, taken_out, mode_taken_out),
                 ) {
-                    (true, _) => Change::Done,
-                    (false, true) => Change::NotWritten,
-                    (false, false) => Change::NotKnown,
+                    (true, _) => ChangeState::Done,
+                    (false, true) => ChangeState::NotWritten,
+                    (false, false) => ChangeState::NotKnown,
                 }
             }
-            _ => Change::NotKnown,
+            _ => ChangeState::NotKnown,
         }
     };
     let mut found = NotDoneFound::default();
     for (n, temp) in &journal.temps {
         let Some(path) = &temp.path else { continue };
         match state(n, temp, path) {
-            Change::Done => {}
-            Change::NotWritten => {
+            ChangeState::Done => {}
+            ChangeState::NotWritten => {
                 found.not_done.push(path.as_bstr().to_owned());
                 found.not_written.push(path.as_bstr().to_owned());
             }
-            Change::NotKnown => found.not_done.push(path.as_bstr().to_owned()),
+            ChangeState::NotKnown => found.not_done.push(path.as_bstr().to_owned()),
         }
     }
     found.not_done.sort_unstable();
@@ -513,7 +513,7 @@ fn not_done(root: Option<&ProjectRoot>, journal: &Journal) -> NotDoneFound {
 }
 
 /// What the journal and the disk tell of one change of a stopped run ([`not_done`]).
-enum Change {
+enum ChangeState {
     Done,
     NotWritten,
     NotKnown,
