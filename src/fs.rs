@@ -200,8 +200,9 @@ impl Unlinked {
     }
 
     /// Close them, and the directories a run held open last (`dirs`: closing a thousand costs
-    /// a few milliseconds), on the I/O threads ([`Closing`]), after the caller has
-    /// answered.
+    /// a few milliseconds): in the kernel's background where it can
+    /// ([`close_in_the_background`]), else on the I/O threads ([`Closing`]) after the caller
+    /// has answered.
     pub(crate) fn close_later(self, closing: &Closing, dirs: Vec<OpenDirs<'_>>) {
         let files = self.files.into_inner().unwrap_or_else(|p| p.into_inner());
         let dirs: Vec<std::sync::Arc<Dir>> =
@@ -212,22 +213,36 @@ impl Unlinked {
     }
 }
 
-/// Closes what a run [`Unlinked`], after it answered: a job on the [I/O threads](on_io_threads)
-/// the run's swaps started, closing them in parallel (no thread is started at the end of a
-/// run, when a small memory limit may leave no room for one: without the pool, they are
-/// closed at once). Starting the next closing, and
-/// dropping this, wait for the one before (so that descriptors never pile up, and a process
-/// that exits has freed the blocks itself, in parallel, not one file at a time as exit would).
+/// Closes what a run [`Unlinked`]: the kernel's workers, where it hands them over
+/// ([`close_in_the_background`]), so that neither the run nor the process's exit waits for
+/// the blocks to be freed. Elsewhere, after the run answered, a job on the
+/// [I/O threads](on_io_threads) the run's swaps started, closing them in parallel (no thread
+/// is started at the end of a run, when a small memory limit may leave no room for one:
+/// without the pool, they are closed at once). Starting the next closing, and dropping this,
+/// wait for that job (so that descriptors never pile up, and a process that exits has freed
+/// the blocks itself, in parallel, not one file at a time as exit would).
 #[derive(Default)]
 pub(crate) struct Closing(std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>);
 
 impl Closing {
     fn start(&self, files: Vec<std::fs::File>, dirs: Vec<std::sync::Arc<Dir>>) {
-        use rayon::prelude::*;
         let mut running = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(before) = running.take() {
             let _ = before.recv();
         }
+        let files = close_in_the_background(files).err().unwrap_or_default();
+        let dirs = close_in_the_background(dirs).err().unwrap_or_default();
+        if !files.is_empty() || !dirs.is_empty() {
+            *running = Some(Self::job(files, dirs));
+        }
+    }
+
+    /// Close `files` and `dirs` in a job on the I/O threads; the receiver hears when it is done.
+    fn job(
+        files: Vec<std::fs::File>,
+        dirs: Vec<std::sync::Arc<Dir>>,
+    ) -> std::sync::mpsc::Receiver<()> {
+        use rayon::prelude::*;
         let (done, closed) = std::sync::mpsc::sync_channel(1);
         let close = move || {
             files.into_par_iter().for_each(drop);
@@ -239,7 +254,7 @@ impl Closing {
             Some(pool) => pool.spawn(close),
             None => close(),
         }
-        *running = Some(closed);
+        closed
     }
 
     /// Wait until the files handed over so far are closed.
@@ -1058,5 +1073,80 @@ mod tests {
             39 35 98:0 / /p/d/e rw - tmpfs none rw\n";
         let inside = super::mount_points_inside(Path::new("/p"), mounts);
         assert_eq!(inside, vec![b"a b\\c".to_vec(), b"d/e".to_vec()]);
+    }
+
+    /// An inotify instance watching `path` (a file), and whether it has reported the file's
+    /// inode freed (`IN_IGNORED`: the kernel drops a watch when its inode goes) within
+    /// `deadline`.
+    #[cfg(target_os = "linux")]
+    mod freed {
+        use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+        use std::mem::MaybeUninit;
+        use std::os::fd::{AsFd, OwnedFd};
+        use std::time::{Duration, Instant};
+
+        pub(super) fn watch(path: &std::path::Path) -> OwnedFd {
+            let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).unwrap();
+            inotify::add_watch(&fd, path, WatchFlags::CLOSE_NOWRITE).unwrap();
+            fd
+        }
+
+        pub(super) fn within(fd: &OwnedFd, deadline: Duration) -> bool {
+            let start = Instant::now();
+            let mut buf = vec![MaybeUninit::<u8>::uninit(); 4096];
+            loop {
+                let mut reader = inotify::Reader::new(fd.as_fd(), &mut buf);
+                loop {
+                    match reader.next() {
+                        Ok(event) if event.events().contains(ReadFlags::IGNORED) => return true,
+                        Ok(_) | Err(rustix::io::Errno::INTR) => continue,
+                        Err(rustix::io::Errno::AGAIN) => break,
+                        Err(e) => panic!("reading inotify: {e}"),
+                    }
+                }
+                if start.elapsed() > deadline {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+
+    /// A removed file, open read-only, and a watch on it ([`freed`]).
+    #[cfg(target_os = "linux")]
+    fn removed_file(dir: &Path) -> (std::fs::File, std::os::fd::OwnedFd) {
+        let path = dir.join("taken-out");
+        std::fs::write(&path, vec![7u8; 1 << 20]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let watch = freed::watch(&path);
+        std::fs::remove_file(&path).unwrap();
+        (file, watch)
+    }
+
+    /// The kernel takes a removed file's last close (the io_uring table's reference, dropped
+    /// on its workers): after the call, the file is freed, and not held for ever.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_removed_file_closed_in_the_background_is_freed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, watch) = removed_file(dir.path());
+        assert!(
+            super::close_in_the_background(vec![file]).is_ok(),
+            "io_uring refused here (a seccomp filter, or kernel.io_uring_disabled): \
+             a restore's last closes would be waited for"
+        );
+        assert!(freed::within(&watch, std::time::Duration::from_secs(30)));
+    }
+
+    /// Where the kernel does not take them, the I/O threads close the files, and waiting for
+    /// the closing waits until they are freed.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_removed_file_closed_on_the_io_threads_is_freed_once_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, watch) = removed_file(dir.path());
+        let closed = super::Closing::job(vec![file], Vec::new());
+        closed.recv().unwrap();
+        assert!(freed::within(&watch, std::time::Duration::ZERO));
     }
 }

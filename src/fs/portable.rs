@@ -427,3 +427,8 @@ pub(crate) fn write_all_at(mut file: &File, data: &[u8], offset: u64) -> io::Res
 pub(crate) fn change_time(found: &std::fs::Metadata) -> Option<std::time::SystemTime> {
     found.modified().ok()
 }
+
+/// No io_uring here: `held` comes back (see the Unix version).
+pub(crate) fn close_in_the_background<T>(held: Vec<T>) -> Result<(), Vec<T>> {
+    Err(held)
+}

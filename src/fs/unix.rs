@@ -25,6 +25,12 @@ impl Dir {
     }
 }
 
+impl AsFd for Dir {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
 fn flags_dir() -> OFlags {
     OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
 }
@@ -372,6 +378,48 @@ pub(crate) fn open_descriptors() -> u64 {
 pub(crate) fn grow_descriptor_table(dir: &Dir, to: u64) {
     let highest = open_files_limit().map_or(to, |limit| to.min(limit.saturating_sub(1)));
     let _ = rustix::io::fcntl_dupfd_cloexec(&dir.0, i32::try_from(highest).unwrap_or(i32::MAX));
+}
+
+/// Close `held` without waiting for what the last close of each costs (a file whose names
+/// are gone is freed then, which can cost more than anything else a restore does to it; see
+/// [`super::Unlinked`]). Each goes into the table of a new io_uring instance, which holds a
+/// reference of its own; this process then drops its descriptors (no longer the last
+/// reference) and the instance, whose teardown, and with it the last references, the kernel
+/// runs on its own workers, after this call and after the process has gone on or exited.
+/// Gives `held` back, closed or not, where the system has no io_uring or refuses it (before
+/// Linux 5.1, a seccomp filter, `kernel.io_uring_disabled`). Costs an `io_uring_setup`, an
+/// `io_uring_register` and a `close` per 1,024.
+#[cfg(target_os = "linux")]
+pub(crate) fn close_in_the_background<T: AsFd>(mut held: Vec<T>) -> Result<(), Vec<T>> {
+    use rustix::io_uring::{io_uring_params, io_uring_register, io_uring_setup, IoringRegisterOp};
+    use std::os::fd::AsRawFd;
+    // (The most one table held on the first kernels with io_uring.)
+    const TABLE: usize = 1024;
+    while !held.is_empty() {
+        let n = held.len().min(TABLE);
+        let fds: Vec<_> = held[..n].iter().map(|h| h.as_fd().as_raw_fd()).collect();
+        let mut params = io_uring_params::default();
+        // SAFETY: no `ATTACH_WQ` flag: the call reads no descriptor from `params`.
+        let Ok(ring) = (unsafe { io_uring_setup(1, &mut params) }) else {
+            return Err(held);
+        };
+        let table = fds.as_ptr().cast();
+        // SAFETY: `table` points at `n` open descriptors, which the call only reads.
+        if unsafe { io_uring_register(&ring, IoringRegisterOp::RegisterFiles, table, n as u32) }
+            .is_err()
+        {
+            return Err(held);
+        }
+        held.drain(..n).for_each(drop);
+        drop(ring);
+    }
+    Ok(())
+}
+
+/// Where there is no io_uring, `held` comes back.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn close_in_the_background<T: AsFd>(held: Vec<T>) -> Result<(), Vec<T>> {
+    Err(held)
 }
 
 /// The id of the mount directory `dir` is on (`None` where the system does not say: before
