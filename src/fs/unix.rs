@@ -385,10 +385,11 @@ pub(crate) fn grow_descriptor_table(dir: &Dir, to: u64) {
 /// [`super::Unlinked`]). Each goes into the table of a new io_uring instance, which holds a
 /// reference of its own; this process then drops its descriptors (no longer the last
 /// reference) and the instance, whose teardown, and with it the last references, the kernel
-/// runs on its own workers, after this call and after the process has gone on or exited.
-/// Gives `held` back, closed or not, where the system has no io_uring or refuses it (before
-/// Linux 5.1, a seccomp filter, `kernel.io_uring_disabled`). Costs an `io_uring_setup`, an
-/// `io_uring_register` and a `close` per 1,024.
+/// runs on its own workers, after this call and after the process has gone on or exited (the
+/// first kernels with io_uring ran it on the thread dropping the instance: then the files are
+/// freed here). Gives back what it could not hand over, where the system has no io_uring or
+/// refuses it (before Linux 5.1, a seccomp filter, `kernel.io_uring_disabled`). Costs an
+/// `io_uring_setup` and an `io_uring_register` per 1,024, and a `close` of each.
 #[cfg(target_os = "linux")]
 pub(crate) fn close_in_the_background<T: AsFd>(mut held: Vec<T>) -> Result<(), Vec<T>> {
     use rustix::io_uring::{io_uring_params, io_uring_register, io_uring_setup, IoringRegisterOp};
