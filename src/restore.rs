@@ -1569,21 +1569,23 @@ fn replace(
         journal.undone(n);
         // (What came back out is removed only if it is ours, untouched: a save made over it
         // meanwhile stays, beside the path.)
-        return match staged_back(dir, temp, ours, target) {
-            Some(staged) => staged.remove(dir, temp, unlinked).and(Err(e)),
-            None => {
-                let kept_at = match ProjectRoot::rename_in(dir, temp, aside, true) {
-                    Ok(()) => aside,
-                    Err(_) => temp,
-                };
-                let kept = format!(
-                    "the file from before could not be removed ({e}) and is back; a save made \
-                     meanwhile is kept as {}",
-                    kept_at.as_bstr()
-                );
-                Err(io::Error::new(e.kind(), kept))
-            }
+        let back = staged_back(dir, temp, ours, target);
+        if let Ok(Some(staged)) = back {
+            return staged.remove(dir, temp, unlinked).and(Err(e));
+        }
+        let kept_at = match ProjectRoot::rename_in(dir, temp, aside, true) {
+            Ok(()) => aside,
+            Err(_) => temp,
         };
+        let what = match back {
+            Err(unread) => format!("what came back out could not be read ({unread}); it"),
+            _ => "a save made meanwhile".to_string(),
+        };
+        let kept = format!(
+            "the file from before could not be removed ({e}) and is back; {what} is kept as {}",
+            kept_at.as_bstr()
+        );
+        return Err(io::Error::new(e.kind(), kept));
     }
     // Changed before or while it was swapped (or unreadable): swap back, and keep whatever is
     // not ours. From here on `temp` may hold someone's save: it is kept, never unlinked, unless
@@ -1600,9 +1602,17 @@ fn replace(
         let what = format!("changed meanwhile and could not be put back ({e}); the save");
         return Err(kept(e, &what));
     }
-    if let Some(taken) = staged_back(dir, temp, ours, target) {
-        taken.remove(dir, temp, unlinked)?;
-        return checked.map(|_| false); // a conflict, or the error that stopped the read
+    match staged_back(dir, temp, ours, target) {
+        Ok(Some(taken)) => {
+            taken.remove(dir, temp, unlinked)?;
+            return checked.map(|_| false); // a conflict, or the error that stopped the read
+        }
+        Ok(None) => {}
+        // Neither known to be ours nor a save: the path holds what it held, and this stays.
+        Err(e) => {
+            let what = format!("not written: the swap was taken back, but what came back out could not be read ({e}); it");
+            return Err(kept(e, &what));
+        }
     }
     // Saved twice meanwhile: the save that came back out was made while ours stood at the path,
     // after the one just put back. The newer goes to the path, the earlier beside it (as a
@@ -1671,22 +1681,30 @@ fn put_new(
     // a save that came back instead goes back to its name.
     ProjectRoot::rename_in(dir, name, temp, true)?;
     match staged_back(dir, temp, Some(staged), target) {
-        Some(taken) => taken.remove(dir, temp, unlinked).and(Err(moved_away())),
-        None => put_back(dir, temp, name).and(Err(moved_away())),
+        Ok(Some(taken)) => taken.remove(dir, temp, unlinked).and(Err(moved_away())),
+        _ => put_back(dir, temp, name).and(Err(moved_away())),
     }
 }
 
 /// What stands at `temp` in `dir` after a swap or a rename was taken back, if it is the file
 /// staged there (`staged`, looked at before; holding `target`'s bytes), untouched: it may go.
-/// Anything else is someone's save, made over ours while it stood at the path. Costs a read
-/// and a hash of the file (a same-size save that puts the mtime back matches every look but
-/// the change time and the bytes).
-fn staged_back(dir: &Dir, temp: &[u8], staged: Option<Found>, target: Side) -> Option<Untouched> {
-    let back = crate::fs::stat_in(dir.as_dir(), temp).ok()??;
-    if !same_file(&back, &staged?) {
-        return None;
+/// Anything else is someone's save, made over ours while it stood at the path. An error when
+/// it cannot be looked at or read (out of descriptors, say): then it is neither known to be
+/// ours nor a save. Costs a read and a hash of the file (a same-size save that puts the mtime
+/// back matches every look but the change time and the bytes).
+fn staged_back(
+    dir: &Dir,
+    temp: &[u8],
+    staged: Option<Found>,
+    target: Side,
+) -> io::Result<Option<Untouched>> {
+    let Some(back) = crate::fs::stat_in(dir.as_dir(), temp)? else {
+        return Ok(None);
+    };
+    match staged {
+        Some(staged) if same_file(&back, &staged) => untouched(dir, temp, &back, target),
+        _ => Ok(None),
     }
-    untouched(dir, temp, &back, target).ok()?
 }
 
 /// The error of a file whose directory left the project while it was restored.

@@ -1921,6 +1921,56 @@ fn a_restore_that_changed_nothing_does_not_say_the_others_were_restored() {
     assert_eq!(p.read("sub/f.txt"), b"v1\n");
 }
 
+/// r104 (1): out of descriptors (`ulimit -n` 10 to 12), a restore could not read the file its
+/// swap took out, swapped back, could not read what came back either, and took that for a
+/// save made twice meanwhile: it swapped again, set a file aside, and reported the path failed
+/// while it held the target's bytes. Now the error says what could not be read, and whatever
+/// the outcome, the report matches the disk: a path written holds the target, a path failed
+/// holds what it held, and any file left beside it is named.
+#[test]
+fn a_restore_out_of_descriptors_reports_what_it_did_not_a_save_made_twice() {
+    let sb = Sandbox::new();
+    for limit in [10, 11, 12] {
+        let p = sb.project(&format!("proj-{limit}"));
+        p.file("d/f", "A\n");
+        let a = p.track();
+        p.file("d/f", "B\n");
+        p.track();
+        let mut limited = Command::new("sh");
+        limited.args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\"")]);
+        let what = format!("restore under ulimit -n {limit}");
+        let run = run_with_deadline(
+            &mut wrapped(&p, limited, &["--json", "restore", &a]),
+            DEFAULT_DEADLINE,
+        );
+        assert_no_panic(&run);
+        assert!(!run.stdout.contains("saved twice"), "{what}: {run}");
+        let outcome: serde_json::Value = match run.code() {
+            Some(0 | 1) => serde_json::from_str(run.stdout.trim()).expect("one JSON document"),
+            _ => panic!("{what}: {run}"),
+        };
+        let written = strings(&outcome["written"]);
+        let failed: Vec<&serde_json::Value> = outcome["failed"]
+            .as_array()
+            .map(|f| f.iter().collect())
+            .unwrap_or_default();
+        let now = p.read("d/f");
+        match (written.contains(&"d/f".to_string()), failed.len()) {
+            (true, 0) => assert_eq!(now, b"A\n", "{what}: {run}"),
+            (false, 1) => assert_eq!(now, b"B\n", "{what}: {run}"),
+            _ => panic!("{what}: d/f neither written nor failed once: {run}"),
+        }
+        let errors: String = failed.iter().map(|f| f["error"].to_string()).collect();
+        for entry in fs::read_dir(p.join("d")).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(
+                name == "f" || errors.contains(&name),
+                "{what}: {name} left beside d/f, unnamed: {run}"
+            );
+        }
+    }
+}
+
 /// A process that cannot start threads (here: a user already at its process limit) got a
 /// panic from rayon; it is now an error naming the cause.
 #[test]
