@@ -1610,7 +1610,10 @@ fn replace(
         Ok(None) => {}
         // Neither known to be ours nor a save: the path holds what it held, and this stays.
         Err(e) => {
-            let what = format!("not written: the swap was taken back, but what came back out could not be read ({e}); it");
+            let what = format!(
+                "not written: the swap was taken back, but what came back out could not be \
+                 read ({e}); it"
+            );
             return Err(kept(e, &what));
         }
     }
