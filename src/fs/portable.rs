@@ -293,6 +293,11 @@ pub(crate) fn read_link_in(dir: DirRef<'_>, name: &[u8]) -> io::Result<Vec<u8>> 
     }
 }
 
+/// Nothing: there is no sync to spare, as [`ProjectRoot::write_temp`] syncs each file.
+pub(crate) fn start_write_back(_file: &File) -> io::Result<()> {
+    Ok(())
+}
+
 /// Nothing: there is no `syncfs`, and [`ProjectRoot::write_temp`] synced each file.
 pub(crate) fn sync_filesystems<'a>(_dirs: impl IntoIterator<Item = DirRef<'a>>) -> io::Result<()> {
     Ok(())
