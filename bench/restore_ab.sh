@@ -16,16 +16,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [[ $# -ge 2 ]] || { echo "usage: $0 OLD_BIN NEW_BIN [ROUNDS]" >&2; exit 2; }
 rounds=${3:-12}
-if [[ -n ${BENCH_DIR:-} ]]; then
-  work=$BENCH_DIR
-  mkdir -p "$work"
-else
-  work=$(mktemp -d "${TMPDIR:-/tmp}/rewind-restore-ab.XXXXXX")
-  trap 'rm -rf "$work"' EXIT
-fi
-mkdir -p "$work/home/.config"
-export HOME=$work/home XDG_CONFIG_HOME=$work/home/.config
-unset REWIND_DATA_DIR REWIND_NOW XDG_DATA_HOME
+source "$root/bench/workdir.sh"
+bench_workdir restore-ab
 # (Copies: a rebuild while this runs must not change the programs.)
 cp "$(realpath "$1")" "$work/old"
 cp "$(realpath "$2")" "$work/new"

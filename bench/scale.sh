@@ -27,17 +27,8 @@ runs=${BENCH_RUNS:-9}
 first_runs=${BENCH_FIRST_RUNS:-3}
 command -v farm-bench >/dev/null || { echo "farm-bench is required" >&2; exit 2; }
 [[ -x /usr/bin/time ]] || { echo "/usr/bin/time (GNU time) is required" >&2; exit 2; }
-if [[ -n ${BENCH_DIR:-} ]]; then
-  work=$BENCH_DIR
-  mkdir -p "$work"
-else
-  work=$(mktemp -d "${TMPDIR:-/tmp}/rewind-scale.XXXXXX")
-  trap 'rm -rf "$work"' EXIT
-fi
-mkdir -p "$work/home/.config"
-export HOME=$work/home XDG_CONFIG_HOME=$work/home/.config
-export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
-unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE REWIND_DATA_DIR REWIND_NOW XDG_DATA_HOME
+source "$root/bench/workdir.sh"
+bench_workdir scale
 cp "$bin" "$work/rewind" # a rebuild while this runs must not change the program
 rw=$work/rewind
 tree=$work/tree
