@@ -1172,20 +1172,20 @@ mod tests {
     #[cfg(target_os = "linux")]
     fn dirty_pages(file: &std::fs::File) -> u64 {
         use std::os::fd::AsRawFd;
+        // The call's number, the same on every architecture (libc does not name it yet).
+        const SYS_CACHESTAT: libc::c_long = 451;
         let range = [0u64; 2]; // from offset 0 to the end
         let mut stat = [0u64; 5]; // cache, dirty, writeback, evicted, recently evicted
-                                  // The call's number, the same on every architecture (libc does not name it yet).
-        const SYS_CACHESTAT: libc::c_long = 451;
-        // SAFETY: both pointers are to arrays of the layout the kernel reads and writes.
+                                  // SAFETY: both pointers are to arrays of the layout the kernel reads and writes.
         let done = unsafe { libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &range, &mut stat, 0) };
         assert_eq!(done, 0, "cachestat: {}", std::io::Error::last_os_error());
         stat[1]
     }
 
     /// A restore starts the write-back of the index as it begins, so that its sync does not
-    /// wait for it: the file's dirty pages are all sent to the disk (none left dirty), and the
-    /// call does not wait for them. (On a disk: the file is made beside the test binary, in
-    /// the target directory, not in a temp directory that may be in memory.)
+    /// wait for it: the file's dirty pages are all sent to the disk (none left dirty). (On a
+    /// disk: the file is made beside the test binary, in the target directory, not in a temp
+    /// directory that may be in memory.)
     #[cfg(target_os = "linux")]
     #[test]
     fn starting_the_write_back_leaves_no_page_dirty() {
