@@ -262,6 +262,9 @@ def git_checkouts(args):
         subprocess.run(["cp", "-a", os.path.join(args.dir, "tree") + "/.", tree], check=True)
         subprocess.run(["git", "init", "-q", "--bare", git_dir], check=True)
         git("config", "core.bare", "false")
+        # (No `gc --auto`: the commits below would start one in the background, packing the
+        # tree's 180,000 loose objects on a core while the restores are timed.)
+        git("config", "gc.auto", "0")
         for message in ("base", "edited"):
             if message == "edited":
                 subprocess.run([sys.executable, os.path.join(ROOT, "fixtures/gen_tree.py"), tree, "--change",
