@@ -21,6 +21,7 @@ bench_workdir restore-ab
 # (Copies: a rebuild while this runs must not change the programs.)
 cp "$(realpath "$1")" "$work/old"
 cp "$(realpath "$2")" "$work/new"
+declare -A name=([old]=$(basename "$1") [new]=$(basename "$2"))
 tree=$work/tree data=$work/data
 
 echo "generating the tree" >&2
@@ -63,7 +64,7 @@ echo "| build | restore, ms | no-change track, ms | restore / track (min–max) 
 echo "|---|---|---|---|---|"
 for build in old new; do
   range=$(ratios $build | sort -n | awk 'NR==1 {lo=$1} {hi=$1} END {print lo "–" hi}')
-  echo "| $build ($(basename "$(realpath "$([[ $build == old ]] && echo "$1" || echo "$2")")")) |" \
+  echo "| $build (${name[$build]}) |" \
     "$(column $build '' 3 | median) | $(column $build '' 4 | median) |" \
     "**$(ratios $build | median)** ($range) |" \
     "$(column $build base 3 | median) / $(column $build edited 3 | median) |"
