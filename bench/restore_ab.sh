@@ -57,7 +57,7 @@ for i in $(seq 0 "$rounds"); do
   done
 done
 
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+median() { sort -n | awk '{a[NR]=$1} END {print NR == 0 ? "–" : (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 column() { awk -v b="$1" -v d="$2" -v c="$3" '$1==b && (d=="" || $2==d) {print $c}' "$work/rounds"; }
 ratios() { awk -v b="$1" '$1==b {printf "%.3f\n", $3/$4}' "$work/rounds"; }
 echo "| build | restore, ms | no-change track, ms | restore / track (min–max) | restore to base / to edited, ms |"
