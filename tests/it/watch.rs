@@ -200,7 +200,11 @@ fn act(rng: &mut XorShift, root: &Path, outside: &Path, step: usize) -> String {
                 )
                 .unwrap(),
                 _ => {
-                    if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                    // (git refuses a path beyond a symlink to a directory.)
+                    let through_symlink = Path::new(&rel).ancestors().skip(1).any(|dir| {
+                        fs::symlink_metadata(root.join(dir)).is_ok_and(|m| m.is_symlink())
+                    });
+                    if !through_symlink && fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
                         git(root, &["add", "-f", "--", &rel]);
                     }
                 }
