@@ -18,7 +18,8 @@
 //! rules or the git index outside the project changed; the store's packs changed (a prune: the
 //! memo's objects may be gone); a snapshot that failed half-way; a mount made or removed; a
 //! file seen with a second name (a hard link) it did not have, or a file made and removed again
-//! between two snapshots (it may have been such a name, written through). Directories read at every
+//! before a walk vouched for it (it may have been such a name, written through; a walk reads the
+//! events queued while it ran before it returns). Directories read at every
 //! snapshot: those holding a `.git` (another repository's `HEAD` and rules are not watched),
 //! those holding a file with hard links (a change through another name reaches no watch here),
 //! and those holding a mount point (a file mounted from elsewhere is written through its other
@@ -143,6 +144,8 @@ pub(crate) struct Watcher {
     wds: HashMap<i32, Vec<BString>>,
     memo: Option<Memo>,
     pending: Pending,
+    /// The names made that no walk has vouched for yet.
+    made: Made,
     status: WatchStatus,
 }
 
@@ -165,6 +168,7 @@ impl Watcher {
             wds: HashMap::new(),
             memo: None,
             pending: Pending::default(),
+            made: Made::default(),
             status: WatchStatus::default(),
         }
     }
@@ -260,6 +264,9 @@ impl Watcher {
         }
         self.wds.clear();
         self.pending = Pending::default();
+        // (It reads every directory after the events so far, and a name made since that is a
+        // second name of a file holds that file's directory to reading at every snapshot.)
+        self.made = Made::default();
         // A new instance: every old watch and queued event goes with the old one.
         self.inotify = match Inotify::new() {
             Ok(inotify) => Some(inotify),
@@ -393,6 +400,15 @@ impl Watcher {
                 !paths.is_empty()
             });
         }
+        // The events queued while it walked (kept for the next snapshot): a name made before
+        // it that went again before it listed its directory shows only now, and this snapshot
+        // may have missed a write through it.
+        self.made.walked();
+        self.drain();
+        if let Some(reason) = self.pending.full.take() {
+            return self.full_walk(store, options, reason, config);
+        }
+        self.made.vouched();
         Ok(snapshot)
     }
 
@@ -418,11 +434,11 @@ impl Watcher {
         let Some(inotify) = &self.inotify else { return };
         let (wds, pending) = (&self.wds, &mut self.pending);
         let mut gone = Vec::new();
-        // Files and directories made since the last snapshot: a file name made that goes again
-        // (removed, renamed over, moved out of the project, or in a directory made and removed
-        // again) may have been a second name (a hard link) of a file elsewhere, written through
-        // and gone before anything looked.
-        let mut made = Made::default();
+        // Files and directories made since a walk last vouched for them: a file name made that
+        // goes again (removed, renamed over, moved out of the project, or in a directory made
+        // and removed again) may have been a second name (a hard link) of a file elsewhere,
+        // written through and gone before anything looked.
+        let made = &mut self.made;
         let drained = inotify.drain(|event| match event {
             WatchEvent::Overflow => {
                 pending.full = Some("the kernel's event queue overflowed".into());
@@ -486,27 +502,34 @@ impl Watcher {
         if let Some(reason) = made.moved_out() {
             pending.full = Some(reason.into());
         }
+        made.moving.clear();
         for wd in gone {
             self.wds.remove(&wd);
         }
     }
 }
 
-/// The names made since the last snapshot, followed through the events: where one goes again,
-/// a second name (a hard link) of a file elsewhere may have been written through and gone.
+/// The names made that no walk has vouched for yet, followed through the events: where one
+/// goes again, a second name (a hard link) of a file elsewhere may have been written through
+/// and gone. A walk vouches for the names made before it began only once the events queued
+/// while it ran are read too: a name made, then gone before the walk listed its directory, is
+/// gone in an event the walk's own reading comes before (found by the differential test).
 #[derive(Default)]
 struct Made {
-    files: HashSet<BString>,
-    dirs: HashSet<BString>,
+    /// Each made name, with the round of events it was made in.
+    files: HashMap<BString, u64>,
+    dirs: HashMap<BString, u64>,
     /// The numbers of the renames that took made names away: the half that comes in names
     /// where they went (none: out of the project).
     moving: HashSet<u32>,
+    /// The round of events being read: one more after each walk.
+    round: u64,
 }
 
 impl Made {
     /// Follow one event on `path` (a directory: `is_dir`; one of this process's restores'
     /// temp files: `own`): the reason for a full walk, when a made name goes again. Costs a
-    /// set lookup or two (a scan of the made files when a made directory moves).
+    /// map lookup or two (a scan of the made files when a made directory moves).
     fn saw(
         &mut self,
         path: BString,
@@ -521,28 +544,28 @@ impl Made {
         };
         if created {
             if !own {
-                set.insert(path);
+                set.insert(path, self.round);
             }
-        } else if deleted && set.contains(&path) {
+        } else if deleted && set.contains_key(&path) {
             return Some(match is_dir {
                 true => "a directory was made and removed again (it may have held a hard link)",
                 false => "a file was made and removed again (maybe a hard link)",
             });
         } else if moved_to {
-            if !is_dir && set.contains(&path) {
+            if !is_dir && set.contains_key(&path) {
                 return Some("a file made since was renamed over (maybe a hard link)");
             }
             if self.moving.remove(&cookie) && !own {
-                set.insert(path);
+                set.insert(path, self.round);
             }
         } else if moved_from {
             let holds_made = |dir: &BString| {
                 let prefix = [dir.as_slice(), b"/"].concat();
-                self.files.iter().any(|f| f.starts_with(&prefix))
+                self.files.keys().any(|f| f.starts_with(&prefix))
             };
             let was_made = match is_dir {
-                true => self.dirs.remove(&path) | holds_made(&path),
-                false => self.files.remove(&path),
+                true => self.dirs.remove(&path).is_some() | holds_made(&path),
+                false => self.files.remove(&path).is_some(),
             };
             if was_made {
                 self.moving.insert(cookie);
@@ -556,6 +579,21 @@ impl Made {
     fn moved_out(&self) -> Option<&'static str> {
         (!self.moving.is_empty())
             .then_some("a name made since was moved out of the project (maybe a hard link)")
+    }
+
+    /// A walk ended: the events read from now on came after it began.
+    fn walked(&mut self) {
+        self.round += 1;
+    }
+
+    /// The events queued while the last walk ran are read, and none took a name made before
+    /// it away: it vouches for those names (it read their directories after they were made,
+    /// and one that was a second name then held its file's directory to reading at every
+    /// snapshot). Costs a pass over the made names.
+    fn vouched(&mut self) {
+        let round = self.round;
+        self.files.retain(|_, made| *made == round);
+        self.dirs.retain(|_, made| *made == round);
     }
 }
 
