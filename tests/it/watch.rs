@@ -255,6 +255,30 @@ fn act(rng: &mut XorShift, root: &Path, outside: &Path, step: usize) -> String {
     format!("step {step}: action {kind} on {rel}")
 }
 
+/// A watched snapshot and a full walk's (an unwatched store's), taken now, which must be the
+/// same (`context`: after what, for the message).
+fn watched_as_walked(
+    (watched, walked): (&rewind::Store, &rewind::Store),
+    options: &rewind::TrackOptions,
+    context: impl FnOnce() -> String,
+) -> (rewind::Snapshot, rewind::Snapshot) {
+    let (seen, truth) = (
+        watched.track(options).unwrap(),
+        walked.track(options).unwrap(),
+    );
+    assert!(
+        summary(&seen) == summary(&truth),
+        "the watched snapshot {:?} differs from a full walk's {:?}: {}\nwatcher: {:?}\n\
+         entries only in the watched one, then only in the full walk's:\n{}",
+        summary(&seen),
+        summary(&truth),
+        context(),
+        watched.watch_status(),
+        entries_apart((watched, &seen), (walked, &truth)),
+    );
+    (seen, truth)
+}
+
 /// The entries (`git ls-tree -r -t`) of one snapshot that the other lacks, each way.
 fn entries_apart(
     a: (&rewind::Store, &rewind::Snapshot),
@@ -341,19 +365,10 @@ fn run_differential(seed: u64, steps: usize, racing: bool) {
         } else {
             log.push(act(&mut rng, &root, &outside, step));
         }
-        let (seen, truth) = (
-            watched.track(&options).unwrap(),
-            walked.track(&options).unwrap(),
-        );
-        assert_eq!(
-            summary(&seen),
-            summary(&truth),
-            "seed {seed}: the watched snapshot differs from a full walk after:\n{}\nwatcher: {:?}\n\
-             entries only in the watched one, then only in the full walk's:\n{}",
-            log[log.len().saturating_sub(8)..].join("\n"),
-            watched.watch_status(),
-            entries_apart((&watched, &seen), (&walked, &truth)),
-        );
+        let (seen, truth) = watched_as_walked((&watched, &walked), &options, || {
+            let last = &log[log.len().saturating_sub(8)..];
+            format!("seed {seed}, after:\n{}", last.join("\n"))
+        });
         // A snapshot with no change between reads nothing.
         if rng.below(4) == 0 {
             assert_eq!(summary(&watched.track(&options).unwrap()), summary(&truth));
@@ -873,7 +888,7 @@ fn a_hard_link_gone_while_a_snapshot_lists_its_directory_is_seen() {
         // (The write came before it: this snapshot must hold it too.)
         let raced = watched.track(&options).unwrap();
         gone.join().unwrap();
-        let entries = |store: &rewind::Store, snapshot: &rewind::Snapshot| {
+        let held_in = |store: &rewind::Store, snapshot: &rewind::Snapshot| {
             let spec = format!("{}:node_modules/d", snapshot.hash);
             let out = Command::new("git")
                 .arg("--git-dir")
@@ -885,19 +900,10 @@ fn a_hard_link_gone_while_a_snapshot_lists_its_directory_is_seen() {
         };
         let expected = fs::read(root.join("node_modules/d")).unwrap();
         assert_eq!(
-            entries(&watched, &raced),
+            held_in(&watched, &raced),
             expected,
             "round {round}: the racing snapshot"
         );
-        let (seen, truth) = (
-            watched.track(&options).unwrap(),
-            walked.track(&options).unwrap(),
-        );
-        assert_eq!(
-            summary(&seen),
-            summary(&truth),
-            "round {round}\n{}",
-            entries_apart((&watched, &seen), (&walked, &truth)),
-        );
+        watched_as_walked((&watched, &walked), &options, || format!("round {round}"));
     }
 }
