@@ -279,19 +279,25 @@ fn watched_as_walked(
     (seen, truth)
 }
 
+/// What git prints for `args` in `store`.
+fn git_in_store(store: &rewind::Store, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(store.git_dir())
+        .args(args)
+        .output()
+        .expect("git runs");
+    out.stdout
+}
+
 /// The entries (`git ls-tree -r -t`) of one snapshot that the other lacks, each way.
 fn entries_apart(
     a: (&rewind::Store, &rewind::Snapshot),
     b: (&rewind::Store, &rewind::Snapshot),
 ) -> String {
     let entries = |(store, snapshot): (&rewind::Store, &rewind::Snapshot)| {
-        let out = Command::new("git")
-            .arg("--git-dir")
-            .arg(store.git_dir())
-            .args(["ls-tree", "-r", "-t", &snapshot.hash.to_string()])
-            .output()
-            .expect("git runs");
-        String::from_utf8_lossy(&out.stdout)
+        let out = git_in_store(store, &["ls-tree", "-r", "-t", &snapshot.hash.to_string()]);
+        String::from_utf8_lossy(&out)
             .lines()
             .map(str::to_owned)
             .collect::<std::collections::BTreeSet<_>>()
@@ -888,20 +894,10 @@ fn a_hard_link_gone_while_a_snapshot_lists_its_directory_is_seen() {
         // (The write came before it: this snapshot must hold it too.)
         let raced = watched.track(&options).unwrap();
         gone.join().unwrap();
-        let held_in = |store: &rewind::Store, snapshot: &rewind::Snapshot| {
-            let spec = format!("{}:node_modules/d", snapshot.hash);
-            let out = Command::new("git")
-                .arg("--git-dir")
-                .arg(store.git_dir())
-                .args(["cat-file", "blob", &spec])
-                .output()
-                .expect("git runs");
-            out.stdout
-        };
-        let expected = fs::read(root.join("node_modules/d")).unwrap();
+        let spec = format!("{}:node_modules/d", raced.hash);
         assert_eq!(
-            held_in(&watched, &raced),
-            expected,
+            git_in_store(&watched, &["cat-file", "blob", &spec]),
+            fs::read(root.join("node_modules/d")).unwrap(),
             "round {round}: the racing snapshot"
         );
         watched_as_walked((&watched, &walked), &options, || format!("round {round}"));
