@@ -555,16 +555,21 @@ impl Made {
             if !is_dir && set.contains_key(&path) {
                 return Some("a file made since was renamed over (maybe a hard link)");
             }
-            if self.moving.remove(&cookie) && !own {
+            // (A name moved in is made, whether its other half was (a made name moved) or not:
+            // from outside the project, or from a directory not watched yet, r106 (B).)
+            self.moving.remove(&cookie);
+            if !own {
                 set.insert(path, self.round);
             }
         } else if moved_from {
-            let holds_made = |dir: &BString| {
-                let prefix = [dir.as_slice(), b"/"].concat();
-                self.files.keys().any(|f| f.starts_with(&prefix))
-            };
             let was_made = match is_dir {
-                true => self.dirs.remove(&path).is_some() | holds_made(&path),
+                true => {
+                    // (Or it holds made files or directories: r106 (C).)
+                    let prefix = [path.as_slice(), b"/"].concat();
+                    let below = |name: &BString| name.starts_with(&prefix);
+                    let holds_made = self.files.keys().any(below) || self.dirs.keys().any(below);
+                    self.dirs.remove(&path).is_some() | holds_made
+                }
                 false => self.files.remove(&path).is_some(),
             };
             if was_made {

@@ -903,3 +903,43 @@ fn a_hard_link_gone_while_a_snapshot_lists_its_directory_is_seen() {
         watched_as_walked((&watched, &walked), &options, || format!("round {round}"));
     }
 }
+
+/// r106 (B), (C), found by a hostile pass: a hard link to `a/f` written through and gone where
+/// the events name no made file: (B) renamed into the project from outside, then removed; (C) in
+/// a directory made since inside an old one, which is then moved out of the project. No race:
+/// every edit is over before the snapshot. ((A), a link in a directory made since, before its
+/// watch, is open.)
+#[test]
+fn a_hard_link_moved_in_or_below_a_moved_new_directory_is_seen() {
+    isolate_process_home();
+    let sandbox = tempfile::tempdir().unwrap();
+    let base = fs::canonicalize(sandbox.path()).unwrap();
+    let (root, outside) = (base.join("project"), base.join("outside"));
+    for dir in ["a", "b", "c"] {
+        fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(root.join("a/f"), "v1").unwrap();
+    fs::write(root.join("c/keep"), "k").unwrap();
+    let open = |data: &str| {
+        let options = rewind::OpenOptions::new(base.join(data));
+        rewind::Store::open(&root, &options).unwrap()
+    };
+    let (watched, walked) = (open("data-watched"), open("data-walked"));
+    assert!(watched.watch().active);
+    let options = rewind::TrackOptions::default();
+    watched.track(&options).unwrap();
+    let write = |path: &Path, bytes: &str| fs::write(path, bytes).unwrap();
+    // (B)
+    fs::hard_link(root.join("a/f"), outside.join("x")).unwrap();
+    fs::rename(outside.join("x"), root.join("b/x")).unwrap();
+    write(&root.join("b/x"), "moved in");
+    fs::remove_file(root.join("b/x")).unwrap();
+    watched_as_walked((&watched, &walked), &options, || "(B)".into());
+    // (C)
+    fs::create_dir(root.join("b/s")).unwrap();
+    fs::hard_link(root.join("a/f"), root.join("b/s/x")).unwrap();
+    write(&root.join("b/s/x"), "below a moved directory");
+    fs::rename(root.join("b"), outside.join("b")).unwrap();
+    watched_as_walked((&watched, &walked), &options, || "(C)".into());
+}
