@@ -846,10 +846,8 @@ fn serve_and_the_cli_agree_on_a_new_file_over_the_cap_where_an_old_one_stood() {
 /// removal races the snapshot, round after round.
 #[test]
 fn a_hard_link_gone_while_a_snapshot_lists_its_directory_is_seen() {
-    isolate_process_home();
-    let sandbox = tempfile::tempdir().unwrap();
-    let base = fs::canonicalize(sandbox.path()).unwrap();
-    let (root, outside) = (base.join("project"), base.join("outside"));
+    let (_sandbox, root, watched, walked) = watched_pair();
+    let outside = root.with_file_name("outside");
     fs::create_dir_all(root.join("node_modules")).unwrap();
     fs::create_dir_all(&outside).unwrap();
     git(&root, &["init", "-q"]);
@@ -861,12 +859,6 @@ fn a_hard_link_gone_while_a_snapshot_lists_its_directory_is_seen() {
     }
     // An ignored directory's tracked file: only its directory's events read it again.
     git(&root, &["add", "-f", "--", "node_modules/d"]);
-    let open = |data: &str| {
-        let options = rewind::OpenOptions::new(base.join(data));
-        rewind::Store::open(&root, &options).unwrap()
-    };
-    let (watched, walked) = (open("data-watched"), open("data-walked"));
-    assert!(watched.watch().active);
     let options = rewind::TrackOptions::default();
     watched.track(&options).unwrap();
     let mut rng = XorShift::seeded(5);
@@ -911,22 +903,14 @@ fn a_hard_link_gone_while_a_snapshot_lists_its_directory_is_seen() {
 /// watch, is open.)
 #[test]
 fn a_hard_link_moved_in_or_below_a_moved_new_directory_is_seen() {
-    isolate_process_home();
-    let sandbox = tempfile::tempdir().unwrap();
-    let base = fs::canonicalize(sandbox.path()).unwrap();
-    let (root, outside) = (base.join("project"), base.join("outside"));
+    let (_sandbox, root, watched, walked) = watched_pair();
+    let outside = root.with_file_name("outside");
     for dir in ["a", "b", "c"] {
         fs::create_dir_all(root.join(dir)).unwrap();
     }
     fs::create_dir_all(&outside).unwrap();
     fs::write(root.join("a/f"), "v1").unwrap();
     fs::write(root.join("c/keep"), "k").unwrap();
-    let open = |data: &str| {
-        let options = rewind::OpenOptions::new(base.join(data));
-        rewind::Store::open(&root, &options).unwrap()
-    };
-    let (watched, walked) = (open("data-watched"), open("data-walked"));
-    assert!(watched.watch().active);
     let options = rewind::TrackOptions::default();
     watched.track(&options).unwrap();
     let write = |path: &Path, bytes: &str| fs::write(path, bytes).unwrap();
