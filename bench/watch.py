@@ -39,6 +39,28 @@ def edit(tree, files, rng, count=20):
             f.write(b"edited %d\n" % rng.randrange(1 << 30))
 
 
+def make_dir(tree, run, count=20):
+    """Make directory `new-<run>` in `tree` with `count` small files (a new module)."""
+    new = os.path.join(tree, f"new-{run}")
+    os.makedirs(new)
+    for i in range(count):
+        with open(os.path.join(new, f"file-{i}.rs"), "wb") as f:
+            f.write(b"pub fn f%d() {}\n" % i)
+
+
+def steps(snapshot, tree, files, runs):
+    """Time `snapshot()` (seconds) `runs` times each: with no change, after 20 files edited, and
+    after a directory of 20 files made."""
+    same, changed, made = [], [], []
+    for run in range(runs):
+        same.append(snapshot())
+        edit(tree, files, random.Random(run))
+        changed.append(snapshot())
+        make_dir(tree, run)
+        made.append(snapshot())
+    return same, changed, made
+
+
 def listing(tree):
     out = []
     for dirpath, dirnames, filenames in os.walk(tree):
@@ -142,18 +164,14 @@ def main():
         first, snapshot = serve.call("track")
         log(f"{tool}: first track {first:.2f} s, {snapshot['files']} files")
         serve.call("track")  # the first no-change snapshot after the first (the index settles)
-        same, changed = [], []
-        for run in range(args.runs):
-            same.append(serve.call("track")[0])
-            edit(trees[tool], files, random.Random(run))
-            changed.append(serve.call("track")[0])
+        timings = steps(lambda: serve.call("track")[0], trees[tool], files, args.runs)
         cpu_before = serve.cpu()
         time.sleep(10)
         idle = serve.cpu() - cpu_before
         peak = serve.status("VmHWM")
         _, status = serve.call("status")
         serve.close()
-        results[tool] = (first, same, changed, f"{peak:.0f} MiB", f"{idle:.2f} s", status["watcher"])
+        results[tool] = (first, *timings, f"{peak:.0f} MiB", f"{idle:.2f} s", status["watcher"])
         log(tool, results[tool][:5], status["watcher"])
 
     git_dir = os.path.join(args.dir, "git-dir")
@@ -161,12 +179,8 @@ def main():
     git = ["sh", "-c", f'git --git-dir="{git_dir}" --work-tree=. add --all . && '
            f'git --git-dir="{git_dir}" --work-tree=. write-tree']
     first = timed(git, trees["git"])
-    same, changed = [], []
-    for run in range(args.runs):
-        same.append(timed(git, trees["git"]))
-        edit(trees["git"], files, random.Random(run))
-        changed.append(timed(git, trees["git"]))
-    results["git"] = (first, same, changed, "", "", None)
+    results["git"] = (first, *steps(lambda: timed(git, trees["git"]), trees["git"], files, args.runs),
+                      "", "", None)
     log("git", results["git"][:3])
 
     if args.jj:
@@ -175,12 +189,8 @@ def main():
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         snap = [args.jj, "util", "snapshot"]
         first = timed(snap, trees["jj"], jj_env)
-        same, changed = [], []
-        for run in range(args.runs):
-            same.append(timed(snap, trees["jj"], jj_env))
-            edit(trees["jj"], files, random.Random(run))
-            changed.append(timed(snap, trees["jj"], jj_env))
-        results["jj"] = (first, same, changed, "", "", None)
+        snapshot = lambda: timed(snap, trees["jj"], jj_env)  # noqa: E731
+        results["jj"] = (first, *steps(snapshot, trees["jj"], files, args.runs), "", "", None)
         log("jj", results["jj"][:3])
 
     names = {
@@ -190,20 +200,21 @@ def main():
         "jj": f"jj util snapshot ({subprocess.run([args.jj, '--version'], capture_output=True, text=True).stdout.strip()})"
         if args.jj else "",
     }
-    print(f"20 of {len(files)} files edited at random per run, {args.runs} runs, median (min–max)\n")
-    print("| tool | first snapshot | no change | 20 files changed | peak memory | CPU over 10 s idle |")
-    print("|---|---|---|---|---|---|")
+    print(f"20 of {len(files)} files edited at random per run, then a new directory of 20 files made; "
+          f"{args.runs} runs, median (min–max)\n")
+    print("| tool | first snapshot | no change | 20 files changed | new directory, 20 files | peak memory "
+          "| CPU over 10 s idle |")
+    print("|---|---|---|---|---|---|---|")
     for tool in tools:
-        first, same, changed, peak, idle, _ = results[tool]
-        print(f"| {names[tool]} | {fmt([first])} | {fmt(same)} | {fmt(changed)} | {peak} | {idle} |")
+        first, same, changed, made, peak, idle, _ = results[tool]
+        print(f"| {names[tool]} | {fmt([first])} | {fmt(same)} | {fmt(changed)} | {fmt(made)} | {peak} | {idle} |")
     print()
-    w, g = results["watched"], results["git"]
-    print(f"watched / git, no change: {statistics.median(w[1]) / statistics.median(g[1]):.3f}; "
-          f"20 changed: {statistics.median(w[2]) / statistics.median(g[2]):.3f}")
-    if args.jj:
-        j = results["jj"]
-        print(f"watched / jj, no change: {statistics.median(w[1]) / statistics.median(j[1]):.3f}; "
-              f"20 changed: {statistics.median(w[2]) / statistics.median(j[2]):.3f}")
+    w = results["watched"]
+    for peer in ["git", "walked"] + (["jj"] if args.jj else []):
+        p = results[peer]
+        ratios = [statistics.median(w[i]) / statistics.median(p[i]) for i in (1, 2, 3)]
+        print(f"watched / {peer}, no change: {ratios[0]:.3f}; 20 changed: {ratios[1]:.3f}; "
+              f"new directory: {ratios[2]:.3f}")
     restore_case(rewind, args)
 
 

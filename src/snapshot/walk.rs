@@ -149,7 +149,8 @@ impl<'a> Walk<'a> {
             rules: DirRules::root(),
             excludes: self.excludes.clone(),
             tracked_only: false,
-            keep: matches!(before, Before::Memo(_)),
+            keep: matches!(before, Before::Memo(_))
+                && !self.watching.is_some_and(|w| w.whole(BStr::new(""))),
             before,
         };
         rayon::scope(|scope| self.spawn(scope, root));

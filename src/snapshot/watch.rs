@@ -19,7 +19,11 @@
 //! memo's objects may be gone); a snapshot that failed half-way; a mount made or removed; a
 //! file seen with a second name (a hard link) it did not have, or a file made and removed again
 //! before a walk vouched for it (it may have been such a name, written through; a walk reads the
-//! events queued while it ran before it returns). Directories read at every
+//! events queued while it ran before it returns). Every file is read again, with the watches
+//! kept, when a walk watched a directory no watch covered before (made or moved in since, or no
+//! longer ignored): a name made in it before its watch, written through and removed, left no
+//! event; at once after a partial walk, and at the next snapshot after a full walk (there only
+//! a write while it ran is unseen). Directories read at every
 //! snapshot: those holding a `.git` (another repository's `HEAD` and rules are not watched),
 //! those holding a file with hard links (a change through another name reaches no watch here),
 //! and those holding a mount point (a file mounted from elsewhere is written through its other
@@ -158,6 +162,10 @@ struct Pending {
     dirty: HashSet<BString>,
     /// Directories to read again with everything below them (they came, went or moved).
     whole: HashSet<BString>,
+    /// Read every directory again with the watches kept, for this reason: the last walk
+    /// watched a directory no watch covered before, and a write through a hard link made in it
+    /// before its watch reached no watch (r106 (A)).
+    restat: Option<String>,
 }
 
 impl Watcher {
@@ -236,9 +244,13 @@ impl Watcher {
             (None, _) => Some("first snapshot".to_string()),
             (_, full) => full,
         };
+        let config = (max_file_size, nested_repos);
         let outcome = match full {
-            Some(reason) => self.full_walk(store, options, reason, (max_file_size, nested_repos)),
-            None => self.partial_walk(store, options, excludes, (max_file_size, nested_repos)),
+            Some(reason) => self.full_walk(store, options, reason, config),
+            None => {
+                let restat = self.pending.restat.take();
+                self.partial_walk(store, options, excludes, config, restat)
+            }
         };
         if outcome.is_err() {
             // The events it consumed are lost with it.
@@ -319,20 +331,25 @@ impl Watcher {
             return Ok(snapshot);
         }
         self.memo = Some(memo);
+        // Every watch is new: a write while it ran through a hard link made in a directory it
+        // had not watched yet reached no watch. The next snapshot reads every file again.
+        self.pending.restat = Some("the last full walk watched every directory anew".into());
         Ok(snapshot)
     }
 
     /// Read again the directories the events name (and their ancestors, and the volatile
-    /// ones); keep every other one from the memo.
+    /// ones); keep every other one from the memo. With `restat`, the reason, read every
+    /// directory again (the memo as the stat cache, the watches kept).
     fn partial_walk(
         &mut self,
         store: &Locked<'_>,
         options: &TrackOptions,
         excludes: Excludes,
         config: (u64, NestedRepos),
+        restat: Option<String>,
     ) -> Result<Snapshot> {
         let memo = self.memo.as_mut().expect("checked by the caller");
-        let pending = std::mem::take(&mut self.pending);
+        let mut pending = std::mem::take(&mut self.pending);
         let mut reread = HashSet::new();
         for dir in pending
             .dirty
@@ -348,11 +365,18 @@ impl Watcher {
                     .map_or(BStr::new(""), |slash| &dir[..slash]);
             }
         }
-        if reread.is_empty() {
-            self.status.unchanged += 1;
-            return Ok(memo.snapshot.clone());
+        match &restat {
+            Some(reason) => {
+                self.status.full_walks += 1;
+                self.status.last_full_walk = Some(reason.clone());
+                pending.whole.insert(BString::default());
+            }
+            None if reread.is_empty() => {
+                self.status.unchanged += 1;
+                return Ok(memo.snapshot.clone());
+            }
+            None => self.status.partial_walks += 1,
         }
-        self.status.partial_walks += 1;
         let inotify = self.inotify.as_ref().expect("the caller checked");
         let plan = Plan {
             reread,
@@ -387,6 +411,17 @@ impl Watcher {
         let gone = std::mem::take(&mut memo.gone);
         memo.snapshot = memo.summary();
         let snapshot = memo.snapshot.clone();
+        // A directory no watch covered before this walk: a name made in it before its watch
+        // (a hard link to a file anywhere), written through and removed, left no event.
+        // (Not one removed again: rewind's own data directory.)
+        let mut unwatched_before = HashSet::new();
+        for (wd, rel) in &walked.registered {
+            match rel {
+                Some(_) if !self.wds.contains_key(wd) => unwatched_before.insert(*wd),
+                Some(_) => false,
+                None => unwatched_before.remove(wd),
+            };
+        }
         self.register(walked.registered);
         if !gone.is_empty() {
             // Their watches, unless a directory read in this walk (the same one, moved) took one.
@@ -407,6 +442,25 @@ impl Watcher {
         self.drain();
         if let Some(reason) = self.pending.full.take() {
             return self.full_walk(store, options, reason, config);
+        }
+        if !unwatched_before.is_empty() {
+            let reason = "a directory no watch covered before (made or moved in since, or no \
+                          longer ignored)";
+            match restat {
+                // Its history before this snapshot is unseen: every file is read again now.
+                None => {
+                    let excludes = Excludes::load(store.project());
+                    return self.partial_walk(
+                        store,
+                        options,
+                        excludes,
+                        config,
+                        Some(reason.into()),
+                    );
+                }
+                // Read again after this snapshot began: only a write while it ran is unseen.
+                Some(_) => self.pending.restat = Some(reason.into()),
+            }
         }
         self.made.vouched();
         Ok(snapshot)

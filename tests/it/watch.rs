@@ -469,12 +469,20 @@ fn a_directory_made_again_at_the_same_path_is_read_whole() {
     fs::create_dir_all(root.join("a/b/c")).unwrap();
     fs::write(root.join("a/b/c/old"), "old").unwrap();
     let options = rewind::TrackOptions::default();
+    // The first snapshot, and the one after it that reads every file again.
+    watched.track(&options).unwrap();
     watched.track(&options).unwrap();
     fs::remove_dir_all(root.join("a/b")).unwrap();
     fs::create_dir_all(root.join("a/b/c")).unwrap();
     fs::write(root.join("a/b/c/new"), "new").unwrap();
     same_as_full_walk(&watched, &walked, "");
-    assert_eq!(watched.watch_status().partial_walks, 1);
+    // A partial walk, then (its directories were not watched before) every file read again.
+    let status = watched.watch_status();
+    assert_eq!(
+        (status.partial_walks, status.full_walks),
+        (1, 3),
+        "{status:?}"
+    );
 }
 
 /// A file rewritten with the same size right after a snapshot read it (same mtime tick): the
@@ -531,6 +539,9 @@ fn watches_stop_at_symlinks_ignored_directories_and_the_data_dir() {
     assert!(store.watch().active);
     let options = rewind::TrackOptions::default();
     let first = store.track(&options).unwrap();
+    // Every file read again: a write through a hard link made in a directory before the first
+    // walk watched it, while that walk ran, reached no watch.
+    assert_eq!(store.track(&options).unwrap().hash, first.hash);
     // The project root, src and src/deep: three directories.
     assert_eq!(
         store.watch_status().directories,
@@ -544,8 +555,8 @@ fn watches_stop_at_symlinks_ignored_directories_and_the_data_dir() {
     assert_eq!(again.hash, first.hash);
     let status = store.watch_status();
     assert_eq!(
-        (status.unchanged, status.partial_walks),
-        (1, 0),
+        (status.unchanged, status.partial_walks, status.full_walks),
+        (1, 0, 2),
         "{status:?}"
     );
 }
@@ -741,6 +752,7 @@ fn a_restore_keeps_the_next_snapshot_partial() {
     fs::write(root.join("src/a"), "two\n").unwrap();
     fs::write(root.join("src/b"), "new\n").unwrap();
     watched.track(&options).unwrap();
+    let full_walks = watched.watch_status().full_walks;
     let restored = watched.restore(first.hash, &Default::default()).unwrap();
     assert_eq!(
         restored.written.len() + restored.deleted.len(),
@@ -750,7 +762,7 @@ fn a_restore_keeps_the_next_snapshot_partial() {
     let seen = same_as_full_walk(&watched, &walked, "after the restore");
     assert_eq!(seen.hash, first.hash);
     let status = watched.watch_status();
-    assert_eq!(status.full_walks, 1, "{status:?}");
+    assert_eq!(status.full_walks, full_walks, "{status:?}");
 }
 
 /// Found by the fifty-first hostile pass (r78 (5)): in a user namespace with a lower watch
@@ -899,8 +911,8 @@ fn a_hard_link_gone_while_a_snapshot_lists_its_directory_is_seen() {
 /// r106 (B), (C), found by a hostile pass: a hard link to `a/f` written through and gone where
 /// the events name no made file: (B) renamed into the project from outside, then removed; (C) in
 /// a directory made since inside an old one, which is then moved out of the project. No race:
-/// every edit is over before the snapshot. ((A), a link in a directory made since, before its
-/// watch, is open.)
+/// every edit is over before the snapshot. ((A) is
+/// [`a_hard_link_in_a_directory_not_watched_yet_is_seen`].)
 #[test]
 fn a_hard_link_moved_in_or_below_a_moved_new_directory_is_seen() {
     let (_sandbox, root, watched, walked) = watched_pair();
@@ -926,4 +938,64 @@ fn a_hard_link_moved_in_or_below_a_moved_new_directory_is_seen() {
     write(&root.join("b/s/x"), "below a moved directory");
     fs::rename(root.join("b"), outside.join("b")).unwrap();
     watched_as_walked((&watched, &walked), &options, || "(C)".into());
+}
+
+/// r106 (A): a hard link to `a/f` made in a directory that no watch covered yet, written through
+/// and removed before the next snapshot, reaches no watch at all: the snapshot must still hold
+/// `a/f`'s new bytes. The directory made since, made again at an old path, made two deep, moved
+/// in from outside, and no longer ignored. No race: every edit is over before the snapshot.
+#[test]
+fn a_hard_link_in_a_directory_not_watched_yet_is_seen() {
+    let (_sandbox, root, watched, walked) = watched_pair();
+    let outside = root.with_file_name("outside");
+    fs::create_dir_all(&outside).unwrap();
+    for dir in ["a", "old", "s/skipped"] {
+        fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    fs::write(root.join("a/f"), "v0").unwrap();
+    fs::write(root.join("old/keep"), "k").unwrap();
+    fs::write(root.join("s/.gitignore"), "skipped/\n").unwrap();
+    let options = rewind::TrackOptions::default();
+    // The first snapshot, and the one after it that reads every file again.
+    watched.track(&options).unwrap();
+    watched.track(&options).unwrap();
+    let through_a_link = |dir: &Path, bytes: &str| {
+        fs::hard_link(root.join("a/f"), dir.join("x")).unwrap();
+        fs::write(dir.join("x"), bytes).unwrap();
+        fs::remove_file(dir.join("x")).unwrap();
+    };
+    let cases: [(&str, &dyn Fn() -> PathBuf); 5] = [
+        ("made since", &|| {
+            fs::create_dir(root.join("n")).unwrap();
+            root.join("n")
+        }),
+        ("made again at an old path", &|| {
+            fs::remove_dir_all(root.join("old")).unwrap();
+            fs::create_dir(root.join("old")).unwrap();
+            root.join("old")
+        }),
+        ("made two deep", &|| {
+            fs::create_dir_all(root.join("p/q")).unwrap();
+            root.join("p/q")
+        }),
+        ("moved in from outside", &|| {
+            fs::create_dir(outside.join("m")).unwrap();
+            fs::rename(outside.join("m"), root.join("m")).unwrap();
+            root.join("m")
+        }),
+        ("no longer ignored", &|| {
+            fs::write(root.join("s/.gitignore"), "").unwrap();
+            root.join("s/skipped")
+        }),
+    ];
+    for (round, (case, dir)) in cases.iter().enumerate() {
+        let before = watched.watch_status();
+        through_a_link(&dir(), &format!("v{}", round + 1));
+        watched_as_walked((&watched, &walked), &options, || case.to_string());
+        let after = watched.watch_status();
+        assert!(
+            after.partial_walks > before.partial_walks,
+            "{case}: the events were read ({after:?})"
+        );
+    }
 }
