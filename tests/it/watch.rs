@@ -211,28 +211,40 @@ fn act(rng: &mut XorShift, root: &Path, outside: &Path, step: usize) -> String {
             }
         }
         18 => {
-            // A second name in the project for a file, written through, then gone by a rename
-            // over it, a move out of the project, or its directory made for it and removed.
+            // A second name in the project for a file, written through, then gone: its directory
+            // made for it and removed whole; the name removed from a directory made for it (or
+            // moved in from outside with it), which stays; renamed over; moved out.
             if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
                 let dir = root.join(format!("tmp-{step}"));
-                let in_dir = rng.below(3) == 0;
-                let link = match in_dir {
-                    true => dir.join("x"),
-                    false => root.join(format!("link-{step}")),
+                let how = rng.below(5);
+                let link = match how {
+                    0..=2 => dir.join("x"),
+                    _ => root.join(format!("link-{step}")),
                 };
-                fs::create_dir_all(link.parent().unwrap()).unwrap();
-                fs::hard_link(&path, &link).unwrap();
+                match how {
+                    2 => {
+                        let away = outside.join(format!("dir-{step}"));
+                        fs::create_dir_all(&away).unwrap();
+                        fs::hard_link(&path, away.join("x")).unwrap();
+                        fs::rename(&away, &dir).unwrap();
+                    }
+                    _ => {
+                        fs::create_dir_all(link.parent().unwrap()).unwrap();
+                        fs::hard_link(&path, &link).unwrap();
+                    }
+                }
                 let mut f = fs::OpenOptions::new().append(true).open(&link).unwrap();
                 std::io::Write::write_all(&mut f, b" through a second name").unwrap();
                 drop(f);
-                match (in_dir, rng.below(2)) {
-                    (true, _) => remove(&dir),
-                    (false, 0) => {
+                match how {
+                    0 => remove(&dir),
+                    1 | 2 => remove(&link),
+                    3 => {
                         let temp = root.join(format!("t-{step}"));
                         fs::write(&temp, b"t").unwrap();
                         fs::rename(&temp, &link).unwrap();
                     }
-                    (false, _) => fs::rename(&link, outside.join(format!("moved-{step}"))).unwrap(),
+                    _ => fs::rename(&link, outside.join(format!("moved-{step}"))).unwrap(),
                 }
             }
         }
