@@ -221,6 +221,9 @@ fn act(rng: &mut XorShift, root: &Path, outside: &Path, step: usize) -> String {
                     0..=2 => dir.join("x"),
                     _ => root.join(format!("link-{step}")),
                 };
+                // (A racing step's number may be a later step's: what an earlier one left goes.)
+                remove(&dir);
+                remove(&link);
                 match how {
                     2 => {
                         let away = outside.join(format!("dir-{step}"));
