@@ -944,6 +944,8 @@ impl Memo {
         let rel_of: HashMap<usize, BString> = reads.iter().map(|r| (r.id, r.rel.clone())).collect();
         let mut gone = Vec::new();
         let mut read = Vec::with_capacity(reads.len());
+        // Each directory read's tree before, and whether its entries are the same now.
+        let mut before: HashMap<BString, (Option<ObjectId>, bool)> = HashMap::new();
         for ReadDir {
             id,
             rel,
@@ -965,6 +967,7 @@ impl Memo {
             if let Some(old) = &old {
                 let now: HashSet<&BString> = kept(&parts).collect();
                 gone.extend(kept(&old.parts).filter(|c| !now.contains(c)).cloned());
+                before.insert(rel.clone(), (old.tree, same_entries(&old.parts, &parts)));
             }
             self.new_links |= has_new_links(&parts, old.as_ref());
             match sources.volatile {
@@ -996,15 +999,28 @@ impl Memo {
             }
         }
         // Deepest first, each depth's trees in parallel: a tree needs only its subdirectories'.
+        // One whose entries are the same, with no subdirectory's tree changed, is the tree it
+        // was (not encoded and hashed again: most of a walk of everything).
         let depth =
             |rel: &BString| rel.iter().filter(|&&b| b == b'/').count() + !rel.is_empty() as usize;
         read.sort_unstable_by_key(|rel| std::cmp::Reverse(depth(rel)));
+        let mut changed: HashSet<BString> = HashSet::new();
         for level in read.chunk_by(|a, b| depth(a) == depth(b)) {
             let trees: Vec<Option<ObjectId>> = level
                 .par_iter()
-                .map(|rel| self.write_tree_of(rel, objects))
+                .map(|rel| match before.get(rel) {
+                    Some(&(tree, true))
+                        if !kept(&self.dirs[rel].parts).any(|c| changed.contains(c)) =>
+                    {
+                        Ok(tree)
+                    }
+                    _ => self.write_tree_of(rel, objects),
+                })
                 .collect::<Result<_>>()?;
             for (rel, tree) in level.iter().zip(trees) {
+                if before.get(rel).is_none_or(|&(old, _)| old != tree) {
+                    changed.insert(rel.clone());
+                }
                 self.dirs.get_mut(rel).expect("inserted above").tree = tree;
             }
         }
@@ -1166,6 +1182,19 @@ fn mount_parents(project: &std::path::Path, mounts: &[u8]) -> Vec<BString> {
 }
 
 /// The subdirectories among `parts`.
+/// Whether two listings of a directory give its tree the same entries (files by path, mode and
+/// blob; subdirectories by path). Costs a pass over both.
+fn same_entries(a: &[Part], b: &[Part]) -> bool {
+    fn entries(parts: &[Part]) -> impl Iterator<Item = (&BString, Option<(Mode, ObjectId)>)> {
+        parts.iter().filter_map(|part| match part {
+            Part::File(file) => Some((&file.path, Some((file.mode, file.id)))),
+            Part::Kept(dir) => Some((dir, None)),
+            _ => None,
+        })
+    }
+    entries(a).eq(entries(b))
+}
+
 fn kept(parts: &[Part]) -> impl Iterator<Item = &BString> {
     parts.iter().filter_map(|part| match part {
         Part::Kept(dir) => Some(dir),
