@@ -748,31 +748,40 @@ impl Locked<'_> {
         repo: &gix::Repository,
         plan: &mut Plan,
     ) -> Result<Vec<io::Result<Action>>> {
-        let deleting: HashSet<&BStr> = plan
-            .steps
-            .iter()
-            .filter(|s| s.current.is_some() && s.target.is_none())
-            .map(|s| s.path.as_bstr())
-            .collect();
         let enter_nested = self.nested_repos()? == NestedRepos::Include;
         let refused = || io::Error::other("refused: a path in a `.git` is never written");
-        let mut decided: Vec<io::Result<Action>> = plan
+        // The deletions first: a write below a path the target lacks, or in place of a
+        // directory, passes over only what is deleted (not a file kept, r108).
+        let mut decided: Vec<io::Result<Action>> = Vec::with_capacity(plan.steps.len());
+        for step in &plan.steps {
+            decided.push(match (inside_dot_git(step.path.as_ref()), step.target) {
+                (true, _) => Err(refused()),
+                (false, None) => {
+                    let sight = &mut plan.sights[step.snapshot];
+                    self.delete_action(root, repo, step, sight)
+                }
+                (false, Some(_)) => Ok(Action::Nothing), // decided below
+            });
+        }
+        let deleting: HashSet<&BStr> = (plan.steps.iter().zip(&decided))
+            .filter(|(_, decided)| matches!(decided, Ok(Action::Delete)))
+            .map(|(step, _)| step.path.as_bstr())
+            .collect();
+        let writes: Vec<Option<io::Result<Action>>> = plan
             .steps
             .par_iter()
             .map(
                 |step| match (inside_dot_git(step.path.as_ref()), step.target) {
-                    (true, _) => Err(refused()),
                     (false, Some(_)) => {
-                        self.write_action((root, dirs), step, (&deleting, enter_nested))
+                        Some(self.write_action((root, dirs), step, (&deleting, enter_nested)))
                     }
-                    (false, None) => Ok(Action::Nothing), // decided below
+                    _ => None,
                 },
             )
             .collect();
-        for (step, decided) in plan.steps.iter().zip(&mut decided) {
-            if step.target.is_none() && !inside_dot_git(step.path.as_ref()) {
-                let sight = &mut plan.sights[step.snapshot];
-                *decided = self.delete_action(root, repo, step, sight);
+        for (decided, write) in decided.iter_mut().zip(writes) {
+            if let Some(write) = write {
+                *decided = write;
             }
         }
         Ok(decided)

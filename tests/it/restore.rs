@@ -2003,6 +2003,31 @@ fn empty_directory_in_the_way_of_a_file_is_replaced() {
     w.p.assert_fsck_clean();
 }
 
+/// Found by the eighty-first hostile pass (r108): the target holds `s/f`, and a file `s` that
+/// the target could not have seen (its rules ignore a file so named) stands where its directory
+/// goes. The restore keeps `s`, and so cannot write `s/f`: that is a conflict (`s` is in the
+/// way, exit 0), not a failure, as for any file outside the snapshot in the way.
+#[test]
+fn a_write_below_a_file_the_restore_keeps_is_a_conflict_not_a_failure() {
+    let sb = Sandbox::new();
+    let w = World::new(&sb);
+    // A file `s` is ignored, a directory `s` is not.
+    w.p.file(".gitignore", "s\n!s/\n").file("s/f", "f\n");
+    let a = w.p.track();
+    w.p.remove(".gitignore").remove("s").file("s", "the user's\n");
+    w.p.track();
+    let run = w.p.rewind(["--json", "restore", a.as_str()]);
+    let json = one_json(&run);
+    run.assert_code(0);
+    assert_eq!(json["failed"], serde_json::json!([]), "{run}");
+    assert_eq!(json["conflicts"], serde_json::json!(["s/f"]), "{run}");
+    assert_eq!(json["in_the_way"], serde_json::json!(["s/f"]), "{run}");
+    assert_eq!(json["kept"], serde_json::json!(["s"]), "{run}");
+    assert_eq!(w.p.read("s"), b"the user's\n");
+    assert_eq!(w.p.read(".gitignore"), b"s\n!s/\n");
+    w.p.assert_fsck_clean();
+}
+
 // ---------------------------------------------------------------------------
 // kill -9
 // ---------------------------------------------------------------------------
