@@ -75,7 +75,10 @@ pub struct WatchStatus {
 impl Store {
     /// Watch the project for changes, so that each [`track`](Store::track) (and every other
     /// snapshot: a restore's undo point, a turn's end) reads only the directories that changed.
-    /// The first snapshot after this walks everything. Where no watcher can run (not Linux, no
+    /// The first snapshot after this walks everything, and so does the one after it (with the
+    /// watches in place: the first watched each directory as it went, and a write while it ran,
+    /// through a hard link in a directory it had not reached, reached no watch); so does a
+    /// snapshot after a directory was made or moved in. Where no watcher can run (not Linux, no
     /// `/proc`, too many directories for `fs.inotify.max_user_watches`) the status says why, and
     /// snapshots walk the whole project as they do without one.
     ///

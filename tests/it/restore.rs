@@ -2014,7 +2014,9 @@ fn a_write_below_a_file_the_restore_keeps_is_a_conflict_not_a_failure() {
     // A file `s` is ignored, a directory `s` is not.
     w.p.file(".gitignore", "s\n!s/\n").file("s/f", "f\n");
     let a = w.p.track();
-    w.p.remove(".gitignore").remove("s").file("s", "the user's\n");
+    w.p.remove(".gitignore")
+        .remove("s")
+        .file("s", "the user's\n");
     w.p.track();
     let run = w.p.rewind(["--json", "restore", a.as_str()]);
     let json = one_json(&run);
