@@ -498,7 +498,24 @@ impl Locked<'_> {
             blocked.push(matches!(action, Action::Conflict | Action::Kept));
             actions.push(action);
         }
-        leave_partners_alone(&plan, &blocked, &mut actions);
+        // Until nothing more is left alone: a moved file's other names with a blocked one, and
+        // a write through or in place of a path that stays with them (r109).
+        let deleting: Vec<bool> = actions
+            .iter()
+            .map(|a| matches!(a, Action::Delete))
+            .collect();
+        loop {
+            leave_partners_alone(&plan, &blocked, &mut actions);
+            let over = writes_over_staying_paths(&plan, &deleting, &actions);
+            if over.is_empty() {
+                break;
+            }
+            for n in over {
+                outcome.in_the_way.push(plan.steps[n].path.clone());
+                actions[n] = Action::Conflict;
+                blocked[n] = true;
+            }
+        }
         for (step, action) in plan.steps.iter().zip(&actions) {
             match action {
                 Action::Conflict => outcome.conflicts.push(step.path.clone()),
@@ -1124,6 +1141,37 @@ fn leave_partners_alone(plan: &Plan, blocked: &[bool], actions: &mut [Action]) {
             actions[n] = Action::Conflict;
         }
     }
+}
+
+/// The writes (by step) through a path that stays, or in place of a directory holding one: a
+/// file the writes were decided over as deleted (`deleting`), left alone since (another name
+/// of a moved file that is blocked). Costs a set of those paths and their ancestors, and a
+/// lookup per ancestor of each write, when there are any.
+fn writes_over_staying_paths(plan: &Plan, deleting: &[bool], actions: &[Action]) -> Vec<usize> {
+    let staying: HashSet<&BStr> = (plan.steps.iter().zip(actions).zip(deleting))
+        .filter(|((_, action), &deleting)| deleting && !matches!(action, Action::Delete))
+        .map(|((step, _), _)| step.path.as_bstr())
+        .collect();
+    if staying.is_empty() {
+        return Vec::new();
+    }
+    let above: HashSet<&BStr> = staying.iter().flat_map(|path| ancestors(path)).collect();
+    (plan.steps.iter().zip(actions).enumerate())
+        .filter(|(_, (step, action))| {
+            let path = step.path.as_bstr();
+            matches!(action, Action::Write | Action::SaveAndWrite(_))
+                && (above.contains(path) || ancestors(path).any(|dir| staying.contains(dir)))
+        })
+        .map(|(n, _)| n)
+        .collect()
+}
+
+/// The directories above `path`, nearest last (`a`, `a/b` for `a/b/c`).
+fn ancestors(path: &BStr) -> impl Iterator<Item = &BStr> {
+    path.iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b'/')
+        .map(move |(i, _)| path[..i].as_bstr())
 }
 
 fn is_change(action: Action) -> bool {

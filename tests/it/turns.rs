@@ -2892,3 +2892,65 @@ fn an_undo_or_redo_after_a_kill_never_overwrites_an_edit_made_after_it() {
         "seed {seed}: {killed_rounds} kills, {kept} edits kept"
     );
 }
+
+/// Found by the eighty-second hostile pass (r109): a turn made file `s` a directory and moved
+/// `d/a` into it as `s/x`; the user then put a file where directory `d` was. Undoing the turn
+/// leaves `d/a` alone (the user's `d` is in the way), so `s/x`, its other name, stays too; the
+/// write of `s` over the directory holding it was still decided as if `s/x` went, and failed
+/// ("could not be restored", exit 1) where the dry run said `s` would be written. `s` is a
+/// conflict now, in the dry run and the real run alike, and exit 0. The other shape: the turn
+/// moved `d/a` to where directory `s` was (`s` a file now); the write of `s/x` below it.
+#[test]
+fn a_write_over_the_other_name_of_a_move_left_alone_is_a_conflict() {
+    let sb = Sandbox::new();
+    for shape in ["in place of its directory", "below it"] {
+        let p = sb.project(&format!("proj-{}", shape.replace(' ', "-")));
+        p.file("d/a", "content\n");
+        begin(&p, "x", "1");
+        match shape {
+            "below it" => {
+                p.file("s/x", "before\n");
+                end(&p, "x", "1");
+                begin(&p, "x", "2");
+                // rm -r s; mv d/a s
+                fs::remove_dir_all(p.join("s")).unwrap();
+                fs::rename(p.join("d/a"), p.join("s")).unwrap();
+            }
+            _ => {
+                p.file("s", "orig\n");
+                end(&p, "x", "1");
+                begin(&p, "x", "2");
+                // rm s; mkdir s; mv d/a s/x
+                fs::remove_file(p.join("s")).unwrap();
+                fs::create_dir(p.join("s")).unwrap();
+                fs::rename(p.join("d/a"), p.join("s/x")).unwrap();
+            }
+        }
+        end(&p, "x", "2");
+        p.remove("d").file("d", "user\n");
+        let tree = p.track();
+        let args = ["undo", "--session", "x", "--last"];
+        let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
+        let real = rwj(&p, &args);
+        for (run, outcome) in [("dry run", &dry), ("real run", &real)] {
+            assert_eq!(
+                outcome["failed"],
+                serde_json::json!([]),
+                "{shape}, {run}: {outcome}"
+            );
+            assert_eq!(
+                outcome["written"],
+                serde_json::json!([]),
+                "{shape}, {run}: {outcome}"
+            );
+            assert_eq!(
+                outcome["deleted"],
+                serde_json::json!([]),
+                "{shape}, {run}: {outcome}"
+            );
+        }
+        assert_eq!(dry["conflicts"], real["conflicts"], "{shape}");
+        assert_eq!(p.read("d"), b"user\n", "{shape}");
+        assert_eq!(p.track(), tree, "{shape}: nothing changed");
+    }
+}
