@@ -139,7 +139,7 @@ pub(crate) fn print_outcome(
     for path in &outcome.conflicts {
         if outcome.in_the_way.contains(path) {
             errln!(
-                "rewind: {would}left alone {}: something --force never replaces stands there or on the way to it (move it aside, then run again)",
+                "rewind: {would}left alone {}: what stands there or on the way to it is never replaced (move it aside, then run again)",
                 quote(path)
             );
             continue;

@@ -265,7 +265,9 @@ fn a_conflict_left_by_force_does_not_suggest_force() {
     let plain = p.rewind(["undo", "--session", "s", "--turn", "1"]);
     plain.assert_success();
     assert!(
-        plain.stderr.contains("left alone x: a directory"),
+        plain
+            .stderr
+            .contains("left alone x: what stands there or on the way to it is never replaced"),
         "{plain}"
     );
     assert!(!plain.stderr.contains("--force"), "{plain}");
