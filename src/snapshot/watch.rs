@@ -1184,7 +1184,6 @@ fn mount_parents(project: &std::path::Path, mounts: &[u8]) -> Vec<BString> {
     points.into_iter().map(parent).collect()
 }
 
-/// The subdirectories among `parts`.
 /// Whether two listings of a directory give its tree the same entries (files by path, mode and
 /// blob; subdirectories by path). Costs a pass over both.
 fn same_entries(a: &[Part], b: &[Part]) -> bool {
@@ -1198,6 +1197,7 @@ fn same_entries(a: &[Part], b: &[Part]) -> bool {
     entries(a).eq(entries(b))
 }
 
+/// The subdirectories among `parts`.
 fn kept(parts: &[Part]) -> impl Iterator<Item = &BString> {
     parts.iter().filter_map(|part| match part {
         Part::Kept(dir) => Some(dir),
