@@ -1534,11 +1534,12 @@ impl Store {
         let mut merger = TurnMerger::new(&merges, undone, current);
         let differs: HashSet<BString> = differing.iter().map(|c| c.path.clone()).collect();
         // Paths the turns changed that no snapshot sees now (ignored since, say) but that are
-        // on disk: left as they are, and said so.
+        // on disk: left as they are, and said so. (A directory the project's snapshot holds is
+        // seen: its files are paths of their own, r110.)
         let mut out_of_view = Vec::new();
         for path in &touched {
             if differs.contains(path)
-                || side_at(&repo, current, path.as_ref())?.is_some()
+                || entry_at(&repo, current, path.as_ref())?.is_some()
                 || side_at(&repo, target, path.as_ref())?.is_some()
             {
                 continue;
@@ -1650,9 +1651,11 @@ impl Store {
             index,
             partners: partners.clone(),
         };
-        // Left alone: what the undo saw was someone else's, then what changed as it ran.
+        // Left alone: what the undo saw was someone else's, then what changed as it ran. (What
+        // stands in the way is looked at now: the run may make a directory there, r110.)
+        let in_the_way_before = locked.in_the_way(&d.conflicts);
         let finish = |outcome: &mut RestoreOutcome| {
-            let mut in_the_way = locked.in_the_way(&d.conflicts);
+            let mut in_the_way = in_the_way_before.clone();
             in_the_way.append(&mut outcome.in_the_way);
             outcome.in_the_way = in_the_way;
             let mut conflicts = d.conflicts.clone();
@@ -2582,6 +2585,8 @@ impl Store {
             }
             Ok(Some((commit, marks)))
         };
+        // (In the way as it is before the run, which may make a directory there, r110.)
+        let mut in_the_way = locked.in_the_way(&conflicts);
         let (mut outcome, unrecorded) = locked.apply_recorded(session, plan, &record)?;
         // Said, since the outcome lists only files: a turn this redo could not give back whole.
         if unrecorded.is_none() && outcome.failed.is_empty() {
@@ -2632,7 +2637,6 @@ impl Store {
                 )
             }));
         }
-        let mut in_the_way = locked.in_the_way(&conflicts);
         in_the_way.append(&mut outcome.in_the_way);
         outcome.in_the_way = in_the_way;
         conflicts.append(&mut outcome.conflicts);
@@ -4594,8 +4598,10 @@ impl Locked<'_> {
             index,
             partners: partners.clone(),
         };
+        // (In the way as it is before the run, which may make a directory there, r110.)
+        let in_the_way_before = self.in_the_way(&conflicts);
         let finish = |outcome: &mut RestoreOutcome| {
-            let mut in_the_way = self.in_the_way(&conflicts);
+            let mut in_the_way = in_the_way_before.clone();
             in_the_way.append(&mut outcome.in_the_way);
             outcome.in_the_way = in_the_way;
             let mut all = conflicts.clone();

@@ -2954,3 +2954,72 @@ fn a_write_over_the_other_name_of_a_move_left_alone_is_a_conflict() {
         assert_eq!(p.track(), tree, "{shape}: nothing changed");
     }
 }
+
+/// r110 (2): a turn made file `a`, a later one made `a` a directory holding `a/x/d`. Undoing
+/// from the first removes `a/x/d` and so the directory: the outcome listed `a` as `kept` ("the
+/// snapshot could not see it") though the directory was the snapshot's and is gone.
+#[test]
+fn a_directory_the_snapshot_holds_is_not_reported_kept() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("keep", "base\n");
+    begin(&p, "s", "1");
+    p.file("a", "A\n");
+    end(&p, "s", "1");
+    begin(&p, "s", "2");
+    p.remove("a").file("a/x/d", "D\n");
+    end(&p, "s", "2");
+    let args = ["undo", "--session", "s", "--turn", "1"];
+    let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
+    let real = rwj(&p, &args);
+    for (run, outcome) in [("dry run", &dry), ("real run", &real)] {
+        assert_eq!(
+            outcome["deleted"],
+            serde_json::json!(["a/x/d"]),
+            "{run}: {outcome}"
+        );
+        assert_eq!(outcome["kept"], serde_json::json!([]), "{run}: {outcome}");
+    }
+    assert!(!p.join("a").exists(), "the emptied directory is removed");
+    assert_eq!(p.read("keep"), b"base\n");
+}
+
+/// r110 (1): a turn replaced directory `a` by a file, a later turn rewrote the file, the user
+/// removed it. `undo --merge` from the first turn writes `a/f` back and leaves `a` (a
+/// conflict): the real run listed `a` in `in_the_way`, looked at after the run had made the
+/// directory there; the dry run did not.
+#[test]
+fn a_directory_the_undo_itself_makes_is_not_reported_in_the_way() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a/f", "inner\n").file("keep", "base\n");
+    p.track();
+    begin(&p, "s", "1");
+    p.remove("a").file("a", "A\n");
+    end(&p, "s", "1");
+    begin(&p, "s", "2");
+    p.file("a", "A2\n");
+    end(&p, "s", "2");
+    p.remove("a");
+    let args = ["undo", "--session", "s", "--turn", "1", "--merge"];
+    let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
+    let real = rwj(&p, &args);
+    for (run, outcome) in [("dry run", &dry), ("real run", &real)] {
+        assert_eq!(
+            outcome["written"],
+            serde_json::json!(["a/f"]),
+            "{run}: {outcome}"
+        );
+        assert_eq!(
+            outcome["conflicts"],
+            serde_json::json!(["a"]),
+            "{run}: {outcome}"
+        );
+        let in_the_way = outcome.get("in_the_way").cloned();
+        assert!(
+            in_the_way.is_none() || in_the_way == Some(serde_json::json!([])),
+            "{run}: nothing stood at `a`: {outcome}"
+        );
+    }
+    assert_eq!(p.read("a/f"), b"inner\n");
+}
