@@ -1194,10 +1194,9 @@ fn obstacle(
     enter_nested: bool,
 ) -> io::Result<Obstacle> {
     let mut dir = root.open_dir(b"", None)?;
-    let names: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
-    for (i, name) in names.iter().enumerate() {
-        let walked = path[..names[..=i].iter().map(|n| n.len() + 1).sum::<usize>() - 1].as_bstr();
-        let is_target = i + 1 == names.len();
+    let walks = ancestors(path).chain(std::iter::once(path));
+    for (name, walked) in path.split(|&b| b == b'/').zip(walks) {
+        let is_target = walked == path;
         let Some(found) = crate::fs::stat_in(dir.as_dir(), name)? else {
             return Ok(Obstacle::None); // nothing there, nor below
         };
