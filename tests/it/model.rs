@@ -329,6 +329,8 @@ struct Model<'a> {
     undos: Vec<UndoRec>,
     /// Undo and redo runs recorded so far.
     runs: u64,
+    /// Restores, reverts, undos and redos run so far (every third has a dry run first).
+    changing_ops: u64,
     /// Per session and path, the last recorded undo or redo of the session that changed it:
     /// its run number and whether it was a redo.
     rewind_changed: BTreeMap<(&'static str, PathBuf), (u64, bool)>,
@@ -383,6 +385,7 @@ impl<'a> Model<'a> {
             own: BTreeMap::new(),
             undos: Vec::new(),
             runs: 0,
+            changing_ops: 0,
             rewind_changed: BTreeMap::new(),
         }
     }
@@ -940,6 +943,13 @@ impl<'a> Model<'a> {
         let op = self.describe(&args);
         let before = self.listing();
         let outside_before = fs_snapshot(&self.outside);
+        // Every third (not a redo: it has none): the same command with `--dry-run` first,
+        // which must change nothing and tell what the real run then does.
+        self.changing_ops += 1;
+        let dry = match args[0] != "redo" && self.changing_ops % 3 == 0 {
+            true => self.dry_run(&op, &args, &before),
+            false => None,
+        };
         let argv: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
         let (run, json) = self.rewind(&argv);
         let after = self.listing();
@@ -959,6 +969,17 @@ impl<'a> Model<'a> {
             &reported,
             outcome.as_ref().map(|o| o.undo.as_str()),
         );
+        if let (Some(dry), Some(real)) = (dry, &json) {
+            let (dry, real) = (report_lists(&dry), report_lists(real));
+            if dry != real {
+                self.violation(format!(
+                    "{op}: the dry run said {dry:?}, the real run {real:?}"
+                ));
+            }
+        }
+        if let Some(json) = &json {
+            self.check_left_alone(&op, json, &before, &after);
+        }
         let outcome = outcome?;
         for w in &outcome.written {
             if !after.iter().any(|(p, e)| lossy(p) == *w && e.kind != 'd') {
@@ -975,6 +996,67 @@ impl<'a> Model<'a> {
         self.snapshots.push(outcome.undo.clone());
         self.last_undo = Some(outcome.undo.clone());
         Some((outcome, before, after))
+    }
+
+    /// `args` with `--dry-run`: its outcome, after checking that it changed nothing (`None`
+    /// when it is an error).
+    fn dry_run(&mut self, op: &str, args: &[OsString], before: &Listing) -> Option<Value> {
+        let mut argv: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
+        argv.insert(1, OsStr::new("--dry-run"));
+        let (run, json) = self.rewind(&argv);
+        if self.listing() != *before {
+            self.violation(format!("{op} --dry-run changed the project"));
+        }
+        match json {
+            Some(json) if json.get("error").is_none() => Some(json),
+            _ => {
+                assert_ne!(
+                    run.code(),
+                    Some(0),
+                    "{op} --dry-run: no outcome, exit 0: {run}"
+                );
+                None
+            }
+        }
+    }
+
+    /// What `kept` and `in_the_way` say is true of the project: a path kept that stood before
+    /// the run stands after it as it was (r110 (2)), and something stood at each path in the
+    /// way, or on the way to it, before the run (r110 (1)).
+    fn check_left_alone(&mut self, op: &str, json: &Value, before: &Listing, after: &Listing) {
+        // (Reported names are lossy: a name is matched against the listings' names so.)
+        let names = |key: &str| -> Vec<String> {
+            json[key].as_array().map_or(Vec::new(), |a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+        };
+        let mut problems = Vec::new();
+        for r in names("kept") {
+            let p = path_named(&r, before, after);
+            if let Some(was) = before.get(&p) {
+                let now = after.get(&p).map(|n| (n.kind, &n.content, &n.link));
+                if now != Some((was.kind, &was.content, &was.link)) {
+                    problems.push(format!("kept {} is not as it was", qp(&p)));
+                }
+            }
+        }
+        for r in names("in_the_way") {
+            let on_the_way = r
+                .match_indices('/')
+                .map(|(i, _)| &r[..i])
+                .chain([r.as_str()]);
+            let stood = on_the_way
+                .into_iter()
+                .any(|name| before.keys().any(|k| lossy(k) == name));
+            if !stood {
+                problems.push(format!("nothing stood at {r:?} or on the way to it"));
+            }
+        }
+        if !problems.is_empty() {
+            self.violation(format!("{op}:\n  {}", problems.join("\n  ")));
+        }
     }
 
     /// Sometimes goes straight back with `restore <undo id>` after `o`, and checks that every
@@ -2044,6 +2126,38 @@ struct Outcome {
     /// The paths of `failed`: reported (exit 1), with the reason.
     failed_paths: Vec<String>,
     undo: String,
+}
+
+/// The lists of an outcome a dry run must tell as the real run then does, each sorted.
+fn report_lists(json: &Value) -> Vec<(&'static str, Vec<String>)> {
+    let keys = [
+        "written",
+        "deleted",
+        "conflicts",
+        "in_the_way",
+        "kept",
+        "merged",
+    ];
+    let mut lists: Vec<(&'static str, Vec<String>)> = keys
+        .iter()
+        .map(|&key| {
+            let mut list: Vec<String> = json[key].as_array().map_or(Vec::new(), |a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            });
+            list.sort();
+            (key, list)
+        })
+        .collect();
+    let mut failed: Vec<String> = json["failed"].as_array().map_or(Vec::new(), |a| {
+        a.iter()
+            .filter_map(|f| f["path"].as_str().map(str::to_string))
+            .collect()
+    });
+    failed.sort();
+    lists.push(("failed", failed));
+    lists
 }
 
 /// Runs the model (two sessions or one) for `REWIND_MODEL_STEPS` (default `default_steps`)
