@@ -2946,6 +2946,15 @@ impl Store {
         // rewritten, its old commits perhaps removed) did things meanwhile that cannot be seen.
         // (One gone since was idle: retention keeps a session active during an open turn.)
         let mut unknown = false;
+        // Nor can what one had open at the end, when the commit its head was on then is gone:
+        // one idle all through may go, turn open or not (retention keeps nothing for a turn
+        // rolled back while open), and so may one a person's `git gc` took.
+        let mut at_end = at_end;
+        at_end.retain(|_, last| {
+            let there = repo.has_object(*last);
+            unknown |= !there;
+            there
+        });
         for (head, &last) in &at_end {
             let first = at_begin.get(head).copied();
             let mut walked = Vec::new();

@@ -596,6 +596,52 @@ fn recent_session_keeps_its_old_turns() {
     assert!(d.stdout.contains("+written by turn 1"), "{d}");
 }
 
+/// A session idle through another's turn that an undo rolled back while it was open: prune
+/// removed the idle one (nothing keeps it for a rolled-back turn) while the other's records
+/// still named the commit its head was on. Every reading of the rolled-back turn then failed
+/// on that missing commit: `turns`, `log`, `doctor`, and every later `prune` (the hunt of
+/// stop 58, through the hooks; the same with `turn begin` and `end`).
+#[test]
+fn a_session_pruned_while_a_rolled_back_open_turn_names_its_head_breaks_no_reader() {
+    let sb = Sandbox::new();
+    let clock = Clock::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n").file("b.txt", "b\n");
+    begin_at(&p, &clock.at(0), "C", "1");
+    p.file("a.txt", "a\nc1\n");
+    end_at(&p, &clock.at(MINUTE), "C", "1");
+    begin_at(&p, &clock.at(HOUR), "O", "1");
+    p.file("b.txt", "b\no1\n");
+    end_at(&p, &clock.at(HOUR + MINUTE), "O", "1");
+    begin_at(&p, &clock.at(HOUR + 2 * MINUTE), "O", "2");
+    let undo = ["undo", "--session", "O", "--turn", "1"];
+    rwj_at(&p, Some(&clock.at(HOUR + 3 * MINUTE)), &undo);
+    let store = p.store();
+    let c_head = sb.git_in(&store, ["rev-parse", "refs/rewind/sessions/C/head"]);
+    let later = clock.at(8 * DAY);
+    prune_at(&p, Some(&later), &[]);
+    assert!(
+        !has_object(&sb, &store, c_head.trim()),
+        "the case needs C's head gone: {c_head}"
+    );
+    for args in [
+        &["turns"][..],
+        &["log"],
+        &["doctor"],
+        &["prune"],
+        &["turns", "--session", "O"],
+    ] {
+        let run = rw_at(&p, Some(&later), args);
+        run.assert_success();
+    }
+    let rows = turns_at(&p, &later);
+    assert_eq!(rows.len(), 2, "O's two turns: {rows:?}");
+    assert_store_sound(&sb, &store, "after the prune");
+    // And the rolled-back turn's redo still gives the work back.
+    rwj_at(&p, Some(&later), &["redo", "--session", "O"]);
+    assert_eq!(p.read("b.txt"), b"b\no1\n");
+}
+
 #[test]
 fn expired_session_is_removed_whole() {
     let sb = Sandbox::new();
