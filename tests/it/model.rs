@@ -946,7 +946,7 @@ impl<'a> Model<'a> {
         // Every third (not a redo: it has none): the same command with `--dry-run` first,
         // which must change nothing and tell what the real run then does.
         self.changing_ops += 1;
-        let dry = match args[0] != "redo" && self.changing_ops % 3 == 0 {
+        let dry = match args[0] != "redo" && self.changing_ops.is_multiple_of(3) {
             true => self.dry_run(&op, &args, &before),
             false => None,
         };
