@@ -1478,7 +1478,18 @@ impl Store {
         // turns' own, whatever stands at either name now).
         let last_after = undone[undone.len() - 1].after.unwrap_or(current);
         let moves = tree_changes(&repo, self.reads(), target, last_after)?;
-        let partners = rename_partners(&repo, &moves, &touched, false)?;
+        let mut partners = rename_partners(&repo, &moves, &touched, false)?;
+        // And each turn's own: a file someone made between turns that a later turn moved has
+        // no name in the target (r111 (1): its new name was deleted, its old one left alone).
+        if undone.len() > 1 {
+            for record in undone {
+                let after = record.after.unwrap_or(current);
+                let moved = tree_changes(&repo, self.reads(), record.before, after)?;
+                for (a, b) in rename_partners(&repo, &moved, &touched, false)? {
+                    link(&mut partners, &a, &b);
+                }
+            }
+        }
         keep_below(&mut touched, only.as_ref(), &partners, session)?;
         let mut chain = locked.chain_since(session, undone[0].begin)?;
         // A first turn a redo reopened starts where that redo found the project, the target:
@@ -1651,11 +1662,10 @@ impl Store {
             index,
             partners: partners.clone(),
         };
-        // Left alone: what the undo saw was someone else's, then what changed as it ran. (What
-        // stands in the way is looked at now: the run may make a directory there, r110.)
+        // Left alone: what the undo saw was someone else's, then what changed as it ran.
         let in_the_way_before = locked.in_the_way(&d.conflicts);
         let finish = |outcome: &mut RestoreOutcome| {
-            let mut in_the_way = in_the_way_before.clone();
+            let mut in_the_way = locked.still_in_the_way(&in_the_way_before, outcome);
             in_the_way.append(&mut outcome.in_the_way);
             outcome.in_the_way = in_the_way;
             let mut conflicts = d.conflicts.clone();
@@ -2585,8 +2595,7 @@ impl Store {
             }
             Ok(Some((commit, marks)))
         };
-        // (In the way as it is before the run, which may make a directory there, r110.)
-        let mut in_the_way = locked.in_the_way(&conflicts);
+        let in_the_way_before = locked.in_the_way(&conflicts);
         let (mut outcome, unrecorded) = locked.apply_recorded(session, plan, &record)?;
         // Said, since the outcome lists only files: a turn this redo could not give back whole.
         if unrecorded.is_none() && outcome.failed.is_empty() {
@@ -2637,6 +2646,7 @@ impl Store {
                 )
             }));
         }
+        let mut in_the_way = locked.still_in_the_way(&in_the_way_before, &outcome);
         in_the_way.append(&mut outcome.in_the_way);
         outcome.in_the_way = in_the_way;
         conflicts.append(&mut outcome.conflicts);
@@ -4421,6 +4431,46 @@ impl Locked<'_> {
         std::fs::symlink_metadata(self.project().join(path)).ok()
     }
 
+    /// Those of `before` (what [`Self::in_the_way`] said before the run of `outcome`) that
+    /// stand after it: not a directory the run emptied by its deletions, and so removed (a dry
+    /// run tells what its deletions would leave), r111 (4). Costs an `lstat` each, and for a
+    /// dry run a walk of each such directory.
+    fn still_in_the_way(&self, before: &[BString], outcome: &RestoreOutcome) -> Vec<BString> {
+        if !outcome.dry_run {
+            let now = self.in_the_way(before);
+            return before.iter().filter(|p| now.contains(p)).cloned().collect();
+        }
+        let deleted: HashSet<&[u8]> = outcome.deleted.iter().map(|p| p.as_slice()).collect();
+        let left_in = |dir: &BString| -> bool {
+            let mut pending = vec![dir.clone()];
+            while let Some(dir) = pending.pop() {
+                let Ok(os) = crate::paths::os_path(&dir) else {
+                    return true;
+                };
+                let Ok(entries) = std::fs::read_dir(self.project().join(os)) else {
+                    return true; // (what cannot be read stays)
+                };
+                for entry in entries {
+                    let Ok(entry) = entry else { return true };
+                    let name = entry.file_name();
+                    let Ok(name) = gix::path::os_str_into_bstr(&name) else {
+                        return true;
+                    };
+                    let mut path = dir.clone();
+                    path.push(b'/');
+                    path.extend_from_slice(name);
+                    match entry.file_type() {
+                        Ok(kind) if kind.is_dir() => pending.push(path),
+                        Ok(_) if deleted.contains(path.as_slice()) => {}
+                        _ => return true,
+                    }
+                }
+            }
+            false
+        };
+        before.iter().filter(|p| left_in(p)).cloned().collect()
+    }
+
     /// Those of `conflicts` (left alone while planning) where `force` would leave them too: a
     /// directory or a special file stands there. Costs an `lstat` each.
     fn in_the_way(&self, conflicts: &[BString]) -> Vec<BString> {
@@ -4607,10 +4657,9 @@ impl Locked<'_> {
             index,
             partners: partners.clone(),
         };
-        // (In the way as it is before the run, which may make a directory there, r110.)
         let in_the_way_before = self.in_the_way(&conflicts);
         let finish = |outcome: &mut RestoreOutcome| {
-            let mut in_the_way = in_the_way_before.clone();
+            let mut in_the_way = self.still_in_the_way(&in_the_way_before, outcome);
             in_the_way.append(&mut outcome.in_the_way);
             outcome.in_the_way = in_the_way;
             let mut all = conflicts.clone();

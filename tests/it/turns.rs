@@ -3023,3 +3023,90 @@ fn a_directory_the_undo_itself_makes_is_not_reported_in_the_way() {
     }
     assert_eq!(p.read("a/f"), b"inner\n");
 }
+
+/// The hunt of stop 58 (r111 (4)): the user made file `f` between turns, turn 2 made it a
+/// directory holding `f/x`. Undoing from turn 1 deletes `f/x` and so the directory, and
+/// leaves `f` alone (the user's): `in_the_way` named `f`, where the run itself had emptied and
+/// removed the only thing that stood.
+#[test]
+fn a_directory_the_undo_itself_removes_is_not_reported_in_the_way() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("z", "z\n");
+    begin(&p, "s", "1");
+    p.file("z", "z\nmore\n");
+    end(&p, "s", "1");
+    p.file("f", "USER\n");
+    begin(&p, "s", "2");
+    p.remove("f").file("f/x", "x\n");
+    end(&p, "s", "2");
+    let args = ["undo", "--session", "s", "--turn", "1"];
+    let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
+    let real = rwj(&p, &args);
+    assert_eq!(real["deleted"], serde_json::json!(["f/x"]), "{real}");
+    assert_eq!(real["conflicts"], serde_json::json!(["f"]), "{real}");
+    assert!(!p.join("f").exists(), "nothing stands at f: {real}");
+    let in_the_way = real.get("in_the_way").cloned();
+    assert!(
+        in_the_way.is_none() || in_the_way == Some(serde_json::json!([])),
+        "the run removed what stood at f: {real}"
+    );
+    assert_eq!(dry["conflicts"], real["conflicts"]);
+    assert_eq!(dry.get("in_the_way"), real.get("in_the_way"), "{dry}");
+}
+
+/// The hunt of stop 58 (r111 (1)): the user made a file between turns, a later turn moved it.
+/// An undo from the first turn deleted its new name and left its old one alone (the user's):
+/// the user's bytes were in no file of the project. A moved file is undone under both names
+/// or left alone under both.
+#[test]
+fn a_users_file_a_later_turn_moved_is_left_alone_under_both_names() {
+    let sb = Sandbox::new();
+    for shape in [
+        "moved",
+        "moved, a directory at its old name",
+        "moved out of a directory",
+    ] {
+        let p = sb.project(&format!("proj-{}", shape.replace([' ', ','], "-")));
+        let (user, moved_to) = match shape {
+            "moved out of a directory" => {
+                p.file("f", "A\n");
+                begin(&p, "s", "1");
+                p.file("f", "A\nmore\n");
+                end(&p, "s", "1");
+                p.remove("f").file("f/u", "U\n");
+                begin(&p, "s", "2");
+                fs::rename(p.join("f/u"), p.join("g")).unwrap();
+                fs::remove_dir(p.join("f")).unwrap();
+                ("U\n", "g")
+            }
+            _ => {
+                p.file("z", "z\n");
+                begin(&p, "s", "1");
+                p.file("z", "z\nmore\n");
+                end(&p, "s", "1");
+                p.file("notes.txt", "my notes\n");
+                begin(&p, "s", "2");
+                fs::create_dir(p.join("old")).unwrap();
+                fs::rename(p.join("notes.txt"), p.join("old/notes.txt")).unwrap();
+                if shape.contains("directory at its old name") {
+                    p.file("notes.txt/d/f", "n\n");
+                }
+                ("my notes\n", "old/notes.txt")
+            }
+        };
+        end(&p, "s", "2");
+        let args = ["undo", "--session", "s", "--turn", "1"];
+        let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
+        let real = rwj(&p, &args);
+        assert_eq!(p.read(moved_to), user.as_bytes(), "{shape}: {real}");
+        let conflicts = real["conflicts"].as_array().unwrap();
+        assert!(
+            conflicts.iter().any(|c| c == moved_to),
+            "{shape}: the new name is left alone and said so: {real}"
+        );
+        for key in ["written", "deleted", "conflicts"] {
+            assert_eq!(dry[key], real[key], "{shape}: {key}");
+        }
+    }
+}
