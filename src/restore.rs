@@ -498,6 +498,12 @@ impl Locked<'_> {
             blocked.push(matches!(action, Action::Conflict | Action::Kept));
             actions.push(action);
         }
+        // Two writes, one below the other (a plan of merges can hold a file back at `f` and, at
+        // `f/u`, a file a turn moved out of a directory `f`): neither is written (r111 (3)).
+        for n in writes_one_below_another(&plan, &actions) {
+            actions[n] = Action::Conflict;
+            blocked[n] = true;
+        }
         // Until nothing more is left alone: a moved file's other names with a blocked one, and
         // a write through or in place of a path that stays with them (r109).
         let deleting: Vec<bool> = actions
@@ -1161,6 +1167,29 @@ fn writes_over_staying_paths(plan: &Plan, deleting: &[bool], actions: &[Action])
             let path = step.path.as_bstr();
             matches!(action, Action::Write | Action::SaveAndWrite(_))
                 && (above.contains(path) || ancestors(path).any(|dir| staying.contains(dir)))
+        })
+        .map(|(n, _)| n)
+        .collect()
+}
+
+/// The writes (by step) at a path another write's path is below, and those below it. Costs a
+/// set of the written paths and a lookup per ancestor of each.
+fn writes_one_below_another(plan: &Plan, actions: &[Action]) -> Vec<usize> {
+    let is_write = |action: &Action| matches!(action, Action::Write | Action::SaveAndWrite(_));
+    let written: HashSet<&BStr> = (plan.steps.iter().zip(actions))
+        .filter(|(_, action)| is_write(action))
+        .map(|(step, _)| step.path.as_bstr())
+        .collect();
+    let over: HashSet<&BStr> = written
+        .iter()
+        .flat_map(|path| ancestors(path))
+        .filter(|dir| written.contains(dir))
+        .collect();
+    (plan.steps.iter().zip(actions).enumerate())
+        .filter(|(_, (step, action))| {
+            let path = step.path.as_bstr();
+            is_write(action)
+                && (over.contains(path) || ancestors(path).any(|dir| over.contains(dir)))
         })
         .map(|(n, _)| n)
         .collect()

@@ -1445,6 +1445,18 @@ impl Store {
         if options.only {
             return locked.undo_alone(session, &records[start], only, options);
         }
+        // (From a turn an undo rolled back with an earlier one: its "before" holds the earlier
+        // turn's work, which it would write back, r111 (2). One with none before it rolled back
+        // runs again, as after a kill.)
+        for earlier in &records[..start] {
+            if locked
+                .ref_target(&turn_ref(session, "rolled-back", &earlier.turn)?)?
+                .is_some()
+            {
+                locked.refuse_undone_already(session, &records[start])?;
+                break;
+            }
+        }
         let undone = &records[start..];
         let (current, index) = locked.current(options.dry_run)?;
         let repo = locked.repo();
@@ -1753,6 +1765,23 @@ impl Store {
         let (mut outcome, unrecorded) = locked.apply_recorded(session, plan, &record)?;
         finish(&mut outcome);
         Ok(ChainRun::Undo.outcome(outcome, unrecorded))
+    }
+
+    /// Refuses an undo of (or from) `record` when an undo rolled it back whole and no redo
+    /// gave it back. Costs a ref read, and when it is rolled back a commit read per commit of
+    /// the session's chain.
+    fn refuse_undone_already(&self, session: &str, record: &Record) -> Result<()> {
+        let marker = turn_ref(session, "rolled-back", &record.turn)?;
+        if self.ref_target(&marker)?.is_some()
+            && !self.turns_undone_in_part(session)?.contains(&record.turn)
+        {
+            return Err(Error::Turn {
+                session: session.into(),
+                turn: record.turn.clone(),
+                reason: "is undone already (redo it first)",
+            });
+        }
+        Ok(())
     }
 
     /// Open turn `record` with the "before" its latest redo gave it (`Rewind-Reopened:`), if a
@@ -4494,15 +4523,7 @@ impl Locked<'_> {
         options: &UndoOptions,
     ) -> Result<RestoreOutcome> {
         let marker = turn_ref(session, "rolled-back", &record.turn)?;
-        if self.ref_target(&marker)?.is_some()
-            && !self.turns_undone_in_part(session)?.contains(&record.turn)
-        {
-            return Err(Error::Turn {
-                session: session.into(),
-                turn: record.turn.clone(),
-                reason: "is undone already (redo it first)",
-            });
-        }
+        self.refuse_undone_already(session, record)?;
         let (current, index) = self.current(options.dry_run)?;
         let repo = self.repo();
         let mut paths = Vec::new();

@@ -2262,8 +2262,12 @@ fn a_turn_undone_while_open_cannot_be_ended_and_credited_with_the_undo() {
     let run = rw(&p, &["--json", "turn", "end", "--session=s", "--turn=2"]);
     assert_eq!(run.code(), Some(1), "{run}");
     assert_eq!(one_json(&run)["error"]["code"], "turn_state", "{run}");
-    let o = rwj(&p, &["undo", "--session=s", "--turn=2"]);
-    assert_eq!(p.read("x"), b"base\n", "turn 1's change stays undone: {o}");
+    // (Turn 2 is undone already: an undo from it is refused, as `--only` refuses it, r111
+    // (2).)
+    let run = rw(&p, &["--json", "undo", "--session=s", "--turn=2"]);
+    assert_eq!(run.code(), Some(1), "{run}");
+    assert_eq!(one_json(&run)["error"]["code"], "turn_state", "{run}");
+    assert_eq!(p.read("x"), b"base\n", "turn 1's change stays undone");
 }
 
 #[test]

@@ -3110,3 +3110,85 @@ fn a_users_file_a_later_turn_moved_is_left_alone_under_both_names() {
         }
     }
 }
+
+/// The hunt of stop 58 (r111 (2)): `undo --turn 1` rolled back turns 1 and 2; `undo --turn 2`
+/// then wrote turn 2's "before" (turn 1's bytes) over the project, while `turns` still listed
+/// turn 1 rolled back. Refused now, as `--only` refuses a turn undone already; after a redo
+/// the same undo runs.
+#[test]
+fn an_undo_from_a_turn_undone_already_is_refused() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f", "A\n");
+    for (turn, text) in [("1", "B\n"), ("2", "C\n")] {
+        begin(&p, "s", turn);
+        p.file("f", text);
+        end(&p, "s", turn);
+    }
+    rwj(&p, &["undo", "--session", "s", "--turn", "1"]);
+    assert_eq!(p.read("f"), b"A\n");
+    let tree = p.track();
+    for extra in [&[][..], &["--file", "f"], &["--dry-run"]] {
+        let args = [&["undo", "--session", "s", "--turn", "2"][..], extra].concat();
+        assert_eq!(expect_error(&p, &args), "turn_state", "{extra:?}");
+        let message = rw(&p, &args).stderr;
+        assert!(message.contains("undone already"), "{message}");
+        assert_eq!(p.read("f"), b"A\n", "{extra:?}: nothing written");
+    }
+    assert_eq!(p.track(), tree);
+    rwj(&p, &["redo", "--session", "s"]);
+    assert_eq!(p.read("f"), b"C\n");
+    let undone = rwj(&p, &["undo", "--session", "s", "--turn", "2"]);
+    assert_eq!(undone["written"], serde_json::json!(["f"]), "{undone}");
+    assert_eq!(p.read("f"), b"B\n");
+}
+
+/// The hunt of stop 58 (r111 (3)): turn 1 edited file `f`, the user made `f` a directory
+/// holding `f/u`, turn 2 moved `f/u` to `g` and removed `f`. `undo --merge --force` from turn
+/// 1 planned both a file at `f` and `f/u` back: the dry run said both would be written, the
+/// real run wrote `f/u` and failed on `f` (exit 1). Two writes, one below the other, are
+/// left alone now (and the move's other name with them), the same in both runs.
+#[test]
+fn a_plan_that_writes_a_file_and_a_path_below_it_leaves_both_alone() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f", "o1\no2\n");
+    begin(&p, "s", "1");
+    p.file("f", "o1\no2\nmore\n");
+    end(&p, "s", "1");
+    p.remove("f").file("f/u", "u1\nu2\n");
+    begin(&p, "s", "2");
+    fs::rename(p.join("f/u"), p.join("g")).unwrap();
+    fs::remove_dir(p.join("f")).unwrap();
+    end(&p, "s", "2");
+    let tree = p.track();
+    let args = [
+        "undo",
+        "--session",
+        "s",
+        "--turn",
+        "1",
+        "--merge",
+        "--force",
+    ];
+    let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
+    let real = rwj(&p, &args);
+    for (run, outcome) in [("dry run", &dry), ("real run", &real)] {
+        assert_eq!(outcome["failed"], serde_json::json!([]), "{run}: {outcome}");
+        assert_eq!(
+            outcome["written"],
+            serde_json::json!([]),
+            "{run}: {outcome}"
+        );
+        let mut conflicts: Vec<&str> = outcome["conflicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c.as_str())
+            .collect();
+        conflicts.sort_unstable();
+        assert_eq!(conflicts, ["f", "f/u", "g"], "{run}: {outcome}");
+    }
+    assert_eq!(p.read("g"), b"u1\nu2\n");
+    assert_eq!(p.track(), tree, "nothing changed");
+}
