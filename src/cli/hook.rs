@@ -83,6 +83,42 @@ struct Payload {
     turn_id: Option<String>,
 }
 
+/// The payload's bytes from `input`: up to its end, or to the end of the JSON object it
+/// starts with (a runner may keep the pipe open after writing it: the hook must not wait for
+/// its end). Costs a parse of what was read each time a read ends in `}`.
+fn read_one_object(input: &mut impl Read) -> Result<Vec<u8>, String> {
+    let mut text = Vec::new();
+    let mut chunk = vec![0; 64 << 10];
+    loop {
+        let read = match input.read(&mut chunk) {
+            Ok(0) => return Ok(text),
+            Ok(read) => read,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(format!("reading the payload on stdin: {err}")),
+        };
+        text.extend_from_slice(&chunk[..read]);
+        if text.len() as u64 > MAX_PAYLOAD {
+            return Err(format!(
+                "the payload on stdin is over {} MiB: not read",
+                MAX_PAYLOAD >> 20
+            ));
+        }
+        let ends_an_object = text.trim_ascii_end().last() == Some(&b'}');
+        if ends_an_object && parsed(&text).is_ok() {
+            return Ok(text);
+        }
+    }
+}
+
+/// `text` as JSON. A lone surrogate (`\ud800`, from a prompt cut inside a pair) is JSON
+/// serde_json refuses: it becomes U+FFFD, so that the turn is still recorded.
+fn parsed(text: &[u8]) -> serde_json::Result<Value> {
+    serde_json::from_slice(text).or_else(|err| match rewind::lone_surrogates_replaced(text) {
+        Some(lossy) => serde_json::from_slice(&lossy),
+        None => Err(err),
+    })
+}
+
 /// Run the hook: read the payload, begin or end a turn; exit 0 whatever happens.
 pub(crate) fn run(agent: Agent, global: &Global) -> ExitCode {
     // A panic's message goes into the one line below, not onto stderr by itself.
@@ -114,19 +150,9 @@ pub(crate) fn run(agent: Agent, global: &Global) -> ExitCode {
 
 /// The payload on stdin, checked for what every event needs.
 fn read_payload(agent: Agent) -> Result<Payload, String> {
-    let mut text = Vec::new();
-    std::io::stdin()
-        .take(MAX_PAYLOAD)
-        .read_to_end(&mut text)
-        .map_err(|err| format!("reading the payload on stdin: {err}"))?;
-    // A lone surrogate (`\ud800`, from a prompt cut inside a pair) is JSON serde_json refuses:
-    // it becomes U+FFFD, so that the turn is still recorded.
-    let value: Value = serde_json::from_slice(&text)
-        .or_else(|err| match rewind::lone_surrogates_replaced(&text) {
-            Some(lossy) => serde_json::from_slice(&lossy),
-            None => Err(err),
-        })
-        .map_err(|err| format!("the payload on stdin is not JSON: {err}"))?;
+    let text = read_one_object(&mut std::io::stdin().lock())?;
+    let value: Value =
+        parsed(&text).map_err(|err| format!("the payload on stdin is not JSON: {err}"))?;
     let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
     let event = text("hook_event_name")
         .ok_or("the payload has no hook_event_name: not a hook payload of this agent")?;
@@ -203,6 +229,16 @@ fn handle_turns(
     // prompt running rewind's own command leaves it to its undo, which refuses one that changed
     // files (what changed since the interrupt may be the user's).
     let left_open = open_turn(&turns);
+    // (A stop that names another turn than the open one, Codex's `turn_id`, is a late stop of
+    // an earlier turn: it ends nothing.)
+    let late_stop = event == Some(Event::Stop)
+        && left_open.is_some_and(|turn| {
+            let named = turn.meta.get("turn_id");
+            payload.turn_id.is_some() && named.is_some() && named != payload.turn_id.as_ref()
+        });
+    if late_stop {
+        return Ok(());
+    }
     if let Some(turn) = left_open.filter(|_| !prompt.is_some_and(runs_rewind_command)) {
         end_turn(agent, global, store, &payload.session, turn)?;
     }

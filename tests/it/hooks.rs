@@ -8,6 +8,7 @@
 
 use std::ffi::OsStr;
 use std::fs;
+use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 
@@ -619,6 +620,86 @@ fn codex_prompt_and_stop_are_a_turn_with_codex_turn_id() {
         "019d036e-3164-72c3-a170-98925564c4fc"
     );
     assert!(rows[0]["meta"].get("transcript_path").is_none());
+}
+
+/// The hunt of stop 58: Codex names each hook's turn (`turn_id`). A stop of turn `t1` that
+/// came after the prompt of `t2` ended turn 2 early; the real stop of `t2` then found no turn
+/// open, and the agent's edits in between were in no turn. A stop naming another turn than
+/// the open one ends nothing now.
+#[test]
+fn a_late_codex_stop_of_an_earlier_turn_ends_nothing() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    let payload = |event: &str, turn: &str| {
+        let mut payload = json!({
+            "session_id": "codex-1",
+            "turn_id": turn,
+            "transcript_path": null,
+            "cwd": p.path,
+            "hook_event_name": event,
+        });
+        match event {
+            "Stop" => payload["stop_hook_active"] = json!(false),
+            _ => payload["prompt"] = json!("edit a"),
+        }
+        payload
+    };
+    hook(&p, "codex", &payload("UserPromptSubmit", "t1"));
+    shell(&p, "printf '2\\n' > a.txt");
+    hook(&p, "codex", &payload("UserPromptSubmit", "t2"));
+    shell(&p, "printf '3\\n' > a.txt");
+    hook(&p, "codex", &payload("Stop", "t1"));
+    shell(&p, "printf '4\\n' > a.txt");
+    assert_eq!(
+        shape(&turns(&p, &["--session", "codex-1"])),
+        [("1".into(), true), ("2".into(), false)],
+        "turn 2 stays open"
+    );
+    hook(&p, "codex", &payload("Stop", "t2"));
+    let rows = turns(&p, &["--session", "codex-1"]);
+    assert_eq!(shape(&rows), [("1".into(), true), ("2".into(), true)]);
+    p.rewind(["undo", "--session", "codex-1", "--last"])
+        .assert_success();
+    assert_eq!(
+        text(&p, "a.txt").as_deref(),
+        Some("2\n"),
+        "turn 2's edits, all of them, undone"
+    );
+}
+
+/// The hunt of stop 58: a runner that writes the payload and keeps the pipe open. The hook
+/// read to the end of its stdin, so it waited until the runner's timeout killed it; it reads
+/// one JSON object now.
+#[test]
+fn a_hook_whose_stdin_stays_open_after_the_payload_does_not_wait_for_its_end() {
+    let sb = Sandbox::new();
+    let p = sb.project("p");
+    p.file("a.txt", "1\n");
+    let mut cmd = p.sb.rewind_command(["hook", "claude-code"]);
+    cmd.current_dir(&p.path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let payload = claude_prompt(&p, "chat-1", "edit a").to_string();
+    stdin.write_all(payload.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    // The pipe stays open (`stdin` lives on) while the hook runs: `finish` fails the test if
+    // it does not exit by the deadline.
+    let run = finish(
+        child,
+        DEFAULT_DEADLINE,
+        "rewind hook claude-code, stdin left open",
+    );
+    drop(stdin);
+    assert_eq!(run.code(), Some(0), "{run}");
+    assert_eq!(run.stderr, "", "{run}");
+    assert_eq!(
+        shape(&turns(&p, &["--session", "chat-1"])),
+        [("1".into(), false)]
+    );
 }
 
 #[test]
