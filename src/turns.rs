@@ -1445,18 +1445,7 @@ impl Store {
         if options.only {
             return locked.undo_alone(session, &records[start], only, options);
         }
-        // (From a turn an undo rolled back with an earlier one: its "before" holds the earlier
-        // turn's work, which it would write back, r111 (2). One with none before it rolled back
-        // runs again, as after a kill.)
-        for earlier in &records[..start] {
-            if locked
-                .ref_target(&turn_ref(session, "rolled-back", &earlier.turn)?)?
-                .is_some()
-            {
-                locked.refuse_undone_already(session, &records[start])?;
-                break;
-            }
-        }
+        locked.refuse_undone_with_an_earlier_turn(session, &records, start)?;
         let undone = &records[start..];
         let (current, index) = locked.current(options.dry_run)?;
         let repo = locked.repo();
@@ -1491,15 +1480,15 @@ impl Store {
         let last_after = undone[undone.len() - 1].after.unwrap_or(current);
         let moves = tree_changes(&repo, self.reads(), target, last_after)?;
         let mut partners = rename_partners(&repo, &moves, &touched, false)?;
-        // And each turn's own: a file someone made between turns that a later turn moved has
-        // no name in the target (r111 (1): its new name was deleted, its old one left alone).
-        if undone.len() > 1 {
-            for record in undone {
-                let after = record.after.unwrap_or(current);
-                let moved = tree_changes(&repo, self.reads(), record.before, after)?;
-                for (a, b) in rename_partners(&repo, &moved, &touched, false)? {
-                    link(&mut partners, &a, &b);
-                }
+        // And each turn's own, as `git diff -B -M` pairs them (files swapped; `mv f g` and a new
+        // `f`), as an undo of one turn alone does: a file someone made between turns that a
+        // later turn moved has no name in the target, and a rewritten name pairs with no other
+        // name there (r111 (1): one name deleted or written, the other left alone).
+        for record in undone {
+            let after = record.after.unwrap_or(current);
+            let moved = tree_changes(&repo, self.reads(), record.before, after)?;
+            for (a, b) in rename_partners(&repo, &moved, &touched, true)? {
+                link(&mut partners, &a, &b);
             }
         }
         keep_below(&mut touched, only.as_ref(), &partners, session)?;
@@ -1767,19 +1756,47 @@ impl Store {
         Ok(ChainRun::Undo.outcome(outcome, unrecorded))
     }
 
-    /// Refuses an undo of (or from) `record` when an undo rolled it back whole and no redo
-    /// gave it back. Costs a ref read, and when it is rolled back a commit read per commit of
-    /// the session's chain.
+    /// Refuses an undo of `record` alone when an undo rolled it back whole and no redo gave it
+    /// back. Costs a ref read, and when it is rolled back a commit read per commit of the
+    /// session's chain.
     fn refuse_undone_already(&self, session: &str, record: &Record) -> Result<()> {
         let marker = turn_ref(session, "rolled-back", &record.turn)?;
         if self.ref_target(&marker)?.is_some()
             && !self.turns_undone_in_part(session)?.contains(&record.turn)
         {
-            return Err(Error::Turn {
-                session: session.into(),
-                turn: record.turn.clone(),
-                reason: "is undone already (redo it first)",
-            });
+            return Err(undone_already(session, record));
+        }
+        Ok(())
+    }
+
+    /// Refuses an undo from `records[start]` when the undo that rolled it back (and no redo
+    /// gave back) rolled back an earlier turn too: its "before" holds that turn's work, which
+    /// it would write back (r111 (2): `undo --turn 1`, then `undo --turn 2` wrote turn 1's
+    /// bytes back, turn 1 still rolled back; also when that undo left files alone). That undo
+    /// is taken again from its first turn. Costs a ref read per turn up to `start`, and when
+    /// one is rolled back a commit read per commit of the session's chain.
+    fn refuse_undone_with_an_earlier_turn(
+        &self,
+        session: &str,
+        records: &[Record],
+        start: usize,
+    ) -> Result<()> {
+        let rolled_back = |record: &Record| -> Result<bool> {
+            let marker = turn_ref(session, "rolled-back", &record.turn)?;
+            Ok(self.ref_target(&marker)?.is_some())
+        };
+        if !rolled_back(&records[start])? {
+            return Ok(());
+        }
+        let by = self.turns_undone_in_part(session)?.rolled_back_by;
+        let undo_of = |record: &Record| by.get(&record.turn).map(|(undo, _)| *undo);
+        for earlier in &records[..start] {
+            if undo_of(earlier).is_some()
+                && undo_of(earlier) == undo_of(&records[start])
+                && rolled_back(earlier)?
+            {
+                return Err(undone_already(session, &records[start]));
+            }
         }
         Ok(())
     }
@@ -2061,18 +2078,29 @@ impl Store {
                 || (options.force && in_part.left_alone.contains_key(turn))
         };
         let mut last = None;
-        for record in self.session_records(session)? {
+        let records = self.session_records(session)?;
+        for record in &records {
             let rolled_back = self
                 .ref_target(&turn_ref(session, "rolled-back", &record.turn)?)?
                 .is_some();
             if !rolled_back || again(&record.turn) {
-                last = Some(record.turn);
+                last = Some(record.turn.clone());
             }
         }
-        let turn = last.ok_or_else(|| Error::NothingLeft {
+        let mut turn = last.ok_or_else(|| Error::NothingLeft {
             session: session.into(),
             what: "turn left to undo".into(),
         })?;
+        // One an undo rolled back in part is taken again from that undo's first turn: from a
+        // later one, its "before" holds the earlier turns' work (r111 (2)).
+        if let Some((undo, _)) = in_part.rolled_back_by.get(&turn).filter(|_| again(&turn)) {
+            let first = records
+                .iter()
+                .find(|r| in_part.rolled_back_by.get(&r.turn).map(|(u, _)| u) == Some(undo));
+            if let Some(first) = first {
+                turn = first.turn.clone();
+            }
+        }
         let options = UndoOptions {
             turn: Some(turn),
             ..options.clone()
@@ -4244,6 +4272,15 @@ fn pair_conflicts(
     });
 }
 
+/// The error for an undo of `record`, a turn undone already.
+fn undone_already(session: &str, record: &Record) -> Error {
+    Error::Turn {
+        session: session.into(),
+        turn: record.turn.clone(),
+        reason: "is undone already (redo it first)",
+    }
+}
+
 /// Append a `key` line per path (percent-encoded) to a commit message.
 fn push_path_lines(message: &mut String, key: &str, paths: &[BString]) {
     for path in paths {
@@ -4462,18 +4499,25 @@ impl Locked<'_> {
 
     /// Those of `before` (what [`Self::in_the_way`] said before the run of `outcome`) that
     /// stand after it: not a directory the run emptied by its deletions, and so removed (a dry
-    /// run tells what its deletions would leave), r111 (4). Costs an `lstat` each, and for a
-    /// dry run a walk of each such directory.
+    /// run tells what its deletions would leave: r111 (4), r113 (3)). Costs an `lstat` each,
+    /// and for a dry run a walk of each such directory.
     fn still_in_the_way(&self, before: &[BString], outcome: &RestoreOutcome) -> Vec<BString> {
         if !outcome.dry_run {
             let now = self.in_the_way(before);
             return before.iter().filter(|p| now.contains(p)).cloned().collect();
         }
         let deleted: HashSet<&[u8]> = outcome.deleted.iter().map(|p| p.as_slice()).collect();
-        let left_in = |dir: &BString| -> bool {
-            let mut pending = vec![dir.clone()];
-            while let Some(dir) = pending.pop() {
-                let Ok(os) = crate::paths::os_path(&dir) else {
+        // A directory goes when the run's deletions empty it: it holds something, and each
+        // thing in it is a file deleted or a directory that goes (an empty one stays).
+        // Walked without recursion; a parent is listed before its subdirectories.
+        let stays = |top: &BString| -> bool {
+            let mut dirs: Vec<(BString, usize)> = vec![(top.clone(), 0)];
+            let (mut holds, mut kept) = (vec![false], vec![false]);
+            let mut next = 0;
+            while next < dirs.len() {
+                let here = next;
+                next += 1;
+                let Ok(os) = crate::paths::os_path(&dirs[here].0) else {
                     return true;
                 };
                 let Ok(entries) = std::fs::read_dir(self.project().join(os)) else {
@@ -4485,19 +4529,29 @@ impl Locked<'_> {
                     let Ok(name) = gix::path::os_str_into_bstr(&name) else {
                         return true;
                     };
-                    let mut path = dir.clone();
+                    let mut path = dirs[here].0.clone();
                     path.push(b'/');
                     path.extend_from_slice(name);
+                    holds[here] = true;
                     match entry.file_type() {
-                        Ok(kind) if kind.is_dir() => pending.push(path),
+                        Ok(kind) if kind.is_dir() => {
+                            dirs.push((path, here));
+                            holds.push(false);
+                            kept.push(false);
+                        }
                         Ok(_) if deleted.contains(path.as_slice()) => {}
-                        _ => return true,
+                        _ => kept[here] = true,
                     }
                 }
             }
-            false
+            for n in (1..dirs.len()).rev() {
+                if kept[n] || !holds[n] {
+                    kept[dirs[n].1] = true;
+                }
+            }
+            kept[0] || !holds[0]
         };
-        before.iter().filter(|p| left_in(p)).cloned().collect()
+        before.iter().filter(|p| stays(p)).cloned().collect()
     }
 
     /// Those of `conflicts` (left alone while planning) where `force` would leave them too: a

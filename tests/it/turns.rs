@@ -3192,3 +3192,131 @@ fn a_plan_that_writes_a_file_and_a_path_below_it_leaves_both_alone() {
     assert_eq!(p.read("g"), b"u1\nu2\n");
     assert_eq!(p.track(), tree, "nothing changed");
 }
+
+/// The hunt of stop 58, after r111 (1)'s fix (r113 (1)): a turn that moved the user's file and
+/// put a new file at its old name, or swapped the user's file with another, paired neither
+/// name in a range undo (a turn's diff shows them rewritten, not moved): one name was deleted
+/// or written, the other left alone, and the user's bytes were in no file of the project.
+/// Paired now as `git diff -B -M` pairs them, as an undo of the turn alone does.
+#[test]
+fn a_users_file_a_turn_moved_aside_or_swapped_is_left_alone_under_both_names() {
+    let sb = Sandbox::new();
+    for shape in ["moved, a new file at its name", "swapped by a later turn"] {
+        let p = sb.project(&format!("proj-{}", shape.replace([' ', ','], "-")));
+        let user = "my notes\nline2\nline3\n";
+        let holder = match shape {
+            "swapped by a later turn" => {
+                p.file("z", "z\n").file("g", "G1\nG2\nG3\n");
+                begin(&p, "s", "1");
+                p.file("z", "z\nmore\n");
+                end(&p, "s", "1");
+                p.file("notes", user);
+                begin(&p, "s", "2");
+                fs::rename(p.join("notes"), p.join("t")).unwrap();
+                fs::rename(p.join("g"), p.join("notes")).unwrap();
+                fs::rename(p.join("t"), p.join("g")).unwrap();
+                end(&p, "s", "2");
+                "g"
+            }
+            _ => {
+                p.file("notes", user);
+                begin(&p, "s", "1");
+                fs::rename(p.join("notes"), p.join("x")).unwrap();
+                p.file("notes", "agent\nnew\nnotes\n");
+                end(&p, "s", "1");
+                p.file("notes", "agent\nnew\nnotes\nuser edit\n");
+                "x"
+            }
+        };
+        let args = ["undo", "--session", "s", "--turn", "1"];
+        let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
+        let real = rwj(&p, &args);
+        assert_eq!(p.read(holder), user.as_bytes(), "{shape}: {real}");
+        let conflicts = real["conflicts"].as_array().unwrap();
+        for name in ["notes", holder] {
+            assert!(
+                conflicts.iter().any(|c| c == name),
+                "{shape}: {name}: {real}"
+            );
+        }
+        assert_eq!(dry["conflicts"], real["conflicts"], "{shape}");
+    }
+}
+
+/// The hunt of stop 58 (r113 (2)): `undo --turn 2` rolled back turns 2 and 3 and left the
+/// user's edit of turn 3's file alone. An undo from turn 3 then ran (the turn counted as undone
+/// in part) and wrote turn 3's "before", turn 2's line back; `undo --last --force` did the
+/// same. Refused now, and `--last --force` takes that undo again from turn 2.
+#[test]
+fn an_undo_from_a_turn_an_undo_rolled_back_in_part_with_an_earlier_one_is_refused() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "0\n");
+    let mut text = String::from("0\n");
+    for turn in ["1", "2", "3"] {
+        begin(&p, "s", turn);
+        text.push_str(&format!("{turn}\n"));
+        p.file("a", &text)
+            .file(format!("f{turn}"), format!("{turn}\n"));
+        end(&p, "s", turn);
+    }
+    p.file("f3", "user\n");
+    let first = rwj(&p, &["undo", "--session", "s", "--turn", "2"]);
+    assert_eq!(first["conflicts"], serde_json::json!(["f3"]), "{first}");
+    assert_eq!(p.read("a"), b"0\n1\n");
+    for extra in [&[][..], &["--file", "a"]] {
+        let args = [&["undo", "--session", "s", "--turn", "3"][..], extra].concat();
+        assert_eq!(expect_error(&p, &args), "turn_state", "{extra:?}");
+        assert_eq!(p.read("a"), b"0\n1\n", "{extra:?}: nothing written");
+    }
+    let forced = rwj(&p, &["undo", "--session", "s", "--last", "--force"]);
+    assert_eq!(
+        forced["hash"], first["hash"],
+        "the same undo, from turn 2: {forced}"
+    );
+    assert_eq!(p.read("a"), b"0\n1\n", "turn 2's line stays out: {forced}");
+    assert!(!p.join("f3").exists(), "forced: {forced}");
+}
+
+/// The hunt of stop 58 (r113 (3)): an empty directory at a conflicted path (the user's), or
+/// one the run's deletions leave holding an empty directory: the real run listed it in
+/// `in_the_way`, the dry run (which took any directory holding no file but deleted ones for
+/// gone) did not.
+#[test]
+fn a_directory_the_run_leaves_standing_is_in_the_way_in_the_dry_run_too() {
+    let sb = Sandbox::new();
+    for shape in ["empty", "holding an empty directory"] {
+        let p = sb.project(&format!("proj-{}", shape.replace(' ', "-")));
+        match shape {
+            "empty" => {
+                p.file("f", "hello\n");
+                begin(&p, "s", "1");
+                p.file("f", "hello\nmore\n");
+                end(&p, "s", "1");
+                p.remove("f");
+                fs::create_dir(p.join("f")).unwrap();
+            }
+            _ => {
+                p.file("z", "z\n");
+                begin(&p, "s", "1");
+                p.file("z", "z\nmore\n");
+                end(&p, "s", "1");
+                p.file("f", "USER\n");
+                begin(&p, "s", "2");
+                p.remove("f").file("f/x", "x\n");
+                fs::create_dir(p.join("f/e")).unwrap();
+                end(&p, "s", "2");
+            }
+        }
+        let args = ["undo", "--session", "s", "--turn", "1"];
+        let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
+        let real = rwj(&p, &args);
+        assert!(p.join("f").is_dir(), "{shape}: {real}");
+        assert_eq!(
+            real["in_the_way"],
+            serde_json::json!(["f"]),
+            "{shape}: {real}"
+        );
+        assert_eq!(dry["in_the_way"], real["in_the_way"], "{shape}: {dry}");
+    }
+}
