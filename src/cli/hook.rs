@@ -85,10 +85,11 @@ struct Payload {
 
 /// The payload's bytes from `input`: up to its end, or to the end of the JSON object it
 /// starts with (a runner may keep the pipe open after writing it: the hook must not wait for
-/// its end). Costs a parse of what was read each time a read ends in `}`.
+/// its end). Costs one pass over the bytes ([`ObjectEnd`]).
 fn read_one_object(input: &mut impl Read) -> Result<Vec<u8>, String> {
     let mut text = Vec::new();
     let mut chunk = vec![0; 64 << 10];
+    let mut end = ObjectEnd::default();
     loop {
         let read = match input.read(&mut chunk) {
             Ok(0) => return Ok(text),
@@ -103,10 +104,49 @@ fn read_one_object(input: &mut impl Read) -> Result<Vec<u8>, String> {
                 MAX_PAYLOAD >> 20
             ));
         }
-        let ends_an_object = text.trim_ascii_end().last() == Some(&b'}');
-        if ends_an_object && parsed(&text).is_ok() {
+        if let Some(at) = end.found_in(&chunk[..read]) {
+            // (What follows the object, if anything, is not the payload's.)
+            text.truncate(text.len() - read + at);
             return Ok(text);
         }
+    }
+}
+
+/// Where a JSON object that the bytes start with ends: the braces outside strings counted,
+/// chunk by chunk. (Whether it is JSON is for the parser to say.)
+#[derive(Default)]
+struct ObjectEnd {
+    depth: usize,
+    began: bool,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl ObjectEnd {
+    /// Where in `chunk` (the bytes after those seen so far) the object ends: the offset just
+    /// past its closing brace.
+    fn found_in(&mut self, chunk: &[u8]) -> Option<usize> {
+        for (at, &byte) in chunk.iter().enumerate() {
+            match (self.in_string, self.escaped, byte) {
+                (true, true, _) => self.escaped = false,
+                (true, false, b'\\') => self.escaped = true,
+                (true, false, b'"') => self.in_string = false,
+                (true, false, _) => {}
+                (false, _, b'"') => self.in_string = true,
+                (false, _, b'{') => {
+                    self.depth += 1;
+                    self.began = true;
+                }
+                (false, _, b'}') => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.began && self.depth == 0 {
+                        return Some(at + 1);
+                    }
+                }
+                (false, _, _) => {}
+            }
+        }
+        None
     }
 }
 
@@ -496,4 +536,39 @@ fn log(global: &Global, line: &str) -> bool {
         errln!("rewind hook: cannot write {}: {err}", path.display());
     }
     written.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The end found chunk by chunk, as reads cut the bytes.
+    fn end_of(text: &[u8], chunk: usize) -> Option<usize> {
+        let mut end = ObjectEnd::default();
+        let mut seen = 0;
+        for piece in text.chunks(chunk) {
+            if let Some(at) = end.found_in(piece) {
+                return Some(seen + at);
+            }
+            seen += piece.len();
+        }
+        None
+    }
+
+    #[test]
+    fn an_object_ends_at_its_closing_brace_whatever_its_strings_hold() {
+        let object = br#"{"prompt": "a } and a \" and \\", "n": {"x": "{"}}"#;
+        for chunk in 1..=object.len() {
+            let mut text = object.to_vec();
+            text.extend_from_slice(b"\n{\"next\": 1}");
+            assert_eq!(
+                end_of(&text, chunk),
+                Some(object.len()),
+                "chunks of {chunk}"
+            );
+        }
+        assert!(serde_json::from_slice::<Value>(object).is_ok());
+        assert_eq!(end_of(br#"{"a": "}"#, 3), None, "a string left open");
+        assert_eq!(end_of(b"  [1, 2]", 4), None, "no object");
+    }
 }
