@@ -1556,7 +1556,9 @@ impl Store {
             {
                 continue;
             }
-            if locked.on_disk(path) {
+            // (An empty directory holds no byte to keep: a write over its parent may take it,
+            // r113 (4).)
+            if locked.on_disk(path) && !locked.is_empty_dir(path) {
                 out_of_view.push(path.clone());
             }
         }
@@ -2092,13 +2094,16 @@ impl Store {
             what: "turn left to undo".into(),
         })?;
         // One an undo rolled back in part is taken again from that undo's first turn: from a
-        // later one, its "before" holds the earlier turns' work (r111 (2)).
+        // later one, its "before" holds the earlier turns' work (r113 (2)).
         if let Some((undo, _)) = in_part.rolled_back_by.get(&turn).filter(|_| again(&turn)) {
-            let first = records
-                .iter()
-                .find(|r| in_part.rolled_back_by.get(&r.turn).map(|(u, _)| u) == Some(undo));
-            if let Some(first) = first {
-                turn = first.turn.clone();
+            for record in &records {
+                let by_it = in_part.rolled_back_by.get(&record.turn).map(|(u, _)| u) == Some(undo);
+                // (Still rolled back: one a redo gave back since is not that undo's any more.)
+                let marker = turn_ref(session, "rolled-back", &record.turn)?;
+                if by_it && self.ref_target(&marker)?.is_some() {
+                    turn = record.turn.clone();
+                    break;
+                }
             }
         }
         let options = UndoOptions {
@@ -4489,6 +4494,17 @@ impl Locked<'_> {
     /// `lstat`.
     fn on_disk(&self, path: &BString) -> bool {
         self.lstat(path).is_some()
+    }
+
+    /// Whether an empty directory stands at project path `path`. Costs an `lstat`, and a read
+    /// of the directory when one stands there.
+    fn is_empty_dir(&self, path: &BString) -> bool {
+        let Ok(os) = crate::paths::os_path(path) else {
+            return false;
+        };
+        let at = self.project().join(os);
+        let is_dir = std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir());
+        is_dir && std::fs::read_dir(&at).is_ok_and(|mut entries| entries.next().is_none())
     }
 
     /// What stands at project path `path`, not following a symlink. Costs an `lstat`.

@@ -1616,6 +1616,15 @@ impl<'a> Model<'a> {
                 },
                 false => from.unwrap_or(of_session[0]),
             };
+        // (`--force` takes a turn an undo left files of again from that undo's first turn: from
+        // a later one, its "before" holds the earlier turns' work, r113 (2).)
+        let begin_of = match force_last && self.turns[begin_of].rolled_back {
+            true => (self.undos.iter().rev())
+                .find(|u| !u.redone && u.rolled_back.contains(&begin_of))
+                .and_then(|u| u.rolled_back.iter().min().copied())
+                .unwrap_or(begin_of),
+            false => begin_of,
+        };
         let file =
             (!last && self.chance(25)).then(|| PathBuf::from(OsStr::from_bytes(self.pick_name())));
         // One turn alone (`--only`), or merging around others' edits (`--merge`): what a merge

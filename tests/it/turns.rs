@@ -3320,3 +3320,30 @@ fn a_directory_the_run_leaves_standing_is_in_the_way_in_the_dry_run_too() {
         assert_eq!(dry["in_the_way"], real["in_the_way"], "{shape}: {dry}");
     }
 }
+
+/// The hunt of stop 58 (r113 (4)): a turn replaced file `d` by `d/b/f`, the user replaced
+/// `d/b/f` by an empty directory, and the undo put file `d` back: `kept` named `d/b/f`,
+/// which the run removed (an empty directory holds no byte to keep).
+#[test]
+fn an_empty_directory_the_undo_writes_over_is_not_reported_kept() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("d", "dfile\n");
+    begin(&p, "s", "1");
+    p.remove("d").file("d/b/f", "x\n");
+    end(&p, "s", "1");
+    p.remove("d/b/f");
+    fs::create_dir(p.join("d/b/f")).unwrap();
+    let args = ["undo", "--session", "s", "--turn", "1"];
+    let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
+    let real = rwj(&p, &args);
+    assert_eq!(p.read("d"), b"dfile\n", "{real}");
+    for (run, outcome) in [("dry run", &dry), ("real run", &real)] {
+        assert_eq!(
+            outcome["written"],
+            serde_json::json!(["d"]),
+            "{run}: {outcome}"
+        );
+        assert_eq!(outcome["kept"], serde_json::json!([]), "{run}: {outcome}");
+    }
+}
