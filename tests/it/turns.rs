@@ -38,6 +38,11 @@ fn rwj(p: &TestProject, args: &[&str]) -> Value {
     rwj_at(p, None, args)
 }
 
+/// `ARGS --dry-run`, then `ARGS` (both must succeed): their outcomes.
+fn dry_then_real(p: &TestProject, args: &[&str]) -> (Value, Value) {
+    (rwj(p, &[args, &["--dry-run"]].concat()), rwj(p, args))
+}
+
 /// `--session=<id>`: the `=` form, so that ids starting with `-` are values, not flags.
 fn sess(id: &str) -> String {
     format!("--session={id}")
@@ -2930,8 +2935,7 @@ fn a_write_over_the_other_name_of_a_move_left_alone_is_a_conflict() {
         p.remove("d").file("d", "user\n");
         let tree = p.track();
         let args = ["undo", "--session", "x", "--last"];
-        let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
-        let real = rwj(&p, &args);
+        let (dry, real) = dry_then_real(&p, &args);
         for (run, outcome) in [("dry run", &dry), ("real run", &real)] {
             assert_eq!(
                 outcome["failed"],
@@ -2970,8 +2974,7 @@ fn a_directory_the_snapshot_holds_is_not_reported_kept() {
     p.remove("a").file("a/x/d", "D\n");
     end(&p, "s", "2");
     let args = ["undo", "--session", "s", "--turn", "1"];
-    let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
-    let real = rwj(&p, &args);
+    let (dry, real) = dry_then_real(&p, &args);
     for (run, outcome) in [("dry run", &dry), ("real run", &real)] {
         assert_eq!(
             outcome["deleted"],
@@ -3002,8 +3005,7 @@ fn a_directory_the_undo_itself_makes_is_not_reported_in_the_way() {
     end(&p, "s", "2");
     p.remove("a");
     let args = ["undo", "--session", "s", "--turn", "1", "--merge"];
-    let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
-    let real = rwj(&p, &args);
+    let (dry, real) = dry_then_real(&p, &args);
     for (run, outcome) in [("dry run", &dry), ("real run", &real)] {
         assert_eq!(
             outcome["written"],
@@ -3041,8 +3043,7 @@ fn a_directory_the_undo_itself_removes_is_not_reported_in_the_way() {
     p.remove("f").file("f/x", "x\n");
     end(&p, "s", "2");
     let args = ["undo", "--session", "s", "--turn", "1"];
-    let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
-    let real = rwj(&p, &args);
+    let (dry, real) = dry_then_real(&p, &args);
     assert_eq!(real["deleted"], serde_json::json!(["f/x"]), "{real}");
     assert_eq!(real["conflicts"], serde_json::json!(["f"]), "{real}");
     assert!(!p.join("f").exists(), "nothing stands at f: {real}");
@@ -3097,8 +3098,7 @@ fn a_users_file_a_later_turn_moved_is_left_alone_under_both_names() {
         };
         end(&p, "s", "2");
         let args = ["undo", "--session", "s", "--turn", "1"];
-        let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
-        let real = rwj(&p, &args);
+        let (dry, real) = dry_then_real(&p, &args);
         assert_eq!(p.read(moved_to), user.as_bytes(), "{shape}: {real}");
         let conflicts = real["conflicts"].as_array().unwrap();
         assert!(
@@ -3171,8 +3171,7 @@ fn a_plan_that_writes_a_file_and_a_path_below_it_leaves_both_alone() {
         "--merge",
         "--force",
     ];
-    let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
-    let real = rwj(&p, &args);
+    let (dry, real) = dry_then_real(&p, &args);
     for (run, outcome) in [("dry run", &dry), ("real run", &real)] {
         assert_eq!(outcome["failed"], serde_json::json!([]), "{run}: {outcome}");
         assert_eq!(
@@ -3229,8 +3228,7 @@ fn a_users_file_a_turn_moved_aside_or_swapped_is_left_alone_under_both_names() {
             }
         };
         let args = ["undo", "--session", "s", "--turn", "1"];
-        let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
-        let real = rwj(&p, &args);
+        let (dry, real) = dry_then_real(&p, &args);
         assert_eq!(p.read(holder), user.as_bytes(), "{shape}: {real}");
         let conflicts = real["conflicts"].as_array().unwrap();
         for name in ["notes", holder] {
@@ -3309,8 +3307,7 @@ fn a_directory_the_run_leaves_standing_is_in_the_way_in_the_dry_run_too() {
             }
         }
         let args = ["undo", "--session", "s", "--turn", "1"];
-        let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
-        let real = rwj(&p, &args);
+        let (dry, real) = dry_then_real(&p, &args);
         assert!(p.join("f").is_dir(), "{shape}: {real}");
         assert_eq!(
             real["in_the_way"],
@@ -3335,8 +3332,7 @@ fn an_empty_directory_the_undo_writes_over_is_not_reported_kept() {
     p.remove("d/b/f");
     fs::create_dir(p.join("d/b/f")).unwrap();
     let args = ["undo", "--session", "s", "--turn", "1"];
-    let dry = rwj(&p, &[&args[..], &["--dry-run"]].concat());
-    let real = rwj(&p, &args);
+    let (dry, real) = dry_then_real(&p, &args);
     assert_eq!(p.read("d"), b"dfile\n", "{real}");
     for (run, outcome) in [("dry run", &dry), ("real run", &real)] {
         assert_eq!(
