@@ -1486,7 +1486,10 @@ impl Store {
         // name there (r111 (1): one name deleted or written, the other left alone).
         for record in undone {
             let after = record.after.unwrap_or(current);
-            let moved = tree_changes(&repo, self.reads(), record.before, after)?;
+            let moved = match (record.before, after) == (target, last_after) {
+                true => moves.clone(), // (one turn undone: the diff above)
+                false => tree_changes(&repo, self.reads(), record.before, after)?,
+            };
             for (a, b) in rename_partners(&repo, &moved, &touched, true)? {
                 link(&mut partners, &a, &b);
             }
@@ -1758,12 +1761,19 @@ impl Store {
         Ok(ChainRun::Undo.outcome(outcome, unrecorded))
     }
 
+    /// Whether turn `turn` of `session` is rolled back now (its mark set, no redo gave it back).
+    /// Costs a ref read.
+    fn is_rolled_back(&self, session: &str, turn: &str) -> Result<bool> {
+        Ok(self
+            .ref_target(&turn_ref(session, "rolled-back", turn)?)?
+            .is_some())
+    }
+
     /// Refuses an undo of `record` alone when an undo rolled it back whole and no redo gave it
     /// back. Costs a ref read, and when it is rolled back a commit read per commit of the
     /// session's chain.
     fn refuse_undone_already(&self, session: &str, record: &Record) -> Result<()> {
-        let marker = turn_ref(session, "rolled-back", &record.turn)?;
-        if self.ref_target(&marker)?.is_some()
+        if self.is_rolled_back(session, &record.turn)?
             && !self.turns_undone_in_part(session)?.contains(&record.turn)
         {
             return Err(undone_already(session, record));
@@ -1783,10 +1793,7 @@ impl Store {
         records: &[Record],
         start: usize,
     ) -> Result<()> {
-        let rolled_back = |record: &Record| -> Result<bool> {
-            let marker = turn_ref(session, "rolled-back", &record.turn)?;
-            Ok(self.ref_target(&marker)?.is_some())
-        };
+        let rolled_back = |record: &Record| self.is_rolled_back(session, &record.turn);
         if !rolled_back(&records[start])? {
             return Ok(());
         }
@@ -2082,10 +2089,7 @@ impl Store {
         let mut last = None;
         let records = self.session_records(session)?;
         for record in &records {
-            let rolled_back = self
-                .ref_target(&turn_ref(session, "rolled-back", &record.turn)?)?
-                .is_some();
-            if !rolled_back || again(&record.turn) {
+            if !self.is_rolled_back(session, &record.turn)? || again(&record.turn) {
                 last = Some(record.turn.clone());
             }
         }
@@ -2099,8 +2103,7 @@ impl Store {
             for record in &records {
                 let by_it = in_part.rolled_back_by.get(&record.turn).map(|(u, _)| u) == Some(undo);
                 // (Still rolled back: one a redo gave back since is not that undo's any more.)
-                let marker = turn_ref(session, "rolled-back", &record.turn)?;
-                if by_it && self.ref_target(&marker)?.is_some() {
+                if by_it && self.is_rolled_back(session, &record.turn)? {
                     turn = record.turn.clone();
                     break;
                 }
