@@ -90,27 +90,64 @@ type PendingDir = (BString, Option<ObjectId>, Option<ObjectId>);
 /// What comparing one directory found: the blobs that differ, and the subdirectories that do.
 type Compared = (Vec<Change>, Vec<PendingDir>);
 
-/// Compare one directory of both trees. Costs reading its two trees.
+/// Compare one directory of both trees. Costs reading its two trees, and a `memcmp` per entry
+/// they share byte for byte: only the entries that differ are decoded. (Such a shared entry is
+/// passed over unchecked; a malformed one that differs is an error.)
 fn compare(
     repo: &gix::Repository,
     reads: Reads<'_>,
     (dir, old, new): &PendingDir,
 ) -> Result<Compared> {
-    let mut pair = DirPair::read((repo, reads), *old, *new, dir.as_ref())?;
+    let read = |id: &Option<ObjectId>| -> Result<Entries> {
+        let data = id.map(|id| read_tree((repo, reads), id, dir.as_ref()));
+        Ok(Entries {
+            data: data.transpose()?.unwrap_or_else(|| Arc::from(&[][..])),
+            at: 0,
+        })
+    };
+    let (mut old_entries, mut new_entries) = (read(old)?, read(new)?);
+    let malformed = |id: &Option<ObjectId>| {
+        let id = id.expect("an entry comes from a tree");
+        object_error(&id, dir.as_ref(), "a malformed tree entry")
+    };
     let (mut changes, mut below) = (Vec::new(), Vec::new());
-    let mut path = dir.clone();
-    while let Some((a, b)) = {
-        path.truncate(dir.len());
-        pair.next(&mut path)
-    } {
+    loop {
+        if old_entries.skip_if_same_as(&mut new_entries) {
+            continue;
+        }
+        let a = old_entries.peek().map_err(|()| malformed(old))?;
+        let b = new_entries.peek().map_err(|()| malformed(new))?;
+        let order = match (&a, &b) {
+            (None, None) => break,
+            (Some(a), Some(b)) => gix::objs::tree::name_order(
+                old_entries.name(a).as_bstr(),
+                a.is_tree,
+                new_entries.name(b).as_bstr(),
+                b.is_tree,
+            ),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+        };
+        let a = a.filter(|_| order.is_le());
+        let b = b.filter(|_| order.is_ge());
+        let mut path = dir.clone();
+        if !path.is_empty() {
+            path.push(b'/');
+        }
+        path.extend_from_slice(match &a {
+            Some(a) => old_entries.name(a),
+            None => new_entries.name(b.as_ref().expect("one side")),
+        });
+        let a = a.map(|a| old_entries.step_over(a));
+        let b = b.map(|b| new_entries.step_over(b));
         if a.or(b).is_some_and(|(is_tree, _)| is_tree) {
             let (old, new) = (a.map(|(_, s)| s.id), b.map(|(_, s)| s.id));
             if old != new {
-                below.push((path.clone(), old, new));
+                below.push((path, old, new));
             }
         } else if a.map(|(_, s)| s) != b.map(|(_, s)| s) {
             changes.push(Change {
-                path: path.clone(),
+                path,
                 before: a.map(|(_, s)| s),
                 after: b.map(|(_, s)| s),
             });
@@ -119,117 +156,97 @@ fn compare(
     Ok((changes, below))
 }
 
-/// One directory of both trees being compared by [`tree_changes`].
-struct DirPair {
-    old: Entries,
-    new: Entries,
-    /// The next entries of `old` and `new` to compare.
-    i: usize,
-    j: usize,
-}
-
-/// A tree's entries: its data, and where in it each entry's name is (no allocation per
-/// entry).
-#[derive(Default)]
+/// A tree's data (empty for a tree absent on this side), and where in it the next entry to
+/// compare begins.
 struct Entries {
     data: Arc<[u8]>,
-    entries: Vec<(std::ops::Range<usize>, gix::objs::tree::EntryMode, ObjectId)>,
+    at: usize,
+}
+
+/// An entry of [`Entries`], decoded: where its name is, whether a tree, its side, and where
+/// the entry after it begins.
+struct Entry {
+    name: std::ops::Range<usize>,
+    is_tree: bool,
+    side: Side,
+    next: usize,
 }
 
 impl Entries {
-    /// Name, whether a tree, and side of entry `n`.
-    fn get(&self, n: usize) -> Option<(&[u8], bool, Side)> {
-        let (name, mode, id) = self.entries.get(n)?;
-        let side = Side {
-            mode: u32::from(mode.value()),
-            id: *id,
-        };
-        Some((&self.data[name.clone()], mode.is_tree(), side))
-    }
-}
-
-impl DirPair {
-    /// Read trees `from` and `to` (either may be absent) of directory `dir`.
-    fn read(
-        (repo, reads): (&gix::Repository, Reads<'_>),
-        from: Option<ObjectId>,
-        to: Option<ObjectId>,
-        dir: &BStr,
-    ) -> Result<DirPair> {
-        let read = |id: Option<ObjectId>| {
-            id.map(|id| read_tree((repo, reads), id, dir))
-                .transpose()
-                .map(Option::unwrap_or_default)
-        };
-        Ok(DirPair {
-            old: read(from)?,
-            new: read(to)?,
-            i: 0,
-            j: 0,
-        })
-    }
-
-    /// The next name in either tree, appended to `path` (the directory's path): its entry
-    /// before and after as (is a tree, side), of the same kind when both are present.
-    #[allow(clippy::type_complexity)]
-    fn next(&mut self, path: &mut BString) -> Option<(Option<(bool, Side)>, Option<(bool, Side)>)> {
-        let (old, new) = (self.old.get(self.i), self.new.get(self.j));
-        let order = match (old, new) {
-            (None, None) => return None,
-            (Some((a, a_tree, _)), Some((b, b_tree, _))) => {
-                gix::objs::tree::name_order(a.as_bstr(), a_tree, b.as_bstr(), b_tree)
+    /// Step over the next entry of both when their bytes (mode, name and id) are the same:
+    /// whether it did. Costs a `memchr` and a `memcmp`.
+    fn skip_if_same_as(&mut self, other: &mut Entries) -> bool {
+        match (self.undecoded_next(), other.undecoded_next()) {
+            (Some(a), Some(b)) if a == b => {
+                let len = a.len();
+                self.at += len;
+                other.at += len;
+                true
             }
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-        };
-        let a = old.filter(|_| order.is_le());
-        let b = new.filter(|_| order.is_ge());
-        self.i += usize::from(a.is_some());
-        self.j += usize::from(b.is_some());
-        if !path.is_empty() {
-            path.push(b'/');
+            _ => false,
         }
-        path.extend_from_slice(a.or(b).expect("one side").0);
-        let side = |(_, is_tree, side): (&[u8], bool, Side)| (is_tree, side);
-        Some((a.map(side), b.map(side)))
+    }
+
+    /// The bytes of the next entry, up to the NUL after its name and the id after that.
+    fn undecoded_next(&self) -> Option<&[u8]> {
+        let rest = &self.data[self.at..];
+        let end = rest.find_byte(0)? + 1 + gix::hash::Kind::Sha1.len_in_bytes();
+        rest.get(..end)
+    }
+
+    /// The next entry (`None` at the end), or `Err` when the data there is not an entry. Costs
+    /// decoding it.
+    fn peek(&self) -> std::result::Result<Option<Entry>, ()> {
+        let rest = &self.data[self.at..];
+        let mut iter = gix::objs::TreeRefIter::from_bytes(rest, gix::hash::Kind::Sha1);
+        let Some(entry) = iter.next() else {
+            return Ok(None);
+        };
+        let entry = entry.map_err(|_| ())?;
+        let name_at = self.at + (entry.filename.as_ptr() as usize - rest.as_ptr() as usize);
+        Ok(Some(Entry {
+            name: name_at..name_at + entry.filename.len(),
+            is_tree: entry.mode.is_tree(),
+            side: Side {
+                mode: u32::from(entry.mode.value()),
+                id: entry.oid.to_owned(),
+            },
+            next: self.at + iter.offset_to_next_entry(rest),
+        }))
+    }
+
+    /// The name of `entry`, one of these entries.
+    fn name(&self, entry: &Entry) -> &[u8] {
+        &self.data[entry.name.clone()]
+    }
+
+    /// Move past `entry`, the next: whether it is a tree, and its side.
+    fn step_over(&mut self, entry: Entry) -> (bool, Side) {
+        self.at = entry.next;
+        (entry.is_tree, entry.side)
     }
 }
 
-/// The entries of tree `id` (read while diffing directory `dir`), from the trees `reads`
-/// holds or else from the store (then held there). Costs the decoding, and a read of the
-/// object unless held.
+/// The data of tree `id` (read while diffing directory `dir`), from the trees `reads` holds or
+/// else from the store (then held there). Costs a read of the object unless held.
 fn read_tree(
     (repo, reads): (&gix::Repository, Reads<'_>),
     id: ObjectId,
     dir: &BStr,
-) -> Result<Entries> {
+) -> Result<Arc<[u8]>> {
     let trees = reads.trees();
-    let data = match trees.get(&id) {
-        Some(data) => data,
-        None => {
-            let (kind, data) = reads.object(repo, id, dir)?;
-            if kind != gix::objs::Kind::Tree {
-                return Err(object_error(
-                    &id,
-                    dir,
-                    format!("a {kind} where a tree belongs"),
-                ));
-            }
-            let data: Arc<[u8]> = data.into();
-            trees.insert(id, data.clone());
-            data
-        }
-    };
-    let decoded = gix::objs::TreeRef::from_bytes(&data, gix::hash::Kind::Sha1)
-        .map_err(|e| object_error(&id, dir, e))?;
-    let start = data.as_ptr() as usize;
-    let entries = decoded
-        .entries
-        .iter()
-        .map(|e| {
-            let offset = e.filename.as_ptr() as usize - start;
-            (offset..offset + e.filename.len(), e.mode, e.oid.to_owned())
-        })
-        .collect();
-    Ok(Entries { data, entries })
+    if let Some(data) = trees.get(&id) {
+        return Ok(data);
+    }
+    let (kind, data) = reads.object(repo, id, dir)?;
+    if kind != gix::objs::Kind::Tree {
+        return Err(object_error(
+            &id,
+            dir,
+            format!("a {kind} where a tree belongs"),
+        ));
+    }
+    let data: Arc<[u8]> = data.into();
+    trees.insert(id, data.clone());
+    Ok(data)
 }

@@ -2372,3 +2372,72 @@ fn diff_full_of_eight_changed_2mb_files_was_one_31mb_line() {
     assert_eq!(rows.iter().filter(|r| !flag(r, "truncated")).count(), 1);
     p.fsck();
 }
+
+/// The tree diff decodes only the entries two trees do not share byte for byte: a tree with a
+/// malformed entry (written by git with `--literally`) is still an error naming it, whether
+/// the entry is cut short or holds what is no mode, and never a diff that looks complete.
+#[test]
+fn a_malformed_tree_entry_is_an_error_naming_its_tree() {
+    let sb = Sandbox::new();
+    let p = Proj::new(&sb, "proj");
+    p.file("d/a", "a\n").file("d/f", "f\n").file("g", "g\n");
+    let good = p.snap();
+    let raw_id = |spec: &str| {
+        let hex = p.full_id(spec);
+        (0..40)
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect::<Vec<u8>>()
+    };
+    let literal_tree = |name: &str, data: &[u8]| {
+        let file = sb.root.join(name);
+        fs::write(&file, data).unwrap();
+        let out = p.git([
+            OsStr::new("hash-object"),
+            OsStr::new("--literally"),
+            OsStr::new("-t"),
+            OsStr::new("tree"),
+            OsStr::new("-w"),
+            file.as_os_str(),
+        ]);
+        lossy(&out).trim().to_string()
+    };
+    let entry = |mode: &str, name: &str, id: &[u8]| {
+        let mut entry = format!("{mode} {name}\0").into_bytes();
+        entry.extend_from_slice(id);
+        entry
+    };
+    let (a, f, g) = (
+        raw_id(&format!("{good}:d/a")),
+        raw_id(&format!("{good}:d/f")),
+        raw_id(&format!("{good}:g")),
+    );
+    let cases: [(&str, Vec<u8>); 2] = [
+        // `d/a` as in the good tree, then `f` with its id cut short.
+        (
+            "cut short",
+            [entry("100644", "a", &a), entry("100644", "f", &f[..7])].concat(),
+        ),
+        // `d/a` as in the good tree, then an entry whose mode is not octal.
+        (
+            "no mode",
+            [entry("100644", "a", &a), entry("10x644", "f", &f)].concat(),
+        ),
+    ];
+    for (what, data) in cases {
+        let bad_dir = literal_tree(what, &data);
+        let root = [
+            entry("40000", "d", &raw_id(&bad_dir)),
+            entry("100644", "g", &g),
+        ]
+        .concat();
+        let bad = literal_tree(&format!("{what} root"), &root);
+        for args in [
+            vec!["diff", good.as_str(), bad.as_str()],
+            vec!["diff", bad.as_str(), good.as_str()],
+            vec!["patch", bad.as_str()],
+        ] {
+            p.assert_error(&args, "object", &bad_dir);
+        }
+    }
+}
