@@ -173,7 +173,7 @@ impl Excludes {
             Some((repo, work_tree)) => {
                 excludes_file(&repo.config_snapshot()).map(|file| work_tree.join(file))
             }
-            None => gix::config(None, &config_options())
+            None => gix::config(None, &config_options(plain_config(&[])))
                 .inspect_err(|e| tracing::warn!(error = %e, "git config unreadable"))
                 .ok()
                 .and_then(|config| excludes_file(&config))
@@ -432,19 +432,101 @@ fn push_rules(
 /// How the enclosing repository and the user's config are read: git's config files (system,
 /// `$XDG_CONFIG_HOME/git/config`, `~/.gitconfig`, the repository's own) with `include` and
 /// `includeIf` followed, HOME and XDG_CONFIG_HOME honoured, every other environment variable
-/// (GIT_DIR, GIT_CONFIG_*, ...) ignored.
-fn config_options() -> gix::open::Options {
+/// (GIT_DIR, GIT_CONFIG_*, ...) ignored. Without `plain` (see [`config_files_are_plain`]),
+/// only the repository's own file, without its includes.
+fn config_options(plain: bool) -> gix::open::Options {
     let mut permissions = gix::open::Permissions::isolated();
     permissions.config = gix::open::permissions::Config {
-        system: true,
-        git: true,
-        user: true,
-        includes: true,
+        system: plain,
+        git: plain,
+        user: plain,
+        includes: plain,
         ..permissions.config
     };
     permissions.env.home = gix::sec::Permission::Allow;
     permissions.env.xdg_config_home = gix::sec::Permission::Allow;
     gix::open::Options::isolated().permissions(permissions)
+}
+
+/// Whether the config files [`config_options`] has gix read (the system's, the user's two, and
+/// `repo_files`), and every file they include however deep, are regular files of at most 64
+/// MiB, or absent: gix opens them by path and reads them whole, so a FIFO there (`~/.gitconfig`
+/// made one) would block `track` for ever, holding the store's lock, and a link to `/dev/zero`
+/// would read until memory runs out. (One swapped in between this look and gix's read is not
+/// seen.) Costs a read and a parse of each.
+fn config_files_are_plain(repo_files: &[PathBuf]) -> bool {
+    use gix::config::Source;
+    let env = |name: &str| match name {
+        "HOME" | "XDG_CONFIG_HOME" => std::env::var_os(name),
+        _ => None,
+    };
+    let home = gix::path::env::home_dir();
+    let mut pending: Vec<(PathBuf, usize)> = [Source::System, Source::Git, Source::User]
+        .into_iter()
+        .filter_map(|source| source.storage_location(&mut { env }))
+        .chain(repo_files.iter().cloned())
+        .map(|path| (path, 0))
+        .collect();
+    while let Some((path, depth)) = pending.pop() {
+        let bytes = match crate::fs::open_regular(CWD, &path, true) {
+            Ok(file) => {
+                let mut bytes = Vec::new();
+                let limit = (64 << 20) + 1;
+                let read =
+                    std::io::Read::read_to_end(&mut std::io::Read::take(file, limit), &mut bytes);
+                if read.is_err() || bytes.len() as u64 == limit {
+                    return false;
+                }
+                bytes
+            }
+            // A FIFO, a device or a socket; else absent, unreadable or a directory, which
+            // gix fails on at once.
+            Err(_) => match fs::metadata(&path) {
+                Ok(meta) if !meta.is_file() && !meta.is_dir() => return false,
+                _ => continue,
+            },
+        };
+        // gix follows includes ten deep; what it would not read is not looked at.
+        if depth == 10 {
+            continue;
+        }
+        let meta = gix::config::file::Metadata::from(Source::Api);
+        let Ok(config) =
+            gix::config::File::from_bytes_no_includes(&bytes, meta, Default::default())
+        else {
+            continue; // gix fails on it too, and reads no include of it
+        };
+        let base = path.parent().unwrap_or(Path::new("")).to_owned();
+        let included = config
+            .sections()
+            .filter(|section| {
+                let name = section.header().name();
+                name.eq_ignore_ascii_case(b"include") || name.eq_ignore_ascii_case(b"includeIf")
+            })
+            .flat_map(|section| section.values("path"))
+            .filter_map(|value| {
+                let context = gix::config::path::interpolate::Context {
+                    git_install_dir: None,
+                    home_dir: home.as_deref(),
+                    home_for_user: Some(gix::config::path::interpolate::home_for_user),
+                };
+                gix::config::Path::from(value)
+                    .interpolate(context)
+                    .ok()
+                    .map(|p| base.join(p))
+            });
+        pending.extend(included.map(|path| (path, depth + 1)));
+    }
+    true
+}
+
+/// [`config_files_are_plain`], told when not.
+fn plain_config(repo_files: &[PathBuf]) -> bool {
+    let plain = config_files_are_plain(repo_files);
+    if !plain {
+        tracing::warn!("a git config file (or one it includes) is a FIFO, a device or over 64 MiB: only the repository's own config is read, without its includes");
+    }
+    plain
 }
 
 /// The git repository whose work tree holds `project` (the project itself or an ancestor), found
@@ -466,7 +548,18 @@ fn enclosing_repo(project: &Path) -> Option<(gix::Repository, PathBuf)> {
     };
     let (path, trust) = gix::discover::upwards_opts(project, discovery).ok()?;
     let (git_dir, found_work_tree) = path.into_repository_and_work_tree_directories();
-    let mut repo = gix::open_opts(&git_dir, config_options().with(trust))
+    let common = read_small(CWD, &git_dir.join("commondir"), true)
+        .ok()
+        .and_then(|common| {
+            gix::path::from_byte_slice(common.trim())
+                .ok()
+                .map(|c| git_dir.join(c))
+        });
+    let own = [
+        common.unwrap_or_else(|| git_dir.clone()).join("config"),
+        git_dir.join("config.worktree"),
+    ];
+    let mut repo = gix::open_opts(&git_dir, config_options(plain_config(&own)).with(trust))
         .inspect_err(|e| {
             tracing::warn!(repo = %git_dir.display(), error = %e, "enclosing repository unreadable; its ignore rules are not applied");
         })

@@ -266,3 +266,71 @@ fn a_dot_git_that_is_no_repository_is_passed_over_as_git_passes_it() {
     let want = git_add_all_tree(&sb, &repo.path, &p.path);
     assert_tree(&p, &t, &want, &["a.txt"], &["b.secret"]);
 }
+
+/// Found by the hostile pass over the watcher (F3, F4): gix reads git's config files by path
+/// and whole, so `~/.gitconfig` made a FIFO blocked `track` for ever (holding the store's lock)
+/// and `~/.gitconfig` linked to /dev/zero read until memory ran out. Such a file, in any of
+/// git's places or included from one, is now passed over with the rest of the user's config:
+/// `track` answers, the project's own files are in, and the enclosing repository's own rules
+/// (its `info/exclude`, its `.gitignore`) still apply.
+#[test]
+fn a_git_config_file_that_is_a_fifo_or_endless_never_hangs_track() {
+    type Setup = fn(&Sandbox, &Path);
+    let cases: [(&str, Setup); 5] = [
+        ("~/.gitconfig is a FIFO", |sb, _| {
+            plant(&sb.home.join(".gitconfig"), true, Path::new(""))
+        }),
+        ("~/.gitconfig -> /dev/zero", |sb, _| {
+            std::os::unix::fs::symlink("/dev/zero", sb.home.join(".gitconfig")).unwrap()
+        }),
+        ("$XDG_CONFIG_HOME/git/config is a FIFO", |sb, _| {
+            fs::create_dir_all(sb.xdg_config.join("git")).unwrap();
+            plant(&sb.xdg_config.join("git/config"), true, Path::new(""))
+        }),
+        ("a file ~/.gitconfig includes is a FIFO", |sb, _| {
+            sb.write_home_gitconfig("[include]\n\tpath = ~/inc/one\n");
+            fs::create_dir_all(sb.home.join("inc")).unwrap();
+            fs::write(sb.home.join("inc/one"), "[include]\n\tpath = two\n").unwrap();
+            plant(&sb.home.join("inc/two"), true, Path::new(""))
+        }),
+        (
+            "a file the repository's config includes if -> /dev/zero",
+            |_, repo| {
+                let config = repo.join(".git/config");
+                let mut text = fs::read_to_string(&config).unwrap();
+                text.push_str("[includeIf \"gitdir:/\"]\n\tpath = ../zero\n");
+                fs::write(&config, text).unwrap();
+                std::os::unix::fs::symlink("/dev/zero", repo.join("zero")).unwrap();
+            },
+        ),
+    ];
+    for (what, setup) in cases {
+        let sb = Sandbox::new();
+        let repo = sb.root.join("repo");
+        fs::create_dir_all(&repo).unwrap();
+        sb.git(Some(&repo), ["init", "-q"]);
+        fs::write(repo.join(".git/info/exclude"), "*.excluded\n").unwrap();
+        fs::write(repo.join(".gitignore"), "*.ignored\n").unwrap();
+        let p = sb.project("repo/proj");
+        p.file("a.txt", "a\n")
+            .file("b.excluded", "b\n")
+            .file("c.ignored", "c\n");
+        setup(&sb, &repo);
+        let run = run_with_deadline(&mut p.rewind_command(["--json", "track"]), DEFAULT_DEADLINE);
+        assert_no_panic(&run);
+        run.assert_success();
+        let hash = Tracked::parse(&run.stdout).hash;
+        // The oracle is git, which would hang on them too.
+        let planted = [
+            sb.home.join(".gitconfig"),
+            sb.xdg_config.join("git/config"),
+            sb.home.join("inc/two"),
+            repo.join("zero"),
+        ];
+        for path in planted {
+            let _ = fs::remove_file(path);
+        }
+        let paths: Vec<String> = p.store_paths(&hash).into_iter().collect();
+        assert_eq!(paths, ["a.txt"], "{what}: {run}");
+    }
+}

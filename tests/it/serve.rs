@@ -2433,3 +2433,25 @@ fn a_served_restore_closes_the_files_it_swapped_out_soon_after_answering() {
         s.close();
     }
 }
+
+/// Found by the hostile pass over the watcher (F3): `~/.gitconfig` made a FIFO while `serve`
+/// ran blocked its next `track` for ever, holding the store's lock, so every hook and CLI call
+/// failed `busy`. The snapshot now passes over such a config file and answers.
+#[test]
+fn a_gitconfig_made_a_fifo_while_serve_runs_never_blocks_a_track() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a.txt", "a\n");
+    let mut s = Server::start(&p);
+    let first = s.ok("track", json!(null));
+    plant(&sb.home.join(".gitconfig"), true, Path::new(""));
+    p.file("b.txt", "b\n");
+    let second = s.ok("track", json!(null));
+    assert_ne!(first["hash"], second["hash"], "{second}");
+    let cli = run_with_deadline(&mut p.rewind_command(["track"]), DEFAULT_DEADLINE);
+    cli.assert_success();
+    std::fs::remove_file(sb.home.join(".gitconfig")).unwrap(); // git, the oracle, would hang on it
+    let paths = p.store_paths(second["hash"].as_str().unwrap());
+    assert_eq!(paths.into_iter().collect::<Vec<_>>(), ["a.txt", "b.txt"]);
+    s.close();
+}
