@@ -29,10 +29,16 @@ fn watch_flags() -> WatchFlags {
 }
 
 impl Inotify {
+    /// A new inotify instance; `EMFILE` names the limits it may have met.
     pub(crate) fn new() -> io::Result<Inotify> {
-        Ok(Inotify(inotify::init(
-            CreateFlags::CLOEXEC | CreateFlags::NONBLOCK,
-        )?))
+        match inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) {
+            Ok(fd) => Ok(Inotify(fd)),
+            Err(rustix::io::Errno::MFILE) => Err(io::Error::other(
+                "the user's inotify instances (fs.inotify.max_user_instances) or the process's \
+                 open descriptors are at their limit",
+            )),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Watch the open directory `dir` (through `/proc/self/fd`, which names the directory the

@@ -340,10 +340,13 @@ impl Locked<'_> {
         held: Option<&HeldIndex>,
     ) -> Result<Option<Snapshot>> {
         let mut watcher = crate::store::objects::lock(&self.watcher);
-        match watch::watcher_in(&mut watcher).filter(|w| w.is_active()) {
+        match watch::watcher_in(&mut watcher) {
             // (The caller compares the whole snapshot with its probe.)
-            Some(watcher) => watcher.snapshot(self, options).map(Some),
-            None => {
+            Some(watcher) if watcher.is_active() => watcher.snapshot(self, options).map(Some),
+            off => {
+                if let Some(watcher) = off {
+                    watcher.count_walk_while_off();
+                }
                 drop(watcher);
                 self.with_disk_index(options, (probe, None, held))
             }

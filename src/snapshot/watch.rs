@@ -108,8 +108,8 @@ impl Store {
         }
         let reason = match Inotify::new() {
             Ok(_) => format!(
-                "not started in this process (`rewind serve` starts one; inotify is available, \
-                 {})",
+                "not started in this process (`rewind serve` starts one unless given \
+                 `--no-watch`; inotify is available, {})",
                 watch_limit()
             ),
             Err(e) => format!("no file-system watcher here: {e}"),
@@ -195,6 +195,12 @@ impl Watcher {
             directories: self.wds.len(),
             ..self.status.clone()
         }
+    }
+
+    /// Count a snapshot that walked everything without it (it is off).
+    pub(crate) fn count_walk_while_off(&mut self) {
+        self.status.full_walks += 1;
+        self.status.last_full_walk = self.why_not.clone();
     }
 
     /// Stop watching, for `reason`; snapshots walk everything from now on.

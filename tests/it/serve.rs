@@ -2369,6 +2369,7 @@ fn serve_watches_by_default_and_no_watch_turns_it_off() {
     assert_eq!(status["watcher"]["active"], json!(false), "{status}");
     let reason = status["watcher"]["reason"].as_str().unwrap();
     assert!(reason.contains("not started"), "{status}");
+    assert!(reason.contains("--no-watch"), "{status}");
     s.close();
 
     // `doctor` says whether a watcher could run, and that none runs in its own process.
@@ -2454,4 +2455,55 @@ fn a_gitconfig_made_a_fifo_while_serve_runs_never_blocks_a_track() {
     let paths = p.store_paths(second["hash"].as_str().unwrap());
     assert_eq!(paths.into_iter().collect::<Vec<_>>(), ["a.txt", "b.txt"]);
     s.close();
+}
+
+/// Found by the hostile pass over the watcher (F5): once the watch limit stopped the watcher,
+/// the snapshots after it walked everything but `status` counted only the first
+/// (`full_walks: 1` after four); and with no inotify instance left to the user, the reason was
+/// "Too many open files". Every snapshot that walks everything counts, with the watcher's
+/// reason, and the instance limit is named. (Each limit is set in a user namespace of its own.)
+#[test]
+fn serve_status_counts_every_walk_after_the_watcher_stops_and_names_the_limit_met() {
+    require_tool(
+        "unshare",
+        "to run serve in a user namespace with its own inotify limits",
+    );
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    for i in 0..30 {
+        p.file(format!("d{i}/f"), "f\n");
+    }
+    let cases = [
+        ("max_inotify_watches", "8", "user.max_inotify_watches = 8"),
+        (
+            "max_inotify_instances",
+            "0",
+            "fs.inotify.max_user_instances",
+        ),
+    ];
+    for (limit, value, named) in cases {
+        let script = format!("echo {value} > /proc/sys/user/{limit} && exec \"$0\" \"$@\"");
+        let mut cmd = sb.isolated("unshare");
+        cmd.args(["-U", "-r", "sh", "-c", &script])
+            .arg(rewind_bin())
+            .arg("--data-dir")
+            .arg(&sb.data_dir)
+            .arg("-C")
+            .arg(&p.path)
+            .arg("serve");
+        let mut s = Server::spawn(cmd, format!("rewind serve with user.{limit} = {value}"));
+        for round in 0..4 {
+            p.file("d1/f", &format!("{limit} {round}\n"));
+            let tracked = s.ok("track", Value::Null);
+            assert_eq!(oid(&tracked["hash"], "hash"), p.git_tree().id);
+        }
+        let status = s.ok("status", Value::Null);
+        let watcher = &status["watcher"];
+        assert_eq!(watcher["active"], json!(false), "{status}");
+        assert_eq!(watcher["full_walks"].as_u64(), Some(4), "{status}");
+        let reason = watcher["reason"].as_str().unwrap();
+        assert!(reason.contains(named), "{status}");
+        assert_eq!(watcher["last_full_walk"].as_str(), Some(reason), "{status}");
+        s.close();
+    }
 }
