@@ -2493,7 +2493,7 @@ fn serve_status_counts_every_walk_after_the_watcher_stops_and_names_the_limit_me
             .arg("serve");
         let mut s = Server::spawn(cmd, format!("rewind serve with user.{limit} = {value}"));
         for round in 0..4 {
-            p.file("d1/f", &format!("{limit} {round}\n"));
+            p.file("d1/f", format!("{limit} {round}\n"));
             let tracked = s.ok("track", Value::Null);
             assert_eq!(oid(&tracked["hash"], "hash"), p.git_tree().id);
         }
