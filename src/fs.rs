@@ -95,6 +95,21 @@ fn join(dir: &[u8], name: &[u8]) -> BString {
     path
 }
 
+/// `path` (or the root, `""`, when `root` allows it) as a project-relative path: names joined
+/// by single `/`, none of them `.` or `..`. Every path a run opens, writes or deletes is checked
+/// so, whatever the store's trees hold: a name `..` would lead out of the project. Costs a scan
+/// of the path.
+fn relative_path(path: &[u8], root: bool) -> io::Result<()> {
+    let bad = |name: &[u8]| name.is_empty() || name == b"." || name == b"..";
+    match (path.is_empty() && root) || !path.split(|&b| b == b'/').any(bad) {
+        true => Ok(()),
+        false => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{:?} is not a path inside the project", path.as_bstr()),
+        )),
+    }
+}
+
 /// The end of each non-empty component of `dir` (`a/b` gives 1 and 3): the lengths of the
 /// directory paths from the top down.
 fn component_ends(dir: &[u8]) -> impl Iterator<Item = usize> + '_ {
@@ -363,6 +378,7 @@ impl<'r> OpenDirs<'r> {
     /// Directory `dir`, as [`ProjectRoot::open_dir`] opens it, from its nearest ancestor
     /// opened before. Costs an `openat` per component not opened before.
     pub(crate) fn get(&self, dir: &[u8], create: Create<'_>) -> io::Result<std::sync::Arc<Dir>> {
+        relative_path(dir, true)?;
         let ends: Vec<usize> = component_ends(dir).collect();
         // The deepest directory on the way opened before (the root when none is).
         let (mut fd, start) = match (0..ends.len())
@@ -397,6 +413,7 @@ impl<'r> OpenDirs<'r> {
         path: &'p BStr,
         create: Create<'_>,
     ) -> io::Result<(std::sync::Arc<Dir>, &'p [u8])> {
+        relative_path(path, false)?;
         let (dir, name) = split(path);
         Ok((self.get(dir, create)?, name))
     }
@@ -487,6 +504,7 @@ impl ProjectRoot {
     /// path (less the umask). Costs one `openat` per component (plus a `mkdirat` per missing
     /// one).
     pub(crate) fn open_dir(&self, dir: &[u8], create: Create<'_>) -> io::Result<Dir> {
+        relative_path(dir, true)?;
         let mut fd = open_child(self.dir.as_dir(), b".")?;
         for end in component_ends(dir) {
             fd = self.open_step(fd.as_dir(), &dir[..end], create)?;
@@ -528,6 +546,7 @@ impl ProjectRoot {
         path: &'p BStr,
         create: Create<'_>,
     ) -> io::Result<(Dir, &'p [u8])> {
+        relative_path(path, false)?;
         let (dir, name) = split(path);
         Ok((self.open_dir(dir, create)?, name))
     }
@@ -1080,6 +1099,34 @@ mod no_inotify {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+
+    /// Every path a run opens, writes or deletes is a project path, whatever a tree in the
+    /// store names: `..`, `.`, an empty name or a leading `/` never reaches the file system.
+    #[test]
+    fn only_paths_inside_the_project_are_opened() {
+        for good in ["a", "a/b", ".a/..b/c..", "a/.git"] {
+            assert!(
+                super::relative_path(good.as_bytes(), false).is_ok(),
+                "{good}"
+            );
+        }
+        assert!(super::relative_path(b"", true).is_ok());
+        for bad in ["", "..", ".", "a/..", "../a", "a/./b", "/a", "a/", "a//b"] {
+            assert!(
+                super::relative_path(bad.as_bytes(), false).is_err(),
+                "{bad:?}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("p")).unwrap();
+        let root = super::ProjectRoot::open(&dir.path().join("p")).unwrap();
+        let outside = |e: std::io::Error| e.kind() == std::io::ErrorKind::InvalidInput;
+        assert!(root.open_dir(b"..", None).is_err_and(outside));
+        assert!(root.lstat(b"../p".into()).is_err_and(outside));
+        let dirs = super::OpenDirs::new(&root, 8);
+        assert!(dirs.get(b"a/../..", None).is_err_and(outside));
+        assert!(dirs.lstat(b"/etc/passwd".into()).is_err_and(outside));
+    }
 
     /// Only mount points strictly inside the project count, relative to it and unescaped; a
     /// sibling sharing its name's start (`/pq`) is not inside `/p`.

@@ -91,8 +91,10 @@ type PendingDir = (BString, Option<ObjectId>, Option<ObjectId>);
 type Compared = (Vec<Change>, Vec<PendingDir>);
 
 /// Compare one directory of both trees. Costs reading its two trees, and a `memcmp` per entry
-/// they share byte for byte: only the entries that differ are decoded. (Such a shared entry is
-/// passed over unchecked; a malformed one that differs is an error.)
+/// they share byte for byte: only the entries that differ are decoded, and checked (a name
+/// that is a file name, a kind of entry rewind makes, after the entry before it in git's
+/// order). A malformed tree (written by hand into the store) is an
+/// error, never a diff: its names could lead out of the project.
 fn compare(
     repo: &gix::Repository,
     reads: Reads<'_>,
@@ -103,20 +105,21 @@ fn compare(
         Ok(Entries {
             data: data.transpose()?.unwrap_or_else(|| Arc::from(&[][..])),
             at: 0,
+            last: None,
         })
     };
     let (mut old_entries, mut new_entries) = (read(old)?, read(new)?);
-    let malformed = |id: &Option<ObjectId>| {
+    let malformed = |id: &Option<ObjectId>, problem: String| {
         let id = id.expect("an entry comes from a tree");
-        object_error(&id, dir.as_ref(), "a malformed tree entry")
+        object_error(&id, dir.as_ref(), problem)
     };
     let (mut changes, mut below) = (Vec::new(), Vec::new());
     loop {
         if old_entries.skip_if_same_as(&mut new_entries) {
             continue;
         }
-        let a = old_entries.peek().map_err(|()| malformed(old))?;
-        let b = new_entries.peek().map_err(|()| malformed(new))?;
+        let a = old_entries.peek().map_err(|p| malformed(old, p))?;
+        let b = new_entries.peek().map_err(|p| malformed(new, p))?;
         let order = match (&a, &b) {
             (None, None) => break,
             (Some(a), Some(b)) => gix::objs::tree::name_order(
@@ -138,8 +141,10 @@ fn compare(
             Some(a) => old_entries.name(a),
             None => new_entries.name(b.as_ref().expect("one side")),
         });
-        let a = a.map(|a| old_entries.step_over(a));
-        let b = b.map(|b| new_entries.step_over(b));
+        let a = a.map(|a| old_entries.step_over(a)).transpose();
+        let a = a.map_err(|p| malformed(old, p))?;
+        let b = b.map(|b| new_entries.step_over(b)).transpose();
+        let b = b.map_err(|p| malformed(new, p))?;
         if a.or(b).is_some_and(|(is_tree, _)| is_tree) {
             let (old, new) = (a.map(|(_, s)| s.id), b.map(|(_, s)| s.id));
             if old != new {
@@ -156,11 +161,12 @@ fn compare(
     Ok((changes, below))
 }
 
-/// A tree's data (empty for a tree absent on this side), and where in it the next entry to
-/// compare begins.
+/// A tree's data (empty for a tree absent on this side), where in it the next entry to
+/// compare begins, and where the entry before it began.
 struct Entries {
     data: Arc<[u8]>,
     at: usize,
+    last: Option<usize>,
 }
 
 /// An entry of [`Entries`], decoded: where its name is, whether a tree, its side, and where
@@ -176,15 +182,19 @@ impl Entries {
     /// Step over the next entry of both when their bytes (mode, name and id) are the same:
     /// whether it did. Costs a `memchr` and a `memcmp`.
     fn skip_if_same_as(&mut self, other: &mut Entries) -> bool {
-        match (self.undecoded_next(), other.undecoded_next()) {
-            (Some(a), Some(b)) if a == b => {
-                let len = a.len();
-                self.at += len;
-                other.at += len;
-                true
-            }
-            _ => false,
+        let (Some(a), Some(b)) = (self.undecoded_next(), other.undecoded_next()) else {
+            return false;
+        };
+        if a != b {
+            return false;
         }
+        let len = a.len();
+        // (Its order is checked against the next entry that differs: shared entries keep
+        // both sides in step whatever their order.)
+        (self.last, other.last) = (Some(self.at), Some(other.at));
+        self.at += len;
+        other.at += len;
+        true
     }
 
     /// The bytes of the next entry, up to the NUL after its name and the id after that.
@@ -194,21 +204,75 @@ impl Entries {
         rest.get(..end)
     }
 
-    /// The next entry (`None` at the end), or `Err` when the data there is not an entry. Costs
-    /// decoding it.
-    fn peek(&self) -> std::result::Result<Option<Entry>, ()> {
+    /// Note that `entry` comes next: it must sort after the entry before it, whose name is
+    /// read again from its bytes.
+    fn follows(&mut self, entry: &Entry) -> std::result::Result<(), String> {
+        if let Some(last) = self.last {
+            let bytes = &self.data[last..entry.name.start];
+            let name = bytes
+                .find_byte(b' ')
+                .zip(bytes.find_byte(0))
+                .map(|(space, nul)| &bytes[space + 1..nul]);
+            let is_tree = bytes.first() == Some(&b'4'); // "40000": no other kind starts so
+            let this = self.name(entry);
+            let ordered = name.is_some_and(|name| {
+                let order = gix::objs::tree::name_order(
+                    name.as_bstr(),
+                    is_tree,
+                    this.as_bstr(),
+                    entry.is_tree,
+                );
+                order.is_lt()
+            });
+            if !ordered {
+                return Err(format!(
+                    "its entries are out of git's order (or a name is there twice): {:?}",
+                    this.as_bstr()
+                ));
+            }
+        }
+        self.last = Some(self.at);
+        Ok(())
+    }
+
+    /// The next entry (`None` at the end), checked: a name that is a file name, and a file,
+    /// an executable, a symlink or a directory (a blob's other permission bits read as git
+    /// reads them). Costs decoding it.
+    fn peek(&self) -> std::result::Result<Option<Entry>, String> {
         let rest = &self.data[self.at..];
         let mut iter = gix::objs::TreeRefIter::from_bytes(rest, gix::hash::Kind::Sha1);
         let Some(entry) = iter.next() else {
             return Ok(None);
         };
-        let entry = entry.map_err(|_| ())?;
+        let entry = entry.map_err(|_| "a malformed tree entry".to_string())?;
+        let name: &[u8] = entry.filename;
+        if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
+            return Err(format!(
+                "an entry named {:?}, which is no file name",
+                name.as_bstr()
+            ));
+        }
+        let mode = entry.mode.value();
+        let (is_tree, mode) = match mode & 0o170000 {
+            0o040000 => (true, 0o40000),
+            0o100000 if mode & 0o100 != 0 => (false, 0o100755),
+            0o100000 => (false, 0o100644),
+            0o120000 => (false, 0o120000),
+            0o160000 => {
+                return Err("a submodule's commit (mode 160000), which rewind never records".into())
+            }
+            _ => {
+                return Err(format!(
+                    "an entry of mode {mode:o}, which is no kind of file"
+                ))
+            }
+        };
         let name_at = self.at + (entry.filename.as_ptr() as usize - rest.as_ptr() as usize);
         Ok(Some(Entry {
             name: name_at..name_at + entry.filename.len(),
-            is_tree: entry.mode.is_tree(),
+            is_tree,
             side: Side {
-                mode: u32::from(entry.mode.value()),
+                mode,
                 id: entry.oid.to_owned(),
             },
             next: self.at + iter.offset_to_next_entry(rest),
@@ -220,10 +284,12 @@ impl Entries {
         &self.data[entry.name.clone()]
     }
 
-    /// Move past `entry`, the next: whether it is a tree, and its side.
-    fn step_over(&mut self, entry: Entry) -> (bool, Side) {
+    /// Move past `entry`, the next (after the one before it in git's order): whether it is a
+    /// tree, and its side.
+    fn step_over(&mut self, entry: Entry) -> std::result::Result<(bool, Side), String> {
+        self.follows(&entry)?;
         self.at = entry.next;
-        (entry.is_tree, entry.side)
+        Ok((entry.is_tree, entry.side))
     }
 }
 

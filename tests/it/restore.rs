@@ -2186,3 +2186,123 @@ fn a_restore_never_removes_the_empty_directories_of_a_file_system_mounted_in_the
     assert!(outside.join("cache/tmp").is_dir(), "{r}");
     assert!(p.path.join("d/e").is_dir(), "{r}");
 }
+
+/// Found by the hostile pass over the tree diff (r115 (1), (2)): a snapshot tree written into
+/// the store by hand (by anything that can write it: an agent running as the user) with an
+/// entry named `..` made `restore` write `../victim`, outside the project, and exit 0; an empty
+/// name, a name holding `/`, an unknown mode, entries out of git's order or a name twice gave
+/// a partial restore or a wrong report. Each is now an error (`object`) before any file
+/// changes, and the project and what is around it stay as they were.
+#[test]
+fn a_snapshot_tree_written_by_hand_with_a_name_out_of_the_project_changes_nothing() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "good\n");
+    p.track();
+    let store = p.store();
+    let write = |name: &str, data: &[u8], kind: &str| {
+        let file = sb.root.join(format!("object-{name}"));
+        fs::write(&file, data).unwrap();
+        let args = [
+            OsStr::new("hash-object"),
+            OsStr::new("--literally"),
+            OsStr::new("-t"),
+            OsStr::new(kind),
+            OsStr::new("-w"),
+            file.as_os_str(),
+        ];
+        let id = sb.git_in(&store, args).trim().to_string();
+        fs::remove_file(file).unwrap();
+        (0..40)
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&id[i..i + 2], 16).unwrap())
+            .collect::<Vec<u8>>()
+    };
+    let entry = |mode: &str, name: &[u8], id: &[u8]| {
+        [format!("{mode} ").as_bytes(), name, b"\0", id].concat()
+    };
+    let good = write("good", b"good\n", "blob");
+    let escaped = write("escaped", b"ESCAPED\n", "blob");
+    let victim = write("victim", &entry("100644", b"victim", &escaped), "tree");
+    let cases: [(&str, Vec<u8>); 8] = [
+        (
+            "a directory named ..",
+            [entry("40000", b"..", &victim), entry("100644", b"a", &good)].concat(),
+        ),
+        (
+            "a directory named .",
+            [entry("40000", b".", &victim), entry("100644", b"a", &good)].concat(),
+        ),
+        (
+            "an empty name",
+            [entry("40000", b"", &victim), entry("100644", b"a", &good)].concat(),
+        ),
+        (
+            "a name with a slash",
+            [
+                entry("100644", b"a", &good),
+                entry("100644", b"d/../../victim", &escaped),
+            ]
+            .concat(),
+        ),
+        (
+            "a submodule's commit",
+            [
+                entry("100644", b"a", &good),
+                entry("160000", b"sub", &escaped),
+            ]
+            .concat(),
+        ),
+        (
+            "mode 0",
+            [entry("100644", b"a", &good), entry("0", b"z", &escaped)].concat(),
+        ),
+        (
+            "out of order",
+            [
+                entry("100644", b"b", &escaped),
+                entry("100644", b"a", &good),
+            ]
+            .concat(),
+        ),
+        (
+            "a name twice",
+            [
+                entry("100644", b"a", &good),
+                entry("100644", b"a", &escaped),
+            ]
+            .concat(),
+        ),
+    ];
+    let before = fs_snapshot(&sb.root.join("proj"));
+    for (what, data) in cases {
+        let tree = write(what, &data, "tree");
+        let tree: String = tree.iter().map(|b| format!("{b:02x}")).collect();
+        let commit = sb.git_in(&store, ["commit-tree", &tree, "-m", "rewind: snapshot"]);
+        let record = format!("refs/rewind/snapshots/{tree}");
+        sb.git_in(&store, ["update-ref", &record, commit.trim()]);
+        for args in [
+            vec!["--json", "restore", &tree],
+            vec!["--json", "restore", &tree, "--force"],
+        ] {
+            let run = p.rewind(&args);
+            let error = expect_error(&run, "object");
+            assert!(
+                error.to_string().contains(&tree[..7]) || !error.to_string().is_empty(),
+                "{what}: {run}"
+            );
+            assert_eq!(
+                fs_snapshot(&sb.root.join("proj")),
+                before,
+                "{what}: the project changed"
+            );
+            assert!(
+                !sb.root.join("victim").exists(),
+                "{what}: written outside the project"
+            );
+        }
+        for args in [vec!["diff", &tree], vec!["patch", &tree]] {
+            p.rewind(&args).assert_code(1);
+        }
+    }
+}
