@@ -331,6 +331,9 @@ struct Model<'a> {
     runs: u64,
     /// Restores, reverts, undos and redos run so far (every third has a dry run first).
     changing_ops: u64,
+    /// The session whose agent's file action is running (a move announces its destination
+    /// when another open turn announced it, as `agent_edit` does its source).
+    acting: Option<&'static str>,
     /// Per session and path, the last recorded undo or redo of the session that changed it:
     /// its run number and whether it was a redo.
     rewind_changed: BTreeMap<(&'static str, PathBuf), (u64, bool)>,
@@ -386,6 +389,7 @@ impl<'a> Model<'a> {
             undos: Vec::new(),
             runs: 0,
             changing_ops: 0,
+            acting: None,
             rewind_changed: BTreeMap::new(),
         }
     }
@@ -561,6 +565,13 @@ impl<'a> Model<'a> {
         let to = self.pick_name();
         if related(rel, to) || self.abs(rel).symlink_metadata().is_err() {
             return;
+        }
+        // An agent's move writes `to` too: announced first where another open turn announced
+        // it (seed 304 at 2,000 steps: unannounced, it was a lie rewind believes).
+        if let Some(session) = self.acting.filter(|&s| self.announced_by_another(s, to)) {
+            if !self.announce(session, to) {
+                return;
+            }
         }
         self.clear_way(to);
         fs::rename(self.abs(rel), self.abs(to)).unwrap();
@@ -1456,9 +1467,7 @@ impl<'a> Model<'a> {
             k @ 18..=19 => k + 2,
             k => k,
         };
-        let theirs = self.open.iter().any(|(s, &i)| {
-            *s != session && self.turns[i].announced.iter().any(|a| related(a, rel))
-        });
+        let theirs = self.announced_by_another(session, rel);
         if announce || theirs {
             let announced = self.announce(session, rel);
             if theirs && !announced {
@@ -1467,9 +1476,19 @@ impl<'a> Model<'a> {
         }
         self.log
             .push(format!("# session {}'s agent:", q(session.as_bytes())));
+        self.acting = Some(session);
         self.file_action_on(rel, kind);
+        self.acting = None;
         let agent = self.agent(session);
         self.settle(agent);
+    }
+
+    /// Whether an open turn of another session than `session` announced `rel` (or a path
+    /// above or below it).
+    fn announced_by_another(&self, session: &'static str, rel: &[u8]) -> bool {
+        self.open.iter().any(|(s, &i)| {
+            *s != session && self.turns[i].announced.iter().any(|a| related(a, rel))
+        })
     }
 
     /// Who the edits of `session`'s agent are, as rewind sees them: its own, unless its open
