@@ -1486,9 +1486,9 @@ impl<'a> Model<'a> {
     /// Whether an open turn of another session than `session` announced `rel` (or a path
     /// above or below it).
     fn announced_by_another(&self, session: &'static str, rel: &[u8]) -> bool {
-        self.open.iter().any(|(s, &i)| {
-            *s != session && self.turns[i].announced.iter().any(|a| related(a, rel))
-        })
+        self.open
+            .iter()
+            .any(|(s, &i)| *s != session && self.turns[i].announced.iter().any(|a| related(a, rel)))
     }
 
     /// Who the edits of `session`'s agent are, as rewind sees them: its own, unless its open
