@@ -597,6 +597,7 @@ impl Locked<'_> {
             .filter(|&n| matches!(actions[n], Action::Write | Action::SaveAndWrite(_)))
             .collect();
         let any_deletion = actions.contains(&Action::Delete);
+        let narrowed = Narrowed::default();
         let store_dir = crate::fs::open_path(self.git_dir())
             .map_err(|e| Error::io("opening", self.git_dir(), e))?;
         let writes = Writes {
@@ -609,6 +610,7 @@ impl Locked<'_> {
             progress: self.progress(),
             unlinked: &unlinked,
             journal: &journal,
+            narrowed: &narrowed,
         };
         let mut first_dirs = Some(dirs);
         let mut replaced: Vec<(usize, io::Result<bool>)> = Vec::new();
@@ -661,6 +663,11 @@ impl Locked<'_> {
             replaced.extend(writes.swap(&staged, &now));
             if queue.is_empty() {
                 last_dirs = vec![dirs, now];
+            }
+        }
+        for (dir, mode) in crate::store::objects::lock(&narrowed).drain(..) {
+            if let Err(e) = root.set_dir_mode(&dir, mode) {
+                tracing::warn!(dir = %dir, error = %e, "a directory made writable to fill stays so");
             }
         }
         replaced.sort_unstable_by_key(|(n, _)| *n);
@@ -1044,10 +1051,15 @@ struct Writes<'a> {
     unlinked: &'a Unlinked,
     /// Where each swap done is recorded.
     journal: &'a JournalProgress,
+    /// The directories made writable to fill ([`stage`]).
+    narrowed: &'a Narrowed,
 }
 
 /// A staged temp file: the directory it is in, and its name.
 type TempFile = (Arc<Dir>, Vec<u8>);
+
+/// The directories a run made writable to fill, with the modes they get once it is done.
+type Narrowed = std::sync::Mutex<Vec<(BString, u32)>>;
 
 /// Where a change is recorded done: the run's journal, and the change's number in it.
 type DoneAt<'a> = (&'a JournalProgress, usize);
@@ -1067,6 +1079,7 @@ impl Writes<'_> {
             let temp = format!(".rewind-{}-{n}", self.token).into_bytes();
             let side = step.target.expect("a write has a target");
             let sight = &self.sights[step.snapshot];
+            let dirs = (dirs, self.narrowed);
             let dir = stage(dirs, step.path.as_ref(), (side, sight), data, &temp);
             (n, dir.map(|dir| (dir, temp)))
         };
@@ -1322,17 +1335,24 @@ pub(crate) fn holds_only(
 /// the umask (git's modes: never wider under a loose umask). The exec bits follow the snapshot, as in git. So a restored file is never more
 /// permissive than it was, nor than it is.
 fn stage(
-    dirs: &OpenDirs,
+    (dirs, narrowed): (&OpenDirs, &Narrowed),
     path: &BStr,
     (side, sight): (Side, &Visibility),
     data: &[u8],
     temp: &[u8],
 ) -> io::Result<Arc<Dir>> {
-    // A missing directory is made as private as the target recorded it, else 0755.
+    // A missing directory is made as private as the target recorded it, else 0755; one its
+    // owner may not write in (0555) is made writable, and narrowed once the run's files are
+    // in it (r116 (3): else nothing could ever be put back in it).
     let dir_mode = |dir: &[u8]| {
         let mut key = BString::from(dir);
         key.push(b'/');
-        sight.mode_of(key.as_ref()).unwrap_or(0o755)
+        let mode = sight.mode_of(key.as_ref()).unwrap_or(0o755);
+        if mode & 0o700 == 0o700 {
+            return mode;
+        }
+        crate::store::objects::lock(narrowed).push((BString::from(dir), mode));
+        mode | 0o700
     };
     let (dir, name) = dirs.parent(path, Some(&dir_mode))?;
     let recorded = sight.mode_of(path);

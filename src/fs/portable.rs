@@ -86,6 +86,11 @@ impl ProjectRoot {
             })
     }
 
+    /// Nothing: no permission bits are set here.
+    pub(crate) fn set_dir_mode(&self, _dir: &[u8], _mode: u32) -> io::Result<()> {
+        Ok(())
+    }
+
     /// Symlinks are not restored here: always an error.
     pub(crate) fn symlink_temp(_dir: &Dir, _temp: &[u8], _target: &[u8]) -> io::Result<()> {
         Err(io::Error::new(

@@ -87,6 +87,15 @@ impl ProjectRoot {
         })
     }
 
+    /// Set directory `dir`'s permission bits to `mode` exactly. Costs an `openat` per
+    /// component and an `fchmod`.
+    pub(crate) fn set_dir_mode(&self, dir: &[u8], mode: u32) -> io::Result<()> {
+        Ok(rustix::fs::fchmod(
+            &self.open_dir(dir, None)?.0,
+            mode_bits(mode & 0o7777),
+        )?)
+    }
+
     /// Make temp symlink `temp` in directory `dir`, pointing at `target`.
     pub(crate) fn symlink_temp(dir: &Dir, temp: &[u8], target: &[u8]) -> io::Result<()> {
         Ok(rustix::fs::symlinkat(target, &dir.0, temp)?)

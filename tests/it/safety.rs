@@ -2927,3 +2927,47 @@ fn an_undo_run_as_root_leaves_the_users_files_owned_by_the_user() {
         .mode();
     assert_eq!(mode & 0o777, 0o600, "{undone}");
 }
+
+/// Found by the hostile pass of stop 59 (r116 (3)): a read-only directory (0555) that a turn
+/// deleted could never be put back by its owner (not root): the undo made it 0555 first, then
+/// could not stage its files in it (`failed`, exit 1, every time, with the empty directory
+/// left). It is made writable, filled, then narrowed to its recorded bits. (Runs rewind as
+/// `nobody` through `setpriv`, which needs root, as `.ci/run` is.)
+#[test]
+fn a_read_only_directory_a_turn_deleted_comes_back_for_its_owner() {
+    use std::os::unix::fs::{lchown, PermissionsExt};
+    require_tool("setpriv", "to run rewind as a user other than root");
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("vendor/a.txt", "a\n")
+        .file("vendor/b.txt", "b\n")
+        .file("top.txt", "top\n");
+    fn give_to_nobody(path: &Path) {
+        lchown(path, Some(65534), Some(65534))
+            .expect("giving the sandbox to nobody needs root (run the tests as root)");
+        if fs::symlink_metadata(path).unwrap().is_dir() {
+            for entry in fs::read_dir(path).unwrap() {
+                give_to_nobody(&entry.unwrap().path());
+            }
+        }
+    }
+    give_to_nobody(&sb.root);
+    fs::set_permissions(p.join("vendor"), fs::Permissions::from_mode(0o555)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        let mut setpriv = Command::new("setpriv");
+        setpriv.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+        let run = run_with_deadline(&mut wrapped(&p, setpriv, args), DEFAULT_DEADLINE);
+        assert_no_panic(&run);
+        run
+    };
+    as_nobody(&["turn", "begin", "--session=s", "--turn=1"]).assert_success();
+    fs::set_permissions(p.join("vendor"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::remove_dir_all(p.join("vendor")).unwrap();
+    as_nobody(&["turn", "end", "--session=s", "--turn=1"]).assert_success();
+    let run = as_nobody(&["--json", "undo", "--session=s", "--last"]);
+    run.assert_success();
+    assert_eq!(p.read("vendor/a.txt"), b"a\n", "{run}");
+    assert_eq!(p.read("vendor/b.txt"), b"b\n", "{run}");
+    let mode = fs::metadata(p.join("vendor")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o555, "{run}");
+}
