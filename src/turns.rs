@@ -1552,7 +1552,6 @@ impl Store {
         // on disk: left as they are, and said so. (A directory the project's snapshot holds is
         // seen: its files are paths of their own, r110.)
         let mut out_of_view = Vec::new();
-        let mut target_sight = locked.visibility(target, Some(undone[0].begin))?;
         for path in &touched {
             if differs.contains(path)
                 || entry_at(&repo, current, path.as_ref())?.is_some()
@@ -1564,25 +1563,6 @@ impl Store {
             // r113 (4).)
             if locked.on_disk(path) && !locked.is_empty_dir(path) {
                 out_of_view.push(path.clone());
-                continue;
-            }
-            // Gone, and the target could not see it (ignored then) while a later undone
-            // turn's "before" holds it: a file a turn brought into view and a later one
-            // deleted. Undone one turn at a time, the later turn's undo writes it back and the
-            // earlier one's keeps it; so does the range (r116 (1): an ignored `.env` un-ignored,
-            // then deleted, stayed deleted and unreported). Nothing stands there to overwrite.
-            if others.contains(path) || target_sight.can_see(&repo, path.as_ref())? {
-                continue;
-            }
-            for record in &undone[1..] {
-                if let Some(found) = side_at(&repo, record.before, path.as_ref())? {
-                    d.changes.push(Change {
-                        path: path.clone(),
-                        before: None,
-                        after: Some(found),
-                    });
-                    break;
-                }
             }
         }
         // A later undone turn whose "before" lacks a path it could not see (ignored then) may
@@ -1681,7 +1661,7 @@ impl Store {
             target,
             current,
             steps: d.changes.iter().map(|c| step_of(c, 0)).collect(),
-            sights: vec![target_sight],
+            sights: vec![locked.visibility(target, Some(undone[0].begin))?],
             force,
             dry_run: options.dry_run,
             objects: Some(merges.clone()),
