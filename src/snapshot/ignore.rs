@@ -401,12 +401,18 @@ impl Excludes {
     }
 }
 
-/// Read a rules or repository file (at most 64 MiB) only if it is a regular file: a FIFO or a
-/// device standing in its place would block or never end.
+/// The most [`read_small`] reads of a file.
+const SMALL_FILE_CAP: usize = 64 << 20;
+
+/// Read a rules or repository file (at most [`SMALL_FILE_CAP`] bytes) only if it is a regular
+/// file: a FIFO or a device standing in its place would block or never end.
 fn read_small(dir: DirRef<'_>, path: &Path, follow: bool) -> std::io::Result<Vec<u8>> {
     let file = crate::fs::open_regular(dir, path, follow)?;
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, 64 << 20), &mut bytes)?;
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(file, SMALL_FILE_CAP as u64),
+        &mut bytes,
+    )?;
     Ok(bytes)
 }
 
@@ -468,17 +474,10 @@ fn config_files_are_plain(repo_files: &[PathBuf]) -> bool {
         .map(|path| (path, 0))
         .collect();
     while let Some((path, depth)) = pending.pop() {
-        let bytes = match crate::fs::open_regular(CWD, &path, true) {
-            Ok(file) => {
-                let mut bytes = Vec::new();
-                let limit = (64 << 20) + 1;
-                let read =
-                    std::io::Read::read_to_end(&mut std::io::Read::take(file, limit), &mut bytes);
-                if read.is_err() || bytes.len() as u64 == limit {
-                    return false;
-                }
-                bytes
-            }
+        let bytes = match read_small(CWD, &path, true) {
+            // (At the cap, it may go on: gix would read it all.)
+            Ok(bytes) if bytes.len() == SMALL_FILE_CAP => return false,
+            Ok(bytes) => bytes,
             // A FIFO, a device or a socket; else absent, unreadable or a directory, which
             // gix fails on at once.
             Err(_) => match fs::metadata(&path) {
@@ -548,15 +547,8 @@ fn enclosing_repo(project: &Path) -> Option<(gix::Repository, PathBuf)> {
     };
     let (path, trust) = gix::discover::upwards_opts(project, discovery).ok()?;
     let (git_dir, found_work_tree) = path.into_repository_and_work_tree_directories();
-    let common = read_small(CWD, &git_dir.join("commondir"), true)
-        .ok()
-        .and_then(|common| {
-            gix::path::from_byte_slice(common.trim())
-                .ok()
-                .map(|c| git_dir.join(c))
-        });
     let own = [
-        common.unwrap_or_else(|| git_dir.clone()).join("config"),
+        common_dir(CWD, &git_dir).join("config"),
         git_dir.join("config.worktree"),
     ];
     let mut repo = gix::open_opts(&git_dir, config_options(plain_config(&own)).with(trust))
@@ -652,14 +644,21 @@ fn git_dirs(dir: DirRef<'_>, base: &Path) -> (PathBuf, PathBuf) {
         },
         Err(_) => dot_git,
     };
-    let common = match read_small(dir, &git_dir.join("commondir"), true) {
-        Ok(common) => match gix::path::from_byte_slice(common.trim()) {
-            Ok(common) => git_dir.join(common),
-            Err(_) => git_dir.clone(),
-        },
-        Err(_) => git_dir.clone(),
-    };
+    let common = common_dir(dir, &git_dir);
     (git_dir, common)
+}
+
+/// The common dir of the repository whose git dir is `git_dir` (in `dir`): the one its
+/// `commondir` file names (a linked worktree's), else the git dir itself. Costs a small read.
+fn common_dir(dir: DirRef<'_>, git_dir: &Path) -> PathBuf {
+    let named = read_small(dir, &git_dir.join("commondir"), true).ok();
+    named
+        .and_then(|common| {
+            gix::path::from_byte_slice(common.trim())
+                .ok()
+                .map(|c| git_dir.join(c))
+        })
+        .unwrap_or_else(|| git_dir.to_owned())
 }
 
 #[cfg(test)]
