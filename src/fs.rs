@@ -520,7 +520,7 @@ impl ProjectRoot {
         let opened = match (open_child(parent, name), create) {
             (Err(e), Some(mode_of)) if e.kind() == io::ErrorKind::NotFound => {
                 match make_dir_in(parent, name, mode_of(dir)) {
-                    Ok(()) => give_owner(parent, name, None),
+                    Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                     Err(e) => return Err(e),
                 }

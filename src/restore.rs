@@ -1356,11 +1356,8 @@ fn stage(
     };
     let (dir, name) = dirs.parent(path, Some(&dir_mode))?;
     let recorded = sight.mode_of(path);
-    // (What it replaces gives it its owner, when this runs as root: `give_owner`.)
-    let existing = crate::fs::stat_in(dir.as_dir(), name)?;
     if side.is_link() {
         ProjectRoot::symlink_temp(&dir, temp, data)?;
-        crate::fs::give_owner(dir.as_dir(), temp, existing.as_ref());
         return Ok(dir);
     }
     let executable = side.mode & 0o111 != 0;
@@ -1368,18 +1365,16 @@ fn stage(
         true => mode | (mode & 0o444) >> 2,
         false => mode & !0o111,
     };
-    let existing_mode = existing
-        .as_ref()
+    let existing = crate::fs::stat_in(dir.as_dir(), name)?
         .filter(|found| found.kind == Kind::File)
         .map(|found| found.mode & 0o7777);
-    let perm = match (existing_mode, recorded) {
+    let perm = match (existing, recorded) {
         (Some(mode), recorded) => Perm::Exact(with_exec(mode & recorded.unwrap_or(0o7777))),
         (None, Some(mode)) => Perm::Exact(with_exec(mode)),
         (None, None) if executable => Perm::LessUmask(0o755),
         (None, None) => Perm::LessUmask(0o644),
     };
     ProjectRoot::write_temp(&dir, temp, data, perm)?;
-    crate::fs::give_owner(dir.as_dir(), temp, existing.as_ref());
     Ok(dir)
 }
 

@@ -152,9 +152,6 @@ pub(crate) fn out_of_resources(error: &io::Error) -> bool {
     error.kind() == io::ErrorKind::OutOfMemory
 }
 
-/// Nothing: files are not given owners here.
-pub(crate) fn give_owner(_dir: DirRef<'_>, _name: &[u8], _like: Option<&Found>) {}
-
 /// Make directory `name` in `dir` (no permission bits here).
 pub(crate) fn make_dir_in(dir: DirRef<'_>, name: &[u8], _mode: u32) -> io::Result<()> {
     fs::create_dir(dir.child(name)?)

@@ -179,51 +179,6 @@ pub(crate) fn out_of_resources(error: &io::Error) -> bool {
         )
 }
 
-/// Give `name` in `dir`, just made by this process, the owner of `like` (the file it replaces)
-/// or else of `dir`, when this process runs as root: an agent run as root over a user's
-/// checkout must not leave the user's files owned by root (unreadable to them when private).
-/// A set-user or set-group bit the change clears is set again. Nothing otherwise, nor where
-/// the file system refuses (a root-squashing NFS mount): the file stays as made. Costs an
-/// `fstat` of `dir` (without `like`), and an `fstatat` and a `fchownat` as root.
-pub(crate) fn give_owner(dir: DirRef<'_>, name: &[u8], like: Option<&Found>) {
-    if !rustix::process::geteuid().is_root() {
-        return;
-    }
-    let given = || -> io::Result<()> {
-        let (uid, gid) = match like {
-            Some(found) => (found.stat.uid, found.stat.gid),
-            None => {
-                let st = rustix::fs::fstat(dir)?;
-                (st.st_uid, st.st_gid)
-            }
-        };
-        let made = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
-        if (made.st_uid, made.st_gid) == (uid, gid) {
-            return Ok(());
-        }
-        let (owner, group) = (
-            rustix::process::Uid::from_raw(uid),
-            rustix::process::Gid::from_raw(gid),
-        );
-        rustix::fs::chownat(
-            dir,
-            name,
-            Some(owner),
-            Some(group),
-            AtFlags::SYMLINK_NOFOLLOW,
-        )?;
-        let special = made.st_mode as u32 & 0o6000;
-        if special != 0 && FileType::from_raw_mode(made.st_mode) == FileType::RegularFile {
-            let mode = mode_bits(made.st_mode as u32 & 0o7777);
-            rustix::fs::chmodat(dir, name, mode, AtFlags::empty())?;
-        }
-        Ok(())
-    };
-    if let Err(e) = given() {
-        tracing::debug!(error = %e, "the file made stays owned by root");
-    }
-}
-
 /// Make directory `name` in `dir` with permission bits `mode` (less the umask).
 pub(crate) fn make_dir_in(dir: DirRef<'_>, name: &[u8], mode: u32) -> io::Result<()> {
     Ok(rustix::fs::mkdirat(dir, name, mode_bits(mode))?)

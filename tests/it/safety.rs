@@ -2892,42 +2892,6 @@ fn kill_at_each_rename(
     );
 }
 
-/// Found by the hostile pass of stop 59 (r116 (2)): an agent run as root over a user's checkout
-/// (a container over a bind mount) undid a turn, and the user's private file came back owned
-/// by root, unreadable to its owner; a directory it made again was root's too. What a restore
-/// writes takes the owner of the file it replaces, else of the directory it is made in. (Needs
-/// root, as `.ci/run` is: the set-up fails loudly without it.)
-#[test]
-fn an_undo_run_as_root_leaves_the_users_files_owned_by_the_user() {
-    use std::os::unix::fs::{lchown, MetadataExt, PermissionsExt};
-    let sb = Sandbox::new();
-    let p = sb.project("proj");
-    p.file("notes.txt", "private\n")
-        .file("d/x", "x\n")
-        .file("d/e/y", "y\n");
-    fs::set_permissions(p.join("notes.txt"), fs::Permissions::from_mode(0o600)).unwrap();
-    let user = 65534; // nobody
-    for path in ["", "notes.txt", "d", "d/x", "d/e", "d/e/y"] {
-        lchown(p.join(path), Some(user), Some(user))
-            .expect("giving the project to nobody needs root (run the tests as root)");
-    }
-    begin(&p, "1");
-    p.file("notes.txt", "private\nthe agent's line\n");
-    fs::remove_dir_all(p.join("d")).unwrap();
-    end(&p, "1");
-    let undone = rwj(&p, &["undo", "--session=s", "--last"]);
-    assert_eq!(p.read("notes.txt"), b"private\n", "{undone}");
-    for path in ["notes.txt", "d", "d/x", "d/e", "d/e/y"] {
-        let meta = fs::symlink_metadata(p.join(path)).unwrap();
-        assert_eq!((meta.uid(), meta.gid()), (user, user), "{path}: {undone}");
-    }
-    let mode = fs::metadata(p.join("notes.txt"))
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600, "{undone}");
-}
-
 /// Found by the hostile pass of stop 59 (r116 (3)): a read-only directory (0555) that a turn
 /// deleted could never be put back by its owner (not root): the undo made it 0555 first, then
 /// could not stage its files in it (`failed`, exit 1, every time, with the empty directory
