@@ -2089,17 +2089,19 @@ impl Store {
         let mut last = None;
         let records = self.session_records(session)?;
         for record in &records {
-            if !self.is_rolled_back(session, &record.turn)? || again(&record.turn) {
-                last = Some(record.turn.clone());
+            let rolled_back = self.is_rolled_back(session, &record.turn)?;
+            if !rolled_back || again(&record.turn) {
+                last = Some((record.turn.clone(), rolled_back));
             }
         }
-        let mut turn = last.ok_or_else(|| Error::NothingLeft {
+        let (mut turn, taken_again) = last.ok_or_else(|| Error::NothingLeft {
             session: session.into(),
             what: "turn left to undo".into(),
         })?;
-        // One an undo rolled back in part is taken again from that undo's first turn: from a
-        // later one, its "before" holds the earlier turns' work (r113 (2)).
-        if let Some((undo, _)) = in_part.rolled_back_by.get(&turn).filter(|_| again(&turn)) {
+        // One an undo rolled back in part (and no redo gave back since) is taken again from
+        // that undo's first turn: from a later one, its "before" holds the earlier turns' work
+        // (r113 (2)). One a redo gave back is the session's latest work, undone from itself.
+        if let Some((undo, _)) = in_part.rolled_back_by.get(&turn).filter(|_| taken_again) {
             for record in &records {
                 let by_it = in_part.rolled_back_by.get(&record.turn).map(|(u, _)| u) == Some(undo);
                 // (Still rolled back: one a redo gave back since is not that undo's any more.)

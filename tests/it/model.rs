@@ -1635,12 +1635,16 @@ impl<'a> Model<'a> {
                 },
                 false => from.unwrap_or(of_session[0]),
             };
-        // (`--force` takes a turn an undo left files of again from that undo's first turn: from
-        // a later one, its "before" holds the earlier turns' work, r113 (2).)
+        // (`--force` takes a turn an undo left files of again from that undo's first turn still
+        // rolled back: from a later one, its "before" holds the earlier turns' work, r113 (2);
+        // one a redo gave back since is the session's work again.)
         let begin_of = match force_last && self.turns[begin_of].rolled_back {
             true => (self.undos.iter().rev())
                 .find(|u| !u.redone && u.rolled_back.contains(&begin_of))
-                .and_then(|u| u.rolled_back.iter().min().copied())
+                .and_then(|u| {
+                    let held = |t: &&usize| !u.released.contains(t) && self.turns[**t].rolled_back;
+                    u.rolled_back.iter().filter(held).min().copied()
+                })
                 .unwrap_or(begin_of),
             false => begin_of,
         };

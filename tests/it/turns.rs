@@ -3276,6 +3276,43 @@ fn an_undo_from_a_turn_an_undo_rolled_back_in_part_with_an_earlier_one_is_refuse
     assert!(!p.join("f3").exists(), "forced: {forced}");
 }
 
+/// Model seed 306 (stop 60): an undo that left files alone even with `--force` (a FIFO in the
+/// way) rolled back turn 1 again and turn 2; its redo gave turn 2 back, while turn 1 stayed
+/// rolled back by the undo before (which is not redone). `undo --last --force` then took that
+/// undo again from turn 1 and wrote turn 1's "before" over the user's later edit: the last
+/// turn is turn 2, given back, and undone from itself.
+#[test]
+fn undo_last_force_after_a_redo_gave_the_last_turn_back_undoes_that_turn_alone() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "0\n").file("b", "0\n").file("c", "0\n");
+    begin(&p, "s", "1");
+    p.file("a", "a1\n").file("b", "b1\n");
+    end(&p, "s", "1");
+    p.file("b", "user\n");
+    let first = rwj(&p, &["undo", "--session", "s", "--last"]);
+    assert_eq!(first["conflicts"], serde_json::json!(["b"]), "{first}");
+    begin(&p, "s", "2");
+    p.file("c", "c2\n");
+    end(&p, "s", "2");
+    let before_2 = turns(&p, Some("s"))[1].before.clone();
+    shell(&p, "rm c && mkfifo c");
+    let second = rwj(&p, &["undo", "--session", "s", "--turn", "1", "--force"]);
+    assert_eq!(second["conflicts"], serde_json::json!(["c"]), "{second}");
+    assert_eq!(p.read("b"), b"0\n", "forced: {second}");
+    let redo = rwj(&p, &["redo", "--session", "s"]);
+    assert_eq!(p.read("b"), b"user\n", "{redo}");
+    let rolled: Vec<bool> = turns(&p, Some("s")).iter().map(|t| t.rolled_back).collect();
+    assert_eq!(rolled, [true, false], "turn 2 given back, turn 1 not");
+    std::fs::remove_file(p.join("c")).unwrap();
+    p.file("c", "c2\n");
+    let last = rwj(&p, &["undo", "--session", "s", "--last", "--force"]);
+    assert_eq!(last["hash"], before_2, "undone from turn 2: {last}");
+    assert_eq!(p.read("c"), b"0\n", "{last}");
+    assert_eq!(p.read("b"), b"user\n", "turn 1's before stays out: {last}");
+    assert_eq!(p.read("a"), b"0\n", "{last}");
+}
+
 /// The hunt of stop 58 (r113 (3)): an empty directory at a conflicted path (the user's), or
 /// one the run's deletions leave holding an empty directory: the real run listed it in
 /// `in_the_way`, the dry run (which took any directory holding no file but deleted ones for
