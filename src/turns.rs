@@ -53,10 +53,13 @@ pub struct TurnFile {
     /// How similar it is to the file it was renamed from, in percent (`renamed` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub similarity: Option<u32>,
-    /// Lines added (`git diff --numstat`).
+    /// Lines added (`git diff --numstat`; 0 for a binary file, where git says `-`).
     pub additions: usize,
-    /// Lines deleted (`git diff --numstat`).
+    /// Lines deleted (`git diff --numstat`; 0 for a binary file, where git says `-`).
     pub deletions: usize,
+    /// Either side is binary (a NUL byte in its first 8,000 bytes, git's test): no lines are
+    /// counted.
+    pub binary: bool,
     /// Whose change it is: see [`Origin`].
     pub origin: Origin,
 }
@@ -614,6 +617,9 @@ const UNFINISHED_RUN: &str = "Rewind-Unfinished-Run: ";
 /// The key of an end commit's lines, one per file of the turn:
 /// `<status> <origin> +<additions> -<deletions> <path>`.
 const FILE_LINE: &str = "Rewind-File: ";
+/// The key of the lines naming each file of a turn that is binary on either side (since stop
+/// 60; an end commit before that names none, and reads its files as text).
+const BINARY_FILE: &str = "Rewind-Binary-File: ";
 /// The key of the lines naming each path a turn announced with `track_file`.
 const ANNOUNCED: &str = "Rewind-Announced: ";
 /// The trailer of end commits whose file lines say whose each change is (older ones have
@@ -822,6 +828,11 @@ fn file_lines(files: &[TurnFile]) -> String {
         crate::snapshot::visibility::encode_path(&mut out, &file.file);
         out.push('\n');
     }
+    for file in files.iter().filter(|file| file.binary) {
+        out.push_str(BINARY_FILE);
+        crate::snapshot::visibility::encode_path(&mut out, &file.file);
+        out.push('\n');
+    }
     out.push_str(ATTRIBUTED);
     out.push('\n');
     out
@@ -833,6 +844,9 @@ fn parse_files(message: &[u8]) -> Option<Vec<TurnFile>> {
     if !message.lines().any(|l| l == ATTRIBUTED.as_bytes()) {
         return None;
     }
+    let binary: HashSet<BString> = lines_with(message, BINARY_FILE)
+        .filter_map(decode_path)
+        .collect();
     let parse = |rest: &[u8]| -> Option<TurnFile> {
         let mut words = rest.splitn_str(5, " ");
         let status = match words.next()? {
@@ -849,6 +863,7 @@ fn parse_files(message: &[u8]) -> Option<Vec<TurnFile>> {
         let deletions = count(words.next(), b"-")?;
         let file = crate::snapshot::visibility::decode_path(words.next()?)?;
         Some(TurnFile {
+            binary: binary.contains(&file),
             file,
             status,
             old_file: None,
@@ -5807,6 +5822,7 @@ fn turn_file(repo: &gix::Repository, listed: Listed, origin: Origin) -> Result<T
         similarity: row.similarity,
         additions: row.additions,
         deletions: row.deletions,
+        binary: row.binary,
         origin,
     })
 }

@@ -93,12 +93,12 @@ test("two OpenCode turns end with their files, message id and the prompt as type
     [
       {
         turn: "1", ended: true,
-        changed: [{ file: "src/app.ts", status: "modified", additions: 1, deletions: 1, origin: "announced" }],
+        changed: [{ file: "src/app.ts", status: "modified", additions: 1, deletions: 1, binary: false, origin: "announced" }],
         meta: { agent: "opencode", message_id: "msg_1", prompt: "make it two" },
       },
       {
         turn: "2", ended: true,
-        changed: [{ file: "notes.md", status: "added", additions: 1, deletions: 0, origin: "announced" }],
+        changed: [{ file: "notes.md", status: "added", additions: 1, deletions: 0, binary: false, origin: "announced" }],
         meta: { agent: "opencode", message_id: "msg_2", prompt: "add notes, and three" },
       },
     ],

@@ -155,6 +155,7 @@ class TurnFile(TypedDict):
     similarity: NotRequired[int]
     additions: int
     deletions: int
+    binary: bool  # either side binary: no lines counted (git's numstat says "-")
     origin: Origin
 
 
@@ -770,7 +771,7 @@ def selftest(rewind: str) -> int:
             for row in files:
                 check_shape("turn file shape", row, TurnFile)
             expected: list[TurnFile] = [
-                {"file": "b.txt", "status": "modified", "additions": 1, "deletions": 1, "origin": "announced"}
+                {"file": "b.txt", "status": "modified", "additions": 1, "deletions": 1, "binary": False, "origin": "announced"}
             ]
             check("turn_end", files == expected, files)
             turns = rw.turns("py")

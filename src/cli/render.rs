@@ -107,11 +107,14 @@ pub(crate) fn print_file(file: &rewind::TurnFile, indent: &str) {
         .old_file
         .as_ref()
         .map(|old| format!("{} -> ", quote(old)));
+    // A binary file has no lines to count (`git diff --numstat` gives `-`).
+    let counts = match file.binary {
+        true => "binary".to_string(),
+        false => format!("+{:<5} -{}", file.additions, file.deletions),
+    };
     outln!(
-        "{indent}{:<8} +{:<5} -{:<5} {:<11} {}{}",
+        "{indent}{:<8} {counts:<13} {:<11} {}{}",
         format!("{:?}", file.status).to_lowercase(),
-        file.additions,
-        file.deletions,
         format!("{:?}", file.origin).to_lowercase(),
         old.unwrap_or_default(),
         quote(&file.file)

@@ -274,13 +274,14 @@ fn tree_entries(p: &TestProject, store: &std::path::Path, tree: &str) -> BTreeMa
         .collect()
 }
 
-/// `git diff --numstat --no-renames -z A B`: path -> (additions, deletions).
+/// `git diff --numstat --no-renames -z A B`: path -> (additions, deletions), `None` where git
+/// says binary (`-`).
 fn numstat(
     p: &TestProject,
     store: &std::path::Path,
     a: &str,
     b: &str,
-) -> BTreeMap<String, (u64, u64)> {
+) -> BTreeMap<String, Option<(u64, u64)>> {
     let run =
         p.sb.git_in_run(store, ["diff", "--numstat", "--no-renames", "-z", a, b]);
     run.assert_success();
@@ -293,11 +294,9 @@ fn numstat(
             let add = parts.next().unwrap();
             let del = parts.next().unwrap();
             let path = parts.next().expect("numstat path").to_string();
-            let n = |s: &str| {
-                s.parse::<u64>()
-                    .unwrap_or_else(|_| panic!("binary file in test data: {e}"))
-            };
-            (path, (n(add), n(del)))
+            let n = |s: &str| s.parse::<u64>().unwrap_or_else(|_| panic!("numstat: {e}"));
+            let counts = (add != "-").then(|| (n(add), n(del)));
+            (path, counts)
         })
         .collect()
 }
@@ -338,7 +337,10 @@ fn changed_paths(p: &TestProject, store: &std::path::Path, a: &str, b: &str) -> 
 }
 
 /// A `[{file, status, additions, deletions}]` list as a map, each file once.
-fn file_rows(files: &[Value], what: &str) -> BTreeMap<String, (String, u64, u64)> {
+/// A file row: status, additions, deletions, binary.
+type Row = (String, u64, u64, bool);
+
+fn file_rows(files: &[Value], what: &str) -> BTreeMap<String, Row> {
     let mut out = BTreeMap::new();
     for f in files {
         let file = f["file"]
@@ -353,19 +355,18 @@ fn file_rows(files: &[Value], what: &str) -> BTreeMap<String, (String, u64, u64)
         let del = f["deletions"]
             .as_u64()
             .unwrap_or_else(|| panic!("{what}: no deletions in {f}"));
-        let prev = out.insert(file.to_string(), (status.to_string(), add, del));
+        let binary = f["binary"]
+            .as_bool()
+            .unwrap_or_else(|| panic!("{what}: no binary in {f}"));
+        let prev = out.insert(file.to_string(), (status.to_string(), add, del, binary));
         assert!(prev.is_none(), "{what}: {file:?} listed twice");
     }
     out
 }
 
-/// What git says changed from `a` to `b`, in the same shape as [`file_rows`].
-fn git_rows(
-    p: &TestProject,
-    store: &std::path::Path,
-    a: &str,
-    b: &str,
-) -> BTreeMap<String, (String, u64, u64)> {
+/// What git says changed from `a` to `b`, in the same shape as [`file_rows`] (a binary file
+/// counted 0 and 0).
+fn git_rows(p: &TestProject, store: &std::path::Path, a: &str, b: &str) -> BTreeMap<String, Row> {
     let ns = numstat(p, store, a, b);
     let st = name_status(p, store, a, b);
     assert_eq!(
@@ -375,8 +376,9 @@ fn git_rows(
     );
     st.into_iter()
         .map(|(path, status)| {
-            let (a, d) = ns[&path];
-            (path, (status, a, d))
+            let counts = ns[&path];
+            let (a, d) = counts.unwrap_or_default();
+            (path, (status, a, d, counts.is_none()))
         })
         .collect()
 }
@@ -400,6 +402,14 @@ fn assert_turn_matches_git(
             rec.before
         );
     }
+    let changed = rec.json["changed"].as_array().expect("changed rows");
+    assert_eq!(
+        file_rows(changed, "turns"),
+        want,
+        "`turns` row of {:?}/{:?}",
+        rec.session,
+        rec.turn
+    );
     let adds: u64 = want.values().map(|r| r.1).sum();
     let dels: u64 = want.values().map(|r| r.2).sum();
     assert_eq!(
@@ -2497,7 +2507,8 @@ fn changes_totals_match_git_numstat() {
         .file("c.txt", lines("c", 7))
         .file("d.txt", lines("d", 5))
         .file("u.txt", "user\n")
-        .file("m.txt", "mode\n");
+        .file("m.txt", "mode\n")
+        .file("g.bin", b"\0one\ntwo\n");
     let store = p.store();
     let s = "totals";
 
@@ -2505,7 +2516,8 @@ fn changes_totals_match_git_numstat() {
     p.file("a.txt", splice(&a0, 5, 3, &["five", "six"]));
     p.file("d.txt", lines("D", 5));
     p.file("e.txt", lines("e", 4));
-    end(&p, s, "1");
+    p.file("g.bin", b"\0one\nthree\n"); // binary: git counts no lines (r116 (5))
+    let end_1 = end(&p, s, "1");
     p.file("u.txt", "user edited between turns\n"); // not the agent's
     begin(&p, s, "2");
     p.file("b.txt", lines("b", 9));
@@ -2520,10 +2532,15 @@ fn changes_totals_match_git_numstat() {
     p.remove("e.txt"); // created in turn 1: no net change
     p.file("f.txt", "f\n");
     p.chmod("m.txt", 0o755);
+    p.file("h.txt", "text\n".repeat(3));
     end(&p, s, "3");
+    begin(&p, s, "4");
+    p.file("h.txt", b"text\n\0binary now\n"); // text to binary
+    end(&p, s, "4");
 
     let list = turns(&p, Some(s));
-    assert_eq!(list.len(), 3);
+    assert_eq!(list.len(), 4);
+    assert_turn_matches_git(&p, &store, &list[0], Some(&end_1));
     // Oracle: per path, git's numstat from the before of the first turn that touched it to the
     // after of the last one; paths with no net change are not listed.
     let mut want = BTreeMap::new();
@@ -2550,8 +2567,12 @@ fn changes_totals_match_git_numstat() {
     }
     assert_eq!(
         want.keys().collect::<Vec<_>>(),
-        ["a.txt", "b.txt", "c.txt", "f.txt", "m.txt"],
+        ["a.txt", "b.txt", "c.txt", "f.txt", "g.bin", "h.txt", "m.txt"],
         "test setup"
+    );
+    assert!(
+        want["g.bin"].3 && want["h.txt"].3 && !want["a.txt"].3,
+        "test setup: {want:?}"
     );
 
     let ch = rwj(&p, &["changes", &sess(s)]);
@@ -2565,13 +2586,23 @@ fn changes_totals_match_git_numstat() {
     assert_eq!(ch["total_deletions"].as_u64(), Some(dels), "{ch}");
     // No edit was made between turns on an agent's path, so the whole session is also
     // git's diff from the first before to the last after, minus the user's file.
-    let mut whole = git_rows(&p, &store, &list[0].before, list[2].after.as_ref().unwrap());
+    let mut whole = git_rows(&p, &store, &list[0].before, list[3].after.as_ref().unwrap());
     whole.remove("u.txt");
     assert_eq!(got, whole);
 
-    // Human output ends with the totals line.
+    // Human output: a binary file says so in place of its counts; the totals line ends it.
     let run = rw(&p, &["changes", &sess(s)]);
     run.assert_success();
+    for (path, row) in &want {
+        let line = run
+            .stdout
+            .lines()
+            .find(|l| l.ends_with(&format!(" {path}")));
+        let line = line.unwrap_or_else(|| panic!("no line for {path}: {run}"));
+        let counts = format!("+{:<5} -{}", row.1, row.2);
+        let shown = if row.3 { "binary" } else { counts.as_str() };
+        assert!(line.contains(shown), "{path}: {line:?}");
+    }
     let last = run.stdout.lines().last().unwrap_or_default().to_string();
     assert!(
         last.contains(&format!("+{adds}"))

@@ -60,7 +60,7 @@ const restoreOutcome: Shape<RestoreOutcome> = {
 };
 const turnFile: Shape<TurnFile> = {
   file: "required", status: "required", old_file: "optional", similarity: "optional", additions: "required",
-  deletions: "required", origin: "required",
+  deletions: "required", binary: "required", origin: "required",
 };
 const turnStart: Shape<TurnStart> = { session: "required", turn: "required", before: "required", skipped: "required" };
 const trackedFile: Shape<TrackedFile> = { session: "required", turn: "required", path: "required" };
@@ -194,7 +194,7 @@ describe("rewind serve through RewindClient", () => {
     assert.equal(ended.before, begun.before);
     assert.match(ended.after, ID);
     for (const row of ended.files) assertShape(row, turnFile, "turn_end file");
-    assert.deepEqual(ended.files, [{ file: "b.txt", status: "modified", additions: 1, deletions: 1, origin: "announced" }]);
+    assert.deepEqual(ended.files, [{ file: "b.txt", status: "modified", additions: 1, deletions: 1, binary: false, origin: "announced" }]);
 
     const turns = await rw.turns("ts");
     for (const row of turns) assertShape(row, turn, "turns row");

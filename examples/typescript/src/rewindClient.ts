@@ -143,6 +143,8 @@ export interface TurnFile {
   similarity?: number;
   additions: number;
   deletions: number;
+  /** Either side is binary: no lines are counted (git's numstat says "-"). */
+  binary: boolean;
   origin: Origin;
 }
 export interface TurnStart {
