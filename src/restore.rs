@@ -85,6 +85,15 @@ pub struct RestoreOutcome {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub in_the_way: Vec<BString>,
+    /// For an undo, the conflicts (also in `conflicts`) at paths the undone turn's end could
+    /// not see (ignored then, and not in the project's git index): what stood there when it
+    /// ended cannot be told, so neither can whether someone changed it since. `force` writes
+    /// them (r116 (4): a file `git rm` took out of the index in an ignored directory).
+    #[serde(
+        serialize_with = "serialize_paths",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub unseen: Vec<BString>,
     /// Files the target lacks but could not see (ignored under its rules, inside a nested
     /// repository then, or left out for size or type): not deleted.
     #[serde(serialize_with = "serialize_paths")]
@@ -459,6 +468,7 @@ impl Locked<'_> {
             failed: Vec::new(),
             conflicts: Vec::new(),
             in_the_way: Vec::new(),
+            unseen: Vec::new(),
             kept: Vec::new(),
             merged: Vec::new(),
             conflict_details: Vec::new(),

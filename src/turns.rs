@@ -1529,8 +1529,8 @@ impl Store {
         let (mut others, unknown) = locked.changed_by_others(&chain, current, &touched)?;
         // Changed by someone else while a turn was open: their edit is in the turn's "after",
         // so no merge can tell it from the turn's (a conflict, never mergeable); so is a
-        // file a turn's "after" left out.
-        during.extend(unknown);
+        // file a turn's "after" left out (said as `unseen`).
+        during.extend(unknown.iter().cloned());
         for record in undone {
             during.extend(locked.changed_by_other_sessions(session, record, current)?);
         }
@@ -1692,6 +1692,10 @@ impl Store {
             let mut conflicts = d.conflicts.clone();
             conflicts.append(&mut outcome.conflicts);
             outcome.conflicts = conflicts;
+            outcome.unseen = (outcome.conflicts.iter())
+                .filter(|p| unknown.contains(*p) && !outcome.in_the_way.contains(p))
+                .cloned()
+                .collect();
             outcome.kept.extend(out_of_view.iter().cloned());
             let merged = d.merged.iter().filter(|p| outcome.written.contains(p));
             outcome.merged = merged.cloned().collect();

@@ -147,6 +147,17 @@ pub(crate) fn print_outcome(
             );
             continue;
         }
+        if outcome.unseen.contains(path) {
+            let hint = match forced {
+                Some(false) => " (use --force)",
+                _ => "",
+            };
+            errln!(
+                "rewind: {would}left alone {}: ignored when the turn ended (no snapshot saw it), so whether someone changed it since cannot be told{hint}",
+                quote(path)
+            );
+            continue;
+        }
         let detail = outcome.conflict_details.iter().find(|d| d.file == *path);
         let hint = match detail {
             Some(d) if d.mergeable => "use --merge to keep both, or --force".to_owned(),

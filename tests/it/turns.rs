@@ -3344,6 +3344,56 @@ fn undo_last_force_after_a_redo_gave_the_last_turn_back_undoes_that_turn_alone()
     assert_eq!(p.read("a"), b"0\n", "{last}");
 }
 
+/// The hunt of stop 59 (r116 (4)): a turn ran `git rm` on a file force-added inside an ignored
+/// directory. Its end could not see the path (ignored, out of the index), so the undo cannot
+/// tell what stood there then: left alone, said so (not "changed by someone else"), and
+/// `--force` brings the file back.
+#[test]
+fn a_file_git_rm_took_out_of_an_ignored_directory_is_left_alone_as_unseen_until_forced() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file(".gitignore", "build/\n")
+        .file("build/keep.txt", "keep\n");
+    p.git_init();
+    p.git(["add", "-f", "build/keep.txt", ".gitignore"]);
+    p.git(["commit", "-qm", "init"]);
+    begin(&p, "s", "1");
+    p.git(["rm", "-q", "build/keep.txt"]);
+    let files = end(&p, "s", "1");
+    assert_eq!(
+        file_rows(&files, "end").into_keys().collect::<Vec<_>>(),
+        ["build/keep.txt"]
+    );
+    let left = rwj(&p, &["undo", "--session", "s", "--last", "--dry-run"]);
+    assert_eq!(
+        left["conflicts"],
+        serde_json::json!(["build/keep.txt"]),
+        "{left}"
+    );
+    assert_eq!(
+        left["unseen"],
+        serde_json::json!(["build/keep.txt"]),
+        "{left}"
+    );
+    let plain = rw(&p, &["undo", "--session", "s", "--last"]);
+    plain.assert_success();
+    assert!(!p.join("build").exists(), "{plain}");
+    assert!(
+        plain
+            .stderr
+            .contains("build/keep.txt: ignored when the turn ended")
+            && !plain.stderr.contains("changed by someone else"),
+        "{plain}"
+    );
+    let forced = rwj(&p, &["undo", "--session", "s", "--last", "--force"]);
+    assert_eq!(
+        forced["written"],
+        serde_json::json!(["build/keep.txt"]),
+        "{forced}"
+    );
+    assert_eq!(p.read("build/keep.txt"), b"keep\n");
+}
+
 /// The hunt of stop 58 (r113 (3)): an empty directory at a conflicted path (the user's), or
 /// one the run's deletions leave holding an empty directory: the real run listed it in
 /// `in_the_way`, the dry run (which took any directory holding no file but deleted ones for

@@ -55,7 +55,7 @@ const hasChanges: Shape<HasChanges> = { hash: "required", changed: "required" };
 const failure: Shape<Failure> = { path: "required", error: "required" };
 const restoreOutcome: Shape<RestoreOutcome> = {
   hash: "required", written: "required", deleted: "required", failed: "required", conflicts: "required",
-  kept: "required", undo: "required", dry_run: "optional", diff: "optional", in_the_way: "optional",
+  kept: "required", undo: "required", dry_run: "optional", diff: "optional", in_the_way: "optional", unseen: "optional",
   merged: "optional", conflict_details: "optional", unrecorded: "optional",
 };
 const turnFile: Shape<TurnFile> = {
