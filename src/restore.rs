@@ -86,8 +86,8 @@ pub struct RestoreOutcome {
     )]
     pub in_the_way: Vec<BString>,
     /// For an undo, the conflicts (also in `conflicts`) at paths the undone turn's end could
-    /// not see (ignored then, and not in the project's git index): what stood there when it
-    /// ended cannot be told, so neither can whether someone changed it since. `force` writes
+    /// not see (ignored then and not in the project's git index, or left out for size or
+    /// type, or below a path left out): what stood there when it ended cannot be told, so neither can whether someone changed it since. `force` writes
     /// them (r116 (4): a file `git rm` took out of the index in an ignored directory).
     #[serde(
         serialize_with = "serialize_paths",
@@ -427,7 +427,10 @@ impl Locked<'_> {
     pub(crate) fn current(&self, dry_run: bool) -> Result<(ObjectId, Option<PendingIndex>)> {
         let options = TrackOptions::default();
         if dry_run {
-            return Ok((self.peek(&options)?.hash.0, None));
+            let snapshot = self.peek(&options)?;
+            let lines = crate::snapshot::visibility::record_lines(&snapshot);
+            *crate::store::objects::lock(&self.peeked) = Some((snapshot.hash.0, lines));
+            return Ok((snapshot.hash.0, None));
         }
         let (snapshot, index) = self.track_holding_index(&options)?;
         Ok((snapshot.hash.0, index))

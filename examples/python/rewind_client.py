@@ -139,7 +139,7 @@ class RestoreOutcome(TypedDict):
     failed: list[Failure]
     conflicts: list[str]
     in_the_way: NotRequired[list[str]]  # conflicts force cannot take: a directory (say) stands there
-    unseen: NotRequired[list[str]]  # undo: conflicts at paths the turn's end could not see (ignored then)
+    unseen: NotRequired[list[str]]  # undo: conflicts at paths the turn's end could not see (ignored or left out then)
     kept: list[str]
     undo: str  # restore(undo) puts everything back as it was before (dry run: the project now)
     dry_run: NotRequired[bool]  # present (true) for a dry run: nothing was changed

@@ -153,7 +153,7 @@ pub(crate) fn print_outcome(
                 _ => "",
             };
             errln!(
-                "rewind: {would}left alone {}: ignored when the turn ended (no snapshot saw it), so whether someone changed it since cannot be told{hint}",
+                "rewind: {would}left alone {}: the turn's end could not see it (ignored, or left out), so whether someone changed it since cannot be told{hint}",
                 quote(path)
             );
             continue;

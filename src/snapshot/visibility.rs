@@ -375,7 +375,9 @@ impl Locked<'_> {
 
 impl Store {
     /// What snapshot `tree` could see: its ignore rules and every left-out path recorded for
-    /// it, in its snapshot record and in `extra` (a turn's begin commit).
+    /// it, in its snapshot record and in `extra` (a turn's begin commit) when that commit is
+    /// of `tree` (a turn a redo reopened starts from another tree, whose lines are not its
+    /// begin commit's: model seed 415).
     pub(crate) fn visibility(&self, tree: ObjectId, extra: Option<ObjectId>) -> Result<Visibility> {
         let repo = self.repo();
         let mut left_out = Vec::new();
@@ -383,11 +385,28 @@ impl Store {
         let mut modes: HashMap<BString, u32> = HashMap::new();
         let mut recorded_rules: HashMap<BString, Vec<Vec<u8>>> = HashMap::new();
         let record = self.ref_target(&snapshot_record(tree))?;
+        let mut messages = Vec::new();
         for commit in record.into_iter().chain(extra) {
             let object = repo
                 .find_commit(commit)
                 .map_err(|e| Error::store(self.git_dir(), e))?;
-            let message = object.message_raw_sloppy();
+            if object
+                .tree_id()
+                .map_err(|e| Error::store(self.git_dir(), e))?
+                == tree
+            {
+                messages.push(object.message_raw_sloppy().to_vec());
+            }
+        }
+        // (A dry run's snapshot, not recorded: what its record would hold.)
+        let peeked = crate::store::objects::lock(&self.peeked).clone();
+        messages.extend(
+            peeked
+                .filter(|(id, _)| *id == tree)
+                .map(|(_, lines)| lines.into()),
+        );
+        for message in &messages {
+            let message = message.as_slice();
             left_out.extend(parse_left_out(message));
             for (word, path) in parse_lines(message, NESTED) {
                 *nested.entry(path).or_insert(true) &= word == REPO.as_bytes();

@@ -278,6 +278,10 @@ pub struct Store {
     /// What rewind did or found on its own that the user should hear of (see
     /// [`Store::take_notices`]).
     pub(crate) notices: std::sync::Mutex<Vec<String>>,
+    /// The last snapshot a dry run took without recording it, with the lines its record would
+    /// get: [`Store::visibility`] reads them for that tree beside its record, so that a dry
+    /// run sees what its real run (which records the snapshot first) sees.
+    pub(crate) peeked: std::sync::Mutex<Option<(gix::ObjectId, String)>>,
 }
 
 /// Notices taken from the store ([`Store::take_notices`]), to be said and then marked
@@ -659,6 +663,7 @@ impl Store {
             watcher: Default::default(),
             closing: Default::default(),
             notices: Default::default(),
+            peeked: Default::default(),
         })
     }
 

@@ -3381,7 +3381,7 @@ fn a_file_git_rm_took_out_of_an_ignored_directory_is_left_alone_as_unseen_until_
     assert!(
         plain
             .stderr
-            .contains("build/keep.txt: ignored when the turn ended")
+            .contains("build/keep.txt: the turn's end could not see it (ignored")
             && !plain.stderr.contains("changed by someone else"),
         "{plain}"
     );
@@ -3392,6 +3392,74 @@ fn a_file_git_rm_took_out_of_an_ignored_directory_is_left_alone_as_unseen_until_
         "{forced}"
     );
     assert_eq!(p.read("build/keep.txt"), b"keep\n");
+}
+
+/// Model seed 402 (stop 60, two sessions, 800 steps): a turn made file `x` a directory holding
+/// `x/inner`; the user put a FIFO at `x`; with a later turn open, an undo's dry run left
+/// `x/inner` out of its conflicts while the real run listed it. The dry run's snapshot is not
+/// recorded, and with no record it did not know the snapshot left `x` out; it reads what the
+/// record would hold now.
+#[test]
+fn an_undo_dry_run_knows_what_the_snapshot_left_out_as_its_real_run_does() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("x", "0\n").file("a", "0\n");
+    begin(&p, "s", "1");
+    p.remove("x");
+    p.file("x/inner", "inner\n").file("a", "1\n");
+    end(&p, "s", "1");
+    begin(&p, "s", "2");
+    shell(&p, "rm -r x && mkfifo x");
+    let args = ["undo", "--session", "s", "--turn", "1"];
+    let (dry, real) = dry_then_real(&p, &args);
+    let keys = [
+        "written",
+        "deleted",
+        "conflicts",
+        "in_the_way",
+        "unseen",
+        "kept",
+        "conflict_details",
+    ];
+    for key in keys {
+        assert_eq!(dry[key], real[key], "{key}: dry run {dry}\nreal run {real}");
+    }
+    assert_eq!(p.read("a"), b"0\n", "{real}");
+    assert_eq!(real["in_the_way"], serde_json::json!(["x"]), "{real}");
+}
+
+/// Model seed 415 (stop 60, two sessions, 800 steps): a turn begun while nested repository
+/// `sub` was in view (its begin commit records `Rewind-Nested: repo sub`) was rolled back while
+/// open and reopened by a redo that found `sub/` ignored: its "before" is that project now.
+/// An undo of it read the first begin commit's lines as its "before"'s, took `sub/f.txt` for a
+/// file that "before" could see, and deleted it; the "before" could not see it, so it is kept.
+#[test]
+fn an_undo_of_a_reopened_turn_keeps_a_file_its_before_could_not_see() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "0\n").file("sub/f.txt", "nested\n");
+    p.sb.git(Some(&p.join("sub")), ["init", "-q"]);
+    begin(&p, "s", "1");
+    p.file("a", "1\n");
+    let undone = rwj(&p, &["undo", "--session", "s", "--turn", "1"]);
+    assert_eq!(p.read("a"), b"0\n", "{undone}");
+    p.file(".gitignore", "sub/\n");
+    let redone = rwj(&p, &["redo", "--session", "s"]);
+    assert_eq!(p.read("a"), b"1\n", "{redone}");
+    let open = turns(&p, Some("s"));
+    assert!(
+        open[0].after.is_none() && !open[0].rolled_back,
+        "reopened: {:?}",
+        open[0].json
+    );
+    p.remove(".gitignore");
+    let (dry, real) = dry_then_real(&p, &["undo", "--session", "s", "--turn", "1"]);
+    for run in [&dry, &real] {
+        assert_eq!(run["kept"], serde_json::json!(["sub/f.txt"]), "{run}");
+        assert_eq!(run["deleted"], serde_json::json!([]), "{run}");
+    }
+    assert_eq!(p.read("sub/f.txt"), b"nested\n", "{real}");
+    assert_eq!(p.read("a"), b"0\n", "{real}");
 }
 
 /// The hunt of stop 58 (r113 (3)): an empty directory at a conflicted path (the user's), or

@@ -94,7 +94,7 @@ export interface RestoreOutcome {
    * or a nested repository stands at the path or on the way. Move it aside, then run again. */
   in_the_way?: string[];
   /** An undo's conflicts (also in `conflicts`) at paths the undone turn's end could not see
-   * (ignored then): whether someone changed them since cannot be told; `force` writes them. */
+   * (ignored or left out then): whether someone changed them since cannot be told; `force` writes them. */
   unseen?: string[];
   kept: string[];
   /** `restore(undo)` puts everything back as it was before (in a dry run: the project now). */
