@@ -2532,8 +2532,13 @@ impl Store {
             let now = side_at(&repo, current, path.as_bstr())?;
             let wanted = side_at(&repo, point, path.as_bstr())?;
             // To be deleted, yet on disk where the snapshot cannot see it (ignored since):
-            // never deleted, and said so.
-            if now.is_none() && wanted.is_none() && locked.on_disk(&path) {
+            // never deleted, and said so. (An empty directory holds no byte to keep: a write
+            // over its parent may take it, as an undo's may, r113 (4); model seed 417.)
+            if now.is_none()
+                && wanted.is_none()
+                && locked.on_disk(&path)
+                && !locked.is_empty_dir(&path)
+            {
                 kept.push(path);
                 continue;
             }

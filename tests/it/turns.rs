@@ -3462,6 +3462,30 @@ fn an_undo_of_a_reopened_turn_keeps_a_file_its_before_could_not_see() {
     assert_eq!(p.read("a"), b"0\n", "{real}");
 }
 
+/// Model seed 417 (stop 60, two sessions, 800 steps): an undo put file `d/e` back where a turn
+/// had made `d` a file; the user replaced `d/e` by an empty directory, ignored; `redo --force`
+/// wrote `d` over the directory (taking the empty `d/e` with it, as a write may) and said it
+/// kept `d/e`. An empty directory holds no byte to keep, and is not said kept (r113 (4)).
+#[test]
+fn a_redo_that_writes_over_an_empty_ignored_directory_does_not_say_it_kept_it() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("d/e", "e0\n").file("a", "0\n");
+    begin(&p, "s", "1");
+    std::fs::remove_dir_all(p.join("d")).unwrap();
+    p.file("d", "d1\n").file("a", "1\n");
+    end(&p, "s", "1");
+    let undone = rwj(&p, &["undo", "--session", "s", "--last"]);
+    assert_eq!(p.read("d/e"), b"e0\n", "{undone}");
+    std::fs::remove_file(p.join("d/e")).unwrap();
+    std::fs::create_dir(p.join("d/e")).unwrap();
+    p.file(".gitignore", "e/\n");
+    let redone = rwj(&p, &["redo", "--session", "s", "--force"]);
+    assert_eq!(p.read("d"), b"d1\n", "{redone}");
+    assert_eq!(redone["kept"], serde_json::json!([]), "{redone}");
+    assert_eq!(p.read("a"), b"1\n", "{redone}");
+}
+
 /// The hunt of stop 58 (r113 (3)): an empty directory at a conflicted path (the user's), or
 /// one the run's deletions leave holding an empty directory: the real run listed it in
 /// `in_the_way`, the dry run (which took any directory holding no file but deleted ones for
