@@ -1644,13 +1644,25 @@ impl Store {
             d.conflicts.push(path.clone());
             Ok(())
         };
+        // (One out of view is kept, said once.)
+        let untouched_others = touched
+            .iter()
+            .filter(|p| others.contains(*p) && !differs.contains(*p) && !out_of_view.contains(*p));
         if !force || options.merge {
-            // (One out of view is kept, said once.)
-            for path in touched.iter().filter(|p| {
-                others.contains(*p) && !differs.contains(*p) && !out_of_view.contains(*p)
-            }) {
+            for path in untouched_others {
                 let now = side_at(&repo, current, path.as_ref())?;
                 around_others(&mut d, path, now, now)?;
+            }
+        } else {
+            // What `force` never takes either (a directory someone made where the turns' file
+            // was, say) is said as without it, not passed over (hunt of stop 60).
+            for path in untouched_others {
+                let unseen = side_at(&repo, current, path.as_ref())?.is_none();
+                if unseen && !locked.in_the_way(std::slice::from_ref(path)).is_empty() {
+                    d.details
+                        .push(ConflictDetail::new(path.clone(), false, Vec::new()));
+                    d.conflicts.push(path.clone());
+                }
             }
         }
         for change in differing {

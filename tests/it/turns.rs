@@ -3486,6 +3486,38 @@ fn a_redo_that_writes_over_an_empty_ignored_directory_does_not_say_it_kept_it() 
     assert_eq!(p.read("a"), b"1\n", "{redone}");
 }
 
+/// The hunt of stop 60: a turn made file `n`; the user put a directory there. `undo --last`
+/// said `n` in the way; `undo --last --force` (which never takes a directory either) said
+/// nothing of it, exit 0. It says the same as without `--force` now, and the user's file stays.
+#[test]
+fn undo_force_still_says_a_directory_in_the_way_where_the_turns_file_was() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "0\n");
+    begin(&p, "s", "1");
+    p.file("n", "t1\n");
+    end(&p, "s", "1");
+    p.remove("n");
+    p.file("n/f", "user\n");
+    for extra in [&[][..], &["--force"]] {
+        let args = [&["undo", "--session", "s", "--last"][..], extra].concat();
+        let (dry, real) = dry_then_real(&p, &args);
+        for run in [&dry, &real] {
+            assert_eq!(
+                run["conflicts"],
+                serde_json::json!(["n"]),
+                "{extra:?}: {run}"
+            );
+            assert_eq!(
+                run["in_the_way"],
+                serde_json::json!(["n"]),
+                "{extra:?}: {run}"
+            );
+        }
+        assert_eq!(p.read("n/f"), b"user\n", "{extra:?}: {real}");
+    }
+}
+
 /// The hunt of stop 58 (r113 (3)): an empty directory at a conflicted path (the user's), or
 /// one the run's deletions leave holding an empty directory: the real run listed it in
 /// `in_the_way`, the dry run (which took any directory holding no file but deleted ones for
