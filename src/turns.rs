@@ -355,6 +355,9 @@ struct ChainLink {
     opens: Option<String>,
     /// For an undo, the turns it rolled back.
     rolled_back: Vec<String>,
+    /// For an undo or redo, the turns it was about: the one it ran from (`Rewind-Turn:`) and
+    /// those it rolled back or gave back.
+    about: Vec<String>,
     /// For such a redo, the "before" it gave the turn (its `Rewind-Reopened-Before:`, else
     /// the project as it found it).
     reopened_before: Option<ObjectId>,
@@ -567,6 +570,9 @@ const REDO_TRAILER: &str = "Rewind-Redo: yes";
 const TRIM_TRAILER: &str = "Rewind-Trim: yes";
 /// In a redo's commit: the undo commit it redid.
 const REDID: &str = "Rewind-Redid: ";
+/// In every commit of a turn, an undo or a redo: the turn (an undo's or redo's: the one it
+/// ran from), percent-encoded.
+const TURN: &str = "Rewind-Turn: ";
 /// In an undo's commit: a turn it marked rolled back (percent-encoded).
 const ROLLED_BACK: &str = "Rewind-Rolled-Back: ";
 /// In a redo's commit: a turn it marked no longer rolled back (percent-encoded). A redo that
@@ -1526,7 +1532,9 @@ impl Store {
             (start.reopened_before, start.reopens) = (None, false);
             start.merged.clear();
         }
-        let (mut others, unknown) = locked.changed_by_others(&chain, current, &touched)?;
+        let undone_turns = undone.iter().map(|r| r.turn.as_str()).collect();
+        let (mut others, unknown) =
+            locked.changed_by_others(&chain, current, (&touched, &undone_turns))?;
         // Changed by someone else while a turn was open: their edit is in the turn's "after",
         // so no merge can tell it from the turn's (a conflict, never mergeable); so is a
         // file a turn's "after" left out (said as `unseen`).
@@ -2021,6 +2029,13 @@ impl Store {
                 found: id_in(message, REDO_POINT).or_else(|| id_in(message, UNDO_POINT)),
                 opens,
                 rolled_back: rolled_back_in(message),
+                about: match kind {
+                    ChainKind::Undo => [TURN, ROLLED_BACK, GAVE_BACK]
+                        .into_iter()
+                        .flat_map(|key| turns_in(message, key))
+                        .collect(),
+                    _ => Vec::new(),
+                },
                 reopened_before: reopened_tree_in(message, REOPENED_BEFORE).or(reopened_at),
                 reopens: reopened_at.is_some(),
                 gap_leaves_out: HashSet::new(),
@@ -2067,6 +2082,7 @@ impl Store {
                         found: None,
                         opens: None,
                         rolled_back: Vec::new(),
+                        about: Vec::new(),
                         reopened_before: None,
                         reopens: false,
                         gap_leaves_out: HashSet::new(),
@@ -2794,11 +2810,7 @@ impl Store {
         self.undos_not_redone(session, &mut |commit, message, _| {
             let undid_turn = |turn: &str| {
                 lines_with(message, ROLLED_BACK)
-                    .chain(
-                        message
-                            .lines()
-                            .filter_map(|l| l.strip_prefix(b"Rewind-Turn: ")),
-                    )
+                    .chain(lines_with(message, TURN))
                     .any(|t| t == turn.as_bytes())
             };
             if wanted.as_deref().is_none_or(undid_turn) {
@@ -2896,12 +2908,22 @@ impl Store {
     /// told the session's, nor merged.
     /// Costs one tree diff per chain commit, and a look at the rules per touched path absent
     /// from such an "after".
+    /// An undo or redo about none of `undone` (the turns being undone; it ran in a gap: no
+    /// partial undo or redo runs while a turn is open) is part of its gap: what it changed
+    /// there, net, is no work of theirs (the hunt of stop 60: a redo of an earlier turn, then
+    /// an undo of a later range, took the redo's work out).
     fn changed_by_others(
         &self,
         chain: &[ChainLink],
         current: ObjectId,
-        touched: &[BString],
+        (touched, undone): (&[BString], &HashSet<&str>),
     ) -> Result<(HashSet<BString>, HashSet<BString>)> {
+        let about_undone = |link: &&ChainLink| {
+            link.kind != ChainKind::Undo
+                || link.about.is_empty()
+                || link.about.iter().any(|t| undone.contains(t.as_str()))
+        };
+        let chain: Vec<&ChainLink> = chain.iter().filter(about_undone).collect();
         let repo = self.repo();
         let mut others = HashSet::new();
         // For each path, the tree of the last end or undo commit that changed it.
@@ -2997,7 +3019,7 @@ impl Store {
             kind: ChainKind::End | ChainKind::Undo,
             reopens: false,
             ..
-        }) = chain.last()
+        }) = chain.last().copied()
         {
             for change in tree_changes(&repo, self.reads(), last, current)? {
                 let session_left = match last_word.get(&change.path) {

@@ -3518,6 +3518,101 @@ fn undo_force_still_says_a_directory_in_the_way_where_the_turns_file_was() {
     }
 }
 
+/// The hunt of stop 60 (1): turn 1 undone, turn 2, then a redo of turn 1's undo (turn 1's
+/// line back in `f0`), turn 3 appends to `f0`; `undo --turn 2` wrote `f0` as before turn 2,
+/// taking out the line the redo gave back. A gap's undo or redo about none of the turns undone
+/// is someone else's work to them: `f0` is a conflict that merges clean, and `--merge` takes
+/// turn 3's line alone out.
+#[test]
+fn an_undo_of_later_turns_keeps_what_a_redo_of_an_earlier_turn_gave_back() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f0", "base\n").file("g", "g\n");
+    begin(&p, "s", "1");
+    p.file("f0", "base\nA1\n");
+    end(&p, "s", "1");
+    rwj(&p, &["undo", "--session", "s", "--last"]);
+    begin(&p, "s", "2");
+    p.file("g", "g\nA2\n");
+    end(&p, "s", "2");
+    rwj(&p, &["redo", "--session", "s"]);
+    assert_eq!(p.read("f0"), b"base\nA1\n");
+    begin(&p, "s", "3");
+    p.file("f0", "base\nA1\nA3\n");
+    end(&p, "s", "3");
+    let args = ["undo", "--session", "s", "--turn", "2"];
+    let plain = rwj(&p, &[&args[..], &["--dry-run"]].concat());
+    assert_eq!(plain["conflicts"], serde_json::json!(["f0"]), "{plain}");
+    assert_eq!(plain["conflict_details"][0]["mergeable"], true, "{plain}");
+    let (dry, _) = dry_then_real(&p, &[&args[..], &["--merge"]].concat());
+    assert_eq!(dry["conflicts"], serde_json::json!([]), "{dry}");
+    assert_eq!(
+        p.read("f0"),
+        b"base\nA1\n",
+        "turn 3's line alone out: {dry}"
+    );
+    assert_eq!(p.read("g"), b"g\n");
+}
+
+/// The hunt of stop 60 (1), with the user's edit: turn 1 left alone (the user's line in
+/// `f0`), forced, an empty turn 2, a redo (turn 1's line and the user's back), turn 3; `undo
+/// --last` twice took turn 3 out, then undid the empty turn 2 by writing `f0` as before it,
+/// the user's line gone without `--force`. Turn 2 changed nothing: nothing changes.
+#[test]
+fn an_undo_of_an_empty_turn_after_a_redo_keeps_the_users_line_the_redo_gave_back() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("f0", "base\n").file("h", "base\n");
+    begin(&p, "s", "1");
+    p.file("f0", "base\nA1\n").file("h", "base\nA1\n");
+    end(&p, "s", "1");
+    p.file("f0", "base\nA1\nUSER\n");
+    rwj(&p, &["undo", "--session", "s", "--last"]);
+    rwj(&p, &["undo", "--session", "s", "--last", "--force"]);
+    assert_eq!(p.read("f0"), b"base\n");
+    begin(&p, "s", "2");
+    end(&p, "s", "2");
+    rwj(&p, &["redo", "--session", "s"]);
+    assert_eq!(p.read("f0"), b"base\nA1\nUSER\n");
+    begin(&p, "s", "3");
+    p.file("f0", "base\nA1\nUSER\nA3\n");
+    end(&p, "s", "3");
+    let third = rwj(&p, &["undo", "--session", "s", "--last"]);
+    assert_eq!(p.read("f0"), b"base\nA1\nUSER\n", "{third}");
+    let second = rwj(&p, &["undo", "--session", "s", "--last"]);
+    assert_eq!(second["written"], serde_json::json!([]), "{second}");
+    assert_eq!(p.read("f0"), b"base\nA1\nUSER\n", "{second}");
+}
+
+/// The hunt of stop 60 (2): `undo --turn 1 --file a` took turn 1's and turn 2's lines out of
+/// `a`; `undo --last` (turn 2) then wrote `a` as before turn 2, turn 1's line back. The file
+/// undo is about turn 1 alone: to an undo of turn 2 it is someone else's edit, and `a` is left
+/// alone (the two overlap); turn 2's `b` is undone.
+#[test]
+fn an_undo_after_an_undo_file_of_an_earlier_turn_leaves_that_file_alone() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a\n").file("b", "b\n");
+    begin(&p, "s", "1");
+    p.file("a", "a\nt1\n");
+    end(&p, "s", "1");
+    begin(&p, "s", "2");
+    p.file("a", "a\nt1\nt2\n").file("b", "b\nt2\n");
+    end(&p, "s", "2");
+    rwj(
+        &p,
+        &["undo", "--session", "s", "--turn", "1", "--file", "a"],
+    );
+    assert_eq!(p.read("a"), b"a\n");
+    let (dry, real) = dry_then_real(&p, &["undo", "--session", "s", "--last"]);
+    for run in [&dry, &real] {
+        assert_eq!(run["conflicts"], serde_json::json!(["a"]), "{run}");
+        assert_eq!(run["written"], serde_json::json!(["b"]), "{run}");
+    }
+    assert_eq!(p.read("a"), b"a\n", "{real}");
+    assert_eq!(p.read("b"), b"b\n", "{real}");
+}
+
 /// The hunt of stop 58 (r113 (3)): an empty directory at a conflicted path (the user's), or
 /// one the run's deletions leave holding an empty directory: the real run listed it in
 /// `in_the_way`, the dry run (which took any directory holding no file but deleted ones for
