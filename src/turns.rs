@@ -1575,6 +1575,11 @@ impl Store {
         // on disk: left as they are, and said so. (A directory the project's snapshot holds is
         // seen: its files are paths of their own, r110.)
         let mut out_of_view = Vec::new();
+        // A file the turns deleted that the target could not see (ignored then): it may have
+        // been made while ignored, within the turns, so it stays deleted, and the user is told
+        // which "before" holds it (r116 (1)).
+        let mut target_sight = locked.visibility(target, Some(undone[0].begin))?;
+        let mut stays_deleted = Vec::new();
         for path in &touched {
             if differs.contains(path)
                 || entry_at(&repo, current, path.as_ref())?.is_some()
@@ -1586,6 +1591,13 @@ impl Store {
             // r113 (4).)
             if locked.on_disk(path) && !locked.is_empty_dir(path) {
                 out_of_view.push(path.clone());
+            } else if !locked.on_disk(path) && !target_sight.can_see(&repo, path.as_ref())? {
+                for record in undone.iter().rev() {
+                    if side_at(&repo, record.before, path.as_ref())?.is_some() {
+                        stays_deleted.push((path.clone(), record.turn.clone(), record.before));
+                        break;
+                    }
+                }
             }
         }
         // A later undone turn whose "before" lacks a path it could not see (ignored then) may
@@ -1696,7 +1708,7 @@ impl Store {
             target,
             current,
             steps: d.changes.iter().map(|c| step_of(c, 0)).collect(),
-            sights: vec![locked.visibility(target, Some(undone[0].begin))?],
+            sights: vec![target_sight],
             force,
             dry_run: options.dry_run,
             objects: Some(merges.clone()),
@@ -1721,9 +1733,24 @@ impl Store {
             outcome.merged = merged.cloned().collect();
             outcome.conflict_details = d.details.clone();
         };
+        let tell_stays_deleted = || {
+            let quote = crate::paths::quote_path;
+            let told = stays_deleted.iter().map(|(path, turn, before)| {
+                format!(
+                    "{} stays deleted: the project before turn {:?} could not see it (ignored \
+                     then), so whether it was there cannot be told; the project before turn \
+                     {turn:?} held it (`rewind revert {before} -- {}` brings it back)",
+                    quote(path),
+                    undone[0].turn,
+                    quote(path)
+                )
+            });
+            crate::store::objects::lock(&locked.notices).extend(told);
+        };
         if options.dry_run {
             let mut outcome = locked.apply(plan)?;
             finish(&mut outcome);
+            tell_stays_deleted();
             return Ok(outcome);
         }
         // What the session left: its last commit's tree (for a turn left open, its "before":
@@ -1797,6 +1824,7 @@ impl Store {
         };
         let (mut outcome, unrecorded) = locked.apply_recorded(session, plan, &record)?;
         finish(&mut outcome);
+        tell_stays_deleted();
         Ok(ChainRun::Undo.outcome(outcome, unrecorded))
     }
 

@@ -3613,6 +3613,47 @@ fn an_undo_after_an_undo_file_of_an_earlier_turn_leaves_that_file_alone() {
     assert_eq!(p.read("b"), b"b\n", "{real}");
 }
 
+/// The hunt of stop 59 (r116 (1)): `.env` ignored; turn 2 removed `.gitignore` (`.env` came
+/// into view), turn 3 deleted `.env`; `undo --turn 2` put `.gitignore` back and left `.env`
+/// deleted, saying nothing. Turn 2's "before" could not see `.env`, so whether it was there
+/// cannot be told (it may have been made while ignored, within the turns): it stays deleted,
+/// and the undo says so, with the command that brings it back from turn 3's "before".
+#[test]
+fn a_file_unignored_then_deleted_by_the_turns_undone_is_said_to_stay_deleted() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file(".gitignore", ".env\n")
+        .file(".env", "SECRET=1\n")
+        .file("a", "0\n");
+    begin(&p, "s", "1");
+    p.file("a", "1\n");
+    end(&p, "s", "1");
+    begin(&p, "s", "2");
+    p.remove(".gitignore");
+    end(&p, "s", "2");
+    begin(&p, "s", "3");
+    p.remove(".env");
+    end(&p, "s", "3");
+    let before_3 = turns(&p, Some("s"))[2].before.clone();
+    for dry in [true, false] {
+        let mut args = vec!["undo", "--session", "s", "--turn", "2"];
+        if dry {
+            args.push("--dry-run");
+        }
+        let run = rw(&p, &args);
+        run.assert_success();
+        let hint = format!("`rewind revert {before_3} -- .env` brings it back");
+        assert!(
+            run.stderr.contains(".env stays deleted") && run.stderr.contains(&hint),
+            "{dry}: {run}"
+        );
+    }
+    assert_eq!(p.read(".gitignore"), b".env\n");
+    assert!(!p.join(".env").exists());
+    rwj(&p, &["revert", &before_3, "--", ".env"]);
+    assert_eq!(p.read(".env"), b"SECRET=1\n");
+}
+
 /// The hunt of stop 58 (r113 (3)): an empty directory at a conflicted path (the user's), or
 /// one the run's deletions leave holding an empty directory: the real run listed it in
 /// `in_the_way`, the dry run (which took any directory holding no file but deleted ones for
