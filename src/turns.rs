@@ -2936,22 +2936,24 @@ impl Store {
     /// told the session's, nor merged.
     /// Costs one tree diff per chain commit, and a look at the rules per touched path absent
     /// from such an "after".
-    /// An undo or redo about none of `undone` (the turns being undone; it ran in a gap: no
-    /// partial undo or redo runs while a turn is open) is part of its gap: what it changed
-    /// there, net, is no work of theirs (the hunt of stop 60: a redo of an earlier turn, then
-    /// an undo of a later range, took the redo's work out).
+    /// Undos and redos about none of `undone` (the turns being undone; they ran in gaps: no
+    /// partial undo or redo runs while a turn is open) are part of their gap: what a run of
+    /// them changed, net, is no work of those turns, nor the session's last word (r117: a redo
+    /// of an earlier turn, then an undo of a later range, took the redo's work out; an undo and
+    /// a redo of an earlier turn in a row change nothing, net).
     fn changed_by_others(
         &self,
         chain: &[ChainLink],
         current: ObjectId,
         (touched, undone): (&[BString], &HashSet<&str>),
     ) -> Result<(HashSet<BString>, HashSet<BString>)> {
-        let about_undone = |link: &&ChainLink| {
-            link.kind != ChainKind::Undo
-                || link.about.is_empty()
-                || link.about.iter().any(|t| undone.contains(t.as_str()))
+        let about_others = |link: &ChainLink| {
+            link.kind == ChainKind::Undo
+                && !link.about.is_empty()
+                && !link.about.iter().any(|t| undone.contains(t.as_str()))
         };
-        let chain: Vec<&ChainLink> = chain.iter().filter(about_undone).collect();
+        // The tree before the run of such undos and redos walked now.
+        let mut run_from: Option<ObjectId> = None;
         let repo = self.repo();
         let mut others = HashSet::new();
         // For each path, the tree of the last end or undo commit that changed it.
@@ -2984,6 +2986,21 @@ impl Store {
         let mut open = chain.first().and_then(|l| l.opens.clone());
         for pair in chain.windows(2) {
             let (from, to) = (&pair[0], &pair[1]);
+            if about_others(to) {
+                // (What changed before it found the project is someone else's, as for any
+                // undo made in a gap.)
+                if let (false, Some(found)) = (in_turn, to.found) {
+                    let gap = tree_changes(&repo, self.reads(), from.tree, found)?;
+                    let gap = gap.into_iter().map(|c| c.path);
+                    others.extend(gap.filter(|p| !to.gap_leaves_out.contains(p)));
+                }
+                run_from.get_or_insert(from.tree);
+                continue;
+            }
+            if let Some(start) = run_from.take() {
+                let run = tree_changes(&repo, self.reads(), start, from.tree)?;
+                others.extend(run.into_iter().map(|c| c.path));
+            }
             let changed = tree_changes(&repo, self.reads(), from.tree, to.tree)?
                 .into_iter()
                 .map(|c| c.path);
@@ -3036,6 +3053,10 @@ impl Store {
                 ChainKind::Trim => {}
             }
         }
+        if let (Some(start), Some(last)) = (run_from, chain.last()) {
+            let run = tree_changes(&repo, self.reads(), start, last.tree)?;
+            others.extend(run.into_iter().map(|c| c.path));
+        }
         unseen_in(last_end, &written_since)?;
         // An open turn's "after" is now.
         if chain.last().is_some_and(|l| l.kind == ChainKind::Begin) {
@@ -3047,7 +3068,7 @@ impl Store {
             kind: ChainKind::End | ChainKind::Undo,
             reopens: false,
             ..
-        }) = chain.last().copied()
+        }) = chain.last()
         {
             for change in tree_changes(&repo, self.reads(), last, current)? {
                 let session_left = match last_word.get(&change.path) {
