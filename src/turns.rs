@@ -4636,9 +4636,14 @@ impl Locked<'_> {
         }
         let deleted: HashSet<&[u8]> = outcome.deleted.iter().map(|p| p.as_slice()).collect();
         // A directory goes when the run's deletions empty it: it holds something, and each
-        // thing in it is a file deleted or a directory that goes (an empty one stays).
+        // thing in it is a file deleted or a directory that goes (an empty one stays), and the
+        // run writes nothing below it (model seed 466).
         // Walked without recursion; a parent is listed before its subdirectories.
         let stays = |top: &BString| -> bool {
+            let below = |path: &BString| is_within(path.as_ref(), top.as_ref()) && path != top;
+            if outcome.written.iter().any(below) {
+                return true;
+            }
             let mut dirs: Vec<(BString, usize)> = vec![(top.clone(), 0)];
             let (mut holds, mut kept) = (vec![false], vec![false]);
             let mut next = 0;

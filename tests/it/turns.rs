@@ -3654,6 +3654,33 @@ fn a_file_unignored_then_deleted_by_the_turns_undone_is_said_to_stay_deleted() {
     assert_eq!(p.read(".env"), b"SECRET=1\n");
 }
 
+/// Model seed 466 (stop 60, two sessions, 800 steps): a directory `d` in the way of an undo
+/// (the user edited file `d` between the turns, and turn 2 made it a directory) whose run
+/// deletes turn 2's `d/e` and writes `d/x.txt` back: the dry run took `d` for emptied by the
+/// deletion, and left it out of `in_the_way`, which the real run lists. A write below it keeps
+/// it standing.
+#[test]
+fn a_dry_run_keeps_a_directory_in_the_way_that_its_writes_fill() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("d/x.txt", "x0\n").file("a", "0\n");
+    begin(&p, "s", "1");
+    std::fs::remove_dir_all(p.join("d")).unwrap();
+    p.file("d", "d1\n").file("a", "1\n");
+    end(&p, "s", "1");
+    p.file("d", "user\n");
+    begin(&p, "s", "2");
+    p.remove("d");
+    p.file("d/e", "e2\n");
+    end(&p, "s", "2");
+    let (dry, real) = dry_then_real(&p, &["undo", "--session", "s", "--turn", "1"]);
+    for key in ["written", "deleted", "conflicts", "in_the_way"] {
+        assert_eq!(dry[key], real[key], "{key}: dry run {dry}\nreal run {real}");
+    }
+    assert_eq!(real["in_the_way"], serde_json::json!(["d"]), "{real}");
+    assert_eq!(p.read("d/x.txt"), b"x0\n", "{real}");
+}
+
 /// The hunt of stop 58 (r113 (3)): an empty directory at a conflicted path (the user's), or
 /// one the run's deletions leave holding an empty directory: the real run listed it in
 /// `in_the_way`, the dry run (which took any directory holding no file but deleted ones for
