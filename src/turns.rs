@@ -757,6 +757,32 @@ fn unfinished_since(message: &[u8]) -> Option<SystemTime> {
 /// What an undo or redo found at a path, and what it left there.
 type FoundAndLeft = (Option<Side>, Option<Side>);
 
+/// The paths a session's turns before a range undo's changed, read the first time asked.
+struct EarlierPaths<'r> {
+    records: &'r [Record],
+    paths: Option<HashSet<BString>>,
+}
+
+impl EarlierPaths<'_> {
+    /// Whether one of the turns changed `path`. Costs, the first time, a tree diff per turn.
+    fn changed(&mut self, store: &Store, path: &BString) -> Result<bool> {
+        if self.paths.is_none() {
+            let mut paths = HashSet::new();
+            for record in self.records {
+                if let Some(after) = record.after {
+                    let changes = tree_changes(&store.repo(), store.reads(), record.before, after)?;
+                    paths.extend(changes.into_iter().map(|c| c.path));
+                }
+            }
+            self.paths = Some(paths);
+        }
+        Ok(self
+            .paths
+            .as_ref()
+            .is_some_and(|paths| paths.contains(path)))
+    }
+}
+
 /// A session's turns rolled back in part ([`Locked::turns_undone_in_part`]): an undo of one
 /// takes it again, and what they left in the project is still their work for a redo.
 #[derive(Default)]
@@ -1533,8 +1559,8 @@ impl Store {
             start.merged.clear();
         }
         let undone_turns = undone.iter().map(|r| r.turn.as_str()).collect();
-        let (mut others, unknown) =
-            locked.changed_by_others(&chain, current, (&touched, &undone_turns))?;
+        let about = (&touched[..], &undone_turns, &records[..start]);
+        let (mut others, unknown) = locked.changed_by_others(&chain, current, about)?;
         // Changed by someone else while a turn was open: their edit is in the turn's "after",
         // so no merge can tell it from the turn's (a conflict, never mergeable); so is a
         // file a turn's "after" left out (said as `unseen`).
@@ -2926,6 +2952,34 @@ impl Store {
         Ok(())
     }
 
+    /// What a run of undos and redos about turns before a range undo's changed from tree
+    /// `start` to `end`: someone else's where one of those turns changed the path too, else
+    /// the session's last word (`words`: someone else's paths, the session's last word, the
+    /// paths undos wrote since the last end). Costs a tree diff, and the first time, one per
+    /// earlier turn.
+    fn gap_run(
+        &self,
+        (start, end): (ObjectId, ObjectId),
+        earlier: &mut EarlierPaths<'_>,
+        words: (
+            &mut HashSet<BString>,
+            &mut HashMap<BString, ObjectId>,
+            &mut HashSet<BString>,
+        ),
+    ) -> Result<()> {
+        let (others, last_word, written_since) = words;
+        for change in tree_changes(&self.repo(), self.reads(), start, end)? {
+            let path = change.path;
+            if earlier.changed(self, &path)? {
+                others.insert(path);
+            } else {
+                written_since.insert(path.clone());
+                last_word.insert(path, end);
+            }
+        }
+        Ok(())
+    }
+
     /// The paths someone other than the session changed along `chain`: between an end (or
     /// undo) commit and the next turn's begin, and after the last end (or undo) until
     /// `current`, unless the content is again the session's last word on the path (what the
@@ -2938,15 +2992,20 @@ impl Store {
     /// from such an "after".
     /// Undos and redos about none of `undone` (the turns being undone; they ran in gaps: no
     /// partial undo or redo runs while a turn is open) are part of their gap: what a run of
-    /// them changed, net, is no work of those turns, nor the session's last word (r117: a redo
-    /// of an earlier turn, then an undo of a later range, took the redo's work out; an undo and
-    /// a redo of an earlier turn in a row change nothing, net).
+    /// them changed, net, is someone else's where a turn `before_them` changed it too (r117:
+    /// a redo of an earlier turn, then an undo of a later range, took the redo's work out),
+    /// and the session's last word elsewhere (r118 (1): an `undo --turn 1 --file b` of a file
+    /// only turn 2 changed is turn 2's undo).
     fn changed_by_others(
         &self,
         chain: &[ChainLink],
         current: ObjectId,
-        (touched, undone): (&[BString], &HashSet<&str>),
+        (touched, undone, before_them): (&[BString], &HashSet<&str>, &[Record]),
     ) -> Result<(HashSet<BString>, HashSet<BString>)> {
+        let mut earlier = EarlierPaths {
+            records: before_them,
+            paths: None,
+        };
         let about_others = |link: &ChainLink| {
             link.kind == ChainKind::Undo
                 && !link.about.is_empty()
@@ -2994,12 +3053,15 @@ impl Store {
                     let gap = gap.into_iter().map(|c| c.path);
                     others.extend(gap.filter(|p| !to.gap_leaves_out.contains(p)));
                 }
+                // (What it merged holds someone else's edits, as in any undo's.)
+                others.extend(to.merged.iter().cloned());
                 run_from.get_or_insert(from.tree);
                 continue;
             }
             if let Some(start) = run_from.take() {
-                let run = tree_changes(&repo, self.reads(), start, from.tree)?;
-                others.extend(run.into_iter().map(|c| c.path));
+                let ends = (start, from.tree);
+                let words = (&mut others, &mut last_word, &mut written_since);
+                self.gap_run(ends, &mut earlier, words)?;
             }
             let changed = tree_changes(&repo, self.reads(), from.tree, to.tree)?
                 .into_iter()
@@ -3054,8 +3116,8 @@ impl Store {
             }
         }
         if let (Some(start), Some(last)) = (run_from, chain.last()) {
-            let run = tree_changes(&repo, self.reads(), start, last.tree)?;
-            others.extend(run.into_iter().map(|c| c.path));
+            let words = (&mut others, &mut last_word, &mut written_since);
+            self.gap_run((start, last.tree), &mut earlier, words)?;
         }
         unseen_in(last_end, &written_since)?;
         // An open turn's "after" is now.

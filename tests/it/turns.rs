@@ -3681,6 +3681,37 @@ fn a_dry_run_keeps_a_directory_in_the_way_that_its_writes_fill() {
     assert_eq!(p.read("d/x.txt"), b"x0\n", "{real}");
 }
 
+/// The hunt of stop 60 over r117 (r118 (1)): `undo --turn 1 --file b` of a file turn 2 alone
+/// changed, turn 3 writes `b`, then `undo --turn 2`: `b` was a conflict (the file undo counted
+/// as about turn 1 only), where no earlier turn's work is at stake: it is written back.
+#[test]
+fn an_undo_after_an_undo_file_from_an_earlier_turn_of_a_later_turns_file_writes_it_back() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a\n").file("b", "b\n");
+    begin(&p, "s", "1");
+    p.file("a", "a1\n");
+    end(&p, "s", "1");
+    begin(&p, "s", "2");
+    p.file("b", "b2\n");
+    end(&p, "s", "2");
+    rwj(
+        &p,
+        &["undo", "--session", "s", "--turn", "1", "--file", "b"],
+    );
+    assert_eq!(p.read("b"), b"b\n");
+    begin(&p, "s", "3");
+    p.file("b", "b3\n");
+    end(&p, "s", "3");
+    let (dry, real) = dry_then_real(&p, &["undo", "--session", "s", "--turn", "2"]);
+    for run in [&dry, &real] {
+        assert_eq!(run["conflicts"], serde_json::json!([]), "{run}");
+        assert_eq!(run["written"], serde_json::json!(["b"]), "{run}");
+    }
+    assert_eq!(p.read("b"), b"b\n", "{real}");
+    assert_eq!(p.read("a"), b"a1\n", "{real}");
+}
+
 /// The hunt of stop 58 (r113 (3)): an empty directory at a conflicted path (the user's), or
 /// one the run's deletions leave holding an empty directory: the real run listed it in
 /// `in_the_way`, the dry run (which took any directory holding no file but deleted ones for
