@@ -767,10 +767,10 @@ impl EarlierPaths<'_> {
     /// Whether one of the turns changed `path`. Costs, the first time, a tree diff per turn.
     fn changed(&mut self, store: &Store, path: &BString) -> Result<bool> {
         if self.paths.is_none() {
-            let mut paths = HashSet::new();
+            let (repo, mut paths) = (store.repo(), HashSet::new());
             for record in self.records {
                 if let Some(after) = record.after {
-                    let changes = tree_changes(&store.repo(), store.reads(), record.before, after)?;
+                    let changes = tree_changes(&repo, store.reads(), record.before, after)?;
                     paths.extend(changes.into_iter().map(|c| c.path));
                 }
             }

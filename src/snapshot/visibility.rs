@@ -399,12 +399,11 @@ impl Store {
             }
         }
         // (A dry run's snapshot, not recorded: what its record would hold.)
-        let peeked = crate::store::objects::lock(&self.peeked).clone();
-        messages.extend(
-            peeked
-                .filter(|(id, _)| *id == tree)
-                .map(|(_, lines)| lines.into()),
-        );
+        if let Some((_, lines)) =
+            (crate::store::objects::lock(&self.peeked).as_ref()).filter(|(id, _)| *id == tree)
+        {
+            messages.push(lines.clone().into_bytes());
+        }
         for message in &messages {
             let message = message.as_slice();
             left_out.extend(parse_left_out(message));
