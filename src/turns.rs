@@ -5078,10 +5078,12 @@ impl Locked<'_> {
             edits.push((path.as_bstr(), side_at(&repo, found_it, path.as_bstr())?));
         }
         let tree = tree_with(&repo, outcome.undo.0, edits)?;
-        // A tree no snapshot took: recorded as the project the redo found was (what it left
-        // out), a record that keeps it for git and for prune as long as the chain names it.
+        // A tree no snapshot took: recorded as seeing what the project the redo found could
+        // see, and where the redo wrote what the turn's "before" could (r118 (4): a file made
+        // while ignored is no work of the turn's once the redo's `.gitignore` shows it), a
+        // record that keeps it for git and for prune as long as the chain names it.
         if tree != outcome.undo.0 {
-            self.record_as(tree, outcome.undo.0)?;
+            self.record_made_up(tree, (outcome.undo.0, found_it), &paths)?;
         }
         Ok(tree)
     }

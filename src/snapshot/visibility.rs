@@ -21,12 +21,16 @@
 //!   repository's rules (only: the project's rules do not reach inside it): its `.gitignore`
 //!   blobs from its root down, its `info/exclude` and the user's excludes file. A tree taken
 //!   both while a directory was a repository and while it was not (`git init` changes no
-//!   file) has it recorded `mixed`: a path below it is seen only if both readings see it.
+//!   file) has it recorded `mixed`: a path below it is seen only if both readings see it, or
+//! - the tree is no snapshot but a reopened turn's "before" that a redo made up (the project
+//!   it found, with its writes as the turn had found them), and the trees it was made of
+//!   could not see the path: the one the redo found, or at a path it wrote, the turn's.
 //!
 //! What a snapshot left out is recorded with it: as `Rewind-Left-Out:` lines in the snapshot
 //! record (`refs/rewind/snapshots/<tree>`, the union over every time that tree was taken) and
 //! in a turn's begin commit, with a `Rewind-Nested:` line per nested repository it held.
 
+use crate::paths::is_within;
 pub(crate) use crate::paths::{decode_path, encode_path};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -54,8 +58,15 @@ const MIXED: &str = "mixed";
 /// The trailer key of the digest of the rules from outside the project (`Rewind-Rules: <hex>
 /// <root>`, the root empty for the project, else a nested repository's path).
 const RULES: &str = "Rewind-Rules: ";
+/// The trailer key of a tree no snapshot took, a turn's "before" a redo made up when it reopened
+/// the turn (`Rewind-Reopened-Sight: <found> <turn-found>`): the project as the redo found it,
+/// but where the redo wrote, as the turn had found it. What it could see is what `found` could
+/// see, and at those paths what `turn-found` could.
+const REOPENED_SIGHT: &str = "Rewind-Reopened-Sight: ";
+/// The trailer key of each path such a redo wrote (`Rewind-Reopened-Path: <found> <path>`).
+const REOPENED_PATH: &str = "Rewind-Reopened-Path: ";
 /// The trailer keys [`Store::recorded_left_out_lines`] copies.
-const KEYS: [&str; 4] = [LEFT_OUT, MODE, NESTED, RULES];
+const KEYS: [&str; 6] = [LEFT_OUT, MODE, NESTED, RULES, REOPENED_SIGHT, REOPENED_PATH];
 
 /// One record line: `key`, a word, then `path` with every byte outside `!`..`~` (and `%`)
 /// written `%XX`, so any name fits on one line and decodes exactly.
@@ -144,6 +155,30 @@ pub(crate) fn parse_left_out(message: &[u8]) -> Vec<BString> {
         .collect()
 }
 
+/// The lines that record tree `tree` as made up of `found` and `turn_found` (see
+/// [`REOPENED_SIGHT`]): `turn_found`'s at the paths in `written`.
+pub(crate) fn made_of_lines<'a>(
+    found: ObjectId,
+    turn_found: ObjectId,
+    written: impl IntoIterator<Item = &'a BString>,
+) -> String {
+    let found = found.to_hex().to_string();
+    let mut out = format!("{REOPENED_SIGHT}{found} {turn_found}\n");
+    for path in written {
+        record_line(&mut out, REOPENED_PATH, &found, path);
+    }
+    out
+}
+
+/// The (found, turn-found) trees of each [`REOPENED_SIGHT`] line in commit message `message`.
+fn parse_made_of(message: &[u8]) -> impl Iterator<Item = (ObjectId, ObjectId)> + '_ {
+    message
+        .lines()
+        .filter_map(|line| line.strip_prefix(REOPENED_SIGHT.as_bytes()))
+        .filter_map(|rest| rest.split_once_str(b" "))
+        .filter_map(|(a, b)| Some((ObjectId::from_hex(a).ok()?, ObjectId::from_hex(b).ok()?)))
+}
+
 /// The narrow permission bits named in commit message `message`.
 fn parse_modes(message: &[u8]) -> Vec<(BString, u32)> {
     parse_lines(message, MODE)
@@ -176,6 +211,18 @@ pub(crate) struct Visibility {
     excludes: HashMap<BString, Excludes>,
     /// The chained `.gitignore` rules of the target's directories, by (root, directory).
     rules: HashMap<(BString, BString), Arc<DirRules>>,
+    /// For a tree a redo made up as a reopened turn's "before", per time it was made up: what
+    /// the trees it was made of could see. A path is seen only if it is seen by them too.
+    made_of: Vec<MadeOf>,
+}
+
+/// The sight of a tree made up of two ([`REOPENED_SIGHT`]): `turn_found`'s at the paths in
+/// `written` (sorted) and below them, `found`'s elsewhere (`None`: the tree's own, as when
+/// the redo found the turn's "before" itself).
+struct MadeOf {
+    found: Option<Visibility>,
+    turn_found: Option<Visibility>,
+    written: Vec<BString>,
 }
 
 impl Visibility {
@@ -188,6 +235,18 @@ impl Visibility {
     /// binary searches, per directory not met before a tree lookup of its `.gitignore`, and per
     /// nested repository not met before a read of its `info/exclude`.
     pub(crate) fn can_see(&mut self, repo: &gix::Repository, path: &BStr) -> Result<bool> {
+        for made_of in &mut self.made_of {
+            let written = (made_of.written.iter()).any(|w| is_within(path, w.as_bstr()));
+            let sight = match written {
+                true => &mut made_of.turn_found,
+                false => &mut made_of.found,
+            };
+            if let Some(sight) = sight {
+                if !sight.can_see(repo, path)? {
+                    return Ok(false);
+                }
+            }
+        }
         let hidden_by_record = self.left_out.iter().any(|l| {
             path == l.as_bstr()
                 || (path.starts_with(l.as_slice()) && path.get(l.len()) == Some(&b'/'))
@@ -373,12 +432,55 @@ impl Locked<'_> {
     }
 }
 
+impl Locked<'_> {
+    /// Record tree `tree`, which a redo made up as a reopened turn's "before" (`found` where
+    /// the redo did not write, `turn_found` at the paths in `written`), as seeing only what
+    /// those two saw there ([`REOPENED_SIGHT`]), with `found`'s record lines and those of an
+    /// earlier record of `tree`. The record makes `tree` reachable for git. Costs two commit
+    /// reads and a commit.
+    pub(crate) fn record_made_up<'a>(
+        &self,
+        tree: ObjectId,
+        (found, turn_found): (ObjectId, ObjectId),
+        written: impl IntoIterator<Item = &'a BString>,
+    ) -> Result<()> {
+        let mut lines = String::new();
+        for like in [found, tree] {
+            if let Some(commit) = self.ref_target(&snapshot_record(like))? {
+                lines.push_str(&self.recorded_left_out_lines(commit)?);
+            }
+        }
+        lines.push_str(&made_of_lines(found, turn_found, written));
+        let mut kept = std::collections::HashSet::new();
+        let lines: String = lines
+            .lines()
+            .filter(|line| kept.insert(*line))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let message = format!("rewind: snapshot\n\n{lines}");
+        self.commit(&snapshot_record(tree), &message, tree, None)?;
+        Ok(())
+    }
+}
+
 impl Store {
     /// What snapshot `tree` could see: its ignore rules and every left-out path recorded for
     /// it, in its snapshot record and in `extra` (a turn's begin commit) when that commit is
     /// of `tree` (a turn a redo reopened starts from another tree, whose lines are not its
     /// begin commit's: model seed 415).
     pub(crate) fn visibility(&self, tree: ObjectId, extra: Option<ObjectId>) -> Result<Visibility> {
+        self.visibility_within(tree, extra, &mut Vec::new())
+    }
+
+    /// [`Self::visibility`], with that of each tree a made-up tree was made of, but not of one
+    /// in `met` (the trees asked about on the way here: no loop). Costs the same per tree.
+    fn visibility_within(
+        &self,
+        tree: ObjectId,
+        extra: Option<ObjectId>,
+        met: &mut Vec<ObjectId>,
+    ) -> Result<Visibility> {
+        met.push(tree);
         let repo = self.repo();
         let mut left_out = Vec::new();
         let mut nested: HashMap<BString, bool> = HashMap::new();
@@ -430,6 +532,26 @@ impl Store {
             .collect();
         let mut nested: Vec<(BString, bool)> = nested.into_iter().collect();
         nested.sort_unstable();
+        let mut made_of = Vec::new();
+        for (found, turn_found) in messages.iter().flat_map(|m| parse_made_of(m)) {
+            let hex = found.to_hex().to_string();
+            let written = messages.iter().flat_map(|m| parse_lines(m, REOPENED_PATH));
+            let mut written: Vec<BString> = written
+                .filter(|(word, _)| *word == hex.as_bytes())
+                .map(|(_, path)| path)
+                .collect();
+            written.sort_unstable();
+            let mut sight = |tree| match met.contains(&tree) {
+                true => Ok(None),
+                false => self.visibility_within(tree, None, met).map(Some),
+            };
+            made_of.push(MadeOf {
+                found: sight(found)?,
+                turn_found: sight(turn_found)?,
+                written,
+            });
+        }
+        met.pop();
         let excludes = HashMap::from([(BString::default(), Excludes::load(self.project()))]);
         Ok(Visibility {
             tree,
@@ -441,6 +563,7 @@ impl Store {
             recorded_rules,
             excludes,
             rules: HashMap::new(),
+            made_of,
         })
     }
 

@@ -3462,6 +3462,34 @@ fn an_undo_of_a_reopened_turn_keeps_a_file_its_before_could_not_see() {
     assert_eq!(p.read("a"), b"0\n", "{real}");
 }
 
+/// Model seed 457 (stop 60, r118 (4)): a turn rolled back while open; the user ignored `x` and
+/// made it; `redo --force` wrote the turn's `.gitignore` back, which shows `x`. The turn's new
+/// "before" (the project the redo found, with the redo's writes as the turn found them) lacks
+/// `x`, and its own `.gitignore` does not hide it: the undo deleted the user's file as the
+/// turn's. Such a "before" sees only what the project the redo found could see.
+#[test]
+fn an_undo_of_a_turn_reopened_by_a_redo_that_showed_an_ignored_file_keeps_it() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "0\n").file(".gitignore", "*.log\n");
+    begin(&p, "s", "1");
+    p.file(".gitignore", "*.log\nfoo\n").file("a", "1\n");
+    let undone = rwj(&p, &["undo", "--session", "s"]);
+    assert_eq!(p.read(".gitignore"), b"*.log\n", "{undone}");
+    p.file(".gitignore", "*.log\nx\n").file("x", "the user's\n");
+    let redone = rwj(&p, &["redo", "--session", "s", "--force"]);
+    assert_eq!(p.read(".gitignore"), b"*.log\nfoo\n", "{redone}");
+    end(&p, "s", "1");
+    let (dry, real) = dry_then_real(&p, &["undo", "--session", "s"]);
+    for run in [&dry, &real] {
+        assert_eq!(run["kept"], serde_json::json!(["x"]), "{run}");
+        assert_eq!(run["deleted"], serde_json::json!([]), "{run}");
+    }
+    assert_eq!(p.read("x"), b"the user's\n", "{real}");
+    assert_eq!(p.read("a"), b"0\n", "{real}");
+    assert_eq!(p.read(".gitignore"), b"*.log\n", "{real}");
+}
+
 /// Model seed 417 (stop 60, two sessions, 800 steps): an undo put file `d/e` back where a turn
 /// had made `d` a file; the user replaced `d/e` by an empty directory, ignored; `redo --force`
 /// wrote `d` over the directory (taking the empty `d/e` with it, as a write may) and said it
