@@ -1653,10 +1653,11 @@ impl Store {
                 true => Reversed::Conflict {
                     hunks: Vec::new(),
                     markers: None,
+                    reached: None,
                 },
                 false => merger.reverse(&locked, session, path, now, turns)?,
             };
-            let (mergeable, hunks) = match reversed {
+            let (mergeable, hunks, reached) = match reversed {
                 Reversed::Side { side, .. } if side == now => return Ok(()),
                 Reversed::Side { side, merged: m } if options.merge => {
                     if m {
@@ -1670,8 +1671,8 @@ impl Store {
                     });
                     return Ok(());
                 }
-                Reversed::Side { .. } => (true, Vec::new()),
-                Reversed::Conflict { hunks, .. } => (false, hunks),
+                Reversed::Side { .. } => (true, Vec::new(), None),
+                Reversed::Conflict { hunks, reached, .. } => (false, hunks, reached),
             };
             if force {
                 if target == now {
@@ -1685,8 +1686,22 @@ impl Store {
                 });
                 return Ok(());
             }
-            d.details
-                .push(ConflictDetail::new(path.clone(), mergeable, hunks));
+            let mut detail = ConflictDetail::new(path.clone(), mergeable, hunks);
+            detail.merges_in_part = reached.is_some();
+            d.details.push(detail);
+            // The later turns out, an earlier one meeting the other edit (r119: a file turn 1
+            // made, the user edited and turn 2 deleted comes back as the user left it): as far
+            // as they come out, as undoing them one at a time would leave it.
+            if let (Some(after), true) = (reached, options.merge) {
+                d.merged.push(path.clone());
+                let (path, before) = (path.clone(), now);
+                d.changes.push(Change {
+                    path,
+                    before,
+                    after,
+                });
+                return Ok(());
+            }
             d.conflicts.push(path.clone());
             Ok(())
         };
@@ -4857,6 +4872,7 @@ impl Locked<'_> {
                 true => Reversed::Conflict {
                     hunks: Vec::new(),
                     markers: None,
+                    reached: None,
                 },
                 false => {
                     let paths = (&turns_path, moved_from.unwrap_or(&turns_path));
@@ -4896,6 +4912,7 @@ impl Locked<'_> {
                 Reversed::Conflict {
                     hunks,
                     markers: Some((mode, text)),
+                    ..
                 } if options.force => {
                     details.push(ConflictDetail::new(path.clone(), false, hunks));
                     let id = write_blob(&merges, &text)?;

@@ -119,6 +119,7 @@ class ConflictDetail(TypedDict):
     file: str
     mergeable: bool
     hunks: list[ConflictHunk]
+    merges_in_part: bool  # merge takes the later turns out, an earlier one's part stays
 
 
 class Unrecorded(TypedDict):

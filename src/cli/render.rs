@@ -161,6 +161,10 @@ pub(crate) fn print_outcome(
         let detail = outcome.conflict_details.iter().find(|d| d.file == *path);
         let hint = match detail {
             Some(d) if d.mergeable => "use --merge to keep both, or --force".to_owned(),
+            // (`--force` may change nothing there: the project can hold the target already.)
+            Some(d) if d.merges_in_part => {
+                "use --merge to take the later turns' work out and keep theirs".to_owned()
+            }
             Some(d) if !d.hunks.is_empty() => {
                 let lines: Vec<String> = d
                     .hunks
@@ -185,7 +189,14 @@ pub(crate) fn print_outcome(
         errln!("rewind: {would}left alone {}: {why} ({hint})", quote(path));
     }
     for detail in &outcome.conflict_details {
-        if outcome.written.contains(&detail.file) {
+        let changed =
+            outcome.written.contains(&detail.file) || outcome.deleted.contains(&detail.file);
+        if changed && detail.merges_in_part {
+            errln!(
+                "rewind: {would}merged {} in part: someone else changed it after an earlier turn did, so that turn's work stays in it",
+                quote(&detail.file)
+            );
+        } else if outcome.written.contains(&detail.file) {
             errln!(
                 "rewind: {would}written with conflict markers {}: its edits and the turn's overlap",
                 quote(&detail.file)

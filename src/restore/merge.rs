@@ -26,6 +26,12 @@ pub struct ConflictDetail {
     /// Where the edits overlap (text files only; empty when the file was added, deleted,
     /// binary, a symlink, or both sides changed its mode).
     pub hunks: Vec<ConflictHunk>,
+    /// An undo of several turns takes the later turns' work out of the file, but not an
+    /// earlier turn's: someone else changed the file after that turn (after it made the file,
+    /// say). `merge` writes the file as far as the turns come out (listed in `merged` then,
+    /// with this detail): what the earlier turn did stays, and so does their edit. `hunks`
+    /// are those of the earlier turn against the file so written.
+    pub merges_in_part: bool,
 }
 
 impl ConflictDetail {
@@ -34,6 +40,7 @@ impl ConflictDetail {
             file,
             mergeable,
             hunks,
+            merges_in_part: false,
         }
     }
 }
@@ -51,10 +58,13 @@ pub(crate) enum Reversed {
     /// kept in it by a text merge.
     Side { side: Option<Side>, merged: bool },
     /// The turns' hunks and someone else's overlap. `markers`: the file with git's conflict
-    /// markers (and its mode), for a forced single-turn undo; `None` when not text.
+    /// markers (and its mode), for a forced single-turn undo; `None` when not text. `reached`:
+    /// where the later turns came out before an earlier one met the other edit, if that
+    /// changes the path (`Some(None)`: deleted).
     Conflict {
         hunks: Vec<ConflictHunk>,
         markers: Option<(u32, Vec<u8>)>,
+        reached: Option<Option<Side>>,
     },
 }
 
@@ -76,14 +86,25 @@ pub(crate) fn reverse_turns(
                 ours = side;
                 merged |= m;
             }
-            conflict => return Ok(conflict),
+            Reversed::Conflict { hunks, markers, .. } => {
+                let reached = (ours != now).then_some(ours);
+                return Ok(Reversed::Conflict {
+                    hunks,
+                    markers,
+                    reached,
+                });
+            }
         }
     }
     Ok(Reversed::Side { side: ours, merged })
 }
 
 fn conflict(hunks: Vec<ConflictHunk>, markers: Option<(u32, Vec<u8>)>) -> Reversed {
-    Reversed::Conflict { hunks, markers }
+    Reversed::Conflict {
+        hunks,
+        markers,
+        reached: None,
+    }
 }
 
 /// One turn out of `ours`: base = its after, theirs = its before.

@@ -3490,6 +3490,48 @@ fn an_undo_of_a_turn_reopened_by_a_redo_that_showed_an_ignored_file_keeps_it() {
     assert_eq!(p.read(".gitignore"), b"*.log\n", "{real}");
 }
 
+/// r119 (the third hostile pass of stop 60): turn 1 made `c`, the user added a line, turn 2
+/// deleted it; `undo --session s` left `c` deleted (the target holds no `c`), a conflict whose
+/// hint named `--force`, which changes nothing there, and `--merge` changed nothing either: the
+/// user's line was only in turn 2's "before". Undoing the turns one at a time, latest first,
+/// gives the file back as the user left it, turn 1's part a conflict: `--merge` does that now,
+/// and the hint says so.
+#[test]
+fn an_undo_merge_of_a_session_gives_back_the_users_edit_to_a_file_a_later_turn_deleted() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "0\n");
+    begin(&p, "s", "1");
+    p.file("c", "one\ntwo\n");
+    end(&p, "s", "1");
+    p.file("c", "one\ntwo\nthe user's\n");
+    begin(&p, "s", "2");
+    p.remove("c");
+    end(&p, "s", "2");
+    let plain = rw(&p, &["undo", "--session", "s", "--dry-run"]);
+    assert!(
+        plain
+            .stderr
+            .contains("use --merge to take the later turns' work out")
+            && !plain.stderr.contains("--force"),
+        "{plain}"
+    );
+    let (dry, real) = dry_then_real(&p, &["undo", "--session", "s", "--merge"]);
+    for run in [&dry, &real] {
+        assert_eq!(run["written"], serde_json::json!(["c"]), "{run}");
+        assert_eq!(run["merged"], serde_json::json!(["c"]), "{run}");
+        assert_eq!(run["conflicts"], serde_json::json!([]), "{run}");
+        let detail = &run["conflict_details"][0];
+        assert_eq!(detail["file"], "c", "{run}");
+        assert_eq!(detail["merges_in_part"], true, "{run}");
+        assert_eq!(detail["mergeable"], false, "{run}");
+    }
+    assert_eq!(p.read("c"), b"one\ntwo\nthe user's\n", "{real}");
+    // Its undo point holds the project as it was: no `c`.
+    rwj(&p, &["restore", real["undo"].as_str().unwrap()]);
+    assert!(!p.join("c").exists());
+}
+
 /// Model seed 417 (stop 60, two sessions, 800 steps): an undo put file `d/e` back where a turn
 /// had made `d` a file; the user replaced `d/e` by an empty directory, ignored; `redo --force`
 /// wrote `d` over the directory (taking the empty `d/e` with it, as a write may) and said it

@@ -135,6 +135,8 @@ export interface ConflictDetail {
   file: string;
   mergeable: boolean;
   hunks: ConflictHunk[];
+  /** `merge` takes the later turns' work out; an earlier turn's part stays (someone changed the file after it). */
+  merges_in_part: boolean;
 }
 /** Whose change a file of a turn is (see docs/integration.md, "Two agents on one project"). */
 export type Origin = "unannounced" | "announced" | "shared";
