@@ -326,6 +326,8 @@ struct Model<'a> {
     writers: BTreeMap<PathBuf, Writer>,
     /// Per session, what its agent or its undo/redo last left at each path (as snapshots see it).
     own: BTreeMap<&'static str, BTreeMap<PathBuf, Option<Ver>>>,
+    /// Per session, what its undo/redo last left at each path (as snapshots see it).
+    run_left: BTreeMap<&'static str, BTreeMap<PathBuf, Option<Ver>>>,
     undos: Vec<UndoRec>,
     /// Undo and redo runs recorded so far.
     runs: u64,
@@ -386,6 +388,7 @@ impl<'a> Model<'a> {
             cur,
             writers: BTreeMap::new(),
             own: BTreeMap::new(),
+            run_left: BTreeMap::new(),
             undos: Vec::new(),
             runs: 0,
             changing_ops: 0,
@@ -1526,6 +1529,10 @@ impl<'a> Model<'a> {
                 let v = seen(ver_at(after, &p));
                 self.own.entry(s).or_default().insert(p.clone(), v);
             }
+            if let Writer::Rewind(s) = actor {
+                let v = seen(ver_at(after, &p));
+                self.run_left.entry(s).or_default().insert(p.clone(), v);
+            }
             self.writers.insert(p, actor.clone());
         }
         self.cur = after.clone();
@@ -1924,6 +1931,7 @@ impl<'a> Model<'a> {
         }
         let op = self.describe(&args);
         let prior = self.prior();
+        let ran = self.run_left.get(session).cloned().unwrap_or_default();
         let head = self.head(session);
         let Some((o, before, after)) = self.changing_op(args, Writer::Rewind(session)) else {
             return;
@@ -1978,8 +1986,11 @@ impl<'a> Model<'a> {
                 continue;
             };
             // What the session's own undo or redo wrote since is its last word there (design:
-            // a redo since, say `redo --turn` of part of this undo, is the session's).
-            let own_run = matches!(prior.0.get(&p), Some(Writer::Rewind(s)) if *s == session);
+            // a redo since, say `redo --turn` of part of this undo, is the session's), also when
+            // someone put its bytes back since: no snapshot tells that from none (seed 571, a
+            // `restore` and a `restore` of its undo point after a `redo --turn`).
+            let own_run = matches!(prior.0.get(&p), Some(Writer::Rewind(s)) if *s == session)
+                || ran.get(&p) == Some(&was);
             if !force && was != *left && !own_run {
                 problems.push(format!(
                     "{}: changed since the undo (it left {}, then {}), redone without --force",
