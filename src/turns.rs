@@ -31,8 +31,11 @@ use crate::restore::{
     other_names, reverse_turns, step_of, write_blob, ConflictDetail, Plan, RestoreOutcome,
     Reversed, TurnSides,
 };
-use crate::snapshot::visibility::{decode_path, encode_path};
+use crate::snapshot::visibility::{
+    decode_path, encode_path, made_of_lines, made_of_lines_in, Visibility,
+};
 use crate::snapshot::TrackOptions;
+use crate::store::snapshot_record;
 use crate::store::{Locked, NotDone, SnapshotId, Store};
 
 /// One file a turn (or a session) changed.
@@ -1520,7 +1523,8 @@ impl Store {
         touched.sort_unstable();
         touched.dedup();
         // (A turn a redo gave back starts from the project as the redo found it.)
-        let target = locked.as_reopened(session, undone[0].clone())?.before;
+        let first = locked.as_reopened(session, undone[0].clone())?;
+        let target = first.before;
         let differing = tree_changes(&repo, self.reads(), current, target)?;
         // A file the turns moved is undone as one: both names, or neither (the moves are the
         // turns' own, whatever stands at either name now).
@@ -1604,7 +1608,7 @@ impl Store {
         // A file the turns deleted that the target could not see (ignored then): it may have
         // been made while ignored, within the turns, so it stays deleted, and the user is told
         // which "before" holds it (r116 (1)).
-        let mut target_sight = locked.visibility(target, Some(undone[0].begin))?;
+        let mut target_sight = locked.sight_of_before(session, &first)?;
         let mut stays_deleted = Vec::new();
         for path in &touched {
             if differs.contains(path)
@@ -1631,10 +1635,7 @@ impl Store {
         // known to have made (kept, or a conflict).
         let mut later_sights = Vec::new();
         for record in &undone[1..] {
-            later_sights.push((
-                record.before,
-                locked.visibility(record.before, Some(record.begin))?,
-            ));
+            later_sights.push((record.before, locked.sight_of_before(session, record)?));
         }
         // A path someone else changed too: merged (with `merge`), else a conflict that says
         // whether a merge would be clean. Also when the project holds what the target does: a
@@ -2758,9 +2759,11 @@ impl Store {
                     let turn = encode_id("turn", &record.turn)?;
                     let found_it = locked.as_reopened(session, record.clone())?.before;
                     let back = (outcome, &already[..]);
-                    let before = locked.reopened_before((session, record), back, found_it)?;
+                    let (before, sight) =
+                        locked.reopened_before((session, record), back, found_it)?;
                     redid.push_str(&format!("{REOPENED}{turn} {}\n", outcome.undo));
                     redid.push_str(&format!("{REOPENED_BEFORE}{turn} {before}\n"));
+                    redid.push_str(&sight);
                 }
             }
             if let Some(token) = run {
@@ -4803,7 +4806,8 @@ impl Locked<'_> {
             paths.push(path);
         }
         paths.sort_unstable();
-        let before = self.as_reopened(session, record.clone())?.before;
+        let reopened = self.as_reopened(session, record.clone())?;
+        let before = reopened.before;
         // (Where the project holds the turn's before already, there is nothing to keep: a
         // stopped undo's own write.)
         for path in
@@ -4937,7 +4941,7 @@ impl Locked<'_> {
             target,
             current,
             steps: changes.iter().map(|c| step_of(c, 0)).collect(),
-            sights: vec![self.visibility(before, Some(record.begin))?],
+            sights: vec![self.sight_of_before(session, &reopened)?],
             force: options.force,
             dry_run: options.dry_run,
             objects: Some(merges.clone()),
@@ -5067,15 +5071,19 @@ impl Locked<'_> {
     /// [`Store::kept_through_rollback`]) and its "before" could see, as the turn found it
     /// (`found_it`, its "before" when the undo rolled it back). So what the turn did until that
     /// undo is its work again, and what the redo brought back of the session's earlier turns is
-    /// not; what changed while it was rolled back is not its either. Costs [`Store::kept_through_rollback`], the rules of
-    /// `found_it`, a tree edit per such path, and a commit.
+    /// not; what changed while it was rolled back is not its either. Returns it with the
+    /// lines for the redo's commit that say what it could see. Costs
+    /// [`Store::kept_through_rollback`], [`Self::sight_of_before`] of `found_it`, a tree edit
+    /// per such path, and a commit.
     fn reopened_before(
         &self,
         (session, record): (&str, &Record),
         (outcome, already): (&RestoreOutcome, &[Change]),
         found_it: ObjectId,
-    ) -> Result<ObjectId> {
+    ) -> Result<(ObjectId, String)> {
         let repo = self.repo();
+        let mut earlier = record.clone();
+        earlier.before = found_it;
         // (What it found back where a stopped undo never wrote counts as brought back: r98 (3).)
         let found_back = already.iter().map(|c| &c.path);
         let mut paths: BTreeSet<BString> = (outcome.written.iter().chain(&outcome.deleted))
@@ -5084,7 +5092,7 @@ impl Locked<'_> {
             .collect();
         // (Not a path the turn's "before" could not see: an ignored file the redo's rules
         // bring into view was no work of the turn's.)
-        let mut sight = self.visibility(found_it, None)?;
+        let mut sight = self.sight_of_before(session, &earlier)?;
         for path in self.kept_through_rollback(session, record, outcome.undo.0)? {
             if sight.can_see(&repo, path.as_bstr())? {
                 paths.insert(path);
@@ -5095,14 +5103,46 @@ impl Locked<'_> {
             edits.push((path.as_bstr(), side_at(&repo, found_it, path.as_bstr())?));
         }
         let tree = tree_with(&repo, outcome.undo.0, edits)?;
-        // A tree no snapshot took: recorded as seeing what the project the redo found could
-        // see, and where the redo wrote what the turn's "before" could (r118 (4): a file made
-        // while ignored is no work of the turn's once the redo's `.gitignore` shows it), a
-        // record that keeps it for git and for prune as long as the chain names it.
-        if tree != outcome.undo.0 {
-            self.record_made_up(tree, (outcome.undo.0, found_it), &paths)?;
+        if tree == outcome.undo.0 {
+            return Ok((tree, String::new()));
         }
-        Ok(tree)
+        // A tree no snapshot took: recorded as the project the redo found was (what it left
+        // out), a record that keeps it for git and for prune as long as the chain names it.
+        // (Not over a record of its own: the turn's first "before", say, when the redo found
+        // the project as the turn did but for what it wrote back.)
+        if self.ref_target(&snapshot_record(tree))?.is_none() {
+            self.record_as(tree, outcome.undo.0)?;
+        }
+        // It sees what the project the redo found could see, and where the redo wrote, what
+        // the turn's "before" could (r118 (4): a file made while ignored is no work of the
+        // turn's once the redo's `.gitignore` shows it); a "before" made up by an earlier redo
+        // sees as that redo says.
+        let mut lines = made_of_lines(tree, (outcome.undo.0, found_it), &paths);
+        if let Some(redo) = self.reopening_redo(session, &earlier)? {
+            let (commit, _) = commit_and_tree(&repo, redo)?;
+            lines.push_str(&made_of_lines_in(commit.message_raw_sloppy()));
+        }
+        Ok((tree, lines))
+    }
+
+    /// What turn `record` of `session` could see when it began: its "before" as the turn's
+    /// begin commit recorded it, and for a reopened turn, as the redo that made it up says
+    /// (which may have found the project as the turn's begin did, but for its writes). Costs
+    /// [`Store::visibility`], and where an undo or redo came while the turn was open,
+    /// [`Self::reopening_redo`] and [`Store::visibility_made_up`].
+    fn sight_of_before(&self, session: &str, record: &Record) -> Result<Visibility> {
+        // (Nothing came between its begin commit and its end, or the session's head.)
+        let next = match record.after {
+            Some(_) => self.parent(record.commit)?,
+            None => self.ref_target(&session_ref(session, "head")?)?,
+        };
+        if next == Some(record.begin) {
+            return self.visibility(record.before, Some(record.begin));
+        }
+        match self.reopening_redo(session, record)? {
+            Some(redo) => self.visibility_made_up(record.before, record.begin, redo),
+            None => self.visibility(record.before, Some(record.begin)),
+        }
     }
 
     /// An undo's chain commit message: `title`, its undo point, a line per turn it rolled back

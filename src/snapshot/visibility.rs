@@ -22,9 +22,10 @@
 //!   blobs from its root down, its `info/exclude` and the user's excludes file. A tree taken
 //!   both while a directory was a repository and while it was not (`git init` changes no
 //!   file) has it recorded `mixed`: a path below it is seen only if both readings see it, or
-//! - the tree is no snapshot but a reopened turn's "before" that a redo made up (the project
-//!   it found, with its writes as the turn had found them), and the trees it was made of
-//!   could not see the path: the one the redo found, or at a path it wrote, the turn's.
+//! - the tree is a reopened turn's "before" that a redo made up (the project it found, with
+//!   its writes as the turn had found them), and the trees it was made of could not see the
+//!   path: the one the redo found, or at a path it wrote, the turn's (as the redo's commit
+//!   says: [`Store::visibility_made_up`]).
 //!
 //! What a snapshot left out is recorded with it: as `Rewind-Left-Out:` lines in the snapshot
 //! record (`refs/rewind/snapshots/<tree>`, the union over every time that tree was taken) and
@@ -58,15 +59,18 @@ const MIXED: &str = "mixed";
 /// The trailer key of the digest of the rules from outside the project (`Rewind-Rules: <hex>
 /// <root>`, the root empty for the project, else a nested repository's path).
 const RULES: &str = "Rewind-Rules: ";
-/// The trailer key of a tree no snapshot took, a turn's "before" a redo made up when it reopened
-/// the turn (`Rewind-Reopened-Sight: <found> <turn-found>`): the project as the redo found it,
-/// but where the redo wrote, as the turn had found it. What it could see is what `found` could
-/// see, and at those paths what `turn-found` could.
+/// In a redo's commit, the trailer key of a tree no snapshot took, a turn's "before" the redo
+/// made up when it reopened the turn (`Rewind-Reopened-Sight: <tree> <found> <turn-found>`):
+/// the project as the redo found it, but where the redo wrote, as the turn had found it. What
+/// it could see is what `found` could see, and at those paths what `turn-found` could. (In the
+/// redo's commit, not the tree's record: the tree may be a snapshot taken as it is too, whose
+/// record this would narrow for every later turn; and the commit names what it needs for as
+/// long as it lives.)
 const REOPENED_SIGHT: &str = "Rewind-Reopened-Sight: ";
-/// The trailer key of each path such a redo wrote (`Rewind-Reopened-Path: <found> <path>`).
+/// The trailer key of each path such a redo wrote (`Rewind-Reopened-Path: <tree> <path>`).
 const REOPENED_PATH: &str = "Rewind-Reopened-Path: ";
 /// The trailer keys [`Store::recorded_left_out_lines`] copies.
-const KEYS: [&str; 6] = [LEFT_OUT, MODE, NESTED, RULES, REOPENED_SIGHT, REOPENED_PATH];
+const KEYS: [&str; 4] = [LEFT_OUT, MODE, NESTED, RULES];
 
 /// One record line: `key`, a word, then `path` with every byte outside `!`..`~` (and `%`)
 /// written `%XX`, so any name fits on one line and decodes exactly.
@@ -155,28 +159,45 @@ pub(crate) fn parse_left_out(message: &[u8]) -> Vec<BString> {
         .collect()
 }
 
-/// The lines that record tree `tree` as made up of `found` and `turn_found` (see
-/// [`REOPENED_SIGHT`]): `turn_found`'s at the paths in `written`.
+/// The lines of a redo's commit that say tree `tree` is made up of `found` and `turn_found`
+/// (see [`REOPENED_SIGHT`]): `turn_found`'s at the paths in `written`.
 pub(crate) fn made_of_lines<'a>(
-    found: ObjectId,
-    turn_found: ObjectId,
+    tree: ObjectId,
+    (found, turn_found): (ObjectId, ObjectId),
     written: impl IntoIterator<Item = &'a BString>,
 ) -> String {
-    let found = found.to_hex().to_string();
-    let mut out = format!("{REOPENED_SIGHT}{found} {turn_found}\n");
+    let tree = tree.to_hex().to_string();
+    let mut out = format!("{REOPENED_SIGHT}{tree} {found} {turn_found}\n");
     for path in written {
-        record_line(&mut out, REOPENED_PATH, &found, path);
+        record_line(&mut out, REOPENED_PATH, &tree, path);
     }
     out
 }
 
-/// The (found, turn-found) trees of each [`REOPENED_SIGHT`] line in commit message `message`.
-fn parse_made_of(message: &[u8]) -> impl Iterator<Item = (ObjectId, ObjectId)> + '_ {
-    message
-        .lines()
+/// The [`REOPENED_SIGHT`] and [`REOPENED_PATH`] lines of commit message `message`, as they
+/// are (a later redo that reopens the turn again names them too, for the tree it was made of).
+pub(crate) fn made_of_lines_in(message: &[u8]) -> String {
+    let keys = [REOPENED_SIGHT, REOPENED_PATH];
+    (message.lines())
+        .filter(|line| keys.iter().any(|key| line.starts_with(key.as_bytes())))
+        .map(|line| format!("{}\n", line.to_str_lossy()))
+        .collect()
+}
+
+/// The (found, turn-found) trees of each [`REOPENED_SIGHT`] line about `tree` in commit
+/// message `message`.
+fn parse_made_of(message: &[u8], tree: ObjectId) -> Vec<(ObjectId, ObjectId)> {
+    let tree = tree.to_hex().to_string();
+    let trees = |rest: &[u8]| {
+        let mut words = rest.split_str(b" ");
+        (words.next()? == tree.as_bytes()).then_some(())?;
+        let found = ObjectId::from_hex(words.next()?).ok()?;
+        Some((found, ObjectId::from_hex(words.next()?).ok()?))
+    };
+    (message.lines())
         .filter_map(|line| line.strip_prefix(REOPENED_SIGHT.as_bytes()))
-        .filter_map(|rest| rest.split_once_str(b" "))
-        .filter_map(|(a, b)| Some((ObjectId::from_hex(a).ok()?, ObjectId::from_hex(b).ok()?)))
+        .filter_map(trees)
+        .collect()
 }
 
 /// The narrow permission bits named in commit message `message`.
@@ -211,8 +232,8 @@ pub(crate) struct Visibility {
     excludes: HashMap<BString, Excludes>,
     /// The chained `.gitignore` rules of the target's directories, by (root, directory).
     rules: HashMap<(BString, BString), Arc<DirRules>>,
-    /// For a tree a redo made up as a reopened turn's "before", per time it was made up: what
-    /// the trees it was made of could see. A path is seen only if it is seen by them too.
+    /// For a tree a redo made up as a reopened turn's "before": what the trees it was made of
+    /// could see. A path is seen only if it is seen by them too.
     made_of: Vec<MadeOf>,
 }
 
@@ -432,52 +453,40 @@ impl Locked<'_> {
     }
 }
 
-impl Locked<'_> {
-    /// Record tree `tree`, which a redo made up as a reopened turn's "before" (`found` where
-    /// the redo did not write, `turn_found` at the paths in `written`), as seeing only what
-    /// those two saw there ([`REOPENED_SIGHT`]), with `found`'s record lines and those of an
-    /// earlier record of `tree`. The record makes `tree` reachable for git. Costs two commit
-    /// reads and a commit.
-    pub(crate) fn record_made_up<'a>(
-        &self,
-        tree: ObjectId,
-        (found, turn_found): (ObjectId, ObjectId),
-        written: impl IntoIterator<Item = &'a BString>,
-    ) -> Result<()> {
-        let mut lines = String::new();
-        for like in [found, tree] {
-            if let Some(commit) = self.ref_target(&snapshot_record(like))? {
-                lines.push_str(&self.recorded_left_out_lines(commit)?);
-            }
-        }
-        lines.push_str(&made_of_lines(found, turn_found, written));
-        let mut kept = std::collections::HashSet::new();
-        let lines: String = lines
-            .lines()
-            .filter(|line| kept.insert(*line))
-            .map(|line| format!("{line}\n"))
-            .collect();
-        let message = format!("rewind: snapshot\n\n{lines}");
-        self.commit(&snapshot_record(tree), &message, tree, None)?;
-        Ok(())
-    }
-}
-
 impl Store {
     /// What snapshot `tree` could see: its ignore rules and every left-out path recorded for
     /// it, in its snapshot record and in `extra` (a turn's begin commit) when that commit is
     /// of `tree` (a turn a redo reopened starts from another tree, whose lines are not its
     /// begin commit's: model seed 415).
     pub(crate) fn visibility(&self, tree: ObjectId, extra: Option<ObjectId>) -> Result<Visibility> {
-        self.visibility_within(tree, extra, &mut Vec::new())
+        self.visibility_within(tree, extra, &[], &mut Vec::new())
     }
 
-    /// [`Self::visibility`], with that of each tree a made-up tree was made of, but not of one
-    /// in `met` (the trees asked about on the way here: no loop). Costs the same per tree.
+    /// [`Self::visibility`] of a reopened turn's "before", narrowed to what the trees it was
+    /// made of could see, as redo commit `redo` says ([`REOPENED_SIGHT`]). Costs a commit read
+    /// more, and the same for each such tree.
+    pub(crate) fn visibility_made_up(
+        &self,
+        tree: ObjectId,
+        begin: ObjectId,
+        redo: ObjectId,
+    ) -> Result<Visibility> {
+        let repo = self.repo();
+        let commit = repo
+            .find_commit(redo)
+            .map_err(|e| Error::store(self.git_dir(), e))?;
+        let made_up_by = commit.message_raw_sloppy().to_vec();
+        self.visibility_within(tree, Some(begin), &made_up_by, &mut Vec::new())
+    }
+
+    /// [`Self::visibility`], narrowed by the [`REOPENED_SIGHT`] lines of `made_up_by` (a redo's
+    /// commit message) about `tree`, and then about each tree it was made of, but not one in
+    /// `met` (the trees asked about on the way here: no loop). Costs the same per tree.
     fn visibility_within(
         &self,
         tree: ObjectId,
         extra: Option<ObjectId>,
+        made_up_by: &[u8],
         met: &mut Vec<ObjectId>,
     ) -> Result<Visibility> {
         met.push(tree);
@@ -533,17 +542,18 @@ impl Store {
         let mut nested: Vec<(BString, bool)> = nested.into_iter().collect();
         nested.sort_unstable();
         let mut made_of = Vec::new();
-        for (found, turn_found) in messages.iter().flat_map(|m| parse_made_of(m)) {
-            let hex = found.to_hex().to_string();
-            let written = messages.iter().flat_map(|m| parse_lines(m, REOPENED_PATH));
-            let mut written: Vec<BString> = written
+        let hex = tree.to_hex().to_string();
+        for (found, turn_found) in parse_made_of(made_up_by, tree) {
+            let mut written: Vec<BString> = parse_lines(made_up_by, REOPENED_PATH)
                 .filter(|(word, _)| *word == hex.as_bytes())
                 .map(|(_, path)| path)
                 .collect();
             written.sort_unstable();
             let mut sight = |tree| match met.contains(&tree) {
                 true => Ok(None),
-                false => self.visibility_within(tree, None, met).map(Some),
+                false => self
+                    .visibility_within(tree, None, made_up_by, met)
+                    .map(Some),
             };
             made_of.push(MadeOf {
                 found: sight(found)?,

@@ -3490,6 +3490,70 @@ fn an_undo_of_a_turn_reopened_by_a_redo_that_showed_an_ignored_file_keeps_it() {
     assert_eq!(p.read(".gitignore"), b"*.log\n", "{real}");
 }
 
+/// The hostile pass of stop 61, over the first fix of r118 (4), which put what a made-up
+/// "before" could see in that tree's snapshot record: where the redo found the project as the
+/// turn's begin did but for `.gitignore`, that tree is the turn's first "before", a snapshot,
+/// and its record then hid the user's rules' names from every later turn begun there: turn
+/// 2's own `q` was kept by its undo. What the made-up tree sees is in the redo's commit now.
+#[test]
+fn a_later_turn_from_a_snapshot_a_redo_made_up_again_undoes_its_own_file() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a\n").file(".gitignore", "");
+    begin(&p, "s", "1");
+    p.file(".gitignore", "y\n");
+    rwj(&p, &["undo", "--session", "s"]);
+    p.file(".gitignore", "q\n"); // the user's, while turn 1 is rolled back
+    let redone = rwj(&p, &["redo", "--session", "s", "--force"]);
+    assert_eq!(p.read(".gitignore"), b"y\n", "{redone}");
+    end(&p, "s", "1");
+    let undone = rwj(&p, &["undo", "--session", "s", "--turn", "1"]);
+    assert_eq!(p.read(".gitignore"), b"", "{undone}");
+    begin(&p, "s", "2");
+    p.file("q", "agent\n");
+    end(&p, "s", "2");
+    let (dry, real) = dry_then_real(&p, &["undo", "--session", "s", "--turn", "2"]);
+    for run in [&dry, &real] {
+        assert_eq!(run["deleted"], serde_json::json!(["q"]), "{run}");
+        assert_eq!(run["kept"], serde_json::json!([]), "{run}");
+    }
+    assert!(!p.join("q").exists(), "{real}");
+}
+
+/// The same pass: the record of a made-up "before" named the project the redo found, which
+/// nothing kept for git; once `prune` dropped that project's record with its session and a
+/// person ran `git gc --prune=now`, every undo to the made-up tree failed ("could not be
+/// found"). The redo's commit names it now, and lives as long as what reads it.
+#[test]
+fn an_undo_to_a_made_up_before_works_after_its_session_expired_and_a_git_gc() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    let day = |d: u32| format!("2026-11-{d:02}T00:00:00Z");
+    p.file("a", "a\n").file(".gitignore", "");
+    rwj_at(&p, Some(&day(1)), &["track"]);
+    begin_at(&p, Some(&day(1)), "s", "1");
+    p.file(".gitignore", "y\n").file("b", "agent\n");
+    rwj_at(&p, Some(&day(1)), &["undo", "--session", "s"]);
+    p.file(".gitignore", "x\n").file("z", "user\n");
+    rwj_at(&p, Some(&day(1)), &["redo", "--session", "s", "--force"]);
+    end_at(&p, Some(&day(1)), "s", "1");
+    let undone = rwj_at(&p, Some(&day(1)), &["undo", "--session", "s"]);
+    assert_eq!(p.read(".gitignore"), b"", "{undone}");
+    begin_at(&p, Some(&day(5)), "t", "1");
+    p.file("c", "agent 2\n");
+    end_at(&p, Some(&day(5)), "t", "1");
+    let pruned = rwj_at(&p, Some(&day(9)), &["prune"]);
+    assert_eq!(
+        pruned["sessions_removed"],
+        serde_json::json!(["s"]),
+        "{pruned}"
+    );
+    p.store_git(["gc", "--prune=now", "-q"]);
+    let undone = rwj_at(&p, Some(&day(9)), &["undo", "--session", "t"]);
+    assert_eq!(undone["deleted"], serde_json::json!(["c"]), "{undone}");
+    assert!(!p.join("c").exists(), "{undone}");
+}
+
 /// r119 (the third hostile pass of stop 60): turn 1 made `c`, the user added a line, turn 2
 /// deleted it; `undo --session s` left `c` deleted (the target holds no `c`), a conflict whose
 /// hint named `--force`, which changes nothing there, and `--merge` changed nothing either: the
