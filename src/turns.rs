@@ -1675,6 +1675,13 @@ impl Store {
                 Reversed::Side { .. } => (true, Vec::new(), None),
                 Reversed::Conflict { hunks, reached, .. } => (false, hunks, reached),
             };
+            // (A name of a move is undone with its other names or not at all: no part alone.)
+            let reached = reached.filter(|_| !partners.contains_key(path));
+            // The later turns out, an earlier one meeting the other edit (r119: a file turn 1
+            // made, the user edited and turn 2 deleted comes back as the user left it): as far
+            // as they come out, as undoing them one at a time would leave it. (With `force`,
+            // the earlier one is taken out too, as one at a time: the target.)
+            let in_part = reached.filter(|_| options.merge);
             if force {
                 if target == now {
                     return Ok(()); // nothing to force: the project holds the target
@@ -1690,10 +1697,7 @@ impl Store {
             let mut detail = ConflictDetail::new(path.clone(), mergeable, hunks);
             detail.merges_in_part = reached.is_some();
             d.details.push(detail);
-            // The later turns out, an earlier one meeting the other edit (r119: a file turn 1
-            // made, the user edited and turn 2 deleted comes back as the user left it): as far
-            // as they come out, as undoing them one at a time would leave it.
-            if let (Some(after), true) = (reached, options.merge) {
+            if let Some(after) = in_part {
                 d.merged.push(path.clone());
                 let (path, before) = (path.clone(), now);
                 d.changes.push(Change {
@@ -1774,6 +1778,11 @@ impl Store {
             let merged = d.merged.iter().filter(|p| outcome.written.contains(p));
             outcome.merged = merged.cloned().collect();
             outcome.conflict_details = d.details.clone();
+            // (A merge in part that did not go in, something in the way, is said as not made.)
+            let changed = |p: &BString| outcome.written.contains(p) || outcome.deleted.contains(p);
+            for detail in &mut outcome.conflict_details {
+                detail.merges_in_part &= !options.merge || changed(&detail.file);
+            }
         };
         let tell_stays_deleted = || {
             let quote = crate::paths::quote_path;
@@ -3854,12 +3863,40 @@ impl Store {
                 .into_iter()
                 .map(|c| c.path)
                 .collect();
-            if let (Some((left, wrote)), true) = (&redo_left, start == record.before) {
-                for path in wrote {
-                    if side_at(&repo, *left, path.as_ref())? == side_at(&repo, end, path.as_ref())?
-                    {
-                        changed.remove(path);
+            // What a path holds as a redo left it is that redo's change, not a turn's: this
+            // turn's own redo's, or the one that gave the other turn back meanwhile (r120 (3):
+            // else another session's redo read as `shared`, and `--force` took it).
+            // (Where the other's redo found the path as this turn began with it: its change
+            // is the path's whole change before the redo, not the other turn's work meanwhile.)
+            let mut drop_redo_writes =
+                |(left, wrote): &(ObjectId, Vec<BString>), found: Option<ObjectId>| -> Result<()> {
+                    for path in wrote {
+                        let at = |tree| side_at(&repo, tree, path.as_ref());
+                        let found_as_begun = match found {
+                            Some(found) => at(found)? == at(record.before)?,
+                            None => true,
+                        };
+                        if found_as_begun && at(*left)? == at(end)? {
+                            changed.remove(path);
+                        }
                     }
+                    Ok(())
+                };
+            if let (Some(redo_left), true) = (&redo_left, start == record.before) {
+                drop_redo_writes(redo_left, None)?;
+            }
+            let reopened = self.as_reopened(&other, theirs.clone())?;
+            let redo = self.reopening_redo(&other, &reopened)?;
+            if let Some(redo) = redo.filter(|r| during.contains(r)) {
+                let (object, left) = commit_and_tree(&repo, redo)?;
+                let message = object.message_raw_sloppy();
+                let found = id_in(message, REDO_POINT);
+                // (Only where the undo it redid came before this turn began: the work it gives
+                // back was done before then, not while both were open.)
+                let redid = id_in(message, REDID);
+                if redid.is_some_and(|undo| !during.contains(&undo)) {
+                    let wrote = self.paths_of_chain_commit(redo)?.1;
+                    drop_redo_writes(&(left, wrote), Some(found.unwrap_or(left)))?;
                 }
             }
             overlaps.push(Overlap {

@@ -3554,6 +3554,46 @@ fn an_undo_to_a_made_up_before_works_after_its_session_expired_and_a_git_gc() {
     assert!(!p.join("c").exists(), "{undone}");
 }
 
+/// r120 (3): s1's turn, rolled back while open, was given back by s1's redo while s2's turn was
+/// open. s2's turn listed s1's `b` as `shared`, and `undo --session s2 --force` deleted it,
+/// where a redo of another session's is none of the turn's (as for one whose turn had ended).
+/// Where s1's agent wrote `b` while s2's turn was open, before the undo and the redo, `b` stays
+/// shared.
+#[test]
+fn a_redo_that_gives_another_sessions_turn_back_is_none_of_an_open_turns_work() {
+    let sb = Sandbox::new();
+    let p = sb.project("proj");
+    p.file("a", "a\n");
+    begin(&p, "s1", "1");
+    p.file("b", "s1's\n");
+    rwj(&p, &["undo", "--session", "s1"]);
+    begin(&p, "s2", "1");
+    track_file(&p, "s2", "1", "c");
+    p.file("c", "s2's\n");
+    let redone = rwj(&p, &["redo", "--session", "s1"]);
+    assert_eq!(p.read("b"), b"s1's\n", "{redone}");
+    let files = end(&p, "s2", "1");
+    let listed: Vec<&str> = files.iter().filter_map(|f| f["file"].as_str()).collect();
+    assert_eq!(listed, ["c"], "{files:?}");
+    let undone = rwj(&p, &["undo", "--session", "s2", "--force"]);
+    assert_eq!(undone["deleted"], serde_json::json!(["c"]), "{undone}");
+    assert_eq!(p.read("b"), b"s1's\n", "{undone}");
+
+    // s1's agent writes `d` while s3's turn is open; then the undo and the redo.
+    begin(&p, "s3", "1");
+    begin(&p, "s1", "2");
+    p.file("d", "s1's\n");
+    rwj(&p, &["undo", "--session", "s1"]);
+    rwj(&p, &["redo", "--session", "s1"]);
+    let files = end(&p, "s3", "1");
+    let d = files.iter().find(|f| f["file"] == "d");
+    assert_eq!(
+        d.map(|f| &f["origin"]),
+        Some(&serde_json::json!("shared")),
+        "{files:?}"
+    );
+}
+
 /// r119 (the third hostile pass of stop 60): turn 1 made `c`, the user added a line, turn 2
 /// deleted it; `undo --session s` left `c` deleted (the target holds no `c`), a conflict whose
 /// hint named `--force`, which changes nothing there, and `--merge` changed nothing either: the
