@@ -3698,7 +3698,7 @@ impl Store {
         let others = self.commits_of_others_during(session, record)?;
         // What the redo that gave this turn back (its "before" since) wrote is the session's
         // own doing, not a change while another turn was open (r87 (3)).
-        let redo_left = match self.reopening_redo(session, record)? {
+        let redo_left = match self.reopened_by(session, record)? {
             Some(redo) => Some((
                 commit_and_tree(&repo, redo)?.1,
                 self.paths_of_chain_commit(redo)?.1,
@@ -3886,7 +3886,7 @@ impl Store {
                 drop_redo_writes(redo_left, None)?;
             }
             let reopened = self.as_reopened(&other, theirs.clone())?;
-            let redo = self.reopening_redo(&other, &reopened)?;
+            let redo = self.reopened_by(&other, &reopened)?;
             if let Some(redo) = redo.filter(|r| during.contains(r)) {
                 let (object, left) = commit_and_tree(&repo, redo)?;
                 let message = object.message_raw_sloppy();
@@ -3919,6 +3919,19 @@ impl Store {
             .into_iter()
             .find(|(_, m)| gave_before(m))
             .map(|(c, _)| c))
+    }
+
+    /// [`Self::reopening_redo`], or at the cost of a commit or ref read, none where nothing
+    /// came between the turn's begin commit and its end (or the session's head).
+    fn reopened_by(&self, session: &str, record: &Record) -> Result<Option<ObjectId>> {
+        let next = match record.after {
+            Some(_) => self.parent(record.commit)?,
+            None => self.ref_target(&session_ref(session, "head")?)?,
+        };
+        match next == Some(record.begin) {
+            true => Ok(None),
+            false => self.reopening_redo(session, record),
+        }
     }
 
     /// Each of `changes` (made in turn `record` of `session`, up to snapshot `after`) with
@@ -5110,8 +5123,8 @@ impl Locked<'_> {
     /// undo is its work again, and what the redo brought back of the session's earlier turns is
     /// not; what changed while it was rolled back is not its either. Returns it with the
     /// lines for the redo's commit that say what it could see. Costs
-    /// [`Store::kept_through_rollback`], [`Self::sight_of_before`] of `found_it`, a tree edit
-    /// per such path, and a commit.
+    /// [`Store::kept_through_rollback`], [`Self::reopening_redo`] and the sight of
+    /// `found_it`, a tree edit per such path, and a commit.
     fn reopened_before(
         &self,
         (session, record): (&str, &Record),
@@ -5129,7 +5142,8 @@ impl Locked<'_> {
             .collect();
         // (Not a path the turn's "before" could not see: an ignored file the redo's rules
         // bring into view was no work of the turn's.)
-        let mut sight = self.sight_of_before(session, &earlier)?;
+        let earlier_redo = self.reopening_redo(session, &earlier)?;
+        let mut sight = self.sight_of_before_made_by(&earlier, earlier_redo)?;
         for path in self.kept_through_rollback(session, record, outcome.undo.0)? {
             if sight.can_see(&repo, path.as_bstr())? {
                 paths.insert(path);
@@ -5155,7 +5169,7 @@ impl Locked<'_> {
         // turn's once the redo's `.gitignore` shows it); a "before" made up by an earlier redo
         // sees as that redo says.
         let mut lines = made_of_lines(tree, (outcome.undo.0, found_it), &paths);
-        if let Some(redo) = self.reopening_redo(session, &earlier)? {
+        if let Some(redo) = earlier_redo {
             let (commit, _) = commit_and_tree(&repo, redo)?;
             lines.push_str(&made_of_lines_in(commit.message_raw_sloppy()));
         }
@@ -5168,15 +5182,18 @@ impl Locked<'_> {
     /// [`Store::visibility`], and where an undo or redo came while the turn was open,
     /// [`Self::reopening_redo`] and [`Store::visibility_made_up`].
     fn sight_of_before(&self, session: &str, record: &Record) -> Result<Visibility> {
-        // (Nothing came between its begin commit and its end, or the session's head.)
-        let next = match record.after {
-            Some(_) => self.parent(record.commit)?,
-            None => self.ref_target(&session_ref(session, "head")?)?,
-        };
-        if next == Some(record.begin) {
-            return self.visibility(record.before, Some(record.begin));
-        }
-        match self.reopening_redo(session, record)? {
+        let redo = self.reopened_by(session, record)?;
+        self.sight_of_before_made_by(record, redo)
+    }
+
+    /// [`Self::sight_of_before`] of `record`, reopened by redo commit `redo` (if one did).
+    /// Costs [`Store::visibility_made_up`].
+    fn sight_of_before_made_by(
+        &self,
+        record: &Record,
+        redo: Option<ObjectId>,
+    ) -> Result<Visibility> {
+        match redo {
             Some(redo) => self.visibility_made_up(record.before, record.begin, redo),
             None => self.visibility(record.before, Some(record.begin)),
         }
